@@ -1,0 +1,127 @@
+"""Control-plane throughput and latency against a real `railyard up` on loopback (SQLite).
+
+- submissions per second through the REST API (target >= 500/s), one keep-alive client and a
+  few concurrent ones;
+- submit-to-start latency of a trivial job (target < 1 s): from just before the POST to the
+  job's recorded start time (same machine clock), median and p90 over N jobs run one by one.
+
+Run: ``python benchmarks/bench_api.py [--jobs 2000] [--latency-jobs 20]``; prints a table and
+writes ``benchmarks/results/bench_api.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.integration.server_proc import ServerProcess
+
+RESULTS = Path(__file__).parent / "results" / "bench_api.json"
+
+
+def submit_rate(server: ServerProcess, jobs: int, clients: int) -> float:
+    """Jobs/s for ``jobs`` submissions spread over ``clients`` keep-alive connections."""
+    headers = {"Authorization": f"Bearer {server.token}"}
+    payload = {"command": ["true"], "queue": "default", "priority": "low"}
+
+    def run(count: int) -> None:
+        with httpx.Client(base_url=server.url, headers=headers, timeout=30) as client:
+            for _ in range(count):
+                client.post("/v1/jobs", json=payload).raise_for_status()
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(run, [jobs // clients] * clients))
+    return (jobs // clients * clients) / (time.perf_counter() - start)
+
+
+def batch_rate(server: ServerProcess, jobs: int, per_request: int = 500) -> float:
+    """Jobs/s through ``POST /v1/jobs/batch`` (one transaction per request)."""
+    headers = {"Authorization": f"Bearer {server.token}"}
+    batch = {"jobs": [{"command": ["true"], "priority": "low"}] * per_request}
+    start = time.perf_counter()
+    with httpx.Client(base_url=server.url, headers=headers, timeout=60) as client:
+        for _ in range(jobs // per_request):
+            client.post("/v1/jobs/batch", json=batch).raise_for_status()
+    return (jobs // per_request * per_request) / (time.perf_counter() - start)
+
+
+def start_latency(server: ServerProcess, count: int) -> list[float]:
+    headers = {"Authorization": f"Bearer {server.token}"}
+    out = []
+    with httpx.Client(base_url=server.url, headers=headers, timeout=30) as client:
+        for _ in range(count):
+            before = time.time()
+            (job,) = client.post("/v1/jobs", json={"command": ["true"]}).json()
+            while True:
+                row = client.get(f"/v1/jobs/{job['id']}").json()
+                if row["start_t_s"] is not None:
+                    out.append(row["start_t_s"] - before)
+                    break
+                time.sleep(0.01)
+            while client.get(f"/v1/jobs/{job['id']}").json()["state"] != "completed":
+                time.sleep(0.02)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, default=2000)
+    parser.add_argument("--latency-jobs", type=int, default=20)
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        # Latency first, on an idle server; then a fresh server for throughput, so the
+        # queue of submitted-but-unstarted jobs does not slow the latency runs.
+        server = ServerProcess(Path(tmp) / "latency", gpus=8)
+        server.state_dir.mkdir()
+        server.start()
+        try:
+            latency = start_latency(server, args.latency_jobs)
+        finally:
+            server.stop()
+        server = ServerProcess(Path(tmp) / "rate", gpus=8)
+        server.state_dir.mkdir()
+        server.start()
+        try:
+            # Drained node: submissions queue up and the scheduler cycles over them, but no
+            # thousands of processes compete with the API for this machine's two cores.
+            (node,) = server.request("GET", "/v1/nodes")
+            server.request("POST", f"/v1/nodes/{node['name']}/drain", json={"reason": "bench"})
+            one = submit_rate(server, args.jobs, 1)
+            four = submit_rate(server, args.jobs, 4)
+            bulk = batch_rate(server, args.jobs * 5)
+        finally:
+            server.stop()
+    rows.append({"figure": "submissions/s, 1 client", "value": one, "target": ">= 500"})
+    rows.append({"figure": "submissions/s, 4 clients", "value": four, "target": ">= 500"})
+    rows.append({"figure": "jobs/s, batch of 500 per request", "value": bulk, "target": ">= 500"})
+    rows.append(
+        {"figure": "submit-to-start median s", "value": statistics.median(latency), "target": "< 1"}
+    )
+    rows.append(
+        {
+            "figure": "submit-to-start p90 s",
+            "value": statistics.quantiles(latency, n=10)[-1],
+            "target": "",
+        }
+    )
+    print(f"{'figure':32} {'value':>10} {'target':>8}")
+    for row in rows:
+        print(f"{row['figure']:32} {row['value']:>10.3f} {row['target']:>8}")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"benchmark": "api", "rows": rows}, indent=2))
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

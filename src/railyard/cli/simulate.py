@@ -1,0 +1,230 @@
+"""`railyard simulate`: run policies side by side on a trace or a synthetic workload.
+
+Thin: parse, build `sim.sweep.Scenario`s, run them (processes, or Ray with ``--ray``), print a
+table or JSON, write plots if asked. Bad input is one line on stderr and exit code 2.
+Register with ``app.command()(simulate)`` or :func:`register`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from railyard.blueprint import BlueprintError, load
+from railyard.sim.checkpoints import CheckpointPolicy, IntervalRule
+from railyard.sim.plots import HINT as PLOT_HINT
+from railyard.sim.plots import have_matplotlib, write_plots
+from railyard.sim.sweep import POLICIES, Scenario, ray_available, run_scenario, sweep
+from railyard.sim.synthetic import PROFILES, WALLTIME_MODES
+from railyard.sim.traces import FORMATS, TraceError, load_trace
+
+
+def _fail(message: str) -> NoReturn:
+    print(f"railyard: {message}", file=sys.stderr)
+    raise typer.Exit(2)
+
+
+def simulate(
+    blueprint: Annotated[str, typer.Argument(help="a preset name or a blueprint YAML file")],
+    trace: Annotated[Path | None, typer.Option(help="a job trace file (or PAI folder)")] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help=f"trace format: {' | '.join(FORMATS)}")
+    ] = "railyard",
+    synthetic: Annotated[
+        str | None, typer.Option(help=f"synthetic profile: {' | '.join(PROFILES)}")
+    ] = None,
+    jobs: Annotated[int, typer.Option(help="synthetic jobs")] = 1000,
+    load_: Annotated[float, typer.Option("--load", help="offered load (x cluster GPUs)")] = 0.9,
+    walltime: Annotated[
+        str, typer.Option(help=f"synthetic walltime estimates: {' | '.join(WALLTIME_MODES)}")
+    ] = "noisy",
+    policy: Annotated[
+        str, typer.Option(help=f"comma-separated: {', '.join(POLICIES)}")
+    ] = "fifo,easy,fairshare+easy",
+    seed: Annotated[int, typer.Option(help="first seed")] = 0,
+    seeds: Annotated[int, typer.Option(help="number of seeds (seed, seed+1, ...)")] = 1,
+    failures: Annotated[
+        bool, typer.Option("--failures/--no-failures", help="node failures (Llama 3 rate)")
+    ] = False,
+    checkpoint: Annotated[str, typer.Option(help="young | daly | fixed | none")] = "young",
+    checkpoint_cost: Annotated[float, typer.Option(help="seconds per checkpoint")] = 60.0,
+    restart_overhead: Annotated[float, typer.Option(help="seconds per restart")] = 300.0,
+    coalesce: Annotated[float, typer.Option(help="seconds events wait for one cycle")] = 0.0,
+    workers: Annotated[int, typer.Option(help="parallel processes")] = 2,
+    as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
+    plot: Annotated[Path | None, typer.Option(help="write PNG plots into this folder")] = None,
+    ray: Annotated[
+        str | None, typer.Option(help="run on an existing Ray cluster (address, or 'local')")
+    ] = None,
+) -> None:
+    """Simulate scheduling policies on a virtual clock and compare JCT, waits, utilization."""
+    scenarios = _scenarios(
+        blueprint, trace, fmt, synthetic, jobs, load_, walltime, policy, seed, seeds, failures,
+        checkpoint, checkpoint_cost, restart_overhead, coalesce,
+    )  # fmt: skip
+    if plot is not None and not have_matplotlib():
+        _fail(f"--plot needs matplotlib, which is not installed (hint: {PLOT_HINT})")
+    if ray is not None and not ray_available():
+        _fail("--ray needs the ray package, which is not installed (hint: pip install ray)")
+    err = Console(stderr=True)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=as_json or not err.is_terminal,
+    ) as bar:
+        task = bar.add_task(f"simulating {len(scenarios)} run(s)", total=len(scenarios))
+        if len(scenarios) == 1 and ray is None:
+
+            def step(fraction: float) -> None:
+                bar.update(task, completed=fraction)
+
+            results = [run_scenario(scenarios[0], step)]
+        else:
+            results = sweep(
+                scenarios,
+                workers=workers,
+                ray_address=ray,
+                on_done=lambda s, r: bar.advance(task),
+            )
+    if as_json:
+        print(json.dumps({"runs": results}, indent=2))
+    else:
+        print_results(Console(), results)
+    if plot is not None:
+        paths = write_plots(results, plot)
+        if not as_json:
+            Console().print(f"plots written: {', '.join(str(p) for p in paths)}")
+
+
+def _scenarios(
+    blueprint: str,
+    trace: Path | None,
+    fmt: str,
+    synthetic: str | None,
+    jobs: int,
+    load_: float,
+    walltime: str,
+    policy: str,
+    seed: int,
+    seeds: int,
+    failures: bool,
+    checkpoint: str,
+    checkpoint_cost: float,
+    restart_overhead: float,
+    coalesce: float,
+) -> list[Scenario]:
+    """Validate every flag up front, so a bad one fails before any run starts."""
+    try:
+        load(blueprint)
+    except BlueprintError as exc:
+        _fail(str(exc))
+    if (trace is None) == (synthetic is None):
+        _fail("give exactly one of --trace FILE or --synthetic PROFILE (hint: --synthetic philly)")
+    if synthetic is not None and synthetic not in PROFILES:
+        _fail(f"--synthetic: unknown profile {synthetic!r} (hint: one of {', '.join(PROFILES)})")
+    if walltime not in WALLTIME_MODES:
+        _fail(f"--walltime: {walltime!r} (hint: one of {', '.join(WALLTIME_MODES)})")
+    if trace is not None:
+        try:
+            load_trace(trace, fmt)  # fail fast on a bad file, with file, line and field
+        except TraceError as exc:
+            _fail(str(exc))
+    names = [p.strip() for p in policy.split(",") if p.strip()]
+    bad = [p for p in names if p not in POLICIES]
+    if bad or not names:
+        _fail(f"--policy: unknown {bad or policy!r} (hint: any of {', '.join(POLICIES)})")
+    if jobs < 1 or seeds < 1 or load_ <= 0:
+        _fail("--jobs and --seeds must be >= 1 and --load > 0")
+    if checkpoint not in {r.value for r in IntervalRule}:
+        _fail(f"--checkpoint: {checkpoint!r} (hint: young, daly, fixed or none)")
+    try:
+        ckpt = CheckpointPolicy(
+            rule=IntervalRule(checkpoint), cost_s=checkpoint_cost, restart_s=restart_overhead
+        )
+    except ValueError as exc:
+        _fail(f"--checkpoint-cost/--restart-overhead: {exc}")
+    if coalesce < 0:
+        _fail("--coalesce must be >= 0")
+    return [
+        Scenario(
+            blueprint=blueprint,
+            policy=name,
+            seed=s,
+            trace=str(trace) if trace is not None else None,
+            trace_format=fmt,
+            synthetic=synthetic,
+            jobs=jobs,
+            load=load_,
+            walltime=walltime,
+            failures=failures,
+            coalesce_s=coalesce,
+            checkpoint=ckpt,
+        )
+        for s in range(seed, seed + seeds)
+        for name in names
+    ]
+
+
+def _h(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds / 3600:.2f}"
+
+
+def print_results(console: Console, results: list[dict[str, Any]]) -> None:
+    """One row per run; times in hours."""
+    first = results[0]
+    table = Table(
+        title=f"{first['workload']} on {first['blueprint']} ({first['gpus']} GPUs), hours",
+        caption="JCT mean / p50 / p99, wait = queueing mean / p99; util over the makespan; "
+        "1-LG: multi-node starts within one leaf group",
+    )
+    for col in ("policy", "seed", "jobs", "JCT", "p50", "p99", "wait", "w p99"):
+        table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
+    for col in ("util", "goodput", "preempt", "fails", "1-LG"):
+        table.add_column(col, justify="right")
+    for r in results:
+        jct, wait, multi = r["jct"], r["queueing"], r["multi_node"]
+        lg = multi["within_leaf_group"]
+        table.add_row(
+            r["policy"],
+            str(r["seed"]),
+            str(r["jobs"]),
+            _h(jct.get("mean_s")),
+            _h(jct.get("median_s")),
+            _h(jct.get("p99_s")),
+            _h(wait.get("mean_s")),
+            _h(wait.get("p99_s")),
+            f"{r['utilization']:.3f}",
+            f"{r['goodput']:.3f}",
+            str(r["preemptions"]),
+            str(r["node_failures"]),
+            "-" if lg is None else f"{lg:.2f}",
+        )
+    console.print(table)
+    sizes = Table(title="mean JCT by job size (GPUs), hours")
+    sizes.add_column("policy")
+    classes = ["1", "2-8", "9-64", "65+"]
+    for c in classes:
+        sizes.add_column(c, justify="right")
+    for r in results:
+        by = r["by_size"]
+        sizes.add_row(
+            f"{r['policy']} s{r['seed']}",
+            *(_h(by[c]["jct"].get("mean_s")) if c in by else "-" for c in classes),
+        )
+    console.print(sizes)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `simulate` to ``app`` (the ``railyard`` command)."""
+    app.command()(simulate)

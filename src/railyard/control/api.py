@@ -1,0 +1,344 @@
+"""The REST API: thin routes over :mod:`railyard.control.services`.
+
+Each request gets one transaction (``SessionDep``) that commits before the response is sent,
+so a client that reads right after a write sees it; a refused request rolls back. Errors are
+one line in ``detail``: 401 (no or bad token, with ``WWW-Authenticate: Bearer``), 403 (not
+allowed), 404 (missing, or another user's job: ids of others' jobs do not leak), 409
+(exists), 422 (bad input, naming the field and a hint).
+"""
+
+from __future__ import annotations
+
+import codecs
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from railyard import __version__
+from railyard.control import auth
+from railyard.control import schemas as s
+from railyard.control import services as svc
+from railyard.control.store import Store
+from railyard.control.tables import JobState, User
+
+LOG_CHUNK_BYTES = 1 << 20
+_STATUS = {s.NotFound: 404, s.Forbidden: 403, s.Conflict: 409, s.Invalid: 422}
+_BEARER = {"WWW-Authenticate": "Bearer"}
+
+
+@dataclass(frozen=True)
+class Context:
+    store: Store
+    wake: Callable[[], None]
+    state_dir: Path
+    known_flavors: Callable[[], set[str]] | None
+    clock: Callable[[], float]
+
+
+def _ctx(request: Request) -> Context:
+    ctx: Context = request.app.state.railyard
+    return ctx
+
+
+def get_db(request: Request) -> Iterator[Session]:
+    """One transaction per request; the service loop is woken after a commit that needs it."""
+    ctx = _ctx(request)
+    with ctx.store.session() as session:
+        yield session
+        wake = svc.wants_wake(session)
+    if wake:
+        ctx.wake()
+
+
+SessionDep = Annotated[Session, Depends(get_db, scope="function")]
+CredentialsDep = Annotated[
+    HTTPAuthorizationCredentials | None, Depends(HTTPBearer(auto_error=False))
+]
+
+
+def get_current_user(session: SessionDep, credentials: CredentialsDep) -> User:
+    if credentials is None:
+        raise HTTPException(401, "missing bearer token", headers=_BEARER)
+    user = auth.authenticate(session, credentials.credentials)
+    if user is None:
+        raise HTTPException(401, "invalid or revoked token", headers=_BEARER)
+    return user
+
+
+CurrentUser = Annotated[User, Depends(get_current_user)]
+ContextDep = Annotated[Context, Depends(_ctx)]
+v1 = APIRouter(prefix="/v1")
+
+
+@v1.get("/whoami")
+def whoami(session: SessionDep, user: CurrentUser) -> s.UserOut:
+    queues = sorted(svc.member_queues(session, user))
+    return s.UserOut.model_validate({**_fields(user), "queues": queues})
+
+
+@v1.post("/jobs", status_code=201)
+def submit_job(
+    spec: s.JobSubmit, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> list[s.JobOut]:
+    """Submit a job (or an array); returns one record per job id."""
+    now = ctx.clock()
+    flavors = ctx.known_flavors() if ctx.known_flavors else None
+    rows = svc.submit(session, user, spec, now, state_dir=ctx.state_dir, known_flavors=flavors)
+    return [s.JobOut.from_row(r, user.name, now) for r in rows]
+
+
+@v1.post("/jobs/batch", status_code=201)
+def submit_batch(
+    batch: s.JobBatch, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> list[s.JobOut]:
+    """Submit up to 1,000 jobs at once, for tools and workflow engines; all or nothing."""
+    now = ctx.clock()
+    flavors = ctx.known_flavors() if ctx.known_flavors else None
+    out: list[s.JobOut] = []
+    for i, spec in enumerate(batch.jobs):
+        try:
+            rows = svc.submit(
+                session, user, spec, now, state_dir=ctx.state_dir, known_flavors=flavors
+            )
+        except s.Invalid as exc:  # name the element, so the one line says which job
+            raise s.Invalid(f"jobs[{i}].{exc.field}", exc.message, exc.hint) from None
+        out += [s.JobOut.from_row(r, user.name, now) for r in rows]
+    return out
+
+
+@v1.get("/jobs")
+def list_jobs(
+    session: SessionDep,
+    user: CurrentUser,
+    ctx: ContextDep,
+    state: Annotated[list[str] | None, Query(description="repeat for several")] = None,
+    queue: str | None = None,
+    owner: Annotated[str | None, Query(alias="user")] = None,
+    limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
+) -> list[s.JobOut]:
+    """A user's own jobs; an admin sees everyone's (filter with ``user``)."""
+    known = [st.value for st in JobState]
+    for st in state or []:
+        if st not in known:
+            raise s.Invalid("state", f"unknown state {st!r}", f"one of {', '.join(known)}")
+    rows = svc.list_jobs(session, user, states=state, queue=queue, user=owner, limit=limit)
+    now = ctx.clock()
+    return [s.JobOut.from_row(r, name, now) for r, name in rows]
+
+
+@v1.get("/jobs/{job_id}")
+def show_job(job_id: str, session: SessionDep, user: CurrentUser, ctx: ContextDep) -> s.JobOut:
+    row, name = svc.get_job(session, user, job_id)
+    return s.JobOut.from_row(row, name, ctx.clock())
+
+
+@v1.delete("/jobs/{job_id}")
+def cancel_job(
+    job_id: str, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> list[s.JobOut]:
+    """Cancel a job, or every task of an array given its parent id."""
+    now = ctx.clock()
+    return [s.JobOut.from_row(r, n, now) for r, n in svc.cancel_job(session, user, job_id, now)]
+
+
+@v1.get("/jobs/{job_id}/logs")
+def job_logs(
+    job_id: str,
+    session: SessionDep,
+    user: CurrentUser,
+    ctx: ContextDep,
+    rank: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> s.LogChunk:
+    """Text of one rank's log from byte ``offset``; poll with the returned offset to follow."""
+    row, _ = svc.get_job(session, user, job_id)
+    if rank >= row.workers:
+        raise s.Invalid("rank", f"job {job_id} has ranks 0..{row.workers - 1}")
+    text, new_offset = read_log(svc.log_path(ctx.state_dir, job_id, rank), offset)
+    finished = JobState(row.state).finished and new_offset == offset
+    return s.LogChunk(
+        job_id=job_id, rank=rank, text=text, offset=new_offset, state=row.state, finished=finished
+    )
+
+
+def read_log(path: Path, offset: int, limit: int = LOG_CHUNK_BYTES) -> tuple[str, int]:
+    """Decoded text from ``offset``; a UTF-8 character cut by the chunk end waits for the next
+    call, so followers never see mangled characters."""
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            data = f.read(limit)
+    except FileNotFoundError:
+        return "", offset
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    text = decoder.decode(data, final=False)
+    pending = len(decoder.getstate()[0])  # bytes of a character the next read completes
+    return text, offset + len(data) - pending
+
+
+@v1.get("/nodes")
+def list_nodes(session: SessionDep, user: CurrentUser) -> list[s.NodeOut]:
+    return svc.list_nodes(session, user)
+
+
+def _node(session: Session, user: User, name: str) -> s.NodeOut:
+    return next(n for n in svc.list_nodes(session, user) if n.name == name)
+
+
+@v1.post("/nodes/{name}/drain")
+def drain_node(
+    name: str, body: s.NodeAction, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> s.NodeOut:
+    svc.drain_node(session, user, name, body.reason, ctx.clock())
+    return _node(session, user, name)
+
+
+@v1.post("/nodes/{name}/resume")
+def resume_node(name: str, session: SessionDep, user: CurrentUser, ctx: ContextDep) -> s.NodeOut:
+    svc.resume_node(session, user, name, ctx.clock())
+    return _node(session, user, name)
+
+
+@v1.get("/queues")
+def list_queues(session: SessionDep, user: CurrentUser) -> list[s.QueueOut]:
+    """The queues the user belongs to and those below them; an admin sees all."""
+    return svc.list_queues(session, user)
+
+
+def _queue(session: Session, user: User, name: str) -> s.QueueOut:
+    return next(q for q in svc.list_queues(session, user) if q.name == name)
+
+
+@v1.post("/queues", status_code=201)
+def create_queue(
+    body: s.QueueCreate, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> s.QueueOut:
+    svc.create_queue(session, user, body, ctx.clock())
+    return _queue(session, user, body.name)
+
+
+@v1.patch("/queues/{name}")
+def update_queue(
+    name: str, body: s.QueueUpdate, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> s.QueueOut:
+    svc.update_queue(session, user, name, body, ctx.clock())
+    return _queue(session, user, name)
+
+
+@v1.post("/queues/{name}/members")
+def add_member(
+    name: str, body: s.MemberChange, session: SessionDep, user: CurrentUser
+) -> s.QueueOut:
+    svc.add_member(session, user, name, body.user)
+    return _queue(session, user, name)
+
+
+@v1.delete("/queues/{name}/members/{member}")
+def remove_member(name: str, member: str, session: SessionDep, user: CurrentUser) -> s.QueueOut:
+    svc.remove_member(session, user, name, member)
+    return _queue(session, user, name)
+
+
+def _fields(row: Any) -> dict[str, Any]:
+    return {c: getattr(row, c) for c in row.__table__.columns.keys()}  # noqa: SIM118
+
+
+@v1.get("/users")
+def list_users(session: SessionDep, user: CurrentUser) -> list[s.UserOut]:
+    return [
+        s.UserOut.model_validate({**_fields(u), "queues": q})
+        for u, q in auth.list_users(session, user)
+    ]
+
+
+@v1.post("/users", status_code=201)
+def create_user(
+    body: s.UserCreate, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> s.UserOut:
+    return s.UserOut.model_validate(_fields(auth.create_user(session, user, body, ctx.clock())))
+
+
+def _token_out(token: Any, user: str) -> dict[str, Any]:
+    return {**_fields(token), "user": user}
+
+
+@v1.get("/tokens")
+def list_tokens(session: SessionDep, user: CurrentUser) -> list[s.TokenOut]:
+    return [s.TokenOut.model_validate(_token_out(t, n)) for t, n in auth.list_tokens(session, user)]
+
+
+@v1.post("/tokens", status_code=201)
+def create_token(
+    body: s.TokenCreate, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> s.TokenCreated:
+    """A new token for ``body.user``; the plaintext is in this response only."""
+    token, plaintext = auth.create_token(session, user, body, ctx.clock())
+    return s.TokenCreated.model_validate({**_token_out(token, body.user), "token": plaintext})
+
+
+@v1.delete("/tokens/{token_id}")
+def revoke_token(
+    token_id: int, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> s.TokenOut:
+    token = auth.revoke_token(session, user, token_id, ctx.clock())
+    owner = session.get(User, token.user_id)
+    return s.TokenOut.model_validate(_token_out(token, owner.name if owner else "?"))
+
+
+# -- errors --------------------------------------------------------------------------------------
+
+
+def _install_errors(app: FastAPI) -> None:
+    @app.exception_handler(s.ServiceError)
+    async def service_error(_: Request, exc: s.ServiceError) -> JSONResponse:
+        code = next((c for t, c in _STATUS.items() if isinstance(exc, t)), 400)
+        body = s.error_body(exc.line(), field=exc.field, hint=exc.hint)
+        return JSONResponse(body, status_code=code)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        line, field = s.validation_line(list(exc.errors()))
+        return JSONResponse(s.error_body(line, field=field), status_code=422)
+
+    @app.exception_handler(IntegrityError)
+    async def conflict(_: Request, exc: IntegrityError) -> JSONResponse:
+        line = str(exc.orig).splitlines()[0] if exc.orig else "conflict"
+        return JSONResponse(s.error_body(f"conflict: {line}"), status_code=409)
+
+
+def create_app(
+    store: Store,
+    *,
+    wake: Callable[[], None],
+    state_dir: Path,
+    known_flavors: Callable[[], set[str]] | None = None,
+    clock: Callable[[], float] = time.time,
+) -> FastAPI:
+    """The API over ``store``; ``wake`` is called after each commit the service loop must see
+    (submit, cancel, node or queue change). Logs are read from ``state_dir/jobs/<id>/logs``."""
+    app = FastAPI(
+        title="railyard",
+        version=__version__,
+        description="Submit and watch training jobs on a shared GPU cluster.",
+    )
+    app.state.railyard = Context(store, wake, Path(state_dir), known_flavors, clock)
+
+    @app.get("/healthz", tags=["health"])
+    def healthz() -> s.Health:
+        return s.Health(status="ok", version=__version__)
+
+    app.include_router(v1)
+    _install_errors(app)
+    return app
+
+
+__all__ = ["CurrentUser", "SessionDep", "create_app"]

@@ -1,0 +1,160 @@
+"""Rows of the store <-> value types of the scheduler core.
+
+The scheduler never sees the database; the service loop reads rows, converts them here, runs
+a cycle and writes the decisions back. Usage is stored under string keys so one table holds
+both levels: ``queue:<name>`` and ``user:<queue>/<user>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from railyard.control.tables import JobRow, NodeRow, QueueRow, UsageRow
+from railyard.sched import (
+    Job,
+    Level,
+    Node,
+    NodeState,
+    Queue,
+    RunningJob,
+    TopologyMode,
+    TopologyRequirement,
+    Usage,
+)
+
+
+def to_node(row: NodeRow) -> Node:
+    return Node(
+        name=row.name,
+        flavor=row.flavor,
+        gpus=row.gpus,
+        cpu_cores=row.cpu_cores,
+        mem_gb=row.mem_gb,
+        path=tuple(row.path),
+        state=NodeState(row.state),
+    )
+
+
+def to_queue(row: QueueRow) -> Queue:
+    return Queue(
+        name=row.name,
+        parent=row.parent,
+        nominal_gpus=dict(row.nominal_gpus),
+        borrowing_limit_gpus=dict(row.borrowing_limit_gpus),
+        lending_limit_gpus=dict(row.lending_limit_gpus),
+        weight=row.weight,
+    )
+
+
+class JobFields(Protocol):
+    """The columns a cycle needs: a ``JobRow`` or a lighter row of :data:`SCHED_COLUMNS`."""
+
+    id: str
+    queue: str
+    flavor: str
+    workers: int
+    gpus_per_worker: int
+    priority: int
+    preemptible: bool
+    walltime_s: float | None
+    topology_level: str | None
+    topology_mode: str | None
+    submit_t_s: float
+    min_runtime_s: float
+    checkpoint_grace_s: float
+    restart_count: int
+    array_parent: str | None
+    array_index: int | None
+    placement: dict[str, list[int]] | None
+    start_t_s: float | None
+    last_checkpoint_t_s: float | None
+    preempt_for: str | None
+
+
+SCHED_COLUMNS: tuple[Any, ...] = (
+    JobRow.id,
+    JobRow.user_id,
+    JobRow.queue,
+    JobRow.flavor,
+    JobRow.workers,
+    JobRow.gpus_per_worker,
+    JobRow.priority,
+    JobRow.preemptible,
+    JobRow.walltime_s,
+    JobRow.topology_level,
+    JobRow.topology_mode,
+    JobRow.submit_t_s,
+    JobRow.min_runtime_s,
+    JobRow.checkpoint_grace_s,
+    JobRow.restart_count,
+    JobRow.array_parent,
+    JobRow.array_index,
+    JobRow.array_max_running,
+    JobRow.state,
+    JobRow.reason,
+    JobRow.placement,
+    JobRow.start_t_s,
+    JobRow.last_checkpoint_t_s,
+    JobRow.preempt_for,
+    JobRow.updated_t_s,
+)
+"""Selected without the ORM (no identity map, no large command/env/script columns): a cycle
+over ten thousand pending jobs should not build ten thousand ORM objects."""
+
+
+def to_job(row: JobFields, user: str) -> Job:
+    topology = None
+    if row.topology_level:
+        topology = TopologyRequirement(
+            Level.parse(row.topology_level), TopologyMode(row.topology_mode or "required")
+        )
+    return Job(
+        id=row.id,
+        queue=row.queue,
+        flavor=row.flavor,
+        workers=row.workers,
+        gpus_per_worker=row.gpus_per_worker,
+        user=user,
+        priority=row.priority,
+        preemptible=row.preemptible,
+        walltime_s=row.walltime_s,
+        topology=topology,
+        submit_t_s=row.submit_t_s,
+        min_runtime_s=row.min_runtime_s,
+        checkpoint_grace_s=row.checkpoint_grace_s,
+        restart_count=row.restart_count,
+        array_parent=row.array_parent,
+        array_index=row.array_index,
+    )
+
+
+def to_running(row: JobFields, user: str) -> RunningJob:
+    placement = {node: tuple(gpus) for node, gpus in (row.placement or {}).items()}
+    return RunningJob(
+        job=to_job(row, user),
+        placement=placement,
+        start_t_s=row.start_t_s if row.start_t_s is not None else row.submit_t_s,
+        last_checkpoint_t_s=row.last_checkpoint_t_s,
+        preempt_for=row.preempt_for,
+    )
+
+
+def usage_from_rows(rows: Iterable[UsageRow]) -> Usage:
+    queues: dict[str, float] = {}
+    users: dict[tuple[str, str], float] = {}
+    for row in rows:
+        kind, _, key = row.key.partition(":")
+        if kind == "queue":
+            queues[key] = row.gpu_s
+        elif kind == "user":
+            queue, _, user = key.rpartition("/")
+            users[(queue, user)] = row.gpu_s
+    return Usage(queue_gpu_s=queues, user_gpu_s=users)
+
+
+def usage_keys(usage: Usage) -> Mapping[str, float]:
+    """The store's keys for every usage figure."""
+    out = {f"queue:{name}": gpu_s for name, gpu_s in usage.queue_gpu_s.items()}
+    out.update({f"user:{q}/{u}": gpu_s for (q, u), gpu_s in usage.user_gpu_s.items()})
+    return out

@@ -1,0 +1,187 @@
+"""The durable schema: what must survive a crash of the control plane.
+
+The service loop writes a decision here (job state, placement, attempt) and commits before it
+asks the executor to act; on restart it reconciles from these rows. Times are Unix epoch
+seconds (``_t_s``). JSON columns hold small maps and lists (quotas, commands, handles).
+Changes to this file need a new Alembic revision in ``migrations/versions``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class JobState(StrEnum):
+    """Life of a job. STARTING and PREEMPTING/CANCELLING are written before the executor acts."""
+
+    PENDING = "pending"
+    STARTING = "starting"
+    RUNNING = "running"
+    PREEMPTING = "preempting"
+    CANCELLING = "cancelling"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED)
+
+    @property
+    def holds_gpus(self) -> bool:
+        return self in (
+            JobState.STARTING,
+            JobState.RUNNING,
+            JobState.PREEMPTING,
+            JobState.CANCELLING,
+        )
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_t_s: Mapped[float] = mapped_column(Float)
+
+
+class Token(Base):
+    """Bearer tokens, stored as SHA-256 hashes: the plaintext is shown once, at creation."""
+
+    __tablename__ = "tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    label: Mapped[str] = mapped_column(String(128), default="")
+    created_t_s: Mapped[float] = mapped_column(Float)
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class QueueRow(Base):
+    """A node of the tenancy tree; quotas are GPUs per flavor (JSON maps)."""
+
+    __tablename__ = "queues"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    parent: Mapped[str | None] = mapped_column(ForeignKey("queues.name"), nullable=True)
+    nominal_gpus: Mapped[dict[str, int]] = mapped_column(JSON, default=dict)
+    borrowing_limit_gpus: Mapped[dict[str, int]] = mapped_column(JSON, default=dict)
+    lending_limit_gpus: Mapped[dict[str, int]] = mapped_column(JSON, default=dict)
+    weight: Mapped[float] = mapped_column(Float, default=1.0)
+    created_t_s: Mapped[float] = mapped_column(Float)
+
+
+class QueueMember(Base):
+    """Who may submit to a queue (and, through it, to every queue below it)."""
+
+    __tablename__ = "queue_members"
+
+    queue: Mapped[str] = mapped_column(
+        ForeignKey("queues.name", ondelete="CASCADE"), primary_key=True
+    )
+    user_id: Mapped[int] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True
+    )
+
+
+class Counter(Base):
+    """Monotonic counters (job numbers), incremented inside the submitting transaction."""
+
+    __tablename__ = "counters"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    value: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class JobRow(Base):
+    """One job, or one element of a job array (id ``<number>_<index>``)."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    number: Mapped[int] = mapped_column(Integer, index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"), index=True)
+    queue: Mapped[str] = mapped_column(ForeignKey("queues.name"), index=True)
+    name: Mapped[str] = mapped_column(String(256), default="")
+    state: Mapped[str] = mapped_column(String(16), index=True, default=JobState.PENDING.value)
+    reason: Mapped[str] = mapped_column(String(256), default="")
+    command: Mapped[list[str]] = mapped_column(JSON)
+    script: Mapped[str | None] = mapped_column(Text, nullable=True)
+    workdir: Mapped[str] = mapped_column(String(1024), default="")
+    env: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    flavor: Mapped[str] = mapped_column(String(64))
+    workers: Mapped[int] = mapped_column(Integer, default=1)
+    gpus_per_worker: Mapped[int] = mapped_column(Integer, default=1)
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    preemptible: Mapped[bool] = mapped_column(Boolean, default=False)
+    walltime_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    topology_level: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    topology_mode: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    min_runtime_s: Mapped[float] = mapped_column(Float, default=0.0)
+    checkpoint_grace_s: Mapped[float] = mapped_column(Float, default=30.0)
+    preempt_signal: Mapped[str] = mapped_column(String(16), default="SIGUSR1")
+    requeue_on_failure: Mapped[bool] = mapped_column(Boolean, default=False)
+    max_restarts: Mapped[int] = mapped_column(Integer, default=3)
+    restart_count: Mapped[int] = mapped_column(Integer, default=0)
+    array_parent: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    array_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    array_max_running: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    submit_t_s: Mapped[float] = mapped_column(Float)
+    start_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    end_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    placement: Mapped[dict[str, list[int]] | None] = mapped_column(JSON, nullable=True)
+    handle: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    outcome: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    preempt_for: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    preempt_deadline_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    last_checkpoint_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    updated_t_s: Mapped[float] = mapped_column(Float)
+
+
+class NodeRow(Base):
+    """A node the control plane schedules on; ``path`` holds its topology labels."""
+
+    __tablename__ = "nodes"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    flavor: Mapped[str] = mapped_column(String(64))
+    gpus: Mapped[int] = mapped_column(Integer)
+    cpu_cores: Mapped[int] = mapped_column(Integer, default=0)
+    mem_gb: Mapped[float] = mapped_column(Float, default=0.0)
+    path: Mapped[list[str]] = mapped_column(JSON, default=list)
+    state: Mapped[str] = mapped_column(String(16), default="ready")
+    reason: Mapped[str] = mapped_column(String(256), default="")
+    updated_t_s: Mapped[float] = mapped_column(Float)
+
+
+class UsageRow(Base):
+    """Decayed GPU-seconds per queue path (``queue:a/b/c``) and per user (``user:alice``)."""
+
+    __tablename__ = "usage"
+
+    key: Mapped[str] = mapped_column(String(256), primary_key=True)
+    gpu_s: Mapped[float] = mapped_column(Float, default=0.0)
+    updated_t_s: Mapped[float] = mapped_column(Float)
+
+
+class EventRow(Base):
+    """The audit trail: every decision and state change, in order."""
+
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    t_s: Mapped[float] = mapped_column(Float, index=True)
+    job_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    message: Mapped[str] = mapped_column(Text, default="")

@@ -1,0 +1,285 @@
+"""``LocalExecutor``: this machine as one node, each rank a process group of its own.
+
+Each rank runs under :mod:`railyard.exec.wrapper` in a new session (``start_new_session``),
+so one ``killpg`` reaches the rank and everything it spawned. Our own children are reaped
+with ``waitpid``; ranks adopted after a restart are not our children, so they are watched
+through ``/proc`` (pid plus start time) and their exit codes come from the wrapper's exit file.
+
+Idempotent: :meth:`LocalExecutor.start` per ``(job_id, restart_count)``, within one executor
+and across executors, through a handle record written to ``log_dir`` right after launch (a
+crash between launching and writing it is the one window where a second start relaunches).
+Dropping an executor leaves its ranks running, so that a new one can adopt them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from railyard.exec import procfs
+from railyard.exec.exitfile import UNKNOWN, RankExit, read_exit
+from railyard.exec.jobstate import JobState, RankState, Stage, decide
+from railyard.exec.launch import RankSlot, free_port, rank_env, rank_layout, wrapped_command
+from railyard.exec.protocol import (
+    Executor,
+    ExecutorError,
+    ExitReport,
+    JobHandle,
+    LaunchSpec,
+    WorkerHandle,
+)
+from railyard.probe import resolve_gpus
+
+MASTER_ADDR = "127.0.0.1"
+
+
+def handle_record_path(log_dir: Path, restart_count: int) -> Path:
+    return log_dir / f"handle-{restart_count}.json"
+
+
+class LocalExecutor:
+    """Runs jobs on this machine; implements :class:`railyard.exec.protocol.Executor`.
+
+    ``gpus`` is the declared GPU count (NVML's count when None). Signals are sent at once;
+    the SIGTERM and SIGKILL that follow a grace are sent by :meth:`poll` once it is due.
+    Meant for one calling thread (the control plane's loop); it starts no threads itself.
+    """
+
+    def __init__(
+        self,
+        node_name: str,
+        gpus: int | None = None,
+        *,
+        term_grace_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.node_name = node_name
+        self.gpus = resolve_gpus(gpus)
+        self.term_grace_s = term_grace_s
+        self._clock = clock
+        self._jobs: dict[str, JobState] = {}
+        self._started: dict[tuple[str, int], JobHandle] = {}
+        self._pending: list[ExitReport] = []
+
+    # -- the protocol -------------------------------------------------------------------------
+
+    def start(self, spec: LaunchSpec) -> JobHandle:
+        """Launch every rank, or return the handle of this attempt if it was launched before."""
+        key = (spec.job_id, spec.restart_count)
+        if key in self._started:
+            return self._started[key]
+        record = handle_record_path(spec.log_dir, spec.restart_count)
+        previous = _read_handle(record)
+        if previous is not None and previous.job_id == spec.job_id:
+            self._pending.extend(self.adopt([previous]))
+            self._started[key] = previous
+            return previous
+        if spec.job_id in self._jobs:
+            raise ExecutorError(f"job {spec.job_id} is still running another attempt")
+        self._check(spec)
+        spec.log_dir.mkdir(parents=True, exist_ok=True)
+        spec.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        port = free_port(MASTER_ADDR)
+        ranks: list[RankState] = []
+        try:
+            for slot in rank_layout(spec):
+                ranks.append(self._launch(spec, slot, port))
+        except BaseException:
+            for rank in ranks:  # no half-started gangs
+                procfs.signal_group(rank.handle.pgid, rank.handle.start_time_ticks, signal.SIGKILL)
+                if rank.proc is not None:
+                    rank.proc.wait()
+            raise
+        handle = JobHandle(
+            job_id=spec.job_id,
+            restart_count=spec.restart_count,
+            workers=tuple(r.handle for r in ranks),
+            master_port=port,
+            preempt_signal=spec.preempt_signal,
+        )
+        _write_handle(record, handle)
+        self._jobs[spec.job_id] = JobState(handle, ranks)
+        self._started[key] = handle
+        return handle
+
+    def request_checkpoint_stop(self, job_id: str, grace_s: float) -> None:
+        """Send the preempt signal to every rank's group; a repeat, or a job already stopping
+        or unknown, is a no-op."""
+        job = self._jobs.get(job_id)
+        if job is None or job.stage != Stage.RUNNING or job.first_failure is not None:
+            return
+        job.stop_requested = True
+        self._signal_live(job, signal.Signals[job.handle.preempt_signal])
+        job.stage = Stage.PREEMPTING
+        job.deadline = self._clock() + grace_s
+
+    def cancel(self, job_id: str) -> None:
+        """SIGTERM every rank's group, SIGKILL after ``term_grace_s``; a repeat is a no-op."""
+        job = self._jobs.get(job_id)
+        if job is None or job.cancelled:
+            return
+        job.cancelled = job.first_failure is None  # a job already failing stays failed
+        if job.stage < Stage.TERMINATING:
+            self._terminate(job)
+
+    def poll(self) -> list[ExitReport]:
+        """Reap exited ranks, terminate the gang of a failed rank, escalate overdue stops, and
+        report each job whose last rank has exited. Never blocks."""
+        reports, self._pending = self._pending, []
+        for job in list(self._jobs.values()):
+            self._observe(job)
+            self._advance(job)
+            if job.done():
+                del self._jobs[job.handle.job_id]
+                reports.append(decide(job))
+        return reports
+
+    def adopt(self, handles: Sequence[JobHandle]) -> list[ExitReport]:
+        """Watch the ranks of ``handles`` whose pid and start time still match; jobs with no
+        such rank are reported now (from their exit files, else ``lost``). A job already
+        watched is skipped."""
+        for handle in handles:
+            for worker in handle.workers:
+                if worker.node != self.node_name:
+                    raise ExecutorError(f"job {handle.job_id}: rank on {worker.node}, not here")
+        reports = []
+        for handle in handles:
+            if handle.job_id in self._jobs:
+                continue
+            job = JobState(handle, [RankState(w, None) for w in handle.workers])
+            self._started.setdefault((handle.job_id, handle.restart_count), handle)
+            self._observe(job)
+            if job.done():
+                reports.append(decide(job))
+            else:
+                self._jobs[handle.job_id] = job
+        return reports
+
+    def running(self) -> set[str]:
+        return set(self._jobs)
+
+    # -- launching ----------------------------------------------------------------------------
+
+    def _check(self, spec: LaunchSpec) -> None:
+        if set(spec.placement) != {self.node_name}:
+            raise ExecutorError(
+                f"job {spec.job_id}: placed on {sorted(spec.placement)}, this is {self.node_name}"
+            )
+        bad = [g for g in spec.placement[self.node_name] if not 0 <= g < self.gpus]
+        if bad:
+            raise ExecutorError(f"job {spec.job_id}: GPUs {bad} not on a {self.gpus}-GPU node")
+        if spec.preempt_signal not in signal.Signals.__members__:
+            raise ExecutorError(f"job {spec.job_id}: unknown signal {spec.preempt_signal}")
+
+    def _launch(self, spec: LaunchSpec, slot: RankSlot, port: int) -> RankState:
+        log_path = spec.log_dir / f"rank-{slot.rank}.log"
+        exit_path = spec.log_dir / f"rank-{slot.rank}.restart-{spec.restart_count}.exit.json"
+        exit_path.unlink(missing_ok=True)
+        env = rank_env(spec, slot, os.environ, nnodes=1, master_addr=MASTER_ADDR, master_port=port)
+        stamp = datetime.now(UTC).isoformat(timespec="seconds")
+        header = (
+            f"==== railyard {stamp} job {spec.job_id} restart {spec.restart_count} "
+            f"rank {slot.rank}/{spec.workers} gpus [{env['CUDA_VISIBLE_DEVICES']}] "
+            f"port {port}: {shlex.join(spec.command)}\n"
+        )
+        with log_path.open("ab") as log:
+            log.write(header.encode())
+            log.flush()
+            proc = subprocess.Popen(
+                wrapped_command(spec.command, exit_path),
+                cwd=spec.workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        worker = WorkerHandle(
+            job_id=spec.job_id,
+            rank=slot.rank,
+            node=self.node_name,
+            pid=proc.pid,
+            pgid=proc.pid,  # a new session's leader leads its process group
+            start_time_ticks=procfs.start_time_ticks(proc.pid),  # unreaped: /proc entry stays
+            log_path=log_path,
+            exit_path=exit_path,
+        )
+        return RankState(worker, proc)
+
+    # -- watching and signalling --------------------------------------------------------------
+
+    def _observe(self, job: JobState) -> None:
+        for rank in job.live():
+            rank.exit = _exit_of(rank)
+            failed = rank.exit is not None and not rank.exit.clean
+            if failed and job.first_failure is None and job.stage < Stage.TERMINATING:
+                job.first_failure = rank
+
+    def _advance(self, job: JobState) -> None:
+        if not job.live():
+            return
+        if job.first_failure is not None and job.stage < Stage.TERMINATING:
+            self._terminate(job)  # like torchrun: one rank failed, stop the gang
+        elif job.deadline is not None and self._clock() >= job.deadline:
+            if job.stage == Stage.PREEMPTING:
+                job.escalated = True
+                self._terminate(job)
+            elif job.stage == Stage.TERMINATING:
+                self._signal_live(job, signal.SIGKILL)
+                job.stage = Stage.KILLING
+                job.deadline = None
+
+    def _terminate(self, job: JobState) -> None:
+        self._signal_live(job, signal.SIGTERM)
+        job.stage = Stage.TERMINATING
+        job.deadline = self._clock() + self.term_grace_s
+
+    def _signal_live(self, job: JobState, sig: int) -> None:
+        for rank in job.live():
+            procfs.signal_group(rank.handle.pgid, rank.handle.start_time_ticks, sig)
+
+
+def _exit_of(rank: RankState) -> RankExit | None:
+    """The rank's end if it has exited, after killing what it left in its group."""
+    worker = rank.handle
+    if rank.proc is not None:
+        try:
+            # Peek without reaping: the zombie keeps the pgid ours while we sweep the group.
+            status = os.waitid(os.P_PID, worker.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped behind our back (SIGCHLD ignored, os.wait()...)
+            rank.proc = None
+            return _exit_of(rank)
+        if status is None:
+            return None
+        procfs.signal_group(worker.pgid, worker.start_time_ticks, signal.SIGKILL)
+        returncode = rank.proc.wait()
+        return read_exit(worker.exit_path) or RankExit.from_returncode(returncode)
+    if procfs.is_alive(worker.pid, worker.start_time_ticks):
+        return None
+    procfs.signal_group(worker.pgid, worker.start_time_ticks, signal.SIGKILL)
+    return read_exit(worker.exit_path) or UNKNOWN
+
+
+def _write_handle(path: Path, handle: JobHandle) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(handle.to_dict(), indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def _read_handle(path: Path) -> JobHandle | None:
+    try:
+        return JobHandle.from_dict(json.loads(path.read_text()))
+    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+        return None
+
+
+if TYPE_CHECKING:  # mypy proves that LocalExecutor honours the protocol
+    _conforms: type[Executor] = LocalExecutor

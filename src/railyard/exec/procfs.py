@@ -1,0 +1,89 @@
+"""Reading processes through ``/proc``: how we recognise our workers without being their parent.
+
+A pid alone is not an identity: the kernel reuses pids. A pid together with its start time
+(field 22 of ``/proc/<pid>/stat``, in clock ticks since boot) is. See proc(5):
+https://man7.org/linux/man-pages/man5/proc.5.html
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    """The few fields of ``/proc/<pid>/stat`` we use."""
+
+    pid: int
+    state: str  # R, S, D, T, Z (zombie: exited, not yet reaped), X, ...
+    pgid: int
+    start_time_ticks: int
+
+    @property
+    def exited(self) -> bool:
+        return self.state in ("Z", "X")
+
+
+def read_stat(pid: int) -> ProcStat | None:
+    """The process's stat, or None when no process has this pid."""
+    try:
+        text = (PROC / str(pid) / "stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces or ")": split after the
+    # last ")". Fields from 3 on are then space-separated.
+    rest = text[text.rindex(")") + 2 :].split()
+    return ProcStat(pid=pid, state=rest[0], pgid=int(rest[2]), start_time_ticks=int(rest[19]))
+
+
+def start_time_ticks(pid: int) -> int:
+    """The start time of a live process; raises ProcessLookupError when it is gone."""
+    stat = read_stat(pid)
+    if stat is None:
+        raise ProcessLookupError(pid)
+    return stat.start_time_ticks
+
+
+def is_alive(pid: int, start_ticks: int) -> bool:
+    """True while the process that had this pid and start time has not exited."""
+    stat = read_stat(pid)
+    return stat is not None and stat.start_time_ticks == start_ticks and not stat.exited
+
+
+def group_is_ours(pgid: int, leader_start_ticks: int) -> bool:
+    """Whether signalling process group ``pgid`` reaches only the group we started.
+
+    While any member lives the kernel cannot hand the id to a new process, so the id is ours
+    unless a process with pid == pgid exists and started at another time (a reused id).
+    """
+    stat = read_stat(pgid)
+    return stat is None or stat.start_time_ticks == leader_start_ticks
+
+
+def group_members(pgid: int) -> list[int]:
+    """Pids of live (non-zombie) processes in group ``pgid``, by scanning ``/proc``."""
+    members = []
+    for entry in PROC.iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = read_stat(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue  # vanished or unreadable between listing and reading
+            if stat is not None and stat.pgid == pgid and not stat.exited:
+                members.append(stat.pid)
+    return members
+
+
+def signal_group(pgid: int, leader_start_ticks: int, sig: int) -> bool:
+    """Send ``sig`` to the group if it is still ours; True when something received it."""
+    if not group_is_ours(pgid, leader_start_ticks):
+        return False
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    return True

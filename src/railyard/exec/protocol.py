@@ -1,0 +1,193 @@
+"""The executor protocol: the one door through which railyard touches processes.
+
+The live control plane and the simulator's virtual executor both speak it, so it imports the
+standard library only. The control plane persists a :class:`LaunchSpec` before it calls
+:meth:`Executor.start` and the returned :class:`JobHandle` right after, so that a restarted
+control plane can call :meth:`Executor.adopt` with what it wrote and reconcile instead of guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol
+
+DEFAULT_PREEMPT_SIGNAL = "SIGUSR1"
+
+
+class ExecutorError(RuntimeError):
+    """A request an executor cannot honour: a node it lacks, GPUs it lacks, a job still running
+    another attempt."""
+
+
+class Outcome(StrEnum):
+    """How a job ended, from the control plane's point of view."""
+
+    COMPLETED = "completed"  # every rank exited 0 and nobody asked it to stop
+    FAILED = "failed"  # a rank exited non-zero or by a signal we did not send
+    PREEMPTED = "preempted"  # asked to checkpoint and stop; every rank exited 0 in the grace
+    KILLED = "killed"  # cancelled, or ignored the checkpoint signal and was terminated
+    LOST = "lost"  # vanished while we were away; its exit code cannot be known
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchSpec:
+    """Everything needed to start one attempt (``restart_count``) of a job.
+
+    ``placement`` maps node name to the GPU indices given to the job there; ranks fill nodes in
+    order, ``gpus_per_worker`` consecutive indices each. ``nccl_env`` is derived by the caller
+    from the blueprint (see :func:`railyard.exec.nccl.nccl_env`); ``env`` holds user extras.
+    """
+
+    job_id: str
+    command: tuple[str, ...]
+    placement: Mapping[str, tuple[int, ...]]
+    gpus_per_worker: int
+    workers: int
+    restart_count: int = 0
+    env: Mapping[str, str] = field(default_factory=dict)
+    workdir: Path = Path()
+    log_dir: Path
+    checkpoint_dir: Path
+    preempt_signal: str = DEFAULT_PREEMPT_SIGNAL
+    nccl_env: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.command:
+            raise ValueError(f"job {self.job_id}: empty command")
+        if self.workers < 1 or self.gpus_per_worker < 0 or self.restart_count < 0:
+            raise ValueError(f"job {self.job_id}: workers >= 1, gpus and restarts >= 0")
+        placed = sum(len(gpus) for gpus in self.placement.values())
+        if self.gpus_per_worker and placed != self.workers * self.gpus_per_worker:
+            raise ValueError(
+                f"job {self.job_id}: placement has {placed} GPUs, "
+                f"{self.workers} workers x {self.gpus_per_worker} need "
+                f"{self.workers * self.gpus_per_worker}"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerHandle:
+    """One rank's process group: what identifies it across a control-plane restart.
+
+    ``start_time_ticks`` is field 22 of ``/proc/<pid>/stat``; a pid whose start time differs is
+    a reused pid, not our worker. ``exit_path`` is where the rank's wrapper writes how it ended.
+    """
+
+    job_id: str
+    rank: int
+    node: str
+    pid: int
+    pgid: int
+    start_time_ticks: int
+    log_path: Path
+    exit_path: Path
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "rank": self.rank,
+            "node": self.node,
+            "pid": self.pid,
+            "pgid": self.pgid,
+            "start_time_ticks": self.start_time_ticks,
+            "log_path": str(self.log_path),
+            "exit_path": str(self.exit_path),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WorkerHandle:
+        return cls(
+            job_id=str(data["job_id"]),
+            rank=int(data["rank"]),
+            node=str(data["node"]),
+            pid=int(data["pid"]),
+            pgid=int(data["pgid"]),
+            start_time_ticks=int(data["start_time_ticks"]),
+            log_path=Path(data["log_path"]),
+            exit_path=Path(data["exit_path"]),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobHandle:
+    """A started attempt: persist it right after :meth:`Executor.start` returns."""
+
+    job_id: str
+    restart_count: int
+    workers: tuple[WorkerHandle, ...]
+    master_port: int
+    preempt_signal: str = DEFAULT_PREEMPT_SIGNAL
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form for the control plane's store."""
+        return {
+            "job_id": self.job_id,
+            "restart_count": self.restart_count,
+            "workers": [w.to_dict() for w in self.workers],
+            "master_port": self.master_port,
+            "preempt_signal": self.preempt_signal,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> JobHandle:
+        return cls(
+            job_id=str(data["job_id"]),
+            restart_count=int(data["restart_count"]),
+            workers=tuple(WorkerHandle.from_dict(w) for w in data["workers"]),
+            master_port=int(data["master_port"]),
+            preempt_signal=str(data.get("preempt_signal", DEFAULT_PREEMPT_SIGNAL)),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExitReport:
+    """A job's end, reported once.
+
+    ``exit_code`` and ``signal`` are those of the rank that decided the outcome (the first to
+    fail, else rank 0): an exit code, or the name of the signal that killed it (``exit_code``
+    None), or both None when unknowable (a rank gone without an exit record).
+    """
+
+    job_id: str
+    exit_code: int | None
+    signal: str | None
+    outcome: Outcome
+    restart_count: int = 0
+
+
+class Executor(Protocol):
+    """Starts, signals and watches jobs. No method blocks on a job's progress.
+
+    Idempotent: :meth:`start` per ``(job_id, restart_count)``; :meth:`request_checkpoint_stop`
+    and :meth:`cancel` per job (a repeat neither resends nor moves a deadline); :meth:`adopt`
+    per handle. Deadlines are enforced on :meth:`poll`, so the caller polls regularly.
+    """
+
+    def start(self, spec: LaunchSpec) -> JobHandle:
+        """Launch every rank, or return the handle of the attempt already launched."""
+        ...
+
+    def request_checkpoint_stop(self, job_id: str, grace_s: float) -> None:
+        """Send the preempt signal to every rank's group; SIGTERM after ``grace_s``, then
+        SIGKILL after a short term grace. A rank that has not yet installed its handler dies
+        by the signal's default action, which reports as failed."""
+        ...
+
+    def cancel(self, job_id: str) -> None:
+        """SIGTERM every rank's group now, SIGKILL after a short term grace."""
+        ...
+
+    def poll(self) -> list[ExitReport]:
+        """Reports of jobs whose last rank has exited since the previous call; never blocks."""
+        ...
+
+    def adopt(self, handles: Sequence[JobHandle]) -> list[ExitReport]:
+        """Re-attach to workers whose pid and start time match; report finished jobs now."""
+        ...
+
+    def running(self) -> set[str]:
+        """Jobs started or adopted and not yet reported."""
+        ...

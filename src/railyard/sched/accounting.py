@@ -1,0 +1,78 @@
+"""Pure helpers a driver calls between cycles: usage decay, requeue after a stop, arrays.
+
+They live here, not in the driver, so the simulator and the live control plane account in
+exactly the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+
+from railyard.sched.model import Job, Queue, RunningJob, Usage
+
+
+def queue_path(queues: Iterable[Queue], leaf: str) -> tuple[str, ...]:
+    """Queue names from the root down to `leaf`."""
+    parent = {q.name: q.parent for q in queues}
+    out = [leaf]
+    while (p := parent.get(out[-1])) is not None:
+        if p in out:
+            raise ValueError(f"queue cycle through {p}")
+        out.append(p)
+    return tuple(reversed(out))
+
+
+def accrue_usage(
+    usage: Usage,
+    running: Sequence[RunningJob],
+    queues: Sequence[Queue],
+    dt_s: float,
+    half_life_s: float,
+) -> Usage:
+    """Decay usage by half-life over `dt_s`, then add GPUs x dt of the running jobs.
+
+    Every queue on a job's path and its (leaf queue, user) pair are charged, so fair share can
+    compare usage level by level.
+    """
+    if dt_s < 0 or half_life_s <= 0:
+        raise ValueError("dt_s must be >= 0 and half_life_s > 0")
+    factor = 0.5 ** (dt_s / half_life_s)
+    by_queue = {k: v * factor for k, v in usage.queue_gpu_s.items()}
+    by_user = {k: v * factor for k, v in usage.user_gpu_s.items()}
+    paths: dict[str, tuple[str, ...]] = {}
+    for r in running:
+        charge = r.gpus * dt_s
+        q = r.job.queue
+        if q not in paths:
+            paths[q] = queue_path(queues, q)
+        for name in paths[q]:
+            by_queue[name] = by_queue.get(name, 0.0) + charge
+        key = (q, r.job.user)
+        by_user[key] = by_user.get(key, 0.0) + charge
+    return Usage(queue_gpu_s=by_queue, user_gpu_s=by_user)
+
+
+def requeue_after_stop(running: RunningJob, *, keep_submit_time: bool = True) -> Job:
+    """The pending job to resubmit once a preempted or failed job has stopped.
+
+    Keeping the original submit time means a preempted job does not lose its place in line.
+    """
+    job = running.job
+    return replace(
+        job,
+        restart_count=job.restart_count + 1,
+        submit_t_s=job.submit_t_s if keep_submit_time else running.start_t_s,
+    )
+
+
+def expand_array(job: Job, indices: Iterable[int]) -> list[Job]:
+    """An array job becomes independent jobs `<id>_<index>` (Slurm's naming)."""
+    return [replace(job, id=f"{job.id}_{i}", array_parent=job.id, array_index=i) for i in indices]
+
+
+def gpu_shares(usage_gpu_s: Mapping[str, float], names: Iterable[str]) -> dict[str, float]:
+    """Fraction of the summed usage per name; handy for reports and fair-share tests."""
+    wanted = list(names)
+    total = sum(usage_gpu_s.get(n, 0.0) for n in wanted)
+    return {n: (usage_gpu_s.get(n, 0.0) / total if total else 0.0) for n in wanted}

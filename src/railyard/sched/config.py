@@ -1,0 +1,58 @@
+"""Scheduler configuration: policies chosen by name, plus a few numeric knobs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from railyard.sched.policies import ADMISSION, BACKFILL, ORDERING, PLACEMENT, PREEMPTION
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """Owners pick a behaviour by name: strict FIFO, fair share, fair share with backfill...
+
+    - `starvation_limit_s`: a job waiting longer moves ahead of all non-starving jobs and, if
+      it still cannot start, holds back later jobs of its flavor (with a reservation when
+      estimates allow one).
+    - `default_walltime_s`: used for reservations when a job has no estimate (None: such
+      jobs count as never ending).
+    - `max_reservations`: reservations per flavor for conservative backfill and for
+      starving jobs.
+    - `exact_victim_search_max`: candidate pools up to this size are searched exhaustively
+      for the cheapest victims; larger ones greedily.
+    - `preemption_searches_per_cycle` / `_per_queue`: victim searches allowed per cycle, in
+      all and per leaf queue (a preemption-storm brake, like Kueue trying only each queue's
+      head per cycle); later jobs try again next cycle.
+    - `fairshare_half_life_s`: for the driver's `accrue_usage` calls, so one config
+      describes the whole policy.
+    """
+
+    ordering: str = "fairshare"
+    admission: str = "quota"
+    placement: str = "fabric-aware"
+    backfill: str = "easy"
+    preemption: str = "on"
+    starvation_limit_s: float = 7 * 24 * 3600.0
+    default_walltime_s: float | None = None
+    max_reservations: int = 16
+    exact_victim_search_max: int = 8
+    preemption_searches_per_cycle: int = 16
+    preemption_searches_per_queue: int = 1
+    fairshare_half_life_s: float = 7 * 24 * 3600.0
+
+    def __post_init__(self) -> None:
+        ORDERING.get(self.ordering)
+        ADMISSION.get(self.admission)
+        PLACEMENT.get(self.placement)
+        BACKFILL.get(self.backfill)
+        PREEMPTION.get(self.preemption)
+        if not self.starvation_limit_s > 0:
+            raise ValueError("starvation_limit_s must be > 0 (use math.inf to disable aging)")
+        budgets = (self.preemption_searches_per_cycle, self.preemption_searches_per_queue)
+        if min(self.max_reservations, *budgets) < 1:
+            raise ValueError("max_reservations and preemption search budgets must be >= 1")
+        if self.exact_victim_search_max < 0:
+            raise ValueError("exact_victim_search_max must be >= 0")
+        if self.default_walltime_s is not None and not 0 < self.default_walltime_s < math.inf:
+            raise ValueError("default_walltime_s must be a positive finite number or None")

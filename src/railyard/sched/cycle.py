@@ -1,0 +1,144 @@
+"""One scheduling cycle: `cycle(state, now_t_s, config) -> CycleResult`.
+
+The cycle reads the state, builds a snapshot, and decides; it never mutates its input, reads
+no clock and keeps nothing between calls, so the simulator and the live control plane get the
+same decisions for the same state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from railyard.sched.admit import Pass, Policies
+from railyard.sched.config import SchedulerConfig
+from railyard.sched.decisions import CycleResult, Requeue
+from railyard.sched.model import ClusterState, Job, NodeState
+from railyard.sched.policies import ADMISSION, BACKFILL, ORDERING, PLACEMENT, PREEMPTION
+from railyard.sched.policies.registry import OrderContext
+from railyard.sched.quota import QuotaTree
+from railyard.sched.reservation import earliest_start
+from railyard.sched.snapshot import Masks, Shape, Snapshot, Topology
+
+
+def resolve(config: SchedulerConfig) -> Policies:
+    return Policies(
+        ordering=ORDERING.get(config.ordering),
+        admission=ADMISSION.get(config.admission),
+        placement=PLACEMENT.get(config.placement),
+        backfill=BACKFILL.get(config.backfill),
+        preemption=PREEMPTION.get(config.preemption),
+    )
+
+
+@dataclass(frozen=True)
+class _Booked:
+    topo: Topology
+    snap: Snapshot
+    quota: QuotaTree
+    run_masks: dict[str, Masks]
+
+
+def _book(state: ClusterState) -> _Booked:
+    """Index the inventory and book every running job's GPUs and quota."""
+    topo = Topology(state.nodes)
+    snap = Snapshot(topo)
+    flavors = {n.flavor for n in state.nodes} | {j.flavor for j in state.pending}
+    quota = QuotaTree(state.queues, flavors)
+    run_masks = {}
+    usage: dict[tuple[str, str], int] = {}
+    for r in sorted(state.running, key=lambda r: r.id):
+        masks = run_masks[r.id] = topo.masks(r.placement)
+        snap.take(masks)
+        key = (r.job.queue, r.job.flavor)
+        usage[key] = usage.get(key, 0) + sum(m.bit_count() for m in masks.values())
+    for (queue, flavor), gpus in sorted(usage.items()):
+        if queue in quota.queues:
+            quota.add(queue, flavor, gpus)
+    return _Booked(topo, snap, quota, run_masks)
+
+
+def cycle(
+    state: ClusterState, now_t_s: float, config: SchedulerConfig | None = None
+) -> CycleResult:
+    """Decide starts, preemptions, requeues and a reason for every job left pending.
+
+    Raises ValueError if the state books one GPU to two running jobs.
+    """
+    config = config or SchedulerConfig()
+    policies = resolve(config)
+
+    # 1. Take a snapshot: free-GPU aggregates and quota usage, with running jobs booked.
+    booked = _book(state)
+
+    # 2. Requeue jobs that run on a node that went down; their GPUs stay booked until the
+    #    driver reports them stopped, exactly like a preemption victim.
+    down = {n.name for n in state.nodes if n.state is NodeState.DOWN}
+    requeues = tuple(
+        Requeue(r.id)
+        for r in sorted(state.running, key=lambda r: r.id)
+        if any(name in down for name in r.placement)
+    )
+
+    # 3. Order the pending jobs: starving jobs first (oldest first within a priority), then
+    #    the rest by the ordering policy's key.
+    ctx = OrderContext(now_t_s, state.usage, booked.quota, state.pending)
+    starving_t_s = now_t_s - config.starvation_limit_s
+    starving = sorted(
+        (j for j in state.pending if j.submit_t_s <= starving_t_s),
+        key=lambda j: (-j.priority, j.submit_t_s, j.id),
+    )
+    ordered = starving + sorted(
+        (j for j in state.pending if j.submit_t_s > starving_t_s),
+        key=policies.ordering.sort_key(ctx),
+    )
+
+    # 4. Admit in order: quota, then placement; else preempt, else reserve, else a reason.
+    #    Like Kueue, jobs that fit their nominal quota go before jobs that must borrow, so
+    #    quota given back by a reclaim is not borrowed again by the queue that lost it.
+    admit = Pass(
+        now_t_s=now_t_s,
+        config=config,
+        policies=policies,
+        snap=booked.snap,
+        quota=booked.quota,
+        running=state.running,
+        run_masks=booked.run_masks,
+        requeued={r.job_id for r in requeues},
+    )
+    borrowers = [
+        job
+        for job in ordered
+        if not admit.admit(job, starving=job.submit_t_s <= starving_t_s, defer_borrowing=True)
+    ]
+    for job in borrowers:
+        admit.admit(job, starving=False)
+
+    # 5. Collect the decisions.
+    return CycleResult(
+        starts=tuple(admit.starts),
+        preemptions=tuple(admit.preemptions),
+        requeues=requeues,
+        pending_reasons=admit.reasons,
+        reservations=dict(admit.reservations),
+    )
+
+
+def estimate_start_t_s(
+    state: ClusterState, job: Job, now_t_s: float, config: SchedulerConfig | None = None
+) -> float | None:
+    """Earliest time `job` could be placed if only running jobs held GPUs (`squeue --start`).
+
+    Ignores quota and other pending jobs; None when no estimate exists (unknown walltimes).
+    """
+    config = config or SchedulerConfig()
+    placement = PLACEMENT.get(config.placement)
+    booked = _book(state)
+    shape = Shape.of(job)
+    if placement.place(booked.snap, shape) is not None:
+        return now_t_s
+    blockers = [
+        (r.end_estimate_t_s(config.default_walltime_s), booked.run_masks[r.id])
+        for r in state.running
+    ]
+    found = earliest_start(booked.snap, shape, blockers, placement, now_t_s)
+    return None if found is None else found[0]

@@ -1,0 +1,228 @@
+"""Value types the scheduler reads: inventory, tenancy, jobs and the cluster state.
+
+Everything here is immutable so a cycle can never change its input; the driver builds the
+next state from the decisions it applied. Units are in the names (`_s`, `_gpus`, `_gb`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum, StrEnum
+
+Placement = Mapping[str, tuple[int, ...]]
+"""Node name -> GPU indices on that node."""
+
+
+class NodeState(StrEnum):
+    """Only READY nodes take new work; DOWN nodes lose the work they had."""
+
+    READY = "ready"
+    DRAINING = "draining"
+    DRAINED = "drained"
+    DOWN = "down"
+
+
+class Level(IntEnum):
+    """Topology levels; a larger value is a wider domain, so `max()` picks the loosest."""
+
+    NODE = 0
+    LEAF_GROUP = 1
+    SCALABLE_UNIT = 2
+    FABRIC = 3
+
+    @property
+    def label(self) -> str:
+        return _LEVEL_LABELS[self]
+
+    @classmethod
+    def parse(cls, label: str) -> Level:
+        for level, name in _LEVEL_LABELS.items():
+            if name == label:
+                return level
+        raise ValueError(
+            f"unknown topology level {label!r}; use one of {list(_LEVEL_LABELS.values())}"
+        )
+
+
+_LEVEL_LABELS = {
+    Level.NODE: "node",
+    Level.LEAF_GROUP: "leaf-group",
+    Level.SCALABLE_UNIT: "scalable-unit",
+    Level.FABRIC: "fabric",
+}
+
+
+class TopologyMode(StrEnum):
+    REQUIRED = "required"
+    PREFERRED = "preferred"
+
+
+class PriorityClass(IntEnum):
+    """Named priority classes; jobs carry the int so custom values stay possible."""
+
+    LOW = 100
+    NORMAL = 500
+    HIGH = 1000
+    CRITICAL = 10_000
+
+
+@dataclass(frozen=True)
+class Node:
+    """A server. `path` holds topology labels from the top down, e.g. ("su2", "su2-lg5")."""
+
+    name: str
+    flavor: str
+    gpus: int
+    cpu_cores: int = 0
+    mem_gb: float = 0.0
+    path: tuple[str, ...] = ()
+    nvlink_domains: tuple[tuple[int, ...], ...] = ()
+    state: NodeState = NodeState.READY
+
+    def __post_init__(self) -> None:
+        if self.gpus < 0:
+            raise ValueError(f"node {self.name}: gpus must be >= 0")
+        if not self.nvlink_domains and self.gpus:
+            object.__setattr__(self, "nvlink_domains", (tuple(range(self.gpus)),))
+        seen = [g for d in self.nvlink_domains for g in d]
+        if sorted(seen) != list(range(self.gpus)):
+            raise ValueError(f"node {self.name}: nvlink_domains must partition 0..{self.gpus - 1}")
+
+    def group(self, level: Level) -> tuple[str, ...]:
+        """Key of the topology domain at `level` that holds this node."""
+        if level is Level.NODE:
+            return (*self.path, self.name)
+        if level is Level.LEAF_GROUP:
+            return self.path
+        if level is Level.SCALABLE_UNIT:
+            return self.path[:1]
+        return ()
+
+
+@dataclass(frozen=True)
+class Queue:
+    """A node of the tenancy tree (organisation, team, project...); jobs go to leaves.
+
+    Limits are GPUs per flavor; a flavor missing from a limit map means "no limit".
+    """
+
+    name: str
+    parent: str | None = None
+    nominal_gpus: Mapping[str, int] = field(default_factory=dict)
+    borrowing_limit_gpus: Mapping[str, int] = field(default_factory=dict)
+    lending_limit_gpus: Mapping[str, int] = field(default_factory=dict)
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.weight <= 0:
+            raise ValueError(f"queue {self.name}: weight must be > 0")
+
+
+@dataclass(frozen=True)
+class TopologyRequirement:
+    level: Level
+    mode: TopologyMode = TopologyMode.REQUIRED
+
+
+@dataclass(frozen=True)
+class Job:
+    """A gang of `workers` processes, each needing `gpus_per_worker` GPUs on one node."""
+
+    id: str
+    queue: str
+    flavor: str
+    workers: int = 1
+    gpus_per_worker: int = 1
+    user: str = "default"
+    priority: int = 0
+    preemptible: bool = False
+    walltime_s: float | None = None
+    topology: TopologyRequirement | None = None
+    submit_t_s: float = 0.0
+    min_runtime_s: float = 0.0
+    checkpoint_grace_s: float = 0.0
+    restart_count: int = 0
+    array_parent: str | None = None
+    array_index: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.workers < 1 or self.gpus_per_worker < 1:
+            raise ValueError(f"job {self.id}: workers and gpus_per_worker must be >= 1")
+
+    @property
+    def gpus(self) -> int:
+        return self.workers * self.gpus_per_worker
+
+    @classmethod
+    def with_total_gpus(
+        cls, *, id: str, queue: str, flavor: str, gpus: int, gpus_per_node: int, **kw: object
+    ) -> Job:
+        """Split a total GPU count into a gang: one worker if it fits a node, else whole nodes."""
+        if gpus <= gpus_per_node:
+            return cls(id=id, queue=queue, flavor=flavor, workers=1, gpus_per_worker=gpus, **kw)  # type: ignore[arg-type]
+        if gpus % gpus_per_node:
+            raise ValueError(
+                f"job {id}: {gpus} GPUs is not a whole number of {gpus_per_node}-GPU nodes"
+            )
+        return cls(
+            id=id,
+            queue=queue,
+            flavor=flavor,
+            workers=gpus // gpus_per_node,
+            gpus_per_worker=gpus_per_node,
+            **kw,  # type: ignore[arg-type]
+        )
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    """A started job. `preempt_for` is set by the driver once a Preempt handshake was sent."""
+
+    job: Job
+    placement: Placement
+    start_t_s: float
+    last_checkpoint_t_s: float | None = None
+    preempt_for: str | None = None
+
+    @property
+    def id(self) -> str:
+        return self.job.id
+
+    @property
+    def gpus(self) -> int:
+        return sum(len(g) for g in self.placement.values())
+
+    def end_estimate_t_s(self, default_walltime_s: float | None = None) -> float:
+        """Estimated end; `inf` when the job has no estimate and no default applies."""
+        walltime_s = self.job.walltime_s if self.job.walltime_s is not None else default_walltime_s
+        return math.inf if walltime_s is None else self.start_t_s + walltime_s
+
+    def lost_gpu_s(self, now_t_s: float) -> float:
+        """GPU-seconds of work lost if stopped now: time since the last checkpoint (or start)."""
+        since_t_s = max(self.start_t_s, self.last_checkpoint_t_s or self.start_t_s)
+        return self.gpus * max(0.0, now_t_s - since_t_s)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Decayed GPU-seconds per queue (every level of the tree) and per (leaf queue, user)."""
+
+    queue_gpu_s: Mapping[str, float] = field(default_factory=dict)
+    user_gpu_s: Mapping[tuple[str, str], float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """Everything one cycle looks at. Order of the sequences never changes the result."""
+
+    nodes: Sequence[Node]
+    queues: Sequence[Queue]
+    pending: Sequence[Job] = ()
+    running: Sequence[RunningJob] = ()
+    usage: Usage = field(default_factory=Usage)
+
+    def __post_init__(self) -> None:
+        for name in ("nodes", "queues", "pending", "running"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))

@@ -1,0 +1,37 @@
+"""Named scheduling policies. Importing this package registers every built-in policy."""
+
+from railyard.sched.policies import admission, backfill, ordering, placement, preemption
+from railyard.sched.policies.registry import (
+    ADMISSION,
+    BACKFILL,
+    ORDERING,
+    PLACEMENT,
+    PREEMPTION,
+    AdmissionPolicy,
+    BackfillPolicy,
+    OrderContext,
+    OrderingPolicy,
+    PlacementPolicy,
+    PreemptionPolicy,
+    Registry,
+)
+
+__all__ = [
+    "ADMISSION",
+    "BACKFILL",
+    "ORDERING",
+    "PLACEMENT",
+    "PREEMPTION",
+    "AdmissionPolicy",
+    "BackfillPolicy",
+    "OrderContext",
+    "OrderingPolicy",
+    "PlacementPolicy",
+    "PreemptionPolicy",
+    "Registry",
+    "admission",
+    "backfill",
+    "ordering",
+    "placement",
+    "preemption",
+]

@@ -1,0 +1,85 @@
+"""Ordering policies: strict FIFO, priority, and hierarchical fair share (Slurm's fair tree).
+
+Fair share compares, level by level from the root, each queue's share of its siblings' usage
+against its share of their weights; the user inside the leaf queue is the last level. A tuple
+of these ratios ordered lexicographically is the fair tree's depth-first ranking.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from railyard.sched.policies.registry import ORDERING, OrderContext, SortKey
+
+
+@dataclass(frozen=True)
+class Fifo:
+    name: str = "fifo"
+
+    def sort_key(self, ctx: OrderContext) -> SortKey:
+        return lambda j: (j.submit_t_s, j.id)
+
+
+@dataclass(frozen=True)
+class PriorityFirst:
+    name: str = "priority"
+
+    def sort_key(self, ctx: OrderContext) -> SortKey:
+        return lambda j: (-j.priority, j.submit_t_s, j.id)
+
+
+def queue_levels(ctx: OrderContext) -> dict[str, tuple[float, ...]]:
+    """Per queue: (usage share / weight share) among siblings, for each level of its path."""
+    quota = ctx.quota
+    used = ctx.usage.queue_gpu_s
+    ratio: dict[str, float] = {}
+    groups: dict[str | None, list[str]] = {}
+    for name, parent in quota.parent.items():
+        groups.setdefault(parent, []).append(name)
+    for siblings in groups.values():
+        total_u = sum(used.get(n, 0.0) for n in siblings)
+        total_w = sum(quota.queues[n].weight for n in siblings)
+        for n in siblings:
+            u_share = used.get(n, 0.0) / total_u if total_u > 0 else 0.0
+            ratio[n] = u_share / (quota.queues[n].weight / total_w)
+    return {n: tuple(ratio[q] for q in path) for n, path in quota.paths.items()}
+
+
+def user_levels(
+    ctx: OrderContext, pairs: set[tuple[str, str]] | None = None
+) -> dict[tuple[str, str], float]:
+    """Per (leaf queue, user): usage share / equal share among the queue's known users."""
+    users: dict[str, set[str]] = {}
+    for q, u in ctx.usage.user_gpu_s:
+        users.setdefault(q, set()).add(u)
+    for q, u in pairs if pairs is not None else {(j.queue, j.user) for j in ctx.pending}:
+        users.setdefault(q, set()).add(u)
+    out: dict[tuple[str, str], float] = {}
+    for q, names in users.items():
+        total = sum(ctx.usage.user_gpu_s.get((q, u), 0.0) for u in names)
+        for u in names:
+            share = ctx.usage.user_gpu_s.get((q, u), 0.0) / total if total > 0 else 0.0
+            out[q, u] = share * len(names)
+    return out
+
+
+@dataclass(frozen=True)
+class FairShare:
+    name: str = "fairshare"
+
+    def sort_key(self, ctx: OrderContext) -> SortKey:
+        # Rank the few distinct (queue, user) share tuples once, so sorting thousands of jobs
+        # compares small ints instead of nested tuples.
+        pairs = {(j.queue, j.user) for j in ctx.pending}
+        levels = queue_levels(ctx)
+        users = user_levels(ctx, pairs)
+        shares = {p: (*levels.get(p[0], ()), users.get(p, 0.0)) for p in pairs}
+        ranked = sorted(set(shares.values()))
+        rank_of = {fs: r for r, fs in enumerate(ranked)}
+        rank = {p: rank_of[fs] for p, fs in shares.items()}
+        return lambda j: (-j.priority, rank[j.queue, j.user], j.submit_t_s, j.id)
+
+
+ORDERING.add(Fifo())
+ORDERING.add(PriorityFirst())
+ORDERING.add(FairShare())

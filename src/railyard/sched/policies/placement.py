@@ -1,0 +1,173 @@
+"""Placement policies: where a whole gang goes, or nowhere.
+
+`fabric-aware`: a gang that fits one node goes to the node with the fewest free GPUs that
+fits (best fit, so whole free nodes stay whole), inside one NVLink domain when possible.
+Larger gangs take nodes in one leaf group if any can hold them (the tightest such group),
+else in the fewest leaf groups of one scalable unit, else across the fewest scalable units.
+Group capacities come from per-group histograms of free GPUs, never from scanning GPUs.
+`first-fit`: nodes in inventory order; honours only *required* topology.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from railyard.sched.model import Level, TopologyMode
+from railyard.sched.policies.registry import PLACEMENT
+from railyard.sched.snapshot import Masks, Shape, Snapshot, lowest_bits
+
+_NVLINK_PROBE = 8  # nodes of equal free count probed for a one-domain fit
+
+
+def pick_gpus(free_mask: int, domains: tuple[int, ...], need: int) -> int:
+    """`need` free GPUs of one node: the tightest NVLink domain that fits, else spread."""
+    best, best_count = 0, -1
+    for d in domains:
+        fd = free_mask & d
+        c = fd.bit_count()
+        if c >= need and (best_count < 0 or c < best_count):
+            best, best_count = fd, c
+    if best_count >= 0:
+        return lowest_bits(best, need)
+    out = 0
+    for fd in sorted((free_mask & d for d in domains), key=lambda m: -m.bit_count()):
+        got = lowest_bits(fd, need)
+        out |= got
+        need -= got.bit_count()
+        if need <= 0:
+            break
+    return out
+
+
+def _capacity(hist: list[int], gpus_per_worker: int) -> int:
+    """Workers of `gpus_per_worker` GPUs that fit a group, from its free-count histogram."""
+    return sum(hist[f] * (f // gpus_per_worker) for f in range(gpus_per_worker, len(hist)))
+
+
+def _required_level(shape: Shape) -> Level:
+    t = shape.topology
+    return t.level if t is not None and t.mode is TopologyMode.REQUIRED else Level.FABRIC
+
+
+@dataclass(frozen=True)
+class FabricAware:
+    name: str = "fabric-aware"
+
+    def place(self, snap: Snapshot, shape: Shape) -> Masks | None:
+        f = shape.flavor
+        if snap.flavor_free.get(f, 0) < shape.gpus:
+            return None
+        if shape.gpus <= snap.topo.max_gpus.get(f, 0):
+            one = self._one_node(snap, shape)
+            if one is not None or shape.workers == 1:
+                return one
+        if _required_level(shape) is Level.NODE:
+            return None
+        return self._multi_node(snap, shape)
+
+    def _one_node(self, snap: Snapshot, shape: Shape) -> Masks | None:
+        need = shape.gpus
+        buckets = snap.buckets[shape.flavor]
+        domains = snap.topo.domain_masks
+        for free in range(need, len(buckets)):
+            nodes = buckets[free]
+            if not nodes:
+                continue
+            chosen = nodes[0]
+            for i in nodes[:_NVLINK_PROBE]:
+                fm = snap.free_mask[i]
+                if any((fm & d).bit_count() >= need for d in domains[i]):
+                    chosen = i
+                    break
+            return {chosen: pick_gpus(snap.free_mask[chosen], domains[chosen], need)}
+        return None
+
+    def _multi_node(self, snap: Snapshot, shape: Shape) -> Masks | None:
+        f, gpw, workers = shape.flavor, shape.gpus_per_worker, shape.workers
+        caps = {lg: _capacity(h, gpw) for lg, h in snap.lg_hist[f].items()}
+        if sum(caps.values()) < workers:
+            return None
+        level = _required_level(shape)
+        fits_one = [(c, lg) for lg, c in caps.items() if c >= workers]
+        if fits_one:
+            return self._fill(snap, shape, [min(fits_one)[1]])
+        if level <= Level.LEAF_GROUP:
+            return None
+        su_lgs = snap.topo.su_lgs[f]
+        su_caps = {su: sum(caps[lg] for lg in lgs) for su, lgs in su_lgs.items()}
+        best: tuple[int, int, int, list[int]] | None = None
+        for su, lgs in su_lgs.items():
+            if su_caps[su] < workers:
+                continue
+            ranked = sorted(lgs, key=lambda lg: (-caps[lg], lg))
+            total = 0
+            for n, lg in enumerate(ranked, start=1):
+                total += caps[lg]
+                if total >= workers:
+                    cand = (n, total, su, ranked[:n])
+                    if best is None or cand[:3] < best[:3]:
+                        best = cand
+                    break
+        if best is not None:
+            return self._fill(snap, shape, best[3])
+        if level <= Level.SCALABLE_UNIT:
+            return None
+        chosen: list[int] = []
+        total = 0
+        for su in sorted(su_caps, key=lambda s: (-su_caps[s], s)):
+            for lg in sorted(su_lgs[su], key=lambda lg: (-caps[lg], lg)):
+                chosen.append(lg)
+                total += caps[lg]
+                if total >= workers:
+                    return self._fill(snap, shape, chosen)
+        return None
+
+    def _fill(self, snap: Snapshot, shape: Shape, lgs: list[int]) -> Masks | None:
+        gpw, remaining = shape.gpus_per_worker, shape.workers
+        topo, out = snap.topo, {}
+        for lg in lgs:
+            nodes = sorted(
+                (snap.free[i], i) for i in topo.lg_nodes[shape.flavor, lg] if snap.free[i] >= gpw
+            )
+            for free, i in nodes:
+                k = min(free // gpw, remaining)
+                out[i] = pick_gpus(snap.free_mask[i], topo.domain_masks[i], k * gpw)
+                remaining -= k
+                if remaining == 0:
+                    return out
+        return None
+
+
+@dataclass(frozen=True)
+class FirstFit:
+    name: str = "first-fit"
+
+    def place(self, snap: Snapshot, shape: Shape) -> Masks | None:
+        f = shape.flavor
+        if snap.flavor_free.get(f, 0) < shape.gpus:
+            return None
+        topo = snap.topo
+        level = _required_level(shape)
+        if level is Level.NODE:
+            groups = [[i] for i in topo.flavor_nodes[f]]
+        elif level is Level.LEAF_GROUP:
+            groups = [topo.lg_nodes[f, lg] for su in topo.su_lgs[f].values() for lg in su]
+        elif level is Level.SCALABLE_UNIT:
+            groups = [topo.su_nodes[f, su] for su in topo.su_lgs[f]]
+        else:
+            groups = [topo.flavor_nodes[f]]
+        for nodes in groups:
+            out, remaining = {}, shape.workers
+            for i in nodes:
+                k = min(snap.free[i] // shape.gpus_per_worker, remaining)
+                if k:
+                    need = k * shape.gpus_per_worker
+                    out[i] = lowest_bits(snap.free_mask[i], need)
+                    remaining -= k
+                    if remaining == 0:
+                        return out
+        return None
+
+
+PLACEMENT.add(FabricAware())
+PLACEMENT.add(FirstFit())

@@ -1,0 +1,152 @@
+"""Hierarchical quota with borrowing and lending, in the spirit of Kueue's cohort tree.
+
+Per flavor, every queue q has its own nominal N(q). What a subtree offers its parent is its
+*pool* minus the part it never lends (the *guaranteed* part):
+
+    pool(q)       = N(q) + sum(pool(c) - guaranteed(c) for c in children(q))
+    guaranteed(q) = max(0, pool(q) - lending_limit(q))      (0 when no lending limit)
+    used(q)       = GPUs of q's jobs (leaf) | sum(max(0, used(c) - guaranteed(c))) (inner)
+
+A queue may use its guaranteed part plus what its parent has available, capped by its
+borrowing limit (beyond its pool). The recursion up the tree is `available()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from railyard.sched.model import Queue
+
+
+class QuotaTree:
+    """Quota bookkeeping for one cycle; `add`/`remove` are O(depth) and reversible."""
+
+    def __init__(self, queues: Sequence[Queue], flavors: Iterable[str] = ()) -> None:
+        self.queues = {q.name: q for q in sorted(queues, key=lambda q: q.name)}
+        if len(self.queues) != len(queues):
+            raise ValueError("duplicate queue names")
+        self.parent: dict[str, str | None] = {}
+        self.children: dict[str, list[str]] = {n: [] for n in self.queues}
+        for q in self.queues.values():
+            if q.parent is not None and q.parent not in self.queues:
+                raise ValueError(f"queue {q.name}: unknown parent {q.parent}")
+            self.parent[q.name] = q.parent
+            if q.parent is not None:
+                self.children[q.parent].append(q.name)
+        self.paths = {n: self._path(n) for n in self.queues}
+        all_flavors = set(flavors)
+        for q in self.queues.values():
+            all_flavors.update(q.nominal_gpus)
+        self.flavors = sorted(all_flavors)
+        self.pool: dict[tuple[str, str], int] = {}
+        self.guaranteed: dict[tuple[str, str], int] = {}
+        self.subtree_nominal: dict[tuple[str, str], int] = {}
+        for f in self.flavors:
+            for root in (n for n, p in self.parent.items() if p is None):
+                self._fill(root, f)
+        self.used: dict[tuple[str, str], int] = {}
+        self.total: dict[tuple[str, str], int] = {}  # all GPUs of jobs in the subtree
+        self._memo: dict[tuple[str, str], int] = {}
+
+    def _path(self, name: str) -> tuple[str, ...]:
+        out = [name]
+        seen = {name}
+        while (p := self.parent[out[-1]]) is not None:
+            if p in seen:
+                raise ValueError(f"queue cycle through {p}")
+            seen.add(p)
+            out.append(p)
+        return tuple(reversed(out))
+
+    def _fill(self, name: str, flavor: str) -> None:
+        q = self.queues[name]
+        pool = q.nominal_gpus.get(flavor, 0)
+        nominal = pool
+        for c in self.children[name]:
+            self._fill(c, flavor)
+            pool += self.pool[c, flavor] - self.guaranteed[c, flavor]
+            nominal += self.subtree_nominal[c, flavor]
+        lend = q.lending_limit_gpus.get(flavor)
+        self.pool[name, flavor] = pool
+        self.guaranteed[name, flavor] = 0 if lend is None else max(0, pool - lend)
+        self.subtree_nominal[name, flavor] = nominal
+
+    def is_leaf(self, name: str) -> bool:
+        return name in self.queues and not self.children[name]
+
+    def nominal(self, name: str, flavor: str) -> int:
+        return self.queues[name].nominal_gpus.get(flavor, 0)
+
+    def available(self, name: str, flavor: str) -> int:
+        """GPUs of `flavor` a job in queue `name` could still take right now (memoised until
+        the next change of usage: most jobs of a cycle ask about unchanged queues)."""
+        key = (name, flavor)
+        memo = self._memo.get(key)
+        if memo is None:
+            memo = self._memo[key] = self._available(name, flavor)
+        return memo
+
+    def _available(self, name: str, flavor: str) -> int:
+        key = (name, flavor)
+        if key not in self.pool:
+            return 0
+        used = self.used.get(key, 0)
+        parent = self.parent[name]
+        if parent is None:
+            return self.pool[key] - used
+        guaranteed = self.guaranteed[key]
+        local = max(0, guaranteed - used)
+        from_parent = self.available(parent, flavor)
+        borrow = self.queues[name].borrowing_limit_gpus.get(flavor)
+        if borrow is not None:
+            stored = self.pool[key] - guaranteed
+            used_in_parent = max(0, used - guaranteed)
+            from_parent = min(from_parent, stored - used_in_parent + borrow)
+        return local + from_parent
+
+    def fits(self, name: str, flavor: str, gpus: int) -> bool:
+        return self.available(name, flavor) >= gpus
+
+    def add(self, name: str, flavor: str, gpus: int) -> None:
+        self._apply(name, flavor, gpus)
+
+    def remove(self, name: str, flavor: str, gpus: int) -> None:
+        self._apply(name, flavor, -gpus)
+
+    def _apply(self, name: str, flavor: str, delta: int) -> None:
+        self._memo.clear()
+        total, used, guaranteed = self.total, self.used, self.guaranteed
+        for q in self.paths[name]:
+            total[q, flavor] = total.get((q, flavor), 0) + delta
+        q_or_none: str | None = name
+        while q_or_none is not None and delta:
+            key = (q_or_none, flavor)
+            old = used.get(key, 0)
+            new = old + delta
+            used[key] = new
+            g = guaranteed.get(key, 0)
+            delta = max(0, new - g) - max(0, old - g)
+            q_or_none = self.parent[q_or_none]
+
+    def reclaimable(self, victim_queue: str, preemptor_queue: str, flavor: str, gpus: int) -> bool:
+        """May the preemptor take back quota from the victim's queue?
+
+        Below their lowest common ancestor, the preemptor's branch must stay within its own
+        nominal after taking `gpus`, and some queue on the victim's branch must use more than
+        its nominal (that is, it runs on quota borrowed from elsewhere in the cohort).
+        """
+        pv, pp = self.paths[victim_queue], self.paths[preemptor_queue]
+        if pv[0] != pp[0] or victim_queue == preemptor_queue:
+            return False
+        depth = 0
+        while depth < min(len(pv), len(pp)) and pv[depth] == pp[depth]:
+            depth += 1
+        if depth >= len(pp) or depth >= len(pv):
+            return False
+        mine = pp[depth]
+        if self.total.get((mine, flavor), 0) + gpus > self.subtree_nominal.get((mine, flavor), 0):
+            return False
+        return any(
+            self.total.get((q, flavor), 0) > self.subtree_nominal.get((q, flavor), 0)
+            for q in pv[depth:]
+        )

@@ -1,0 +1,199 @@
+"""The cluster as the scheduler sees it during one cycle: static topology + free-GPU aggregates.
+
+GPUs of a node are one int bitmask, so taking or freeing a placement touches one int per node
+and keeps the aggregates (nodes by free count per flavor, per leaf group, per scalable unit)
+current. Placement then reads aggregates instead of looping over every GPU for every job.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import NamedTuple
+
+from railyard.sched.model import Job, Level, Node, NodeState, Placement, TopologyRequirement
+
+Masks = dict[int, int]
+"""Node index -> bitmask of GPUs on that node."""
+
+
+class Shape(NamedTuple):
+    """What placement needs to know about a job; hashable so failures can be cached."""
+
+    flavor: str
+    workers: int
+    gpus_per_worker: int
+    topology: TopologyRequirement | None = None
+
+    @property
+    def gpus(self) -> int:
+        return self.workers * self.gpus_per_worker
+
+    @classmethod
+    def of(cls, job: Job) -> Shape:
+        return cls(job.flavor, job.workers, job.gpus_per_worker, job.topology)
+
+
+def _mask(indices: Iterable[int]) -> int:
+    m = 0
+    for g in indices:
+        m |= 1 << g
+    return m
+
+
+def lowest_bits(mask: int, count: int) -> int:
+    """The `count` lowest set bits of `mask` (deterministic GPU index choice)."""
+    out = 0
+    while count > 0 and mask:
+        low = mask & -mask
+        out |= low
+        mask ^= low
+        count -= 1
+    return out
+
+
+def bits(mask: int) -> tuple[int, ...]:
+    return tuple(i for i in range(mask.bit_length()) if mask >> i & 1)
+
+
+class Topology:
+    """Static index of the inventory, built once per cycle. Nodes sorted by (path, name)."""
+
+    def __init__(self, nodes: Sequence[Node]) -> None:
+        self.nodes = tuple(sorted(nodes, key=lambda n: (n.path, n.name)))
+        self.index = {n.name: i for i, n in enumerate(self.nodes)}
+        if len(self.index) != len(self.nodes):
+            raise ValueError("duplicate node names in inventory")
+        self.full_mask = [(1 << n.gpus) - 1 for n in self.nodes]
+        self.domain_masks = [tuple(_mask(d) for d in n.nvlink_domains) for n in self.nodes]
+        self.ready = [n.state is NodeState.READY for n in self.nodes]
+        self.flavor = [n.flavor for n in self.nodes]
+        lg_ids: dict[tuple[str, ...], int] = {}
+        su_ids: dict[tuple[str, ...], int] = {}
+        self.lg_of = [lg_ids.setdefault(n.group(Level.LEAF_GROUP), len(lg_ids)) for n in self.nodes]
+        self.su_of = [
+            su_ids.setdefault(n.group(Level.SCALABLE_UNIT), len(su_ids)) for n in self.nodes
+        ]
+        self.max_gpus: dict[str, int] = {}  # largest ready node per flavor
+        self.ready_gpus: dict[str, int] = {}
+        self.max_gpus_all: dict[str, int] = {}
+        self.total_gpus_all: dict[str, int] = {}
+        self.flavor_nodes: dict[str, list[int]] = {}  # ready nodes, in index order
+        self.lg_nodes: dict[tuple[str, int], list[int]] = {}
+        self.su_lgs: dict[str, dict[int, list[int]]] = {}  # flavor -> su -> leaf groups
+        self.su_nodes: dict[tuple[str, int], list[int]] = {}
+        for i, n in enumerate(self.nodes):
+            f = n.flavor
+            self.max_gpus_all[f] = max(self.max_gpus_all.get(f, 0), n.gpus)
+            self.total_gpus_all[f] = self.total_gpus_all.get(f, 0) + n.gpus
+            if not self.ready[i]:
+                continue
+            self.max_gpus[f] = max(self.max_gpus.get(f, 0), n.gpus)
+            self.ready_gpus[f] = self.ready_gpus.get(f, 0) + n.gpus
+            self.flavor_nodes.setdefault(f, []).append(i)
+            lg, su = self.lg_of[i], self.su_of[i]
+            if (f, lg) not in self.lg_nodes:
+                self.su_lgs.setdefault(f, {}).setdefault(su, []).append(lg)
+            self.lg_nodes.setdefault((f, lg), []).append(i)
+            self.su_nodes.setdefault((f, su), []).append(i)
+
+    def masks(self, placement: Placement) -> Masks:
+        """Placement by name -> masks by index; unknown nodes and GPUs are dropped."""
+        out: Masks = {}
+        for name, gpus in placement.items():
+            i = self.index.get(name)
+            if i is not None:
+                out[i] = _mask(gpus) & self.full_mask[i]
+        return out
+
+    def placement(self, masks: Mapping[int, int]) -> dict[str, tuple[int, ...]]:
+        return {self.nodes[i].name: bits(m) for i, m in sorted(masks.items()) if m}
+
+
+class Snapshot:
+    """Mutable free-GPU state for one cycle. `take`/`release` keep every aggregate current."""
+
+    def __init__(self, topo: Topology, free_mask: Sequence[int] | None = None) -> None:
+        self.topo = topo
+        self.free_mask = list(topo.full_mask if free_mask is None else free_mask)
+        self.free = [m.bit_count() for m in self.free_mask]
+        self.buckets: dict[str, list[list[int]]] = {
+            f: [[] for _ in range(g + 1)] for f, g in topo.max_gpus.items()
+        }
+        self.lg_hist: dict[str, dict[int, list[int]]] = {}
+        self.su_hist: dict[str, dict[int, list[int]]] = {}
+        self.flavor_free: dict[str, int] = dict.fromkeys(topo.max_gpus, 0)
+        for i, free in enumerate(self.free):
+            if not topo.ready[i]:
+                continue
+            f = topo.flavor[i]
+            size = topo.max_gpus[f] + 1
+            self.buckets[f][free].append(i)
+            self.lg_hist.setdefault(f, {}).setdefault(topo.lg_of[i], [0] * size)[free] += 1
+            self.su_hist.setdefault(f, {}).setdefault(topo.su_of[i], [0] * size)[free] += 1
+            self.flavor_free[f] += free
+
+    def may_fit(self, shape: Shape) -> bool:
+        """Cheap necessary condition for any placement: enough workers' worth of free GPUs on
+        single nodes, counted from the free-count buckets (topology not considered)."""
+        buckets = self.buckets.get(shape.flavor)
+        if buckets is None:
+            return False
+        gpw, workers = shape.gpus_per_worker, shape.workers
+        capacity = 0
+        for free in range(len(buckets) - 1, gpw - 1, -1):
+            capacity += len(buckets[free]) * (free // gpw)
+            if capacity >= workers:
+                return True
+        return False
+
+    def copy(self) -> Snapshot:
+        return Snapshot(self.topo, self.free_mask)
+
+    def take(self, masks: Mapping[int, int]) -> None:
+        for i, m in masks.items():
+            fm = self.free_mask[i]
+            if fm & m != m:
+                raise ValueError(f"GPU double-booked on node {self.topo.nodes[i].name}")
+            self._set(i, fm & ~m)
+
+    def release(self, masks: Mapping[int, int]) -> None:
+        for i, m in masks.items():
+            fm = self.free_mask[i]
+            if fm & m:
+                raise ValueError(f"releasing free GPUs on node {self.topo.nodes[i].name}")
+            self._set(i, fm | m)
+
+    @contextmanager
+    def without(self, victims: Iterable[Mapping[int, int]]) -> Iterator[None]:
+        """What-if: free the victims' GPUs inside the block, give them back on exit."""
+        released: list[Mapping[int, int]] = []
+        try:
+            for masks in victims:
+                self.release(masks)
+                released.append(masks)
+            yield
+        finally:
+            for masks in reversed(released):
+                self.take(masks)
+
+    def _set(self, i: int, new_mask: int) -> None:
+        old, new = self.free[i], new_mask.bit_count()
+        self.free_mask[i] = new_mask
+        self.free[i] = new
+        if old == new or not self.topo.ready[i]:
+            return
+        topo = self.topo
+        f = topo.flavor[i]
+        bucket = self.buckets[f]
+        old_list = bucket[old]
+        del old_list[bisect_left(old_list, i)]
+        insort(bucket[new], i)
+        h = self.lg_hist[f][topo.lg_of[i]]
+        h[old] -= 1
+        h[new] += 1
+        h = self.su_hist[f][topo.su_of[i]]
+        h[old] -= 1
+        h[new] += 1
+        self.flavor_free[f] += new - old

@@ -1,0 +1,237 @@
+"""Choosing the cheapest victim set that actually makes room for a preemptor.
+
+Cost, compared as a tuple: any non-spot victim, GPU-seconds lost since their last checkpoint,
+number of victims, then younger first. Every candidate set is tried as a reversible what-if
+(`with snap.without(...)`), so a set is only chosen if the preemptor then passes admission
+*and* placement. Small candidate pools are searched exhaustively, larger ones greedily with
+a pruning pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from itertools import combinations
+from typing import NamedTuple
+
+from railyard.sched.decisions import PreemptReason
+from railyard.sched.model import Job, RunningJob
+from railyard.sched.quota import QuotaTree
+from railyard.sched.snapshot import Masks, Shape, Snapshot
+
+
+class Candidate(NamedTuple):
+    """A running job that may be evicted, with what evicting it costs and frees."""
+
+    run: RunningJob
+    masks: Masks
+    reason: PreemptReason
+    lost_gpu_s: float
+    useful_gpus: int  # on ready nodes: what evicting it frees for the preemptor
+    gpus: int
+    cost: tuple[int, float, int, float, str]
+
+    @classmethod
+    def of(
+        cls, run: RunningJob, masks: Masks, reason: PreemptReason, now_t_s: float, useful: int
+    ) -> Candidate:
+        lost_gpu_s = run.lost_gpu_s(now_t_s)
+        spot = 0 if run.job.preemptible else 1
+        cost = (spot, lost_gpu_s, 1, -run.start_t_s, run.id)
+        return cls(run, masks, reason, lost_gpu_s, useful, run.gpus, cost)
+
+
+def set_cost(victims: Sequence[Candidate]) -> tuple[int, float, int, float]:
+    """Spot-only sets first, then least work lost, fewer victims, younger victims."""
+    return (
+        max(c.cost[0] for c in victims),
+        sum(c.lost_gpu_s for c in victims),
+        len(victims),
+        -sum(c.run.start_t_s for c in victims),
+    )
+
+
+@contextmanager
+def removed(
+    snap: Snapshot,
+    quota: QuotaTree,
+    victims: Sequence[RunningJob | Candidate],
+    masks: Sequence[Masks],
+) -> Iterator[None]:
+    """What-if: the victims' GPUs and quota are free inside the block."""
+    jobs = [v.run.job if isinstance(v, Candidate) else v.job for v in victims]
+    gpus = [sum(m.bit_count() for m in ms.values()) for ms in masks]
+    for j, g in zip(jobs, gpus, strict=True):
+        quota.remove(j.queue, j.flavor, g)
+    try:
+        with snap.without(masks):
+            yield
+    finally:
+        for j, g in zip(jobs, gpus, strict=True):
+            quota.add(j.queue, j.flavor, g)
+
+
+Fits = Callable[[], Masks | None]
+_PRUNE_MAX = 64  # victims (dearest first) the greedy pass tries to keep back
+
+
+def find_victims(
+    job: Job,
+    candidates: Sequence[Candidate],
+    snap: Snapshot,
+    quota: QuotaTree,
+    fits: Fits,
+    exact_max: int,
+    quota_fits: bool = False,
+) -> tuple[list[Candidate], Masks] | None:
+    """The cheapest candidate subset after whose removal `fits()` finds GPUs, if any.
+
+    `quota_fits`: the job already passes admission, so evictions (which only free quota)
+    need not be booked in the quota tree during the greedy search.
+    """
+    useful = [c.useful_gpus for c in candidates]
+    short = job.gpus - snap.flavor_free.get(job.flavor, 0)
+    if not candidates or sum(useful) < short:
+        return None
+    if len(candidates) <= exact_max:
+        return _exhaustive(candidates, useful, short, snap, quota, fits)
+    shape = Shape.of(job)
+    if shape.gpus <= snap.topo.max_gpus.get(shape.flavor, 0):
+        found = _one_node(shape, candidates, snap, quota, fits)
+        if found is not None:
+            return found
+    greedy_quota = None if quota_fits else quota
+    return _greedy(candidates, useful, short, shape, snap, greedy_quota, fits)
+
+
+def _one_node(
+    shape: Shape, candidates: Sequence[Candidate], snap: Snapshot, quota: QuotaTree, fits: Fits
+) -> tuple[list[Candidate], Masks] | None:
+    """For a gang that fits one node: on each node, the cheapest victims that free enough
+    GPUs there (counting only, no what-ifs); the cheapest node is then confirmed by one
+    what-if. None if that fails (quota, holds), so the general search can take over."""
+    topo, need = snap.topo, shape.gpus
+    on_node: dict[int, list[Candidate]] = {}
+    for c in candidates:
+        for i in c.masks:
+            if topo.ready[i] and topo.flavor[i] == shape.flavor:
+                on_node.setdefault(i, []).append(c)
+    best: tuple[tuple[int, float, int, float], int, list[Candidate]] | None = None
+    for i, here in on_node.items():
+        free = snap.free[i]
+        chosen: list[Candidate] = []
+        for c in sorted(here, key=lambda c: c.cost):
+            if free >= need:
+                break
+            chosen.append(c)
+            free += c.masks[i].bit_count()
+        if free < need:
+            continue
+        for c in sorted(chosen, key=lambda c: c.cost, reverse=True):
+            if free - c.masks[i].bit_count() >= need:
+                chosen.remove(c)
+                free -= c.masks[i].bit_count()
+        if chosen and (best is None or (set_cost(chosen), i) < best[:2]):
+            best = (set_cost(chosen), i, chosen)
+    if best is None:
+        return None
+    victims = best[2]
+    with removed(snap, quota, victims, [c.masks for c in victims]):
+        found = fits()
+    return None if found is None else (victims, found)
+
+
+def _exhaustive(
+    candidates: Sequence[Candidate],
+    useful: Sequence[int],
+    short: int,
+    snap: Snapshot,
+    quota: QuotaTree,
+    fits: Fits,
+) -> tuple[list[Candidate], Masks] | None:
+    every = range(len(candidates))
+    subsets = [
+        s for n in every for s in combinations(every, n + 1) if sum(useful[k] for k in s) >= short
+    ]
+    subsets.sort(key=lambda s: set_cost([candidates[k] for k in s]))
+    for s in subsets:
+        chosen = [candidates[k] for k in s]
+        with removed(snap, quota, chosen, [c.masks for c in chosen]):
+            found = fits()
+        if found is not None:
+            return chosen, found
+    return None
+
+
+def _greedy(
+    candidates: Sequence[Candidate],
+    useful: Sequence[int],
+    short: int,
+    shape: Shape,
+    snap: Snapshot,
+    quota: QuotaTree | None,
+    fits: Fits,
+) -> tuple[list[Candidate], Masks] | None:
+    """Evict cheapest-first until the job fits, then keep back every victim not needed.
+
+    Fit checks are spaced geometrically (the pruning pass removes any overshoot), so a big
+    gang over many small victims costs O(log n) placements, not O(n). All steps are
+    incremental on the snapshot and undone before returning.
+    """
+    ranked = sorted(range(len(candidates)), key=lambda k: candidates[k].cost)
+    out: list[int] = []
+    freed = 0
+    found: Masks | None = None
+    try:
+        check_at = short  # after a failed check, evict ~25% more before the next one
+        for k in ranked:
+            _evict(snap, quota, candidates[k])
+            out.append(k)
+            freed += useful[k]
+            if freed >= check_at and snap.may_fit(shape):
+                if (found := fits()) is not None:
+                    break
+                check_at = max(freed + 1, freed * 5 // 4)
+        if found is None and out:
+            found = fits()
+        if found is None:
+            return None
+        # Victims whose GPUs the placement does not use are only worth it for quota: try
+        # keeping all of them at once before pruning one by one.
+        idle = [
+            k for k in out if not any(found.get(i, 0) & m for i, m in candidates[k].masks.items())
+        ]
+        for k in idle:
+            _restore(snap, quota, candidates[k])
+        if idle and (again := fits()) is not None:
+            kept = set(idle)
+            out = [k for k in out if k not in kept]
+            freed -= sum(useful[k] for k in idle)
+            found = again
+        else:
+            for k in idle:
+                _evict(snap, quota, candidates[k])
+        for k in sorted(out, key=lambda k: candidates[k].cost, reverse=True)[:_PRUNE_MAX]:
+            _restore(snap, quota, candidates[k])
+            if freed - useful[k] >= short and snap.may_fit(shape) and (again := fits()) is not None:
+                out.remove(k)
+                freed -= useful[k]
+                found = again
+            else:
+                _evict(snap, quota, candidates[k])
+        return [candidates[k] for k in out], found
+    finally:
+        for k in out:
+            _restore(snap, quota, candidates[k])
+
+
+def _evict(snap: Snapshot, quota: QuotaTree | None, c: Candidate) -> None:
+    if quota is not None:
+        quota.remove(c.run.job.queue, c.run.job.flavor, c.gpus)
+    snap.release(c.masks)
+
+
+def _restore(snap: Snapshot, quota: QuotaTree | None, c: Candidate) -> None:
+    if quota is not None:
+        quota.add(c.run.job.queue, c.run.job.flavor, c.gpus)
+    snap.take(c.masks)

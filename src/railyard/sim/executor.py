@@ -1,0 +1,221 @@
+"""The virtual executor: the `Executor` protocol on the virtual clock.
+
+It is the simulated world's side of the door. It knows how much work each job has left (from
+the trace), turns a start into a finish event, a checkpoint-stop request into a stop within
+the grace (or a kill at its deadline), a node failure into failed attempts, and reports exits
+through `poll` exactly as a live executor would, so the driver can mirror the live service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from railyard.exec.protocol import ExitReport, JobHandle, LaunchSpec, Outcome
+from railyard.sim.checkpoints import Attempt, CheckpointPolicy
+from railyard.sim.engine import Engine, Event, EventKind
+from railyard.sim.workload import FinalState
+
+_END_OUTCOME = {
+    FinalState.COMPLETED: (Outcome.COMPLETED, 0, None),
+    FinalState.FAILED: (Outcome.FAILED, 1, None),
+    FinalState.CANCELLED: (Outcome.KILLED, None, "SIGTERM"),
+}
+
+
+@dataclass(slots=True)
+class Work:
+    """A job's work as the world sees it, across attempts (GPU figures are GPU-seconds)."""
+
+    total_s: float
+    gpus: int
+    end_state: FinalState = FinalState.COMPLETED
+    saved_s: float = 0.0
+    attempts: int = 0
+    checkpoints: int = 0
+    lost_gpu_s: float = 0.0
+    allocated_gpu_s: float = 0.0
+    exit_t_s: float | None = None
+
+
+@dataclass(slots=True)
+class _Live:
+    spec: LaunchSpec
+    attempt: Attempt
+    stop_requested: bool = False
+    stop_saved_s: float = 0.0
+    checkpoints_done: int = 0
+    nodes: tuple[str, ...] = field(default_factory=tuple)
+
+
+class VirtualExecutor:
+    """Starts, signals and watches simulated jobs; deadlines are events on `engine`.
+
+    Idempotent like the protocol asks: a repeated `start` of the same attempt returns the same
+    handle, repeated stop requests neither resend nor move the deadline.
+    """
+
+    def __init__(self, engine: Engine, checkpoint: CheckpointPolicy) -> None:
+        self.engine = engine
+        self.checkpoint = checkpoint
+        self.work: dict[str, Work] = {}
+        self._live: dict[str, _Live] = {}
+        self._by_node: dict[str, set[str]] = {}
+        self._reports: list[ExitReport] = []
+
+    # -- the world's side: what the trace says each job needs ----------------------------------
+
+    def register(self, job_id: str, work_s: float, gpus: int, end_state: FinalState) -> None:
+        self.work[job_id] = Work(work_s, gpus, end_state)
+
+    # -- the protocol ----------------------------------------------------------------------------
+
+    def start(self, spec: LaunchSpec) -> JobHandle:
+        live = self._live.get(spec.job_id)
+        handle = JobHandle(
+            job_id=spec.job_id, restart_count=spec.restart_count, workers=(), master_port=0
+        )
+        if live is not None and live.spec.restart_count == spec.restart_count:
+            return handle
+        work = self.work[spec.job_id]
+        now = self.engine.now_t_s
+        attempt = Attempt(
+            start_t_s=now,
+            overhead_s=self.checkpoint.restart_s if work.attempts else 0.0,
+            work_s=max(0.0, work.total_s - work.saved_s),
+            interval_s=self.checkpoint.interval_for(work.gpus),
+            cost_s=self.checkpoint.cost_s,
+        )
+        work.attempts += 1
+        nodes = tuple(spec.placement)
+        self._live[spec.job_id] = _Live(spec, attempt, nodes=nodes)
+        for n in nodes:
+            self._by_node.setdefault(n, set()).add(spec.job_id)
+        tag = spec.restart_count
+        self.engine.schedule(attempt.end_t_s, Event(EventKind.FINISH, spec.job_id, attempt=tag))
+        if attempt.checkpoints:
+            first = attempt.checkpoint_t_s(1)
+            self.engine.schedule(first, Event(EventKind.CHECKPOINT, spec.job_id, attempt=tag))
+        return handle
+
+    def request_checkpoint_stop(self, job_id: str, grace_s: float) -> None:
+        live = self._live.get(job_id)
+        if live is None or live.stop_requested:
+            return
+        live.stop_requested = True
+        now = self.engine.now_t_s
+        tag = live.spec.restart_count
+        stop = live.attempt.stop_on_signal(now, grace_s)
+        if stop is None:
+            self.engine.schedule(now + grace_s, Event(EventKind.GRACE_EXPIRY, job_id, attempt=tag))
+        else:
+            t_s, saved = stop
+            live.stop_saved_s = self._base(live) + saved  # counts once the write completes
+            self.engine.schedule(t_s, Event(EventKind.PREEMPT_STOP, job_id, attempt=tag))
+
+    def cancel(self, job_id: str) -> None:
+        if job_id in self._live:
+            self._end(job_id, Outcome.KILLED, None, "SIGTERM")
+
+    def poll(self) -> list[ExitReport]:
+        out, self._reports = self._reports, []
+        return out
+
+    def adopt(self, handles: Sequence[JobHandle]) -> list[ExitReport]:
+        """Nothing outlives the simulator, so there is never anything to re-attach."""
+        return []
+
+    def running(self) -> set[str]:
+        return set(self._live)
+
+    def has_reports(self) -> bool:
+        return bool(self._reports)
+
+    # -- events the engine delivers ------------------------------------------------------------
+
+    def on_event(self, event: Event) -> bool:
+        """Apply a FINISH / CHECKPOINT / PREEMPT_STOP / GRACE_EXPIRY; False if it was stale."""
+        live = self._live.get(event.job_id)
+        if live is None or live.spec.restart_count != event.attempt:
+            return False
+        kind = event.kind
+        if kind is EventKind.FINISH:
+            work = self.work[event.job_id]
+            work.saved_s = work.total_s
+            outcome, code, signal = _END_OUTCOME[work.end_state]
+            self._end(event.job_id, outcome, code, signal, keep_all=True)
+        elif kind is EventKind.CHECKPOINT:
+            if live.stop_requested:
+                return False
+            self._checkpoint(event.job_id, live)
+        elif kind is EventKind.PREEMPT_STOP:
+            work = self.work[event.job_id]
+            work.saved_s = max(work.saved_s, live.stop_saved_s)
+            self._end(event.job_id, Outcome.PREEMPTED, 0, None, keep_all=True)
+        elif kind is EventKind.GRACE_EXPIRY:
+            self._end(event.job_id, Outcome.KILLED, None, "SIGKILL")
+        return True
+
+    def fail_node(self, node: str) -> list[str]:
+        """A node died: every attempt on it fails now. Returns the jobs hit."""
+        hit = sorted(self._by_node.get(node, ()))
+        for job_id in hit:
+            self._end(job_id, Outcome.FAILED, None, "NODE_FAIL")
+        return hit
+
+    def last_checkpoint_t_s(self, job_id: str) -> float | None:
+        live = self._live.get(job_id)
+        if live is None:
+            return None
+        k = live.checkpoints_done
+        return live.attempt.checkpoint_t_s(k) if k else None
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _base(self, live: _Live) -> float:
+        """Work saved before this attempt began."""
+        work = self.work[live.spec.job_id]
+        return work.total_s - live.attempt.work_s
+
+    def _checkpoint(self, job_id: str, live: _Live) -> None:
+        """The next checkpoint of this attempt completed (counted, not recomputed from the
+        clock, so rounding can never replay one)."""
+        live.checkpoints_done += 1
+        k = live.checkpoints_done
+        work = self.work[job_id]
+        work.saved_s = max(work.saved_s, self._base(live) + k * live.attempt.interval_s)
+        work.checkpoints += 1
+        if k < live.attempt.checkpoints:
+            t_s = live.attempt.checkpoint_t_s(k + 1)
+            tag = live.spec.restart_count
+            self.engine.schedule(t_s, Event(EventKind.CHECKPOINT, job_id, attempt=tag))
+
+    def _end(
+        self,
+        job_id: str,
+        outcome: Outcome,
+        code: int | None,
+        signal: str | None,
+        *,
+        keep_all: bool = False,
+    ) -> None:
+        live = self._live.pop(job_id)
+        for n in live.nodes:
+            self._by_node[n].discard(job_id)
+        now = self.engine.now_t_s
+        work = self.work[job_id]
+        gpus = live.spec.workers * live.spec.gpus_per_worker
+        work.allocated_gpu_s += gpus * (now - live.attempt.start_t_s)
+        if not keep_all:
+            progressed = self._base(live) + live.attempt.progress_at(now)
+            work.lost_gpu_s += gpus * max(0.0, progressed - work.saved_s)
+        work.exit_t_s = now
+        self._reports.append(
+            ExitReport(
+                job_id=job_id,
+                exit_code=code,
+                signal=signal,
+                outcome=outcome,
+                restart_count=live.spec.restart_count,
+            )
+        )

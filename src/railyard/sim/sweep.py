@@ -1,0 +1,166 @@
+"""Runs: named policies, scenarios as plain data, and sweeps over processes or Ray.
+
+A `Scenario` is picklable data (blueprint name, where the jobs come from, policy, seed), so a
+sweep can ship it to a worker process or a Ray task, which rebuilds everything from it and
+returns the JSON-ready metrics. Policy names are the ones the CLI takes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any
+
+from railyard.blueprint import load
+from railyard.sched import SchedulerConfig
+from railyard.sim.checkpoints import CheckpointPolicy
+from railyard.sim.cluster import cluster_nodes
+from railyard.sim.driver import Progress, SimConfig, Simulation
+from railyard.sim.failures import FailureModel
+from railyard.sim.metrics import summarize
+from railyard.sim.synthetic import generate
+from railyard.sim.traces import load_trace
+from railyard.sim.workload import Workload
+
+# name -> (ordering, backfill). "fifo" never holds GPUs for a blocked job (greedy in arrival
+# order); "easy" reserves for the first blocked job (Slurm's default backfill).
+POLICIES: dict[str, tuple[str, str]] = {
+    "fifo": ("fifo", "none"),
+    "easy": ("fifo", "easy"),
+    "fairshare": ("fairshare", "none"),
+    "fairshare+easy": ("fairshare", "easy"),
+    "conservative": ("fifo", "conservative"),
+}
+
+
+def policy_config(name: str, **overrides: Any) -> SchedulerConfig:
+    """The scheduler config for a policy name. Queues in a simulation carry no nominal quota
+    unless given, so admission is `unlimited` by default: only capacity limits a queue."""
+    if name not in POLICIES:
+        raise ValueError(f"unknown policy {name!r}; use one of {', '.join(POLICIES)}")
+    ordering, backfill = POLICIES[name]
+    kw: dict[str, Any] = {"ordering": ordering, "backfill": backfill, "admission": "unlimited"}
+    kw.update(overrides)
+    return SchedulerConfig(**kw)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One run, as data: cluster, jobs (a trace file or a synthetic profile), policy, seed."""
+
+    blueprint: str
+    policy: str
+    seed: int = 0
+    trace: str | None = None
+    trace_format: str = "railyard"
+    synthetic: str | None = None
+    jobs: int = 1000
+    load: float = 0.9
+    walltime: str = "noisy"
+    failures: bool = False
+    cycle_interval_s: float = 60.0
+    coalesce_s: float = 0.0
+    checkpoint: CheckpointPolicy = field(default_factory=CheckpointPolicy)
+
+    @property
+    def label(self) -> str:
+        return f"{self.blueprint}/{self.policy}/seed{self.seed}"
+
+
+def scenario_workload(s: Scenario, cluster_gpus: int) -> Workload:
+    if s.trace is not None:
+        return load_trace(s.trace, s.trace_format)
+    return generate(
+        s.synthetic or "philly",
+        jobs=s.jobs,
+        cluster_gpus=cluster_gpus,
+        load=s.load,
+        seed=s.seed,
+        walltime=s.walltime,
+    )
+
+
+def run_scenario(s: Scenario, progress: Progress | None = None) -> dict[str, Any]:
+    """Build the cluster, the workload and the simulation from `s`; return the metrics."""
+    nodes = cluster_nodes(load(s.blueprint).blueprint)
+    workload = scenario_workload(s, sum(n.gpus for n in nodes))
+    config = SimConfig(
+        scheduler=policy_config(s.policy),
+        checkpoint=s.checkpoint,
+        failures=FailureModel() if s.failures else None,
+        cycle_interval_s=s.cycle_interval_s,
+        coalesce_s=s.coalesce_s,
+        seed=s.seed,
+    )
+    log = Simulation(nodes, workload, config).run(progress)
+    out = summarize(log)
+    out.update(
+        blueprint=s.blueprint,
+        policy=s.policy,
+        seed=s.seed,
+        workload=workload.name,
+        skipped=workload.skipped,
+        gpus=log.total_gpus,
+    )
+    return out
+
+
+Done = Callable[[Scenario, dict[str, Any]], None]
+
+
+def sweep(
+    scenarios: Sequence[Scenario],
+    *,
+    workers: int = 2,
+    ray_address: str | None = None,
+    on_done: Done | None = None,
+) -> list[dict[str, Any]]:
+    """Run every scenario; results come back in the order given. One worker runs in-process."""
+    if ray_address is not None:
+        return _sweep_ray(scenarios, ray_address, on_done)
+    results: dict[int, dict[str, Any]] = {}
+    if workers <= 1 or len(scenarios) <= 1:
+        for i, s in enumerate(scenarios):
+            results[i] = run_scenario(s)
+            if on_done is not None:
+                on_done(s, results[i])
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = {pool.submit(run_scenario, s): i for i, s in enumerate(scenarios)}
+            for fut in as_completed(futures):
+                i = futures[fut]
+                results[i] = fut.result()
+                if on_done is not None:
+                    on_done(scenarios[i], results[i])
+    return [results[i] for i in range(len(scenarios))]
+
+
+def ray_available() -> bool:
+    try:
+        importlib.import_module("ray")
+    except ImportError:
+        return False
+    return True
+
+
+def _sweep_ray(
+    scenarios: Sequence[Scenario], address: str, on_done: Done | None
+) -> list[dict[str, Any]]:
+    """Each scenario as a Ray task on an existing cluster (`address`, or "local" to start one)."""
+    ray: Any = importlib.import_module("ray")
+    if not ray.is_initialized():
+        ray.init(address=None if address == "local" else address, log_to_driver=False)
+    task = ray.remote(run_scenario)
+    refs = [task.remote(s) for s in scenarios]
+    index = {ref: i for i, ref in enumerate(refs)}
+    results: dict[int, dict[str, Any]] = {}
+    pending = list(refs)
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1)
+        i = index[ready[0]]
+        results[i] = ray.get(ready[0])
+        if on_done is not None:
+            on_done(scenarios[i], results[i])
+    return [results[i] for i in range(len(scenarios))]

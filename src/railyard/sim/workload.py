@@ -1,0 +1,80 @@
+"""What the simulator runs: jobs as a trace records them (arrival, size, how long they ran).
+
+Loaders and the synthetic generator both produce a `Workload`, so every policy comparison runs
+on the same list of jobs whatever its origin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class FinalState(StrEnum):
+    """How the job ended in the trace; the simulator replays it (a failed job fails again)."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class TraceJob:
+    """One job: `runtime_s` of work on `gpus` GPUs, arriving at `submit_s`."""
+
+    id: str
+    submit_s: float
+    gpus: int
+    runtime_s: float
+    queue: str = "default"
+    user: str = "default"
+    priority: int = 0
+    walltime_s: float | None = None
+    preemptible: bool = False
+    state: FinalState = FinalState.COMPLETED
+
+    def __post_init__(self) -> None:
+        if self.gpus < 1:
+            raise ValueError(f"job {self.id}: gpus must be >= 1")
+        if self.runtime_s < 0 or self.submit_s < 0:
+            raise ValueError(f"job {self.id}: runtime_s and submit_s must be >= 0")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Jobs sorted by submit time (starting at 0), plus what a loader had to leave out."""
+
+    name: str
+    jobs: tuple[TraceJob, ...]
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, name: str, jobs: list[TraceJob], skipped: dict[str, int] | None = None) -> Workload:
+        """Sort by (submit, id) and shift submit times so the first job arrives at 0."""
+        jobs = sorted(jobs, key=lambda j: (j.submit_s, j.id))
+        t0 = jobs[0].submit_s if jobs else 0.0
+        if t0:
+            jobs = [_shift(j, t0) for j in jobs]
+        return cls(name, tuple(jobs), dict(skipped or {}))
+
+    @property
+    def queues(self) -> list[str]:
+        return sorted({j.queue for j in self.jobs})
+
+    def gpu_s(self) -> float:
+        return sum(j.gpus * j.runtime_s for j in self.jobs)
+
+
+def _shift(job: TraceJob, t0: float) -> TraceJob:
+    return TraceJob(
+        job.id,
+        job.submit_s - t0,
+        job.gpus,
+        job.runtime_s,
+        job.queue,
+        job.user,
+        job.priority,
+        job.walltime_s,
+        job.preemptible,
+        job.state,
+    )

@@ -1,0 +1,1 @@
+"""Performance twin: collectives, training steps, memory and checkpoints from a blueprint."""

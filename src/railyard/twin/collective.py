@@ -1,0 +1,488 @@
+"""What nccl-tests would report for a collective on a blueprint's cluster, and why.
+
+Each (algorithm, protocol) NCCL could run is priced as ``time = latency + size * s_per_byte``;
+like NCCL's own tuner, the cheapest wins unless ``algo`` pins one. ``s_per_byte`` is the slower
+of two phases, which NCCL pipelines chunk by chunk:
+
+- inside a node, the bytes each GPU must push over NVLink (or PCIe) at its per-direction rate;
+- between nodes, the flows the algorithm really creates (which NIC sends to which, on which
+  rail) routed on the fabric (ECMP or adaptive) and solved max-min fair; the slowest flow sets
+  the pace. Collisions on ToR-CLOS uplinks, their absence on rail-optimized fabrics, and the
+  NVLink hop PXN adds on rail-only fabrics all come out of this step, not out of constants.
+
+Bandwidth terms are those of Thakur, Rabenseifner & Gropp, "Optimization of collective
+communication operations in MPICH" (IJHPCA 2005): ring all_reduce moves 2(n-1)/n of the data
+through every rank in 2(n-1) steps; a double binary tree (Sanders, Speck & Traeff, Parallel
+Computing 2009) moves it up and down trees of depth log2 n. Latencies and protocol factors are
+NCCL's own cost model (NVIDIA/nccl src/graph/tuning.cc); busbw is nccl-tests' definition
+(nccl-tests doc/PERFORMANCE.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from railyard.blueprint.models import Blueprint, NodeType, Routing
+from railyard.fabric.build import build_fabric
+from railyard.fabric.model import Fabric
+from railyard.twin.flows import NoPathError, Router, max_min_rates, pattern_flows
+from railyard.twin.links import NodeLinks, node_links, switch_hop_us, wire_efficiency
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce")
+ALGOS = ("ring", "tree", "nvls", "nvls_tree", "pxn", "p2p")
+DTYPE_BYTES = {"int8": 1, "uint8": 1, "half": 2, "bfloat16": 2, "float": 4, "int32": 4}
+DTYPE_BYTES |= {"double": 8, "int64": 8, "uint64": 8, "uint32": 4, "float16": 2, "float32": 4}
+
+# NCCL cost-model latencies in microseconds (NVIDIA/nccl src/graph/tuning.cc, baseLat and hwLat
+# at commit b647562): a fixed launch cost per (algorithm, protocol) plus one hardware latency
+# per pipeline step, which differs for NVLink, PCIe and the network.
+_BASE_US = {
+    ("ring", "LL"): 6.6,
+    ("ring", "LL128"): 14.0,
+    ("ring", "Simple"): 8.4,
+    ("tree", "LL"): 6.8,
+    ("tree", "LL128"): 14.0,
+    ("tree", "Simple"): 0.0,
+}
+_STEP_US = {
+    "nvlink": {("ring", "LL"): 0.6, ("ring", "LL128"): 1.9, ("ring", "Simple"): 3.4},
+    "pci": {("ring", "LL"): 1.0, ("ring", "LL128"): 2.5, ("ring", "Simple"): 5.7},
+    "net": {("ring", "LL"): 2.7, ("ring", "LL128"): 4.0, ("ring", "Simple"): 14.0},
+}
+_STEP_US["nvlink"] |= {("tree", "LL"): 0.6, ("tree", "LL128"): 1.25, ("tree", "Simple"): 28.0}
+_STEP_US["pci"] |= {("tree", "LL"): 1.0, ("tree", "LL128"): 1.9, ("tree", "Simple"): 28.0}
+_STEP_US["net"] |= {("tree", "LL"): 5.0, ("tree", "LL128"): 8.5, ("tree", "Simple"): 28.0}
+_NVLS_US = {"nvlink": 23.0, "net_nvls_tree": 14.0}
+# NCCL charges each network send it posts ~1 us of proxy overhead (getNetOverhead, x86 Intel).
+_NET_POST_US = 1.0
+
+# Protocol bandwidth factors (same file): LL sends 4 bytes of data with a 4-byte flag per 8-byte
+# store and NCCL rates ring LL at 1/4 (all_reduce or multi-node) or 1/3 of the link; LL128 keeps
+# 120 of every 128 bytes (NCCL uses 0.92); trees run at 0.92 of the link, tree LL at 1/3.8,
+# tree LL128 at 7/9 on one node and 120/128 across nodes.
+_LL_MAX_BUSBW = {1: 87.7, 2: 39.0, 3: 20.4}  # llMaxBws: Ampere/Hopper 1 node; Intel 2, 4+ nodes
+_TREE_EFFICIENCY = 0.92
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One line of an nccl-tests table, plus the algorithm and protocol the model chose."""
+
+    size_bytes: int
+    count: int
+    type: str
+    redop: str
+    root: int
+    time_us: float
+    algbw_gbyte_s: float
+    busbw_gbyte_s: float
+    algo: str
+    protocol: str
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    algo: str
+    protocol: str
+    latency_s: float
+    s_per_byte: float
+
+
+def bus_factor(op: str, n: int) -> float:
+    """nccl-tests' busbw / algbw (doc/PERFORMANCE.md); 1 for a single rank."""
+    if n <= 1:
+        return 1.0
+    if op == "all_reduce":
+        return 2 * (n - 1) / n
+    if op in ("all_gather", "reduce_scatter", "alltoall"):
+        return (n - 1) / n
+    if op in ("broadcast", "reduce"):
+        return 1.0
+    raise ValueError(f"unknown collective '{op}'; expected one of {', '.join(OPS)}")
+
+
+def ring_steps(op: str, n: int) -> int:
+    """Pipeline steps of a ring (Thakur et al.): 2(n-1) for all_reduce, else n-1."""
+    return 2 * (n - 1) if op == "all_reduce" else n - 1
+
+
+def ring_time_s(op: str, size_bytes: float, n: int, bw_gbyte_s: float, alpha_s: float) -> float:
+    """Ring time: ``steps * alpha + bus_factor * S / B`` (Thakur, Rabenseifner & Gropp 2005)."""
+    return ring_steps(op, n) * alpha_s + bus_factor(op, n) * size_bytes / (bw_gbyte_s * 1e9)
+
+
+def tree_time_s(size_bytes: float, n: int, bw_gbyte_s: float, alpha_s: float) -> float:
+    """Double-binary-tree all_reduce: ``2 log2(n) alpha + 2 S / B``: every inner rank takes in
+    and sends out the whole buffer twice (once per tree half, up then down), so the bandwidth
+    term does not grow with n while latency grows as log n (Sanders, Speck & Traeff 2009)."""
+    return 2 * math.log2(max(n, 1)) * alpha_s + 2 * size_bytes / (bw_gbyte_s * 1e9)
+
+
+class CollectiveModel:
+    """Predict nccl-tests results for one blueprint; caches routes per (job, algorithm)."""
+
+    def __init__(
+        self,
+        blueprint: Blueprint,
+        fabric: Fabric | None = None,
+        *,
+        routing: str | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.blueprint = blueprint
+        self.fabric = fabric if fabric is not None else build_fabric(blueprint)
+        spec = blueprint.fabric
+        default = spec.routing if spec is not None else Routing.ADAPTIVE
+        self.routing = Routing(routing) if routing is not None else default
+        self.seed = seed
+        self.design = self.fabric.design
+        self.node_type = _gpu_node_type(blueprint)
+        self.links: NodeLinks = node_links(blueprint, self.node_type)
+        self.nic_gbyte_s = self.links.nic_gbyte_s
+        self._router: Router | None = None
+        self._plans: dict[tuple[object, ...], list[_Candidate]] = {}
+        self._inter: dict[tuple[object, ...], tuple[float, int]] = {}
+        eff = wire_efficiency(self.links.transport)
+        self._link_gbyte_s = self.fabric.link_gbit_s / 8 * eff
+
+    # public API -------------------------------------------------------------------------------
+
+    def time_s(
+        self,
+        op: str,
+        size_bytes: float,
+        nodes: int,
+        gpus_per_node: int,
+        *,
+        placement: str | Sequence[int] = "best",
+        algo: str | None = None,
+    ) -> float:
+        """Predicted time of one collective of ``size_bytes`` (nccl-tests' size column)."""
+        return self._best(op, size_bytes, nodes, gpus_per_node, placement, algo)[0]
+
+    def busbw_gbyte_s(
+        self,
+        op: str,
+        size_bytes: float,
+        nodes: int,
+        gpus_per_node: int,
+        *,
+        placement: str | Sequence[int] = "best",
+        algo: str | None = None,
+    ) -> float:
+        """nccl-tests' bus bandwidth: ``size / time * bus_factor(op, ranks)``."""
+        t = self.time_s(op, size_bytes, nodes, gpus_per_node, placement=placement, algo=algo)
+        return size_bytes / t / 1e9 * bus_factor(op, nodes * gpus_per_node) if t > 0 else 0.0
+
+    def sweep(
+        self,
+        op: str,
+        min_bytes: int,
+        max_bytes: int,
+        factor: int,
+        nodes: int,
+        gpus_per_node: int,
+        *,
+        placement: str | Sequence[int] = "best",
+        algo: str | None = None,
+        dtype: str = "float",
+    ) -> list[SweepRow]:
+        """An nccl-tests run ``-b min -e max -f factor``: one row per size."""
+        if factor < 2:
+            raise ValueError("factor must be at least 2")
+        type_bytes = DTYPE_BYTES[dtype]
+        n = nodes * gpus_per_node
+        per_rank = op in ("all_gather", "reduce_scatter", "alltoall")
+        sizes: list[int] = []
+        size = max(min_bytes, 1)
+        while size <= max_bytes:
+            unit = type_bytes * (n if per_rank else 1)
+            sizes.append(max(size // unit, 1) * unit)
+            size *= factor
+        cands = self._plan(op, nodes, gpus_per_node, placement, algo)
+        lat = np.array([c.latency_s for c in cands])
+        coef = np.array([c.s_per_byte for c in cands])
+        arr = np.asarray(sizes, dtype=np.float64)
+        times = lat[:, None] + coef[:, None] * arr[None, :]
+        pick = times.argmin(axis=0)
+        best = times[pick, np.arange(arr.size)]
+        busf = bus_factor(op, n)
+        rows: list[SweepRow] = []
+        for i, s in enumerate(sizes):
+            algbw = s / best[i] / 1e9
+            chosen = cands[int(pick[i])]
+            rows.append(
+                SweepRow(
+                    size_bytes=s,
+                    count=s // type_bytes // (n if per_rank else 1),
+                    type=dtype,
+                    redop="sum" if op in ("all_reduce", "reduce_scatter", "reduce") else "none",
+                    root=0 if op in ("broadcast", "reduce") else -1,
+                    time_us=float(best[i]) * 1e6,
+                    algbw_gbyte_s=algbw,
+                    busbw_gbyte_s=algbw * busf,
+                    algo=chosen.algo,
+                    protocol=chosen.protocol,
+                )
+            )
+        return rows
+
+    def choice(
+        self,
+        op: str,
+        size_bytes: float,
+        nodes: int,
+        gpus_per_node: int,
+        *,
+        placement: str | Sequence[int] = "best",
+        algo: str | None = None,
+    ) -> tuple[str, str]:
+        """(algorithm, protocol) the model picks for this size."""
+        _, cand = self._best(op, size_bytes, nodes, gpus_per_node, placement, algo)
+        return cand.algo, cand.protocol
+
+    def placement_nodes(self, nodes: int, placement: str | Sequence[int]) -> tuple[int, ...]:
+        """Fabric node indices of a job: packed ("best"), spread ("worst") or given."""
+        all_nodes = self.fabric.nodes
+        if nodes < 1 or nodes > len(all_nodes):
+            raise ValueError(f"{nodes} nodes requested, the fabric has {len(all_nodes)}")
+        if not isinstance(placement, str):
+            chosen = tuple(int(i) for i in placement)
+            if len(chosen) != nodes or len(set(chosen)) != nodes:
+                raise ValueError(f"placement must list {nodes} distinct node indices")
+            if min(chosen) < 0 or max(chosen) >= len(all_nodes):
+                raise ValueError("placement names a node that is not on the fabric")
+            return chosen
+        if placement == "best":  # nodes are numbered by scalable unit, then leaf group
+            return tuple(range(nodes))
+        if placement != "worst":
+            raise ValueError("placement is 'best', 'worst' or a list of node indices")
+        groups: dict[tuple[int, int], list[int]] = {}
+        for node in all_nodes:
+            groups.setdefault((node.leaf_group, node.su), []).append(node.index)
+        keys = sorted(groups)  # round-robin: scalable units fastest, then leaf groups
+        spread = [
+            groups[k][i]
+            for i in range(max(len(g) for g in groups.values()))
+            for k in keys
+            if i < len(groups[k])
+        ]
+        return tuple(spread[:nodes])
+
+    # planning ---------------------------------------------------------------------------------
+
+    def _best(
+        self,
+        op: str,
+        size_bytes: float,
+        nodes: int,
+        g: int,
+        placement: str | Sequence[int],
+        algo: str | None,
+    ) -> tuple[float, _Candidate]:
+        cands = self._plan(op, nodes, g, placement, algo)
+        times = [c.latency_s + c.s_per_byte * size_bytes for c in cands]
+        i = int(np.argmin(times))
+        return times[i], cands[i]
+
+    def _plan(
+        self, op: str, nodes: int, g: int, placement: str | Sequence[int], algo: str | None
+    ) -> list[_Candidate]:
+        bus_factor(op, 2)  # validates op
+        if algo is not None and algo not in ALGOS:
+            raise ValueError(f"unknown algorithm '{algo}'; expected one of {', '.join(ALGOS)}")
+        if g < 1 or g > self.links.gpus:
+            raise ValueError(f"gpus_per_node must be 1..{self.links.gpus}")
+        order = self.placement_nodes(nodes, placement)
+        key = (op, order, g, algo)
+        if key not in self._plans:
+            cands = [c for c in self._candidates(op, order, g) if algo in (None, c.algo)]
+            if not cands:
+                raise ValueError(f"algorithm '{algo}' does not apply to {op} on this job")
+            self._plans[key] = cands
+        return self._plans[key]
+
+    def _candidates(self, op: str, order: tuple[int, ...], g: int) -> list[_Candidate]:
+        n_nodes, n = len(order), len(order) * g
+        if n == 1:
+            return [_Candidate("none", "none", 0.0, 0.0)]
+        if op == "alltoall":
+            return self._alltoall(order, g)
+        out = self._ring(op, order, g)
+        if op == "all_reduce":
+            out += self._tree(order, g)
+            if self.links.has_nvls(g) and g > 1:
+                out += self._nvls(order, g) if n_nodes == 1 else self._nvls_tree(order, g)
+        return out
+
+    # algorithms -------------------------------------------------------------------------------
+
+    def _intra_s_per_byte(self, g: int, bytes_per_byte: float) -> float:
+        return bytes_per_byte / (self.links.intra_gbyte_s(g) * 1e9) if g > 1 else 0.0
+
+    def _intra_kind(self, g: int) -> str:
+        return "nvlink" if self.links.intra_gbyte_s(g) == self.links.nvlink_gbyte_s else "pci"
+
+    def _protocols(self, g: int) -> tuple[str, ...]:
+        # NCCL enables LL128 only where GPUs talk over NVLink (tuning.cc, protoEnable)
+        return ("LL", "LL128", "Simple") if self._intra_kind(g) == "nvlink" else ("LL", "Simple")
+
+    def _ring(self, op: str, order: tuple[int, ...], g: int) -> list[_Candidate]:
+        n_nodes, n = len(order), len(order) * g
+        busf = bus_factor(op, n)
+        intra = self._intra_s_per_byte(g, busf)
+        inter, turn = (0.0, 0)
+        if n_nodes > 1:
+            rate, turn = self._pattern_rate("ring", order, g)
+            inter = busf / self._rails(g) / (rate * 1e9)
+        steps = ring_steps(op, n)
+        inter_steps = (2 * n_nodes if op == "all_reduce" else n_nodes - 1) if n_nodes > 1 else 0
+        out = []
+        for proto in self._protocols(g):
+            eff = 0.92 if proto == "LL128" else 1.0
+            if proto == "LL":
+                eff = 0.25 if (n_nodes > 1 or op in ("all_reduce", "reduce")) else 1 / 3
+            s_per_byte = max(intra, inter) / eff
+            if proto == "LL":
+                cap = _LL_MAX_BUSBW[min(n_nodes, 3)]
+                s_per_byte = max(s_per_byte, busf / (cap * 1e9))
+            intra_us = _STEP_US[self._intra_kind(g)][("ring", proto)]
+            if n_nodes > 1:  # a step that crosses the network is at least a post overhead
+                intra_us = max(intra_us, _NET_POST_US * (3 if proto == "Simple" else 1))
+            net_us = _STEP_US["net"][("ring", proto)] + self._hops_us(turn)
+            lat_us = (
+                _BASE_US[("ring", proto)] + (steps - inter_steps) * intra_us + inter_steps * net_us
+            )
+            out.append(_Candidate("ring", proto, lat_us * 1e-6, s_per_byte))
+        return out
+
+    def _tree(self, order: tuple[int, ...], g: int) -> list[_Candidate]:
+        n_nodes = len(order)
+        intra = self._intra_s_per_byte(g, 2.0)  # the intra-node chain: S up and S down
+        inter, turn = (0.0, 0)
+        if n_nodes > 1:
+            rate, turn = self._pattern_rate("tree", order, g)
+            inter = 1.0 / (2 * self._rails(g)) / (rate * 1e9)
+        out = []
+        for proto in self._protocols(g):
+            eff = {"LL": 1 / 3.8, "LL128": 7 / 9 if n_nodes == 1 else 120 / 128}.get(proto, 1.0)
+            s_per_byte = max(intra, inter) / (_TREE_EFFICIENCY * eff)
+            intra_us = _STEP_US[self._intra_kind(g)][("tree", proto)]
+            net_us = _STEP_US["net"][("tree", proto)] + self._hops_us(turn)
+            depth = math.log2(n_nodes) if n_nodes > 1 else 0.0
+            lat_us = _BASE_US[("tree", proto)] + 2 * ((g - 1) * intra_us + depth * net_us)
+            out.append(_Candidate("tree", proto, lat_us * 1e-6, s_per_byte))
+        return out
+
+    def _nvls_s_per_byte(self, g: int) -> float:
+        """NVLS all_reduce: each GPU sends its buffer once to the switch, which reduces it, and
+        receives 1/g back to multicast once; in and out it moves S(1 + 1/g), against 2S(g-1)/g
+        for a ring, at the NVLink rate derated by NCCL's nvlsEfficiency."""
+        rate = self.links.intra_gbyte_s(g) * self.links.nvls_efficiency
+        return (1 + 1 / g) / (rate * 1e9)
+
+    def _nvls(self, order: tuple[int, ...], g: int) -> list[_Candidate]:
+        return [_Candidate("nvls", "Simple", _NVLS_US["nvlink"] * 1e-6, self._nvls_s_per_byte(g))]
+
+    def _nvls_tree(self, order: tuple[int, ...], g: int) -> list[_Candidate]:
+        """NVLS inside each node, then a double binary tree between nodes per rail: every NIC
+        carries 1/rails of the buffer, so busbw counts NVLink traffic too and can beat NICs."""
+        rate, turn = self._pattern_rate("tree", order, g)
+        inter = 1.0 / (2 * self._rails(g)) / (rate * 1e9)
+        depth = math.log2(len(order))
+        lat_us = _NVLS_US["nvlink"] + 2 * depth * (_NVLS_US["net_nvls_tree"] + self._hops_us(turn))
+        s_per_byte = max(self._nvls_s_per_byte(g), inter)
+        return [_Candidate("nvls_tree", "Simple", lat_us * 1e-6, s_per_byte)]
+
+    def _alltoall(self, order: tuple[int, ...], g: int) -> list[_Candidate]:
+        """Every rank sends S/n to every other. With PXN (NCCL's default since 2.12) a GPU hands
+        data for rail k to its local peer on rail k over NVLink, so network flows stay on one
+        rail; without it, NIC i talks to NIC j across rails through the spines."""
+        n_nodes, n = len(order), len(order) * g
+        rails = self._rails(g)
+        local = (g - 1) / n
+        remote = (n - g) / n
+        out = []
+        algos = ("p2p",) if n_nodes == 1 else ("pxn", "p2p")  # one node: straight over NVLink
+        for algo in algos:
+            inter, turn = (0.0, 0)
+            forward = remote * (rails - 1) / rails if algo == "pxn" else 0.0
+            if n_nodes > 1:
+                try:
+                    rate, turn = self._pattern_rate(f"a2a_{algo}", order, g)
+                except NoPathError:
+                    continue  # rail-only fabrics have no path between rails
+                # bytes per flow: g GPUs to the g/rails GPUs of one rail (pxn), or g/rails
+                # GPUs behind one NIC to g/rails behind another (p2p); S/n per GPU pair
+                pair_gpus = g * g / rails if algo == "pxn" else (g / rails) ** 2
+                inter = pair_gpus / n / (rate * 1e9)
+            intra = self._intra_s_per_byte(g, local + forward)
+            kind = "net" if n_nodes > 1 else self._intra_kind(g)
+            lat_us = _BASE_US[("ring", "Simple")] + _STEP_US[kind][("ring", "Simple")]
+            lat_us += self._hops_us(turn) + (n - 1) * (_NET_POST_US if n_nodes > 1 else 0.0)
+            if algo == "pxn" and n_nodes > 1 and rails > 1:
+                lat_us += _STEP_US["nvlink"][("ring", "Simple")]  # the extra NVLink hop
+            out.append(_Candidate(algo, "Simple", lat_us * 1e-6, max(intra, inter)))
+        if not out:
+            raise ValueError("alltoall has no route: rail-only fabrics need PXN")
+        return out
+
+    # network ----------------------------------------------------------------------------------
+
+    def _rails(self, g: int) -> int:
+        return len(self._nic_of_gpu(g)) if self.links.nics else 0
+
+    def _nic_of_gpu(self, g: int) -> list[int]:
+        """NICs used by GPUs 0..g-1: GPU j uses the NIC of its PCIe switch (DGX/HGX layout)."""
+        nics, gpus = self.links.nics, self.links.gpus
+        return sorted({j * nics // gpus for j in range(g)})
+
+    def _hops_us(self, turn: int) -> float:
+        """Switch traversals of a route turning at tier ``turn``: up and down, 2 * turn - 1."""
+        return (2 * turn - 1) * switch_hop_us(self.links.transport) if turn > 0 else 0.0
+
+    def _pattern_rate(self, pattern: str, order: tuple[int, ...], g: int) -> tuple[float, int]:
+        """Slowest flow's max-min rate (GB/s) of an inter-node pattern, and its highest turn."""
+        key = (pattern, order, g)
+        if key not in self._inter:
+            if self.links.nics == 0:
+                raise ValueError("multi-node collectives need NICs on the compute fabric")
+            if self._router is None:
+                self._router = Router(self.fabric)
+            src, dst, scale = pattern_flows(pattern, order, self._nic_of_gpu(g), self.seed)
+            ep = self.fabric.node_nic_offset.astype(np.int64)
+            src_ep = ep[src[0]] + src[1]
+            dst_ep = ep[dst[0]] + dst[1]
+            inc = self._router.route(src_ep, dst_ep, self.routing, seed=self.seed)
+            inc = type(inc)(inc.flow, inc.resource, inc.coeff * scale, inc.n_flows)
+            cap = self._router.capacity(self._link_gbyte_s)
+            rates = max_min_rates(cap, inc)
+            nic = np.minimum(rates, self.nic_gbyte_s)
+            turn = self._router.turn_tier(
+                self._router.leaf_of[src_ep], self._router.leaf_of[dst_ep]
+            )
+            self._inter[key] = (float(nic.min()), int(turn.max()))
+        return self._inter[key]
+
+
+def _gpu_node_type(bp: Blueprint) -> NodeType:
+    """The GPU node type on the compute fabric (the first, if several)."""
+    for _, _, node in bp.fabric_groups():
+        if node.gpu is not None and node.gpus > 0:
+            return node
+    raise ValueError(f"blueprint '{bp.name}' has no GPU nodes on its fabric")
+
+
+__all__ = [
+    "ALGOS",
+    "OPS",
+    "CollectiveModel",
+    "SweepRow",
+    "bus_factor",
+    "ring_time_s",
+    "tree_time_s",
+]

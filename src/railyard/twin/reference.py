@@ -1,0 +1,72 @@
+"""Clusters matching the rows of the published-measurement table, for validation.
+
+Each row of ``perf_reference.csv`` names a GPU, a node count and a fabric ("8x200G infiniband
+rail", "8x400G infiniband"). We build the reference design those systems use: NVIDIA's
+rail-optimized fabric (DGX SuperPOD reference architectures) with the fewest tiers of the
+matching InfiniBand switch that can carry the node count, or the A3 Mega preset for Google's
+Ethernet rows. One node needs no fabric beyond its NVSwitch.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Mapping
+
+from railyard.blueprint import Blueprint, load, load_text
+from railyard.fabric.build import build_fabric
+from railyard.fabric.model import FabricError
+
+IB_SWITCH_FOR_GBIT_S = {200: "QM8700", 400: "QM9700"}  # HDR and NDR generations
+
+
+def nodes_of(row: Mapping[str, str]) -> int:
+    """The row's node count ("48", "2+", "2 or more" -> the first integer)."""
+    match = re.search(r"\d+", row["nodes"])
+    return int(match.group()) if match else 1
+
+
+def reference_blueprint(row: Mapping[str, str]) -> Blueprint:
+    """The smallest standard cluster with the row's GPU, node count and NICs."""
+    nodes = max(1, nodes_of(row))
+    fabric = row["fabric"].lower()
+    gpu = row["gpu"] or "H100-SXM-80GB"
+    if "ethernet" in fabric and gpu.startswith("H100"):
+        return load("a3-mega").blueprint  # Google A3 Mega, 8x200G per node (seed 004)
+    nics = re.match(r"\s*(\d+)\s*x\s*(\d+)\s*g", fabric)
+    count, gbit_s = (int(nics.group(1)), int(nics.group(2))) if nics else (8, 400)
+    switch = IB_SWITCH_FOR_GBIT_S.get(gbit_s, "QM9700")
+    for tiers in (1, 2, 3) if nodes > 1 else (1,):
+        design = "single" if tiers == 1 else "rail-optimized"
+        try:
+            bp = _cluster(gpu, nodes, count, gbit_s, design, [switch] * tiers)
+            build_fabric(bp)
+            return bp
+        except FabricError:
+            continue
+    raise ValueError(f"row {row.get('id')}: no {switch} fabric of up to 3 tiers fits {nodes} nodes")
+
+
+def _cluster(
+    gpu: str, nodes: int, nics: int, gbit_s: int, design: str, tiers: list[str]
+) -> Blueprint:
+    tier_list = ", ".join(f"{{switch: {t}}}" for t in tiers)
+    text = textwrap.dedent(
+        f"""\
+        name: reference-{gpu.lower()}-{nodes}
+        node_types:
+          box:
+            gpu: {gpu}
+            gpus: 8
+            nvlink_domain_gpus: 8
+            nics: {{count: {nics}, speed_gbit_s: {gbit_s}}}
+            power_w: 10000
+        node_groups:
+          n: {{node_type: box, count: {nodes}, hostname_prefix: n}}
+        fabric:
+          design: {design}
+          transport: infiniband
+          tiers: [{tier_list}]
+        """
+    )
+    return load_text(text, file="reference.yaml").blueprint

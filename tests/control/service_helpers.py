@@ -1,0 +1,91 @@
+"""Helpers for driving the service loop directly: rows in, steps until a condition holds."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from sqlalchemy import select
+
+from railyard.control.service import Service, ServiceConfig
+from railyard.control.store import Store
+from railyard.control.tables import Counter, JobRow, NodeRow, QueueMember, QueueRow, User
+from railyard.exec.local import LocalExecutor
+from railyard.sched import SchedulerConfig
+
+NODE = "node0"
+FLAVOR = "virtual"
+
+
+def seed_cluster(store: Store, *, gpus: int = 4, queues: dict[str, int] | None = None) -> None:
+    """One node, an admin and user 'alice', and queues (name -> nominal GPUs) under 'root'."""
+    now = time.time()
+    with store.session() as s:
+        s.add(
+            NodeRow(name=NODE, flavor=FLAVOR, gpus=gpus, path=["su0", "su0-lg0"], updated_t_s=now)
+        )
+        s.add(User(id=1, name="admin", is_admin=True, created_t_s=now))
+        s.add(User(id=2, name="alice", is_admin=False, created_t_s=now))
+        s.add(QueueRow(name="root", nominal_gpus={FLAVOR: gpus}, created_t_s=now))
+        for name, nominal in (queues or {"default": gpus}).items():
+            s.add(
+                QueueRow(name=name, parent="root", nominal_gpus={FLAVOR: nominal}, created_t_s=now)
+            )
+        s.flush()
+        s.add(QueueMember(queue="root", user_id=2))
+        s.add(Counter(name="job", value=0))
+
+
+def add_job(store: Store, command: list[str], **fields: object) -> str:
+    """Insert a pending job the way the API does; returns its id."""
+    with store.session() as s:
+        counter = s.get(Counter, "job")
+        assert counter is not None
+        counter.value += 1
+        job_id = str(counter.value)
+        values: dict[str, object] = {
+            "id": job_id,
+            "number": counter.value,
+            "user_id": 2,
+            "queue": "default",
+            "command": command,
+            "flavor": FLAVOR,
+            "workers": 1,
+            "gpus_per_worker": 1,
+            "submit_t_s": time.time(),
+            "updated_t_s": time.time(),
+            "checkpoint_grace_s": 10.0,
+        }
+        values.update(fields)
+        s.add(JobRow(**values))
+    return job_id
+
+
+def job(store: Store, job_id: str) -> JobRow:
+    with store.session() as s:
+        row = s.get(JobRow, job_id)
+        assert row is not None
+        return row
+
+
+def states(store: Store) -> dict[str, str]:
+    with store.session() as s:
+        return {r.id: r.state for r in s.scalars(select(JobRow))}
+
+
+def make_service(store: Store, state_dir: Path, *, gpus: int = 4, **sched: object) -> Service:
+    config = ServiceConfig(
+        state_dir=state_dir, cycle_interval_s=0.1, scheduler=SchedulerConfig(**sched)
+    )  # type: ignore[arg-type]
+    return Service(store, LocalExecutor(NODE, gpus=gpus, term_grace_s=2.0), config)
+
+
+def step_until(service: Service, done: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        service.step()
+        if done():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not reached in time")

@@ -1,0 +1,283 @@
+"""The REST API in-process (FastAPI TestClient), on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+from railyard.control.api import create_app, read_log
+from railyard.control.services import JOB_COUNTER, log_path
+from railyard.control.store import Store
+from railyard.control.tables import Counter, EventRow, JobRow, UsageRow
+
+
+class Api:
+    """A TestClient per user, plus the wake-up count the service loop would see."""
+
+    def __init__(self, store: Store, state_dir: Path, tokens: dict[str, str]) -> None:
+        self.store, self.state_dir, self.wakes = store, state_dir, 0
+        app = create_app(store, wake=self._wake, state_dir=state_dir)
+        self.anon = TestClient(app)
+        self.as_ = {
+            name: TestClient(app, headers={"Authorization": f"Bearer {token}"})
+            for name, token in tokens.items()
+        }
+
+    def _wake(self) -> None:
+        self.wakes += 1
+
+    def submit(self, user: str, **body: Any) -> list[dict[str, Any]]:
+        body.setdefault("command", ["python", "train.py"])
+        response = self.as_[user].post("/v1/jobs", json=body)
+        assert response.status_code == 201, response.text
+        jobs: list[dict[str, Any]] = response.json()
+        return jobs
+
+    def jobs_and_counter(self) -> tuple[int, int | None]:
+        with self.store.session() as session:
+            jobs = session.scalar(select(func.count()).select_from(JobRow)) or 0
+            counter = session.get(Counter, JOB_COUNTER)
+            return jobs, counter.value if counter else None
+
+
+@pytest.fixture
+def api(store: Store, tokens: dict[str, str], tmp_path: Path) -> Api:
+    return Api(store, tmp_path / "state", tokens)
+
+
+def test_submit_list_show_cancel(api: Api) -> None:
+    [job] = api.submit("alice", name="llm", gpus=4, time="1:00:00", priority="high")
+    assert api.wakes == 1
+    assert job["id"] == "1"
+    assert (job["state"], job["user"], job["queue"]) == ("pending", "alice", "default")
+    assert (job["gpus"], job["workers"], job["gpus_per_worker"]) == (4, 4, 1)
+    assert (job["walltime_s"], job["priority"], job["flavor"]) == (3600, 1000, "H100-SXM-80GB")
+    listed = api.as_["alice"].get("/v1/jobs").json()
+    assert [j["id"] for j in listed] == ["1"]
+    shown = api.as_["alice"].get("/v1/jobs/1").json()
+    assert shown["name"] == "llm"
+    assert shown["command"] == ["python", "train.py"]
+    [cancelled] = api.as_["alice"].delete("/v1/jobs/1").json()
+    assert cancelled["state"] == "cancelled"
+    assert cancelled["reason"] == "cancelled by alice"
+    assert cancelled["end_t_s"] is not None
+    assert api.wakes == 2
+    pending = api.as_["alice"].get("/v1/jobs", params={"state": "pending"}).json()
+    assert pending == []
+    with api.store.session() as session:
+        kinds = session.scalars(select(EventRow.kind).where(EventRow.job_id == "1")).all()
+    assert kinds == ["submitted", "cancel"]
+
+
+def test_job_numbers_count_up_across_users(api: Api) -> None:
+    ids = [api.submit(u)[0]["id"] for u in ("alice", "bob", "alice")]
+    assert ids == ["1", "2", "3"]
+    assert api.jobs_and_counter() == (3, 3)
+
+
+def test_array_expands_to_tasks(api: Api) -> None:
+    jobs = api.submit("alice", array="0-9%2", gpus=1)
+    assert [j["id"] for j in jobs] == [f"1_{i}" for i in range(10)]
+    assert {j["array_parent"] for j in jobs} == {"1"}
+    assert [j["array_index"] for j in jobs] == list(range(10))
+    with api.store.session() as session:
+        limits = set(session.scalars(select(JobRow.array_max_running)))
+    assert limits == {2}
+    assert api.submit("alice")[0]["id"] == "2"  # one number per array
+    cancelled = api.as_["alice"].delete("/v1/jobs/1").json()  # the parent cancels every task
+    assert len(cancelled) == 10
+    assert {j["state"] for j in cancelled} == {"cancelled"}
+
+
+def test_users_cannot_see_or_cancel_each_others_jobs(api: Api) -> None:
+    [job] = api.submit("alice")
+    bob = api.as_["bob"]
+    assert bob.get("/v1/jobs").json() == []
+    assert bob.get(f"/v1/jobs/{job['id']}").status_code == 404  # 404, not 403: ids don't leak
+    response = bob.delete(f"/v1/jobs/{job['id']}")
+    assert response.status_code == 404
+    assert response.json()["detail"] == "no job '1'"
+    assert bob.get(f"/v1/jobs/{job['id']}/logs").status_code == 404
+    assert bob.get("/v1/jobs", params={"user": "alice"}).json() == []
+    root = api.as_["root"]
+    assert [j["user"] for j in root.get("/v1/jobs").json()] == ["alice"]
+    assert root.get("/v1/jobs", params={"user": "bob"}).json() == []
+    [cancelled] = root.delete(f"/v1/jobs/{job['id']}").json()
+    assert cancelled["reason"] == "cancelled by root"
+
+
+def test_cancel_running_job_leaves_it_to_the_loop(api: Api) -> None:
+    [job] = api.submit("alice", gpus=2)
+    with api.store.session() as session:
+        row = session.get(JobRow, job["id"])
+        assert row is not None
+        row.state, row.start_t_s, row.placement = "running", row.submit_t_s, {"n01": [0, 1]}
+    nodes = api.as_["alice"].get("/v1/nodes").json()
+    assert [(n["name"], n["gpus_used"]) for n in nodes] == [("n01", 2), ("n02", 0)]
+    [cancelling] = api.as_["alice"].delete(f"/v1/jobs/{job['id']}").json()
+    assert cancelling["state"] == "cancelling"
+    assert cancelling["end_t_s"] is None
+    [again] = api.as_["alice"].delete(f"/v1/jobs/{job['id']}").json()  # a repeat is harmless
+    assert again["state"] == "cancelling"
+
+
+def test_membership_of_a_parent_queue_allows_its_children(api: Api, seeder: Any) -> None:
+    seeder.queue("team", nominal=0)
+    seeder.queue("team-a", parent="team")
+    carol = seeder.user("carol", queues=("team",))
+    api.as_["carol"] = TestClient(api.anon.app, headers={"Authorization": f"Bearer {carol}"})
+    assert api.submit("carol", queue="team-a")[0]["queue"] == "team-a"
+    response = api.as_["carol"].post("/v1/jobs", json={"command": ["x"], "queue": "default"})
+    assert response.status_code == 403
+    assert api.submit("root", queue="research")[0]["queue"] == "research"  # admins anywhere
+
+
+BAD_SUBMISSIONS = [
+    ({"gpu": 8}, "gpu: unknown field (hint: did you mean 'gpus'?)"),
+    ({"time": "1h"}, "time: bad time '1h' (hint: use MM, MM:SS, HH:MM:SS"),
+    ({"queue": "nope"}, "queue: unknown queue 'nope' (hint: known queues: default, research)"),
+    ({"flavor": "B200"}, "flavor: no node has flavor 'B200' (hint: known flavors"),
+    ({"workers": 1, "gpus_per_worker": 16}, "gpus_per_worker: 16 GPUs per worker, but the"),
+    ({"gpus": 17}, "gpus: 17 GPUs asked, the cluster has 16"),
+    ({"script": "echo hi"}, "give exactly one of command or script"),
+    ({"gpus": 2, "workers": 2}, "give workers/gpus_per_worker, or gpus, or nodes"),
+    ({"array": "5-1"}, "array: bad array range '5-1'"),
+    ({"priority": "urgent"}, "priority: unknown priority 'urgent' (hint: an integer or low|"),
+    ({"topology": "rack"}, "topology: unknown topology level 'rack'"),
+    ({"signal": "USR9@60"}, "signal: unknown signal 'USR9'"),
+]
+
+
+@pytest.mark.parametrize(("body", "detail"), BAD_SUBMISSIONS)
+def test_malformed_submission_is_422_and_stores_nothing(
+    api: Api, body: dict[str, Any], detail: str
+) -> None:
+    api.submit("alice")
+    before = api.jobs_and_counter()
+    response = api.as_["alice"].post("/v1/jobs", json={"command": ["python"], **body})
+    assert response.status_code == 422, response.text
+    line = response.json()["detail"]
+    assert line.startswith(detail)
+    assert "\n" not in line
+    assert api.jobs_and_counter() == before == (1, 1)
+    assert api.wakes == 1
+
+
+def test_invalid_json_and_bad_query_are_one_line_422(api: Api) -> None:
+    alice = api.as_["alice"]
+    response = alice.post(
+        "/v1/jobs", content=b"{not json", headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 422
+    assert response.json()["detail"] == "request body is not valid JSON"
+    response = alice.get("/v1/jobs", params={"state": "sleeping"})
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("state: unknown state 'sleeping'")
+
+
+def test_logs_from_an_offset(api: Api) -> None:
+    [job] = api.submit("alice", gpus=2)
+    alice = api.as_["alice"]
+    empty = alice.get(f"/v1/jobs/{job['id']}/logs").json()
+    assert (empty["text"], empty["offset"], empty["finished"]) == ("", 0, False)
+    path = log_path(api.state_dir, job["id"], 1)
+    path.parent.mkdir(parents=True)
+    path.write_bytes("step 1\nloss ✓".encode())
+    first = alice.get(f"/v1/jobs/{job['id']}/logs", params={"rank": 1}).json()
+    assert first["text"] == "step 1\nloss ✓"
+    with path.open("ab") as f:
+        f.write(b"\nstep 2\n")
+    params = {"rank": 1, "offset": first["offset"]}
+    second = alice.get(f"/v1/jobs/{job['id']}/logs", params=params).json()
+    assert second["text"] == "\nstep 2\n"
+    response = alice.get(f"/v1/jobs/{job['id']}/logs", params={"rank": 2})
+    assert response.status_code == 422
+    assert response.json()["detail"] == "rank: job 1 has ranks 0..1"
+
+
+def test_read_log_holds_back_a_cut_character(tmp_path: Path) -> None:
+    path = tmp_path / "rank-0.log"
+    path.write_bytes("a✓".encode()[:-1])  # the writer is mid-character
+    assert read_log(path, 0) == ("a", 1)
+    path.write_bytes("a✓b".encode())
+    assert read_log(path, 1) == ("✓b", 5)
+    assert read_log(path, 0, limit=3) == ("a", 1)  # a chunk boundary inside a character
+
+
+def test_nodes_drain_and_resume(api: Api) -> None:
+    response = api.as_["alice"].post("/v1/nodes/n01/drain", json={"reason": "x"})
+    assert response.status_code == 403
+    root = api.as_["root"]
+    drained = root.post("/v1/nodes/n01/drain", json={"reason": "bad DIMM"}).json()
+    assert (drained["state"], drained["reason"]) == ("draining", "bad DIMM")
+    assert root.post("/v1/nodes/n09/drain", json={}).status_code == 404
+    resumed = root.post("/v1/nodes/n01/resume").json()
+    assert (resumed["state"], resumed["reason"]) == ("ready", "")
+    assert api.wakes == 2
+
+
+def test_queues_show_usage_and_borrowing(api: Api) -> None:
+    root = api.as_["root"]
+    made = root.post(
+        "/v1/queues", json={"name": "vision", "parent": "research", "nominal_gpus": {}}
+    )
+    assert made.status_code == 201, made.text
+    assert root.post("/v1/queues", json={"name": "vision"}).status_code == 409
+    bad_parent = root.post("/v1/queues", json={"name": "x", "parent": "nope"})
+    assert bad_parent.status_code == 422
+    cycle = root.patch("/v1/queues/research", json={"parent": "vision"})
+    assert cycle.status_code == 422
+    assert "cycle" in cycle.json()["detail"]
+    updated = root.patch("/v1/queues/vision", json={"weight": 2.0}).json()
+    assert (updated["weight"], updated["parent"]) == (2.0, "research")
+    assert root.post("/v1/queues/vision/members", json={"user": "bob"}).status_code == 200
+    [job] = api.submit("bob", queue="vision", gpus=3)
+    with api.store.session() as session:
+        row = session.get(JobRow, job["id"])
+        assert row is not None
+        row.state, row.placement = "running", {"n02": [0, 1, 2]}
+        session.add(UsageRow(key="queue:research/vision", gpu_s=7200.0, updated_t_s=0.0))
+    queues = {q["name"]: q for q in api.as_["bob"].get("/v1/queues").json()}
+    assert sorted(queues) == ["default", "vision"]  # bob's queues and those below them
+    vision = queues["vision"]
+    assert vision["used_gpus"] == {"H100-SXM-80GB": 3}
+    assert vision["borrowed_gpus"] == {"H100-SXM-80GB": 3}
+    assert (vision["usage_gpu_s"], vision["running_jobs"], vision["members"]) == (
+        7200.0,
+        1,
+        ["bob"],
+    )
+    research = next(q for q in root.get("/v1/queues").json() if q["name"] == "research")
+    assert research["used_gpus"] == {"H100-SXM-80GB": 3}
+    assert research["borrowed_gpus"] == {}  # within research's 8 nominal
+    removed = root.delete("/v1/queues/vision/members/bob").json()
+    assert removed["members"] == []
+
+
+def test_healthz_and_openapi(api: Api) -> None:
+    assert api.anon.get("/healthz").json()["status"] == "ok"
+    spec = api.anon.get("/openapi.json").json()
+    assert "/v1/jobs/{job_id}/logs" in spec["paths"]
+    assert "bearer" in str(spec["components"]["securitySchemes"]).lower()
+    assert api.anon.get("/docs").status_code == 200
+
+
+def test_concurrent_submissions_get_distinct_numbers(store: Store, tokens: dict[str, str]) -> None:
+    app = create_app(store, wake=lambda: None, state_dir=Path("/nonexistent"))
+    headers = {"Authorization": f"Bearer {tokens['alice']}"}
+
+    def submit(_: int) -> str:
+        with TestClient(app, headers=headers) as client:
+            response = client.post("/v1/jobs", json={"command": ["x"]})
+            assert response.status_code == 201, response.text
+            job_id: str = response.json()[0]["id"]
+            return job_id
+
+    with ThreadPoolExecutor(6) as pool:
+        ids = list(pool.map(submit, range(18)))
+    assert sorted(int(i) for i in ids) == list(range(1, 19))

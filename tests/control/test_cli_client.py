@@ -1,0 +1,236 @@
+"""The CLI and its httpx client against a real uvicorn server on a free loopback port."""
+
+from __future__ import annotations
+
+import json
+import socket
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+import uvicorn
+from typer.testing import CliRunner, Result
+
+from railyard.cli import admin, jobs
+from railyard.control.api import create_app
+from railyard.control.client import Client, ClientError, save_config
+from railyard.control.services import log_path
+from railyard.control.store import Store
+from railyard.control.tables import JobRow
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def server(store: Store, tmp_path: Path) -> Iterator[str]:
+    """The API served by uvicorn in a thread; yields its base URL."""
+    app = create_app(store, wake=lambda: None, state_dir=tmp_path / "state")
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=_free_port(), log_level="warning", lifespan="off"
+    )
+    uv = uvicorn.Server(config)
+    thread = threading.Thread(target=uv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not uv.started:
+        assert thread.is_alive(), "uvicorn exited"
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.01)
+    yield f"http://127.0.0.1:{config.port}"
+    uv.should_exit = True
+    thread.join(10)
+
+
+class Cli:
+    """``railyard`` as a user would type it, with a token chosen per call."""
+
+    def __init__(self, url: str, tokens: dict[str, str], home: Path) -> None:
+        self.url, self.tokens, self.home = url, tokens, home
+        self.app = typer.Typer()
+        jobs.register(self.app)
+        admin.register(self.app)
+        self.runner = CliRunner()
+
+    def __call__(self, user: str, *args: str) -> Result:
+        env = {
+            "RAILYARD_URL": self.url,
+            "RAILYARD_TOKEN": self.tokens.get(user, user),
+            "RAILYARD_HOME": str(self.home),
+        }
+        return self.runner.invoke(self.app, list(args), env=env)
+
+    def json(self, user: str, *args: str) -> Any:
+        result = self(user, *args, "--json")
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+
+@pytest.fixture
+def cli(server: str, tokens: dict[str, str], tmp_path: Path) -> Cli:
+    return Cli(server, tokens, tmp_path / "home")
+
+
+def test_admin_sets_up_a_user_who_submits_and_cancels(cli: Cli) -> None:
+    assert cli("root", "admin", "users", "add", "dave").exit_code == 0
+    made = cli("root", "admin", "tokens", "create", "dave", "--label", "laptop")
+    assert made.exit_code == 0, made.output
+    cli.tokens["dave"] = made.stdout.strip()
+    added = cli("root", "admin", "queues", "add", "team", "--parent", "research",
+                "--nominal", "H100-SXM-80GB=4", "--borrowing-limit", "H100-SXM-80GB=4",
+                "--weight", "2")  # fmt: skip
+    assert added.exit_code == 0, added.output
+    assert cli("root", "admin", "queues", "members", "add", "team", "dave").exit_code == 0
+    users = cli.json("root", "admin", "users", "list")
+    assert [u["queues"] for u in users if u["name"] == "dave"] == [["team"]]
+
+    submitted = cli("dave", "submit", "--gpus", "2", "-p", "team", "-J", "hello", "-t", "30",
+                    "--", "python", "-c", "print('hi')")  # fmt: skip
+    assert submitted.exit_code == 0, submitted.output
+    job_id = submitted.stdout.strip()
+    assert job_id == "1"
+    [pending] = cli.json("dave", "queue")
+    assert (pending["id"], pending["state"], pending["reason"]) == ("1", "pending", "")
+    assert (pending["queue"], pending["gpus"], pending["name"]) == ("team", 2, "hello")
+    assert pending["command"] == ["python", "-c", "print('hi')"]
+    table = cli("dave", "queue")
+    assert "JOBID" in table.stdout
+    assert "PENDING" in table.stdout
+    assert cli.json("dave", "show", job_id)["walltime_s"] == 1800
+    [team] = [q for q in cli.json("dave", "queues") if q["name"] == "team"]
+    assert (team["pending_jobs"], team["weight"], team["members"]) == (1, 2.0, ["dave"])
+
+    cancelled = cli("dave", "cancel", job_id)
+    assert cancelled.exit_code == 0, cancelled.output
+    assert cancelled.stdout.strip() == "1 cancelled"
+    assert cli.json("dave", "queue") == []
+    assert [j["id"] for j in cli.json("dave", "queue", "--state", "cancelled")] == ["1"]
+    assert cli.json("root", "queue") == []  # an admin's own jobs by default
+    assert len(cli.json("root", "queue", "--all", "--state", "cancelled")) == 1
+
+
+def test_script_submission_with_flag_override(cli: Cli, tmp_path: Path) -> None:
+    script = tmp_path / "job.sh"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --nodes=2 --gres=gpu:4\n#SBATCH --time=1:00:00 -J sb\n"
+        "#SBATCH --output=slurm.out\n#RAILYARD --preemptible --signal=USR2@45\necho run\n"
+    )
+    result = cli("alice", "submit", "--time", "2:00:00", "--json", str(script))
+    assert result.exit_code == 0, result.output
+    assert "note: --output=slurm.out ignored" in result.stderr
+    [job] = json.loads(result.stdout)
+    assert (job["gpus"], job["workers"], job["walltime_s"]) == (8, 8, 7200)
+    assert (job["name"], job["preemptible"]) == ("sb", True)
+    assert job["command"][0] == "bash"
+    assert job["command"][1].endswith("/jobs/1/script.sh")
+    array = cli("alice", "submit", "--array", "0-2", "--", "echo")
+    assert array.stdout.split() == ["2_0", "2_1", "2_2"]
+
+
+def test_bad_input_exits_2_and_submits_nothing(cli: Cli, tmp_path: Path) -> None:
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --gpu=8\necho run\n")
+    result = cli("alice", "submit", str(script))
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"railyard: {script}:2: unknown #SBATCH option '--gpu' (hint: did you mean '--gpus'?)\n"
+    )
+    result = cli("alice", "submit", "--time", "1h", "--", "echo")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("railyard: --time: bad time '1h'")
+    result = cli("alice", "submit", "-p", "nope", "--", "echo")  # refused by the server: 422
+    assert result.exit_code == 2
+    assert result.stderr.startswith("railyard: queue: unknown queue 'nope' (hint: known queues")
+    assert cli("alice", "submit").exit_code == 2
+    assert cli.json("alice", "queue") == []
+
+
+def test_refusals_exit_1_with_the_servers_message(cli: Cli) -> None:
+    cases = [
+        ("alice", ("admin", "users", "list"), "railyard: user 'alice' is not an admin\n"),
+        ("ry_nope", ("queue",), "railyard: invalid or revoked token\n"),
+        ("alice", ("show", "42"), "railyard: no job '42'\n"),
+        ("alice", ("nodes", "drain", "n01"), "railyard: user 'alice' is not an admin\n"),
+    ]
+    for user, args, message in cases:
+        result = cli(user, *args)
+        assert (result.exit_code, result.stderr) == (1, message), args
+    result = cli("alice", "cancel", "42", "43")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == ["railyard: 42: no job '42'", "railyard: 43: no job '43'"]
+    cli.url = f"http://127.0.0.1:{_free_port()}"
+    result = cli("alice", "queue")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("railyard: cannot reach railyard at http://127.0.0.1:")
+
+
+def test_nodes_tokens_and_drain(cli: Cli) -> None:
+    nodes = cli.json("alice", "nodes")
+    assert [(n["name"], n["gpus"], n["state"]) for n in nodes] == [
+        ("n01", 8, "ready"),
+        ("n02", 8, "ready"),
+    ]
+    drained = cli("root", "nodes", "drain", "n02", "--reason", "flaky NIC")
+    assert drained.stdout.strip() == "n02 draining"
+    assert "flaky NIC" in cli("alice", "nodes").stdout
+    assert cli("root", "nodes", "resume", "n02").stdout.strip() == "n02 ready"
+    [token] = [t for t in cli.json("root", "admin", "tokens", "list") if t["user"] == "bob"]
+    assert cli("root", "admin", "tokens", "revoke", str(token["id"])).exit_code == 0
+    assert cli("bob", "queue").exit_code == 1
+
+
+def test_logs_and_follow(cli: Cli, store: Store, tmp_path: Path) -> None:
+    job_id = cli("alice", "submit", "--", "train").stdout.strip()
+    path = log_path(tmp_path / "state", job_id, 0)
+    path.parent.mkdir(parents=True)
+    path.write_text("step 1\n")
+    assert cli("alice", "logs", job_id).stdout == "step 1\n"
+
+    def finish() -> None:
+        time.sleep(0.3)
+        with path.open("a") as f:
+            f.write("step 2\ndone\n")
+        with store.session() as session:
+            row = session.get(JobRow, job_id)
+            assert row is not None
+            row.state = "completed"
+
+    writer = threading.Thread(target=finish)
+    writer.start()
+    followed = cli("alice", "logs", job_id, "-f", "--poll", "0.05")
+    writer.join()
+    assert followed.exit_code == 0, followed.output
+    assert followed.stdout == "step 1\nstep 2\ndone\n"
+
+
+def test_client_reads_its_config_file(
+    server: str, tokens: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    env = {"RAILYARD_HOME": str(home)}
+    with pytest.raises(ClientError, match="no railyard server configured"):
+        Client.from_env(env)
+    path = save_config(server, tokens["alice"], home / "client.json")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    with Client.from_env(env) as client:
+        assert client.whoami().name == "alice"
+        assert client.health().status == "ok"
+    with Client.from_env({**env, "RAILYARD_TOKEN": tokens["root"]}) as client:
+        assert client.whoami().is_admin
+        with pytest.raises(ClientError) as info:
+            client.job("7")
+        assert (info.value.status, info.value.detail) == (404, "no job '7'")
+    monkeypatch.setenv("RAILYARD_HOME", str(home))
+    monkeypatch.delenv("RAILYARD_URL", raising=False)
+    monkeypatch.delenv("RAILYARD_TOKEN", raising=False)
+    with Client.from_env() as client:
+        assert client.url == server

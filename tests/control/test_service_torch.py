@@ -1,0 +1,66 @@
+"""Real torch.distributed jobs through the service loop (torch is an optional extra: skips
+without it). gloo on this CPU machine; the same script uses NCCL on GPUs."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from tests.control.service_helpers import (
+    add_job,
+    job,
+    make_service,
+    seed_cluster,
+    states,
+    step_until,
+)
+
+from railyard.control.store import Store
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[2]
+DDP = [sys.executable, str(ROOT / "examples" / "ddp_train.py")]
+
+
+def _log(state_dir: Path, job_id: str, rank: int = 0) -> str:
+    return (state_dir / "jobs" / job_id / "logs" / f"rank-{rank}.log").read_text()
+
+
+def test_two_worker_ddp_completes(store: Store, tmp_path: Path) -> None:
+    seed_cluster(store, gpus=2)
+    service = make_service(store, tmp_path, gpus=2)
+    job_id = add_job(store, [*DDP, "--steps", "20", "--ckpt-every", "5"], workers=2)
+    step_until(service, lambda: states(store)[job_id] == "completed", timeout_s=120)
+    assert "done" in _log(tmp_path, job_id, 0)
+    assert "final loss" in _log(tmp_path, job_id, 0)
+    assert (tmp_path / "jobs" / job_id / "checkpoints" / "ckpt.pt").exists()
+
+
+def test_preemption_checkpoints_and_resumes(store: Store, tmp_path: Path) -> None:
+    seed_cluster(store, gpus=2)
+    service = make_service(store, tmp_path, gpus=2)
+    low = add_job(
+        store,
+        [*DDP, "--steps", "150", "--ckpt-every", "5", "--sleep-per-step", "0.05"],
+        workers=2,
+        priority=100,
+        preemptible=True,
+        checkpoint_grace_s=30.0,
+    )
+    ckpt = tmp_path / "jobs" / low / "checkpoints" / "ckpt.pt"
+    step_until(service, ckpt.exists, timeout_s=120)
+    high = add_job(store, [sys.executable, "-c", "print('urgent')"], workers=2, priority=1000)
+    step_until(service, lambda: states(store)[high] == "completed", timeout_s=120)
+    step_until(service, lambda: states(store)[low] == "completed", timeout_s=180)
+    row = job(store, low)
+    assert row.restart_count == 1
+    log = _log(tmp_path, low, 0)
+    preempted = re.search(r"preempted at step (\d+)", log)
+    resumed = re.search(r"resumed from step (\d+)", log)
+    assert preempted, log
+    assert resumed, log
+    assert int(resumed.group(1)) == int(preempted.group(1)) > 0
+    assert log.rstrip().endswith("done")

@@ -1,0 +1,101 @@
+"""A real `railyard up` process on a free loopback port, for tests that kill it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServerProcess:
+    """Starts `python -m railyard up` and talks to it over HTTP with the admin token."""
+
+    def __init__(self, state_dir: Path, *, gpus: int = 4, database_url: str | None = None) -> None:
+        self.state_dir = state_dir
+        self.port = free_port()
+        self.gpus = gpus
+        self.database_url = database_url
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        cmd = [
+            sys.executable,
+            "-m",
+            "railyard",
+            "up",
+            "--gpus",
+            str(self.gpus),
+            "--state-dir",
+            str(self.state_dir),
+            "--port",
+            str(self.port),
+            "--cycle-interval",
+            "0.2",
+        ]
+        if self.database_url:
+            cmd += ["--database-url", self.database_url]
+        log = open(self.state_dir / "server.log", "ab")  # noqa: SIM115 - lives with the process
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "RAILYARD_HOME": str(self.state_dir)},
+        )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError((self.state_dir / "server.log").read_text())
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("server did not come up")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def token(self) -> str:
+        return str(json.loads((self.state_dir / "client.json").read_text())["token"])
+
+    def request(self, method: str, path: str, **kw: Any) -> Any:
+        response = httpx.request(
+            method,
+            f"{self.url}{path}",
+            timeout=10,
+            headers={"Authorization": f"Bearer {self.token}"},
+            **kw,
+        )
+        response.raise_for_status()
+        return response.json()
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()

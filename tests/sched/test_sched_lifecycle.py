@@ -1,0 +1,90 @@
+"""Down nodes, requeue after a stop, usage accrual, arrays and gang sizing."""
+
+from __future__ import annotations
+
+import pytest
+from sched_fakes import H100, flat_queues, job, nodes, running, schedule, state
+
+from railyard.sched import (
+    Job,
+    NodeState,
+    Reason,
+    Requeue,
+    Usage,
+    accrue_usage,
+    expand_array,
+    requeue_after_stop,
+)
+
+Q = flat_queues({"a": 64})
+
+
+@pytest.mark.parametrize(
+    ("node_state", "requeued"),
+    [
+        (NodeState.DOWN, ["gang", "solo"]),
+        (NodeState.DRAINING, []),  # draining lets running work finish
+        (NodeState.DRAINED, []),
+        (NodeState.READY, []),
+    ],
+)
+def test_jobs_on_down_nodes_are_requeued(node_state, requeued):
+    run = [
+        running(job("gang", gpus=4, workers=2), "n0:0-3 n1:0-3"),
+        running(job("solo", gpus=2), "n0:4-5"),
+        running(job("other", gpus=8), "n2:0-7"),
+    ]
+    inventory = nodes(3, states={"n0": node_state})
+    result = schedule(state(inventory, Q, [], run))
+    assert result.requeues == tuple(Requeue(j) for j in requeued)
+
+
+def test_requeued_job_comes_back_with_one_more_restart():
+    r = running(job("j", gpus=8, submit_t_s=5.0, restart_count=2), "n0:0-7", start_t_s=50.0)
+    again = requeue_after_stop(r)
+    assert (again.id, again.restart_count, again.submit_t_s) == ("j", 3, 5.0)
+    assert requeue_after_stop(r, keep_submit_time=False).submit_t_s == 50.0
+
+
+def test_down_node_gpus_are_not_reused_in_the_same_cycle():
+    run = [running(job("r", gpus=8, workers=2), "n0:0-7 n1:0-7")]
+    inventory = nodes(2, states={"n0": NodeState.DOWN})
+    result = schedule(state(inventory, Q, [job("j", gpus=8)], run))
+    assert result.starts == ()
+    assert result.pending_reasons == {"j": Reason.RESOURCES}
+
+
+def test_usage_decays_by_half_life_and_accrues_running_gpus():
+    queues = [*flat_queues({"a": 8, "b": 8})]
+    usage = Usage(queue_gpu_s={"a": 1000.0, "org": 1000.0}, user_gpu_s={("a", "u"): 1000.0})
+    run = [running(job("j", "b", gpus=4, user="v"), "n0:0-3")]
+    out = accrue_usage(usage, run, queues, dt_s=60.0, half_life_s=60.0)
+    assert out.queue_gpu_s == {"a": 500.0, "org": 500.0 + 240.0, "b": 240.0}
+    assert out.user_gpu_s == {("a", "u"): 500.0, ("b", "v"): 240.0}
+
+
+def test_accrue_rejects_a_zero_half_life():
+    with pytest.raises(ValueError, match="half_life_s"):
+        accrue_usage(Usage(), [], [], dt_s=1.0, half_life_s=0.0)
+
+
+def test_arrays_expand_to_independent_jobs():
+    parts = expand_array(job("12", gpus=1), range(3))
+    assert [(j.id, j.array_parent, j.array_index) for j in parts] == [
+        ("12_0", "12", 0),
+        ("12_1", "12", 1),
+        ("12_2", "12", 2),
+    ]
+    result = schedule(state(nodes(1), Q, parts))
+    assert {s.job_id for s in result.starts} == {"12_0", "12_1", "12_2"}
+
+
+@pytest.mark.parametrize(("gpus", "shape"), [(4, (1, 4)), (8, (1, 8)), (32, (4, 8))])
+def test_total_gpu_count_becomes_a_gang(gpus, shape):
+    j = Job.with_total_gpus(id="j", queue="a", flavor=H100, gpus=gpus, gpus_per_node=8)
+    assert (j.workers, j.gpus_per_worker) == shape
+
+
+def test_total_gpu_count_must_fill_whole_nodes():
+    with pytest.raises(ValueError, match="whole number"):
+        Job.with_total_gpus(id="j", queue="a", flavor=H100, gpus=12, gpus_per_node=8)

@@ -1,0 +1,221 @@
+"""Property tests: invariants every cycle must keep, on random small clusters."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from sched_fakes import H100, job, nodes
+
+from railyard.sched import (
+    ClusterState,
+    Level,
+    NodeState,
+    Queue,
+    RunningJob,
+    SchedulerConfig,
+    TopologyMode,
+    TopologyRequirement,
+    cycle,
+    estimate_start_t_s,
+)
+from railyard.sched.snapshot import bits, lowest_bits
+
+NOW = 200.0
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+READY_MOSTLY = [NodeState.READY] * 5 + [NodeState.DRAINING, NodeState.DRAINED, NodeState.DOWN]
+TOPOLOGIES = [
+    None,
+    None,
+    TopologyRequirement(Level.LEAF_GROUP, TopologyMode.REQUIRED),
+    TopologyRequirement(Level.SCALABLE_UNIT, TopologyMode.PREFERRED),
+]
+
+
+@st.composite
+def jobs(draw, queue_names, id_prefix, count):
+    out = []
+    for k in range(count):
+        out.append(
+            job(
+                f"{id_prefix}{k}",
+                draw(st.sampled_from(queue_names)),
+                gpus=draw(st.sampled_from([1, 2, 4, 8])),
+                workers=draw(st.sampled_from([1, 1, 1, 2, 3])),
+                user=draw(st.sampled_from(["u1", "u2"])),
+                priority=draw(st.integers(0, 2)),
+                preemptible=draw(st.booleans()),
+                walltime_s=draw(st.one_of(st.none(), st.floats(10.0, 500.0))),
+                topology=draw(st.sampled_from(TOPOLOGIES)),
+                submit_t_s=draw(st.floats(0.0, NOW)),
+                min_runtime_s=draw(st.sampled_from([0.0, 0.0, 150.0])),
+                checkpoint_grace_s=draw(st.sampled_from([0.0, 30.0])),
+            )
+        )
+    return out
+
+
+def limited_queues(draw, names):
+    """Leaf queues under `org`, or (nested) under two teams that may have borrowing limits."""
+    nested = draw(st.booleans())
+    out = [Queue("org")]
+    if nested:
+        for team in ("ta", "tb"):
+            limit = draw(st.one_of(st.none(), st.integers(0, 16)))
+            out.append(Queue(team, parent="org", borrowing_limit_gpus=_limit(limit)))
+    for i, name in enumerate(names):
+        out.append(
+            Queue(
+                name,
+                parent=("ta" if i < 2 else "tb") if nested else "org",
+                nominal_gpus={H100: draw(st.sampled_from([0, 8, 16, 32]))},
+                borrowing_limit_gpus=_limit(draw(st.one_of(st.none(), st.integers(0, 16)))),
+                lending_limit_gpus=_limit(draw(st.one_of(st.none(), st.integers(0, 16)))),
+            )
+        )
+    return out
+
+
+def _limit(gpus):
+    return {} if gpus is None else {H100: gpus}
+
+
+def subtree_totals(queues, jobs):
+    """GPUs used by `jobs` in each queue's subtree, and each subtree's nominal quota."""
+    parent = {q.name: q.parent for q in queues}
+
+    def path(name):
+        while name is not None:
+            yield name
+            name = parent[name]
+
+    used, nominal = {}, {}
+    for q in queues:
+        for a in path(q.name):
+            nominal[a] = nominal.get(a, 0) + q.nominal_gpus.get(H100, 0)
+    for j in jobs:
+        for a in path(j.queue):
+            used[a] = used.get(a, 0) + j.gpus
+    return used, nominal, path
+
+
+def within_limits(queues, jobs):
+    used, nominal, _ = subtree_totals(queues, jobs)
+    limits = {q.name: q.borrowing_limit_gpus.get(H100) for q in queues}
+    return (
+        all(
+            used.get(q, 0) <= nominal[q] + (limits[q] if limits[q] is not None else 10**9)
+            for q in limits
+        )
+        and used.get("org", 0) <= nominal["org"]
+    )
+
+
+@st.composite
+def cluster_states(draw):
+    count = draw(st.integers(1, 6))
+    gpus = draw(st.sampled_from([4, 8]))
+    states = {f"n{i}": draw(st.sampled_from(READY_MOSTLY)) for i in range(count)}
+    inventory = nodes(count, gpus=gpus, per_lg=draw(st.integers(1, 3)), states=states)
+    names = [f"q{i}" for i in range(draw(st.integers(1, 3)))]
+    queues = limited_queues(draw, names)
+    # running jobs: carve random free GPUs out of random nodes, within every quota limit
+    free = {n.name: (1 << n.gpus) - 1 for n in inventory}
+    running = []
+    for r in draw(jobs(names, "r", draw(st.integers(0, 6)))):
+        node = draw(st.sampled_from(sorted(free)))
+        take = lowest_bits(free[node], r.gpus)
+        one = replace(r, workers=1, gpus_per_worker=r.gpus)
+        if take.bit_count() < r.gpus or not within_limits(queues, [*running_jobs(running), one]):
+            continue
+        free[node] &= ~take
+        ckpt = draw(st.one_of(st.none(), st.floats(0.0, NOW)))
+        running.append(RunningJob(one, {node: bits(take)}, draw(st.floats(0.0, NOW)), ckpt))
+    pending = draw(jobs(names, "p", draw(st.integers(1, 10))))
+    return ClusterState(inventory, queues, pending, running)
+
+
+def running_jobs(running):
+    return [r.job for r in running]
+
+
+CONFIGS = st.builds(
+    SchedulerConfig,
+    ordering=st.sampled_from(["fifo", "priority", "fairshare"]),
+    placement=st.sampled_from(["fabric-aware", "first-fit"]),
+    backfill=st.sampled_from(["none", "easy", "conservative"]),
+    preemption=st.sampled_from(["off", "reclaim", "on"]),
+    starvation_limit_s=st.sampled_from([100.0, 1e9]),
+    exact_victim_search_max=st.sampled_from([0, 10]),
+)
+
+
+@SETTINGS
+@given(cluster_states(), CONFIGS)
+def test_cycle_invariants(s, config):
+    result = cycle(s, NOW, config)
+    event(f"starts>0: {bool(result.starts)}, preempts>0: {bool(result.preemptions)}")
+    event(f"reservations>0: {bool(result.reservations)}")
+    pending = {j.id: j for j in s.pending}
+    started = [x.job_id for x in result.starts]
+    # every pending job either starts or has exactly one reason
+    assert set(started) | set(result.pending_reasons) == set(pending)
+    assert not set(started) & set(result.pending_reasons)
+    # no GPU double-booked; only READY nodes; whole gang with each worker on one node
+    ready = {n.name for n in s.nodes if n.state is NodeState.READY}
+    taken = {(n, g) for r in s.running for n, gs in r.placement.items() for g in gs}
+    for x in result.starts:
+        j = pending[x.job_id]
+        assert set(x.placement) <= ready
+        assert sum(len(g) for g in x.placement.values()) == j.gpus
+        assert all(len(g) % j.gpus_per_worker == 0 for g in x.placement.values())
+        mine = {(n, g) for n, gs in x.placement.items() for g in gs}
+        assert not mine & taken
+        taken |= mine
+    # quota: a queue (leaf or team) that started work stays within nominal + borrowing
+    # limit of its subtree; the cohort within the sum of nominal quotas
+    if config.admission == "quota" and result.starts:
+        jobs_after = [*running_jobs(s.running), *(pending[i] for i in started)]
+        used, nominal, path = subtree_totals(s.queues, jobs_after)
+        limits = {q.name: q.borrowing_limit_gpus.get(H100) for q in s.queues}
+        touched = {a for i in started for a in path(pending[i].queue)}
+        for q in touched:
+            if limits[q] is not None:
+                assert used[q] <= nominal[q] + limits[q]
+        assert used["org"] <= nominal["org"]
+    # preemption: running, unsignalled victims past their min runtime, each signalled once
+    running = {r.id: r for r in s.running}
+    victims = [p.job_id for p in result.preemptions]
+    assert len(victims) == len(set(victims))
+    for v in victims:
+        r = running[v]
+        assert r.preempt_for is None
+        assert NOW - r.start_t_s >= r.job.min_runtime_s
+    if config.preemption == "off":
+        assert victims == []
+
+
+@SETTINGS
+@given(cluster_states(), CONFIGS, st.randoms(use_true_random=False))
+def test_cycle_is_deterministic(s, config, rng):
+    first = cycle(s, NOW, config)
+    assert cycle(s, NOW, config) == first
+    shuffled = [list(x) for x in (s.nodes, s.queues, s.pending, s.running)]
+    for x in shuffled:
+        rng.shuffle(x)
+    assert cycle(ClusterState(*shuffled, usage=s.usage), NOW, config) == first
+
+
+@SETTINGS
+@given(cluster_states(), st.sampled_from(["easy", "conservative"]))
+def test_backfill_never_delays_a_reservation(s, backfill):
+    config = SchedulerConfig(backfill=backfill, preemption="off")
+    result = cycle(s, NOW, config)
+    pending = {j.id: j for j in s.pending}
+    started = [RunningJob(pending[x.job_id], x.placement, NOW) for x in result.starts]
+    after = replace(s, running=(*s.running, *started))
+    for job_id, reservation in result.reservations.items():
+        t_s = estimate_start_t_s(after, pending[job_id], NOW, config)
+        assert t_s is not None
+        assert t_s <= reservation.t_s

@@ -1,0 +1,165 @@
+"""Hierarchical quota: borrowing and lending limits, and reclaim of borrowed quota."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from sched_fakes import H100, flat_queues, job, nodes, running, schedule, state
+
+from railyard.sched import PreemptReason, Queue, Reason, requeue_after_stop
+from railyard.sched.quota import QuotaTree
+
+
+def tree(*queues: Queue) -> QuotaTree:
+    return QuotaTree(list(queues))
+
+
+def q(name: str, parent: str | None = None, nominal: int = 0, **limits: int) -> Queue:
+    return Queue(
+        name,
+        parent=parent,
+        nominal_gpus={H100: nominal},
+        borrowing_limit_gpus={H100: limits["borrow"]} if "borrow" in limits else {},
+        lending_limit_gpus={H100: limits["lend"]} if "lend" in limits else {},
+    )
+
+
+@pytest.mark.parametrize(
+    ("queues", "leaf", "available"),
+    [
+        ([q("org"), q("a", "org", 8), q("b", "org", 8)], "a", 16),
+        ([q("org"), q("a", "org", 8, borrow=4), q("b", "org", 8)], "a", 12),
+        ([q("org"), q("a", "org", 8), q("b", "org", 8, lend=2)], "a", 10),
+        ([q("org"), q("a", "org", 8, lend=0), q("b", "org", 8)], "b", 8),
+        ([q("org", nominal=4), q("a", "org", 8, borrow=0), q("b", "org", 8)], "a", 8),
+        # teams: x = {p1: 8, p2: 0}, y = {p3: 8}; x may not borrow from y
+        (
+            [
+                q("org"),
+                q("x", "org", borrow=0),
+                q("p1", "x", 8),
+                q("p2", "x"),
+                q("y", "org"),
+                q("p3", "y", 8),
+            ],
+            "p2",
+            8,
+        ),
+        (
+            [
+                q("org"),
+                q("x", "org"),
+                q("p1", "x", 8),
+                q("p2", "x"),
+                q("y", "org"),
+                q("p3", "y", 8),
+            ],
+            "p2",
+            16,
+        ),
+    ],
+)
+def test_available_quota(queues, leaf, available):
+    assert tree(*queues).available(leaf, H100) == available
+
+
+def test_usage_reduces_availability_up_the_tree():
+    t = tree(q("org"), q("a", "org", 8, borrow=4), q("b", "org", 8))
+    t.add("b", H100, 6)
+    assert t.available("a", H100) == 10
+    t.add("a", H100, 10)
+    assert (t.available("a", H100), t.available("b", H100)) == (0, 0)
+    t.remove("a", H100, 10)
+    assert t.available("a", H100) == 10
+
+
+def test_borrows_from_an_idle_sibling():
+    pending = [job(f"a{i}", "a", gpus=8, submit_t_s=i) for i in range(5)]
+    result = schedule(state(nodes(6), flat_queues({"a": 16, "b": 32}), pending))
+    assert [(s.job_id, s.borrowing) for s in result.starts] == [
+        ("a0", False),
+        ("a1", False),
+        ("a2", True),
+        ("a3", True),
+        ("a4", True),
+    ]
+
+
+def test_borrowing_limit_caps_the_loan():
+    pending = [job(f"a{i}", "a", gpus=8, submit_t_s=i) for i in range(4)]
+    result = schedule(state(nodes(4), flat_queues({"a": 16, "b": 16}, borrow={"a": 8}), pending))
+    assert [s.job_id for s in result.starts] == ["a0", "a1", "a2"]
+    assert result.pending_reasons == {"a3": Reason.QUOTA}
+
+
+def borrowed_cluster(checkpoints: dict[str, float]) -> list:
+    """Queue a runs four 8-GPU jobs on n0..n3: 16 GPUs are borrowed from b."""
+    return [
+        running(
+            job(f"a{i}", "a", gpus=8),
+            f"n{i}:0-7",
+            start_t_s=0.0,
+            last_checkpoint_t_s=checkpoints.get(f"a{i}"),
+        )
+        for i in range(4)
+    ]
+
+
+def test_lender_reclaims_its_nominal_quota_by_preempting_the_borrower():
+    queues = flat_queues({"a": 16, "b": 16})
+    run = borrowed_cluster({"a2": 90.0})  # a2 checkpointed recently: cheapest to stop
+    s = state(nodes(4), queues, [job("b0", "b", gpus=8, submit_t_s=50)], run)
+    result = schedule(s, now_t_s=100.0)
+    assert [(p.job_id, p.reason, p.for_job_id) for p in result.preemptions] == [
+        ("a2", PreemptReason.RECLAIM, "b0")
+    ]
+    assert result.pending_reasons == {"b0": Reason.PREEMPTING}
+
+    # The driver signalled a2; the next cycle waits for it and preempts nobody else.
+    signalled = [replace(r, preempt_for="b0") if r.id == "a2" else r for r in run]
+    again = schedule(replace(s, running=tuple(signalled)), now_t_s=110.0)
+    assert again.preemptions == ()
+    assert again.pending_reasons == {"b0": Reason.PREEMPTING}
+
+    # a2 stopped: b0 starts on its GPUs; a2 is requeued and now waits for quota.
+    stopped = next(r for r in signalled if r.id == "a2")
+    rest = [r for r in signalled if r.id != "a2"]
+    after = schedule(
+        replace(s, running=tuple(rest), pending=(s.pending[0], requeue_after_stop(stopped))),
+        now_t_s=120.0,
+    )
+    assert [(x.job_id, x.placement) for x in after.starts] == [("b0", {"n2": tuple(range(8))})]
+    assert after.pending_reasons == {"a2": Reason.QUOTA}
+
+
+def test_reclaim_takes_as_many_victims_as_needed_and_no_more():
+    s = state(
+        nodes(4),
+        flat_queues({"a": 16, "b": 16}),
+        [job("b0", "b", gpus=8, workers=2)],
+        borrowed_cluster({"a0": 50.0, "a3": 60.0}),
+    )
+    result = schedule(s, now_t_s=100.0)
+    assert sorted(p.job_id for p in result.preemptions) == ["a0", "a3"]
+
+
+def test_no_reclaim_beyond_the_lenders_own_nominal():
+    s = state(
+        nodes(4),
+        flat_queues({"a": 16, "b": 16}),
+        [job("b0", "b", gpus=8, workers=3)],
+        borrowed_cluster({}),
+    )
+    result = schedule(s, now_t_s=100.0)
+    assert result.preemptions == ()
+    assert result.pending_reasons == {"b0": Reason.QUOTA}
+
+
+def test_no_reclaim_when_preemption_is_off():
+    s = state(
+        nodes(4), flat_queues({"a": 16, "b": 16}), [job("b0", "b", gpus=8)], borrowed_cluster({})
+    )
+    result = schedule(s, now_t_s=100.0, preemption="off")
+    assert result.preemptions == ()
+    assert result.pending_reasons == {"b0": Reason.QUOTA}

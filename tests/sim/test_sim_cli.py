@@ -1,0 +1,123 @@
+"""`railyard simulate` as a user runs it: tables, JSON, and one-line errors with exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from railyard.cli.simulate import register
+from railyard.sim import plots, sweep
+
+FIXTURES = Path(__file__).parent / "fixtures"
+runner = CliRunner(env={"COLUMNS": "160"})
+
+
+def make_app() -> typer.Typer:
+    app = typer.Typer()
+    register(app)
+
+    @app.command()
+    def other() -> None:  # a second command keeps `simulate` a subcommand, as in `railyard`
+        """Unused."""
+
+    return app
+
+
+APP = make_app()
+
+
+def test_trace_side_by_side_json() -> None:
+    args = ["simulate", "gaggle-h100", "--trace", str(FIXTURES / "railyard_trace.csv")]
+    result = runner.invoke(APP, [*args, "--policy", "fifo,easy", "--workers", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.output)["runs"]
+    assert [r["policy"] for r in runs] == ["fifo", "easy"]
+    assert all(r["states"] == {"completed": 4} for r in runs)
+
+
+def test_synthetic_table() -> None:
+    args = ["simulate", "gaggle-h100", "--synthetic", "philly", "--jobs", "60", "--seeds", "2"]
+    result = runner.invoke(APP, [*args, "--policy", "fifo,fairshare+easy", "--failures"])
+    assert result.exit_code == 0, result.output
+    assert "synthetic-philly on gaggle-h100 (96 GPUs)" in result.output
+    assert result.output.count("fairshare+easy") >= 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--synthetic", "philly", "--policy", "lottery"], "--policy: unknown ['lottery']"),
+        (["--synthetic", "nope"], "--synthetic: unknown profile 'nope'"),
+        ([], "give exactly one of --trace FILE or --synthetic PROFILE"),
+        (["--trace", "/no/such.csv"], "/no/such.csv:0: file: no such file"),
+        (["--synthetic", "philly", "--checkpoint", "often"], "--checkpoint: 'often'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
+    result = runner.invoke(APP, ["simulate", "gaggle-h100", *args])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert message in lines[0]
+
+
+def test_bad_trace_row_names_line_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "t.csv"
+    bad.write_text("id,submit_s,gpus,runtime_s\na,0,8,abc\n")
+    result = runner.invoke(APP, ["simulate", "gaggle-h100", "--trace", str(bad)])
+    assert result.exit_code == 2
+    assert f"{bad}:2: runtime_s: not a number" in result.output
+
+
+def test_unknown_blueprint() -> None:
+    result = runner.invoke(APP, ["simulate", "no-such-preset", "--synthetic", "philly"])
+    assert result.exit_code == 2
+
+
+def test_plot_without_matplotlib_is_a_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("railyard.cli.simulate.have_matplotlib", lambda: False)
+    result = runner.invoke(
+        APP, ["simulate", "gaggle-h100", "--synthetic", "philly", "--plot", "out"]
+    )
+    assert result.exit_code == 2
+    assert "pip install matplotlib" in result.output
+
+
+@pytest.mark.skipif(not plots.have_matplotlib(), reason="matplotlib is an optional extra")
+def test_plots_are_written(tmp_path: Path) -> None:
+    args = ["simulate", "gaggle-h100", "--synthetic", "philly", "--jobs", "50"]
+    result = runner.invoke(APP, [*args, "--policy", "fifo", "--plot", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert {p.name for p in tmp_path.iterdir()} == {"utilization.png", "queue.png", "jct_cdf.png"}
+
+
+def test_ray_missing_is_a_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("railyard.cli.simulate.ray_available", lambda: False)
+    result = runner.invoke(
+        APP, ["simulate", "gaggle-h100", "--synthetic", "philly", "--ray", "auto"]
+    )
+    assert result.exit_code == 2
+    assert "pip install ray" in result.output
+
+
+def test_process_sweep_matches_in_process_runs() -> None:
+    scenarios = [
+        sweep.Scenario("gaggle-h100", p, seed=1, synthetic="helios", jobs=80)
+        for p in ("fifo", "fairshare+easy")
+    ]
+    parallel = sweep.sweep(scenarios, workers=2)
+    serial = sweep.sweep(scenarios, workers=1)
+    assert [r["jct"] for r in parallel] == [r["jct"] for r in serial]
+
+
+@pytest.mark.skipif(not sweep.ray_available(), reason="ray is an optional extra")
+def test_ray_sweep_on_a_local_instance() -> None:
+    scenarios = [
+        sweep.Scenario("gaggle-h100", "fifo", seed=s, synthetic="philly", jobs=40) for s in (0, 1)
+    ]
+    results = sweep.sweep(scenarios, ray_address="local")
+    assert [r["seed"] for r in results] == [0, 1]

@@ -1,0 +1,37 @@
+"""ruff and mypy run as part of the suite, so the one test command checks style and types too."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+STRICT_PACKAGES = ["blueprint", "fabric", "plan", "sched", "exec", "control", "twin", "sim"]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+
+
+def test_ruff_check() -> None:
+    result = _run("ruff", "check", "src", "tests", "benchmarks", "examples")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format() -> None:
+    result = _run("ruff", "format", "--check", "src", "tests", "benchmarks", "examples")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_strict_core() -> None:
+    paths = [f"src/railyard/{p}" for p in STRICT_PACKAGES if (ROOT / "src/railyard" / p).is_dir()]
+    paths.append("src/railyard/probe.py")
+    if not paths:
+        pytest.fail("no core package found")
+    result = _run("mypy", *paths)
+    assert result.returncode == 0, result.stdout + result.stderr

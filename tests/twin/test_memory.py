@@ -1,0 +1,131 @@
+"""Memory per GPU against the ZeRO and Korthikanti et al. check values."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from railyard.blueprint.catalog import GPUS
+from railyard.twin.memory import (
+    estimate_memory,
+    in_flight_layers,
+    layer_activation_bytes,
+    model_state_bytes,
+)
+from railyard.twin.models import PRESETS, LlmArch, Parallelism
+
+GIB = 2.0**30
+A100 = GPUS["A100-SXM-80GB"]
+GPT22B = PRESETS["gpt-22b"]
+GPT175B = PRESETS["gpt3-175b"]
+
+
+@pytest.mark.parametrize(
+    ("stage", "published_gb"), [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.9)]
+)  # fmt: skip
+def test_zero_figure_1_check_values(stage: int, published_gb: float) -> None:
+    # ZeRO (arXiv 1910.02054) Figure 1: 7.5B parameters, N_d = 64, K = 12; GB is 1e9 bytes
+    states = model_state_bytes(7.5e9, 64, stage)
+    assert states.total_bytes / 1e9 == pytest.approx(published_gb, abs=0.05)
+
+
+def test_zero_stages_shard_what_the_paper_says() -> None:
+    psi, nd = 1e9, 8
+    s1, s2, s3 = (model_state_bytes(psi, nd, k) for k in (1, 2, 3))
+    assert s1.optimizer_bytes == pytest.approx(12 * psi / nd)
+    assert s1.grads_bytes == pytest.approx(2 * psi)
+    assert s2.grads_bytes == pytest.approx(2 * psi / nd)
+    assert s3.weights_bytes == pytest.approx(2 * psi / nd)
+
+
+def test_ten_billion_parameters_of_optimizer_state_is_120_gb() -> None:
+    assert model_state_bytes(10e9, 1).optimizer_bytes / 1e9 == pytest.approx(120.0)
+
+
+def test_megatron_distributed_optimizer_is_6_plus_12_over_d() -> None:
+    # Megatron-LM distrib_optimizer.md: bf16 params with fp32 grads, 18 -> 6 + 12/d bytes
+    plain = model_state_bytes(1.0, 4, grad_bytes=4)
+    sharded = model_state_bytes(1.0, 4, distributed_optimizer=True, grad_bytes=4)
+    assert plain.total_bytes == pytest.approx(18.0)
+    assert sharded.total_bytes == pytest.approx(6 + 12 / 4)
+
+
+def test_korthikanti_model_states_45_56_gib() -> None:
+    # Figure 1 counts the 12 l h^2 transformer weights at 18 bytes each over 8 GPUs (22B, TP8)
+    params = 12 * GPT22B.layers * GPT22B.hidden**2 / 8
+    assert model_state_bytes(params, 1, grad_bytes=4).total_bytes / GIB == pytest.approx(
+        45.56, abs=0.01
+    )
+
+
+def test_activation_formula_without_parallelism_is_34_plus_5as_over_h() -> None:
+    a = GPT22B
+    s, b, h = a.seq_len, 2, a.hidden
+    expected = s * b * h * (34 + 5 * a.heads * s / h)
+    assert layer_activation_bytes(a, b) == pytest.approx(expected)
+
+
+def test_activation_formula_with_tensor_parallelism() -> None:
+    a, t = GPT22B, 8
+    s, b, h = a.seq_len, 1, a.hidden
+    expected = s * b * h * (10 + 24 / t + 5 * a.heads * s / (h * t))
+    assert layer_activation_bytes(a, b, tp=t) == pytest.approx(expected)
+    sp_sel = layer_activation_bytes(a, b, tp=t, sequence_parallel=True, recompute="selective")
+    assert sp_sel == pytest.approx(34 * s * b * h / t)
+    assert layer_activation_bytes(a, b, recompute="full") == pytest.approx(2 * s * b * h)
+
+
+def test_flash_attention_keeps_no_scores() -> None:
+    flash = layer_activation_bytes(GPT22B, 1, flash_attention=True)
+    selective = layer_activation_bytes(GPT22B, 1, recompute="selective")
+    assert flash == pytest.approx(selective)
+
+
+@pytest.mark.parametrize(
+    ("arch", "par", "plain_gib", "sp_selective_gib"),
+    [
+        (GPT22B, Parallelism(tp=8, micro_batch=4, global_batch=4), 59.25, 9.56),
+        (
+            GPT175B,
+            Parallelism(tp=8, pp=8, micro_batch=1, global_batch=64, interleave=3),
+            66.84,
+            12.35,
+        ),
+    ],
+)
+def test_korthikanti_figure_1_activations(
+    arch: LlmArch, par: Parallelism, plain_gib: float, sp_selective_gib: float
+) -> None:
+    plain = estimate_memory(arch, dataclasses.replace(par, flash_attention=False), A100)
+    sel = dataclasses.replace(
+        par, flash_attention=False, recompute="selective", sequence_parallel=True
+    )
+    assert plain.activations_bytes / GIB == pytest.approx(plain_gib, abs=0.01)
+    assert estimate_memory(arch, sel, A100).activations_bytes / GIB == pytest.approx(
+        sp_selective_gib, abs=0.01
+    )
+
+
+def test_first_stage_holds_min_p_m_micro_batches() -> None:
+    assert in_flight_layers(96, 8, 1, 64) == pytest.approx(96)
+    assert in_flight_layers(96, 8, 1, 2) == pytest.approx(24)
+    assert in_flight_layers(96, 8, 3, 64) == pytest.approx(96 * (1 + 7 / 24))
+
+
+def test_gpt3_175b_does_not_fit_on_one_node_with_tp8() -> None:
+    par = Parallelism(tp=8, pp=1, dp=1, micro_batch=1, global_batch=1, recompute="full")
+    est = estimate_memory(GPT175B, par, GPUS["H100-SXM-80GB"])
+    assert not est.fits
+    assert est.needed_bytes > est.available_bytes
+    assert est.dominant == "optimizer state"
+    assert "does not fit" in est.reason
+    assert est.states.weights_bytes == pytest.approx(GPT175B.params() * 2 / 8, rel=1e-3)
+
+
+def test_more_pipeline_stages_need_less_memory() -> None:
+    base = Parallelism(tp=8, micro_batch=1, global_batch=64, recompute="selective")
+    small = estimate_memory(GPT175B, dataclasses.replace(base, pp=16), A100)
+    large = estimate_memory(GPT175B, dataclasses.replace(base, pp=4), A100)
+    assert small.needed_bytes < large.needed_bytes
+    assert small.fits
