@@ -46,6 +46,42 @@ def test_without_backfill_the_first_fitting_job_takes_the_free_node():
     assert result.reservations == {}
 
 
+def test_strict_order_lets_no_job_pass_the_blocked_head():
+    """Slurm's sched/builtin: n2 stays idle until the head can start."""
+    result = schedule(three_nodes(), backfill="strict")
+    assert result.starts == ()
+    assert result.reservations == {}
+    assert result.pending_reasons == {
+        "head": Reason.RESOURCES,
+        "long": Reason.PRIORITY,
+        "short": Reason.PRIORITY,
+    }
+
+
+def test_strict_order_is_not_held_up_by_a_job_over_its_quota():
+    """A job waiting for quota, not GPUs, does not stop the jobs behind it (as in Slurm,
+    where a job held by a QOS limit is skipped)."""
+    queues = flat_queues({"a": 8, "b": 64}, borrow={"a": 0})
+    pending = [job("over", queue="a", gpus=8, workers=2), job("next", queue="b", gpus=8)]
+    result = schedule(state(nodes(2), queues, pending), backfill="strict")
+    assert [s.job_id for s in result.starts] == ["next"]
+    assert result.pending_reasons == {"over": Reason.QUOTA}
+
+
+def test_strict_order_blocks_only_the_flavor_it_waits_for():
+    inventory = [*nodes(2), *nodes(1, flavor="L40S", prefix="l")]
+    run = [running(job("x", gpus=8), "n0:0-7")]
+    pending = [
+        job("head", gpus=8, workers=2, submit_t_s=0),
+        job("h100", gpus=1, submit_t_s=1),
+        job("eval", gpus=1, flavor="L40S", submit_t_s=2),
+    ]
+    s = state(inventory, Q, pending, run)
+    result = schedule(s, backfill="strict", admission="unlimited")
+    assert [s.job_id for s in result.starts] == ["eval"]
+    assert result.pending_reasons == {"head": Reason.RESOURCES, "h100": Reason.PRIORITY}
+
+
 @pytest.mark.parametrize("backfill", ["easy", "conservative"])
 def test_backfill_never_delays_the_reservation(backfill):
     s = three_nodes()

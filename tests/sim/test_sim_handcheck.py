@@ -35,11 +35,14 @@ def times(log: RunLog) -> dict[str, tuple[float | None, float | None]]:
 # Two 8-GPU nodes. a: t=0, 8 GPUs, 100 s. b: t=1, 16 GPUs, 50 s. c: t=2, 8 GPUs, 200 s.
 # d: t=3, 8 GPUs, 50 s. Walltime estimates are exact.
 #
-# FIFO without reservations (greedy in arrival order): a takes n0 at 0. b needs both nodes
-# and waits. c takes n1 at 2 (nothing holds it for b), ends 202. d finds no node at 3; when a
-# ends at 100, d is the first job that fits n0: 100-150. b gets both nodes only when c ends
-# at 202: 202-252.
-FIFO_EXPECTED = {"a": (0.0, 100.0), "b": (202.0, 252.0), "c": (2.0, 202.0), "d": (100.0, 150.0)}
+# Strict FIFO (no backfill): a takes n0 at 0. b needs both nodes and waits; c and d may not
+# pass it, so n1 idles. a ends at 100: b runs 100-150, then c (150-350) and d (150-200).
+FIFO_EXPECTED = {"a": (0.0, 100.0), "b": (100.0, 150.0), "c": (150.0, 350.0), "d": (150.0, 200.0)}
+#
+# Greedy FIFO (no reservations, no blocking): a takes n0 at 0. b waits. c takes n1 at 2
+# (nothing holds it for b), ends 202. d finds no node at 3; when a ends at 100, d is the
+# first job that fits n0: 100-150. b gets both nodes only when c ends at 202: 202-252.
+GREEDY_EXPECTED = {"a": (0.0, 100.0), "b": (202.0, 252.0), "c": (2.0, 202.0), "d": (100.0, 150.0)}
 #
 # EASY: at 1, b (blocked) reserves both nodes for t=100 (a's walltime), so n1 is held. c would
 # end at 202 > 100 and must wait; d ends at 53 <= 100 and backfills on n1 at 3. b starts at
@@ -50,7 +53,8 @@ EASY_EXPECTED = {"a": (0.0, 100.0), "b": (100.0, 150.0), "c": (150.0, 350.0), "d
 @pytest.mark.parametrize(
     ("policy", "expected", "mean_jct_s"),
     [
-        ("fifo", FIFO_EXPECTED, (100 + 251 + 200 + 147) / 4),
+        ("fifo", FIFO_EXPECTED, (100 + 149 + 348 + 197) / 4),
+        ("fifo-greedy", GREEDY_EXPECTED, (100 + 251 + 200 + 147) / 4),
         ("easy", EASY_EXPECTED, (100 + 149 + 348 + 50) / 4),
     ],
 )

@@ -158,7 +158,7 @@ def up(
         Path | None, typer.Option(help="jobs, logs and the SQLite store (default ~/.railyard)")
     ] = None,
     policy: Annotated[str, typer.Option(help="ordering policy: fairshare | fifo")] = "fairshare",
-    backfill: Annotated[str, typer.Option(help="none | easy | conservative")] = "easy",
+    backfill: Annotated[str, typer.Option(help="strict | none | easy | conservative")] = "easy",
     cycle_interval: Annotated[float, typer.Option(help="seconds between idle cycles")] = 2.0,
 ) -> None:
     """Start the control plane: store, scheduler loop and REST API, on this machine."""

@@ -40,16 +40,19 @@ def accrue_usage(
     factor = 0.5 ** (dt_s / half_life_s)
     by_queue = {k: v * factor for k, v in usage.queue_gpu_s.items()}
     by_user = {k: v * factor for k, v in usage.user_gpu_s.items()}
-    paths: dict[str, tuple[str, ...]] = {}
+    gpus_by_user: dict[tuple[str, str], int] = {}  # sum whole GPUs first: one charge per pair
     for r in running:
-        charge = r.gpus * dt_s
-        q = r.job.queue
-        if q not in paths:
-            paths[q] = queue_path(queues, q)
+        key = (r.job.queue, r.job.user)
+        gpus_by_user[key] = gpus_by_user.get(key, 0) + r.gpus
+    gpus_by_queue: dict[str, int] = {}
+    for (q, _user), gpus in gpus_by_user.items():
+        gpus_by_queue[q] = gpus_by_queue.get(q, 0) + gpus
+    for key, gpus in gpus_by_user.items():
+        by_user[key] = by_user.get(key, 0.0) + gpus * dt_s
+    paths = {q: queue_path(queues, q) for q in gpus_by_queue}
+    for q, gpus in gpus_by_queue.items():
         for name in paths[q]:
-            by_queue[name] = by_queue.get(name, 0.0) + charge
-        key = (q, r.job.user)
-        by_user[key] = by_user.get(key, 0.0) + charge
+            by_queue[name] = by_queue.get(name, 0.0) + gpus * dt_s
     return Usage(queue_gpu_s=by_queue, user_gpu_s=by_user)
 
 

@@ -79,7 +79,7 @@ class Pass:
         self.snap = snap
         self.quota = quota
         self.topo = snap.topo
-        self.running = sorted(running, key=lambda r: r.id)
+        self.running = running  # sorted by id (the caller's booking sorted them)
         self.run_masks = run_masks
         self.signalled = {r.id for r in self.running if r.preempt_for is not None} | requeued
         self.signalled_for: dict[str, list[RunningJob]] = {}
@@ -181,7 +181,7 @@ class Pass:
         limit = self.config.max_reservations
         wants = attempts < limit if starving else self.policies.backfill.reserves(attempts, limit)
         reserved = wants and self._reserve(job, shape)
-        if starving and not reserved:
+        if (starving and not reserved) or self.policies.backfill.blocks:
             self.blocked_flavors.add(job.flavor)
             self._epoch += 1
         return reason

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from railyard.sched.admit import Pass, Policies
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.decisions import CycleResult, Requeue
-from railyard.sched.model import ClusterState, Job, NodeState
+from railyard.sched.model import ClusterState, Job, NodeState, RunningJob
 from railyard.sched.policies import ADMISSION, BACKFILL, ORDERING, PLACEMENT, PREEMPTION
 from railyard.sched.policies.registry import OrderContext
 from railyard.sched.quota import QuotaTree
@@ -36,25 +36,37 @@ class _Booked:
     snap: Snapshot
     quota: QuotaTree
     run_masks: dict[str, Masks]
+    running: tuple[RunningJob, ...]  # sorted by id
 
 
 def _book(state: ClusterState) -> _Booked:
-    """Index the inventory and book every running job's GPUs and quota."""
-    topo = Topology(state.nodes)
-    snap = Snapshot(topo)
+    """Index the inventory and book every running job's GPUs and quota.
+
+    Used GPUs are OR-ed per node first and the snapshot is built once from the free masks,
+    which is much cheaper than taking each job's GPUs from a full snapshot one by one.
+    """
+    topo = Topology.of(state.nodes)
     flavors = {n.flavor for n in state.nodes} | {j.flavor for j in state.pending}
     quota = QuotaTree(state.queues, flavors)
+    running = tuple(sorted(state.running, key=lambda r: r.id))
+    booked_masks = topo.job_masks((r.id, r.placement) for r in running)
+    used = [0] * len(topo.nodes)
     run_masks = {}
     usage: dict[tuple[str, str], int] = {}
-    for r in sorted(state.running, key=lambda r: r.id):
-        masks = run_masks[r.id] = topo.masks(r.placement)
-        snap.take(masks)
+    for r in running:
+        masks, gpus = booked_masks[r.id]
+        run_masks[r.id] = masks
+        for i, m in masks.items():
+            if used[i] & m:
+                raise ValueError(f"GPU double-booked on node {topo.nodes[i].name}")
+            used[i] |= m
         key = (r.job.queue, r.job.flavor)
-        usage[key] = usage.get(key, 0) + sum(m.bit_count() for m in masks.values())
+        usage[key] = usage.get(key, 0) + gpus
+    snap = Snapshot(topo, [full & ~u for full, u in zip(topo.full_mask, used, strict=True)])
     for (queue, flavor), gpus in sorted(usage.items()):
         if queue in quota.queues:
             quota.add(queue, flavor, gpus)
-    return _Booked(topo, snap, quota, run_masks)
+    return _Booked(topo, snap, quota, run_masks, running)
 
 
 def cycle(
@@ -74,9 +86,7 @@ def cycle(
     #    driver reports them stopped, exactly like a preemption victim.
     down = {n.name for n in state.nodes if n.state is NodeState.DOWN}
     requeues = tuple(
-        Requeue(r.id)
-        for r in sorted(state.running, key=lambda r: r.id)
-        if any(name in down for name in r.placement)
+        Requeue(r.id) for r in booked.running if any(name in down for name in r.placement)
     )
 
     # 3. Order the pending jobs: starving jobs first (oldest first within a priority), then
@@ -101,7 +111,7 @@ def cycle(
         policies=policies,
         snap=booked.snap,
         quota=booked.quota,
-        running=state.running,
+        running=booked.running,
         run_masks=booked.run_masks,
         requeued={r.job_id for r in requeues},
     )

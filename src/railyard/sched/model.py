@@ -10,6 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
+from functools import cached_property
 
 Placement = Mapping[str, tuple[int, ...]]
 """Node name -> GPU indices on that node."""
@@ -190,8 +191,9 @@ class RunningJob:
     def id(self) -> str:
         return self.job.id
 
-    @property
+    @cached_property
     def gpus(self) -> int:
+        """GPUs held; cached because drivers and policies ask for it every cycle."""
         return sum(len(g) for g in self.placement.values())
 
     def end_estimate_t_s(self, default_walltime_s: float | None = None) -> float:

@@ -58,7 +58,27 @@ def bits(mask: int) -> tuple[int, ...]:
 
 
 class Topology:
-    """Static index of the inventory, built once per cycle. Nodes sorted by (path, name)."""
+    """Static index of the inventory. Nodes sorted by (path, name).
+
+    The index depends only on the node tuple, so :meth:`of` reuses the last few built (the
+    inventory changes when a node goes down or comes back, not every cycle); it also remembers
+    each running job's masks so booking a cycle does not re-parse every placement. Both are
+    memos of pure functions: a cycle's decisions are the same with or without them.
+    """
+
+    _recent: tuple[tuple[tuple[Node, ...], Topology], ...] = ()
+    _RECENT_MAX = 4
+
+    @classmethod
+    def of(cls, nodes: Sequence[Node]) -> Topology:
+        """The index of `nodes`, reused when an equal node tuple was indexed recently."""
+        key = tuple(nodes)
+        for cached_nodes, topo in cls._recent:
+            if cached_nodes is key or cached_nodes == key:
+                return topo
+        topo = cls(key)
+        cls._recent = ((key, topo), *cls._recent[: cls._RECENT_MAX - 1])
+        return topo
 
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.nodes = tuple(sorted(nodes, key=lambda n: (n.path, n.name)))
@@ -97,6 +117,25 @@ class Topology:
                 self.su_lgs.setdefault(f, {}).setdefault(su, []).append(lg)
             self.lg_nodes.setdefault((f, lg), []).append(i)
             self.su_nodes.setdefault((f, su), []).append(i)
+        self.ready_index = [i for i, ready in enumerate(self.ready) if ready]
+        self._job_masks: dict[str, tuple[Placement, Masks, int]] = {}
+
+    def job_masks(self, jobs: Iterable[tuple[str, Placement]]) -> dict[str, tuple[Masks, int]]:
+        """Masks and GPU count of each (job id, placement), reusing those of the last call for
+        placements that did not change; forgets jobs not passed (they stopped running)."""
+        old, new = self._job_masks, {}
+        out: dict[str, tuple[Masks, int]] = {}
+        for job_id, placement in jobs:
+            hit = old.get(job_id)
+            if hit is not None and (hit[0] is placement or hit[0] == placement):
+                entry = hit
+            else:
+                masks = self.masks(placement)
+                entry = (placement, masks, sum(m.bit_count() for m in masks.values()))
+            new[job_id] = entry
+            out[job_id] = (entry[1], entry[2])
+        self._job_masks = new
+        return out
 
     def masks(self, placement: Placement) -> Masks:
         """Placement by name -> masks by index; unknown nodes and GPUs are dropped."""
@@ -124,15 +163,24 @@ class Snapshot:
         self.lg_hist: dict[str, dict[int, list[int]]] = {}
         self.su_hist: dict[str, dict[int, list[int]]] = {}
         self.flavor_free: dict[str, int] = dict.fromkeys(topo.max_gpus, 0)
-        for i, free in enumerate(self.free):
-            if not topo.ready[i]:
-                continue
-            f = topo.flavor[i]
-            size = topo.max_gpus[f] + 1
-            self.buckets[f][free].append(i)
-            self.lg_hist.setdefault(f, {}).setdefault(topo.lg_of[i], [0] * size)[free] += 1
-            self.su_hist.setdefault(f, {}).setdefault(topo.su_of[i], [0] * size)[free] += 1
-            self.flavor_free[f] += free
+        free, flavor, lg_of, su_of = self.free, topo.flavor, topo.lg_of, topo.su_of
+        for i in topo.ready_index:  # ascending, so every bucket list starts sorted
+            n_free, f = free[i], flavor[i]
+            self.buckets[f][n_free].append(i)
+            lg_hist, su_hist = self.lg_hist.get(f), self.su_hist.get(f)
+            if lg_hist is None:
+                lg_hist = self.lg_hist[f] = {}
+                su_hist = self.su_hist[f] = {}
+            assert su_hist is not None
+            h = lg_hist.get(lg_of[i])
+            if h is None:
+                h = lg_hist[lg_of[i]] = [0] * (topo.max_gpus[f] + 1)
+            h[n_free] += 1
+            h = su_hist.get(su_of[i])
+            if h is None:
+                h = su_hist[su_of[i]] = [0] * (topo.max_gpus[f] + 1)
+            h[n_free] += 1
+            self.flavor_free[f] += n_free
 
     def may_fit(self, shape: Shape) -> bool:
         """Cheap necessary condition for any placement: enough workers' worth of free GPUs on

@@ -24,14 +24,18 @@ from railyard.sim.synthetic import generate
 from railyard.sim.traces import load_trace
 from railyard.sim.workload import Workload
 
-# name -> (ordering, backfill). "fifo" never holds GPUs for a blocked job (greedy in arrival
-# order); "easy" reserves for the first blocked job (Slurm's default backfill).
+# name -> (ordering, backfill). Without backfill a job blocked for GPUs stops the jobs behind
+# it ("fifo", "fairshare": Slurm's sched/builtin); the "-greedy" variants let later jobs take
+# any gap and hold nothing for the blocked one (Kueue's BestEffortFIFO); "easy" reserves for
+# the first blocked job (Slurm's default backfill), "conservative" for each in turn.
 POLICIES: dict[str, tuple[str, str]] = {
-    "fifo": ("fifo", "none"),
+    "fifo": ("fifo", "strict"),
+    "fifo-greedy": ("fifo", "none"),
     "easy": ("fifo", "easy"),
-    "fairshare": ("fairshare", "none"),
-    "fairshare+easy": ("fairshare", "easy"),
     "conservative": ("fifo", "conservative"),
+    "fairshare": ("fairshare", "strict"),
+    "fairshare-greedy": ("fairshare", "none"),
+    "fairshare+easy": ("fairshare", "easy"),
 }
 
 

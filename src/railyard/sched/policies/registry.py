@@ -93,10 +93,14 @@ class PlacementPolicy(Protocol):
 
 
 class BackfillPolicy(Protocol):
-    """Decides which blocked jobs get a reservation that later jobs must not delay."""
+    """Decides which blocked jobs get a reservation that later jobs must not delay, and whether
+    a blocked job stops the jobs behind it outright (`blocks`: no backfill at all)."""
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def blocks(self) -> bool: ...
 
     def reserves(self, reserved_for_flavor: int, max_reservations: int) -> bool: ...
 
