@@ -1,6 +1,6 @@
 """Scheduling policies compared on the Philly-profile synthetic trace, on two clusters.
 
-    python benchmarks/compare_policies.py [--seeds N] [--failures] [--quick]
+    python benchmarks/compare_policies.py [--seeds N] [--failures] [--quick] [--only BLUEPRINT]
 
 For gaggle-h100 (96 GPUs) and rail-2048 (2,048 GPUs), runs each policy on the same seeded
 Philly-profile workloads (run times resampled from the published Philly CDF, noisy user
@@ -47,11 +47,13 @@ def main() -> None:
     ap.add_argument("--failures", action="store_true", help="node failures at the Llama 3 rate")
     ap.add_argument("--quick", action="store_true", help="smaller workloads (about a minute)")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--only", help="run one cluster of the table (a blueprint name)")
     args = ap.parse_args()
 
     clusters = [
         (bp, jobs, load, args.seeds or seeds)
         for bp, jobs, load, seeds in (QUICK if args.quick else CLUSTERS)
+        if args.only in (None, bp)
     ]
     scenarios = [
         Scenario(
