@@ -160,26 +160,19 @@ class Snapshot:
         self.buckets: dict[str, list[list[int]]] = {
             f: [[] for _ in range(g + 1)] for f, g in topo.max_gpus.items()
         }
-        self.lg_hist: dict[str, dict[int, list[int]]] = {}
-        self.su_hist: dict[str, dict[int, list[int]]] = {}
+        # max_gpus holds exactly the flavors with a ready node
+        self.lg_hist: dict[str, dict[int, list[int]]] = {f: {} for f in topo.max_gpus}
+        self.su_hist: dict[str, dict[int, list[int]]] = {f: {} for f in topo.max_gpus}
         self.flavor_free: dict[str, int] = dict.fromkeys(topo.max_gpus, 0)
         free, flavor, lg_of, su_of = self.free, topo.flavor, topo.lg_of, topo.su_of
         for i in topo.ready_index:  # ascending, so every bucket list starts sorted
             n_free, f = free[i], flavor[i]
             self.buckets[f][n_free].append(i)
-            lg_hist, su_hist = self.lg_hist.get(f), self.su_hist.get(f)
-            if lg_hist is None:
-                lg_hist = self.lg_hist[f] = {}
-                su_hist = self.su_hist[f] = {}
-            assert su_hist is not None
-            h = lg_hist.get(lg_of[i])
-            if h is None:
-                h = lg_hist[lg_of[i]] = [0] * (topo.max_gpus[f] + 1)
-            h[n_free] += 1
-            h = su_hist.get(su_of[i])
-            if h is None:
-                h = su_hist[su_of[i]] = [0] * (topo.max_gpus[f] + 1)
-            h[n_free] += 1
+            for hists, group in ((self.lg_hist[f], lg_of[i]), (self.su_hist[f], su_of[i])):
+                h = hists.get(group)
+                if h is None:
+                    h = hists[group] = [0] * (topo.max_gpus[f] + 1)
+                h[n_free] += 1
             self.flavor_free[f] += n_free
 
     def may_fit(self, shape: Shape) -> bool:

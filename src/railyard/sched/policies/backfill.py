@@ -17,16 +17,9 @@ from railyard.sched.policies.registry import BACKFILL
 
 
 @dataclass(frozen=True)
-class Strict:
-    name: str = "strict"
-    blocks: bool = True
-
-    def reserves(self, reserved_for_flavor: int, max_reservations: int) -> bool:
-        return False
-
-
-@dataclass(frozen=True)
 class NoBackfill:
+    """No reservations; registered twice: `none` (greedy) and `strict` (blocking)."""
+
     name: str = "none"
     blocks: bool = False
 
@@ -52,7 +45,7 @@ class Conservative:
         return reserved_for_flavor < max_reservations
 
 
-BACKFILL.add(Strict())
+BACKFILL.add(NoBackfill(name="strict", blocks=True))
 BACKFILL.add(NoBackfill())
 BACKFILL.add(Easy())
 BACKFILL.add(Conservative())
