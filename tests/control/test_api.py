@@ -11,7 +11,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from railyard.control.api import create_app, read_log
-from railyard.control.services import JOB_COUNTER, log_path
+from railyard.control.jobs import JOB_COUNTER
+from railyard.control.paths import log_path
 from railyard.control.store import Store
 from railyard.control.tables import Counter, EventRow, JobRow, UsageRow
 

@@ -19,7 +19,7 @@ from typer.testing import CliRunner, Result
 from railyard.cli import admin, jobs
 from railyard.control.api import create_app
 from railyard.control.client import Client, ClientError, save_config
-from railyard.control.services import log_path
+from railyard.control.paths import log_path
 from railyard.control.store import Store
 from railyard.control.tables import JobRow
 

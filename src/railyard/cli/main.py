@@ -18,7 +18,8 @@ from railyard.cli import jobs as jobs_cli
 from railyard.cli import simulate as simulate_cli
 from railyard.cli.perf import perf_app
 from railyard.cli.render import print_compare, print_plan
-from railyard.control.server import UpConfig, default_state_dir, serve
+from railyard.control.paths import default_state_dir
+from railyard.control.server import UpConfig, serve
 from railyard.fabric import export
 from railyard.fabric.build import build_fabric
 from railyard.fabric.hostlist import compress

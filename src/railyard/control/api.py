@@ -1,4 +1,4 @@
-"""The REST API: thin routes over :mod:`railyard.control.services`.
+"""The REST API: thin routes over the use-cases (``jobs``, ``queues``, ``nodes``, ``users``).
 
 Each request gets one transaction (``SessionDep``) that commits before the response is sent,
 so a client that reads right after a write sees it; a refused request rolls back. Errors are
@@ -24,14 +24,16 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from railyard import __version__
-from railyard.control import auth
+from railyard.control import auth, jobs, nodes, queues, users
 from railyard.control import schemas as s
-from railyard.control import services as svc
+from railyard.control.effects import wants_wake
+from railyard.control.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError, error_body
+from railyard.control.paths import log_path
 from railyard.control.store import Store
 from railyard.control.tables import JobState, User
 
 LOG_CHUNK_BYTES = 1 << 20
-_STATUS = {s.NotFound: 404, s.Forbidden: 403, s.Conflict: 409, s.Invalid: 422}
+_STATUS = {NotFound: 404, Forbidden: 403, Conflict: 409, Invalid: 422}
 _BEARER = {"WWW-Authenticate": "Bearer"}
 
 
@@ -54,7 +56,7 @@ def get_db(request: Request) -> Iterator[Session]:
     ctx = _ctx(request)
     with ctx.store.session() as session:
         yield session
-        wake = svc.wants_wake(session)
+        wake = wants_wake(session)
     if wake:
         ctx.wake()
 
@@ -81,8 +83,8 @@ v1 = APIRouter(prefix="/v1")
 
 @v1.get("/whoami")
 def whoami(session: SessionDep, user: CurrentUser) -> s.UserOut:
-    queues = sorted(svc.member_queues(session, user))
-    return s.UserOut.model_validate({**_fields(user), "queues": queues})
+    mine = sorted(queues.member_queues(session, user))
+    return s.UserOut.model_validate({**_fields(user), "queues": mine})
 
 
 @v1.post("/jobs", status_code=201)
@@ -92,7 +94,7 @@ def submit_job(
     """Submit a job (or an array); returns one record per job id."""
     now = ctx.clock()
     flavors = ctx.known_flavors() if ctx.known_flavors else None
-    rows = svc.submit(session, user, spec, now, state_dir=ctx.state_dir, known_flavors=flavors)
+    rows = jobs.submit(session, user, spec, now, state_dir=ctx.state_dir, known_flavors=flavors)
     return [s.JobOut.from_row(r, user.name, now) for r in rows]
 
 
@@ -106,11 +108,11 @@ def submit_batch(
     out: list[s.JobOut] = []
     for i, spec in enumerate(batch.jobs):
         try:
-            rows = svc.submit(
+            rows = jobs.submit(
                 session, user, spec, now, state_dir=ctx.state_dir, known_flavors=flavors
             )
-        except s.Invalid as exc:  # name the element, so the one line says which job
-            raise s.Invalid(f"jobs[{i}].{exc.field}", exc.message, exc.hint) from None
+        except Invalid as exc:  # name the element, so the one line says which job
+            raise Invalid(f"jobs[{i}].{exc.field}", exc.message, exc.hint) from None
         out += [s.JobOut.from_row(r, user.name, now) for r in rows]
     return out
 
@@ -126,18 +128,14 @@ def list_jobs(
     limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
 ) -> list[s.JobOut]:
     """A user's own jobs; an admin sees everyone's (filter with ``user``)."""
-    known = [st.value for st in JobState]
-    for st in state or []:
-        if st not in known:
-            raise s.Invalid("state", f"unknown state {st!r}", f"one of {', '.join(known)}")
-    rows = svc.list_jobs(session, user, states=state, queue=queue, user=owner, limit=limit)
+    rows = jobs.list_jobs(session, user, states=state, queue=queue, user=owner, limit=limit)
     now = ctx.clock()
     return [s.JobOut.from_row(r, name, now) for r, name in rows]
 
 
 @v1.get("/jobs/{job_id}")
 def show_job(job_id: str, session: SessionDep, user: CurrentUser, ctx: ContextDep) -> s.JobOut:
-    row, name = svc.get_job(session, user, job_id)
+    row, name = jobs.get_job(session, user, job_id)
     return s.JobOut.from_row(row, name, ctx.clock())
 
 
@@ -147,7 +145,7 @@ def cancel_job(
 ) -> list[s.JobOut]:
     """Cancel a job, or every task of an array given its parent id."""
     now = ctx.clock()
-    return [s.JobOut.from_row(r, n, now) for r, n in svc.cancel_job(session, user, job_id, now)]
+    return [s.JobOut.from_row(r, n, now) for r, n in jobs.cancel_job(session, user, job_id, now)]
 
 
 @v1.get("/jobs/{job_id}/logs")
@@ -160,10 +158,10 @@ def job_logs(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> s.LogChunk:
     """Text of one rank's log from byte ``offset``; poll with the returned offset to follow."""
-    row, _ = svc.get_job(session, user, job_id)
+    row, _ = jobs.get_job(session, user, job_id)
     if rank >= row.workers:
-        raise s.Invalid("rank", f"job {job_id} has ranks 0..{row.workers - 1}")
-    text, new_offset = read_log(svc.log_path(ctx.state_dir, job_id, rank), offset)
+        raise Invalid("rank", f"job {job_id} has ranks 0..{row.workers - 1}")
+    text, new_offset = read_log(log_path(ctx.state_dir, job_id, rank), offset)
     finished = JobState(row.state).finished and new_offset == offset
     return s.LogChunk(
         job_id=job_id, rank=rank, text=text, offset=new_offset, state=row.state, finished=finished
@@ -187,42 +185,42 @@ def read_log(path: Path, offset: int, limit: int = LOG_CHUNK_BYTES) -> tuple[str
 
 @v1.get("/nodes")
 def list_nodes(session: SessionDep, user: CurrentUser) -> list[s.NodeOut]:
-    return svc.list_nodes(session, user)
+    return nodes.list_nodes(session, user)
 
 
 def _node(session: Session, user: User, name: str) -> s.NodeOut:
-    return next(n for n in svc.list_nodes(session, user) if n.name == name)
+    return next(n for n in nodes.list_nodes(session, user) if n.name == name)
 
 
 @v1.post("/nodes/{name}/drain")
 def drain_node(
     name: str, body: s.NodeAction, session: SessionDep, user: CurrentUser, ctx: ContextDep
 ) -> s.NodeOut:
-    svc.drain_node(session, user, name, body.reason, ctx.clock())
+    nodes.drain_node(session, user, name, body.reason, ctx.clock())
     return _node(session, user, name)
 
 
 @v1.post("/nodes/{name}/resume")
 def resume_node(name: str, session: SessionDep, user: CurrentUser, ctx: ContextDep) -> s.NodeOut:
-    svc.resume_node(session, user, name, ctx.clock())
+    nodes.resume_node(session, user, name, ctx.clock())
     return _node(session, user, name)
 
 
 @v1.get("/queues")
 def list_queues(session: SessionDep, user: CurrentUser) -> list[s.QueueOut]:
     """The queues the user belongs to and those below them; an admin sees all."""
-    return svc.list_queues(session, user)
+    return queues.list_queues(session, user)
 
 
 def _queue(session: Session, user: User, name: str) -> s.QueueOut:
-    return next(q for q in svc.list_queues(session, user) if q.name == name)
+    return next(q for q in queues.list_queues(session, user) if q.name == name)
 
 
 @v1.post("/queues", status_code=201)
 def create_queue(
     body: s.QueueCreate, session: SessionDep, user: CurrentUser, ctx: ContextDep
 ) -> s.QueueOut:
-    svc.create_queue(session, user, body, ctx.clock())
+    queues.create_queue(session, user, body, ctx.clock())
     return _queue(session, user, body.name)
 
 
@@ -230,7 +228,7 @@ def create_queue(
 def update_queue(
     name: str, body: s.QueueUpdate, session: SessionDep, user: CurrentUser, ctx: ContextDep
 ) -> s.QueueOut:
-    svc.update_queue(session, user, name, body, ctx.clock())
+    queues.update_queue(session, user, name, body, ctx.clock())
     return _queue(session, user, name)
 
 
@@ -238,13 +236,13 @@ def update_queue(
 def add_member(
     name: str, body: s.MemberChange, session: SessionDep, user: CurrentUser
 ) -> s.QueueOut:
-    svc.add_member(session, user, name, body.user)
+    queues.add_member(session, user, name, body.user)
     return _queue(session, user, name)
 
 
 @v1.delete("/queues/{name}/members/{member}")
 def remove_member(name: str, member: str, session: SessionDep, user: CurrentUser) -> s.QueueOut:
-    svc.remove_member(session, user, name, member)
+    queues.remove_member(session, user, name, member)
     return _queue(session, user, name)
 
 
@@ -256,7 +254,7 @@ def _fields(row: Any) -> dict[str, Any]:
 def list_users(session: SessionDep, user: CurrentUser) -> list[s.UserOut]:
     return [
         s.UserOut.model_validate({**_fields(u), "queues": q})
-        for u, q in auth.list_users(session, user)
+        for u, q in users.list_users(session, user)
     ]
 
 
@@ -264,7 +262,7 @@ def list_users(session: SessionDep, user: CurrentUser) -> list[s.UserOut]:
 def create_user(
     body: s.UserCreate, session: SessionDep, user: CurrentUser, ctx: ContextDep
 ) -> s.UserOut:
-    return s.UserOut.model_validate(_fields(auth.create_user(session, user, body, ctx.clock())))
+    return s.UserOut.model_validate(_fields(users.create_user(session, user, body, ctx.clock())))
 
 
 def _token_out(token: Any, user: str) -> dict[str, Any]:
@@ -273,7 +271,9 @@ def _token_out(token: Any, user: str) -> dict[str, Any]:
 
 @v1.get("/tokens")
 def list_tokens(session: SessionDep, user: CurrentUser) -> list[s.TokenOut]:
-    return [s.TokenOut.model_validate(_token_out(t, n)) for t, n in auth.list_tokens(session, user)]
+    return [
+        s.TokenOut.model_validate(_token_out(t, n)) for t, n in users.list_tokens(session, user)
+    ]
 
 
 @v1.post("/tokens", status_code=201)
@@ -281,7 +281,7 @@ def create_token(
     body: s.TokenCreate, session: SessionDep, user: CurrentUser, ctx: ContextDep
 ) -> s.TokenCreated:
     """A new token for ``body.user``; the plaintext is in this response only."""
-    token, plaintext = auth.create_token(session, user, body, ctx.clock())
+    token, plaintext = users.create_token(session, user, body, ctx.clock())
     return s.TokenCreated.model_validate({**_token_out(token, body.user), "token": plaintext})
 
 
@@ -289,7 +289,7 @@ def create_token(
 def revoke_token(
     token_id: int, session: SessionDep, user: CurrentUser, ctx: ContextDep
 ) -> s.TokenOut:
-    token = auth.revoke_token(session, user, token_id, ctx.clock())
+    token = users.revoke_token(session, user, token_id, ctx.clock())
     owner = session.get(User, token.user_id)
     return s.TokenOut.model_validate(_token_out(token, owner.name if owner else "?"))
 
@@ -298,21 +298,21 @@ def revoke_token(
 
 
 def _install_errors(app: FastAPI) -> None:
-    @app.exception_handler(s.ServiceError)
-    async def service_error(_: Request, exc: s.ServiceError) -> JSONResponse:
+    @app.exception_handler(ServiceError)
+    async def service_error(_: Request, exc: ServiceError) -> JSONResponse:
         code = next((c for t, c in _STATUS.items() if isinstance(exc, t)), 400)
-        body = s.error_body(exc.line(), field=exc.field, hint=exc.hint)
+        body = error_body(exc.line(), field=exc.field, hint=exc.hint)
         return JSONResponse(body, status_code=code)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         line, field = s.validation_line(list(exc.errors()))
-        return JSONResponse(s.error_body(line, field=field), status_code=422)
+        return JSONResponse(error_body(line, field=field), status_code=422)
 
     @app.exception_handler(IntegrityError)
     async def conflict(_: Request, exc: IntegrityError) -> JSONResponse:
         line = str(exc.orig).splitlines()[0] if exc.orig else "conflict"
-        return JSONResponse(s.error_body(f"conflict: {line}"), status_code=409)
+        return JSONResponse(error_body(f"conflict: {line}"), status_code=409)
 
 
 def create_app(

@@ -19,9 +19,9 @@ import httpx
 from pydantic import BaseModel, TypeAdapter
 
 from railyard.control import schemas as s
+from railyard.control.paths import client_config_path, default_state_dir
 
 M = TypeVar("M", bound=BaseModel)
-CONFIG_NAME = "client.json"
 
 
 class ClientError(Exception):
@@ -33,13 +33,8 @@ class ClientError(Exception):
         self.status = status
 
 
-def home(environ: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if environ is None else environ
-    return Path(env.get("RAILYARD_HOME") or Path.home() / ".railyard")
-
-
 def config_path(environ: Mapping[str, str] | None = None) -> Path:
-    return home(environ) / CONFIG_NAME
+    return client_config_path(default_state_dir(environ))
 
 
 def save_config(url: str, token: str, path: Path | None = None) -> Path:

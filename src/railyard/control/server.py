@@ -1,4 +1,4 @@
-"""``railyard up``: one process with the store, the service loop and the REST API.
+"""``railyard up``: one process with the store, the scheduler loop and the REST API.
 
 Embedded defaults: a SQLite file in the state directory, this machine as the one node
 (GPUs from NVML, or declared with ``--gpus``), a ``default`` queue that owns every GPU, and an
@@ -21,12 +21,13 @@ from sqlalchemy import select
 
 from railyard.blueprint.local import catalogue_name
 from railyard.control.api import create_app
-from railyard.control.auth import bootstrap_admin
 from railyard.control.client import save_config
-from railyard.control.service import Service, ServiceConfig
-from railyard.control.services import JOB_COUNTER
+from railyard.control.jobs import JOB_COUNTER
+from railyard.control.loop import Loop, LoopConfig
+from railyard.control.paths import client_config_path, database_path, default_state_dir
 from railyard.control.store import Store, sqlite_url
 from railyard.control.tables import Counter, NodeRow, QueueMember, QueueRow, User
+from railyard.control.users import bootstrap_admin
 from railyard.exec.local import LocalExecutor
 from railyard.exec.nccl import nccl_env
 from railyard.probe import detect_gpus
@@ -36,10 +37,6 @@ log = logging.getLogger("railyard.server")
 
 DEFAULT_PORT = 8765
 VIRTUAL_FLAVOR = "virtual"
-
-
-def default_state_dir() -> Path:
-    return Path(os.environ.get("RAILYARD_HOME", Path.home() / ".railyard"))
 
 
 @dataclass(frozen=True)
@@ -58,7 +55,7 @@ class UpConfig:
 
     @property
     def url(self) -> str:
-        return self.database_url or sqlite_url(self.state_dir / "railyard.db")
+        return self.database_url or sqlite_url(database_path(self.state_dir))
 
 
 def detected_flavor() -> str | None:
@@ -109,25 +106,25 @@ def serve(config: UpConfig) -> None:
     token = bootstrap(store, config, executor.gpus, flavor)
     api_url = f"http://{config.host}:{config.port}"
     if token is not None:
-        path = save_config(api_url, token, config.state_dir / "client.json")
+        path = save_config(api_url, token, client_config_path(config.state_dir))
         print(f"admin token (shown once, saved to {path}): {token}", flush=True)
         if config.state_dir != default_state_dir():
             print(f"for the CLI: export RAILYARD_HOME={config.state_dir}", flush=True)
-    service = Service(
+    loop_ = Loop(
         store,
         executor,
-        ServiceConfig(
+        LoopConfig(
             state_dir=config.state_dir,
             cycle_interval_s=config.cycle_interval_s,
             scheduler=config.scheduler,
             nccl_env=nccl_env(0, "roce"),
         ),
     )
-    service.reconcile()
+    loop_.reconcile()
     stop = threading.Event()
-    loop = threading.Thread(target=service.run, args=(stop,), name="railyard-service", daemon=True)
-    loop.start()
-    app = create_app(store, wake=service.wake, state_dir=config.state_dir)
+    thread = threading.Thread(target=loop_.run, args=(stop,), name="railyard-loop", daemon=True)
+    thread.start()
+    app = create_app(store, wake=loop_.wake, state_dir=config.state_dir)
     print(
         f"railyard up: {api_url} (node {config.node_name}, {executor.gpus} x {flavor} GPUs, "
         f"store {store.engine.url.render_as_string(hide_password=True)})",
@@ -137,6 +134,6 @@ def serve(config: UpConfig) -> None:
         uvicorn.run(app, host=config.host, port=config.port, log_level="warning")
     finally:
         stop.set()
-        service.wake()
-        loop.join(timeout=10)
+        loop_.wake()
+        thread.join(timeout=10)
         store.close()

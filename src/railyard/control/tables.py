@@ -45,6 +45,10 @@ class JobState(StrEnum):
         )
 
 
+ACTIVE_STATES = tuple(s.value for s in JobState if not s.finished)
+HOLDING_STATES = tuple(s.value for s in JobState if s.holds_gpus)
+
+
 class User(Base):
     __tablename__ = "users"
 

@@ -1,6 +1,6 @@
 """The simulation driver: the live service's step on a virtual clock.
 
-Mirrors `control.service.Service.step`: (1) settle the executor's exits (completed, requeued,
+Mirrors `control.loop.Loop.step`: (1) settle the executor's exits (completed, requeued,
 failed), (2) snapshot and run `sched.cycle`, (3) act on the decisions through the executor
 (starts, checkpoint-stop handshakes, requeues of jobs on dead nodes), (4) accrue fair-share
 usage with `sched.accrue_usage`. Steps run on events, coalesced per timestamp (or per

@@ -1,4 +1,4 @@
-"""The service loop: the scheduler core on the wall clock, acting through an executor.
+"""The scheduler loop: the scheduler core on the wall clock, acting through an executor.
 
 One step, in order:
 
@@ -11,7 +11,7 @@ One step, in order:
 5. Accrue fair-share usage.
 
 Because the decision is durable before the act, a restart reconciles instead of guessing
-(:meth:`Service.reconcile`): STARTING jobs are started again (the executor's start is
+(:meth:`Loop.reconcile`): STARTING jobs are started again (the executor's start is
 idempotent per attempt), RUNNING and stopping jobs are adopted by pid and start time, and
 exits that happened while we were away are read from the ranks' exit files.
 
@@ -39,6 +39,7 @@ from railyard.control.convert import (
     usage_from_rows,
     usage_keys,
 )
+from railyard.control.paths import checkpoint_dir, job_dir, logs_dir, script_path
 from railyard.control.store import Store
 from railyard.control.tables import EventRow, JobRow, JobState, NodeRow, QueueRow, UsageRow, User
 from railyard.exec.protocol import Executor, ExitReport, JobHandle, LaunchSpec, Outcome
@@ -46,19 +47,20 @@ from railyard.sched import (
     ClusterState,
     CycleResult,
     Job,
+    NodeState,
     SchedulerConfig,
     accrue_usage,
     cycle,
 )
 
-log = logging.getLogger("railyard.service")
+log = logging.getLogger("railyard.loop")
 
 ARRAY_LIMIT_REASON = "JobArrayTaskLimit"  # Slurm's reason for a throttled array element
 TIME_LIMIT_REASON = "TimeLimit"
 
 
 @dataclass(frozen=True)
-class ServiceConfig:
+class LoopConfig:
     """Where job files go, how often the loop runs without events, and the policies."""
 
     state_dir: Path
@@ -79,18 +81,14 @@ class StepReport:
     cycle_s: float = 0.0
 
 
-def job_dir(state_dir: Path, job_id: str) -> Path:
-    return state_dir / "jobs" / job_id
-
-
-class Service:
+class Loop:
     """Drives scheduling and execution; see the module docstring for the order of a step."""
 
     def __init__(
         self,
         store: Store,
         executor: Executor,
-        config: ServiceConfig,
+        config: LoopConfig,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -136,7 +134,9 @@ class Service:
         for spec in specs:  # decided and committed, maybe launched: start is idempotent
             self._start(spec)
         with self.store.session() as session:
-            for row in session.scalars(select(JobRow).where(JobRow.state == "preempting")):
+            for row in session.scalars(
+                select(JobRow).where(JobRow.state == JobState.PREEMPTING.value)
+            ):
                 grace_s = max(0.0, (row.preempt_deadline_t_s or 0.0) - self.clock())
                 self.executor.request_checkpoint_stop(row.id, grace_s)
         self._settle(reports, StepReport())
@@ -212,15 +212,14 @@ class Service:
         cached by id and ``updated_t_s`` (every write to a job row bumps it) and only new or
         changed rows are read in full.
         """
-        keys = (
-            session.execute(
+        keys: list[tuple[str, float, str]] = [
+            (r[0], r[1], r[2])
+            for r in session.execute(
                 select(JobRow.id, JobRow.updated_t_s, JobRow.reason)
                 .where(JobRow.state == JobState.PENDING.value)
                 .order_by(JobRow.submit_t_s, JobRow.id)
             )
-            .tuples()
-            .all()
-        )
+        ]
         cache = self._pending_cache
         stale = [job_id for job_id, updated, _ in keys if cache.get(job_id, (None,))[0] != updated]
         for chunk in range(0, len(stale), 500):
@@ -289,9 +288,11 @@ class Service:
     def _settle_drains(self, session: Session, state: ClusterState, now_t_s: float) -> None:
         """A draining node with nothing left on it is drained (Slurm's DRAINING -> DRAINED)."""
         busy = {node for r in state.running for node in r.placement}
-        for row in session.scalars(select(NodeRow).where(NodeRow.state == "draining")):
+        for row in session.scalars(
+            select(NodeRow).where(NodeRow.state == NodeState.DRAINING.value)
+        ):
             if row.name not in busy:
-                row.state = "drained"
+                row.state = NodeState.DRAINED.value
                 row.updated_t_s = now_t_s
                 session.add(
                     EventRow(
@@ -319,9 +320,13 @@ class Service:
     def _send_stops(self, now_t_s: float) -> None:
         """Cancels the API wrote, and jobs past their time limit (Slurm's TIMEOUT)."""
         with self.store.session() as session:
-            for row in session.scalars(select(JobRow).where(JobRow.state == "cancelling")):
+            for row in session.scalars(
+                select(JobRow).where(JobRow.state == JobState.CANCELLING.value)
+            ):
                 self.executor.cancel(row.id)
-            for row in session.scalars(select(JobRow).where(JobRow.state == "running")):
+            for row in session.scalars(
+                select(JobRow).where(JobRow.state == JobState.RUNNING.value)
+            ):
                 limit, began = row.walltime_s, row.start_t_s
                 if limit is not None and began is not None and now_t_s > began + limit:
                     row.state = JobState.CANCELLING.value
@@ -410,11 +415,11 @@ class Service:
                 row.updated_t_s = now_t_s
 
     def _launch_spec(self, row: JobRow) -> LaunchSpec:
-        directory = job_dir(self.config.state_dir, row.id)
+        state_dir = self.config.state_dir
         command = tuple(row.command)
         if row.script is not None:
-            directory.mkdir(parents=True, exist_ok=True)
-            script = directory / "script.sh"
+            job_dir(state_dir, row.id).mkdir(parents=True, exist_ok=True)
+            script = script_path(state_dir, row.id)
             script.write_text(row.script, encoding="utf-8")
             command = ("bash", str(script))
         return LaunchSpec(
@@ -426,8 +431,8 @@ class Service:
             restart_count=row.restart_count,
             env={**slurm_compat_env(row), **row.env},
             workdir=Path(row.workdir) if row.workdir else Path.cwd(),
-            log_dir=directory / "logs",
-            checkpoint_dir=directory / "checkpoints",
+            log_dir=logs_dir(state_dir, row.id),
+            checkpoint_dir=checkpoint_dir(state_dir, row.id),
             preempt_signal=row.preempt_signal,
             nccl_env=dict(self.config.nccl_env),
         )

@@ -6,10 +6,10 @@ import sys
 from pathlib import Path
 
 from sqlalchemy import func, select
-from tests.control.service_helpers import (
+from tests.control.loop_helpers import (
     add_job,
     job,
-    make_service,
+    make_loop,
     seed_cluster,
     states,
     step_until,
@@ -23,7 +23,7 @@ PY = sys.executable
 
 def test_submit_run_finish(store: Store, tmp_path: Path) -> None:
     seed_cluster(store)
-    service = make_service(store, tmp_path)
+    service = make_loop(store, tmp_path)
     job_id = add_job(
         store, [PY, "-c", "print('hello from rank', __import__('os').environ['RANK'])"]
     )
@@ -37,7 +37,7 @@ def test_submit_run_finish(store: Store, tmp_path: Path) -> None:
 
 def test_gang_waits_for_room_with_a_reason(store: Store, tmp_path: Path) -> None:
     seed_cluster(store, gpus=4)
-    service = make_service(store, tmp_path)
+    service = make_loop(store, tmp_path)
     big = add_job(store, [PY, "-c", "import time; time.sleep(1.5)"], workers=3)
     second = add_job(store, [PY, "-c", "pass"], workers=2)
     service.step()
@@ -49,7 +49,7 @@ def test_gang_waits_for_room_with_a_reason(store: Store, tmp_path: Path) -> None
 
 def test_failed_job_is_failed_not_requeued(store: Store, tmp_path: Path) -> None:
     seed_cluster(store)
-    service = make_service(store, tmp_path)
+    service = make_loop(store, tmp_path)
     job_id = add_job(store, [PY, "-c", "raise SystemExit(3)"])
     step_until(service, lambda: states(store)[job_id] == "failed")
     assert job(store, job_id).exit_code == 3
@@ -58,7 +58,7 @@ def test_failed_job_is_failed_not_requeued(store: Store, tmp_path: Path) -> None
 
 def test_cancel_running_job(store: Store, tmp_path: Path) -> None:
     seed_cluster(store)
-    service = make_service(store, tmp_path)
+    service = make_loop(store, tmp_path)
     job_id = add_job(store, [PY, "-c", "import time; time.sleep(60)"])
     step_until(service, lambda: states(store)[job_id] == "running")
     with store.session() as s:  # what the API's cancel writes
@@ -70,7 +70,7 @@ def test_cancel_running_job(store: Store, tmp_path: Path) -> None:
 
 def test_time_limit(store: Store, tmp_path: Path) -> None:
     seed_cluster(store)
-    service = make_service(store, tmp_path)
+    service = make_loop(store, tmp_path)
     job_id = add_job(store, [PY, "-c", "import time; time.sleep(60)"], walltime_s=0.5)
     step_until(service, lambda: states(store)[job_id] == "failed")
     assert job(store, job_id).reason == "TimeLimit"
@@ -78,7 +78,7 @@ def test_time_limit(store: Store, tmp_path: Path) -> None:
 
 def test_array_throttle(store: Store, tmp_path: Path) -> None:
     seed_cluster(store, gpus=4)
-    service = make_service(store, tmp_path)
+    service = make_loop(store, tmp_path)
     ids = [
         add_job(
             store,
@@ -99,7 +99,7 @@ def test_array_throttle(store: Store, tmp_path: Path) -> None:
 
 def test_array_tasks_see_slurm_variables(store: Store, tmp_path: Path) -> None:
     seed_cluster(store)
-    service = make_service(store, tmp_path)
+    service = make_loop(store, tmp_path)
     script = "import os; print(os.environ['SLURM_ARRAY_TASK_ID'], os.environ['SLURM_JOB_ID'])"
     job_id = add_job(store, [PY, "-c", script], array_parent="7", array_index=3)
     step_until(service, lambda: states(store)[job_id] == "completed")
@@ -109,7 +109,7 @@ def test_array_tasks_see_slurm_variables(store: Store, tmp_path: Path) -> None:
 
 def test_decision_is_written_before_the_start(store: Store, tmp_path: Path) -> None:
     seed_cluster(store)
-    service = make_service(store, tmp_path)
+    service = make_loop(store, tmp_path)
     job_id = add_job(store, [PY, "-c", "pass"])
     step_until(service, lambda: states(store)[job_id] == "completed")
     with store.session() as s:

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.control.service_helpers import (
+from tests.control.loop_helpers import (
     add_job,
     job,
-    make_service,
+    make_loop,
     seed_cluster,
     states,
     step_until,
@@ -31,7 +31,7 @@ def _log(state_dir: Path, job_id: str, rank: int = 0) -> str:
 
 def test_two_worker_ddp_completes(store: Store, tmp_path: Path) -> None:
     seed_cluster(store, gpus=2)
-    service = make_service(store, tmp_path, gpus=2)
+    service = make_loop(store, tmp_path, gpus=2)
     job_id = add_job(store, [*DDP, "--steps", "20", "--ckpt-every", "5"], workers=2)
     step_until(service, lambda: states(store)[job_id] == "completed", timeout_s=120)
     assert "done" in _log(tmp_path, job_id, 0)
@@ -41,7 +41,7 @@ def test_two_worker_ddp_completes(store: Store, tmp_path: Path) -> None:
 
 def test_preemption_checkpoints_and_resumes(store: Store, tmp_path: Path) -> None:
     seed_cluster(store, gpus=2)
-    service = make_service(store, tmp_path, gpus=2)
+    service = make_loop(store, tmp_path, gpus=2)
     low = add_job(
         store,
         [*DDP, "--steps", "150", "--ckpt-every", "5", "--sleep-per-step", "0.05"],

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from railyard.control.service import Service, ServiceConfig
+from railyard.control.loop import Loop, LoopConfig
 from railyard.control.store import Store
 from railyard.control.tables import Counter, JobRow, NodeRow, QueueMember, QueueRow, User
 from railyard.exec.local import LocalExecutor
@@ -74,14 +74,14 @@ def states(store: Store) -> dict[str, str]:
         return {r.id: r.state for r in s.scalars(select(JobRow))}
 
 
-def make_service(store: Store, state_dir: Path, *, gpus: int = 4, **sched: object) -> Service:
-    config = ServiceConfig(
+def make_loop(store: Store, state_dir: Path, *, gpus: int = 4, **sched: object) -> Loop:
+    config = LoopConfig(
         state_dir=state_dir, cycle_interval_s=0.1, scheduler=SchedulerConfig(**sched)
     )  # type: ignore[arg-type]
-    return Service(store, LocalExecutor(NODE, gpus=gpus, term_grace_s=2.0), config)
+    return Loop(store, LocalExecutor(NODE, gpus=gpus, term_grace_s=2.0), config)
 
 
-def step_until(service: Service, done: Callable[[], bool], timeout_s: float = 60.0) -> None:
+def step_until(service: Loop, done: Callable[[], bool], timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         service.step()

@@ -1,0 +1,87 @@
+"""User and token use-cases (admins), and the admin ``railyard up`` creates on first start.
+
+Tokens themselves (format, hashing, lookup) are :mod:`railyard.control.auth`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from railyard.control.auth import issue_token
+from railyard.control.effects import record
+from railyard.control.errors import Conflict, Forbidden, NotFound
+from railyard.control.schemas import TokenCreate, UserCreate
+from railyard.control.tables import QueueMember, Token, User
+
+
+def require_admin(actor: User) -> None:
+    if not actor.is_admin:
+        raise Forbidden(f"user {actor.name!r} is not an admin")
+
+
+def user_by_name(session: Session, name: str) -> User:
+    user = session.scalars(select(User).where(User.name == name)).one_or_none()
+    if user is None:
+        raise NotFound(f"no user {name!r}")
+    return user
+
+
+def create_user(session: Session, actor: User, spec: UserCreate, now_t_s: float) -> User:
+    require_admin(actor)
+    if session.scalars(select(User).where(User.name == spec.name)).one_or_none():
+        raise Conflict(f"user {spec.name!r} exists")
+    user = User(name=spec.name, is_admin=spec.is_admin, created_t_s=now_t_s)
+    session.add(user)
+    session.flush()
+    record(session, now_t_s, "user", f"{actor.name} added user {spec.name}", None)
+    return user
+
+
+def list_users(session: Session, actor: User) -> list[tuple[User, list[str]]]:
+    """Users with the queues they are members of."""
+    require_admin(actor)
+    queues: dict[int, list[str]] = defaultdict(list)
+    for m in session.scalars(select(QueueMember).order_by(QueueMember.queue)):
+        queues[m.user_id].append(m.queue)
+    return [(u, queues[u.id]) for u in session.scalars(select(User).order_by(User.id))]
+
+
+def bootstrap_admin(session: Session, name: str, now_t_s: float) -> tuple[User, str]:
+    """The admin ``railyard up`` creates (or finds) and a fresh token for its client.json."""
+    user = session.scalars(select(User).where(User.name == name)).one_or_none()
+    if user is None:
+        user = User(name=name, is_admin=True, created_t_s=now_t_s)
+        session.add(user)
+        session.flush()
+    _, plaintext = issue_token(session, user, "railyard up", now_t_s)
+    return user, plaintext
+
+
+def create_token(
+    session: Session, actor: User, spec: TokenCreate, now_t_s: float
+) -> tuple[Token, str]:
+    require_admin(actor)
+    user = user_by_name(session, spec.user)
+    token, plaintext = issue_token(session, user, spec.label, now_t_s)
+    message = f"{actor.name} created token {token.id} for {user.name}"
+    record(session, now_t_s, "token", message, None)
+    return token, plaintext
+
+
+def list_tokens(session: Session, actor: User) -> list[tuple[Token, str]]:
+    require_admin(actor)
+    rows = session.execute(select(Token, User.name).join(User).order_by(Token.id))
+    return [(t, n) for t, n in rows]
+
+
+def revoke_token(session: Session, actor: User, token_id: int, now_t_s: float) -> Token:
+    require_admin(actor)
+    token = session.get(Token, token_id)
+    if token is None:
+        raise NotFound(f"no token {token_id}")
+    token.revoked = True
+    record(session, now_t_s, "token", f"{actor.name} revoked token {token_id}", None)
+    return token
