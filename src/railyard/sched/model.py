@@ -129,13 +129,19 @@ class TopologyRequirement:
 
 @dataclass(frozen=True)
 class Job:
-    """A gang of `workers` processes, each needing `gpus_per_worker` GPUs on one node."""
+    """A gang of `workers` chunks, each needing `gpus_per_worker` GPUs (and `cpus_per_worker`
+    cores, `mem_per_worker_gb` memory) on one node; with `distinct_nodes` every chunk is on a
+    node of its own (Slurm's `--nodes`). A chunk is what the scheduler places; how many
+    processes run in it is the executor's business (`--ntasks-per-node`)."""
 
     id: str
     queue: str
     flavor: str
     workers: int = 1
     gpus_per_worker: int = 1
+    cpus_per_worker: int = 0
+    mem_per_worker_gb: float = 0.0
+    distinct_nodes: bool = False
     user: str = "default"
     priority: int = 0
     preemptible: bool = False
@@ -149,8 +155,10 @@ class Job:
     array_index: int | None = None
 
     def __post_init__(self) -> None:
-        if self.workers < 1 or self.gpus_per_worker < 1:
-            raise ValueError(f"job {self.id}: workers and gpus_per_worker must be >= 1")
+        if self.workers < 1 or self.gpus_per_worker < 0:
+            raise ValueError(f"job {self.id}: workers must be >= 1 and gpus_per_worker >= 0")
+        if self.cpus_per_worker < 0 or not self.mem_per_worker_gb >= 0:
+            raise ValueError(f"job {self.id}: cpus_per_worker and mem_per_worker_gb must be >= 0")
 
     @property
     def gpus(self) -> int:
