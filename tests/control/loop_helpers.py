@@ -18,7 +18,13 @@ NODE = "node0"
 FLAVOR = "virtual"
 
 
-def seed_cluster(store: Store, *, gpus: int = 4, queues: dict[str, int] | None = None) -> None:
+def seed_cluster(
+    store: Store,
+    *,
+    gpus: int = 4,
+    queues: dict[str, int] | None = None,
+    priority_preemption: bool = False,
+) -> None:
     """One node, an admin and user 'alice', and queues (name -> nominal GPUs) under 'root'."""
     now = time.time()
     with store.session() as s:
@@ -30,7 +36,13 @@ def seed_cluster(store: Store, *, gpus: int = 4, queues: dict[str, int] | None =
         s.add(QueueRow(name="root", nominal_gpus={FLAVOR: gpus}, created_t_s=now))
         for name, nominal in (queues or {"default": gpus}).items():
             s.add(
-                QueueRow(name=name, parent="root", nominal_gpus={FLAVOR: nominal}, created_t_s=now)
+                QueueRow(
+                    name=name,
+                    parent="root",
+                    nominal_gpus={FLAVOR: nominal},
+                    priority_preemption=priority_preemption,
+                    created_t_s=now,
+                )
             )
         s.flush()
         s.add(QueueMember(queue="root", user_id=2))

@@ -72,7 +72,7 @@ def test_time_limit(store: Store, tmp_path: Path) -> None:
     seed_cluster(store)
     service = make_loop(store, tmp_path)
     job_id = add_job(store, [PY, "-c", "import time; time.sleep(60)"], walltime_s=0.5)
-    step_until(service, lambda: states(store)[job_id] == "failed")
+    step_until(service, lambda: states(store)[job_id] == "timeout")  # Slurm's TIMEOUT
     assert job(store, job_id).reason == "TimeLimit"
 
 

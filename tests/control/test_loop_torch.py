@@ -40,7 +40,7 @@ def test_two_worker_ddp_completes(store: Store, tmp_path: Path) -> None:
 
 
 def test_preemption_checkpoints_and_resumes(store: Store, tmp_path: Path) -> None:
-    seed_cluster(store, gpus=2)
+    seed_cluster(store, gpus=2, priority_preemption=True)
     service = make_loop(store, tmp_path, gpus=2)
     low = add_job(
         store,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from railyard.sched import (
     ClusterState,
+    CycleCache,
     CycleResult,
     Job,
     Node,
@@ -60,6 +61,7 @@ def flat_queues(
     borrow: Mapping[str, int] | None = None,
     lend: Mapping[str, int] | None = None,
     flavor: str = H100,
+    priority_preemption: bool = False,
 ) -> list[Queue]:
     """One cohort `org` with leaf queues of the given nominal GPUs."""
     out = [Queue("org")]
@@ -72,6 +74,7 @@ def flat_queues(
                 borrowing_limit_gpus={flavor: borrow[name]} if borrow and name in borrow else {},
                 lending_limit_gpus={flavor: lend[name]} if lend and name in lend else {},
                 weight=(weights or {}).get(name, 1.0),
+                priority_preemption=priority_preemption,
             )
         )
     return out
@@ -110,8 +113,10 @@ def state(
     return ClusterState(inventory, queues, tuple(pending), tuple(run), usage or Usage())
 
 
-def schedule(s: ClusterState, now_t_s: float = 0.0, **config: object) -> CycleResult:
-    return cycle(s, now_t_s, SchedulerConfig(**config))  # type: ignore[arg-type]
+def schedule(
+    s: ClusterState, now_t_s: float = 0.0, *, cache: CycleCache | None = None, **config: object
+) -> CycleResult:
+    return cycle(s, now_t_s, SchedulerConfig(**config), cache)  # type: ignore[arg-type]
 
 
 def used_gpus(result: CycleResult) -> dict[str, set[int]]:

@@ -37,7 +37,7 @@ def test_easy_backfills_only_jobs_that_cannot_delay_the_head():
     assert result.reservations["head"].t_s == 300.0
     assert set(result.reservations["head"].placement) == {"n0", "n1", "n2"}
     assert [(s.job_id, s.reason) for s in result.starts] == [("short", StartReason.BACKFILL)]
-    assert result.pending_reasons == {"head": Reason.RESOURCES, "long": Reason.RESERVATION}
+    assert result.pending_reasons == {"head": Reason.RESOURCES, "long": Reason.PRIORITY}
 
 
 def test_without_backfill_the_first_fitting_job_takes_the_free_node():
@@ -62,8 +62,12 @@ def test_strict_order_is_not_held_up_by_a_job_over_its_quota():
     """A job waiting for quota, not GPUs, does not stop the jobs behind it (as in Slurm,
     where a job held by a QOS limit is skipped)."""
     queues = flat_queues({"a": 8, "b": 64}, borrow={"a": 0})
-    pending = [job("over", queue="a", gpus=8, workers=2), job("next", queue="b", gpus=8)]
-    result = schedule(state(nodes(2), queues, pending), backfill="strict")
+    run = [running(job("mine", queue="a", gpus=8), "n0:0-7")]
+    pending = [
+        job("over", queue="a", gpus=8),
+        job("next", queue="b", gpus=8, workers=2, submit_t_s=1.0),
+    ]
+    result = schedule(state(nodes(3), queues, pending, run), backfill="strict")
     assert [s.job_id for s in result.starts] == ["next"]
     assert result.pending_reasons == {"over": Reason.QUOTA}
 
@@ -128,7 +132,7 @@ def test_easy_and_conservative_differ():
     assert cons.starts == ()
     # every blocked job holds a reservation; j3 fits after j1 ends (n1 from 200 is j2's)
     assert {k: r.t_s for k, r in cons.reservations.items()} == {"j1": 100, "j2": 200, "j3": 1100}
-    assert cons.pending_reasons["j3"] is Reason.RESERVATION
+    assert cons.pending_reasons["j3"] is Reason.PRIORITY
 
 
 def test_jobs_without_estimates_block_no_reservation_unless_a_default_applies():

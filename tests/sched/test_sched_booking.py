@@ -9,7 +9,7 @@ from hypothesis import given
 from sched_fakes import flat_queues, job, nodes, running, schedule, state
 from test_sched_properties import CONFIGS, NOW, SETTINGS, cluster_states
 
-from railyard.sched import NodeState, cycle
+from railyard.sched import CycleCache, NodeState, cycle
 from railyard.sched.cycle import _book
 from railyard.sched.snapshot import Snapshot, Topology
 
@@ -26,11 +26,12 @@ def booked_one_by_one(s):
 @SETTINGS
 @given(cluster_states(), CONFIGS)
 def test_cached_booking_matches_booking_from_scratch(s, config):
-    Topology._recent = ()
+    cache = CycleCache()
     cold = cycle(s, NOW, config)
-    warm = cycle(s, NOW, config)  # index and job masks now reused
-    assert warm == cold
-    fast, slow = _book(s).snap, booked_one_by_one(s)
+    first = cycle(s, NOW, config, cache)
+    warm = cycle(s, NOW, config, cache)  # index and job masks now reused
+    assert warm == first == cold
+    fast, slow = _book(s, cache).snap, booked_one_by_one(s)
     assert fast.free_mask == slow.free_mask
     assert fast.buckets == slow.buckets
     assert fast.lg_hist == slow.lg_hist
@@ -42,18 +43,22 @@ def test_a_node_going_down_is_seen_although_the_index_is_reused():
     inventory = nodes(2)
     queues = flat_queues({"a": 64})
     big = [job("big", gpus=8, workers=2)]
-    assert [x.job_id for x in schedule(state(inventory, queues, big)).starts] == ["big"]
+    cache = CycleCache()
+    assert [x.job_id for x in schedule(state(inventory, queues, big), cache=cache).starts] == [
+        "big"
+    ]
     inventory[1] = replace(inventory[1], state=NodeState.DOWN)
-    assert schedule(state(inventory, queues, big)).starts == ()
+    assert schedule(state(inventory, queues, big), cache=cache).starts == ()
 
 
 def test_a_restarted_job_is_booked_where_it_runs_now():
     inventory, queues = nodes(1), flat_queues({"a": 64})
     first = state(inventory, queues, [job("p", gpus=4)], [running(job("r", gpus=4), "n0:0-3")])
-    assert schedule(first).starts[0].placement == {"n0": (4, 5, 6, 7)}
+    cache = CycleCache()
+    assert schedule(first, cache=cache).starts[0].placement == {"n0": (4, 5, 6, 7)}
     # same job id, new placement (requeued and started again): the old masks must not stick
     moved = state(inventory, queues, [job("p", gpus=4)], [running(job("r", gpus=4), "n0:4-7")])
-    assert schedule(moved).starts[0].placement == {"n0": (0, 1, 2, 3)}
+    assert schedule(moved, cache=cache).starts[0].placement == {"n0": (0, 1, 2, 3)}
 
 
 def test_one_gpu_booked_to_two_running_jobs_is_refused():

@@ -13,8 +13,8 @@ from railyard.sched import (
     Usage,
     accrue_usage,
     expand_array,
-    requeue_after_stop,
 )
+from railyard.sched.lifecycle import requeue_after_stop
 
 Q = flat_queues({"a": 64})
 
@@ -41,9 +41,10 @@ def test_jobs_on_down_nodes_are_requeued(node_state, requeued):
 
 def test_requeued_job_comes_back_with_one_more_restart():
     r = running(job("j", gpus=8, submit_t_s=5.0, restart_count=2), "n0:0-7", start_t_s=50.0)
-    again = requeue_after_stop(r)
+    again = requeue_after_stop(r, 60.0)
     assert (again.id, again.restart_count, again.submit_t_s) == ("j", 3, 5.0)
-    assert requeue_after_stop(r, keep_submit_time=False).submit_t_s == 50.0
+    assert again.attained_gpu_s == 8 * 10.0  # the attempt's service counts
+    assert requeue_after_stop(r, 60.0, keep_submit_time=False).submit_t_s == 50.0
 
 
 def test_down_node_gpus_are_not_reused_in_the_same_cycle():

@@ -53,7 +53,7 @@ def test_first_fit_ignores_leaf_groups():
     [
         (["n0", "n2"], job("j", gpus=8, workers=2, topology=LG), Reason.TOPOLOGY),
         (["n0", "n1", "n2"], job("j", gpus=8, workers=2), Reason.RESOURCES),
-        ([], job("j", gpus=8, workers=5), Reason.BAD_CONSTRAINTS),
+        ([], job("j", gpus=8, workers=5), Reason.UNSCHEDULABLE),
         ([], job("j", queue="nope", gpus=1), Reason.BAD_CONSTRAINTS),
     ],
 )

@@ -9,7 +9,7 @@ from sched_fakes import flat_queues, job, nodes, placement, running, schedule, s
 
 from railyard.sched import PreemptReason, Reason
 
-Q = flat_queues({"a": 64, "b": 64})
+Q = flat_queues({"a": 64, "b": 64}, priority_preemption=True)
 NOW = 100.0
 
 

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from lifecycle_driver import drive, fits_empty_cluster
 from sched_fakes import H100, job, nodes
 
 from railyard.sched import (
@@ -219,3 +220,90 @@ def test_backfill_never_delays_a_reservation(s, backfill):
         t_s = estimate_start_t_s(after, pending[job_id], NOW, config)
         assert t_s is not None
         assert t_s <= reservation.t_s
+
+
+LIVENESS_CONFIGS = st.builds(
+    SchedulerConfig,
+    ordering=st.sampled_from(["fifo", "priority", "fairshare", "las"]),
+    backfill=st.sampled_from(["strict", "none", "easy", "conservative"]),
+    preemption=st.sampled_from(["off", "reclaim", "on", "las"]),
+    starvation_limit_s=st.sampled_from([300.0, 1e9]),
+    time_slice_quantum_s=st.sampled_from([50.0, 600.0]),
+    service_levels_gpu_s=st.just((500.0, 5000.0)),
+)
+
+
+def _finite(s: ClusterState) -> ClusterState:
+    """Every job gets a run time, so that a cluster left alone drains."""
+    jobs_ = [replace(j, walltime_s=j.walltime_s or 200.0) for j in s.pending]
+    running = [
+        replace(r, job=replace(r.job, walltime_s=r.job.walltime_s or 200.0)) for r in s.running
+    ]
+    queues = [replace(q, priority_preemption=q.parent is not None) for q in s.queues]
+    return replace(s, pending=tuple(jobs_), running=tuple(running), queues=tuple(queues))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster_states(), LIVENESS_CONFIGS)
+def test_driven_to_the_end_no_livelock_no_starvation(s, config):
+    """Cycles driven until the cluster drains: no job is evicted twice for the same
+    preemptor, and every job that fits the empty cluster and its quota ends."""
+    s = _finite(s)
+    runtime = {j.id: j.walltime_s for j in s.pending} | {r.id: r.job.walltime_s for r in s.running}
+    run = drive(s, config, runtime_s=runtime, until_t_s=60_000.0, dt_s=25.0)
+    pairs = [(victim, preemptor) for _, victim, preemptor in run.kinds("preempt")]
+    assert len(pairs) == len(set(pairs)), pairs
+    event(f"preemptions: {min(len(pairs), 3)}")
+    for j in s.pending:
+        if fits_empty_cluster(s, j, config):
+            assert j.id in run.ended, (j.id, [e for e in run.log if e[2] == j.id][-5:])
+
+
+@st.composite
+def tenancy_states(draw):
+    """Two queues sharing one or two 8-GPU nodes, lenders and borrowers, mixed priorities:
+    the small states where preemption rules meet (the ping-pong of round 2 lives here)."""
+    inventory = nodes(draw(st.integers(1, 2)))
+    queues = [Queue("org")] + [
+        Queue(
+            name,
+            "org",
+            {H100: draw(st.sampled_from([0, 8]))},
+            priority_preemption=draw(st.booleans()),
+        )
+        for name in ("b", "c")
+    ]
+    free = {n.name: 0xFF for n in inventory}
+    running, pending = [], []
+    for k in range(draw(st.integers(1, 5))):
+        j = job(
+            f"j{k}",
+            draw(st.sampled_from(["b", "c"])),
+            gpus=draw(st.sampled_from([4, 8])),
+            priority=draw(st.sampled_from([0, 10])),
+            preemptible=draw(st.booleans()),
+            walltime_s=draw(st.sampled_from([50.0, 300.0])),
+            submit_t_s=float(k),
+        )
+        node = draw(st.sampled_from(sorted(free)))
+        take = lowest_bits(free[node], j.gpus)
+        if draw(st.booleans()) and take.bit_count() == j.gpus:
+            free[node] &= ~take
+            running.append(RunningJob(j, {node: bits(take)}, 0.0))
+        else:
+            pending.append(j)
+    return ClusterState(inventory, queues, pending, running)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tenancy_states(), st.sampled_from(["on", "las"]))
+def test_lenders_borrowers_and_priorities_reach_a_fixed_point(s, preemption):
+    config = SchedulerConfig(preemption=preemption, time_slice_quantum_s=0.0)
+    runtime = {j.id: j.walltime_s for j in s.pending} | {r.id: r.job.walltime_s for r in s.running}
+    run = drive(s, config, runtime_s=runtime, until_t_s=20_000.0, dt_s=10.0)
+    pairs = [(victim, preemptor) for _, victim, preemptor in run.kinds("preempt")]
+    assert len(pairs) == len(set(pairs)), pairs
+    assert not run.running, run.log[-6:]
+    for j in s.pending:
+        if fits_empty_cluster(s, j, config):
+            assert j.id in run.ended, [e for e in run.log if e[2] == j.id][-6:]

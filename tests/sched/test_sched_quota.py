@@ -7,7 +7,8 @@ from dataclasses import replace
 import pytest
 from sched_fakes import H100, flat_queues, job, nodes, running, schedule, state
 
-from railyard.sched import PreemptReason, Queue, Reason, requeue_after_stop
+from railyard.sched import PreemptReason, Queue, Reason
+from railyard.sched.lifecycle import requeue_after_stop
 from railyard.sched.quota import QuotaTree
 
 
@@ -126,11 +127,11 @@ def test_lender_reclaims_its_nominal_quota_by_preempting_the_borrower():
     stopped = next(r for r in signalled if r.id == "a2")
     rest = [r for r in signalled if r.id != "a2"]
     after = schedule(
-        replace(s, running=tuple(rest), pending=(s.pending[0], requeue_after_stop(stopped))),
+        replace(s, running=tuple(rest), pending=(s.pending[0], requeue_after_stop(stopped, 115.0))),
         now_t_s=120.0,
     )
     assert [(x.job_id, x.placement) for x in after.starts] == [("b0", {"n2": tuple(range(8))})]
-    assert after.pending_reasons == {"a2": Reason.QUOTA}
+    assert after.pending_reasons == {"a2": Reason.RESOURCES}  # every GPU is busy
 
 
 def test_reclaim_takes_as_many_victims_as_needed_and_no_more():
@@ -153,7 +154,7 @@ def test_no_reclaim_beyond_the_lenders_own_nominal():
     )
     result = schedule(s, now_t_s=100.0)
     assert result.preemptions == ()
-    assert result.pending_reasons == {"b0": Reason.QUOTA}
+    assert result.pending_reasons == {"b0": Reason.RESOURCES}
 
 
 def test_no_reclaim_when_preemption_is_off():
@@ -162,4 +163,4 @@ def test_no_reclaim_when_preemption_is_off():
     )
     result = schedule(s, now_t_s=100.0, preemption="off")
     assert result.preemptions == ()
-    assert result.pending_reasons == {"b0": Reason.QUOTA}
+    assert result.pending_reasons == {"b0": Reason.RESOURCES}

@@ -45,9 +45,11 @@ FIFO_EXPECTED = {"a": (0.0, 100.0), "b": (100.0, 150.0), "c": (150.0, 350.0), "d
 GREEDY_EXPECTED = {"a": (0.0, 100.0), "b": (202.0, 252.0), "c": (2.0, 202.0), "d": (100.0, 150.0)}
 #
 # EASY: at 1, b (blocked) reserves both nodes for t=100 (a's walltime), so n1 is held. c would
-# end at 202 > 100 and must wait; d ends at 53 <= 100 and backfills on n1 at 3. b starts at
-# 100 when a ends (done 150); c starts at 150 and ends at 350.
-EASY_EXPECTED = {"a": (0.0, 100.0), "b": (100.0, 150.0), "c": (150.0, 350.0), "d": (3.0, 53.0)}
+# end at 202 > 100, but c is preemptible: it may cross the reservation and backfills on n1 at
+# 2. d finds no free GPU at 3. At 100 a ends and b asks c to yield (reason Reservation); without
+# checkpoints c cannot stop in its 120 s grace and finishes at 202; b runs 202-252 with both
+# nodes (they were held for it: d may not take n0), then d 252-302.
+EASY_EXPECTED = {"a": (0.0, 100.0), "b": (202.0, 252.0), "c": (2.0, 202.0), "d": (252.0, 302.0)}
 
 
 @pytest.mark.parametrize(
@@ -55,7 +57,7 @@ EASY_EXPECTED = {"a": (0.0, 100.0), "b": (100.0, 150.0), "c": (150.0, 350.0), "d
     [
         ("fifo", FIFO_EXPECTED, (100 + 149 + 348 + 197) / 4),
         ("fifo-greedy", GREEDY_EXPECTED, (100 + 251 + 200 + 147) / 4),
-        ("easy", EASY_EXPECTED, (100 + 149 + 348 + 50) / 4),
+        ("easy", EASY_EXPECTED, (100 + 251 + 200 + 299) / 4),
     ],
 )
 def test_hand_checked_schedule(
@@ -70,11 +72,29 @@ def test_hand_checked_schedule(
     assert summary["goodput"] == pytest.approx(1.0)
 
 
+def test_a_preemptible_job_that_crossed_a_reservation_yields_when_it_falls_due() -> None:
+    """As EASY above, but c checkpoints (every 20 s of work; writing takes no time here, so
+    the exact walltimes still hold): asked to yield at 100, it writes a checkpoint and stops
+    at once, and b starts then, not at 202."""
+    ckpt = CheckpointPolicy(rule=IntervalRule.FIXED, interval_s=20, cost_s=0, restart_s=0)
+    config = SimConfig(scheduler=policy_config("easy"), checkpoint=ckpt, record_events=True)
+    workload = load_trace(FIXTURES / "railyard_trace.csv", "railyard")
+    log = Simulation(two_nodes(), workload, config).run()
+    b, c = log.records["b"], log.records["c"]
+    assert c.first_start_t_s == 2.0
+    assert c.preemptions == 1
+    assert b.first_start_t_s is not None
+    assert b.first_start_t_s == 100.0
+    assert {r.state for r in log.records.values()} == {"completed"}
+    signals = [(t, what) for t, kind, what in log.event_log if kind == "preempt_signal"]
+    assert signals == [(100.0, "c")]
+
+
 def test_events_are_logged_in_order_when_asked() -> None:
     workload = load_trace(FIXTURES / "railyard_trace.csv", "railyard")
     log = run("easy", workload, record_events=True)
     d_events = [(t, kind) for t, kind, what in log.event_log if what == "d"]
-    assert d_events == [(3.0, "submit"), (3.0, "start"), (53.0, "finish")]
+    assert d_events == [(3.0, "submit"), (252.0, "start"), (302.0, "finish"), (302.0, "end")]
 
 
 def test_failure_loses_exactly_the_work_since_the_last_checkpoint() -> None:

@@ -6,6 +6,7 @@ import pytest
 
 from railyard.sched import Node
 from railyard.sim.checkpoints import CheckpointPolicy, IntervalRule
+from railyard.sim.cluster import flat_queues
 from railyard.sim.driver import SimConfig, Simulation
 from railyard.sim.sweep import policy_config
 from railyard.sim.workload import TraceJob, Workload
@@ -22,7 +23,8 @@ def run(grace_s: float):
     # Fair-share ordering puts higher priority first; plain FIFO orders by submit time only, so
     # the requeued victim (keeping its submit time) would take the GPUs back.
     config = SimConfig(scheduler=policy_config("fairshare"), checkpoint=CKPT, grace_s=grace_s)
-    return Simulation(node, Workload.of("p", jobs), config).run()
+    queues = flat_queues(["q"], priority_preemption=True)  # priority preemption is opt-in
+    return Simulation(node, Workload.of("p", jobs), config, queues).run()
 
 
 def test_victim_checkpoints_within_the_grace_and_loses_nothing() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from railyard.control.tables import JobRow, NodeRow, QueueRow, UsageRow
+from railyard.control.tables import JobRow, JobState, NodeRow, QueueRow, UsageRow
 from railyard.sched import (
     Job,
     Level,
@@ -18,10 +18,15 @@ from railyard.sched import (
     NodeState,
     Queue,
     RunningJob,
+    StartReason,
+    StopCause,
     TopologyMode,
     TopologyRequirement,
     Usage,
 )
+
+NODE_DOWN = "NodeDown"  # `preempt_for` of a job stopped because its node is down
+TIME_LIMIT_REASON = "TimeLimit"  # `reason` of a job stopped at its time limit
 
 
 def to_node(row: NodeRow) -> Node:
@@ -44,6 +49,11 @@ def to_queue(row: QueueRow) -> Queue:
         borrowing_limit_gpus=dict(row.borrowing_limit_gpus),
         lending_limit_gpus=dict(row.lending_limit_gpus),
         weight=row.weight,
+        priority_preemption=row.priority_preemption,
+        default_time_s=row.default_time_s,
+        max_time_s=row.max_time_s,
+        max_min_runtime_s=row.max_min_runtime_s,
+        max_checkpoint_grace_s=row.max_checkpoint_grace_s,
     )
 
 
@@ -64,12 +74,20 @@ class JobFields(Protocol):
     min_runtime_s: float
     checkpoint_grace_s: float
     restart_count: int
+    max_restarts: int
     array_parent: str | None
     array_index: int | None
+    array_max_running: int | None
+    warn_before_s: float | None
+    attained_gpu_s: float
+    nominated: bool
+    state: str
+    reason: str
     placement: dict[str, list[int]] | None
     start_t_s: float | None
     last_checkpoint_t_s: float | None
     preempt_for: str | None
+    warned: bool
 
 
 SCHED_COLUMNS: tuple[Any, ...] = (
@@ -88,9 +106,14 @@ SCHED_COLUMNS: tuple[Any, ...] = (
     JobRow.min_runtime_s,
     JobRow.checkpoint_grace_s,
     JobRow.restart_count,
+    JobRow.max_restarts,
     JobRow.array_parent,
     JobRow.array_index,
     JobRow.array_max_running,
+    JobRow.warn_before_s,
+    JobRow.warned,
+    JobRow.attained_gpu_s,
+    JobRow.nominated,
     JobRow.state,
     JobRow.reason,
     JobRow.placement,
@@ -124,9 +147,23 @@ def to_job(row: JobFields, user: str) -> Job:
         min_runtime_s=row.min_runtime_s,
         checkpoint_grace_s=row.checkpoint_grace_s,
         restart_count=row.restart_count,
+        max_restarts=row.max_restarts,
         array_parent=row.array_parent,
         array_index=row.array_index,
+        array_max_running=row.array_max_running,
+        warn_before_s=row.warn_before_s,
+        attained_gpu_s=row.attained_gpu_s,
+        nominated=row.nominated,
     )
+
+
+def stop_cause(state: str, reason: str, preempt_for: str | None) -> StopCause | None:
+    """Why a live job is being stopped, from its row (see `sched.lifecycle.settle`)."""
+    if state == JobState.PREEMPTING.value:
+        return StopCause.NODE_DOWN if preempt_for == NODE_DOWN else StopCause.PREEMPTED
+    if state == JobState.CANCELLING.value:
+        return StopCause.TIME_LIMIT if reason == TIME_LIMIT_REASON else StopCause.CANCELLED
+    return None
 
 
 def to_running(row: JobFields, user: str) -> RunningJob:
@@ -137,6 +174,9 @@ def to_running(row: JobFields, user: str) -> RunningJob:
         start_t_s=row.start_t_s if row.start_t_s is not None else row.submit_t_s,
         last_checkpoint_t_s=row.last_checkpoint_t_s,
         preempt_for=row.preempt_for,
+        stop_cause=stop_cause(row.state, row.reason, row.preempt_for),
+        warned=row.warned,
+        backfilled=row.reason.startswith(StartReason.BACKFILL.value),
     )
 
 

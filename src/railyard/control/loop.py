@@ -1,14 +1,16 @@
-"""The scheduler loop: the scheduler core on the wall clock, acting through an executor.
+"""The scheduler loop: the lifecycle and the cycle on the wall clock, acting through an
+executor.
 
 One step, in order:
 
-1. Collect exits from the executor and settle those jobs (completed, requeued, failed).
-2. Send what was decided but not yet sent: cancels, time limits.
-3. Take a snapshot of the store and run ``sched.cycle``.
-4. Write every decision (STARTING with its placement, PREEMPTING with its deadline, pending
-   reasons) and commit, then act on it through the executor, then write what the executor
-   returned (the job handle, RUNNING).
-5. Accrue fair-share usage.
+1. Collect exits from the executor (and those adoption found after a restart).
+2. Read the store into a `StepInput` (`world.py`) and ask `sched.lifecycle.step` for the plan:
+   settlements, time-limit warnings and stops, the cycle's decisions, drains, usage. The
+   simulator applies the very same step on its virtual clock.
+3. Write the whole plan in one transaction, every state change a compare-and-set
+   (`apply.py`), and commit.
+4. Act on what was written: stop, warn, ask victims to checkpoint and stop, cancel jobs on
+   down nodes, launch; then record each launch's handle (RUNNING).
 
 Because the decision is durable before the act, a restart reconciles instead of guessing
 (:meth:`Loop.reconcile`): STARTING jobs are started again (the executor's start is
@@ -27,36 +29,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from railyard.control.convert import (
-    SCHED_COLUMNS,
-    to_job,
-    to_node,
-    to_queue,
-    to_running,
-    usage_from_rows,
-    usage_keys,
-)
+from railyard.control.apply import Written, cas, write_plan
 from railyard.control.paths import checkpoint_dir, job_dir, logs_dir, script_path
 from railyard.control.store import Store
-from railyard.control.tables import EventRow, JobRow, JobState, NodeRow, QueueRow, UsageRow, User
-from railyard.exec.protocol import Executor, ExitReport, JobHandle, LaunchSpec, Outcome
-from railyard.sched import (
-    ClusterState,
-    CycleResult,
-    Job,
-    NodeState,
-    SchedulerConfig,
-    accrue_usage,
-    cycle,
-)
+from railyard.control.tables import HOLDING_STATES, JobRow, JobState
+from railyard.control.world import WorldReader
+from railyard.exec.exits import exit_of
+from railyard.exec.protocol import Executor, JobHandle, LaunchSpec
+from railyard.sched import CycleCache, SchedulerConfig
+from railyard.sched.lifecycle import Exit, StepPlan
+from railyard.sched.lifecycle import step as lifecycle_step
 
 log = logging.getLogger("railyard.loop")
-
-ARRAY_LIMIT_REASON = "JobArrayTaskLimit"  # Slurm's reason for a throttled array element
-TIME_LIMIT_REASON = "TimeLimit"
 
 
 @dataclass(frozen=True)
@@ -98,7 +85,10 @@ class Loop:
         self.clock = clock
         self._wake = threading.Event()
         self._last_accrual_t_s: float | None = None
-        self._pending_cache: dict[str, tuple[float, Job, int | None]] = {}
+        self._world = WorldReader(config.scheduler)
+        self._cache = CycleCache()
+        self._carried: list[Exit] = []  # exits adoption found, settled by the next step
+        self.last_plan: StepPlan | None = None
 
     # -- driving ------------------------------------------------------------------------------
 
@@ -113,7 +103,7 @@ class Loop:
             try:
                 self.step()
             except Exception:  # keep serving; the next step retries from the store
-                log.exception("service step failed")
+                log.exception("loop step failed")
             took_s = time.perf_counter() - began
             if self._wake.wait(self.config.cycle_interval_s):
                 # Coalesce a burst of events (a thousand submits) into one cycle, and leave
@@ -121,184 +111,76 @@ class Loop:
                 stop.wait(max(self.config.event_coalesce_s, took_s))
             self._wake.clear()
 
-    def reconcile(self) -> list[ExitReport]:
-        """After a restart: re-attach to what is running, settle what ended while we were away."""
+    def reconcile(self) -> list[Exit]:
+        """After a restart: re-attach to what is running, start what was decided but maybe
+        not launched, re-send stops; exits found are settled by the next step."""
         with self.store.session() as session:
-            rows = session.scalars(
-                select(JobRow).where(JobRow.state.in_([s.value for s in _LIVE]))
-            ).all()
+            rows = session.scalars(select(JobRow).where(JobRow.state.in_(HOLDING_STATES))).all()
             handles = [JobHandle.from_dict(r.handle) for r in rows if r.handle is not None]
             starting = [r for r in rows if r.handle is None]
             specs = [self._launch_spec(r) for r in starting]
-        reports = self.executor.adopt(handles)
+            stopping = [
+                (r.id, r.state, r.preempt_deadline_t_s)
+                for r in rows
+                if r.state in (JobState.PREEMPTING.value, JobState.CANCELLING.value)
+            ]
+        exits = [exit_of(r) for r in self.executor.adopt(handles)]
         for spec in specs:  # decided and committed, maybe launched: start is idempotent
             self._start(spec)
-        with self.store.session() as session:
-            for row in session.scalars(
-                select(JobRow).where(JobRow.state == JobState.PREEMPTING.value)
-            ):
-                grace_s = max(0.0, (row.preempt_deadline_t_s or 0.0) - self.clock())
-                self.executor.request_checkpoint_stop(row.id, grace_s)
-        self._settle(reports, StepReport())
-        return reports
+        for job_id, state, deadline in stopping:
+            if state == JobState.PREEMPTING.value:
+                grace_s = max(0.0, (deadline or 0.0) - self.clock())
+                self.executor.request_checkpoint_stop(job_id, grace_s)
+            else:
+                self.executor.cancel(job_id)
+        self._carried.extend(exits)
+        return exits
 
     def step(self) -> StepReport:
         report = StepReport()
         # 1. Exits first, so their GPUs are free for this cycle.
-        self._settle(self.executor.poll(), report)
+        exits = [*self._carried, *(exit_of(r) for r in self.executor.poll())]
+        self._carried = []
         now_t_s = self.clock()
-        # 2. Decided but not yet sent: cancels and time limits.
-        self._send_stops(now_t_s)
-        # 3. Snapshot and cycle.
+        # 2-3. Read, plan, write the plan before acting on it.
         with self.store.session() as session:
-            state, reasons, held = self._snapshot(session)
-            started = time.perf_counter()
-            result = cycle(state, now_t_s, self.config.scheduler)
-            report.cycle_s = time.perf_counter() - started
-            # 4a. Write the decisions before acting on them.
-            specs = self._write_decisions(session, result, now_t_s, reasons, held)
-            self._accrue(session, state, now_t_s)
-            self._settle_drains(session, state, now_t_s)
-        # 4b. Act, then record what the executor returned.
-        for preempt in result.preemptions:
-            self.executor.request_checkpoint_stop(preempt.job_id, preempt.grace_s)
-            report.preempted.append(preempt.job_id)
-        for requeue in result.requeues:
-            self.executor.cancel(requeue.job_id)
+            given, seen = self._world.read(session, now_t_s, exits, self._last_accrual_t_s)
+            began = time.perf_counter()
+            plan = lifecycle_step(given, self.config.scheduler, self._cache)
+            report.cycle_s = time.perf_counter() - began
+            written = write_plan(session, plan, seen, now_t_s)
+            specs = self._specs(session, written)
+        self._last_accrual_t_s = now_t_s
+        self.last_plan = plan
+        report.finished, report.requeued = written.finished, written.requeued
+        # 4. Act, then record what the executor returned.
+        self._act(written, report)
         for spec in specs:
             if self._start(spec):
                 report.started.append(spec.job_id)
         return report
 
-    # -- the parts of a step ------------------------------------------------------------------
+    # -- acting ---------------------------------------------------------------------------------
 
-    def _snapshot(self, session: Session) -> tuple[ClusterState, dict[str, str], dict[str, str]]:
-        """The cluster as the scheduler sees it, the current reason of each pending job, and
-        the array elements held over their limit (with their reason)."""
-        users = {u.id: u.name for u in session.scalars(select(User))}
-        nodes = [to_node(r) for r in session.scalars(select(NodeRow).order_by(NodeRow.name))]
-        queues = [to_queue(r) for r in session.scalars(select(QueueRow))]
-        live_states = [s.value for s in _LIVE]
-        live = session.execute(select(*SCHED_COLUMNS).where(JobRow.state.in_(live_states))).all()
-        waiting = self._pending_jobs(session, users)
-        running_by_array: dict[str, int] = {}
-        for r in live:
-            if r.array_parent is not None:
-                running_by_array[r.array_parent] = running_by_array.get(r.array_parent, 0) + 1
-        pending: list[Job] = []
-        held: dict[str, str] = {}
-        for job, limit, _ in waiting:
-            parent = job.array_parent
-            if parent is not None and limit is not None:
-                if running_by_array.get(parent, 0) >= limit:
-                    held[job.id] = ARRAY_LIMIT_REASON
-                    continue
-                running_by_array[parent] = running_by_array.get(parent, 0) + 1
-            pending.append(job)
-        running = [to_running(r, users.get(r.user_id, "?")) for r in live]
-        usage = usage_from_rows(session.scalars(select(UsageRow)))
-        state = ClusterState(
-            nodes=nodes, queues=queues, pending=pending, running=running, usage=usage
-        )
-        reasons = {job.id: reason for job, _, reason in waiting}
-        return state, reasons, held
-
-    def _pending_jobs(
-        self, session: Session, users: dict[int, str]
-    ) -> list[tuple[Job, int | None, str]]:
-        """(job, array limit, reason) of every pending job in submit order.
-
-        Converting ten thousand rows to jobs on every cycle would starve the API, so jobs are
-        cached by id and ``updated_t_s`` (every write to a job row bumps it) and only new or
-        changed rows are read in full.
-        """
-        keys: list[tuple[str, float, str]] = [
-            (r[0], r[1], r[2])
-            for r in session.execute(
-                select(JobRow.id, JobRow.updated_t_s, JobRow.reason)
-                .where(JobRow.state == JobState.PENDING.value)
-                .order_by(JobRow.submit_t_s, JobRow.id)
+    def _act(self, written: Written, report: StepReport) -> None:
+        with self.store.session() as session:  # cancels the API wrote: resent (idempotent)
+            cancelling = list(
+                session.scalars(select(JobRow.id).where(JobRow.state == JobState.CANCELLING.value))
             )
-        ]
-        cache = self._pending_cache
-        stale = [job_id for job_id, updated, _ in keys if cache.get(job_id, (None,))[0] != updated]
-        for chunk in range(0, len(stale), 500):
-            ids = stale[chunk : chunk + 500]
-            for r in session.execute(select(*SCHED_COLUMNS).where(JobRow.id.in_(ids))):
-                job = to_job(r, users.get(r.user_id, "?"))
-                cache[r.id] = (r.updated_t_s, job, r.array_max_running)
-        self._pending_cache = {job_id: cache[job_id] for job_id, _, _ in keys}
-        return [(cache[i][1], cache[i][2], reason) for i, _, reason in keys]
+        for job_id in [*written.stopped, *cancelling]:
+            self.executor.cancel(job_id)
+        for job_id in written.warned:
+            self.executor.signal(job_id, None)
+        for job_id, grace_s in written.preempted:
+            self.executor.request_checkpoint_stop(job_id, grace_s)
+            report.preempted.append(job_id)
 
-    def _write_decisions(
-        self,
-        session: Session,
-        result: CycleResult,
-        now_t_s: float,
-        reasons: dict[str, str],
-        held: dict[str, str],
-    ) -> list[LaunchSpec]:
-        """Record starts, preemptions, requeues and changed reasons; return what to launch."""
-        decided = [
-            *(d.job_id for d in result.starts),
-            *(d.job_id for d in result.preemptions),
-            *(d.job_id for d in result.requeues),
-        ]
-        rows = {r.id: r for r in session.scalars(select(JobRow).where(JobRow.id.in_(decided)))}
-        specs: list[LaunchSpec] = []
-        for start in result.starts:
-            row = rows[start.job_id]
-            row.state = JobState.STARTING.value
-            row.placement = {node: list(gpus) for node, gpus in start.placement.items()}
-            row.start_t_s = now_t_s
-            row.reason = start.reason.value + (" (borrowing)" if start.borrowing else "")
-            row.updated_t_s = now_t_s
-            session.add(_event(now_t_s, row.id, "start", f"{row.reason} on {row.placement}"))
-            specs.append(self._launch_spec(row))
-        for preempt in result.preemptions:
-            row = rows[preempt.job_id]
-            row.state = JobState.PREEMPTING.value
-            row.preempt_for = preempt.for_job_id
-            row.preempt_deadline_t_s = now_t_s + preempt.grace_s
-            row.reason = f"Preempted ({preempt.reason.value} for {preempt.for_job_id})"
-            row.updated_t_s = now_t_s
-            session.add(_event(now_t_s, row.id, "preempt", row.reason))
-        for requeue in result.requeues:
-            row = rows[requeue.job_id]
-            row.state = JobState.PREEMPTING.value
-            row.preempt_for = requeue.reason
-            row.preempt_deadline_t_s = now_t_s
-            row.reason = requeue.reason
-            session.add(_event(now_t_s, row.id, "requeue", requeue.reason))
-        changed: dict[str, list[str]] = {}
-        for job_id, reason in {
-            **{k: v.value for k, v in result.pending_reasons.items()},
-            **held,
-        }.items():
-            if job_id in reasons and reasons[job_id] != reason:
-                changed.setdefault(reason, []).append(job_id)
-        for reason, ids in changed.items():  # one UPDATE per distinct reason
-            session.execute(
-                update(JobRow)
-                .where(JobRow.id.in_(ids), JobRow.state == JobState.PENDING.value)
-                .values(reason=reason, updated_t_s=now_t_s)
-            )
-        return specs
-
-    def _settle_drains(self, session: Session, state: ClusterState, now_t_s: float) -> None:
-        """A draining node with nothing left on it is drained (Slurm's DRAINING -> DRAINED)."""
-        busy = {node for r in state.running for node in r.placement}
-        for row in session.scalars(
-            select(NodeRow).where(NodeRow.state == NodeState.DRAINING.value)
-        ):
-            if row.name not in busy:
-                row.state = NodeState.DRAINED.value
-                row.updated_t_s = now_t_s
-                session.add(
-                    EventRow(
-                        t_s=now_t_s, job_id=None, kind="drained", message=f"node {row.name} drained"
-                    )
-                )
+    def _specs(self, session: Session, written: Written) -> list[LaunchSpec]:
+        if not written.started:
+            return []
+        rows = session.scalars(select(JobRow).where(JobRow.id.in_(written.started)))
+        by_id = {r.id: r for r in rows}
+        return [self._launch_spec(by_id[j]) for j in written.started]
 
     def _start(self, spec: LaunchSpec) -> bool:
         """Launch through the executor and record the handle; a failure fails the job."""
@@ -306,113 +188,23 @@ class Loop:
             handle = self.executor.start(spec)
         except Exception as exc:  # a launch that cannot happen must not wedge the queue
             log.exception("start of %s failed", spec.job_id)
-            self._finish(spec.job_id, JobState.FAILED, f"LaunchFailed: {exc}", None, None)
-            return False
-        with self.store.session() as session:
-            row = session.get(JobRow, spec.job_id)
-            if row is not None and JobState(row.state).holds_gpus:  # maybe cancelled meanwhile
-                row.handle = handle.to_dict()
-                if row.state == JobState.STARTING.value:
-                    row.state = JobState.RUNNING.value
-                row.updated_t_s = self.clock()
-        return True
-
-    def _send_stops(self, now_t_s: float) -> None:
-        """Cancels the API wrote, and jobs past their time limit (Slurm's TIMEOUT)."""
-        with self.store.session() as session:
-            for row in session.scalars(
-                select(JobRow).where(JobRow.state == JobState.CANCELLING.value)
-            ):
-                self.executor.cancel(row.id)
-            for row in session.scalars(
-                select(JobRow).where(JobRow.state == JobState.RUNNING.value)
-            ):
-                limit, began = row.walltime_s, row.start_t_s
-                if limit is not None and began is not None and now_t_s > began + limit:
-                    row.state = JobState.CANCELLING.value
-                    row.reason = TIME_LIMIT_REASON
-                    row.updated_t_s = now_t_s
-                    session.add(_event(now_t_s, row.id, "timeout", "time limit reached"))
-                    self.executor.cancel(row.id)
-
-    def _settle(self, reports: list[ExitReport], step: StepReport) -> None:
-        """Turn executor exits into final or requeued states, once each."""
-        for report in reports:
             with self.store.session() as session:
-                row = session.get(JobRow, report.job_id)
-                if row is None or not JobState(row.state).holds_gpus:
-                    continue  # already settled (a report can repeat after adoption)
-                if row.restart_count != report.restart_count:
-                    continue  # an older attempt's report
-                state, reason = _settlement(row, report.outcome)
-            if state == JobState.PENDING:
-                self._requeue(report.job_id, reason)
-                step.requeued.append(report.job_id)
-            else:
-                self._finish(report.job_id, state, reason, report.exit_code, report.outcome)
-                step.finished.append((report.job_id, state.value))
-
-    def _requeue(self, job_id: str, reason: str) -> None:
-        now_t_s = self.clock()
-        with self.store.session() as session:
-            row = session.get(JobRow, job_id)
-            assert row is not None
-            row.state = JobState.PENDING.value
-            row.restart_count += 1
-            row.reason = reason
-            row.placement = None
-            row.handle = None
-            row.start_t_s = None
-            row.preempt_for = None
-            row.preempt_deadline_t_s = None
-            row.last_checkpoint_t_s = None
-            row.updated_t_s = now_t_s
-            session.add(
-                _event(now_t_s, job_id, "requeue", f"{reason}; restart {row.restart_count}")
-            )
-
-    def _finish(
-        self,
-        job_id: str,
-        state: JobState,
-        reason: str,
-        exit_code: int | None,
-        outcome: Outcome | None,
-    ) -> None:
-        now_t_s = self.clock()
-        with self.store.session() as session:
-            row = session.get(JobRow, job_id)
-            if row is None:
-                return
-            row.state = state.value
-            row.reason = reason
-            row.exit_code = exit_code
-            row.outcome = outcome.value if outcome else None
-            row.end_t_s = now_t_s
-            row.updated_t_s = now_t_s
-            session.add(_event(now_t_s, job_id, state.value, f"{reason}; exit {exit_code}"))
-
-    def _accrue(self, session: Session, state: ClusterState, now_t_s: float) -> None:
-        """Decay and charge fair-share usage for the time since the last step."""
-        last = self._last_accrual_t_s
-        self._last_accrual_t_s = now_t_s
-        if last is None or now_t_s <= last:
-            return
-        usage = accrue_usage(
-            state.usage,
-            state.running,
-            state.queues,
-            now_t_s - last,
-            self.config.scheduler.fairshare_half_life_s,
-        )
-        existing = {r.key: r for r in session.scalars(select(UsageRow))}
-        for key, gpu_s in usage_keys(usage).items():
-            row = existing.get(key)
-            if row is None:
-                session.add(UsageRow(key=key, gpu_s=gpu_s, updated_t_s=now_t_s))
-            else:
-                row.gpu_s = gpu_s
-                row.updated_t_s = now_t_s
+                cas(
+                    session,
+                    spec.job_id,
+                    JobState.STARTING.value,
+                    state=JobState.FAILED.value,
+                    reason=f"LaunchFailed: {exc}"[:256],
+                    end_t_s=self.clock(),
+                    updated_t_s=self.clock(),
+                )
+            return False
+        with self.store.session() as session:  # maybe cancelled or preempted meanwhile
+            now = self.clock()
+            held = tuple(s.value for s in JobState if s.holds_gpus)
+            cas(session, spec.job_id, held, handle=handle.to_dict(), updated_t_s=now)
+            cas(session, spec.job_id, JobState.STARTING.value, state=JobState.RUNNING.value)
+        return True
 
     def _launch_spec(self, row: JobRow) -> LaunchSpec:
         state_dir = self.config.state_dir
@@ -438,9 +230,6 @@ class Loop:
         )
 
 
-_LIVE = (JobState.STARTING, JobState.RUNNING, JobState.PREEMPTING, JobState.CANCELLING)
-
-
 def slurm_compat_env(row: JobRow) -> dict[str, str]:
     """The Slurm variables batch scripts commonly read, so #SBATCH scripts run unchanged."""
     env = {"SLURM_JOB_ID": row.id, "SLURM_JOB_NAME": row.name or "railyard",
@@ -452,31 +241,3 @@ def slurm_compat_env(row: JobRow) -> dict[str, str]:
             "RAILYARD_ARRAY_TASK_ID": str(row.array_index),
         }
     return env
-
-
-def _settlement(row: JobRow, outcome: Outcome) -> tuple[JobState, str]:
-    """The state a job moves to when its attempt ends, and why."""
-    state = JobState(row.state)
-    if state == JobState.CANCELLING:
-        if row.reason == TIME_LIMIT_REASON:
-            return JobState.FAILED, TIME_LIMIT_REASON
-        return (
-            (JobState.COMPLETED, "Completed")
-            if outcome == Outcome.COMPLETED
-            else (JobState.CANCELLED, "Cancelled")
-        )
-    if outcome == Outcome.COMPLETED:  # finished before a stop signal reached it
-        return JobState.COMPLETED, "Completed"
-    if state == JobState.PREEMPTING:
-        why = "NodeDown" if row.preempt_for == "NodeDown" else "Preempted"
-        return JobState.PENDING, f"Requeued ({why})"
-    retries_left = row.restart_count < row.max_restarts
-    if outcome == Outcome.LOST and retries_left:
-        return JobState.PENDING, "Requeued (lost while the control plane was down)"
-    if outcome == Outcome.FAILED and row.requeue_on_failure and retries_left:
-        return JobState.PENDING, "Requeued (failed)"
-    return JobState.FAILED, "NonZeroExitCode" if outcome == Outcome.FAILED else outcome.value
-
-
-def _event(t_s: float, job_id: str, kind: str, message: str) -> EventRow:
-    return EventRow(t_s=t_s, job_id=job_id, kind=kind, message=message)

@@ -30,10 +30,12 @@ class JobState(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    TIMEOUT = "timeout"
+    NODE_FAIL = "node_fail"
 
     @property
     def finished(self) -> bool:
-        return self in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED)
+        return self in _FINISHED
 
     @property
     def holds_gpus(self) -> bool:
@@ -45,6 +47,9 @@ class JobState(StrEnum):
         )
 
 
+_FINISHED = frozenset(
+    {JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.NODE_FAIL}
+)
 ACTIVE_STATES = tuple(s.value for s in JobState if not s.finished)
 HOLDING_STATES = tuple(s.value for s in JobState if s.holds_gpus)
 
@@ -82,6 +87,11 @@ class QueueRow(Base):
     borrowing_limit_gpus: Mapped[dict[str, int]] = mapped_column(JSON, default=dict)
     lending_limit_gpus: Mapped[dict[str, int]] = mapped_column(JSON, default=dict)
     weight: Mapped[float] = mapped_column(Float, default=1.0)
+    priority_preemption: Mapped[bool] = mapped_column(Boolean, default=False)
+    default_time_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    max_time_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    max_min_runtime_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    max_checkpoint_grace_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_t_s: Mapped[float] = mapped_column(Float)
 
 
@@ -150,6 +160,10 @@ class JobRow(Base):
     preempt_for: Mapped[str | None] = mapped_column(String(64), nullable=True)
     preempt_deadline_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     last_checkpoint_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    warn_before_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    warned: Mapped[bool] = mapped_column(Boolean, default=False)
+    attained_gpu_s: Mapped[float] = mapped_column(Float, default=0.0)
+    nominated: Mapped[bool] = mapped_column(Boolean, default=False)
     updated_t_s: Mapped[float] = mapped_column(Float)
 
 

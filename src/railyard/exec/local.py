@@ -130,6 +130,13 @@ class LocalExecutor:
         if job.stage < Stage.TERMINATING:
             self._terminate(job)
 
+    def signal(self, job_id: str, signal_name: str | None = None) -> None:
+        """Send one signal to every live rank's group; unknown or ended jobs are a no-op."""
+        job = self._jobs.get(job_id)
+        if job is None:
+            return
+        self._signal_live(job, signal.Signals[signal_name or job.handle.preempt_signal])
+
     def poll(self) -> list[ExitReport]:
         """Reap exited ranks, terminate the gang of a failed rank, escalate overdue stops, and
         report each job whose last rank has exited. Never blocks."""

@@ -180,6 +180,11 @@ class Executor(Protocol):
         """SIGTERM every rank's group now, SIGKILL after a short term grace."""
         ...
 
+    def signal(self, job_id: str, signal_name: str | None = None) -> None:
+        """Send a signal (the job's preempt signal when None) to every rank's group, once,
+        with no escalation: the warning before a time limit (Slurm's ``--signal``)."""
+        ...
+
     def poll(self) -> list[ExitReport]:
         """Reports of jobs whose last rank has exited since the previous call; never blocks."""
         ...

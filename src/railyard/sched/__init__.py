@@ -4,7 +4,7 @@
 I/O, no clock, no threads: the simulator and the live control plane drive the same code.
 """
 
-from railyard.sched.accounting import accrue_usage, expand_array, queue_path, requeue_after_stop
+from railyard.sched.accounting import accrue_usage, expand_array, queue_path
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.cycle import cycle, estimate_start_t_s
 from railyard.sched.decisions import (
@@ -27,13 +27,16 @@ from railyard.sched.model import (
     PriorityClass,
     Queue,
     RunningJob,
+    StopCause,
     TopologyMode,
     TopologyRequirement,
     Usage,
 )
+from railyard.sched.snapshot import CycleCache
 
 __all__ = [
     "ClusterState",
+    "CycleCache",
     "CycleResult",
     "Job",
     "Level",
@@ -51,6 +54,7 @@ __all__ = [
     "SchedulerConfig",
     "Start",
     "StartReason",
+    "StopCause",
     "TopologyMode",
     "TopologyRequirement",
     "Usage",
@@ -59,5 +63,4 @@ __all__ = [
     "estimate_start_t_s",
     "expand_array",
     "queue_path",
-    "requeue_after_stop",
 ]

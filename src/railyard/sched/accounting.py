@@ -1,4 +1,4 @@
-"""Pure helpers a driver calls between cycles: usage decay, requeue after a stop, arrays.
+"""Pure helpers a driver calls between cycles: usage decay and arrays.
 
 They live here, not in the driver, so the simulator and the live control plane account in
 exactly the same way.
@@ -54,19 +54,6 @@ def accrue_usage(
         for name in paths[q]:
             by_queue[name] = by_queue.get(name, 0.0) + gpus * dt_s
     return Usage(queue_gpu_s=by_queue, user_gpu_s=by_user)
-
-
-def requeue_after_stop(running: RunningJob, *, keep_submit_time: bool = True) -> Job:
-    """The pending job to resubmit once a preempted or failed job has stopped.
-
-    Keeping the original submit time means a preempted job does not lose its place in line.
-    """
-    job = running.job
-    return replace(
-        job,
-        restart_count=job.restart_count + 1,
-        submit_t_s=job.submit_t_s if keep_submit_time else running.start_t_s,
-    )
 
 
 def expand_array(job: Job, indices: Iterable[int]) -> list[Job]:

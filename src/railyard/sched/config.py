@@ -26,6 +26,14 @@ class SchedulerConfig:
       head per cycle); later jobs try again next cycle.
     - `fairshare_half_life_s`: for the driver's `accrue_usage` calls, so one config
       describes the whole policy.
+    - `priority_preemption_min`: jobs of at least this priority may preempt by priority in
+      any queue (a priority class opt-in; queues opt in with `Queue.priority_preemption`).
+    - `service_levels_gpu_s`, `time_slice_quantum_s`: the `las` policy's queue thresholds
+      (attained GPU-seconds) and the least time a job runs before it may be sliced.
+    - `kill_wait_s`: how long a job past its time limit takes to be killed (Slurm's
+      `KillWait`, 30 s by default); read by reservations and by the lifecycle.
+    - `estimate_from_history`: drivers hand the cycle run-time predictions from each
+      queue's completed jobs, used where a job has no time limit (`limits.Estimates`).
     """
 
     ordering: str = "fairshare"
@@ -40,6 +48,13 @@ class SchedulerConfig:
     preemption_searches_per_cycle: int = 16
     preemption_searches_per_queue: int = 1
     fairshare_half_life_s: float = 7 * 24 * 3600.0
+    priority_preemption_min: int | None = None
+    # Tiresias (NSDI 2019) uses two queues; its threshold is tuned per trace. One GPU-hour
+    # and one GPU-day split Philly-like traces into short, medium and long jobs.
+    service_levels_gpu_s: tuple[float, ...] = (3600.0, 86_400.0)
+    time_slice_quantum_s: float = 600.0
+    kill_wait_s: float = 30.0
+    estimate_from_history: bool = True
 
     def __post_init__(self) -> None:
         ORDERING.get(self.ordering)
@@ -56,3 +71,9 @@ class SchedulerConfig:
             raise ValueError("exact_victim_search_max must be >= 0")
         if self.default_walltime_s is not None and not 0 < self.default_walltime_s < math.inf:
             raise ValueError("default_walltime_s must be a positive finite number or None")
+        levels = self.service_levels_gpu_s
+        if any(not 0 < x < math.inf for x in levels) or list(levels) != sorted(set(levels)):
+            raise ValueError("service_levels_gpu_s must be increasing positive finite numbers")
+        for name in ("time_slice_quantum_s", "kill_wait_s"):
+            if not 0 <= getattr(self, name) < math.inf:
+                raise ValueError(f"{name} must be a finite number >= 0")

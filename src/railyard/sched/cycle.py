@@ -1,8 +1,9 @@
-"""One scheduling cycle: `cycle(state, now_t_s, config) -> CycleResult`.
+"""One scheduling cycle: `cycle(state, now_t_s, config, cache) -> CycleResult`.
 
-The cycle reads the state, builds a snapshot, and decides; it never mutates its input, reads
-no clock and keeps nothing between calls, so the simulator and the live control plane get the
-same decisions for the same state.
+The cycle reads the state, builds a snapshot, and decides. It never mutates its input,
+reads no clock and does no I/O; the only thing a driver may keep between calls is a
+`CycleCache` (indexes and memos of pure functions), so the simulator and the live control
+plane get the same decisions for the same state, with or without the cache.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from dataclasses import dataclass
 from railyard.sched.admit import Pass, Policies
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.decisions import CycleResult, Requeue
+from railyard.sched.limits import Estimates
 from railyard.sched.model import ClusterState, Job, NodeState, RunningJob
+from railyard.sched.outcome import Verdict
 from railyard.sched.policies import ADMISSION, BACKFILL, ORDERING, PLACEMENT, PREEMPTION
 from railyard.sched.policies.registry import OrderContext
 from railyard.sched.quota import QuotaTree
-from railyard.sched.reservation import earliest_start
-from railyard.sched.snapshot import Masks, Shape, Snapshot, Topology
+from railyard.sched.reserve import Blocker, earliest_start
+from railyard.sched.snapshot import CycleCache, Masks, Shape, Snapshot, Topology
 
 
 def resolve(config: SchedulerConfig) -> Policies:
@@ -39,13 +42,13 @@ class _Booked:
     running: tuple[RunningJob, ...]  # sorted by id
 
 
-def _book(state: ClusterState) -> _Booked:
+def _book(state: ClusterState, cache: CycleCache | None) -> _Booked:
     """Index the inventory and book every running job's GPUs and quota.
 
     Used GPUs are OR-ed per node first and the snapshot is built once from the free masks,
     which is much cheaper than taking each job's GPUs from a full snapshot one by one.
     """
-    topo = Topology.of(state.nodes)
+    topo = cache.topology(state.nodes) if cache is not None else Topology(state.nodes)
     flavors = {n.flavor for n in state.nodes} | {j.flavor for j in state.pending}
     quota = QuotaTree(state.queues, flavors)
     running = tuple(sorted(state.running, key=lambda r: r.id))
@@ -69,8 +72,17 @@ def _book(state: ClusterState) -> _Booked:
     return _Booked(topo, snap, quota, run_masks, running)
 
 
+def _estimates(state: ClusterState, quota: QuotaTree, config: SchedulerConfig) -> Estimates:
+    return Estimates(
+        quota.queues, state.runtime_history_s, config.default_walltime_s, config.kill_wait_s
+    )
+
+
 def cycle(
-    state: ClusterState, now_t_s: float, config: SchedulerConfig | None = None
+    state: ClusterState,
+    now_t_s: float,
+    config: SchedulerConfig | None = None,
+    cache: CycleCache | None = None,
 ) -> CycleResult:
     """Decide starts, preemptions, requeues and a reason for every job left pending.
 
@@ -80,31 +92,41 @@ def cycle(
     policies = resolve(config)
 
     # 1. Take a snapshot: free-GPU aggregates and quota usage, with running jobs booked.
-    booked = _book(state)
+    booked = _book(state, cache)
 
     # 2. Requeue jobs that run on a node that went down; their GPUs stay booked until the
     #    driver reports them stopped, exactly like a preemption victim.
     down = {n.name for n in state.nodes if n.state is NodeState.DOWN}
     requeues = tuple(
-        Requeue(r.id) for r in booked.running if any(name in down for name in r.placement)
+        Requeue(r.id)
+        for r in booked.running
+        if r.stop_cause is None and any(name in down for name in r.placement)
     )
 
-    # 3. Order the pending jobs: starving jobs first (oldest first within a priority), then
-    #    the rest by the ordering policy's key.
-    ctx = OrderContext(now_t_s, state.usage, booked.quota, state.pending)
+    # 3. Order the pending jobs: nominated jobs first (their victims' GPUs are theirs), then
+    #    starving jobs (oldest first within a priority), then the rest by the policy's key.
+    ctx = OrderContext(
+        now_t_s, state.usage, booked.quota, state.pending, config.service_levels_gpu_s
+    )
     starving_t_s = now_t_s - config.starvation_limit_s
+    nominated = sorted((j for j in state.pending if j.nominated), key=lambda j: j.id)
     starving = sorted(
-        (j for j in state.pending if j.submit_t_s <= starving_t_s),
+        (j for j in state.pending if j.submit_t_s <= starving_t_s and not j.nominated),
         key=lambda j: (-j.priority, j.submit_t_s, j.id),
     )
-    ordered = starving + sorted(
-        (j for j in state.pending if j.submit_t_s > starving_t_s),
-        key=policies.ordering.sort_key(ctx),
+    ordered = (
+        nominated
+        + starving
+        + sorted(
+            (j for j in state.pending if j.submit_t_s > starving_t_s and not j.nominated),
+            key=policies.ordering.sort_key(ctx),
+        )
     )
 
-    # 4. Admit in order: quota, then placement; else preempt, else reserve, else a reason.
-    #    Like Kueue, jobs that fit their nominal quota go before jobs that must borrow, so
-    #    quota given back by a reclaim is not borrowed again by the queue that lost it.
+    # 4. Admit in order: feasibility, quota, placement; else preempt; else a reason and maybe
+    #    a reservation. Like Kueue, jobs that fit their nominal quota go before jobs that must
+    #    borrow, so quota given back by a reclaim is not borrowed again by the queue that
+    #    lost it.
     admit = Pass(
         now_t_s=now_t_s,
         config=config,
@@ -114,11 +136,13 @@ def cycle(
         running=booked.running,
         run_masks=booked.run_masks,
         requeued={r.job_id for r in requeues},
+        estimates=_estimates(state, booked.quota, config),
     )
     borrowers = [
         job
         for job in ordered
-        if not admit.admit(job, starving=job.submit_t_s <= starving_t_s, defer_borrowing=True)
+        if admit.admit(job, starving=job.submit_t_s <= starving_t_s, defer_borrowing=True).verdict
+        is Verdict.DEFERRED
     ]
     for job in borrowers:
         admit.admit(job, starving=False)
@@ -126,28 +150,34 @@ def cycle(
     # 5. Collect the decisions.
     return CycleResult(
         starts=tuple(admit.starts),
-        preemptions=tuple(admit.preemptions),
+        preemptions=tuple(admit.preemption.decisions),
         requeues=requeues,
         pending_reasons=admit.reasons,
         reservations=dict(admit.reservations),
+        nominated=frozenset(admit.nominated),
     )
 
 
 def estimate_start_t_s(
-    state: ClusterState, job: Job, now_t_s: float, config: SchedulerConfig | None = None
+    state: ClusterState,
+    job: Job,
+    now_t_s: float,
+    config: SchedulerConfig | None = None,
+    cache: CycleCache | None = None,
 ) -> float | None:
     """Earliest time `job` could be placed if only running jobs held GPUs (`squeue --start`).
 
-    Ignores quota and other pending jobs; None when no estimate exists (unknown walltimes).
+    Ignores quota and other pending jobs; None when no estimate exists (unknown run times).
     """
     config = config or SchedulerConfig()
     placement = PLACEMENT.get(config.placement)
-    booked = _book(state)
+    booked = _book(state, cache)
     shape = Shape.of(job)
     if placement.place(booked.snap, shape) is not None:
         return now_t_s
+    estimates = _estimates(state, booked.quota, config)
     blockers = [
-        (r.end_estimate_t_s(config.default_walltime_s), booked.run_masks[r.id])
+        Blocker(estimates.running_end_t_s(r, now_t_s), booked.run_masks[r.id])
         for r in state.running
     ]
     found = earliest_start(booked.snap, shape, blockers, placement, now_t_s)

@@ -10,17 +10,39 @@ from railyard.sched.model import Placement
 
 
 class Reason(StrEnum):
-    """Why a pending job did not start (the `squeue` reason column)."""
+    """Why a pending job did not start (the `squeue` reason column), in Slurm's words where
+    Slurm has one, Kueue's otherwise."""
 
-    PRIORITY = "Priority"  # a job ahead of it blocks it (strict order, starving job ahead)
+    PRIORITY = "Priority"  # jobs ahead of it hold the GPUs it could use (reservation, order)
     RESOURCES = "Resources"  # not enough free GPUs of its flavor; may hold a reservation
-    QUOTA = "Quota"  # its queue (with borrowing) has no quota left (Slurm: QOSGrpGRES)
+    QUOTA = "QOSGrpGRES"  # GPUs are free, but its queue's quota (with borrowing) is used up
     REQ_NODE_NOT_AVAIL = "ReqNodeNotAvail"  # would fit only if drained/down nodes were back
-    RESERVATION = "Reservation"  # fits now, but would delay a reserved job (no backfill)
     TOPOLOGY = "Topology"  # enough GPUs, but not within the required topology domain
     FRAGMENTATION = "Fragmentation"  # enough free GPUs in total, not in the gang's shape
-    PREEMPTING = "Preempting"  # victims were signalled; waiting for them to stop
-    BAD_CONSTRAINTS = "BadConstraints"  # can never run here: unknown queue/flavor, too big
+    PREEMPTING = "Preempting"  # victims were signalled; their GPUs are held for it
+    UNSCHEDULABLE = "Unschedulable"  # can never be placed on this inventory or quota
+    BAD_CONSTRAINTS = "BadConstraints"  # unknown queue or flavor
+    PARTITION_TIME_LIMIT = "PartitionTimeLimit"  # time limit above its queue's maximum
+    JOB_ARRAY_TASK_LIMIT = "JobArrayTaskLimit"  # its array already runs its %N tasks
+    DEPENDENCY = "Dependency"  # waits for jobs it depends on
+    DEPENDENCY_NEVER_SATISFIED = "DependencyNeverSatisfied"  # a dependency can no longer hold
+    JOB_HELD_USER = "JobHeldUser"  # held by its owner
+    JOB_HELD_ADMIN = "JobHeldAdmin"  # held by an admin
+
+    @property
+    def blocks_forever(self) -> bool:
+        """Never goes away by waiting: the job must be changed or cancelled."""
+        return self in _FOREVER
+
+
+_FOREVER = frozenset(
+    {
+        Reason.UNSCHEDULABLE,
+        Reason.BAD_CONSTRAINTS,
+        Reason.PARTITION_TIME_LIMIT,
+        Reason.DEPENDENCY_NEVER_SATISFIED,
+    }
+)
 
 
 class StartReason(StrEnum):
@@ -30,7 +52,9 @@ class StartReason(StrEnum):
 
 class PreemptReason(StrEnum):
     RECLAIM = "Reclaim"  # lender takes back nominal quota the victim's queue borrowed
-    PRIORITY = "Priority"  # higher-priority job of the same queue
+    PRIORITY = "Priority"  # higher priority, in a queue that opted in to priority preemption
+    RESERVATION = "Reservation"  # a preemptible job backfilled across the reservation it yields
+    TIME_SLICE = "TimeSlice"  # time-sliced policy: the victim has had more service
 
 
 @dataclass(frozen=True)
@@ -73,6 +97,9 @@ class CycleResult:
     requeues: tuple[Requeue, ...] = ()
     pending_reasons: Mapping[str, Reason] = field(default_factory=dict)
     reservations: Mapping[str, Reservation] = field(default_factory=dict)
+    nominated: frozenset[str] = frozenset()
+    """Jobs whose victims are stopping: the driver marks them `Job.nominated` for the next
+    cycle, which admits them first so the GPUs their victims free go to them."""
 
     @property
     def started_ids(self) -> set[str]:

@@ -107,6 +107,13 @@ class Queue:
     """A node of the tenancy tree (organisation, team, project...); jobs go to leaves.
 
     Limits are GPUs per flavor; a flavor missing from a limit map means "no limit".
+    `priority_preemption`: its jobs may evict lower-priority jobs of the same queue and
+    preemptible jobs anywhere (Kueue's `withinClusterQueue: LowerPriority`; off by default, as
+    Slurm's `PreemptType=preempt/none`); reclaiming lent quota needs no opt-in. Like a Slurm
+    partition, `default_time_s` is the time limit of a job that gives none (`DefaultTime`) and
+    `max_time_s` the largest a job may ask for (`MaxTime`). The admin's bounds on what a job
+    may claim for itself: `max_min_runtime_s` (protection from preemption after start) and
+    `max_checkpoint_grace_s` (time to checkpoint when asked to stop).
     """
 
     name: str
@@ -115,10 +122,19 @@ class Queue:
     borrowing_limit_gpus: Mapping[str, int] = field(default_factory=dict)
     lending_limit_gpus: Mapping[str, int] = field(default_factory=dict)
     weight: float = 1.0
+    priority_preemption: bool = False
+    default_time_s: float | None = None
+    max_time_s: float | None = None
+    max_min_runtime_s: float | None = None
+    max_checkpoint_grace_s: float | None = None
 
     def __post_init__(self) -> None:
-        if self.weight <= 0:
-            raise ValueError(f"queue {self.name}: weight must be > 0")
+        if not 0 < self.weight < math.inf:
+            raise ValueError(f"queue {self.name}: weight must be a finite number > 0")
+        for name in ("default_time_s", "max_time_s", "max_min_runtime_s", "max_checkpoint_grace_s"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value < math.inf:
+                raise ValueError(f"queue {self.name}: {name} must be finite and >= 0")
 
 
 @dataclass(frozen=True)
@@ -132,7 +148,14 @@ class Job:
     """A gang of `workers` chunks, each needing `gpus_per_worker` GPUs (and `cpus_per_worker`
     cores, `mem_per_worker_gb` memory) on one node; with `distinct_nodes` every chunk is on a
     node of its own (Slurm's `--nodes`). A chunk is what the scheduler places; how many
-    processes run in it is the executor's business (`--ntasks-per-node`)."""
+    processes run in it is the executor's business (`--ntasks-per-node`).
+
+    Lifecycle fields (read by `sched.lifecycle`, not by the cycle): `requeue` (Slurm's
+    `--requeue`/`--no-requeue`: back to the queue after a node failure, up to `max_restarts`
+    times), `array_max_running` (the `%N` of `--array`), `warn_before_s` (a warning signal that
+    long before the time limit, Slurm's `--signal`), `attained_gpu_s` (service in earlier
+    attempts) and `nominated` (victims are stopping for it).
+    """
 
     id: str
     queue: str
@@ -151,8 +174,14 @@ class Job:
     min_runtime_s: float = 0.0
     checkpoint_grace_s: float = 0.0
     restart_count: int = 0
+    max_restarts: int = 3
+    requeue: bool = True
     array_parent: str | None = None
     array_index: int | None = None
+    array_max_running: int | None = None
+    warn_before_s: float | None = None
+    attained_gpu_s: float = 0.0
+    nominated: bool = False
 
     def __post_init__(self) -> None:
         if self.workers < 1 or self.gpus_per_worker < 0:
@@ -185,15 +214,34 @@ class Job:
         )
 
 
+class StopCause(StrEnum):
+    """Why a running job is being stopped; decides where it goes when it exits."""
+
+    PREEMPTED = "Preempted"  # checkpoint handshake for another job: requeued
+    NODE_DOWN = "NodeDown"  # a node of its placement died: requeued
+    CANCELLED = "Cancelled"  # a user or admin cancelled it
+    TIME_LIMIT = "TimeLimit"  # it reached its time limit: ends TIMEOUT
+
+
 @dataclass(frozen=True)
 class RunningJob:
-    """A started job. `preempt_for` is set by the driver once a Preempt handshake was sent."""
+    """A started job. `stop_cause` is set by the driver once a stop was asked for, and
+    `preempt_for` names the job a preemption handshake was sent for; `warned` once the
+    time-limit warning signal went out; `backfilled` if it started ahead of a reservation."""
 
     job: Job
     placement: Placement
     start_t_s: float
     last_checkpoint_t_s: float | None = None
     preempt_for: str | None = None
+    stop_cause: StopCause | None = None
+    warned: bool = False
+    backfilled: bool = False
+
+    def __post_init__(self) -> None:
+        if self.preempt_for is not None and self.stop_cause is None:
+            cause = StopCause.NODE_DOWN if self.preempt_for == "NodeDown" else StopCause.PREEMPTED
+            object.__setattr__(self, "stop_cause", cause)
 
     @property
     def id(self) -> str:
@@ -232,6 +280,8 @@ class ClusterState:
     pending: Sequence[Job] = ()
     running: Sequence[RunningJob] = ()
     usage: Usage = field(default_factory=Usage)
+    runtime_history_s: Mapping[tuple[str, str | None], float] = field(default_factory=dict)
+    """Predicted run times from each queue's history (see `limits.Estimates`)."""
 
     def __post_init__(self) -> None:
         for name in ("nodes", "queues", "pending", "running"):

@@ -47,6 +47,7 @@ class QuotaTree:
         self.used: dict[tuple[str, str], int] = {}
         self.total: dict[tuple[str, str], int] = {}  # all GPUs of jobs in the subtree
         self._memo: dict[tuple[str, str], int] = {}
+        self._reclaim_memo: dict[tuple[str, str, str, int], bool] = {}
 
     def _path(self, name: str) -> tuple[str, ...]:
         out = [name]
@@ -115,6 +116,7 @@ class QuotaTree:
 
     def _apply(self, name: str, flavor: str, delta: int) -> None:
         self._memo.clear()
+        self._reclaim_memo.clear()
         total, used, guaranteed = self.total, self.used, self.guaranteed
         for q in self.paths[name]:
             total[q, flavor] = total.get((q, flavor), 0) + delta
@@ -128,7 +130,24 @@ class QuotaTree:
             delta = max(0, new - g) - max(0, old - g)
             q_or_none = self.parent[q_or_none]
 
+    def may_reclaim(self, preemptor_queue: str, flavor: str, gpus: int) -> bool:
+        """Could the preemptor reclaim from anyone? Some queue on its path below the root
+        must stay within its nominal after taking `gpus` (see :meth:`reclaimable`)."""
+        return any(
+            self.total.get((q, flavor), 0) + gpus <= self.subtree_nominal.get((q, flavor), 0)
+            for q in self.paths.get(preemptor_queue, ())[1:]
+        )
+
     def reclaimable(self, victim_queue: str, preemptor_queue: str, flavor: str, gpus: int) -> bool:
+        """May the preemptor take back quota from the victim's queue? (Memoised until the
+        next change of usage, like :meth:`available`.)"""
+        key = (victim_queue, preemptor_queue, flavor, gpus)
+        hit = self._reclaim_memo.get(key)
+        if hit is None:
+            hit = self._reclaim_memo[key] = self._reclaimable(*key)
+        return hit
+
+    def _reclaimable(self, victim_queue: str, preemptor_queue: str, flavor: str, gpus: int) -> bool:
         """May the preemptor take back quota from the victim's queue?
 
         Below their lowest common ancestor, the preemptor's branch must stay within its own

@@ -10,8 +10,10 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import NamedTuple
 
+from railyard.sched.decisions import Reason
 from railyard.sched.model import Job, Level, Node, NodeState, Placement, TopologyRequirement
 
 Masks = dict[int, int]
@@ -25,6 +27,7 @@ class Shape(NamedTuple):
     workers: int
     gpus_per_worker: int
     topology: TopologyRequirement | None = None
+    distinct_nodes: bool = False
 
     @property
     def gpus(self) -> int:
@@ -32,7 +35,7 @@ class Shape(NamedTuple):
 
     @classmethod
     def of(cls, job: Job) -> Shape:
-        return cls(job.flavor, job.workers, job.gpus_per_worker, job.topology)
+        return cls(job.flavor, job.workers, job.gpus_per_worker, job.topology, job.distinct_nodes)
 
 
 def _mask(indices: Iterable[int]) -> int:
@@ -60,25 +63,10 @@ def bits(mask: int) -> tuple[int, ...]:
 class Topology:
     """Static index of the inventory. Nodes sorted by (path, name).
 
-    The index depends only on the node tuple, so :meth:`of` reuses the last few built (the
-    inventory changes when a node goes down or comes back, not every cycle); it also remembers
-    each running job's masks so booking a cycle does not re-parse every placement. Both are
-    memos of pure functions: a cycle's decisions are the same with or without them.
+    It also remembers each running job's masks (so booking a cycle does not re-parse every
+    placement) and which gang shapes can ever be placed here; both are memos of pure
+    functions, kept as long as the driver keeps the index (see :class:`CycleCache`).
     """
-
-    _recent: tuple[tuple[tuple[Node, ...], Topology], ...] = ()
-    _RECENT_MAX = 4
-
-    @classmethod
-    def of(cls, nodes: Sequence[Node]) -> Topology:
-        """The index of `nodes`, reused when an equal node tuple was indexed recently."""
-        key = tuple(nodes)
-        for cached_nodes, topo in cls._recent:
-            if cached_nodes is key or cached_nodes == key:
-                return topo
-        topo = cls(key)
-        cls._recent = ((key, topo), *cls._recent[: cls._RECENT_MAX - 1])
-        return topo
 
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.nodes = tuple(sorted(nodes, key=lambda n: (n.path, n.name)))
@@ -119,6 +107,16 @@ class Topology:
             self.su_nodes.setdefault((f, su), []).append(i)
         self.ready_index = [i for i, ready in enumerate(self.ready) if ready]
         self._job_masks: dict[str, tuple[Placement, Masks, int]] = {}
+        self.feasible: dict[Shape, Reason | None] = {}  # why a shape can never fit (feasible.py)
+        self._all_ready: Topology | None = None
+
+    def all_ready(self) -> Topology:
+        """The same inventory with every node up: what could run once repairs are done."""
+        if all(self.ready):
+            return self
+        if self._all_ready is None:
+            self._all_ready = Topology([replace(n, state=NodeState.READY) for n in self.nodes])
+        return self._all_ready
 
     def job_masks(self, jobs: Iterable[tuple[str, Placement]]) -> dict[str, tuple[Masks, int]]:
         """Masks and GPU count of each (job id, placement), reusing those of the last call for
@@ -238,3 +236,23 @@ class Snapshot:
         h[old] -= 1
         h[new] += 1
         self.flavor_free[f] += new - old
+
+
+class CycleCache:
+    """What a driver keeps between cycles to make the next one cheaper: the index of recent
+    inventories (rebuilt only when a node changes state) with their memos. Owned by one
+    driver (a simulation, a control loop); a cycle without one builds everything afresh and
+    decides exactly the same."""
+
+    def __init__(self, keep: int = 4) -> None:
+        self.keep = keep
+        self._recent: list[tuple[tuple[Node, ...], Topology]] = []
+
+    def topology(self, nodes: Sequence[Node]) -> Topology:
+        key = tuple(nodes)
+        for cached_nodes, topo in self._recent:
+            if cached_nodes is key or cached_nodes == key:
+                return topo
+        topo = Topology(key)
+        self._recent = [(key, topo), *self._recent[: self.keep - 1]]
+        return topo

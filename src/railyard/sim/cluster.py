@@ -53,9 +53,25 @@ def cluster_nodes(bp: Blueprint) -> list[Node]:
     return out
 
 
-def flat_queues(names: list[str], weights: dict[str, float] | None = None) -> list[Queue]:
+def flat_queues(
+    names: list[str],
+    weights: dict[str, float] | None = None,
+    *,
+    priority_preemption: bool = False,
+    default_time_s: float | None = None,
+    max_time_s: float | None = None,
+) -> list[Queue]:
     """One cohort `cluster` with a leaf per queue name: no nominal quota, so every queue may
-    use any idle GPU and fair share (by weight) decides who goes first."""
+    use any idle GPU and fair share (by weight) decides who goes first. The other settings
+    apply to every leaf (see `sched.Queue`)."""
     return [Queue("cluster")] + [
-        Queue(n, parent="cluster", weight=(weights or {}).get(n, 1.0)) for n in sorted(names)
+        Queue(
+            n,
+            parent="cluster",
+            weight=(weights or {}).get(n, 1.0),
+            priority_preemption=priority_preemption,
+            default_time_s=default_time_s,
+            max_time_s=max_time_s,
+        )
+        for n in sorted(names)
     ]

@@ -1,40 +1,52 @@
-"""The simulation driver: the live service's step on a virtual clock.
+"""The simulation driver: the live loop's step on a virtual clock.
 
-Mirrors `control.loop.Loop.step`: (1) settle the executor's exits (completed, requeued,
-failed), (2) snapshot and run `sched.cycle`, (3) act on the decisions through the executor
-(starts, checkpoint-stop handshakes, requeues of jobs on dead nodes), (4) accrue fair-share
-usage with `sched.accrue_usage`. Steps run on events, coalesced per timestamp (or per
-`coalesce_s`, like the live loop's burst coalescing), and at `cycle_interval_s` while jobs wait.
+Each step gathers what the virtual executor reported and hands it, with the cluster as it
+is, to `sched.lifecycle.step`, the same pure step the live control plane applies; then it
+applies the plan: settlements (end states, requeues), time-limit warnings and stops, the
+cycle's starts, preemptions and node-down requeues, nominations, drains and usage. Steps run
+on events, coalesced per timestamp (or per `coalesce_s`, like the live loop's burst
+coalescing), when a time limit falls due, and at `cycle_interval_s` while jobs wait.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from railyard.exec.protocol import ExitReport, LaunchSpec, Outcome
+from railyard.exec.exits import exit_of
+from railyard.exec.protocol import LaunchSpec
 from railyard.sched import (
-    ClusterState,
+    CycleCache,
     Job,
     Level,
     Node,
     NodeState,
-    Placement,
     Queue,
     RunningJob,
     SchedulerConfig,
+    Start,
+    StartReason,
+    StopCause,
     Usage,
-    accrue_usage,
-    cycle,
-    requeue_after_stop,
 )
+from railyard.sched.lifecycle import (
+    EndState,
+    ExitKind,
+    Settlement,
+    StepInput,
+    StepPlan,
+    predict_runtimes,
+)
+from railyard.sched.lifecycle import step as lifecycle_step
 from railyard.sim.checkpoints import CheckpointPolicy
 from railyard.sim.cluster import flat_queues
 from railyard.sim.engine import Engine, Event, EventKind
 from railyard.sim.executor import VirtualExecutor
 from railyard.sim.failures import FailureModel, FailureProcess
+from railyard.sim.records import JobRecord, RunLog
 from railyard.sim.workload import TraceJob, Workload
 
 Progress = Callable[[float], None]
@@ -42,6 +54,22 @@ Progress = Callable[[float], None]
 
 _SIM_COMMAND = ("railyard-sim",)
 _SIM_DIR = Path("/nonexistent/railyard-sim")  # LaunchSpec needs paths; nothing is written
+_HISTORY = 2000  # completed jobs kept for run-time predictions
+_UNBOUNDED_RESTARTS = 1 << 30
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    """An admin action at `t_s`: `drain` (no new work; drained once empty) or `resume`."""
+
+    t_s: float
+    node: str
+    action: str
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.action not in ("drain", "resume"):
+            raise ValueError(f"node event action must be drain or resume, not {self.action!r}")
 
 
 @dataclass(frozen=True)
@@ -58,49 +86,11 @@ class SimConfig:
     seed: int = 0
     record_events: bool = False
     skip_idle_ticks: bool = True
+    node_events: tuple[NodeEvent, ...] = ()
 
     def __post_init__(self) -> None:
         if self.cycle_interval_s <= 0 or self.coalesce_s < 0 or self.grace_s < 0:
             raise ValueError("cycle_interval_s must be > 0; coalesce_s and grace_s >= 0")
-
-
-@dataclass(slots=True)
-class JobRecord:
-    """What happened to one job; metrics are computed from these."""
-
-    trace: TraceJob
-    gpus: int
-    state: str = (
-        "waiting"  # waiting | pending | running | completed | failed | cancelled | rejected
-    )
-    first_start_t_s: float | None = None
-    end_t_s: float | None = None
-    restarts: int = 0
-    preemptions: int = 0
-    failures: int = 0
-    multi_node_starts: int = 0
-    one_leaf_group_starts: int = 0
-    one_su_starts: int = 0
-
-
-@dataclass
-class RunLog:
-    """Raw output of a run: job records, the timeline and counters. `metrics.summarize` reads it."""
-
-    total_gpus: int
-    records: dict[str, JobRecord]
-    timeline: list[tuple[float, int, int, int]]  # (t_s, busy GPUs, pending jobs, down GPUs)
-    queue_gpu_s: dict[str, float]
-    weights: dict[str, float]
-    useful_gpu_s: float
-    allocated_gpu_s: float
-    lost_gpu_s: float
-    checkpoints: int
-    node_failures: int
-    cycles: int
-    events: int
-    end_t_s: float
-    event_log: list[tuple[float, str, str]] = field(default_factory=list)
 
 
 class Simulation:
@@ -131,6 +121,7 @@ class _Run:
         self.progress = progress
         self.engine = Engine()
         self.executor = VirtualExecutor(self.engine, cfg.checkpoint)
+        self.cache = CycleCache()
         self.nodes = {n.name: n for n in sim.nodes}
         self.node_tuple = tuple(sim.nodes)
         self.queues = tuple(sim.queues)
@@ -139,19 +130,25 @@ class _Run:
         self.last_accrual_t_s = 0.0
         self.pending: dict[str, Job] = {}
         self.running: dict[str, RunningJob] = {}
+        self.nominated: set[str] = set()
         self.records: dict[str, JobRecord] = {}
         self.jobs: dict[str, Job] = {}
+        self.history: deque[tuple[str, str, float]] = deque(maxlen=_HISTORY)
+        self.history_changed = False
+        self.predicted: dict[tuple[str, str | None], float] = {}
         self.busy_gpus = 0
         self.timeline: list[tuple[float, int, int, int]] = []
         self.queue_gpu_s: dict[str, float] = {}
         self.cycle_at: float | None = None
         self.tick_at: float | None = None
+        self.deadline_at: float | None = None
         self.cycles = 0
         self.changed = True  # anything happened since the last cycle
         self.node_failures = 0
         self.done = 0
         self.down_gpus = 0
         self.repair_s: dict[tuple[str, float], float] = {}
+        self.admin: dict[str, NodeEvent] = {}
         self.log: list[tuple[float, str, str]] = []
         seed_nodes = [(n.name, n.gpus) for n in sim.nodes]
         self.failures = (
@@ -182,19 +179,7 @@ class _Run:
                 rec.state = "rejected"  # can never run here: too big, or no such queue
                 self.done += 1
                 continue
-            self.jobs[t.id] = Job(
-                id=t.id,
-                queue=t.queue,
-                flavor=flavor,
-                workers=workers,
-                gpus_per_worker=gpw,
-                user=t.user,
-                priority=t.priority,
-                preemptible=t.preemptible,
-                walltime_s=t.walltime_s,
-                submit_t_s=t.submit_s,
-                checkpoint_grace_s=self.cfg.grace_s,
-            )
+            self.jobs[t.id] = _job(t, flavor, workers, gpw, self.cfg.grace_s)
             self.executor.register(t.id, t.runtime_s, workers * gpw, t.state)
             self.engine.schedule(t.submit_s, Event(EventKind.SUBMIT, t.id))
         if self.failures is not None:
@@ -206,6 +191,11 @@ class _Run:
             for inj in model.injected:
                 self.repair_s[inj.node, inj.t_s] = inj.repair_s
                 self.engine.schedule(inj.t_s, Event(EventKind.FAILURE, node=inj.node, attempt=1))
+        for k, ev in enumerate(self.cfg.node_events):
+            if ev.node not in self.nodes:
+                raise ValueError(f"node event for unknown node {ev.node!r}")
+            self.admin[str(k)] = ev
+            self.engine.schedule(ev.t_s, Event(EventKind.ADMIN, job_id=str(k), node=ev.node))
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -245,6 +235,12 @@ class _Run:
             self.cycle_at = None
             self._step(t_s, scheduled=True)
             return
+        if kind is EventKind.DEADLINE:
+            if self.deadline_at == t_s:
+                self.deadline_at = None
+                self.changed = True
+                self._step(t_s, scheduled=True)
+            return
         if kind is not EventKind.TICK and kind is not EventKind.CHECKPOINT:
             self.changed = True
         if kind in (EventKind.SUBMIT, EventKind.FAILURE, EventKind.REPAIR):
@@ -260,6 +256,8 @@ class _Run:
             self._node_down(t_s, ev)
         elif kind is EventKind.REPAIR:
             self._node_up(t_s, ev.node)
+        elif kind is EventKind.ADMIN:
+            self._admin(t_s, self.admin[ev.job_id])
         elif self.executor.on_event(ev):  # False: an event of an attempt that is over
             self._note(t_s, kind, ev.job_id)
             if kind is EventKind.CHECKPOINT:
@@ -279,45 +277,37 @@ class _Run:
             self.tick_at = t_s + self.cfg.cycle_interval_s
             self.engine.schedule(self.tick_at, Event(EventKind.TICK))
 
-    # -- one step, as the live service does it ---------------------------------------------------
+    def _want_deadline(self, t_s: float) -> None:
+        if math.isfinite(t_s) and (self.deadline_at is None or t_s < self.deadline_at):
+            self.deadline_at = t_s
+            self.engine.schedule(t_s, Event(EventKind.DEADLINE))
+
+    # -- one step, as the live loop does it -------------------------------------------------------
 
     def _step(self, now: float, *, scheduled: bool) -> None:
         idle = not scheduled and not self.changed and self.cfg.skip_idle_ticks
         reports = self.executor.poll()
-        # Jobs on a failed node fail at once (the executor ends them), so no running job is
-        # ever left on a down node: the cycle is needed only while jobs wait.
-        run_cycle = bool(self.pending) and not idle
-        if reports or run_cycle:
-            # Charge the running set for the time since the last accrual: it has not changed
-            # since then (starts and exits only happen in steps), so this is exact.
-            self._accrue(now, tuple(self.running.values()))
-        # 1. Exits first, so their GPUs are free for this cycle.
-        self._settle(now, reports)
-        if run_cycle:
+        if reports or (self.pending and not idle) or (scheduled and self.changed):
             self.changed = False
-            # 2. Snapshot and cycle.
-            state = ClusterState(
-                self.node_tuple,
-                self.queues,
-                tuple(self.pending.values()),
-                tuple(self.running.values()),
-                self.usage,
+            exits = [exit_of(r, self.executor.work[r.job_id].exit_t_s) for r in reports]
+            plan = lifecycle_step(
+                StepInput(
+                    self.node_tuple,
+                    self.queues,
+                    tuple(self.pending.values()),
+                    tuple(self.running.values()),
+                    exits,
+                    now,
+                    self.usage,
+                    self.last_accrual_t_s,
+                    self._predictions(),
+                    self.cfg.keep_submit_time,
+                ),
+                self.cfg.scheduler,
+                self.cache,
             )
-            result = cycle(state, now, self.cfg.scheduler)
             self.cycles += 1
-            # 3. Act on the decisions.
-            for p in result.preemptions:
-                r = self.running[p.job_id]
-                self.running[p.job_id] = replace(r, preempt_for=p.for_job_id)
-                self.records[p.job_id].preemptions += 1
-                self._note(now, EventKind.PREEMPT_SIGNAL, p.job_id)
-                self.executor.request_checkpoint_stop(p.job_id, p.grace_s)
-            for rq in result.requeues:
-                r = self.running[rq.job_id]
-                self.running[rq.job_id] = replace(r, preempt_for=rq.reason)
-                self.executor.cancel(rq.job_id)
-            for s in result.starts:
-                self._start(now, s.job_id, s.placement)
+            self._apply(now, plan)
             if self.executor.has_reports():  # cancels report at once: settle them next
                 self.changed = True
                 self._want_cycle(now)
@@ -326,16 +316,56 @@ class _Run:
             self._want_tick(now)
         self._report_progress()
 
-    def _accrue(self, now: float, running: Sequence[RunningJob]) -> None:
-        dt_s = now - self.last_accrual_t_s
-        if dt_s > 0:
-            half_life_s = self.cfg.scheduler.fairshare_half_life_s
-            self.usage = accrue_usage(self.usage, running, self.queues, dt_s, half_life_s)
-            self.last_accrual_t_s = now
+    def _predictions(self) -> dict[tuple[str, str | None], float]:
+        if self.history_changed and self.cfg.scheduler.estimate_from_history:
+            self.predicted = predict_runtimes(self.history)
+            self.history_changed = False
+        return self.predicted
 
-    def _start(self, now: float, job_id: str, placement: Placement) -> None:
+    def _apply(self, now: float, plan: StepPlan) -> None:
+        self.usage = plan.usage
+        self.last_accrual_t_s = now
+        for s in plan.settled:
+            self._settled(now, s)
+        for job_id in plan.warn:
+            self.running[job_id] = replace(self.running[job_id], warned=True)
+        for job_id in plan.stop:
+            self.running[job_id] = replace(self.running[job_id], stop_cause=StopCause.TIME_LIMIT)
+            self.executor.cancel(job_id)
+        result = plan.result
+        for p in result.preemptions:
+            r = self.running[p.job_id]
+            self.running[p.job_id] = replace(
+                r, preempt_for=p.for_job_id, stop_cause=StopCause.PREEMPTED
+            )
+            self.records[p.job_id].preemptions += 1
+            self._note(now, EventKind.PREEMPT_SIGNAL, p.job_id)
+            self.executor.request_checkpoint_stop(p.job_id, p.grace_s)
+        for rq in result.requeues:
+            r = self.running[rq.job_id]
+            self.running[rq.job_id] = replace(
+                r, preempt_for=rq.reason, stop_cause=StopCause.NODE_DOWN
+            )
+            self.executor.cancel(rq.job_id)
+        for start in result.starts:
+            self._start(now, start)
+        for job_id in self.nominated - result.nominated:
+            if job_id in self.pending:
+                self.pending[job_id] = replace(self.pending[job_id], nominated=False)
+        for job_id in result.nominated - self.nominated:
+            self.pending[job_id] = replace(self.pending[job_id], nominated=True)
+        self.nominated = set(result.nominated)
+        for name in plan.drained:
+            self._set_node(replace(self.nodes[name], state=NodeState.DRAINED))
+        self._want_deadline(plan.next_deadline_t_s)
+
+    def _start(self, now: float, start: Start) -> None:
+        job_id, placement = start.job_id, start.placement
         job = self.pending.pop(job_id)
-        self.running[job_id] = RunningJob(job, placement, now)
+        backfilled = start.reason is StartReason.BACKFILL
+        self.running[job_id] = RunningJob(
+            replace(job, nominated=False), placement, now, backfilled=backfilled
+        )
         rec = self.records[job_id]
         rec.state = "running"
         if rec.first_start_t_s is None:
@@ -359,38 +389,33 @@ class _Run:
         )
         self.executor.start(spec)
 
-    def _settle(self, now: float, reports: list[ExitReport]) -> None:
-        """Exits become final states or requeues, with the live service's rules."""
-        for rep in reports:
-            r = self.running.pop(rep.job_id, None)
-            if r is None or r.job.restart_count != rep.restart_count:
-                continue
-            rec = self.records[rep.job_id]
-            self.busy_gpus -= r.gpus
-            exit_t_s = self.executor.work[rep.job_id].exit_t_s
-            end_t_s = now if exit_t_s is None else exit_t_s
-            q = r.job.queue
-            self.queue_gpu_s[q] = self.queue_gpu_s.get(q, 0.0) + r.gpus * (end_t_s - r.start_t_s)
-            requeue = rep.outcome is not Outcome.COMPLETED and (
-                r.preempt_for is not None or rep.signal == "NODE_FAIL"
-            )
-            if requeue:
-                rec.failures += rep.signal == "NODE_FAIL" or r.preempt_for == "NodeDown"
-                rec.restarts += 1
-                rec.state = "pending"
-                self._note(now, EventKind.REQUEUE, rep.job_id)
-                self.pending[rep.job_id] = requeue_after_stop(
-                    r, keep_submit_time=self.cfg.keep_submit_time
-                )
-                continue
-            rec.end_t_s = end_t_s
-            rec.state = {
-                Outcome.COMPLETED: "completed",
-                Outcome.FAILED: "failed",
-            }.get(rep.outcome, "cancelled")
-            self.done += 1
+    def _settled(self, now: float, s: Settlement) -> None:
+        job_id, end, requeued = s.job_id, s.end, s.requeued
+        r = self.running.pop(job_id)
+        rec = self.records[job_id]
+        self.busy_gpus -= r.gpus
+        exit_t_s = self.executor.work[job_id].exit_t_s
+        end_t_s = now if exit_t_s is None else exit_t_s
+        q = r.job.queue
+        self.queue_gpu_s[q] = self.queue_gpu_s.get(q, 0.0) + r.gpus * (end_t_s - r.start_t_s)
+        if requeued is not None:
+            node_fail = s.exit is not None and s.exit.kind is ExitKind.NODE_FAIL
+            rec.failures += node_fail or r.stop_cause is StopCause.NODE_DOWN
+            rec.restarts += 1
+            rec.state = "pending"
+            self._note(now, EventKind.REQUEUE, job_id)
+            self.pending[job_id] = requeued
+            return
+        assert end is not None
+        rec.end_t_s = end_t_s
+        rec.state = end.value
+        self.done += 1
+        self._note(now, EventKind.END, job_id)
+        if end is EndState.COMPLETED and r.job.restart_count == 0:
+            self.history.append((q, r.job.user, end_t_s - r.start_t_s))
+            self.history_changed = True
 
-    # -- failures ------------------------------------------------------------------------------
+    # -- the world: failures, repairs, admins -----------------------------------------------------
 
     def _node_down(self, t_s: float, ev: Event) -> None:
         node = self.nodes[ev.node]
@@ -418,6 +443,15 @@ class _Run:
                 self.engine.schedule(nxt, Event(EventKind.FAILURE, node=name))
         self._want_cycle(t_s)
 
+    def _admin(self, t_s: float, ev: NodeEvent) -> None:
+        node = self.nodes[ev.node]
+        if node.state is NodeState.DOWN:
+            return
+        state = NodeState.DRAINING if ev.action == "drain" else NodeState.READY
+        self._set_node(replace(node, state=state))
+        self._note(t_s, EventKind.ADMIN, f"{ev.node} {ev.action}")
+        self._want_cycle(t_s)
+
     def _set_node(self, node: Node) -> None:
         self.nodes[node.name] = node
         self.node_tuple = tuple(self.nodes[n.name] for n in self.node_tuple)
@@ -427,3 +461,28 @@ class _Run:
             self.progress(self.done / max(1, len(self.records)))
         if self.done >= len(self.records) and not self.running:
             self.engine.stop()  # only failure and repair events are left
+
+
+def _job(t: TraceJob, flavor: str, workers: int, gpw: int, grace_s: float) -> Job:
+    """A trace job as the scheduler sees it: the trace finished it, so node failures requeue
+    it however often they strike, unless the trace says otherwise."""
+    return Job(
+        id=t.id,
+        queue=t.queue,
+        flavor=flavor,
+        workers=workers,
+        gpus_per_worker=gpw,
+        user=t.user,
+        priority=t.priority,
+        preemptible=t.preemptible,
+        walltime_s=t.walltime_s,
+        submit_t_s=t.submit_s,
+        checkpoint_grace_s=grace_s,
+        max_restarts=_UNBOUNDED_RESTARTS if t.max_restarts is None else t.max_restarts,
+        array_parent=t.array_parent,
+        array_index=t.array_index,
+        array_max_running=t.array_max_running,
+    )
+
+
+__all__ = ["JobRecord", "NodeEvent", "RunLog", "SimConfig", "Simulation"]

@@ -19,16 +19,19 @@ class EventKind(IntEnum):
 
     FAILURE = 0  # a node goes down
     REPAIR = 1  # a node comes back
-    FINISH = 2  # an attempt's work is done (or its trace duration is over)
-    GRACE_EXPIRY = 3  # a preempted job that did not stop in its grace is killed
-    PREEMPT_STOP = 4  # a preempted job wrote its checkpoint and stops
-    CHECKPOINT = 5  # a running job completed a checkpoint
-    REQUEUE = 6  # a stopped job goes back to the pending queue
-    SUBMIT = 7  # a job arrives
-    PREEMPT_SIGNAL = 8  # the scheduler asked a job to checkpoint and stop (recorded)
-    START = 9  # the scheduler started a job (recorded)
-    TICK = 10  # the periodic cycle, as the live loop's interval
-    CYCLE = 11  # a scheduler cycle, coalesced per timestamp
+    ADMIN = 2  # an admin drains or resumes a node
+    FINISH = 3  # an attempt's work is done (or its trace duration is over)
+    GRACE_EXPIRY = 4  # a preempted job that did not stop in its grace is killed
+    PREEMPT_STOP = 5  # a preempted job wrote its checkpoint and stops
+    CHECKPOINT = 6  # a running job completed a checkpoint
+    REQUEUE = 7  # a stopped job goes back to the pending queue
+    SUBMIT = 8  # a job arrives
+    PREEMPT_SIGNAL = 9  # the scheduler asked a job to checkpoint and stop (recorded)
+    START = 10  # the scheduler started a job (recorded)
+    END = 11  # a job reached its final state (recorded)
+    DEADLINE = 12  # a time-limit warning or limit falls due: step then
+    TICK = 13  # the periodic cycle, as the live loop's interval
+    CYCLE = 14  # a scheduler cycle, coalesced per timestamp
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from railyard.exec.exits import NODE_FAIL_SIGNAL
 from railyard.exec.protocol import ExitReport, JobHandle, LaunchSpec, Outcome
 from railyard.sim.checkpoints import Attempt, CheckpointPolicy
 from railyard.sim.engine import Engine, Event, EventKind
@@ -117,6 +118,10 @@ class VirtualExecutor:
         if job_id in self._live:
             self._end(job_id, Outcome.KILLED, None, "SIGTERM")
 
+    def signal(self, job_id: str, signal_name: str | None = None) -> None:
+        """A warning signal changes nothing in the simulated world (jobs checkpoint on their
+        interval and when asked to stop)."""
+
     def poll(self) -> list[ExitReport]:
         out, self._reports = self._reports, []
         return out
@@ -160,7 +165,7 @@ class VirtualExecutor:
         """A node died: every attempt on it fails now. Returns the jobs hit."""
         hit = sorted(self._by_node.get(node, ()))
         for job_id in hit:
-            self._end(job_id, Outcome.FAILED, None, "NODE_FAIL")
+            self._end(job_id, Outcome.FAILED, None, NODE_FAIL_SIGNAL)
         return hit
 
     def last_checkpoint_t_s(self, job_id: str) -> float | None:

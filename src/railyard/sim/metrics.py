@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from railyard.sim.driver import JobRecord, RunLog
+from railyard.sim.records import JobRecord, RunLog
 
 SIZE_CLASSES = (("1", 1, 1), ("2-8", 2, 8), ("9-64", 9, 64), ("65+", 65, math.inf))
 

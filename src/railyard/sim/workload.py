@@ -6,7 +6,7 @@ on the same list of jobs whatever its origin.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 
@@ -32,6 +32,10 @@ class TraceJob:
     walltime_s: float | None = None
     preemptible: bool = False
     state: FinalState = FinalState.COMPLETED
+    array_parent: str | None = None
+    array_index: int | None = None
+    array_max_running: int | None = None
+    max_restarts: int | None = None  # None: requeued after every node failure
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -66,15 +70,4 @@ class Workload:
 
 
 def _shift(job: TraceJob, t0: float) -> TraceJob:
-    return TraceJob(
-        job.id,
-        job.submit_s - t0,
-        job.gpus,
-        job.runtime_s,
-        job.queue,
-        job.user,
-        job.priority,
-        job.walltime_s,
-        job.preemptible,
-        job.state,
-    )
+    return replace(job, submit_s=job.submit_s - t0)

@@ -1,6 +1,6 @@
 """Named scheduling policies. Importing this package registers every built-in policy."""
 
-from railyard.sched.policies import admission, backfill, ordering, placement, preemption
+from railyard.sched.policies import admission, backfill, las, ordering, placement, preemption
 from railyard.sched.policies.registry import (
     ADMISSION,
     BACKFILL,
@@ -12,6 +12,7 @@ from railyard.sched.policies.registry import (
     OrderContext,
     OrderingPolicy,
     PlacementPolicy,
+    PreemptContext,
     PreemptionPolicy,
     Registry,
 )
@@ -27,10 +28,12 @@ __all__ = [
     "OrderContext",
     "OrderingPolicy",
     "PlacementPolicy",
+    "PreemptContext",
     "PreemptionPolicy",
     "Registry",
     "admission",
     "backfill",
+    "las",
     "ordering",
     "placement",
     "preemption",

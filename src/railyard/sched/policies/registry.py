@@ -11,12 +11,13 @@ that are alike in those.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from bisect import bisect_right
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from railyard.sched.decisions import PreemptReason
-from railyard.sched.model import Job, Usage
+from railyard.sched.model import Job, RunningJob, Usage
 from railyard.sched.quota import QuotaTree
 from railyard.sched.snapshot import Masks, Shape, Snapshot
 
@@ -56,6 +57,29 @@ class OrderContext:
     usage: Usage
     quota: QuotaTree
     pending: Sequence[Job]
+    service_levels_gpu_s: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class PreemptContext:
+    """What preemption policies read besides the two jobs: the quota tree (as it is during
+    the what-if), the time, and the knobs of `SchedulerConfig` they use."""
+
+    quota: QuotaTree
+    now_t_s: float
+    priority_preemption_min: int | None = None
+    service_levels_gpu_s: tuple[float, ...] = ()
+    quantum_s: float = 0.0
+
+
+def service_level(attained_gpu_s: float, levels_gpu_s: Sequence[float]) -> int:
+    """Index of the least-attained-service queue a job is in (0 = least served)."""
+    return bisect_right(levels_gpu_s, attained_gpu_s)
+
+
+def attained_gpu_s(run: RunningJob, now_t_s: float) -> float:
+    """GPU-seconds of service a running job has had, its earlier attempts included."""
+    return run.job.attained_gpu_s + run.gpus * max(0.0, now_t_s - run.start_t_s)
 
 
 SortKey = Callable[[Job], tuple[object, ...]]
@@ -106,13 +130,25 @@ class BackfillPolicy(Protocol):
 
 
 class PreemptionPolicy(Protocol):
-    """Says whether (and why) `victim` may be evicted to make room for `preemptor`."""
+    """Says whether (and why) `victim` may be evicted to make room for `preemptor`.
+
+    Victims alike under `victim_class` must get the same answer for the same preemptor: the
+    cycle asks once per class. Whether a victim's minimum run time has passed, whether the
+    eviction would be undone by the victim evicting the preemptor back, and the cost of each
+    victim set are the cycle's business, not the policy's.
+    """
 
     @property
     def name(self) -> str: ...
 
+    def may_preempt(self, preemptor: Job, ctx: PreemptContext) -> bool:
+        """False if `preemptor` can evict nobody at all (a cheap test before any search)."""
+        ...
+
+    def victim_class(self, victim: RunningJob, ctx: PreemptContext) -> Hashable: ...
+
     def victim_reason(
-        self, preemptor: Job, victim: Job, quota: QuotaTree
+        self, preemptor: Job, victim: RunningJob, ctx: PreemptContext
     ) -> PreemptReason | None: ...
 
 

@@ -1,0 +1,221 @@
+"""A lifecycle `StepPlan` written to the store, before anything is done about it.
+
+Every state change is a compare-and-set on the row (`UPDATE ... WHERE id = :id AND state =
+:seen`): the API may have changed a row since the step read it (a cancel, a hold), and then
+the plan's change for that row is dropped and the next step decides again. What the loop
+must then do (launch, signal) is returned, only for the changes that were written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from sqlalchemy import Executable, select, update
+from sqlalchemy.engine import CursorResult
+from sqlalchemy.orm import Session
+
+from railyard.control.convert import NODE_DOWN, TIME_LIMIT_REASON, usage_keys
+from railyard.control.effects import record
+from railyard.control.tables import HOLDING_STATES, JobRow, JobState, NodeRow, UsageRow
+from railyard.control.world import Seen
+from railyard.sched import NodeState, Usage
+from railyard.sched.lifecycle import Settlement, StepPlan
+
+
+@dataclass
+class Written:
+    """The changes that reached the store, for the loop to act on."""
+
+    started: list[str] = field(default_factory=list)
+    preempted: list[tuple[str, float]] = field(default_factory=list)  # (job, grace_s)
+    stopped: list[str] = field(default_factory=list)  # cancel now: node down, time limit
+    warned: list[str] = field(default_factory=list)
+    finished: list[tuple[str, str]] = field(default_factory=list)  # (job, end state)
+    requeued: list[str] = field(default_factory=list)
+
+
+def changed_rows(session: Session, stmt: Executable) -> int:
+    """Rows an UPDATE changed (SQLAlchemy types `execute` as returning a plain Result)."""
+    result = cast(CursorResult[Any], session.execute(stmt))
+    return result.rowcount
+
+
+def cas(session: Session, job_id: str, expected: str | tuple[str, ...], **values: Any) -> bool:
+    """Set `values` on the job if its state is still `expected`; True if it was."""
+    states = (expected,) if isinstance(expected, str) else expected
+    stmt = (
+        update(JobRow)
+        .where(JobRow.id == job_id, JobRow.state.in_(states))
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    return changed_rows(session, stmt) == 1
+
+
+def write_plan(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> Written:
+    out = Written()
+    for s in plan.settled:
+        _settle(session, s, now_t_s, out)
+    for job_id in plan.warn:
+        if cas(session, job_id, JobState.RUNNING.value, warned=True, updated_t_s=now_t_s):
+            record(session, now_t_s, "warn", "time limit warning signal", job_id)
+            out.warned.append(job_id)
+    for job_id in plan.stop:
+        ok = cas(
+            session,
+            job_id,
+            (JobState.RUNNING.value, JobState.STARTING.value),
+            state=JobState.CANCELLING.value,
+            reason=TIME_LIMIT_REASON,
+            updated_t_s=now_t_s,
+        )
+        if ok:
+            record(session, now_t_s, "timeout", "time limit reached", job_id)
+            out.stopped.append(job_id)
+    _decisions(session, plan, seen, now_t_s, out)
+    _reasons(session, plan, seen, now_t_s)
+    for name in plan.drained:
+        stmt = (
+            update(NodeRow)
+            .where(NodeRow.name == name, NodeRow.state == NodeState.DRAINING.value)
+            .values(state=NodeState.DRAINED.value, updated_t_s=now_t_s)
+        )
+        if changed_rows(session, stmt):
+            record(session, now_t_s, "drained", f"node {name} drained", None)
+    _usage(session, plan.usage, now_t_s)
+    return out
+
+
+def _settle(session: Session, s: Settlement, now_t_s: float, out: Written) -> None:
+    ended = s.exit
+    assert ended is not None  # the lifecycle settles exits only
+    expected = JobRow.restart_count == ended.restart_count
+    if s.requeued is not None:
+        stmt = (
+            update(JobRow)
+            .where(JobRow.id == s.job_id, JobRow.state.in_(HOLDING_STATES), expected)
+            .values(
+                state=JobState.PENDING.value,
+                restart_count=s.requeued.restart_count,
+                attained_gpu_s=s.requeued.attained_gpu_s,
+                reason=s.reason,
+                placement=None,
+                handle=None,
+                start_t_s=None,
+                preempt_for=None,
+                preempt_deadline_t_s=None,
+                last_checkpoint_t_s=None,
+                warned=False,
+                nominated=False,
+                updated_t_s=now_t_s,
+            )
+            .execution_options(synchronize_session=False)
+        )
+        if changed_rows(session, stmt):
+            message = f"{s.reason}; restart {s.requeued.restart_count}"
+            record(session, now_t_s, "requeue", message, s.job_id)
+            out.requeued.append(s.job_id)
+        return
+    assert s.end is not None
+    stmt = (
+        update(JobRow)
+        .where(JobRow.id == s.job_id, JobRow.state.in_(HOLDING_STATES), expected)
+        .values(
+            state=s.end.value,
+            reason=s.reason,
+            exit_code=ended.exit_code,
+            outcome=ended.kind.value,
+            end_t_s=ended.t_s if ended.t_s is not None else now_t_s,
+            updated_t_s=now_t_s,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    if changed_rows(session, stmt):
+        message = f"{s.reason}; exit {ended.exit_code}"
+        record(session, now_t_s, s.end.value, message, s.job_id)
+        out.finished.append((s.job_id, s.end.value))
+
+
+def _decisions(session: Session, plan: StepPlan, seen: Seen, now_t_s: float, out: Written) -> None:
+    result = plan.result
+    pending = JobState.PENDING.value
+    for start in result.starts:
+        reason = start.reason.value + (" (borrowing)" if start.borrowing else "")
+        placement = {node: list(gpus) for node, gpus in start.placement.items()}
+        ok = cas(
+            session,
+            start.job_id,
+            pending,
+            state=JobState.STARTING.value,
+            placement=placement,
+            start_t_s=now_t_s,
+            reason=reason,
+            nominated=False,
+            updated_t_s=now_t_s,
+        )
+        if ok:
+            record(session, now_t_s, "start", f"{reason} on {placement}", start.job_id)
+            out.started.append(start.job_id)
+    for p in result.preemptions:
+        why = f"Preempted ({p.reason.value} for {p.for_job_id})"
+        ok = cas(
+            session,
+            p.job_id,
+            (JobState.RUNNING.value, JobState.STARTING.value),
+            state=JobState.PREEMPTING.value,
+            preempt_for=p.for_job_id,
+            preempt_deadline_t_s=now_t_s + p.grace_s,
+            reason=why,
+            updated_t_s=now_t_s,
+        )
+        if ok:
+            record(session, now_t_s, "preempt", why, p.job_id)
+            out.preempted.append((p.job_id, p.grace_s))
+    for rq in result.requeues:
+        ok = cas(
+            session,
+            rq.job_id,
+            (JobState.RUNNING.value, JobState.STARTING.value),
+            state=JobState.PREEMPTING.value,
+            preempt_for=NODE_DOWN,
+            preempt_deadline_t_s=now_t_s,
+            reason=rq.reason,
+            updated_t_s=now_t_s,
+        )
+        if ok:
+            record(session, now_t_s, "requeue", rq.reason, rq.job_id)
+            out.stopped.append(rq.job_id)
+    started = set(out.started)
+    for job_id, flag in [
+        *((j, True) for j in result.nominated - seen.nominated),
+        *((j, False) for j in seen.nominated - result.nominated - started),
+    ]:
+        cas(session, job_id, pending, nominated=flag, updated_t_s=now_t_s)
+
+
+def _reasons(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> None:
+    """Changed reasons of pending jobs, one UPDATE per distinct reason."""
+    changed: dict[str, list[str]] = {}
+    for job_id, reason in plan.reasons.items():
+        if job_id in seen.reasons and seen.reasons[job_id] != reason.value:
+            changed.setdefault(reason.value, []).append(job_id)
+    for text, ids in changed.items():
+        session.execute(
+            update(JobRow)
+            .where(JobRow.id.in_(ids), JobRow.state == JobState.PENDING.value)
+            .values(reason=text, updated_t_s=now_t_s)
+            .execution_options(synchronize_session=False)
+        )
+
+
+def _usage(session: Session, usage: Usage, now_t_s: float) -> None:
+    existing: Mapping[str, UsageRow] = {r.key: r for r in session.scalars(select(UsageRow))}
+    for key, gpu_s in usage_keys(usage).items():
+        row = existing.get(key)
+        if row is None:
+            session.add(UsageRow(key=key, gpu_s=gpu_s, updated_t_s=now_t_s))
+        elif row.gpu_s != gpu_s:
+            row.gpu_s = gpu_s
+            row.updated_t_s = now_t_s

@@ -1,0 +1,51 @@
+"""Why a job that cannot start now waits, in the words users know (Slurm's, where it has one).
+
+Asked only for jobs that neither started nor preempted. Order of the questions: would it fit
+but for GPUs held for jobs ahead of it (`Priority`)? Are its queue's quota, not GPUs, what
+stops it (`QOSGrpGRES`)? Too few free GPUs (`Resources`)? Enough, but not within its required
+topology domain (`Topology`), or not in its gang's shape (`Fragmentation`)?
+"""
+
+from __future__ import annotations
+
+from railyard.sched.decisions import Reason
+from railyard.sched.holds import HoldBook
+from railyard.sched.memo import PassMemo
+from railyard.sched.model import TopologyMode
+from railyard.sched.policies.registry import PlacementPolicy
+from railyard.sched.snapshot import Shape, Snapshot
+
+
+def diagnose(
+    snap: Snapshot,
+    shape: Shape,
+    quota_ok: bool,
+    holds: HoldBook,
+    placement: PlacementPolicy,
+    memo: PassMemo,
+    starts: int,
+) -> Reason:
+    key = (shape, quota_ok, starts, len(holds))
+    cached = memo.diagnosed.get(key)
+    if cached is not None:
+        return cached
+    held = holds.held_of(shape.flavor)
+    place = placement.place
+    with snap.without(held):
+        fits_unheld = place(snap, shape) is not None
+        if fits_unheld and not quota_ok:
+            reason = Reason.QUOTA
+        elif fits_unheld:
+            reason = Reason.PRIORITY
+        elif snap.flavor_free.get(shape.flavor, 0) < shape.gpus:
+            reason = Reason.RESOURCES
+        elif (
+            shape.topology is not None
+            and shape.topology.mode is TopologyMode.REQUIRED
+            and place(snap, shape._replace(topology=None)) is not None
+        ):
+            reason = Reason.TOPOLOGY
+        else:
+            reason = Reason.FRAGMENTATION
+    memo.diagnosed[key] = reason
+    return reason

@@ -1,0 +1,92 @@
+"""Can a job ever run here? Checked against the real topology and quota, not just counts.
+
+"Three nodes within one leaf group" on two-node leaf groups, or five 5-GPU workers on four
+8-GPU nodes, pass a count check and still never fit. Such a job waits with a reason that
+says so and never holds back other jobs (a job that might fit later would block its flavor
+under strict ordering or once it starves). The shape is placed on an empty copy of the
+inventory with the cycle's own placement policy: what fails there fails forever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from railyard.sched.decisions import Reason
+from railyard.sched.limits import over_max_time
+from railyard.sched.model import Job
+from railyard.sched.policies.registry import AdmissionPolicy, PlacementPolicy
+from railyard.sched.quota import QuotaTree
+from railyard.sched.snapshot import Shape, Snapshot, Topology
+
+
+def shape_reason(topo: Topology, placement: PlacementPolicy, shape: Shape) -> Reason | None:
+    """`Unschedulable` if the shape fits no empty inventory, `ReqNodeNotAvail` if only with
+    nodes that are down or drained back; memoised on the topology index."""
+    if shape in topo.feasible:
+        return topo.feasible[shape]
+    reason: Reason | None = None
+    if shape.flavor not in topo.total_gpus_all:
+        reason = Reason.BAD_CONSTRAINTS
+    elif placement.place(Snapshot(topo), shape) is None:
+        whole = topo.all_ready()
+        fits_whole = whole is not topo and placement.place(Snapshot(whole), shape) is not None
+        reason = Reason.REQ_NODE_NOT_AVAIL if fits_whole else Reason.UNSCHEDULABLE
+    topo.feasible[shape] = reason
+    return reason
+
+
+class Feasibility:
+    """Per cycle: the reason a job can never start now whatever happens to other jobs."""
+
+    def __init__(
+        self,
+        topo: Topology,
+        quota: QuotaTree,
+        admission: AdmissionPolicy,
+        placement: PlacementPolicy,
+    ) -> None:
+        self.topo = topo
+        self.quota = quota
+        self.queues = quota.queues
+        self.admission = admission
+        self.placement = placement
+        self._empty_quota: QuotaTree | None = None
+        self._quota_flavors = quota.flavors
+        self._cache: dict[Hashable, Reason | None] = {}
+
+    def over_max_time(self, job: Job) -> bool:
+        return over_max_time(job, self.queues.get(job.queue))
+
+    def reason(self, job: Job) -> Reason | None:
+        key = (
+            job.queue,
+            job.flavor,
+            job.workers,
+            job.gpus_per_worker,
+            job.topology,
+            job.distinct_nodes,
+            job.walltime_s is not None and self.over_max_time(job),
+        )
+        try:
+            return self._cache[key]
+        except KeyError:
+            reason = self._cache[key] = self._reason(job, Shape.of(job))
+            return reason
+
+    def _reason(self, job: Job, shape: Shape) -> Reason | None:
+        queue = self.queues.get(job.queue)
+        if queue is None or not self.quota.is_leaf(job.queue):
+            return Reason.BAD_CONSTRAINTS  # no such queue, or not a leaf
+        if over_max_time(job, queue):
+            return Reason.PARTITION_TIME_LIMIT
+        reason = shape_reason(self.topo, self.placement, shape)
+        if reason is Reason.UNSCHEDULABLE or reason is Reason.BAD_CONSTRAINTS:
+            return reason
+        if not self.admission.fits(self._idle_quota(), job):
+            return Reason.UNSCHEDULABLE  # more than its queue may ever use
+        return reason
+
+    def _idle_quota(self) -> QuotaTree:
+        if self._empty_quota is None:
+            self._empty_quota = QuotaTree(list(self.queues.values()), self._quota_flavors)
+        return self._empty_quota

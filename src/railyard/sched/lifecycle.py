@@ -1,0 +1,329 @@
+"""The job lifecycle around the cycle: one pure `step` both drivers apply.
+
+A driver (the live loop on the wall clock, the simulator on a virtual one) gathers what it
+knows into a `StepInput` (the cluster as it was, the exits its executor reported, the time)
+and applies the `StepPlan` it gets back, in this order: settlements, warnings and stops,
+then the cycle's decisions, drains and usage. Every rule that decides when a job may start
+or stop lives here or in the cycle, so the digital twin answers for the live cluster:
+
+1. settle exits: completed, failed (with the signal that killed it), cancelled, TIMEOUT, or
+   back to the queue after a preemption, a node failure (Slurm's `--requeue`, up to
+   `max_restarts`) or a loss while the control plane was down;
+2. time limits: the warning signal `warn_before_s` ahead (Slurm's `--signal`), then a stop
+   at the limit (the job ends TIMEOUT; Slurm kills after `KillWait`);
+3. gates: array throttles (`%N`, reason `JobArrayTaskLimit`);
+4. the cycle itself, on the state after settlements, with nominations carried over;
+5. drains: a draining node with nothing left on it is drained;
+6. fair-share usage accrued for the time since the last step.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from railyard.sched.accounting import accrue_usage
+from railyard.sched.config import SchedulerConfig
+from railyard.sched.cycle import cycle
+from railyard.sched.decisions import CycleResult, Reason
+from railyard.sched.limits import time_limit_s
+from railyard.sched.model import (
+    ClusterState,
+    Job,
+    Node,
+    NodeState,
+    Queue,
+    RunningJob,
+    StopCause,
+    Usage,
+)
+from railyard.sched.snapshot import CycleCache
+
+
+class ExitKind(StrEnum):
+    """How an attempt ended, as the executor saw it."""
+
+    COMPLETED = "completed"  # every rank exited 0 and nobody asked it to stop
+    FAILED = "failed"  # a rank exited non-zero or by a signal nobody sent
+    PREEMPTED = "preempted"  # asked to checkpoint and stop; exited 0 within the grace
+    KILLED = "killed"  # terminated by us (cancel, limit, preemption past its grace)
+    LOST = "lost"  # vanished while the control plane was down; exit unknown
+    NODE_FAIL = "node_fail"  # its node died under it
+
+
+class EndState(StrEnum):
+    """Final states, Slurm's `sacct` names in lower case."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMEOUT = "timeout"
+    NODE_FAIL = "node_fail"
+
+
+@dataclass(frozen=True)
+class Exit:
+    job_id: str
+    restart_count: int
+    kind: ExitKind
+    exit_code: int | None = None
+    signal: str | None = None
+    t_s: float | None = None  # when it exited, if known (else the step's time)
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """Where an attempt's end takes the job: an end state, or back to the queue as
+    `requeued` (one more restart, its service so far counted)."""
+
+    job_id: str
+    reason: str
+    end: EndState | None = None
+    requeued: Job | None = None
+    exit: Exit | None = None
+
+
+def settle(
+    run: RunningJob, ended: Exit, now_t_s: float, *, keep_submit_time: bool = True
+) -> Settlement:
+    """The rule for one exit, given why (if at all) we had asked the job to stop."""
+    job, cause, kind = run.job, run.stop_cause, ended.kind
+    if cause is StopCause.CANCELLED:
+        if kind is ExitKind.COMPLETED:
+            return Settlement(job.id, "Completed", EndState.COMPLETED, exit=ended)
+        return Settlement(job.id, "Cancelled", EndState.CANCELLED, exit=ended)
+    if cause is StopCause.TIME_LIMIT:
+        return Settlement(job.id, "TimeLimit", EndState.TIMEOUT, exit=ended)
+    if kind is ExitKind.COMPLETED:  # finished before any stop reached it
+        return Settlement(job.id, "Completed", EndState.COMPLETED, exit=ended)
+    end_t_s = ended.t_s if ended.t_s is not None else now_t_s
+    again = requeue_after_stop(run, end_t_s, keep_submit_time=keep_submit_time)
+    if cause is StopCause.PREEMPTED:
+        return Settlement(job.id, "Requeued (Preempted)", requeued=again, exit=ended)
+    retries_left = job.restart_count < job.max_restarts
+    if cause is StopCause.NODE_DOWN or kind is ExitKind.NODE_FAIL:
+        if job.requeue and retries_left:
+            return Settlement(job.id, "Requeued (NodeFail)", requeued=again, exit=ended)
+        return Settlement(job.id, "NodeFail", EndState.NODE_FAIL, exit=ended)
+    if kind is ExitKind.LOST and retries_left:
+        reason = "Requeued (lost while the control plane was down)"
+        return Settlement(job.id, reason, requeued=again, exit=ended)
+    if kind is ExitKind.FAILED or kind is ExitKind.KILLED:
+        why = f"Signal {ended.signal}" if ended.signal else "NonZeroExitCode"
+        return Settlement(job.id, why, EndState.FAILED, exit=ended)
+    return Settlement(job.id, kind.value.capitalize(), EndState.FAILED, exit=ended)
+
+
+def requeue_after_stop(run: RunningJob, end_t_s: float, *, keep_submit_time: bool = True) -> Job:
+    """The pending job to resubmit once a preempted or failed attempt has stopped.
+
+    Keeping the original submit time means a preempted job does not lose its place in line;
+    the service the attempt got counts towards its attained service (time slicing).
+    """
+    job = run.job
+    ran_s = max(0.0, end_t_s - run.start_t_s)
+    return replace(
+        job,
+        restart_count=job.restart_count + 1,
+        submit_t_s=job.submit_t_s if keep_submit_time else run.start_t_s,
+        attained_gpu_s=job.attained_gpu_s + run.gpus * ran_s,
+        nominated=False,
+    )
+
+
+# -- time limits -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TimeActions:
+    warn: tuple[str, ...] = ()  # send the job's warning signal now
+    stop: tuple[str, ...] = ()  # the limit is reached: stop it, it ends TIMEOUT
+    next_t_s: float = math.inf  # the next time a warning or limit falls due
+
+
+def time_limits(
+    running: Iterable[RunningJob], queues: Mapping[str, Queue], now_t_s: float
+) -> TimeActions:
+    warn: list[str] = []
+    stop: list[str] = []
+    next_t_s = math.inf
+    for r in running:
+        if r.stop_cause is not None:
+            continue
+        limit = time_limit_s(r.job, queues.get(r.job.queue))
+        if limit is None:
+            continue
+        end_t_s = r.start_t_s + limit
+        if now_t_s >= end_t_s:
+            stop.append(r.id)
+            continue
+        next_t_s = min(next_t_s, end_t_s)
+        before = r.job.warn_before_s
+        if before is not None and not r.warned:
+            warn_t_s = end_t_s - before
+            if now_t_s >= warn_t_s:
+                warn.append(r.id)
+            else:
+                next_t_s = min(next_t_s, warn_t_s)
+    return TimeActions(tuple(sorted(warn)), tuple(sorted(stop)), next_t_s)
+
+
+# -- gates before the cycle --------------------------------------------------------------------
+
+
+def gate(
+    pending: Sequence[Job], running: Iterable[RunningJob]
+) -> tuple[list[Job], dict[str, Reason]]:
+    """Jobs the cycle may consider, and why the others may not: an array already running
+    its `%N` tasks holds its later tasks back (lowest index first, like Slurm)."""
+    live: dict[str, int] = {}
+    for r in running:
+        parent = r.job.array_parent
+        if parent is not None:
+            live[parent] = live.get(parent, 0) + 1
+    eligible: list[Job] = []
+    held: dict[str, Reason] = {}
+    for job in sorted(pending, key=_array_order):
+        parent, limit = job.array_parent, job.array_max_running
+        if parent is not None and limit is not None:
+            if live.get(parent, 0) >= limit:
+                held[job.id] = Reason.JOB_ARRAY_TASK_LIMIT
+                continue
+            live[parent] = live.get(parent, 0) + 1
+        eligible.append(job)
+    return eligible, held
+
+
+def _array_order(job: Job) -> tuple[float, str, int, str]:
+    index = job.array_index if job.array_index is not None else -1
+    return (job.submit_t_s, job.array_parent or "", index, job.id)
+
+
+# -- drains and history --------------------------------------------------------------------------
+
+
+def drained(nodes: Iterable[Node], running: Iterable[RunningJob]) -> list[str]:
+    """Draining nodes with nothing left on them (Slurm's DRAINING -> DRAINED)."""
+    busy = {name for r in running for name in r.placement}
+    return sorted(n.name for n in nodes if n.state is NodeState.DRAINING and n.name not in busy)
+
+
+def predict_runtimes(
+    completed: Iterable[tuple[str, str, float]],
+) -> dict[tuple[str, str | None], float]:
+    """Run-time predictions from completed jobs `(queue, user, run_s)`, oldest first: per
+    user and queue the mean of the last two (Tsafrir et al., IEEE TPDS 2007), per queue the
+    median of the last 100."""
+    by_user: dict[tuple[str, str], list[float]] = {}
+    by_queue: dict[str, list[float]] = {}
+    for queue, user, run_s in completed:
+        by_user.setdefault((queue, user), []).append(run_s)
+        by_queue.setdefault(queue, []).append(run_s)
+    out: dict[tuple[str, str | None], float] = {}
+    for (queue, user), runs in by_user.items():
+        out[queue, user] = statistics.fmean(runs[-2:])
+    for queue, runs in by_queue.items():
+        out[queue, None] = statistics.median(runs[-100:])
+    return out
+
+
+# -- the step -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepInput:
+    """What a driver knows at a step: the cluster as it was, the exits since the last step."""
+
+    nodes: Sequence[Node]
+    queues: Sequence[Queue]
+    pending: Sequence[Job]
+    running: Sequence[RunningJob]
+    exits: Sequence[Exit]
+    now_t_s: float
+    usage: Usage = field(default_factory=Usage)
+    last_accrual_t_s: float | None = None
+    runtime_history_s: Mapping[tuple[str, str | None], float] = field(default_factory=dict)
+    keep_submit_time: bool = True
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """What the driver must write and do, in this order."""
+
+    settled: tuple[Settlement, ...]
+    warn: tuple[str, ...]
+    stop: tuple[str, ...]  # newly past their time limit: cause TIME_LIMIT
+    result: CycleResult
+    held: Mapping[str, Reason]
+    drained: tuple[str, ...]
+    usage: Usage
+    next_deadline_t_s: float = math.inf  # when the next warning or time limit falls due
+
+    @property
+    def reasons(self) -> dict[str, Reason]:
+        """Why each pending job waits: the gates' reasons and the cycle's."""
+        return {**self.held, **self.result.pending_reasons}
+
+
+def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = None) -> StepPlan:
+    """Settle exits, enforce limits, gate, run the cycle, drain, and accrue: one step."""
+    now = given.now_t_s
+    queues = {q.name: q for q in given.queues}
+
+    # 1. Settle what exited (an exit of an older attempt, or of a job no longer running,
+    #    is stale and ignored: executors may report twice across a restart).
+    by_id = {r.id: r for r in given.running}
+    settled: list[Settlement] = []
+    for ended in given.exits:
+        run = by_id.get(ended.job_id)
+        if run is None or run.job.restart_count != ended.restart_count:
+            continue
+        del by_id[ended.job_id]
+        settled.append(settle(run, ended, now, keep_submit_time=given.keep_submit_time))
+    running = list(by_id.values())
+    pending = list(given.pending) + [s.requeued for s in settled if s.requeued is not None]
+
+    # 2. Time limits: the warning ahead, the stop at the limit.
+    limits = time_limits(running, queues, now)
+    stopping = set(limits.stop)
+    running = [
+        replace(r, stop_cause=StopCause.TIME_LIMIT) if r.id in stopping else r for r in running
+    ]
+
+    # 3. Gates, then 4. the cycle on what is left.
+    eligible, held = gate(pending, running)
+    down = {n.name for n in given.nodes if n.state is NodeState.DOWN}
+    on_down = down and any(
+        r.stop_cause is None and not down.isdisjoint(r.placement) for r in running
+    )
+    result = CycleResult()
+    if eligible or on_down:  # else the cycle would decide nothing: skip it
+        state = ClusterState(
+            given.nodes, given.queues, eligible, running, given.usage, given.runtime_history_s
+        )
+        result = cycle(state, now, config, cache)
+
+    # 5. Drains: a draining node whose last job has just been settled is drained now.
+    done = drained(given.nodes, running)
+
+    # 6. Usage: the jobs that held GPUs since the last accrual (including those that just
+    #    exited: they held their GPUs until now) are charged for that time.
+    usage = given.usage
+    last = given.last_accrual_t_s
+    if last is not None and now > last:
+        usage = accrue_usage(
+            usage, given.running, given.queues, now - last, config.fairshare_half_life_s
+        )
+    return StepPlan(
+        settled=tuple(settled),
+        warn=limits.warn,
+        stop=limits.stop,
+        result=result,
+        held=held,
+        drained=tuple(done),
+        usage=usage,
+        next_deadline_t_s=limits.next_t_s,
+    )

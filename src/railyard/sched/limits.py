@@ -1,0 +1,107 @@
+"""What a job may claim, read through its queue: time limit, run-time estimate, and the
+admin's bounds on preemption protection.
+
+Slurm's partition rules (slurm.conf `DefaultTime`, `MaxTime`): a job with no `--time` runs
+under the queue's default limit, else its maximum; a job asking more than the maximum waits
+with reason `PartitionTimeLimit`. A limit is hard: the lifecycle ends the job there. Where no
+limit applies, backfill still needs an estimate: the queue's history of run times (Tsafrir,
+Etsion and Feitelson, "Backfilling using system-generated predictions rather than user
+runtime estimates", IEEE TPDS 18(6), 2007: the mean of the user's last two run times), or the
+configured default. An estimate is soft: a job that outlives it is not stopped, and its end is
+pushed out by doubling (so `squeue --start` never answers "now" for a job that is still busy).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from railyard.sched.model import Job, Queue, RunningJob
+
+RuntimeHistory = Mapping[tuple[str, str | None], float]
+"""(queue, user) -> predicted run time in seconds; (queue, None) is the queue-wide figure."""
+
+
+def time_limit_s(job: Job, queue: Queue | None) -> float | None:
+    """The hard limit a job runs under: its own, else its queue's default, else maximum."""
+    if job.walltime_s is not None:
+        return job.walltime_s
+    if queue is None:
+        return None
+    return queue.default_time_s if queue.default_time_s is not None else queue.max_time_s
+
+
+def over_max_time(job: Job, queue: Queue | None) -> bool:
+    return (
+        queue is not None
+        and queue.max_time_s is not None
+        and job.walltime_s is not None
+        and job.walltime_s > queue.max_time_s
+    )
+
+
+def min_runtime_s(job: Job, queue: Queue | None) -> float:
+    """Protection from preemption after start, capped by the queue's bound."""
+    bound = queue.max_min_runtime_s if queue is not None else None
+    return job.min_runtime_s if bound is None else min(job.min_runtime_s, bound)
+
+
+def checkpoint_grace_s(job: Job, queue: Queue | None) -> float:
+    """Time to checkpoint when asked to stop, capped by the queue's bound."""
+    bound = queue.max_checkpoint_grace_s if queue is not None else None
+    return job.checkpoint_grace_s if bound is None else min(job.checkpoint_grace_s, bound)
+
+
+class Estimates:
+    """Run-time figures for one cycle: hard limits first, then history, then the default."""
+
+    def __init__(
+        self,
+        queues: Mapping[str, Queue],
+        history: RuntimeHistory,
+        default_s: float | None,
+        kill_wait_s: float,
+    ) -> None:
+        self.queues = queues
+        self.history = history
+        self.default_s = default_s
+        self.kill_wait_s = kill_wait_s
+
+    def limit_s(self, job: Job) -> float | None:
+        return time_limit_s(job, self.queues.get(job.queue))
+
+    def estimate_s(self, job: Job) -> tuple[float | None, bool]:
+        """(seconds, hard): the limit when there is one, else a soft prediction or None."""
+        limit = self.limit_s(job)
+        if limit is not None:
+            return limit, True
+        predicted = self.history.get((job.queue, job.user))
+        if predicted is None:
+            predicted = self.history.get((job.queue, None))
+        return (predicted if predicted is not None else self.default_s), False
+
+    def end_t_s(self, job: Job, start_t_s: float) -> float:
+        """Estimated end of a job starting at `start_t_s`; inf without any estimate."""
+        if job.walltime_s is not None:  # the common case, first
+            return start_t_s + job.walltime_s
+        seconds, _ = self.estimate_s(job)
+        return math.inf if seconds is None else start_t_s + seconds
+
+    def running_end_t_s(self, run: RunningJob, now_t_s: float) -> float:
+        """Estimated end of a running job, never in the past.
+
+        Past its hard limit a job is being killed: gone within `kill_wait_s`. Past a soft
+        estimate it is not stopped, so its estimate doubles until it lies in the future.
+        """
+        seconds, hard = self.estimate_s(run.job)
+        if seconds is None:
+            return math.inf
+        end_t_s = run.start_t_s + seconds
+        if end_t_s > now_t_s:
+            return end_t_s
+        if hard or seconds <= 0:
+            return now_t_s + self.kill_wait_s
+        k = max(1, math.floor(math.log2((now_t_s - run.start_t_s) / seconds)) + 1)
+        while run.start_t_s + seconds * 2.0**k <= now_t_s:  # float rounding at a power of two
+            k += 1
+        return run.start_t_s + seconds * 2.0**k

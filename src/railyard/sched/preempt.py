@@ -1,0 +1,234 @@
+"""The preemption step of a pass: make room for a job by stopping others, once, for good.
+
+Rules that keep preemption from wasting work (each was a bug once):
+- a job whose victims are still stopping keeps their GPUs (a nomination): it needs no new
+  victims, and the GPUs are held for it, also in the next cycles, until it starts;
+- a job is never preempted for a job that it would itself preempt back once the two had
+  swapped places (no ping-pong: reclaim against priority, two time slices);
+- a victim must have run its minimum run time, capped by its queue's bound;
+- a search that cannot succeed (no candidates, or too few GPUs among them) is not counted
+  against the per-queue and per-cycle budgets, so an impossible job cannot starve a later
+  job of its queue of its one search;
+- preemptible jobs that backfilled across a reservation yield to the job that holds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+
+from railyard.sched.config import SchedulerConfig
+from railyard.sched.decisions import Preempt, PreemptReason
+from railyard.sched.limits import checkpoint_grace_s, min_runtime_s
+from railyard.sched.memo import PassMemo
+from railyard.sched.model import Job, RunningJob
+from railyard.sched.policies.registry import (
+    AdmissionPolicy,
+    PlacementPolicy,
+    PreemptContext,
+    PreemptionPolicy,
+    service_level,
+)
+from railyard.sched.quota import QuotaTree
+from railyard.sched.snapshot import Masks, Shape, Snapshot
+from railyard.sched.victims import Candidate, find_victims, removed
+
+Hold = Callable[[Job, float, Masks], None]
+"""Called with (preemptor, grace seconds, GPUs) when victims make room: hold them for it."""
+
+
+class Preemption:
+    def __init__(
+        self,
+        *,
+        now_t_s: float,
+        config: SchedulerConfig,
+        policy: PreemptionPolicy,
+        admission: AdmissionPolicy,
+        placement: PlacementPolicy,
+        snap: Snapshot,
+        quota: QuotaTree,
+        running: Sequence[RunningJob],
+        run_masks: dict[str, Masks],
+        requeued: set[str],
+        memo: PassMemo,
+    ) -> None:
+        self.now_t_s = now_t_s
+        self.config = config
+        self.policy = policy
+        self.admission = admission
+        self.placement = placement
+        self.snap = snap
+        self.quota = quota
+        self.run_masks = run_masks
+        self.memo = memo
+        self.ctx = PreemptContext(
+            quota,
+            now_t_s,
+            config.priority_preemption_min,
+            config.service_levels_gpu_s,
+            config.time_slice_quantum_s,
+        )
+        self.signalled = {r.id for r in running if r.stop_cause is not None} | requeued
+        self.signalled_for: dict[str, list[RunningJob]] = {}
+        self.classes: dict[str, dict[Hashable, list[RunningJob]]] = {}  # flavor -> class
+        self.backfilled: list[RunningJob] = []
+        for r in running:
+            if r.preempt_for is not None and r.id not in requeued:
+                self.signalled_for.setdefault(r.preempt_for, []).append(r)
+            if r.id in self.signalled:
+                continue
+            queue = quota.queues.get(r.job.queue)
+            if now_t_s - r.start_t_s < min_runtime_s(r.job, queue):
+                continue
+            if r.backfilled and r.job.preemptible:
+                self.backfilled.append(r)
+            cls = policy.victim_class(r, self.ctx)
+            self.classes.setdefault(r.job.flavor, {}).setdefault(cls, []).append(r)
+        self._candidate_cache: dict[Hashable, tuple[int, list[Candidate]]] = {}
+        self._searches_left = config.preemption_searches_per_cycle
+        self._queue_searches: dict[str, int] = {}
+        self.decisions: list[Preempt] = []
+
+    def waits_on_victims(self, job: Job) -> bool:
+        return job.id in self.signalled_for
+
+    def preemptor_class(self, job: Job) -> Hashable:
+        """What besides queue, priority and shape decides which victims a job may take: its
+        service level under time slicing, its age while backfilled jobs might yield to it."""
+        if self.policy.name == "las":
+            level = service_level(job.attained_gpu_s, self.ctx.service_levels_gpu_s)
+            return (level, job.submit_t_s if self.backfilled else None)
+        return job.submit_t_s if self.backfilled else None
+
+    def preempt(self, job: Job, shape: Shape, hold: Hold) -> bool:
+        """Use victims already stopping for this job, or signal the cheapest new set."""
+        mine = self.signalled_for.get(job.id, [])
+        victims: list[Candidate] = []
+        if mine:
+            with removed(self.snap, self.quota, mine, [self.run_masks[r.id] for r in mine]):
+                found = self._fits(job, shape)
+                if found is None:
+                    victims, found = self._search(job, shape) or ([], None)
+        elif self._may_search(job):
+            victims, found = self._search(job, shape) or ([], None)
+        else:
+            return False
+        if found is None:
+            return False
+        for c in victims:
+            self.signalled.add(c.run.id)
+            queue = self.quota.queues.get(c.run.job.queue)
+            grace_s = checkpoint_grace_s(c.run.job, queue)
+            self.decisions.append(Preempt(c.run.id, grace_s, c.reason, for_job_id=job.id))
+        grace_s = max(
+            (
+                checkpoint_grace_s(r.job, self.quota.queues.get(r.job.queue))
+                for r in [*mine, *(c.run for c in victims)]
+            ),
+            default=0.0,
+        )
+        hold(job, grace_s, found)
+        return True
+
+    def _fits(self, job: Job, shape: Shape) -> Masks | None:
+        if not self.admission.fits(self.quota, job):
+            return None
+        return self.placement.place(self.snap, shape)
+
+    def _may_search(self, job: Job) -> bool:
+        return (
+            self._searches_left > 0
+            and self.policy.name != "off"
+            and self._queue_searches.get(job.queue, 0) < self.config.preemption_searches_per_queue
+        )
+
+    def _search(self, job: Job, shape: Shape) -> tuple[list[Candidate], Masks] | None:
+        if not self._may_search(job):
+            return None
+        key = (job.queue, job.priority, shape, self.preemptor_class(job))
+        if key in self.memo.preempt_fail:
+            return None
+        if not self.policy.may_preempt(job, self.ctx) and not self._may_take_backfilled(job):
+            return None  # changes with quota use: not remembered as a failure
+        candidates = self._candidates(job)
+        short = job.gpus - self.snap.flavor_free.get(job.flavor, 0)
+        if not candidates or sum(c.useful_gpus for c in candidates) < short:
+            self.memo.preempt_fail.add(key)  # hopeless: costs no search budget
+            return None
+        self.memo.changed()
+        self._searches_left -= 1
+        self._queue_searches[job.queue] = self._queue_searches.get(job.queue, 0) + 1
+        result = find_victims(
+            job,
+            candidates,
+            self.snap,
+            self.quota,
+            lambda: self._fits(job, shape),
+            self.config.exact_victim_search_max,
+            quota_fits=self.admission.fits(self.quota, job),
+        )
+        if result is None:
+            self.memo.preempt_fail.add(key)
+        return result
+
+    def _candidates(self, job: Job) -> list[Candidate]:
+        """Who `job` may evict; alike preemptors (queue, priority, size, class) get the same
+        list while nothing has changed (quota use and signals change only with the epoch)."""
+        key = (job.queue, job.priority, job.flavor, job.gpus, self.preemptor_class(job))
+        hit = self._candidate_cache.get(key)
+        if hit is not None and hit[0] == self.memo.epoch:
+            return hit[1]
+        out = self._find_candidates(job)
+        self._candidate_cache[key] = (self.memo.epoch, out)
+        return out
+
+    def _find_candidates(self, job: Job) -> list[Candidate]:
+        out: list[Candidate] = []
+        seen: set[str] = set()
+        for members in self.classes.get(job.flavor, {}).values():
+            reason = self.policy.victim_reason(job, members[0], self.ctx)
+            if reason is None:
+                continue
+            back: dict[int, bool] = {}  # alike victims of one size answer alike
+            for r in members:
+                if r.id in self.signalled:
+                    continue
+                if r.gpus not in back:
+                    back[r.gpus] = self._would_preempt_back(job, r)
+                if not back[r.gpus]:
+                    out.append(self._candidate(r, reason))
+                    seen.add(r.id)
+        for r in self.backfilled:  # jumped ahead of `job` across its reservation
+            if (
+                r.job.flavor == job.flavor
+                and r.id not in seen
+                and r.id not in self.signalled
+                and r.job.priority <= job.priority
+                and (r.job.submit_t_s, r.id) > (job.submit_t_s, job.id)
+            ):
+                out.append(self._candidate(r, PreemptReason.RESERVATION))
+        return out
+
+    def _may_take_backfilled(self, job: Job) -> bool:
+        return any(
+            r.job.flavor == job.flavor and (r.job.submit_t_s, r.id) > (job.submit_t_s, job.id)
+            for r in self.backfilled
+        )
+
+    def _would_preempt_back(self, job: Job, victim: RunningJob) -> bool:
+        """Once swapped (victim pending, job running), would the victim evict the job?"""
+        v = victim.job
+        self.quota.remove(v.queue, v.flavor, victim.gpus)
+        self.quota.add(job.queue, job.flavor, job.gpus)
+        try:
+            swapped = RunningJob(job, {}, self.now_t_s - self.config.time_slice_quantum_s)
+            return self.policy.victim_reason(v, swapped, self.ctx) is not None
+        finally:
+            self.quota.remove(job.queue, job.flavor, job.gpus)
+            self.quota.add(v.queue, v.flavor, victim.gpus)
+
+    def _candidate(self, r: RunningJob, reason: PreemptReason) -> Candidate:
+        masks = self.run_masks[r.id]
+        topo = self.snap.topo
+        useful = sum(m.bit_count() for i, m in masks.items() if topo.ready[i])
+        return Candidate.of(r, masks, reason, self.now_t_s, useful)

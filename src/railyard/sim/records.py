@@ -1,0 +1,49 @@
+"""What a simulation run leaves behind: one record per job, the timeline and counters.
+`metrics.summarize` reads them; nothing here knows how the run was driven."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from railyard.sim.workload import TraceJob
+
+
+@dataclass(slots=True)
+class JobRecord:
+    """What happened to one job; metrics are computed from these.
+
+    `state`: waiting | pending | running | completed | failed | cancelled | timeout |
+    node_fail | rejected (can never run here).
+    """
+
+    trace: TraceJob
+    gpus: int
+    state: str = "waiting"
+    first_start_t_s: float | None = None
+    end_t_s: float | None = None
+    restarts: int = 0
+    preemptions: int = 0
+    failures: int = 0
+    multi_node_starts: int = 0
+    one_leaf_group_starts: int = 0
+    one_su_starts: int = 0
+
+
+@dataclass
+class RunLog:
+    """Raw output of a run: job records, the timeline and counters."""
+
+    total_gpus: int
+    records: dict[str, JobRecord]
+    timeline: list[tuple[float, int, int, int]]  # (t_s, busy GPUs, pending jobs, down GPUs)
+    queue_gpu_s: dict[str, float]
+    weights: dict[str, float]
+    useful_gpu_s: float
+    allocated_gpu_s: float
+    lost_gpu_s: float
+    checkpoints: int
+    node_failures: int
+    cycles: int
+    events: int
+    end_t_s: float
+    event_log: list[tuple[float, str, str]] = field(default_factory=list)
