@@ -72,7 +72,7 @@ def write_plan(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> 
             updated_t_s=now_t_s,
         )
         if ok:
-            record(session, now_t_s, "timeout", "time limit reached", job_id)
+            record(session, now_t_s, "time_limit", "time limit reached: stopping", job_id)
             out.stopped.append(job_id)
     _decisions(session, plan, seen, now_t_s, out)
     _reasons(session, plan, seen, now_t_s)

@@ -357,6 +357,7 @@ class _Run:
         self.nominated = set(result.nominated)
         for name in plan.drained:
             self._set_node(replace(self.nodes[name], state=NodeState.DRAINED))
+            self._note(now, EventKind.ADMIN, f"{name} drained")
         self._want_deadline(plan.next_deadline_t_s)
 
     def _start(self, now: float, start: Start) -> None:
