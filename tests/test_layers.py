@@ -11,13 +11,25 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "railyard"
 
 # package -> railyard packages it must never import
 FORBIDDEN = {
-    "probe": {"blueprint", "fabric", "plan", "sched", "twin", "exec", "control", "sim", "cli"},
-    "blueprint": {"fabric", "plan", "sched", "twin", "exec", "control", "sim", "cli"},
-    "fabric": {"plan", "sched", "twin", "exec", "control", "sim", "cli"},
-    "sched": {"blueprint", "fabric", "plan", "twin", "exec", "control", "sim", "cli"},
-    "plan": {"sched", "twin", "exec", "control", "sim", "cli"},
-    "twin": {"control", "sim", "cli", "exec"},
-    "exec": {"control", "sim", "cli", "twin", "plan"},
+    "probe": {
+        "blueprint",
+        "fabric",
+        "plan",
+        "sched",
+        "twin",
+        "exec",
+        "control",
+        "sim",
+        "cli",
+        "inventory",
+    },
+    "blueprint": {"fabric", "plan", "sched", "twin", "exec", "control", "sim", "cli", "inventory"},
+    "fabric": {"plan", "sched", "twin", "exec", "control", "sim", "cli", "inventory"},
+    "sched": {"blueprint", "fabric", "plan", "twin", "exec", "control", "sim", "cli", "inventory"},
+    "plan": {"sched", "twin", "exec", "control", "sim", "cli", "inventory"},
+    "inventory": {"plan", "twin", "exec", "control", "sim", "cli"},
+    "twin": {"control", "sim", "cli", "exec", "inventory"},
+    "exec": {"control", "sim", "cli", "twin", "plan", "inventory"},
     "control": {"sim", "cli"},
     "sim": {"control", "cli"},
 }

@@ -30,7 +30,7 @@ def test_ruff_format() -> None:
 
 def test_mypy_strict_core() -> None:
     paths = [f"src/railyard/{p}" for p in STRICT_PACKAGES if (ROOT / "src/railyard" / p).is_dir()]
-    paths.append("src/railyard/probe.py")
+    paths += ["src/railyard/probe.py", "src/railyard/inventory.py"]
     if not paths:
         pytest.fail("no core package found")
     result = _run("mypy", *paths)

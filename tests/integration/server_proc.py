@@ -24,11 +24,19 @@ def free_port() -> int:
 class ServerProcess:
     """Starts `python -m railyard up` and talks to it over HTTP with the admin token."""
 
-    def __init__(self, state_dir: Path, *, gpus: int = 4, database_url: str | None = None) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        gpus: int | None = 4,
+        database_url: str | None = None,
+        extra: tuple[str, ...] = (),
+    ) -> None:
         self.state_dir = state_dir
         self.port = free_port()
         self.gpus = gpus
         self.database_url = database_url
+        self.extra = extra
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout_s: float = 30.0) -> None:
@@ -37,8 +45,8 @@ class ServerProcess:
             "-m",
             "railyard",
             "up",
-            "--gpus",
-            str(self.gpus),
+            *(["--gpus", str(self.gpus)] if self.gpus is not None else []),
+            *self.extra,
             "--state-dir",
             str(self.state_dir),
             "--port",

@@ -19,7 +19,8 @@ from railyard.cli import simulate as simulate_cli
 from railyard.cli.perf import perf_app
 from railyard.cli.render import print_compare, print_plan
 from railyard.control.paths import default_state_dir
-from railyard.control.server import UpConfig, serve
+from railyard.control.schemas import parse_walltime
+from railyard.control.server import UpConfig, UpError, serve
 from railyard.fabric import export
 from railyard.fabric.build import build_fabric
 from railyard.fabric.hostlist import compress
@@ -158,15 +159,39 @@ def up(
     state_dir: Annotated[
         Path | None, typer.Option(help="jobs, logs and the SQLite store (default ~/.railyard)")
     ] = None,
-    policy: Annotated[str, typer.Option(help="ordering policy: fairshare | fifo")] = "fairshare",
+    policy: Annotated[
+        str, typer.Option(help="ordering policy: fairshare | fifo | priority | las")
+    ] = "fairshare",
     backfill: Annotated[str, typer.Option(help="strict | none | easy | conservative")] = "easy",
+    preemption: Annotated[
+        str, typer.Option(help="off | reclaim | on (reclaim + opted-in priority) | las")
+    ] = "on",
+    default_time: Annotated[
+        str | None,
+        typer.Option(help="run-time estimate for jobs with no --time and no history (D-HH:MM:SS)"),
+    ] = None,
+    blueprint: Annotated[
+        str | None, typer.Option(help="the cluster's nodes and topology: a preset or YAML file")
+    ] = None,
+    node_name: Annotated[
+        str | None, typer.Option(help="which blueprint node this machine is (default: hostname)")
+    ] = None,
     cycle_interval: Annotated[float, typer.Option(help="seconds between idle cycles")] = 2.0,
 ) -> None:
     """Start the control plane: store, scheduler loop and REST API, on this machine."""
     try:
-        scheduler = SchedulerConfig(ordering=policy, backfill=backfill)
+        estimate_s = parse_walltime(default_time) if default_time is not None else None
+    except ValueError as exc:
+        fail(f"--default-time: {exc}")
+    try:
+        scheduler = SchedulerConfig(
+            ordering=policy,
+            backfill=backfill,
+            preemption=preemption,
+            default_walltime_s=estimate_s,
+        )
     except (KeyError, ValueError) as exc:
-        fail(f"--policy/--backfill: {exc.args[0]} (hint: see railyard up --help)")
+        fail(f"--policy/--backfill/--preemption: {exc.args[0]} (hint: see railyard up --help)")
     if gpus is not None and gpus < 0:
         fail("--gpus: must be >= 0")
     config = UpConfig(
@@ -178,8 +203,13 @@ def up(
         flavor=flavor,
         cycle_interval_s=cycle_interval,
         scheduler=scheduler,
+        blueprint=blueprint,
+        **({"node_name": node_name} if node_name else {}),
     )
-    serve(config)
+    try:
+        serve(config)
+    except UpError as exc:
+        fail(str(exc))
 
 
 jobs_cli.register(app)

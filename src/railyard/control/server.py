@@ -19,6 +19,7 @@ from pathlib import Path
 import uvicorn
 from sqlalchemy import select
 
+from railyard.blueprint import BlueprintError, load
 from railyard.blueprint.local import catalogue_name
 from railyard.control.api import create_app
 from railyard.control.client import save_config
@@ -30,8 +31,9 @@ from railyard.control.tables import Counter, NodeRow, QueueMember, QueueRow, Use
 from railyard.control.users import bootstrap_admin
 from railyard.exec.local import LocalExecutor
 from railyard.exec.nccl import nccl_env
-from railyard.probe import detect_gpus
-from railyard.sched import SchedulerConfig
+from railyard.inventory import scheduler_nodes, this_machine
+from railyard.probe import detect_gpus, resolve_gpus
+from railyard.sched import Node, NodeState, SchedulerConfig
 
 log = logging.getLogger("railyard.server")
 
@@ -52,6 +54,7 @@ class UpConfig:
     node_name: str = field(default_factory=socket.gethostname)
     cycle_interval_s: float = 2.0
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    blueprint: str | None = None
 
     @property
     def url(self) -> str:
@@ -64,34 +67,72 @@ def detected_flavor() -> str | None:
     return catalogue_name(found[0].name) if found else None
 
 
-def bootstrap(store: Store, config: UpConfig, gpus: int, flavor: str) -> str | None:
-    """First start: an admin with a token and a default queue. Every start: this node.
+class UpError(ValueError):
+    """A `railyard up` setting that cannot work; one line for the CLI (exit 2)."""
+
+
+def inventory(config: UpConfig) -> tuple[list[Node], Node]:
+    """Every node the scheduler knows, and the one this machine serves.
+
+    With a blueprint, its nodes (names, flavors, topology paths: `railyard.inventory`) and
+    this machine is the one named `node_name`; the others have no live machine here and are
+    registered `down`. Without one, this machine alone, with its GPUs from NVML or `--gpus`.
+    """
+    if config.blueprint is None:
+        gpus = resolve_gpus(config.gpus)
+        flavor = config.flavor or detected_flavor() or VIRTUAL_FLAVOR
+        mem_gb = (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) / 1e9
+        node = this_machine(config.node_name, flavor, gpus, os.cpu_count() or 1, mem_gb)
+        return [node], node
+    try:
+        nodes = scheduler_nodes(load(config.blueprint).blueprint)
+    except BlueprintError as exc:
+        raise UpError(str(exc)) from None
+    by_name = {n.name: n for n in nodes}
+    if config.node_name not in by_name:
+        first = ", ".join(sorted(by_name)[:4])
+        raise UpError(
+            f"--node-name: {config.node_name!r} is not a GPU node of {config.blueprint} "
+            f"(hint: one of {first}{', ...' if len(by_name) > 4 else ''})"
+        )
+    local = by_name[config.node_name]
+    if config.gpus is not None and config.gpus != local.gpus:
+        raise UpError(
+            f"--gpus: {config.gpus}, but {local.name} has {local.gpus} in the blueprint "
+            "(hint: leave --gpus out with --blueprint)"
+        )
+    return nodes, local
+
+
+def bootstrap(store: Store, nodes: list[Node], local: Node) -> str | None:
+    """First start: an admin with a token and a default queue. Every start: the inventory,
+    this machine ready (unless an admin drained it), other blueprint nodes down.
 
     Returns the admin token when one was created (it is shown once and saved for the CLI).
     """
     now = time.time()
     token: str | None = None
     with store.session() as s:
-        node = s.get(NodeRow, config.node_name)
-        if node is None:
-            s.add(
-                NodeRow(
-                    name=config.node_name,
-                    flavor=flavor,
-                    gpus=gpus,
-                    cpu_cores=os.cpu_count() or 1,
-                    path=["su0", "su0-lg0"],
-                    updated_t_s=now,
-                )
-            )
-        elif (node.gpus, node.flavor) != (gpus, flavor):
-            node.gpus, node.flavor, node.updated_t_s = gpus, flavor, now
+        for n in nodes:
+            row = s.get(NodeRow, n.name)
+            if row is None:
+                row = NodeRow(name=n.name, state=NodeState.READY.value, reason="", updated_t_s=now)
+                s.add(row)
+            row.flavor, row.gpus, row.path = n.flavor, n.gpus, list(n.path)
+            row.cpu_cores, row.mem_gb, row.updated_t_s = n.cpu_cores, n.mem_gb, now
+            if n.name != local.name:
+                row.state, row.reason = NodeState.DOWN.value, "no live machine"
+            elif row.state == NodeState.DOWN.value:
+                row.state, row.reason = NodeState.READY.value, ""
         if s.get(Counter, JOB_COUNTER) is None:
             s.add(Counter(name=JOB_COUNTER, value=0))
         if s.scalar(select(User).limit(1)) is None:
             admin, token = bootstrap_admin(s, "admin", now)
             if s.get(QueueRow, "default") is None:
-                s.add(QueueRow(name="default", nominal_gpus={flavor: gpus}, created_t_s=now))
+                nominal: dict[str, int] = {}
+                for n in nodes:
+                    nominal[n.flavor] = nominal.get(n.flavor, 0) + n.gpus
+                s.add(QueueRow(name="default", nominal_gpus=nominal, created_t_s=now))
                 s.flush()
                 s.add(QueueMember(queue="default", user_id=admin.id))
     return token
@@ -99,11 +140,12 @@ def bootstrap(store: Store, config: UpConfig, gpus: int, flavor: str) -> str | N
 
 def serve(config: UpConfig) -> None:
     """Run until interrupted. Jobs keep running when the server stops."""
+    nodes, local = inventory(config)
     config.state_dir.mkdir(parents=True, exist_ok=True)
     store = Store(config.url)
-    executor = LocalExecutor(config.node_name, gpus=config.gpus)
-    flavor = config.flavor or detected_flavor() or VIRTUAL_FLAVOR
-    token = bootstrap(store, config, executor.gpus, flavor)
+    executor = LocalExecutor(local.name, gpus=local.gpus)
+    flavor = local.flavor
+    token = bootstrap(store, nodes, local)
     api_url = f"http://{config.host}:{config.port}"
     if token is not None:
         path = save_config(api_url, token, client_config_path(config.state_dir))

@@ -1,0 +1,60 @@
+"""The cluster's nodes as the scheduler sees them, from a blueprint: one adapter for both
+drivers (the live control plane and the simulator), so both place jobs on the same topology.
+
+With a fabric, each node carries its topology path (scalable unit, leaf group) from
+`fabric.tree.topology_tree`, and its NVLink domains from the node type. Without one, the GPU
+nodes of each node group share one leaf group: nothing is known about their network.
+"""
+
+from __future__ import annotations
+
+from railyard.blueprint import Blueprint, NodeType
+from railyard.fabric.build import build_fabric
+from railyard.fabric.tree import topology_tree
+from railyard.sched import Node
+
+
+def nvlink_domains(node_type: NodeType) -> tuple[tuple[int, ...], ...]:
+    size = node_type.nvlink_domain_gpus
+    if size <= 0 or size >= node_type.gpus or node_type.gpus % size:
+        return ()
+    return tuple(tuple(range(s, s + size)) for s in range(0, node_type.gpus, size))
+
+
+def _node(name: str, nt: NodeType, gpus: int, path: tuple[str, ...]) -> Node:
+    assert nt.gpu is not None
+    return Node(
+        name,
+        nt.gpu,
+        gpus,
+        cpu_cores=nt.cpu_cores,
+        mem_gb=nt.ram_gbyte,
+        path=path,
+        nvlink_domains=nvlink_domains(nt),
+    )
+
+
+def scheduler_nodes(bp: Blueprint) -> list[Node]:
+    """GPU nodes of the blueprint; flavor is the GPU model name (e.g. ``H100-SXM-80GB``)."""
+    if bp.fabric is not None:
+        out = []
+        for tn in topology_tree(build_fabric(bp)).nodes:
+            nt = bp.node_types[bp.node_groups[tn.group].node_type]
+            if tn.gpus and nt.gpu:
+                out.append(_node(tn.name, nt, tn.gpus, tn.path))
+        return out
+    out = []
+    for group_name, group, nt in bp.fabric_groups():
+        if not nt.gpus or not nt.gpu:
+            continue
+        prefix = group.hostname_prefix or group_name
+        width = max(3, len(str(group.count)))
+        path = ("su0", f"{group_name}-lg0")
+        for i in range(1, group.count + 1):
+            out.append(_node(f"{prefix}{i:0{width}d}", nt, nt.gpus, path))
+    return out
+
+
+def this_machine(name: str, flavor: str, gpus: int, cpu_cores: int, mem_gb: float) -> Node:
+    """The one node of `railyard up` without a blueprint: its own leaf group."""
+    return Node(name, flavor, gpus, cpu_cores=cpu_cores, mem_gb=mem_gb, path=("su0", "su0-lg0"))
