@@ -145,6 +145,15 @@ BAD_SUBMISSIONS = [
     ({"flavor": "B200"}, "flavor: no node has flavor 'B200' (hint: known flavors"),
     ({"workers": 1, "gpus_per_worker": 16}, "gpus_per_worker: 16 GPUs per worker, but the"),
     ({"gpus": 17}, "gpus: 17 GPUs asked, the cluster has 16"),
+    (
+        {"workers": 3, "gpus_per_worker": 5},
+        "gpus: 3 x 5 GPUs never fit: the 2 H100-SXM-80GB nodes hold at most 2 such workers",
+    ),
+    (
+        {"workers": 2, "gpus_per_worker": 8, "topology": "node"},
+        "gpus: 2 x 8 GPUs within one node never fit: a node of H100-SXM-80GB nodes holds at "
+        "most 1 such workers (hint: fewer workers",
+    ),
     ({"script": "echo hi"}, "give exactly one of command or script"),
     ({"gpus": 2, "workers": 2}, "give workers/gpus_per_worker, or gpus, or nodes"),
     ({"array": "5-1"}, "array: bad array range '5-1'"),
@@ -282,3 +291,25 @@ def test_concurrent_submissions_get_distinct_numbers(store: Store, tokens: dict[
     with ThreadPoolExecutor(6) as pool:
         ids = list(pool.map(submit, range(18)))
     assert sorted(int(i) for i in ids) == list(range(1, 19))
+
+
+def test_queue_time_limits_and_bounds_round_trip_and_bind_submits(api: Api) -> None:
+    root = api.as_["root"]
+    body = {"priority_preemption": True, "default_time_s": 3600, "max_time_s": 7200}
+    response = root.patch("/v1/queues/default", json={**body, "max_min_runtime_s": 60})
+    assert response.status_code == 200, response.text
+    out = response.json()
+    assert (out["priority_preemption"], out["default_time_s"], out["max_time_s"]) == (
+        True,
+        3600,
+        7200,
+    )
+    before = api.jobs_and_counter()
+    response = api.as_["alice"].post("/v1/jobs", json={"command": ["x"], "min_runtime_s": 600})
+    assert response.status_code == 422
+    assert response.json()["detail"] == (
+        "min_runtime_s: 600 s is above queue default's bound of 60 s (hint: ask for at most 60)"
+    )
+    assert api.jobs_and_counter() == before
+    cleared = root.patch("/v1/queues/default", json={"max_time_s": None}).json()
+    assert (cleared["max_time_s"], cleared["default_time_s"]) == (None, 3600)

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from railyard.cli.jobs import JsonOpt, connect, emit_json, fail
-from railyard.control.schemas import QueueCreate, QueueUpdate, validation_line
+from railyard.control.schemas import QueueCreate, QueueUpdate, parse_walltime, validation_line
 
 app = typer.Typer(help="Administer users, tokens and queues (admin token needed).")
 users_app = typer.Typer(help="Users.")
@@ -105,6 +105,47 @@ def _quota(items: list[str] | None, option: str) -> dict[str, int]:
     return out
 
 
+PriorityPreemptionOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--priority-preemption/--no-priority-preemption",
+        help="its jobs may preempt lower-priority jobs (off by default, as in Slurm)",
+    ),
+]
+TimeOpt = Annotated[str | None, typer.Option(help="D-HH:MM:SS, HH:MM:SS or minutes")]
+
+
+def _limits(
+    priority_preemption: bool | None,
+    default_time: str | None,
+    max_time: str | None,
+    max_min_runtime: str | None,
+    max_grace: str | None,
+) -> dict[str, object]:
+    """The queue's time limits (Slurm partition DefaultTime/MaxTime) and bounds on what its
+    jobs may claim, from the options given."""
+    out: dict[str, object] = {}
+    if priority_preemption is not None:
+        out["priority_preemption"] = priority_preemption
+    for key, value, option in (
+        ("default_time_s", default_time, "--default-time"),
+        ("max_time_s", max_time, "--max-time"),
+        ("max_min_runtime_s", max_min_runtime, "--max-min-runtime"),
+        ("max_checkpoint_grace_s", max_grace, "--max-grace"),
+    ):
+        if value is None:
+            continue
+        try:
+            seconds = parse_walltime(value)
+        except ValueError as exc:
+            fail(f"{option}: {exc}")
+        if key in ("default_time_s", "max_time_s"):
+            out[key] = seconds  # "0" or "UNLIMITED": no limit
+        else:
+            out[key] = seconds or 0.0  # "0": no protection, no grace
+    return out
+
+
 @queues_app.command("add")
 def queues_add(
     name: str,
@@ -113,17 +154,26 @@ def queues_add(
     borrowing_limit: QuotaOpt = None,
     lending_limit: QuotaOpt = None,
     weight: Annotated[float, typer.Option(help="fair-share weight")] = 1.0,
+    priority_preemption: PriorityPreemptionOpt = None,
+    default_time: TimeOpt = None,
+    max_time: TimeOpt = None,
+    max_min_runtime: TimeOpt = None,
+    max_grace: TimeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Add a queue with a nominal quota per GPU flavor."""
+    limits = _limits(priority_preemption, default_time, max_time, max_min_runtime, max_grace)
     try:
-        spec = QueueCreate(
-            name=name,
-            parent=parent,
-            nominal_gpus=_quota(nominal, "--nominal"),
-            borrowing_limit_gpus=_quota(borrowing_limit, "--borrowing-limit"),
-            lending_limit_gpus=_quota(lending_limit, "--lending-limit"),
-            weight=weight,
+        spec = QueueCreate.model_validate(
+            {
+                "name": name,
+                "parent": parent,
+                "nominal_gpus": _quota(nominal, "--nominal"),
+                "borrowing_limit_gpus": _quota(borrowing_limit, "--borrowing-limit"),
+                "lending_limit_gpus": _quota(lending_limit, "--lending-limit"),
+                "weight": weight,
+                **limits,
+            }
         )
     except ValidationError as exc:
         fail(validation_line(list(exc.errors()))[0])
@@ -140,10 +190,15 @@ def queues_update(
     borrowing_limit: QuotaOpt = None,
     lending_limit: QuotaOpt = None,
     weight: Annotated[float | None, typer.Option(help="fair-share weight")] = None,
+    priority_preemption: PriorityPreemptionOpt = None,
+    default_time: TimeOpt = None,
+    max_time: TimeOpt = None,
+    max_min_runtime: TimeOpt = None,
+    max_grace: TimeOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Change a queue; options left out keep their value (a quota option replaces the map)."""
-    changes: dict[str, object] = {}
+    changes = _limits(priority_preemption, default_time, max_time, max_min_runtime, max_grace)
     if parent is not None:
         changes["parent"] = parent or None
     for key, items, option in (

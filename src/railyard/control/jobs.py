@@ -10,14 +10,17 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from railyard.control.convert import to_node
 from railyard.control.effects import record, request_wake
 from railyard.control.errors import Forbidden, Invalid, NotFound
 from railyard.control.paths import script_path
 from railyard.control.queues import member_queues, parent_map, path
 from railyard.control.schemas import JobSubmit, parse_array, parse_signal, parse_topology
-from railyard.control.tables import Counter, JobRow, JobState, NodeRow, User
+from railyard.control.tables import Counter, JobRow, JobState, NodeRow, QueueRow, User
 from railyard.sched.accounting import expand_array
-from railyard.sched.model import Job
+from railyard.sched.feasible import never_placeable
+from railyard.sched.model import Job, Level, TopologyMode, TopologyRequirement
+from railyard.sched.policies import PLACEMENT
 
 JOB_COUNTER = "job"
 
@@ -91,6 +94,32 @@ def _check_shape(session: Session, spec: JobSubmit, known: set[str] | None) -> t
     return flavor, workers, per_worker
 
 
+def _check_feasible(session: Session, job: Job) -> None:
+    """The gang must fit the real topology (all nodes up and idle), not just the counts."""
+    nodes = [to_node(r) for r in session.scalars(select(NodeRow))]
+    why = never_placeable(nodes, job, PLACEMENT.get("fabric-aware")) if nodes else None
+    if why is not None:
+        hint = "fewer workers, smaller workers, or a looser --topology"
+        raise Invalid("gpus", why, hint)
+
+
+def _check_bounds(session: Session, queue: str, min_runtime_s: float, grace_s: float) -> None:
+    """What a job may claim for itself is bounded by its queue (an admin's setting)."""
+    row = session.get(QueueRow, queue)
+    if row is None:
+        return
+    for field, value, bound in (
+        ("min_runtime_s", min_runtime_s, row.max_min_runtime_s),
+        ("checkpoint_grace_s", grace_s, row.max_checkpoint_grace_s),
+    ):
+        if bound is not None and value > bound:
+            raise Invalid(
+                field,
+                f"{value:g} s is above queue {queue}'s bound of {bound:g} s",
+                f"ask for at most {bound:g}",
+            )
+
+
 def submit(
     session: Session,
     user: User,
@@ -108,6 +137,19 @@ def submit(
     if spec.checkpoint_grace_s is not None:
         grace_s = spec.checkpoint_grace_s
     indices, max_running = parse_array(spec.array) if spec.array else (None, None)
+    _check_bounds(session, spec.queue, spec.min_runtime_s, grace_s)
+    topology = (
+        TopologyRequirement(Level.parse(level), TopologyMode(mode)) if level and mode else None
+    )
+    shape = Job(
+        id="new",
+        queue=spec.queue,
+        flavor=flavor,
+        workers=workers,
+        gpus_per_worker=per_worker,
+        topology=topology,
+    )
+    _check_feasible(session, shape)
     number = _next_number(session)
     base = Job(id=str(number), queue=spec.queue, flavor=flavor, workers=workers)
     ids = [j.id for j in expand_array(base, indices)] if indices is not None else [base.id]

@@ -68,6 +68,16 @@ def create_queue(session: Session, actor: User, spec: QueueCreate, now_t_s: floa
     return row
 
 
+_NULLABLE = {
+    "parent",
+    "default_time_s",
+    "max_time_s",
+    "max_min_runtime_s",
+    "max_checkpoint_grace_s",
+}
+"""Fields a null in an update clears (a root queue, no limit); others keep their value."""
+
+
 def update_queue(
     session: Session, actor: User, name: str, spec: QueueUpdate, now_t_s: float
 ) -> QueueRow:
@@ -78,7 +88,7 @@ def update_queue(
     if "parent" in changes:
         _check_parent(parent_map(session), name, changes["parent"])
     for key, value in changes.items():
-        if value is not None or key == "parent":
+        if value is not None or key in _NULLABLE:
             setattr(row, key, value)
     record(session, now_t_s, "queue", f"{actor.name} updated queue {name}: {changes}", None)
     request_wake(session)
@@ -166,6 +176,11 @@ def list_queues(session: Session, actor: User) -> list[QueueOut]:
             borrowing_limit_gpus=r.borrowing_limit_gpus,
             lending_limit_gpus=r.lending_limit_gpus,
             weight=r.weight,
+            priority_preemption=r.priority_preemption,
+            default_time_s=r.default_time_s,
+            max_time_s=r.max_time_s,
+            max_min_runtime_s=r.max_min_runtime_s,
+            max_checkpoint_grace_s=r.max_checkpoint_grace_s,
             members=members[r.name],
             used_gpus=dict(used[r.name]),
             borrowed_gpus={

@@ -328,6 +328,21 @@ class QueueCreate(Request):
     borrowing_limit_gpus: dict[str, int] = Field(default_factory=dict)
     lending_limit_gpus: dict[str, int] = Field(default_factory=dict)
     weight: float = Field(1.0, gt=0)
+    priority_preemption: bool = Field(
+        False, description="its jobs may preempt lower-priority jobs (off, as in Slurm)"
+    )
+    default_time_s: float | None = Field(
+        None, gt=0, description="time limit of jobs that give none (Slurm DefaultTime)"
+    )
+    max_time_s: float | None = Field(
+        None, gt=0, description="largest time limit a job may ask (Slurm MaxTime)"
+    )
+    max_min_runtime_s: float | None = Field(
+        None, ge=0, description="bound on the min_runtime_s its jobs may claim"
+    )
+    max_checkpoint_grace_s: float | None = Field(
+        None, ge=0, description="bound on the checkpoint grace its jobs may claim"
+    )
 
     @field_validator("nominal_gpus", "borrowing_limit_gpus", "lending_limit_gpus")
     @classmethod
@@ -346,6 +361,11 @@ class QueueUpdate(Request):
     borrowing_limit_gpus: dict[str, int] | None = None
     lending_limit_gpus: dict[str, int] | None = None
     weight: float | None = Field(None, gt=0)
+    priority_preemption: bool | None = None
+    default_time_s: float | None = Field(None, gt=0)
+    max_time_s: float | None = Field(None, gt=0)
+    max_min_runtime_s: float | None = Field(None, ge=0)
+    max_checkpoint_grace_s: float | None = Field(None, ge=0)
 
 
 class QueueOut(Response):
@@ -355,6 +375,11 @@ class QueueOut(Response):
     borrowing_limit_gpus: dict[str, int]
     lending_limit_gpus: dict[str, int]
     weight: float
+    priority_preemption: bool = False
+    default_time_s: float | None = None
+    max_time_s: float | None = None
+    max_min_runtime_s: float | None = None
+    max_checkpoint_grace_s: float | None = None
     members: list[str]
     used_gpus: dict[str, int]
     borrowed_gpus: dict[str, int]

@@ -9,11 +9,12 @@ inventory with the cycle's own placement policy: what fails there fails forever.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
+from dataclasses import replace
 
 from railyard.sched.decisions import Reason
 from railyard.sched.limits import over_max_time
-from railyard.sched.model import Job
+from railyard.sched.model import Job, Node, NodeState, TopologyMode
 from railyard.sched.policies.registry import AdmissionPolicy, PlacementPolicy
 from railyard.sched.quota import QuotaTree
 from railyard.sched.snapshot import Shape, Snapshot, Topology
@@ -90,3 +91,35 @@ class Feasibility:
         if self._empty_quota is None:
             self._empty_quota = QuotaTree(list(self.queues.values()), self._quota_flavors)
         return self._empty_quota
+
+
+def never_placeable(nodes: Sequence[Node], job: Job, placement: PlacementPolicy) -> str | None:
+    """Why `job`'s gang can never be placed on `nodes` even with all of them up and idle,
+    in one line for a submit error; None if it can. (Quota and queue are checked apart.)"""
+    shape = Shape.of(job)
+    whole = Topology([replace(n, state=NodeState.READY) for n in nodes])
+    if shape.flavor not in whole.total_gpus_all:
+        return None  # an unknown flavor is reported by the caller, with the known ones
+    if placement.place(Snapshot(whole), shape) is not None:
+        return None
+    mine = [i for i, n in enumerate(whole.nodes) if n.flavor == shape.flavor]
+    what = f"{shape.workers} x {shape.gpus_per_worker} GPUs"
+    if shape.distinct_nodes:
+        what += " on distinct nodes"
+    if shape.topology is not None and shape.topology.mode is TopologyMode.REQUIRED:
+        level = shape.topology.level
+        sizes: dict[tuple[str, ...], int] = {}
+        for i in mine:
+            key = whole.nodes[i].group(level)
+            sizes[key] = sizes.get(key, 0) + whole.nodes[i].gpus // max(1, shape.gpus_per_worker)
+        return (
+            f"{what} within one {level.label} never fit: a {level.label} of {shape.flavor} "
+            f"nodes holds at most {max(sizes.values(), default=0)} such workers"
+        )
+    per_node = [whole.nodes[i].gpus // max(1, shape.gpus_per_worker) for i in mine]
+    if shape.distinct_nodes:
+        per_node = [min(1, k) for k in per_node]
+    return (
+        f"{what} never fit: the {len(mine)} {shape.flavor} nodes hold at most "
+        f"{sum(per_node)} such workers"
+    )
