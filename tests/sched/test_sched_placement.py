@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sched_fakes import flat_queues, job, nodes, running, schedule, state
 
-from railyard.sched import Level, NodeState, Reason, TopologyMode, TopologyRequirement
+from railyard.sched import Level, Node, NodeState, Reason, TopologyMode, TopologyRequirement
 
 Q = flat_queues({"a": 1024})
 LG = TopologyRequirement(Level.LEAF_GROUP, TopologyMode.REQUIRED)
@@ -136,3 +136,21 @@ def test_small_jobs_skip_unready_nodes_even_when_they_fit_better():
         state(inventory, Q, [job("j", gpus=1)], [running(job("r", gpus=7), "n0:0-6")])
     )
     assert set(result.starts[0].placement) == {"n1"}
+
+
+@pytest.mark.parametrize("placement", ["fabric-aware", "first-fit"])
+def test_distinct_nodes_never_share_a_node(placement):
+    """`--nodes 2 --gpus-per-node 4` on 8-GPU nodes: two nodes, not one squeezed."""
+    gang = job("j", gpus=4, workers=2, distinct_nodes=True)
+    result = schedule(state(nodes(2), Q, [gang]), placement=placement)
+    assert {n: len(g) for n, g in result.starts[0].placement.items()} == {"n0": 4, "n1": 4}
+    one_node = schedule(state(nodes(1), Q, [gang]), placement=placement)
+    assert one_node.pending_reasons == {"j": Reason.UNSCHEDULABLE}
+
+
+def test_cpu_only_jobs_take_no_gpu():
+    cpu = [Node("c0", "cpu", 0, cpu_cores=64, path=("su0", "su0-lg9"))]
+    work = [job("c", gpus=0, flavor="cpu"), job("g", gpus=8)]
+    result = schedule(state([*nodes(1), *cpu], Q, work, busy("n0")))
+    assert [(s.job_id, s.placement) for s in result.starts] == [("c", {"c0": ()})]
+    assert result.pending_reasons == {"g": Reason.RESOURCES}

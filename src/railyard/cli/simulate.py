@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -18,6 +19,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from railyard.blueprint import BlueprintError, load
+from railyard.control.schemas import parse_walltime
 from railyard.sim.checkpoints import CheckpointPolicy, IntervalRule
 from railyard.sim.plots import HINT as PLOT_HINT
 from railyard.sim.plots import have_matplotlib, write_plots
@@ -57,6 +59,18 @@ def simulate(
     checkpoint_cost: Annotated[float, typer.Option(help="seconds per checkpoint")] = 60.0,
     restart_overhead: Annotated[float, typer.Option(help="seconds per restart")] = 300.0,
     coalesce: Annotated[float, typer.Option(help="seconds events wait for one cycle")] = 0.0,
+    preemptible: Annotated[
+        bool, typer.Option("--preemptible-jobs", help="every job may be preempted (las needs it)")
+    ] = False,
+    priority_preemption: Annotated[
+        bool, typer.Option(help="queues let higher priorities preempt lower ones (opt-in)")
+    ] = False,
+    default_time: Annotated[
+        str | None, typer.Option(help="queues' DefaultTime: the limit of jobs with none")
+    ] = None,
+    quantum: Annotated[
+        float | None, typer.Option(help="las: seconds a job runs before it may be sliced")
+    ] = None,
     workers: Annotated[int, typer.Option(help="parallel processes")] = 2,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     plot: Annotated[Path | None, typer.Option(help="write PNG plots into this folder")] = None,
@@ -69,6 +83,22 @@ def simulate(
         blueprint, trace, fmt, synthetic, jobs, load_, walltime, policy, seed, seeds, failures,
         checkpoint, checkpoint_cost, restart_overhead, coalesce,
     )  # fmt: skip
+    try:
+        default_time_s = parse_walltime(default_time) if default_time is not None else None
+    except ValueError as exc:
+        _fail(f"--default-time: {exc}")
+    if quantum is not None and not quantum >= 0:
+        _fail("--quantum must be >= 0 seconds")
+    scenarios = [
+        replace(
+            s,
+            preemptible=preemptible,
+            priority_preemption=priority_preemption,
+            default_time_s=default_time_s,
+            quantum_s=quantum,
+        )
+        for s in scenarios
+    ]
     if plot is not None and not have_matplotlib():
         _fail(f"--plot needs matplotlib, which is not installed (hint: {PLOT_HINT})")
     if ray is not None and not ray_available():

@@ -11,7 +11,8 @@ or stop lives here or in the cycle, so the digital twin answers for the live clu
    `max_restarts`) or a loss while the control plane was down;
 2. time limits: the warning signal `warn_before_s` ahead (Slurm's `--signal`), then a stop
    at the limit (the job ends TIMEOUT; Slurm kills after `KillWait`);
-3. gates: array throttles (`%N`, reason `JobArrayTaskLimit`);
+3. gates: holds, dependencies (`Dependency`, `DependencyNeverSatisfied`), array throttles
+   (`%N`, reason `JobArrayTaskLimit`);
 4. the cycle itself, on the state after settlements, with nominations carried over;
 5. drains: a draining node with nothing left on it is drained;
 6. fair-share usage accrued for the time since the last step.
@@ -29,6 +30,7 @@ from railyard.sched.accounting import accrue_usage
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.cycle import cycle
 from railyard.sched.decisions import CycleResult, Reason
+from railyard.sched.dependencies import Verdict, first_of_name, verdict
 from railyard.sched.limits import time_limit_s
 from railyard.sched.model import (
     ClusterState,
@@ -175,10 +177,16 @@ def time_limits(
 
 
 def gate(
-    pending: Sequence[Job], running: Iterable[RunningJob]
+    pending: Sequence[Job],
+    running: Iterable[RunningJob],
+    job_states: Mapping[str, str] | None = None,
 ) -> tuple[list[Job], dict[str, Reason]]:
-    """Jobs the cycle may consider, and why the others may not: an array already running
-    its `%N` tasks holds its later tasks back (lowest index first, like Slurm)."""
+    """Jobs the cycle may consider, and why the others may not: a hold (`JobHeldUser`,
+    `JobHeldAdmin`), a dependency not yet (or never) satisfied, or an array already running
+    its `%N` tasks (later tasks wait, lowest index first, like Slurm)."""
+    running = list(running)
+    states = job_states or {}
+    singletons = first_of_name(pending, running) if any(j.name for j in pending) else {}
     live: dict[str, int] = {}
     for r in running:
         parent = r.job.array_parent
@@ -187,6 +195,15 @@ def gate(
     eligible: list[Job] = []
     held: dict[str, Reason] = {}
     for job in sorted(pending, key=_array_order):
+        if job.hold is not None:
+            held[job.id] = Reason.JOB_HELD_ADMIN if job.hold == "admin" else Reason.JOB_HELD_USER
+            continue
+        if job.dependencies:
+            v = verdict(job, states, singletons)
+            if v is not Verdict.HOLDS:
+                never = v is Verdict.NEVER
+                held[job.id] = Reason.DEPENDENCY_NEVER_SATISFIED if never else Reason.DEPENDENCY
+                continue
         parent, limit = job.array_parent, job.array_max_running
         if parent is not None and limit is not None:
             if live.get(parent, 0) >= limit:
@@ -247,6 +264,8 @@ class StepInput:
     last_accrual_t_s: float | None = None
     runtime_history_s: Mapping[tuple[str, str | None], float] = field(default_factory=dict)
     keep_submit_time: bool = True
+    job_states: Mapping[str, str] = field(default_factory=dict)
+    """State ("pending", "running" or an end state) of every job a pending job depends on."""
 
 
 @dataclass(frozen=True)
@@ -294,7 +313,10 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
     ]
 
     # 3. Gates, then 4. the cycle on what is left.
-    eligible, held = gate(pending, running)
+    states = dict(given.job_states)
+    for s in settled:  # what this step settled counts already
+        states[s.job_id] = s.end.value if s.end is not None else "pending"
+    eligible, held = gate(pending, running, states)
     down = {n.name for n in given.nodes if n.state is NodeState.DOWN}
     on_down = down and any(
         r.stop_cause is None and not down.isdisjoint(r.placement) for r in running

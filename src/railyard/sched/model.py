@@ -137,6 +137,22 @@ class Queue:
                 raise ValueError(f"queue {self.name}: {name} must be finite and >= 0")
 
 
+class DependencyKind(StrEnum):
+    AFTER = "after"
+    AFTER_OK = "afterok"
+    AFTER_NOT_OK = "afternotok"
+    AFTER_ANY = "afterany"
+    SINGLETON = "singleton"
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """One of Slurm's `--dependency` terms (rules in `sched.dependencies`)."""
+
+    kind: DependencyKind
+    job_ids: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class TopologyRequirement:
     level: Level
@@ -154,7 +170,9 @@ class Job:
     `--requeue`/`--no-requeue`: back to the queue after a node failure, up to `max_restarts`
     times), `array_max_running` (the `%N` of `--array`), `warn_before_s` (a warning signal that
     long before the time limit, Slurm's `--signal`), `attained_gpu_s` (service in earlier
-    attempts) and `nominated` (victims are stopping for it).
+    attempts), `nominated` (victims are stopping for it), `dependencies` (Slurm's
+    `--dependency`, all of them or with `dependency_any` any one; `name` for `singleton`) and
+    `hold` (scontrol hold: "user" or "admin").
     """
 
     id: str
@@ -182,6 +200,10 @@ class Job:
     warn_before_s: float | None = None
     attained_gpu_s: float = 0.0
     nominated: bool = False
+    name: str = ""
+    dependencies: tuple[Dependency, ...] = ()
+    dependency_any: bool = False
+    hold: str | None = None  # "user" or "admin": held until released
 
     def __post_init__(self) -> None:
         if self.workers < 1 or self.gpus_per_worker < 0:

@@ -145,7 +145,7 @@ class Topology:
         return out
 
     def placement(self, masks: Mapping[int, int]) -> dict[str, tuple[int, ...]]:
-        return {self.nodes[i].name: bits(m) for i, m in sorted(masks.items()) if m}
+        return {self.nodes[i].name: bits(m) for i, m in sorted(masks.items())}
 
 
 class Snapshot:
@@ -180,9 +180,12 @@ class Snapshot:
         if buckets is None:
             return False
         gpw, workers = shape.gpus_per_worker, shape.workers
+        if gpw == 0:
+            return True
         capacity = 0
         for free in range(len(buckets) - 1, gpw - 1, -1):
-            capacity += len(buckets[free]) * (free // gpw)
+            per_node = 1 if shape.distinct_nodes else free // gpw
+            capacity += len(buckets[free]) * per_node
             if capacity >= workers:
                 return True
         return False

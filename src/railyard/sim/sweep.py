@@ -10,13 +10,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from railyard.blueprint import load
 from railyard.sched import SchedulerConfig
 from railyard.sim.checkpoints import CheckpointPolicy
-from railyard.sim.cluster import cluster_nodes
+from railyard.sim.cluster import cluster_nodes, flat_queues
 from railyard.sim.driver import Progress, SimConfig, Simulation
 from railyard.sim.failures import FailureModel
 from railyard.sim.metrics import summarize
@@ -24,18 +24,21 @@ from railyard.sim.synthetic import generate
 from railyard.sim.traces import load_trace
 from railyard.sim.workload import Workload
 
-# name -> (ordering, backfill). Without backfill a job blocked for GPUs stops the jobs behind
-# it ("fifo", "fairshare": Slurm's sched/builtin); the "-greedy" variants let later jobs take
-# any gap and hold nothing for the blocked one (Kueue's BestEffortFIFO); "easy" reserves for
-# the first blocked job (Slurm's default backfill), "conservative" for each in turn.
-POLICIES: dict[str, tuple[str, str]] = {
-    "fifo": ("fifo", "strict"),
-    "fifo-greedy": ("fifo", "none"),
-    "easy": ("fifo", "easy"),
-    "conservative": ("fifo", "conservative"),
-    "fairshare": ("fairshare", "strict"),
-    "fairshare-greedy": ("fairshare", "none"),
-    "fairshare+easy": ("fairshare", "easy"),
+# name -> (ordering, backfill, preemption). Without backfill a job blocked for GPUs stops the
+# jobs behind it ("fifo", "fairshare": Slurm's sched/builtin); the "-greedy" variants let later
+# jobs take any gap and hold nothing for the blocked one (Kueue's BestEffortFIFO); "easy"
+# reserves for the first blocked job (Slurm's default backfill), "conservative" for each in
+# turn; "las" slices time by least attained service (Tiresias' 2D-LAS, sched/policies/las.py):
+# it needs preemptible jobs (Scenario.preemptible).
+POLICIES: dict[str, tuple[str, str, str]] = {
+    "fifo": ("fifo", "strict", "on"),
+    "fifo-greedy": ("fifo", "none", "on"),
+    "easy": ("fifo", "easy", "on"),
+    "conservative": ("fifo", "conservative", "on"),
+    "fairshare": ("fairshare", "strict", "on"),
+    "fairshare-greedy": ("fairshare", "none", "on"),
+    "fairshare+easy": ("fairshare", "easy", "on"),
+    "las": ("las", "none", "las"),
 }
 
 
@@ -44,8 +47,13 @@ def policy_config(name: str, **overrides: Any) -> SchedulerConfig:
     unless given, so admission is `unlimited` by default: only capacity limits a queue."""
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; use one of {', '.join(POLICIES)}")
-    ordering, backfill = POLICIES[name]
-    kw: dict[str, Any] = {"ordering": ordering, "backfill": backfill, "admission": "unlimited"}
+    ordering, backfill, preemption = POLICIES[name]
+    kw: dict[str, Any] = {
+        "ordering": ordering,
+        "backfill": backfill,
+        "preemption": preemption,
+        "admission": "unlimited",
+    }
     kw.update(overrides)
     return SchedulerConfig(**kw)
 
@@ -67,6 +75,10 @@ class Scenario:
     cycle_interval_s: float = 60.0
     coalesce_s: float = 0.0
     checkpoint: CheckpointPolicy = field(default_factory=CheckpointPolicy)
+    preemptible: bool = False  # every job may be preempted (time slicing needs it)
+    priority_preemption: bool = False  # queues let higher priorities preempt (opt-in)
+    default_time_s: float | None = None  # queues' DefaultTime: a limit for jobs with none
+    quantum_s: float | None = None  # least run before a time slice may end (las)
 
     @property
     def label(self) -> str:
@@ -90,15 +102,24 @@ def run_scenario(s: Scenario, progress: Progress | None = None) -> dict[str, Any
     """Build the cluster, the workload and the simulation from `s`; return the metrics."""
     nodes = cluster_nodes(load(s.blueprint).blueprint)
     workload = scenario_workload(s, sum(n.gpus for n in nodes))
+    if s.preemptible:
+        jobs = [replace(j, preemptible=True) for j in workload.jobs]
+        workload = replace(workload, jobs=tuple(jobs))
+    queues = flat_queues(
+        workload.queues,
+        priority_preemption=s.priority_preemption,
+        default_time_s=s.default_time_s,
+    )
+    overrides = {} if s.quantum_s is None else {"time_slice_quantum_s": s.quantum_s}
     config = SimConfig(
-        scheduler=policy_config(s.policy),
+        scheduler=policy_config(s.policy, **overrides),
         checkpoint=s.checkpoint,
         failures=FailureModel() if s.failures else None,
         cycle_interval_s=s.cycle_interval_s,
         coalesce_s=s.coalesce_s,
         seed=s.seed,
     )
-    log = Simulation(nodes, workload, config).run(progress)
+    log = Simulation(nodes, workload, config, queues).run(progress)
     out = summarize(log)
     out.update(
         blueprint=s.blueprint,

@@ -39,9 +39,29 @@ def pick_gpus(free_mask: int, domains: tuple[int, ...], need: int) -> int:
     return out
 
 
-def _capacity(hist: list[int], gpus_per_worker: int) -> int:
-    """Workers of `gpus_per_worker` GPUs that fit a group, from its free-count histogram."""
+def _capacity(hist: list[int], gpus_per_worker: int, distinct: bool = False) -> int:
+    """Workers of `gpus_per_worker` GPUs that fit a group, from its free-count histogram (at
+    most one per node with `distinct`)."""
+    if distinct:
+        return sum(hist[f] for f in range(gpus_per_worker, len(hist)))
     return sum(hist[f] * (f // gpus_per_worker) for f in range(gpus_per_worker, len(hist)))
+
+
+def _per_node(free: int, shape: Shape) -> int:
+    """Workers of `shape` that fit a node with `free` GPUs."""
+    k = free // shape.gpus_per_worker
+    return min(k, 1) if shape.distinct_nodes else k
+
+
+def place_cpu_only(snap: Snapshot, shape: Shape) -> Masks | None:
+    """A gang that needs no GPU: on one ready node of its flavor, or one worker on each of
+    `workers` nodes with `distinct_nodes`. (GPUs are what this scheduler counts; CPU-only
+    work takes none of them.)"""
+    nodes = snap.topo.flavor_nodes.get(shape.flavor, [])
+    need = shape.workers if shape.distinct_nodes else 1
+    if len(nodes) < need:
+        return None
+    return dict.fromkeys(nodes[:need], 0)
 
 
 def _required_level(shape: Shape) -> Level:
@@ -55,9 +75,12 @@ class FabricAware:
 
     def place(self, snap: Snapshot, shape: Shape) -> Masks | None:
         f = shape.flavor
+        if shape.gpus_per_worker == 0:
+            return place_cpu_only(snap, shape)
         if snap.flavor_free.get(f, 0) < shape.gpus:
             return None
-        if shape.gpus <= snap.topo.max_gpus.get(f, 0):
+        one_node_ok = shape.workers == 1 or not shape.distinct_nodes
+        if one_node_ok and shape.gpus <= snap.topo.max_gpus.get(f, 0):
             one = self._one_node(snap, shape)
             if one is not None or shape.workers == 1:
                 return one
@@ -84,7 +107,8 @@ class FabricAware:
 
     def _multi_node(self, snap: Snapshot, shape: Shape) -> Masks | None:
         f, gpw, workers = shape.flavor, shape.gpus_per_worker, shape.workers
-        caps = {lg: _capacity(h, gpw) for lg, h in snap.lg_hist[f].items()}
+        distinct = shape.distinct_nodes
+        caps = {lg: _capacity(h, gpw, distinct) for lg, h in snap.lg_hist[f].items()}
         if sum(caps.values()) < workers:
             return None
         level = _required_level(shape)
@@ -130,7 +154,7 @@ class FabricAware:
                 (snap.free[i], i) for i in topo.lg_nodes[shape.flavor, lg] if snap.free[i] >= gpw
             )
             for free, i in nodes:
-                k = min(free // gpw, remaining)
+                k = min(_per_node(free, shape), remaining)
                 out[i] = pick_gpus(snap.free_mask[i], topo.domain_masks[i], k * gpw)
                 remaining -= k
                 if remaining == 0:
@@ -144,6 +168,8 @@ class FirstFit:
 
     def place(self, snap: Snapshot, shape: Shape) -> Masks | None:
         f = shape.flavor
+        if shape.gpus_per_worker == 0:
+            return place_cpu_only(snap, shape)
         if snap.flavor_free.get(f, 0) < shape.gpus:
             return None
         topo = snap.topo
@@ -159,7 +185,7 @@ class FirstFit:
         for nodes in groups:
             out, remaining = {}, shape.workers
             for i in nodes:
-                k = min(snap.free[i] // shape.gpus_per_worker, remaining)
+                k = min(_per_node(snap.free[i], shape), remaining)
                 if k:
                     need = k * shape.gpus_per_worker
                     out[i] = lowest_bits(snap.free_mask[i], need)

@@ -1,0 +1,125 @@
+"""Job dependencies, Slurm's `--dependency`: when may a job start, given how others went?
+
+`after:ID` (ID has started, or ended), `afterok:ID` (ID completed), `afternotok:ID` (ID
+failed, timed out, lost its node or was cancelled), `afterany:ID` (ID ended) and
+`singleton` (no other job of the same name and user runs or was submitted before it).
+Dependencies joined by `,` must all hold; by `?`, any one (sbatch(1), "--dependency").
+A dependency that can no longer hold (`afterok` on a failed job) keeps the job pending with
+reason `DependencyNeverSatisfied`, as Slurm does unless told to kill it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from enum import Enum
+
+from railyard.sched.model import Dependency, DependencyKind, Job, RunningJob
+
+
+class Verdict(Enum):
+    HOLDS = "holds"
+    WAITS = "waits"
+    NEVER = "never"
+
+
+PENDING, RUNNING = "pending", "running"
+_ENDED_BADLY = frozenset({"failed", "timeout", "node_fail", "cancelled"})
+_PART = re.compile(r"^(after|afterok|afternotok|afterany):([0-9_]+(?::[0-9_]+)*)$")
+HINT = "e.g. afterok:12, afterany:12:13, afterok:12?afterok:13, singleton"
+
+
+def parse_dependency(text: str) -> tuple[tuple[Dependency, ...], bool]:
+    """(dependencies, any_of) from Slurm's spelling; ValueError with a hint otherwise."""
+    text = text.strip()
+    if "," in text and "?" in text:
+        raise ValueError(f"dependency {text!r} mixes ',' and '?' (hint: {HINT})")
+    any_of = "?" in text
+    out = []
+    for part in filter(None, text.split("?" if any_of else ",")):
+        if part == "singleton":
+            out.append(Dependency(DependencyKind.SINGLETON))
+            continue
+        match = _PART.match(part)
+        if match is None:
+            raise ValueError(f"bad dependency {part!r} (hint: {HINT})")
+        kind, ids = match.groups()
+        out.append(Dependency(DependencyKind(kind), tuple(ids.split(":"))))
+    if not out:
+        raise ValueError(f"empty dependency (hint: {HINT})")
+    return tuple(out), any_of
+
+
+def job_ids(dependencies: Iterable[Dependency]) -> set[str]:
+    return {i for d in dependencies for i in d.job_ids}
+
+
+def verdict(
+    job: Job,
+    states: Mapping[str, str],
+    singletons: Mapping[tuple[str, str], tuple[float, str]],
+) -> Verdict:
+    """Does `job` wait on its dependencies? `states` maps each job id it names to "pending",
+    "running" or an end state; `singletons` maps (user, name) to the (submit time, id) of the
+    earliest job of that user and name that is running or pending."""
+    if not job.dependencies:
+        return Verdict.HOLDS
+    verdicts = [_one(d, job, states, singletons) for d in job.dependencies]
+    if job.dependency_any:
+        if Verdict.HOLDS in verdicts:
+            return Verdict.HOLDS
+        return Verdict.NEVER if all(v is Verdict.NEVER for v in verdicts) else Verdict.WAITS
+    if Verdict.NEVER in verdicts:
+        return Verdict.NEVER
+    return Verdict.WAITS if Verdict.WAITS in verdicts else Verdict.HOLDS
+
+
+def _one(
+    d: Dependency,
+    job: Job,
+    states: Mapping[str, str],
+    singletons: Mapping[tuple[str, str], tuple[float, str]],
+) -> Verdict:
+    if d.kind is DependencyKind.SINGLETON:
+        first = singletons.get((job.user, job.name))
+        return Verdict.HOLDS if first is None or first[1] == job.id else Verdict.WAITS
+    out = Verdict.HOLDS
+    for other in d.job_ids:
+        state = states.get(other)
+        if state is None:
+            return Verdict.NEVER  # no such job (or long forgotten)
+        v = _against(d.kind, state)
+        if v is Verdict.NEVER:
+            return v
+        if v is Verdict.WAITS:
+            out = v
+    return out
+
+
+def _against(kind: DependencyKind, state: str) -> Verdict:
+    ended = state not in (PENDING, RUNNING)
+    if kind is DependencyKind.AFTER:
+        return Verdict.WAITS if state == PENDING else Verdict.HOLDS
+    if not ended:
+        return Verdict.WAITS
+    if kind is DependencyKind.AFTER_ANY:
+        return Verdict.HOLDS
+    bad = state in _ENDED_BADLY
+    if kind is DependencyKind.AFTER_OK:
+        return Verdict.NEVER if bad else Verdict.HOLDS
+    return Verdict.HOLDS if bad else Verdict.NEVER  # afternotok
+
+
+def first_of_name(
+    pending: Iterable[Job], running: Iterable[RunningJob]
+) -> dict[tuple[str, str], tuple[float, str]]:
+    """For `singleton`: per (user, name), the running job, else the earliest pending one."""
+    out: dict[tuple[str, str], tuple[float, str]] = {}
+    for r in running:
+        if r.job.name:
+            out[r.job.user, r.job.name] = (float("-inf"), r.id)
+    for j in pending:
+        key = (j.user, j.name)
+        if j.name and (key not in out or (j.submit_t_s, j.id) < out[key]):
+            out[key] = (j.submit_t_s, j.id)
+    return out

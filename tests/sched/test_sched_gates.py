@@ -1,0 +1,96 @@
+"""Gates before the cycle: holds, dependencies (Slurm's `--dependency`), array throttles."""
+
+from __future__ import annotations
+
+import pytest
+from sched_fakes import flat_queues, job, nodes, running
+
+from railyard.sched import Reason, SchedulerConfig
+from railyard.sched.dependencies import parse_dependency
+from railyard.sched.lifecycle import Exit, ExitKind, StepInput, gate, step
+
+DONE = {"1": "completed", "2": "failed", "3": "running", "4": "pending", "5": "cancelled"}
+
+
+def deps(text: str) -> dict[str, object]:
+    dependencies, any_of = parse_dependency(text)
+    return {"dependencies": dependencies, "dependency_any": any_of}
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("afterok:1", None),
+        ("afterok:2", Reason.DEPENDENCY_NEVER_SATISFIED),
+        ("afterok:3", Reason.DEPENDENCY),
+        ("afternotok:2", None),
+        ("afternotok:5", None),  # cancelled is not OK
+        ("afternotok:1", Reason.DEPENDENCY_NEVER_SATISFIED),
+        ("afterany:1:2:5", None),
+        ("afterany:1:3", Reason.DEPENDENCY),
+        ("after:3", None),  # it has started
+        ("after:4", Reason.DEPENDENCY),
+        ("afterok:1,afterok:3", Reason.DEPENDENCY),
+        ("afterok:2?afterok:1", None),  # any one of them
+        ("afterok:2?afterok:5", Reason.DEPENDENCY_NEVER_SATISFIED),
+        ("afterok:99", Reason.DEPENDENCY_NEVER_SATISFIED),  # no such job
+    ],
+)
+def test_dependencies(text, reason):
+    eligible, held = gate([job("j", **deps(text))], [], DONE)
+    assert held.get("j") is reason
+    assert bool(eligible) is (reason is None)
+
+
+def test_singleton_runs_one_job_of_a_name_and_user_at_a_time():
+    single = deps("singleton")
+    pending = [
+        job("a", name="train", user="u", submit_t_s=1, **single),
+        job("b", name="train", user="u", submit_t_s=2, **single),
+        job("c", name="train", user="v", submit_t_s=3, **single),  # another user
+    ]
+    eligible, held = gate(pending, [])
+    assert ([j.id for j in eligible], held) == (["a", "c"], {"b": Reason.DEPENDENCY})
+    busy = [running(job("r", name="train", user="u"), "n0:0")]
+    eligible, held = gate(pending, busy)
+    assert [j.id for j in eligible] == ["c"]
+
+
+def test_holds_come_first_and_say_who_held():
+    pending = [job("u", hold="user"), job("a", hold="admin"), job("free")]
+    eligible, held = gate(pending, [])
+    assert [j.id for j in eligible] == ["free"]
+    assert held == {"u": Reason.JOB_HELD_USER, "a": Reason.JOB_HELD_ADMIN}
+
+
+def test_array_throttle_lets_the_lowest_indices_go_first():
+    tasks = [
+        job(f"9_{i}", array_parent="9", array_index=i, array_max_running=2) for i in (10, 2, 1)
+    ]
+    eligible, held = gate(tasks[:2], [running(tasks[2], "n0:0")])  # 9_1 runs
+    assert [j.id for j in eligible] == ["9_2"]
+    assert held == {"9_10": Reason.JOB_ARRAY_TASK_LIMIT}
+
+
+@pytest.mark.parametrize("bad", ["afterok", "afterok:", "before:1", "afterok:1,afterok:2?x", ""])
+def test_bad_dependencies_say_how_to_write_them(bad):
+    with pytest.raises(ValueError, match="hint: e.g. afterok:12"):
+        parse_dependency(bad)
+
+
+def test_a_dependency_settled_in_the_same_step_counts():
+    """The lifecycle step adds the end states it settles before gating."""
+    first = running(job("1", gpus=8), "n0:0-7")
+    then = job("2", gpus=8, **deps("afterok:1"))
+    plan = step(
+        StepInput(
+            nodes(1),
+            flat_queues({"a": 8}),
+            [then],
+            [first],
+            [Exit("1", 0, ExitKind.COMPLETED, 0)],
+            10.0,
+        ),
+        SchedulerConfig(),
+    )
+    assert [s.job_id for s in plan.result.starts] == ["2"]
