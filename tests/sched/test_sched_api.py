@@ -95,3 +95,15 @@ def test_a_new_policy_is_selected_by_name():
     assert [x.job_id for x in schedule(s, ordering="test-shortest-first").starts] == ["short"]
     with pytest.raises(ValueError, match="twice"):
         ORDERING.add(ShortestFirst())
+
+
+@pytest.mark.parametrize("ordering", ["fifo", "priority", "fairshare", "las"])
+def test_jobs_of_one_instant_start_in_numeric_order(ordering):
+    """Array tasks 4_2 before 4_10, job 9 before job 10 (not string order); job 4's tasks
+    before job 9."""
+    tasks = [job(f"4_{i}", array_parent="4", array_index=i) for i in (10, 2, 1)]
+    plain = [job("10"), job("9")]
+    result = schedule(
+        state(nodes(1, gpus=4), flat_queues({"a": 8}), [*plain, *tasks]), ordering=ordering
+    )
+    assert [s.job_id for s in result.starts] == ["4_1", "4_2", "4_10", "9"]

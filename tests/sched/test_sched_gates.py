@@ -74,7 +74,7 @@ def test_array_throttle_lets_the_lowest_indices_go_first():
 
 @pytest.mark.parametrize("bad", ["afterok", "afterok:", "before:1", "afterok:1,afterok:2?x", ""])
 def test_bad_dependencies_say_how_to_write_them(bad):
-    with pytest.raises(ValueError, match="hint: e.g. afterok:12"):
+    with pytest.raises(ValueError, match=r"hint: e\.g\. afterok:12"):
         parse_dependency(bad)
 
 

@@ -109,10 +109,10 @@ def cycle(
         now_t_s, state.usage, booked.quota, state.pending, config.service_levels_gpu_s
     )
     starving_t_s = now_t_s - config.starvation_limit_s
-    nominated = sorted((j for j in state.pending if j.nominated), key=lambda j: j.id)
+    nominated = sorted((j for j in state.pending if j.nominated), key=lambda j: j.tie)
     starving = sorted(
         (j for j in state.pending if j.submit_t_s <= starving_t_s and not j.nominated),
-        key=lambda j: (-j.priority, j.submit_t_s, j.id),
+        key=lambda j: (-j.priority, j.submit_t_s, j.tie),
     )
     ordered = (
         nominated

@@ -215,6 +215,14 @@ class Job:
     def gpus(self) -> int:
         return self.workers * self.gpus_per_worker
 
+    @cached_property
+    def tie(self) -> tuple[int, str, int, str]:
+        """Order among jobs submitted at the same instant: by number, not by string, so job
+        9 goes before 10 and array task 4_2 before 4_10 (cheap: no parsing per cycle)."""
+        base = self.array_parent or self.id
+        index = self.array_index if self.array_index is not None else -1
+        return (len(base), base, index, self.id)
+
     @classmethod
     def with_total_gpus(
         cls, *, id: str, queue: str, flavor: str, gpus: int, gpus_per_node: int, **kw: object

@@ -38,7 +38,7 @@ class LeastAttainedService:
 
     def sort_key(self, ctx: OrderContext) -> SortKey:
         levels = ctx.service_levels_gpu_s
-        return lambda j: (-j.priority, service_level(j.attained_gpu_s, levels), j.submit_t_s, j.id)
+        return lambda j: (-j.priority, service_level(j.attained_gpu_s, levels), j.submit_t_s, j.tie)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ class Fifo:
     name: str = "fifo"
 
     def sort_key(self, ctx: OrderContext) -> SortKey:
-        return lambda j: (j.submit_t_s, j.id)
+        return lambda j: (j.submit_t_s, j.tie)
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class PriorityFirst:
     name: str = "priority"
 
     def sort_key(self, ctx: OrderContext) -> SortKey:
-        return lambda j: (-j.priority, j.submit_t_s, j.id)
+        return lambda j: (-j.priority, j.submit_t_s, j.tie)
 
 
 def queue_levels(ctx: OrderContext) -> dict[str, tuple[float, ...]]:
@@ -77,7 +77,7 @@ class FairShare:
         ranked = sorted(set(shares.values()))
         rank_of = {fs: r for r, fs in enumerate(ranked)}
         rank = {p: rank_of[fs] for p, fs in shares.items()}
-        return lambda j: (-j.priority, rank[j.queue, j.user], j.submit_t_s, j.id)
+        return lambda j: (-j.priority, rank[j.queue, j.user], j.submit_t_s, j.tie)
 
 
 ORDERING.add(Fifo())
