@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -152,12 +153,18 @@ def time_limits(
     warn: list[str] = []
     stop: list[str] = []
     next_t_s = math.inf
+    default: dict[str, float | None] = {}  # per queue: the limit of a job that gives none
     for r in running:
         if r.stop_cause is not None:
             continue
-        limit = time_limit_s(r.job, queues.get(r.job.queue))
+        limit = r.job.walltime_s
         if limit is None:
-            continue
+            queue = r.job.queue
+            if queue not in default:
+                default[queue] = time_limit_s(r.job, queues.get(queue))
+            limit = default[queue]
+            if limit is None:
+                continue
         end_t_s = r.start_t_s + limit
         if now_t_s >= end_t_s:
             stop.append(r.id)
@@ -228,23 +235,34 @@ def drained(nodes: Iterable[Node], running: Iterable[RunningJob]) -> list[str]:
     return sorted(n.name for n in nodes if n.state is NodeState.DRAINING and n.name not in busy)
 
 
+class RuntimeHistory:
+    """Run-time predictions from completed jobs, kept current one completion at a time: per
+    user and queue the mean of the last two run times (Tsafrir, Etsion and Feitelson, IEEE
+    TPDS 18(6), 2007), per queue the median of the last 100."""
+
+    def __init__(self, per_queue: int = 100) -> None:
+        self._by_user: dict[tuple[str, str], deque[float]] = {}
+        self._by_queue: dict[str, deque[float]] = {}
+        self._per_queue = per_queue
+        self.predictions: dict[tuple[str, str | None], float] = {}
+
+    def record(self, queue: str, user: str, run_s: float) -> None:
+        mine = self._by_user.setdefault((queue, user), deque(maxlen=2))
+        mine.append(run_s)
+        self.predictions[queue, user] = statistics.fmean(mine)
+        theirs = self._by_queue.setdefault(queue, deque(maxlen=self._per_queue))
+        theirs.append(run_s)
+        self.predictions[queue, None] = statistics.median(theirs)
+
+
 def predict_runtimes(
     completed: Iterable[tuple[str, str, float]],
 ) -> dict[tuple[str, str | None], float]:
-    """Run-time predictions from completed jobs `(queue, user, run_s)`, oldest first: per
-    user and queue the mean of the last two (Tsafrir et al., IEEE TPDS 2007), per queue the
-    median of the last 100."""
-    by_user: dict[tuple[str, str], list[float]] = {}
-    by_queue: dict[str, list[float]] = {}
+    """Predictions from completed jobs `(queue, user, run_s)`, oldest first."""
+    history = RuntimeHistory()
     for queue, user, run_s in completed:
-        by_user.setdefault((queue, user), []).append(run_s)
-        by_queue.setdefault(queue, []).append(run_s)
-    out: dict[tuple[str, str | None], float] = {}
-    for (queue, user), runs in by_user.items():
-        out[queue, user] = statistics.fmean(runs[-2:])
-    for queue, runs in by_queue.items():
-        out[queue, None] = statistics.median(runs[-100:])
-    return out
+        history.record(queue, user, run_s)
+    return history.predictions
 
 
 # -- the step -------------------------------------------------------------------------------------

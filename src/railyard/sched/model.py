@@ -267,15 +267,13 @@ class RunningJob:
     stop_cause: StopCause | None = None
     warned: bool = False
     backfilled: bool = False
+    id: str = field(init=False, repr=False, compare=False)  # the job's: read very often
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "id", self.job.id)
         if self.preempt_for is not None and self.stop_cause is None:
             cause = StopCause.NODE_DOWN if self.preempt_for == "NodeDown" else StopCause.PREEMPTED
             object.__setattr__(self, "stop_cause", cause)
-
-    @property
-    def id(self) -> str:
-        return self.job.id
 
     @cached_property
     def gpus(self) -> int:

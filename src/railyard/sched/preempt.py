@@ -68,22 +68,16 @@ class Preemption:
             config.service_levels_gpu_s,
             config.time_slice_quantum_s,
         )
+        self.running = running
         self.signalled = {r.id for r in running if r.stop_cause is not None} | requeued
         self.signalled_for: dict[str, list[RunningJob]] = {}
-        self.classes: dict[str, dict[Hashable, list[RunningJob]]] = {}  # flavor -> class
-        self.backfilled: list[RunningJob] = []
         for r in running:
             if r.preempt_for is not None and r.id not in requeued:
                 self.signalled_for.setdefault(r.preempt_for, []).append(r)
-            if r.id in self.signalled:
-                continue
-            queue = quota.queues.get(r.job.queue)
-            if now_t_s - r.start_t_s < min_runtime_s(r.job, queue):
-                continue
-            if r.backfilled and r.job.preemptible:
-                self.backfilled.append(r)
-            cls = policy.victim_class(r, self.ctx)
-            self.classes.setdefault(r.job.flavor, {}).setdefault(cls, []).append(r)
+        self.backfilled = [
+            r for r in running if r.backfilled and r.job.preemptible and r.id not in self.signalled
+        ]
+        self._classes: dict[str, dict[Hashable, list[RunningJob]]] | None = None
         self._candidate_cache: dict[Hashable, tuple[int, list[Candidate]]] = {}
         self._searches_left = config.preemption_searches_per_cycle
         self._queue_searches: dict[str, int] = {}
@@ -182,10 +176,25 @@ class Preemption:
         self._candidate_cache[key] = (self.memo.epoch, out)
         return out
 
+    def _victim_classes(self) -> dict[str, dict[Hashable, list[RunningJob]]]:
+        """Running jobs that may be evicted at all, grouped by flavor and by what the policy
+        judges them on; built on the first search of a pass (most passes search nobody)."""
+        if self._classes is None:
+            self._classes = {}
+            for r in self.running:
+                if r.id in self.signalled:
+                    continue
+                queue = self.quota.queues.get(r.job.queue)
+                if self.now_t_s - r.start_t_s < min_runtime_s(r.job, queue):
+                    continue
+                cls = self.policy.victim_class(r, self.ctx)
+                self._classes.setdefault(r.job.flavor, {}).setdefault(cls, []).append(r)
+        return self._classes
+
     def _find_candidates(self, job: Job) -> list[Candidate]:
         out: list[Candidate] = []
         seen: set[str] = set()
-        for members in self.classes.get(job.flavor, {}).values():
+        for members in self._victim_classes().get(job.flavor, {}).values():
             reason = self.policy.victim_reason(job, members[0], self.ctx)
             if reason is None:
                 continue
@@ -199,6 +208,9 @@ class Preemption:
                     out.append(self._candidate(r, reason))
                     seen.add(r.id)
         for r in self.backfilled:  # jumped ahead of `job` across its reservation
+            queue = self.quota.queues.get(r.job.queue)
+            if self.now_t_s - r.start_t_s < min_runtime_s(r.job, queue):
+                continue
             if (
                 r.job.flavor == job.flavor
                 and r.id not in seen

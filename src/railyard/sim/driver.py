@@ -11,7 +11,6 @@ coalescing), when a time limit falls due, and at `cycle_interval_s` while jobs w
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,10 +34,11 @@ from railyard.sched import (
 from railyard.sched.lifecycle import (
     EndState,
     ExitKind,
+    RuntimeHistory,
     Settlement,
     StepInput,
     StepPlan,
-    predict_runtimes,
+    time_limits,
 )
 from railyard.sched.lifecycle import step as lifecycle_step
 from railyard.sim.checkpoints import CheckpointPolicy
@@ -54,7 +54,6 @@ Progress = Callable[[float], None]
 
 _SIM_COMMAND = ("railyard-sim",)
 _SIM_DIR = Path("/nonexistent/railyard-sim")  # LaunchSpec needs paths; nothing is written
-_HISTORY = 2000  # completed jobs kept for run-time predictions
 _UNBOUNDED_RESTARTS = 1 << 30
 
 
@@ -125,6 +124,7 @@ class _Run:
         self.nodes = {n.name: n for n in sim.nodes}
         self.node_tuple = tuple(sim.nodes)
         self.queues = tuple(sim.queues)
+        self.queue_map = {q.name: q for q in sim.queues}
         self.weights = {q.name: q.weight for q in sim.queues if q.parent is not None}
         self.usage = Usage()
         self.last_accrual_t_s = 0.0
@@ -133,7 +133,7 @@ class _Run:
         self.nominated: set[str] = set()
         self.records: dict[str, JobRecord] = {}
         self.jobs: dict[str, Job] = {}
-        self.history: deque[tuple[str, str, float]] = deque(maxlen=_HISTORY)
+        self.history = RuntimeHistory()
         self.history_changed = False
         self.predicted: dict[tuple[str, str | None], float] = {}
         self.busy_gpus = 0
@@ -238,8 +238,12 @@ class _Run:
         if kind is EventKind.DEADLINE:
             if self.deadline_at == t_s:
                 self.deadline_at = None
-                self.changed = True
-                self._step(t_s, scheduled=True)
+                due = time_limits(self.running.values(), self.queue_map, t_s)
+                if due.warn or due.stop:  # the job may have ended before its limit
+                    self.changed = True
+                    self._want_cycle(t_s)  # coalesced like any other event
+                else:
+                    self._want_deadline(due.next_t_s)
             return
         if kind is not EventKind.TICK and kind is not EventKind.CHECKPOINT:
             self.changed = True
@@ -318,7 +322,7 @@ class _Run:
 
     def _predictions(self) -> dict[tuple[str, str | None], float]:
         if self.history_changed and self.cfg.scheduler.estimate_from_history:
-            self.predicted = predict_runtimes(self.history)
+            self.predicted = dict(self.history.predictions)  # a step must see a fixed copy
             self.history_changed = False
         return self.predicted
 
@@ -413,7 +417,7 @@ class _Run:
         self.done += 1
         self._note(now, EventKind.END, job_id)
         if end is EndState.COMPLETED and r.job.restart_count == 0:
-            self.history.append((q, r.job.user, end_t_s - r.start_t_s))
+            self.history.record(q, r.job.user, end_t_s - r.start_t_s)
             self.history_changed = True
 
     # -- the world: failures, repairs, admins -----------------------------------------------------
