@@ -29,21 +29,6 @@ class Reason(StrEnum):
     JOB_HELD_USER = "JobHeldUser"  # held by its owner
     JOB_HELD_ADMIN = "JobHeldAdmin"  # held by an admin
 
-    @property
-    def blocks_forever(self) -> bool:
-        """Never goes away by waiting: the job must be changed or cancelled."""
-        return self in _FOREVER
-
-
-_FOREVER = frozenset(
-    {
-        Reason.UNSCHEDULABLE,
-        Reason.BAD_CONSTRAINTS,
-        Reason.PARTITION_TIME_LIMIT,
-        Reason.DEPENDENCY_NEVER_SATISFIED,
-    }
-)
-
 
 class StartReason(StrEnum):
     FITS = "Fits"

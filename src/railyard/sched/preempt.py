@@ -32,7 +32,7 @@ from railyard.sched.quota import QuotaTree
 from railyard.sched.snapshot import Masks, Shape, Snapshot
 from railyard.sched.victims import Candidate, find_victims, removed
 
-Hold = Callable[[Job, float, Masks], None]
+Nominate = Callable[[Job, float, Masks], None]
 """Called with (preemptor, grace seconds, GPUs) when victims make room: hold them for it."""
 
 
@@ -94,7 +94,7 @@ class Preemption:
             return (level, job.submit_t_s if self.backfilled else None)
         return job.submit_t_s if self.backfilled else None
 
-    def preempt(self, job: Job, shape: Shape, hold: Hold) -> bool:
+    def preempt(self, job: Job, shape: Shape, nominate: Nominate) -> bool:
         """Use victims already stopping for this job, or signal the cheapest new set."""
         mine = self.signalled_for.get(job.id, [])
         victims: list[Candidate] = []
@@ -121,7 +121,7 @@ class Preemption:
             ),
             default=0.0,
         )
-        hold(job, grace_s, found)
+        nominate(job, grace_s, found)
         return True
 
     def _fits(self, job: Job, shape: Shape) -> Masks | None:
