@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import socket
 import stat
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
-import typer
 import uvicorn
-from typer.testing import CliRunner, Result
 
-from railyard.cli import admin, jobs
+from railyard.cli.main import main
 from railyard.control.api import create_app
 from railyard.control.client import Client, ClientError, save_config
 from railyard.control.paths import log_path
@@ -51,15 +54,23 @@ def server(store: Store, tmp_path: Path) -> Iterator[str]:
     thread.join(10)
 
 
+@dataclass
+class Result:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
 class Cli:
-    """``railyard`` as a user would type it, with a token chosen per call."""
+    """``railyard`` as a user would type it, with a token chosen per call (in-process: the
+    environment is patched for the call, stdout and stderr captured)."""
 
     def __init__(self, url: str, tokens: dict[str, str], home: Path) -> None:
         self.url, self.tokens, self.home = url, tokens, home
-        self.app = typer.Typer()
-        jobs.register(self.app)
-        admin.register(self.app)
-        self.runner = CliRunner()
 
     def __call__(self, user: str, *args: str) -> Result:
         env = {
@@ -67,7 +78,14 @@ class Cli:
             "RAILYARD_TOKEN": self.tokens.get(user, user),
             "RAILYARD_HOME": str(self.home),
         }
-        return self.runner.invoke(self.app, list(args), env=env)
+        out, err = io.StringIO(), io.StringIO()
+        with (
+            mock.patch.dict(os.environ, env),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            code = main(list(args))
+        return Result(code, out.getvalue(), err.getvalue())
 
     def json(self, user: str, *args: str) -> Any:
         result = self(user, *args, "--json")
@@ -112,7 +130,10 @@ def test_admin_sets_up_a_user_who_submits_and_cancels(cli: Cli) -> None:
     cancelled = cli("dave", "cancel", job_id)
     assert cancelled.exit_code == 0, cancelled.output
     assert cancelled.stdout.strip() == "1 cancelled"
-    assert cli.json("dave", "queue") == []
+    # A finished job stays listed for --min-job-age seconds (squeue's MinJobAge, 300 s).
+    assert [(j["id"], j["state"]) for j in cli.json("dave", "queue")] == [("1", "cancelled")]
+    assert "CANCELLED" in cli("dave", "queue").stdout
+    assert cli.json("dave", "queue", "--min-job-age", "0") == []
     assert [j["id"] for j in cli.json("dave", "queue", "--state", "cancelled")] == ["1"]
     assert cli.json("root", "queue") == []  # an admin's own jobs by default
     assert len(cli.json("root", "queue", "--all", "--state", "cancelled")) == 1
@@ -222,10 +243,10 @@ def test_client_reads_its_config_file(
     path = save_config(server, tokens["alice"], home / "client.json")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     with Client.from_env(env) as client:
-        assert client.whoami().name == "alice"
-        assert client.health().status == "ok"
+        assert client.whoami()["name"] == "alice"
+        assert client.health()["status"] == "ok"
     with Client.from_env({**env, "RAILYARD_TOKEN": tokens["root"]}) as client:
-        assert client.whoami().is_admin
+        assert client.whoami()["is_admin"]
         with pytest.raises(ClientError) as info:
             client.job("7")
         assert (info.value.status, info.value.detail) == (404, "no job '7'")

@@ -24,11 +24,20 @@ def free_port() -> int:
 class ServerProcess:
     """Starts `python -m railyard up` and talks to it over HTTP with the admin token."""
 
-    def __init__(self, state_dir: Path, *, gpus: int = 4, database_url: str | None = None) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        gpus: int = 4,
+        database_url: str | None = None,
+        cycle_interval_s: float = 0.2,
+        port: int | None = None,
+    ) -> None:
         self.state_dir = state_dir
-        self.port = free_port()
+        self.port = port or free_port()
         self.gpus = gpus
         self.database_url = database_url
+        self.cycle_interval_s = cycle_interval_s
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout_s: float = 30.0) -> None:
@@ -44,7 +53,7 @@ class ServerProcess:
             "--port",
             str(self.port),
             "--cycle-interval",
-            "0.2",
+            str(self.cycle_interval_s),
         ]
         if self.database_url:
             cmd += ["--database-url", self.database_url]

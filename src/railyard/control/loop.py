@@ -41,8 +41,24 @@ from railyard.control.convert import (
 )
 from railyard.control.paths import checkpoint_dir, job_dir, logs_dir, script_path
 from railyard.control.store import Store
-from railyard.control.tables import EventRow, JobRow, JobState, NodeRow, QueueRow, UsageRow, User
-from railyard.exec.protocol import Executor, ExitReport, JobHandle, LaunchSpec, Outcome
+from railyard.control.tables import (
+    HOLD_REASONS,
+    EventRow,
+    JobRow,
+    JobState,
+    NodeRow,
+    QueueRow,
+    UsageRow,
+    User,
+)
+from railyard.exec.protocol import (
+    Executor,
+    ExitReport,
+    JobHandle,
+    LaunchSpec,
+    NotifiesExits,
+    Outcome,
+)
 from railyard.sched import (
     ClusterState,
     CycleResult,
@@ -107,7 +123,10 @@ class Loop:
         self._wake.set()
 
     def run(self, stop: threading.Event) -> None:
-        """Step on events and at the interval until ``stop`` is set."""
+        """Step on events (a submit, a cancel, a job's exit) and at the interval until
+        ``stop`` is set."""
+        if isinstance(self.executor, NotifiesExits):  # a freed GPU need not wait for the poll
+            self.executor.on_exit(self.wake)
         while not stop.is_set():
             began = time.perf_counter()
             try:
@@ -187,7 +206,11 @@ class Loop:
                 running_by_array[r.array_parent] = running_by_array.get(r.array_parent, 0) + 1
         pending: list[Job] = []
         held: dict[str, str] = {}
+        on_hold = _held_jobs(session)  # lifecycle: moves to sched
         for job, limit, _ in waiting:
+            if job.id in on_hold:  # lifecycle: moves to sched (scontrol hold)
+                held[job.id] = HOLD_REASONS[on_hold[job.id]]
+                continue
             parent = job.array_parent
             if parent is not None and limit is not None:
                 if running_by_array.get(parent, 0) >= limit:
@@ -476,6 +499,17 @@ def _settlement(row: JobRow, outcome: Outcome) -> tuple[JobState, str]:
     if outcome == Outcome.FAILED and row.requeue_on_failure and retries_left:
         return JobState.PENDING, "Requeued (failed)"
     return JobState.FAILED, "NonZeroExitCode" if outcome == Outcome.FAILED else outcome.value
+
+
+# lifecycle: moves to sched
+def _held_jobs(session: Session) -> dict[str, str]:
+    """Pending jobs on hold (scontrol hold) and who holds them: they do not start."""
+    rows = session.execute(
+        select(JobRow.id, JobRow.hold).where(
+            JobRow.state == JobState.PENDING.value, JobRow.hold.is_not(None)
+        )
+    )
+    return {job_id: hold for job_id, hold in rows if hold is not None}
 
 
 def _event(t_s: float, job_id: str, kind: str, message: str) -> EventRow:
