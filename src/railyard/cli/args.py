@@ -14,8 +14,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 if TYPE_CHECKING:
     from railyard.control.client import Client
@@ -44,8 +43,7 @@ class Parser(argparse.ArgumentParser):
         fail(f"{where}{message} (hint: {self.prog} --help)")
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(NamedTuple):
     """One ``railyard NAME``: ``arguments`` adds its flags (and sub-commands) to a parser;
     ``run`` is called with the parsed namespace and returns the exit code (None: 0). With
     ``arguments`` None the command reads its own words from ``namespace.argv``."""

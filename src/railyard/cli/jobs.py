@@ -3,7 +3,8 @@ logs. Thin: parse, call :class:`~railyard.control.client.Client`, print.
 
 ``submit`` reads its options as sbatch does (options first, then the script or ``--`` and the
 command) through the same table as ``#SBATCH`` directives, so a flag and a directive can never
-mean different things; the server checks the rest.
+mean different things; the server checks the rest. Modules a command alone needs are imported
+in that command (``railyard --help`` and ``queue`` must not pay for them).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from railyard.cli.args import Command, Parser, connect, describe, emit_json, fail, json_flag
 from railyard.cli.text import clock, iso, pairs, placement, squeue_time, table
-from railyard.control import scripts
 
 if TYPE_CHECKING:
     from railyard.control.client import Client
@@ -58,6 +58,8 @@ OPTION_HELP = {
 
 def submit_usage(prog: str) -> str:
     """The help of ``railyard submit``, from the same option table as the directives."""
+    from railyard.control import scripts
+
     shorts: dict[str, list[str]] = {}
     for short, long in scripts.short_names().items():
         shorts.setdefault(long, []).append(short)
@@ -77,6 +79,8 @@ def submit_usage(prog: str) -> str:
 def split_submit_argv(argv: list[str]) -> tuple[list[str], list[str], set[str]]:
     """(option words, the script or command, the CLI's own switches ``--json``/``--help``):
     options come first, as with sbatch; ``--`` or the first other word ends them."""
+    from railyard.control import scripts
+
     options: list[str] = []
     own: set[str] = set()
     i = 0
@@ -104,6 +108,8 @@ def submit(args: argparse.Namespace) -> int:
     Options are sbatch's and mean what the directives mean; given on the command line they
     override the script's. Prints the job id (one per array task).
     """
+    from railyard.control import scripts  # the directive table: only submit pays for it
+
     options_words, rest, own = split_submit_argv(args.argv)
     if "--help" in own:
         print(submit_usage(args.prog))

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 FORMATS = "YYYY-MM-DD[THH:MM[:SS]], MM/DD[/YY], HH:MM[:SS], today, now[-N[days|hours|...]]"
 _RELATIVE = re.compile(r"^now(?:([+-])(\d+)([a-z]*))?$")
 _UNITS = {"seconds": 1, "minutes": 60, "hours": 3600, "days": 86400, "weeks": 604800}
-_ISO = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{1,2}):(\d{2})(?::(\d{2}))?)?$")
+_ISO = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[t ](\d{1,2}):(\d{2})(?::(\d{2}))?)?$")
 _US_DATE = re.compile(r"^(\d{1,2})/(\d{1,2})(?:/(\d{2}|\d{4}))?$")
 _CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
 

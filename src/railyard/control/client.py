@@ -5,15 +5,14 @@ Where the server is: ``RAILYARD_URL`` and ``RAILYARD_TOKEN``, else
 ``railyard up`` writes for its admin (:func:`save_config`). Every refusal is a
 :class:`ClientError` carrying the server's one-line ``detail`` and the HTTP status.
 
-It speaks HTTP/1.1 through the standard library (``http.client``, one keep-alive connection)
-and returns the server's JSON as the typed dicts of :mod:`railyard.control.wire`: a CLI call
-must answer in milliseconds, and httpx plus pydantic cost more to import than the request
-takes (``benchmarks/bench_cli.py``).
+It speaks HTTP/1.1 over one keep-alive socket (:mod:`railyard.control.transport`) and returns
+the server's JSON as the typed dicts of :mod:`railyard.control.wire`: a CLI call must answer
+in milliseconds, and httpx plus pydantic cost more to import than the request takes
+(``benchmarks/bench_cli.py``).
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import time
@@ -24,6 +23,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from railyard.control import wire
 from railyard.control.paths import client_config_path, default_state_dir
+from railyard.control.transport import Connection
 
 IDEMPOTENT = ("GET", "DELETE", "PUT")
 IDLE_RECONNECT_S = 4.0  # under uvicorn's 5 s keep-alive: never reuse a socket it may close
@@ -73,13 +73,15 @@ class Client:
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ClientError(f"bad server URL {url!r} (hint: e.g. http://127.0.0.1:8765)")
-        self._scheme, self._host, self._port = parts.scheme, parts.hostname, parts.port
+        try:
+            port = parts.port
+        except ValueError:
+            raise ClientError(f"bad server URL {url!r}: the port is not a number") from None
+        self._conn = Connection(parts.scheme, parts.hostname, port, timeout_s)
         self._prefix = parts.path.rstrip("/")
-        self._timeout_s = timeout_s
         self._headers = {"Accept": "application/json"}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
-        self._conn: http.client.HTTPConnection | None = None
         self._last_used = 0.0
 
     @classmethod
@@ -101,9 +103,7 @@ class Client:
         return cls(url, token)
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        self._conn.close()
 
     def __enter__(self) -> Self:
         return self
@@ -112,20 +112,6 @@ class Client:
         self.close()
 
     # -- transport ----------------------------------------------------------------------------
-
-    def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
-        """The keep-alive connection, and whether it served a request before."""
-        if self._conn is not None and time.monotonic() - self._last_used > IDLE_RECONNECT_S:
-            self.close()
-        if self._conn is not None:
-            return self._conn, True
-        if self._scheme == "https":
-            self._conn = http.client.HTTPSConnection(
-                self._host, self._port, timeout=self._timeout_s
-            )
-        else:
-            self._conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout_s)
-        return self._conn, False
 
     def _call(
         self,
@@ -143,25 +129,23 @@ class Client:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
         for attempt in (0, 1):
-            conn, reused = self._connection()
+            if self._conn.open and time.monotonic() - self._last_used > IDLE_RECONNECT_S:
+                self._conn.close()
+            reused = self._conn.open
             try:
-                conn.request(method, target, body=data, headers=headers)
-                response = conn.getresponse()
-                payload = response.read()
-            except (http.client.HTTPException, OSError) as exc:
-                self.close()
+                response = self._conn.request(method, target, headers, data)
+            except OSError as exc:
+                self._conn.close()
                 # A kept-alive socket the server closed meanwhile: retry once on a new one,
                 # when repeating the request cannot do anything twice.
                 if attempt == 0 and reused and method in IDEMPOTENT:
                     continue
                 raise ClientError(f"cannot reach railyard at {self.url}: {exc}") from None
             self._last_used = time.monotonic()
-            if response.will_close:
-                self.close()
             if response.status >= 400:
-                raise ClientError(_detail(response.status, payload), response.status)
+                raise ClientError(_detail(response.status, response.body), response.status)
             try:
-                return json.loads(payload)
+                return json.loads(response.body)
             except ValueError:
                 raise ClientError(
                     f"railyard at {self.url} answered {response.status} with no JSON"

@@ -4,10 +4,9 @@ The server's response models (:mod:`railyard.control.schemas`) define these shap
 keeps them as the plain dicts that ``json.loads`` gives, so a ``railyard`` call imports neither
 pydantic nor the scheduler, and ``--json`` prints exactly what the server said. Fields a newer
 server adds pass through untouched. ``tests/control/test_wire.py`` checks that every required
-key named here is a field of the matching response model.
+key named here is a field of the matching response model. (No ``from __future__ import
+annotations`` here: TypedDict reads ``NotRequired`` from evaluated annotations.)
 """
-
-from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
