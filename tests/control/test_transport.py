@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import pytest
 
@@ -15,12 +16,12 @@ from railyard.control.transport import Connection
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    peers: set[int] = set()
+    peers: ClassVar[set[int]] = set()  # client ports seen: one per connection
 
     def log_message(self, *_: object) -> None:
         pass
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         Handler.peers.add(self.client_address[1])
         if self.path == "/chunked":
             self.send_response(200)
@@ -41,7 +42,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._send(b'{"path": "%s"}' % self.path.encode())
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         self._send(body, status=201)
 
