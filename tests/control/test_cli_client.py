@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import os
 import socket
 import stat
@@ -255,3 +256,102 @@ def test_client_reads_its_config_file(
     monkeypatch.delenv("RAILYARD_TOKEN", raising=False)
     with Client.from_env() as client:
         assert client.url == server
+
+
+ISO_LOCAL = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}[+-]\d{2}:\d{2}"
+
+
+def test_show_prints_dates_and_slurm_durations(cli: Cli) -> None:
+    job_id = cli("alice", "submit", "-t", "1-02:03:04", "-J", "long", "--", "echo").stdout.strip()
+    shown = cli("alice", "show", job_id)
+    assert shown.exit_code == 0, shown.output
+    fields = dict(line.split(None, 1) for line in shown.stdout.splitlines() if " " in line)
+    assert re.fullmatch(ISO_LOCAL, fields["submit_time"]), fields["submit_time"]
+    assert fields["time_limit"] == "1-02:03:04"
+    assert re.fullmatch(r"\d{2}:\d{2}:\d{2}", fields["age"])
+    assert (fields["name"], fields["state"]) == ("long", "pending")
+    assert "start_time" in shown.stdout and "1700" not in shown.stdout  # no raw Unix times
+
+
+def test_show_an_array_parent(cli: Cli) -> None:
+    ids = cli("alice", "submit", "--array", "0-2", "-J", "sweep", "--", "echo").stdout.split()
+    cli("alice", "cancel", ids[2])
+    shown = cli("alice", "show", "1")
+    assert shown.exit_code == 0, shown.output
+    head, _, tasks = shown.stdout.partition("\n\n")
+    assert "array          1 (3 tasks, indices 0-2)" in head
+    assert "states         CANCELLED 1, PENDING 2" in head
+    assert [line.split()[0] for line in tasks.splitlines()] == ["JOBID", *ids]
+    assert [j["id"] for j in cli.json("alice", "show", "1")] == ids
+    assert (cli("bob", "show", "1").exit_code, cli("bob", "show", "1").stderr) == (
+        1,
+        "railyard: no job '1'\n",
+    )
+
+
+def test_hold_and_release(cli: Cli) -> None:
+    job_id = cli("alice", "submit", "--", "echo").stdout.strip()
+    held = cli("alice", "hold", job_id)
+    assert (held.exit_code, held.stdout) == (0, f"{job_id} held\n")
+    assert "JobHeldUser" in cli("alice", "queue").stdout
+    assert cli("alice", "release", job_id).stdout == f"{job_id} released\n"
+    assert cli("root", "hold", job_id).stdout == f"{job_id} held\n"
+    [job] = cli.json("alice", "queue")
+    assert (job["hold"], job["reason"]) == ("admin", "JobHeldAdmin")
+    refused = cli("alice", "release", job_id)
+    assert (refused.exit_code, refused.stderr) == (
+        1,
+        f"railyard: {job_id}: job {job_id} was held by an admin: only an admin can release it\n",
+    )
+    assert cli("root", "release", job_id).exit_code == 0
+    cli("alice", "cancel", job_id)
+    done = cli("alice", "hold", job_id)
+    assert (done.exit_code, done.stderr) == (
+        1,
+        f"railyard: {job_id}: job {job_id} is cancelled: only a pending job can be held\n",
+    )
+
+
+def test_history_like_sacct(cli: Cli, store: Store) -> None:
+    now = time.time()
+    ok, bad, waiting = (cli("alice", "submit", "--", "x").stdout.strip() for _ in range(3))
+    bob_job = cli("bob", "submit", "-G", "2", "--", "x").stdout.strip()
+    old = cli("alice", "submit", "--", "x").stdout.strip()
+    rows = {
+        ok: {"state": "completed", "start_t_s": now - 3600, "end_t_s": now - 1800, "exit_code": 0},
+        bad: {"state": "failed", "start_t_s": now - 600, "end_t_s": now - 300, "exit_code": 3,
+              "restart_count": 2},
+        bob_job: {"state": "running", "start_t_s": now - 7200},
+        old: {"state": "completed", "submit_t_s": now - 9 * 86400, "start_t_s": now - 9 * 86400,
+              "end_t_s": now - 8 * 86400, "exit_code": 0},
+    }  # fmt: skip
+    with store.session() as session:
+        for job_id, values in rows.items():
+            row = session.get(JobRow, job_id)
+            assert row is not None
+            for key, value in values.items():
+                setattr(row, key, value)
+    window = ["--starttime", "now-1days"]
+    mine = cli("alice", "history", *window)
+    assert mine.exit_code == 0, mine.output
+    lines = mine.stdout.splitlines()
+    assert lines[0].split() == ["JOBID", "NAME", "USER", "QUEUE", "STATE", "EXITCODE", "ELAPSED",
+                                "GPUS", "GPU-HOURS", "RESTARTS", "START", "END"]  # fmt: skip
+    by_id = {line.split()[0]: line.split() for line in lines[1:]}
+    assert set(by_id) == {ok, bad}  # not the pending one, not bob's, not the old one
+    assert by_id[ok][4:10] == ["COMPLETED", "0:0", "00:30:00", "1", "0.50", "0"]
+    assert by_id[bad][4:10] == ["FAILED", "3:0", "00:05:00", "1", "0.08", "2"]
+    assert [j["id"] for j in cli.json("alice", "history", *window, "--state", "pending")] == [
+        waiting
+    ]
+    everyone = {j["id"] for j in cli.json("root", "history", *window)}
+    assert everyone == {ok, bad, bob_job}
+    [running] = cli.json("root", "history", *window, "--user", "bob")
+    assert running["state"] == "running"
+    assert {j["id"] for j in cli.json("alice", "history", "-S", "now-10days")} == {ok, bad, old}
+    assert [
+        j["id"] for j in cli.json("alice", "history", "-S", "now-10days", "-E", "now-7days")
+    ] == [old]
+    wrong = cli("alice", "history", "--starttime", "last week")
+    assert wrong.exit_code == 2
+    assert wrong.stderr.startswith("railyard: history: bad time 'last week' (hint: YYYY-MM-DD")

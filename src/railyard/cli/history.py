@@ -78,7 +78,7 @@ def history(args: argparse.Namespace) -> None:
         elapsed = j["elapsed_s"]
         gpu_h = "" if elapsed is None else f"{elapsed * j['gpus'] / 3600:.2f}"
         rows.append([
-            j["id"], j["name"], j["user"], j["queue"], j["state"].upper(), exit_code(j),
+            j["id"], j["name"] or "-", j["user"], j["queue"], j["state"].upper(), exit_code(j),
             clock(elapsed), str(j["gpus"]), gpu_h, str(j["restart_count"]),
             _local(j["start_t_s"]), _local(j["end_t_s"]),
         ])  # fmt: skip

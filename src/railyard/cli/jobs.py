@@ -157,7 +157,7 @@ def _job_rows(jobs: list[Job]) -> str:
     for j in jobs:
         started = j["start_t_s"] is not None
         time_s = j["elapsed_s"] if started else j["age_s"]
-        row = [j["id"], j["name"], j["user"], j["queue"], j["state"].upper(), str(j["gpus"])]
+        row = [j["id"], j["name"] or "-", j["user"], j["queue"], j["state"].upper(), str(j["gpus"])]
         rows.append([*row, placement(j["placement"]), squeue_time(time_s), j["reason"]])
     return table(headers, rows, right=("GPUS",))
 
