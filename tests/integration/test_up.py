@@ -123,14 +123,14 @@ def test_ctrl_c_says_what_it_left_running_and_the_next_up_adopts_it(
         server.proc.send_signal(signal.SIGINT)
         assert server.proc.wait(timeout=30) == 130  # as a shell reports Ctrl-C
         log = (tmp_path / "server.log").read_text()
-        assert f"railyard down: 1 jobs left running ({job['id']}); they keep running" in log
+        assert f"railyard down: 1 job left running ({job['id']}); they keep running" in log
         handle = (tmp_path / "jobs" / job["id"] / "logs" / "handle-0.json").read_text()
         pid = int(handle.split('"pid": ')[1].split(",")[0])
         os.kill(pid, 0)  # still alive
         server.start()
         log = (tmp_path / "server.log").read_text()
         assert (
-            "railyard up: adopted 1 running jobs, settled 0 that ended while the server was "
+            "railyard up: adopted 1 job still running, settled 0 that ended while the server was "
             f"down, restarted 0 that were starting ({job['id']})"
         ) in log
         assert server.request("GET", f"/v1/jobs/{job['id']}")["state"] == "running"

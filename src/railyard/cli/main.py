@@ -12,6 +12,7 @@ typer apps (:mod:`railyard.cli.design`).
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from difflib import get_close_matches
 
@@ -86,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `railyard history | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # what a shell reports for SIGPIPE
 
 
 def entry() -> None:

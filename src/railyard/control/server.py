@@ -143,6 +143,10 @@ def _live_jobs(store: Store) -> tuple[list[str], list[str]]:
     return [j for j, h in live if h], [j for j, h in live if not h]
 
 
+def _jobs(count: int) -> str:
+    return f"{count} job" if count == 1 else f"{count} jobs"
+
+
 def _ids(ids: list[str], most: int = 10) -> str:
     shown = ", ".join(ids[:most])
     return shown + (f" and {len(ids) - most} more" if len(ids) > most else "")
@@ -205,7 +209,7 @@ def _serve_locked(config: UpConfig, sock: socket.socket, api_url: str) -> None:
     settled = loop_.reconcile()
     if adopt or restart:
         print(
-            f"railyard up: adopted {len(adopt) - len(settled)} running jobs, settled "
+            f"railyard up: adopted {_jobs(len(adopt) - len(settled))} still running, settled "
             f"{len(settled)} that ended while the server was down, restarted {len(restart)} "
             f"that were starting ({_ids(adopt + restart)})",
             flush=True,
@@ -230,7 +234,7 @@ def _serve_locked(config: UpConfig, sock: socket.socket, api_url: str) -> None:
         store.close()
         if left:
             print(
-                f"railyard down: {len(left)} jobs left running ({_ids(left)}); they keep "
+                f"railyard down: {_jobs(len(left))} left running ({_ids(left)}); they keep "
                 "running, and the next `railyard up` on this state directory adopts them",
                 flush=True,
             )
