@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from railyard.control.client import Client
     from railyard.control.wire import Job
 
-FINISHED = ("completed", "failed", "cancelled")
 MIN_JOB_AGE_S = 300.0  # squeue shows a finished job this long (Slurm's MinJobAge default)
 
 # -- submit --------------------------------------------------------------------------------------

@@ -38,11 +38,14 @@ class ExitWatcher:
         self._thread.start()
 
     def watch(self, pid: int) -> None:
-        """Watch ``pid``; a process already gone is reported at once."""
+        """Watch ``pid``; a process already gone is reported at once. Out of descriptors
+        (or any other refusal), the process goes unwatched: the caller's poll still sees it."""
         try:
             fd = os.pidfd_open(pid)
         except ProcessLookupError:
             self._on_exit()
+            return
+        except OSError:
             return
         with self._lock:
             if self._closed:
