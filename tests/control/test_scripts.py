@@ -193,3 +193,14 @@ def test_submission_shapes() -> None:
         shape(nodes=2)
     with pytest.raises(ValueError, match="gpus=8 but nodes x gpus_per_node = 16"):
         shape(gpus=8, nodes=2, gpus_per_node=8)
+
+
+def test_value_names_are_the_schedulers() -> None:
+    """control.values spells the scheduler's names itself (the CLI must not import sched)."""
+    from railyard.control import values
+    from railyard.sched.model import Level, PriorityClass, TopologyMode
+
+    assert values.PRIORITY_CLASSES == {c.name.lower(): c.value for c in PriorityClass}
+    assert values.TOPOLOGY_LEVELS == tuple(lv.label for lv in Level if lv is not Level.FABRIC)
+    assert set(values.TOPOLOGY_MODES) == {m.value for m in TopologyMode}
+    assert values.TOPOLOGY_MODES[0] == TopologyMode.REQUIRED.value

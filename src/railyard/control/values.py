@@ -2,8 +2,9 @@
 signal, array, priority and topology, so all three accept exactly the same spellings.
 
 Standard library only: the ``railyard`` command checks flags with these before it sends
-anything, and must not pay for pydantic or the scheduler to do so. The scheduler's enums
-(priority classes, topology levels) are read when a value names one.
+anything, and must not pay for pydantic or the scheduler to do so (importing ``railyard.sched``
+costs more than the rest of a CLI call). So the scheduler's names are spelled here too;
+``tests/control/test_scripts.py`` checks they are the scheduler's.
 """
 
 from __future__ import annotations
@@ -14,6 +15,11 @@ import signal as signals
 MAX_ARRAY_TASKS = 10_000
 DEFAULT_SIGNAL_GRACE_S = 60.0  # Slurm's default sig_time for --signal
 TIME_FORMATS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 90, 2:00:00, 1-12)"
+
+# railyard.sched.model: PriorityClass (name -> value), Level labels below the fabric, TopologyMode
+PRIORITY_CLASSES = {"low": 100, "normal": 500, "high": 1000, "critical": 10_000}
+TOPOLOGY_LEVELS = ("node", "leaf-group", "scalable-unit")
+TOPOLOGY_MODES = ("required", "preferred")  # the first is the default
 
 _TIME_RE = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 _SIGNAL_RE = re.compile(r"^(?:([RB]):)?([A-Za-z0-9]+)(?:@(\d+))?$")
@@ -93,25 +99,19 @@ def parse_priority(value: int | str) -> int:
     text = value.strip()
     if text.isdigit():
         return int(text)
-    from railyard.sched.model import PriorityClass  # only for a class name: start-up time
-
-    try:
-        return PriorityClass[text.upper()].value
-    except KeyError:
-        names = "|".join(c.name.lower() for c in PriorityClass)
-        raise ValueError(f"unknown priority {value!r} (hint: an integer or {names})") from None
+    if text.lower() not in PRIORITY_CLASSES:
+        names = "|".join(PRIORITY_CLASSES)
+        raise ValueError(f"unknown priority {value!r} (hint: an integer or {names})")
+    return PRIORITY_CLASSES[text.lower()]
 
 
 def parse_topology(value: str) -> tuple[str, str]:
     """``leaf-group`` (required), ``required:leaf-group`` or ``preferred:scalable-unit``."""
-    from railyard.sched.model import Level, TopologyMode  # only when asked for: start-up time
-
     mode, _, level = value.strip().rpartition(":")
-    mode = mode or TopologyMode.REQUIRED.value
-    levels = [lv.label for lv in Level if lv is not Level.FABRIC]
-    hint = f"(hint: [required:|preferred:]{'|'.join(levels)})"
-    if mode not in [m.value for m in TopologyMode]:
+    mode = mode or TOPOLOGY_MODES[0]
+    hint = f"(hint: [required:|preferred:]{'|'.join(TOPOLOGY_LEVELS)})"
+    if mode not in TOPOLOGY_MODES:
         raise ValueError(f"unknown topology mode {mode!r} {hint}")
-    if level not in levels:
+    if level not in TOPOLOGY_LEVELS:
         raise ValueError(f"unknown topology level {level!r} {hint}")
     return level, mode
