@@ -31,7 +31,21 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
         ["history", "--help"],
         ["admin", "queues", "add", "--help"],
         # a submit with every value a parser checks; it fails to connect, which is fine
-        "submit -G 2 -t 1:00:00 --priority high --topology leaf-group --array 0-3 -- true".split(),
+        [
+            "submit",
+            "-G",
+            "2",
+            "-t",
+            "1:00:00",
+            "--priority",
+            "high",
+            "--topology",
+            "leaf-group",
+            "--array",
+            "0-3",
+            "--",
+            "true",
+        ],
         ["queue"],
     ],
 )

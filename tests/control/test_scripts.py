@@ -200,7 +200,7 @@ def test_value_names_are_the_schedulers() -> None:
     from railyard.control import values
     from railyard.sched.model import Level, PriorityClass, TopologyMode
 
-    assert values.PRIORITY_CLASSES == {c.name.lower(): c.value for c in PriorityClass}
-    assert values.TOPOLOGY_LEVELS == tuple(lv.label for lv in Level if lv is not Level.FABRIC)
+    assert {c.name.lower(): c.value for c in PriorityClass} == values.PRIORITY_CLASSES
+    assert tuple(lv.label for lv in Level if lv is not Level.FABRIC) == values.TOPOLOGY_LEVELS
     assert set(values.TOPOLOGY_MODES) == {m.value for m in TopologyMode}
     assert values.TOPOLOGY_MODES[0] == TopologyMode.REQUIRED.value
