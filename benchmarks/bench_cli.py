@@ -86,7 +86,7 @@ def main() -> None:
         os.environ["PYTHONPATH"] = env["PYTHONPATH"]  # the server process too
     figures: dict[str, tuple[list[float], list[float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        server = ServerProcess(Path(tmp) / "state", gpus=8)
+        server = ServerProcess(Path(tmp) / "state", gpus=8, cycle_interval_s=2.0)  # up default
         server.state_dir.mkdir()
         server.start()
         env |= {"RAILYARD_HOME": str(server.state_dir), "COLUMNS": "160"}
