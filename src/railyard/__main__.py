@@ -1,5 +1,5 @@
 """``python -m railyard`` runs the CLI."""
 
-from railyard.cli.main import app
+from railyard.cli.main import entry
 
-app(prog_name="railyard")
+entry()

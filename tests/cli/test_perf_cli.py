@@ -6,7 +6,9 @@ import json
 
 from typer.testing import CliRunner
 
-from railyard.cli.main import app
+from railyard.cli.design import full_app
+
+app = full_app()
 
 runner = CliRunner(env={"COLUMNS": "160"})
 

@@ -12,7 +12,9 @@ from xml.etree import ElementTree
 import yaml
 from typer.testing import CliRunner
 
-from railyard.cli.main import app
+from railyard.cli.design import full_app
+
+app = full_app()
 
 runner = CliRunner(env={"COLUMNS": "160"})
 

@@ -1,22 +1,26 @@
-"""The CLI and its httpx client against a real uvicorn server on a free loopback port."""
+"""The CLI and its client against a real uvicorn server on a free loopback port."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
+import re
 import socket
 import stat
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
-import typer
 import uvicorn
-from typer.testing import CliRunner, Result
 
-from railyard.cli import admin, jobs
+from railyard.cli.main import main
 from railyard.control.api import create_app
 from railyard.control.client import Client, ClientError, save_config
 from railyard.control.paths import log_path
@@ -51,15 +55,23 @@ def server(store: Store, tmp_path: Path) -> Iterator[str]:
     thread.join(10)
 
 
+@dataclass
+class Result:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
 class Cli:
-    """``railyard`` as a user would type it, with a token chosen per call."""
+    """``railyard`` as a user would type it, with a token chosen per call (in-process: the
+    environment is patched for the call, stdout and stderr captured)."""
 
     def __init__(self, url: str, tokens: dict[str, str], home: Path) -> None:
         self.url, self.tokens, self.home = url, tokens, home
-        self.app = typer.Typer()
-        jobs.register(self.app)
-        admin.register(self.app)
-        self.runner = CliRunner()
 
     def __call__(self, user: str, *args: str) -> Result:
         env = {
@@ -67,7 +79,14 @@ class Cli:
             "RAILYARD_TOKEN": self.tokens.get(user, user),
             "RAILYARD_HOME": str(self.home),
         }
-        return self.runner.invoke(self.app, list(args), env=env)
+        out, err = io.StringIO(), io.StringIO()
+        with (
+            mock.patch.dict(os.environ, env),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            code = main(list(args))
+        return Result(code, out.getvalue(), err.getvalue())
 
     def json(self, user: str, *args: str) -> Any:
         result = self(user, *args, "--json")
@@ -112,7 +131,10 @@ def test_admin_sets_up_a_user_who_submits_and_cancels(cli: Cli) -> None:
     cancelled = cli("dave", "cancel", job_id)
     assert cancelled.exit_code == 0, cancelled.output
     assert cancelled.stdout.strip() == "1 cancelled"
-    assert cli.json("dave", "queue") == []
+    # A finished job stays listed for --min-job-age seconds (squeue's MinJobAge, 300 s).
+    assert [(j["id"], j["state"]) for j in cli.json("dave", "queue")] == [("1", "cancelled")]
+    assert "CANCELLED" in cli("dave", "queue").stdout
+    assert cli.json("dave", "queue", "--min-job-age", "0") == []
     assert [j["id"] for j in cli.json("dave", "queue", "--state", "cancelled")] == ["1"]
     assert cli.json("root", "queue") == []  # an admin's own jobs by default
     assert len(cli.json("root", "queue", "--all", "--state", "cancelled")) == 1
@@ -222,10 +244,10 @@ def test_client_reads_its_config_file(
     path = save_config(server, tokens["alice"], home / "client.json")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     with Client.from_env(env) as client:
-        assert client.whoami().name == "alice"
-        assert client.health().status == "ok"
+        assert client.whoami()["name"] == "alice"
+        assert client.health()["status"] == "ok"
     with Client.from_env({**env, "RAILYARD_TOKEN": tokens["root"]}) as client:
-        assert client.whoami().is_admin
+        assert client.whoami()["is_admin"]
         with pytest.raises(ClientError) as info:
             client.job("7")
         assert (info.value.status, info.value.detail) == (404, "no job '7'")
@@ -234,3 +256,103 @@ def test_client_reads_its_config_file(
     monkeypatch.delenv("RAILYARD_TOKEN", raising=False)
     with Client.from_env() as client:
         assert client.url == server
+
+
+ISO_LOCAL = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}[+-]\d{2}:\d{2}"
+
+
+def test_show_prints_dates_and_slurm_durations(cli: Cli) -> None:
+    job_id = cli("alice", "submit", "-t", "1-02:03:04", "-J", "long", "--", "echo").stdout.strip()
+    shown = cli("alice", "show", job_id)
+    assert shown.exit_code == 0, shown.output
+    fields = dict(line.split(None, 1) for line in shown.stdout.splitlines() if " " in line)
+    assert re.fullmatch(ISO_LOCAL, fields["submit_time"]), fields["submit_time"]
+    assert fields["time_limit"] == "1-02:03:04"
+    assert re.fullmatch(r"\d{2}:\d{2}:\d{2}", fields["age"])
+    assert (fields["name"], fields["state"]) == ("long", "pending")
+    assert "start_time" in fields or "start_time" in shown.stdout  # empty until it starts
+    assert not re.search(r"\b\d{10}(\.\d+)?\b", shown.stdout)  # no raw Unix times
+
+
+def test_show_an_array_parent(cli: Cli) -> None:
+    ids = cli("alice", "submit", "--array", "0-2", "-J", "sweep", "--", "echo").stdout.split()
+    cli("alice", "cancel", ids[2])
+    shown = cli("alice", "show", "1")
+    assert shown.exit_code == 0, shown.output
+    head, _, tasks = shown.stdout.partition("\n\n")
+    assert "array          1 (3 tasks, indices 0-2)" in head
+    assert "states         CANCELLED 1, PENDING 2" in head
+    assert [line.split()[0] for line in tasks.splitlines()] == ["JOBID", *ids]
+    assert [j["id"] for j in cli.json("alice", "show", "1")] == ids
+    assert (cli("bob", "show", "1").exit_code, cli("bob", "show", "1").stderr) == (
+        1,
+        "railyard: no job '1'\n",
+    )
+
+
+def test_hold_and_release(cli: Cli) -> None:
+    job_id = cli("alice", "submit", "--", "echo").stdout.strip()
+    held = cli("alice", "hold", job_id)
+    assert (held.exit_code, held.stdout) == (0, f"{job_id} held\n")
+    assert "JobHeldUser" in cli("alice", "queue").stdout
+    assert cli("alice", "release", job_id).stdout == f"{job_id} released\n"
+    assert cli("root", "hold", job_id).stdout == f"{job_id} held\n"
+    [job] = cli.json("alice", "queue")
+    assert (job["hold"], job["reason"]) == ("admin", "JobHeldAdmin")
+    refused = cli("alice", "release", job_id)
+    assert (refused.exit_code, refused.stderr) == (
+        1,
+        f"railyard: {job_id}: job {job_id} was held by an admin: only an admin can release it\n",
+    )
+    assert cli("root", "release", job_id).exit_code == 0
+    cli("alice", "cancel", job_id)
+    done = cli("alice", "hold", job_id)
+    assert (done.exit_code, done.stderr) == (
+        1,
+        f"railyard: {job_id}: job {job_id} is cancelled: only a pending job can be held\n",
+    )
+
+
+def test_history_like_sacct(cli: Cli, store: Store) -> None:
+    now = time.time()
+    ok, bad, waiting = (cli("alice", "submit", "--", "x").stdout.strip() for _ in range(3))
+    bob_job = cli("bob", "submit", "-G", "2", "--", "x").stdout.strip()
+    old = cli("alice", "submit", "--", "x").stdout.strip()
+    rows = {
+        ok: {"state": "completed", "start_t_s": now - 3600, "end_t_s": now - 1800, "exit_code": 0},
+        bad: {"state": "failed", "start_t_s": now - 600, "end_t_s": now - 300, "exit_code": 3,
+              "restart_count": 2},
+        bob_job: {"state": "running", "start_t_s": now - 7200},
+        old: {"state": "completed", "submit_t_s": now - 9 * 86400, "start_t_s": now - 9 * 86400,
+              "end_t_s": now - 8 * 86400, "exit_code": 0},
+    }  # fmt: skip
+    with store.session() as session:
+        for job_id, values in rows.items():
+            row = session.get(JobRow, job_id)
+            assert row is not None
+            for key, value in values.items():
+                setattr(row, key, value)
+    window = ["--starttime", "now-1days"]
+    mine = cli("alice", "history", *window)
+    assert mine.exit_code == 0, mine.output
+    lines = mine.stdout.splitlines()
+    assert lines[0].split() == ["JOBID", "NAME", "USER", "QUEUE", "STATE", "EXITCODE", "ELAPSED",
+                                "GPUS", "GPU-HOURS", "RESTARTS", "START", "END"]  # fmt: skip
+    by_id = {line.split()[0]: line.split() for line in lines[1:]}
+    assert set(by_id) == {ok, bad}  # not the pending one, not bob's, not the old one
+    assert by_id[ok][4:10] == ["COMPLETED", "0:0", "00:30:00", "1", "0.50", "0"]
+    assert by_id[bad][4:10] == ["FAILED", "3:0", "00:05:00", "1", "0.08", "2"]
+    assert [j["id"] for j in cli.json("alice", "history", *window, "--state", "pending")] == [
+        waiting
+    ]
+    everyone = {j["id"] for j in cli.json("root", "history", *window)}
+    assert everyone == {ok, bad, bob_job}
+    [running] = cli.json("root", "history", *window, "--user", "bob")
+    assert running["state"] == "running"
+    assert {j["id"] for j in cli.json("alice", "history", "-S", "now-10days")} == {ok, bad, old}
+    assert [
+        j["id"] for j in cli.json("alice", "history", "-S", "now-10days", "-E", "now-7days")
+    ] == [old]
+    wrong = cli("alice", "history", "--starttime", "last week")
+    assert wrong.exit_code == 2
+    assert wrong.stderr.startswith("railyard: history: bad time 'last week' (hint: YYYY-MM-DD")

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from railyard.control import values
 from railyard.control.schemas import (
     JobSubmit,
     parse_array,
@@ -15,6 +16,7 @@ from railyard.control.schemas import (
     parse_walltime,
 )
 from railyard.control.scripts import ScriptError, merge, parse_script
+from railyard.sched.model import Level, PriorityClass, TopologyMode
 
 ENV = {"HOME_DATA": "/data"}
 
@@ -193,3 +195,11 @@ def test_submission_shapes() -> None:
         shape(nodes=2)
     with pytest.raises(ValueError, match="gpus=8 but nodes x gpus_per_node = 16"):
         shape(gpus=8, nodes=2, gpus_per_node=8)
+
+
+def test_value_names_are_the_schedulers() -> None:
+    """control.values spells the scheduler's names itself (the CLI must not import sched)."""
+    assert {c.name.lower(): c.value for c in PriorityClass} == values.PRIORITY_CLASSES
+    assert tuple(lv.label for lv in Level if lv is not Level.FABRIC) == values.TOPOLOGY_LEVELS
+    assert set(values.TOPOLOGY_MODES) == {m.value for m in TopologyMode}
+    assert values.TOPOLOGY_MODES[0] == TopologyMode.REQUIRED.value

@@ -31,12 +31,15 @@ class ServerProcess:
         gpus: int | None = 4,
         database_url: str | None = None,
         extra: tuple[str, ...] = (),
+        cycle_interval_s: float = 0.2,
+        port: int | None = None,
     ) -> None:
         self.state_dir = state_dir
-        self.port = free_port()
+        self.port = port or free_port()
         self.gpus = gpus
         self.database_url = database_url
         self.extra = extra
+        self.cycle_interval_s = cycle_interval_s
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout_s: float = 30.0) -> None:
@@ -52,7 +55,7 @@ class ServerProcess:
             "--port",
             str(self.port),
             "--cycle-interval",
-            "0.2",
+            str(self.cycle_interval_s),
         ]
         if self.database_url:
             cmd += ["--database-url", self.database_url]

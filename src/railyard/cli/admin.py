@@ -1,98 +1,13 @@
-"""``railyard admin``: users, tokens and queues. Every command needs an admin token.
-
-Register with ``app.add_typer(admin.app, name="admin")`` (or :func:`register`).
-"""
+"""``railyard admin``: users, tokens and queues. Every command needs an admin token."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import argparse
+from typing import Any
 
-import typer
-from pydantic import ValidationError
-from rich.console import Console
-from rich.table import Table
-
-from railyard.cli.jobs import JsonOpt, connect, emit_json, fail
-from railyard.control.schemas import QueueCreate, QueueUpdate, parse_walltime, validation_line
-
-app = typer.Typer(help="Administer users, tokens and queues (admin token needed).")
-users_app = typer.Typer(help="Users.")
-tokens_app = typer.Typer(help="Bearer tokens.")
-queues_app = typer.Typer(help="Queues: quota per GPU flavor, fair-share weight, members.")
-members_app = typer.Typer(help="Who may submit to a queue (and the queues below it).")
-app.add_typer(users_app, name="users")
-app.add_typer(tokens_app, name="tokens")
-app.add_typer(queues_app, name="queues")
-queues_app.add_typer(members_app, name="members")
-
-QuotaOpt = Annotated[
-    list[str] | None, typer.Option(help="FLAVOR=GPUS, e.g. H100-SXM-80GB=8 (repeat)")
-]
-
-
-def _table(*columns: str) -> Table:
-    table = Table(box=None, pad_edge=False)
-    for column in columns:
-        table.add_column(column, no_wrap=True)
-    return table
-
-
-@users_app.command("add")
-def users_add(
-    name: str,
-    admin: Annotated[bool, typer.Option("--admin", help="may administer railyard")] = False,
-    as_json: JsonOpt = False,
-) -> None:
-    """Add a user (then give them a token and a queue)."""
-    with connect() as client:
-        user = client.create_user(name, is_admin=admin)
-    emit_json(user) if as_json else print(f"user {user.name} added (id {user.id})")
-
-
-@users_app.command("list")
-def users_list(as_json: JsonOpt = False) -> None:
-    with connect() as client:
-        users = client.users()
-    if as_json:
-        emit_json(users)
-        return
-    table = _table("ID", "USER", "ADMIN", "QUEUES")
-    for u in users:
-        table.add_row(str(u.id), u.name, "yes" if u.is_admin else "", ",".join(u.queues))
-    Console().print(table)
-
-
-@tokens_app.command("create")
-def tokens_create(
-    user: str,
-    label: Annotated[str, typer.Option(help="what the token is for")] = "",
-    as_json: JsonOpt = False,
-) -> None:
-    """Create a token for USER; it is printed once and stored only as a hash."""
-    with connect() as client:
-        token = client.create_token(user, label)
-    emit_json(token) if as_json else print(token.token)
-
-
-@tokens_app.command("list")
-def tokens_list(as_json: JsonOpt = False) -> None:
-    with connect() as client:
-        tokens = client.tokens()
-    if as_json:
-        emit_json(tokens)
-        return
-    table = _table("ID", "USER", "LABEL", "REVOKED")
-    for t in tokens:
-        table.add_row(str(t.id), t.user, t.label, "yes" if t.revoked else "")
-    Console().print(table)
-
-
-@tokens_app.command("revoke")
-def tokens_revoke(token_id: int, as_json: JsonOpt = False) -> None:
-    """Revoke a token: requests with it get 401 from now on."""
-    with connect() as client:
-        token = client.revoke_token(token_id)
-    emit_json(token) if as_json else print(f"token {token.id} of {token.user} revoked")
+from railyard.cli.args import Command, Parser, connect, emit_json, fail, json_flag, subcommands
+from railyard.cli.text import table
+from railyard.control.values import parse_walltime
 
 
 def _quota(items: list[str] | None, option: str) -> dict[str, int]:
@@ -105,33 +20,115 @@ def _quota(items: list[str] | None, option: str) -> dict[str, int]:
     return out
 
 
-PriorityPreemptionOpt = Annotated[
-    bool | None,
-    typer.Option(
-        "--priority-preemption/--no-priority-preemption",
+# -- users ---------------------------------------------------------------------------------------
+
+
+def users_add(args: argparse.Namespace) -> None:
+    """Add a user (then give them a token and a queue)."""
+    with connect() as client:
+        user = client.create_user(args.name, is_admin=args.admin)
+    emit_json(user) if args.json else print(f"user {user['name']} added (id {user['id']})")
+
+
+def _users_add_args(p: Parser) -> None:
+    p.add_argument("name", metavar="USER")
+    p.add_argument("--admin", action="store_true", help="may administer railyard")
+    json_flag(p)
+
+
+def users_list(args: argparse.Namespace) -> None:
+    """Users, whether they are admins, and their queues."""
+    with connect() as client:
+        users = client.users()
+    if args.json:
+        emit_json(users)
+        return
+    rows = [
+        [str(u["id"]), u["name"], "yes" if u["is_admin"] else "", ",".join(u["queues"])]
+        for u in users
+    ]
+    print(table(("ID", "USER", "ADMIN", "QUEUES"), rows))
+
+
+# -- tokens --------------------------------------------------------------------------------------
+
+
+def tokens_create(args: argparse.Namespace) -> None:
+    """Create a token for USER; it is printed once and stored only as a hash."""
+    with connect() as client:
+        token = client.create_token(args.user, args.label)
+    emit_json(token) if args.json else print(token["token"])
+
+
+def _tokens_create_args(p: Parser) -> None:
+    p.add_argument("user", metavar="USER")
+    p.add_argument("--label", default="", help="what the token is for")
+    json_flag(p)
+
+
+def tokens_list(args: argparse.Namespace) -> None:
+    """Tokens: whose, what for, and whether revoked."""
+    with connect() as client:
+        tokens = client.tokens()
+    if args.json:
+        emit_json(tokens)
+        return
+    rows = [[str(t["id"]), t["user"], t["label"], "yes" if t["revoked"] else ""] for t in tokens]
+    print(table(("ID", "USER", "LABEL", "REVOKED"), rows))
+
+
+def tokens_revoke(args: argparse.Namespace) -> None:
+    """Revoke a token: requests with it get 401 from now on."""
+    with connect() as client:
+        token = client.revoke_token(args.token_id)
+    emit_json(token) if args.json else print(f"token {token['id']} of {token['user']} revoked")
+
+
+def _tokens_revoke_args(p: Parser) -> None:
+    p.add_argument("token_id", type=int, metavar="TOKEN_ID")
+    json_flag(p)
+
+
+# -- queues --------------------------------------------------------------------------------------
+
+
+def _quota_args(p: Parser) -> None:
+    for flag in ("--nominal", "--borrowing-limit", "--lending-limit"):
+        p.add_argument(
+            flag, action="append", metavar="FLAVOR=GPUS", help="e.g. H100-SXM-80GB=8 (repeat)"
+        )
+
+
+def _limit_args(p: Parser) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument(
+        "--priority-preemption",
+        dest="priority_preemption",
+        action="store_true",
+        default=None,
         help="its jobs may preempt lower-priority jobs (off by default, as in Slurm)",
-    ),
-]
-TimeOpt = Annotated[str | None, typer.Option(help="D-HH:MM:SS, HH:MM:SS or minutes")]
+    )
+    group.add_argument("--no-priority-preemption", dest="priority_preemption", action="store_false")
+    times = "D-HH:MM:SS, HH:MM:SS or minutes"
+    p.add_argument("--default-time", help=f"limit of jobs that give none (DefaultTime; {times})")
+    p.add_argument("--max-time", help=f"largest limit a job may ask (MaxTime; {times})")
+    p.add_argument(
+        "--max-min-runtime", help=f"bound on a job's protection from preemption ({times})"
+    )
+    p.add_argument("--max-grace", help=f"bound on a job's checkpoint grace ({times})")
 
 
-def _limits(
-    priority_preemption: bool | None,
-    default_time: str | None,
-    max_time: str | None,
-    max_min_runtime: str | None,
-    max_grace: str | None,
-) -> dict[str, object]:
+def _limits(args: argparse.Namespace) -> dict[str, Any]:
     """The queue's time limits (Slurm partition DefaultTime/MaxTime) and bounds on what its
     jobs may claim, from the options given."""
-    out: dict[str, object] = {}
-    if priority_preemption is not None:
-        out["priority_preemption"] = priority_preemption
+    out: dict[str, Any] = {}
+    if args.priority_preemption is not None:
+        out["priority_preemption"] = args.priority_preemption
     for key, value, option in (
-        ("default_time_s", default_time, "--default-time"),
-        ("max_time_s", max_time, "--max-time"),
-        ("max_min_runtime_s", max_min_runtime, "--max-min-runtime"),
-        ("max_checkpoint_grace_s", max_grace, "--max-grace"),
+        ("default_time_s", args.default_time, "--default-time"),
+        ("max_time_s", args.max_time, "--max-time"),
+        ("max_min_runtime_s", args.max_min_runtime, "--max-min-runtime"),
+        ("max_checkpoint_grace_s", args.max_grace, "--max-grace"),
     ):
         if value is None:
             continue
@@ -146,93 +143,142 @@ def _limits(
     return out
 
 
-@queues_app.command("add")
-def queues_add(
-    name: str,
-    parent: Annotated[str | None, typer.Option(help="parent queue")] = None,
-    nominal: QuotaOpt = None,
-    borrowing_limit: QuotaOpt = None,
-    lending_limit: QuotaOpt = None,
-    weight: Annotated[float, typer.Option(help="fair-share weight")] = 1.0,
-    priority_preemption: PriorityPreemptionOpt = None,
-    default_time: TimeOpt = None,
-    max_time: TimeOpt = None,
-    max_min_runtime: TimeOpt = None,
-    max_grace: TimeOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+def queues_add(args: argparse.Namespace) -> None:
     """Add a queue with a nominal quota per GPU flavor."""
-    limits = _limits(priority_preemption, default_time, max_time, max_min_runtime, max_grace)
-    try:
-        spec = QueueCreate.model_validate(
-            {
-                "name": name,
-                "parent": parent,
-                "nominal_gpus": _quota(nominal, "--nominal"),
-                "borrowing_limit_gpus": _quota(borrowing_limit, "--borrowing-limit"),
-                "lending_limit_gpus": _quota(lending_limit, "--lending-limit"),
-                "weight": weight,
-                **limits,
-            }
-        )
-    except ValidationError as exc:
-        fail(validation_line(list(exc.errors()))[0])
+    spec = {
+        "name": args.name,
+        "parent": args.parent,
+        "nominal_gpus": _quota(args.nominal, "--nominal"),
+        "borrowing_limit_gpus": _quota(args.borrowing_limit, "--borrowing-limit"),
+        "lending_limit_gpus": _quota(args.lending_limit, "--lending-limit"),
+        "weight": args.weight,
+        **_limits(args),
+    }
     with connect() as client:
         queue = client.create_queue(spec)
-    emit_json(queue) if as_json else print(f"queue {queue.name} added")
+    emit_json(queue) if args.json else print(f"queue {queue['name']} added")
 
 
-@queues_app.command("update")
-def queues_update(
-    name: str,
-    parent: Annotated[str | None, typer.Option(help="new parent ('' for a root)")] = None,
-    nominal: QuotaOpt = None,
-    borrowing_limit: QuotaOpt = None,
-    lending_limit: QuotaOpt = None,
-    weight: Annotated[float | None, typer.Option(help="fair-share weight")] = None,
-    priority_preemption: PriorityPreemptionOpt = None,
-    default_time: TimeOpt = None,
-    max_time: TimeOpt = None,
-    max_min_runtime: TimeOpt = None,
-    max_grace: TimeOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
+def _queues_add_args(p: Parser) -> None:
+    p.add_argument("name", metavar="QUEUE")
+    p.add_argument("--parent", help="parent queue")
+    _quota_args(p)
+    p.add_argument("--weight", type=float, default=1.0, help="fair-share weight")
+    _limit_args(p)
+    json_flag(p)
+
+
+def queues_update(args: argparse.Namespace) -> None:
     """Change a queue; options left out keep their value (a quota option replaces the map)."""
-    changes = _limits(priority_preemption, default_time, max_time, max_min_runtime, max_grace)
-    if parent is not None:
-        changes["parent"] = parent or None
+    changes = _limits(args)
+    if args.parent is not None:
+        changes["parent"] = args.parent or None
     for key, items, option in (
-        ("nominal_gpus", nominal, "--nominal"),
-        ("borrowing_limit_gpus", borrowing_limit, "--borrowing-limit"),
-        ("lending_limit_gpus", lending_limit, "--lending-limit"),
+        ("nominal_gpus", args.nominal, "--nominal"),
+        ("borrowing_limit_gpus", args.borrowing_limit, "--borrowing-limit"),
+        ("lending_limit_gpus", args.lending_limit, "--lending-limit"),
     ):
         if items is not None:
             changes[key] = _quota(items, option)
-    if weight is not None:
-        changes["weight"] = weight
-    try:
-        spec = QueueUpdate.model_validate(changes)
-    except ValidationError as exc:
-        fail(validation_line(list(exc.errors()))[0])
+    if args.weight is not None:
+        changes["weight"] = args.weight
     with connect() as client:
-        queue = client.update_queue(name, spec)
-    emit_json(queue) if as_json else print(f"queue {queue.name} updated")
+        queue = client.update_queue(args.name, changes)
+    emit_json(queue) if args.json else print(f"queue {queue['name']} updated")
 
 
-@members_app.command("add")
-def members_add(queue: str, user: str, as_json: JsonOpt = False) -> None:
+def _queues_update_args(p: Parser) -> None:
+    p.add_argument("name", metavar="QUEUE")
+    p.add_argument("--parent", help="new parent ('' for a root)")
+    _quota_args(p)
+    p.add_argument("--weight", type=float, help="fair-share weight")
+    _limit_args(p)
+    json_flag(p)
+
+
+def members_add(args: argparse.Namespace) -> None:
     """Let USER submit to QUEUE and every queue below it."""
     with connect() as client:
-        out = client.add_member(queue, user)
-    emit_json(out) if as_json else print(f"{user} may submit to {queue}")
+        out = client.add_member(args.queue, args.user)
+    emit_json(out) if args.json else print(f"{args.user} may submit to {args.queue}")
 
 
-@members_app.command("remove")
-def members_remove(queue: str, user: str, as_json: JsonOpt = False) -> None:
+def members_remove(args: argparse.Namespace) -> None:
+    """Stop USER submitting to QUEUE."""
     with connect() as client:
-        out = client.remove_member(queue, user)
-    emit_json(out) if as_json else print(f"{user} removed from {queue}")
+        out = client.remove_member(args.queue, args.user)
+    emit_json(out) if args.json else print(f"{args.user} removed from {args.queue}")
 
 
-def register(root: typer.Typer) -> None:
-    root.add_typer(app, name="admin")
+def _member_args(p: Parser) -> None:
+    p.add_argument("queue", metavar="QUEUE")
+    p.add_argument("user", metavar="USER")
+    json_flag(p)
+
+
+# -- the tree ------------------------------------------------------------------------------------
+# A group's function only carries its help: argparse requires one of its sub-commands.
+
+
+def admin(_: argparse.Namespace) -> None:
+    """Administer users, tokens and queues (admin token needed)."""
+
+
+def users(_: argparse.Namespace) -> None:
+    """Users."""
+
+
+def tokens(_: argparse.Namespace) -> None:
+    """Bearer tokens."""
+
+
+def queues(_: argparse.Namespace) -> None:
+    """Queues: quota per GPU flavor, fair-share weight, members."""
+
+
+def members(_: argparse.Namespace) -> None:
+    """Who may submit to a queue (and the queues below it)."""
+
+
+def _users_args(p: Parser) -> None:
+    subcommands(
+        p, Command("add", users_add, _users_add_args), Command("list", users_list, json_flag)
+    )
+
+
+def _tokens_args(p: Parser) -> None:
+    subcommands(
+        p,
+        Command("create", tokens_create, _tokens_create_args),
+        Command("list", tokens_list, json_flag),
+        Command("revoke", tokens_revoke, _tokens_revoke_args),
+    )
+
+
+def _members_args(p: Parser) -> None:
+    subcommands(
+        p,
+        Command("add", members_add, _member_args),
+        Command("remove", members_remove, _member_args),
+    )
+
+
+def _queues_args(p: Parser) -> None:
+    subcommands(
+        p,
+        Command("add", queues_add, _queues_add_args),
+        Command("update", queues_update, _queues_update_args),
+        Command("members", members, _members_args),
+    )
+
+
+def _admin_args(p: Parser) -> None:
+    subcommands(
+        p,
+        Command("users", users, _users_args),
+        Command("tokens", tokens, _tokens_args),
+        Command("queues", queues, _queues_args),
+    )
+
+
+COMMANDS = (Command("admin", admin, _admin_args),)

@@ -1,374 +1,363 @@
-"""User commands against a running control plane: submit, queue, show, cancel, logs, nodes,
-queues. Thin: parse, call :class:`~railyard.control.client.Client`, print.
+"""Job commands against a running control plane: submit, queue, show, cancel, hold, release,
+logs. Thin: parse, call :class:`~railyard.control.client.Client`, print.
 
-Exit codes: 2 for bad input (flags, scripts, 422), 1 for refusals and an unreachable server.
-Register with :func:`register` (or ``app.command()(submit)`` one by one).
+``submit`` reads its options as sbatch does (options first, then the script or ``--`` and the
+command) through the same table as ``#SBATCH`` directives, so a flag and a directive can never
+mean different things; the server checks the rest. Modules a command alone needs are imported
+in that command (``railyard --help`` and ``queue`` must not pay for them).
 """
 
 from __future__ import annotations
 
-import json
+import argparse
 import os
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
-import typer
-from pydantic import BaseModel, ValidationError
-from rich.console import Console
-from rich.table import Table
+from railyard.cli.args import Command, Parser, connect, describe, emit_json, fail, json_flag
+from railyard.cli.text import clock, iso, pairs, placement, squeue_time, table
 
-from railyard.control.client import Client, ClientError
-from railyard.control.schemas import JobOut, JobSubmit, validation_line
-from railyard.control.scripts import OptionError, ScriptError, apply_option, merge, parse_script
-from railyard.control.tables import JobState
+if TYPE_CHECKING:
+    from railyard.control.client import Client
+    from railyard.control.wire import Job
 
-ACTIVE = [s.value for s in JobState if not s.finished]
-JsonOpt = Annotated[bool, typer.Option("--json", help="machine-readable output")]
-
-
-def fail(message: str, code: int = 2) -> NoReturn:
-    """One line on stderr, then exit: 2 for bad input, 1 for a refusal."""
-    print(f"railyard: {message}", file=sys.stderr)
-    raise typer.Exit(code)
-
-
-@contextmanager
-def connect() -> Iterator[Client]:
-    """A client from the environment; server refusals become one-line exits."""
-    try:
-        with Client.from_env() as client:
-            yield client
-    except ClientError as exc:
-        fail(exc.detail, 2 if exc.status in (400, 422) else 1)
-
-
-def emit_json(data: BaseModel | Sequence[BaseModel]) -> None:
-    if isinstance(data, BaseModel):
-        print(json.dumps(data.model_dump(mode="json"), indent=2))
-    else:
-        print(json.dumps([d.model_dump(mode="json") for d in data], indent=2))
-
-
-def duration(seconds: float | None) -> str:
-    """Slurm's TIME format: ``M:SS``, ``H:MM:SS``, ``D-HH:MM:SS``."""
-    if seconds is None:
-        return ""
-    total = int(seconds)
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}-{hours:02}:{minutes:02}:{secs:02}"
-    return f"{hours}:{minutes:02}:{secs:02}" if hours else f"{minutes}:{secs:02}"
-
-
-def _ranges(indices: Sequence[int]) -> str:
-    """``[0, 1, 2, 3, 6]`` -> ``0-3,6``."""
-    runs: list[list[int]] = []
-    for i in sorted(indices):
-        if runs and i == runs[-1][1] + 1:
-            runs[-1][1] = i
-        else:
-            runs.append([i, i])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
-
-
-def placement(job: JobOut) -> str:
-    """``n01:0-7 n02:0-7``, the GPUs a job holds on each node."""
-    return " ".join(f"{n}:{_ranges(g)}" for n, g in sorted((job.placement or {}).items()))
-
+MIN_JOB_AGE_S = 300.0  # squeue shows a finished job this long (Slurm's MinJobAge default)
 
 # -- submit --------------------------------------------------------------------------------------
 
+OPTION_HELP = {
+    "--gpus": "total GPUs (one process per GPU)",
+    "--nodes": "nodes, with --gpus-per-node",
+    "--gpus-per-node": "GPUs on each node",
+    "--gres": "gpu:N, GPUs per node",
+    "--workers": "processes, with --gpus-per-worker",
+    "--gpus-per-worker": "GPUs each process sees",
+    "--flavor": "GPU type",
+    "--queue": "queue to submit to",
+    "--partition": "the same as --queue",
+    "--priority": "an integer or low|normal|high|critical",
+    "--qos": "low|normal|high|critical",
+    "--time": "walltime: MM, HH:MM:SS, D-HH:MM:SS ...",
+    "--preemptible": "may be preempted by higher priorities",
+    "--array": "array tasks, e.g. 0-9%2",
+    "--job-name": "a name for the job",
+    "--name": "the same as --job-name",
+    "--signal": "[B:]SIG@SECONDS warning before preemption",
+    "--requeue": "requeue after a failure (--no-requeue: never)",
+    "--chdir": "working directory",
+    "--export": "KEY=VAL,NAME: variables for the job",
+    "--env": "KEY=VAL (repeat)",
+    "--topology": "[required:|preferred:]LEVEL",
+    "--checkpoint-grace": "seconds between the preemption signal and SIGTERM",
+    "--min-runtime": "seconds before the job may be preempted",
+}
 
-def _flags(**given: Any) -> tuple[dict[str, Any], list[str]]:
-    """Command-line flags through the same converters as script directives."""
-    options: dict[str, Any] = {}
-    notes: list[str] = []
-    for flag, value in given.items():
-        if value is None or value is False:
-            continue
-        name = "--" + flag.replace("_", "-")
-        if isinstance(value, list):
-            for item in value:
-                apply_option(options, name, str(item), notes, os.environ)
-        elif value is True:
-            apply_option(options, name, None, notes)
+
+def submit_usage(prog: str) -> str:
+    """The help of ``railyard submit``, from the same option table as the directives."""
+    from railyard.control import scripts
+
+    shorts: dict[str, list[str]] = {}
+    for short, long in scripts.short_names().items():
+        shorts.setdefault(long, []).append(short)
+    rows = []
+    for name in scripts.option_names():
+        spelling = ", ".join([*shorts.get(name, []), name])
+        if scripts.takes_value(name):
+            spelling += " VALUE"
+        rows.append((spelling, OPTION_HELP.get(name, "")))
+    rows += [("--json", "machine-readable output"), ("-h, --help", "this help")]
+    doc = describe(submit)
+    usage = f"usage: {prog} [OPTIONS] SCRIPT\n       {prog} [OPTIONS] -- COMMAND [ARGS...]"
+    options = "\n".join(f"  {line}" for line in pairs(rows).splitlines())
+    return f"{usage}\n\n{doc}\n\noptions:\n{options}"
+
+
+def split_submit_argv(argv: list[str]) -> tuple[list[str], list[str], set[str]]:
+    """(option words, the script or command, the CLI's own switches ``--json``/``--help``):
+    options come first, as with sbatch; ``--`` or the first other word ends them."""
+    from railyard.control import scripts
+
+    options: list[str] = []
+    own: set[str] = set()
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            return options, argv[i + 1 :], own
+        if not word.startswith("-") or word == "-":
+            return options, argv[i:], own
+        if word in ("--json", "-h", "--help"):
+            own.add("--help" if word == "-h" else word)
         else:
-            apply_option(options, name, str(value), notes, os.environ)
-    return options, notes
+            options.append(word)
+            attached = "=" in word if word.startswith("--") else len(word) > 2
+            if not attached and scripts.takes_value(word) and i + 1 < len(argv):
+                i += 1
+                options.append(argv[i])
+        i += 1
+    return options, [], own
 
 
-def submit(
-    args: Annotated[
-        list[str] | None,
-        typer.Argument(help="a batch script (#RAILYARD/#SBATCH directives), or -- COMMAND..."),
-    ] = None,
-    gpus: Annotated[int | None, typer.Option("--gpus", "-G", help="total GPUs")] = None,
-    nodes: Annotated[int | None, typer.Option("--nodes", "-N")] = None,
-    gpus_per_node: Annotated[int | None, typer.Option("--gpus-per-node")] = None,
-    gres: Annotated[str | None, typer.Option("--gres", help="gpu:N per node")] = None,
-    workers: Annotated[int | None, typer.Option("--workers")] = None,
-    gpus_per_worker: Annotated[int | None, typer.Option("--gpus-per-worker")] = None,
-    flavor: Annotated[str | None, typer.Option("--flavor", help="GPU type")] = None,
-    queue: Annotated[str | None, typer.Option("--queue", "--partition", "-p")] = None,
-    priority: Annotated[str | None, typer.Option("--priority", help="int or class")] = None,
-    qos: Annotated[str | None, typer.Option("--qos", help="low|normal|high|critical")] = None,
-    time: Annotated[str | None, typer.Option("--time", "-t", help="walltime, e.g. 2:00:00")] = None,
-    preemptible: Annotated[bool, typer.Option("--preemptible")] = False,
-    array: Annotated[str | None, typer.Option("--array", "-a", help="e.g. 0-9%2")] = None,
-    job_name: Annotated[str | None, typer.Option("--job-name", "-J", "--name")] = None,
-    signal: Annotated[str | None, typer.Option("--signal", help="[B:]USR1@60")] = None,
-    requeue: Annotated[bool | None, typer.Option("--requeue/--no-requeue")] = None,
-    chdir: Annotated[str | None, typer.Option("--chdir", "-D")] = None,
-    export: Annotated[str | None, typer.Option("--export", help="KEY=VAL,...")] = None,
-    env: Annotated[list[str] | None, typer.Option("--env", help="KEY=VAL (repeat)")] = None,
-    topology: Annotated[str | None, typer.Option("--topology", help="[mode:]level")] = None,
-    checkpoint_grace: Annotated[float | None, typer.Option("--checkpoint-grace")] = None,
-    min_runtime: Annotated[float | None, typer.Option("--min-runtime")] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Submit a job: `railyard submit --gpus 8 -- python train.py` or `railyard submit job.sh`.
+def submit(args: argparse.Namespace) -> int:
+    """Submit a job: a batch script (#SBATCH / #RAILYARD directives), or a command after --.
 
-    One argument naming an existing file is a batch script; anything else is the command.
-    Flags override the script's directives, as with sbatch.
+    Options are sbatch's and mean what the directives mean; given on the command line they
+    override the script's. Prints the job id (one per array task).
     """
-    args = args or []
-    if not args:
+    from railyard.control import scripts  # the directive table: only submit pays for it
+
+    options_words, rest, own = split_submit_argv(args.argv)
+    if "--help" in own:
+        print(submit_usage(args.prog))
+        return 0
+    if not rest:
         fail("nothing to run: give a batch script, or -- followed by a command")
+    notes: list[str] = []
     try:
-        flags, notes = _flags(
-            gpus=gpus,
-            nodes=nodes,
-            gpus_per_node=gpus_per_node,
-            gres=gres,
-            workers=workers,
-            gpus_per_worker=gpus_per_worker,
-            flavor=flavor,
-            queue=queue,
-            priority=priority,
-            qos=qos,
-            time=time,
-            preemptible=preemptible,
-            array=array,
-            job_name=job_name,
-            signal=signal,
-            chdir=chdir,
-            export=export,
-            env=env,
-            topology=topology,
-            checkpoint_grace=checkpoint_grace,
-            min_runtime=min_runtime,
-        )
-        if requeue is not None:
-            flags["requeue"] = requeue
+        flags = scripts.parse_args(options_words, notes, os.environ)
         body: dict[str, Any]
-        script = Path(args[0])
-        if len(args) == 1 and script.is_file():
+        script = Path(rest[0])
+        if len(rest) == 1 and script.is_file():
             text = script.read_text()
-            parsed = parse_script(text, str(script), os.environ)
+            parsed = scripts.parse_script(text, str(script), os.environ)
             notes += parsed.notes
-            body = {**merge(parsed.options, flags), "script": text}
+            body = {**scripts.merge(parsed.options, flags), "script": text}
         else:
-            body = {**flags, "command": args}
-        body.setdefault("workdir", os.getcwd())
-        spec = JobSubmit.model_validate(body)
-    except (OptionError, ScriptError) as exc:
+            body = {**flags, "command": rest}
+    except (scripts.OptionError, scripts.ScriptError) as exc:
         fail(str(exc))
-    except ValidationError as exc:
-        fail(validation_line(list(exc.errors()))[0])
     except OSError as exc:
-        fail(f"cannot read {args[0]}: {exc.strerror}")
+        fail(f"cannot read {rest[0]}: {exc.strerror}")
+    body.setdefault("workdir", os.getcwd())
     for note in notes:
         print(f"railyard: note: {note}", file=sys.stderr)
     with connect() as client:
-        jobs = client.submit(spec)
-    if as_json:
+        jobs = client.submit(body)
+    if "--json" in own:
         emit_json(jobs)
     else:
-        for job in jobs:
-            print(job.id)
+        print("\n".join(job["id"] for job in jobs))
+    return 0
 
 
 # -- looking at jobs -----------------------------------------------------------------------------
 
 
-def queue(
-    state: Annotated[
-        list[str] | None, typer.Option("--state", "-t", help="e.g. pending,running")
-    ] = None,
-    all_users: Annotated[bool, typer.Option("--all", help="everyone's jobs (admins)")] = False,
-    queue_name: Annotated[str | None, typer.Option("--queue", "-p")] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Jobs waiting and running, like squeue: why each pending job waits is in REASON."""
-    states = [s.strip().lower() for item in state or [] for s in item.split(",") if s.strip()]
-    with connect() as client:
-        user = None if all_users else client.whoami().name
-        jobs = client.jobs(states=states or ACTIVE, queue=queue_name, user=user)
-    if as_json:
-        emit_json(jobs)
-        return
-    table = Table(box=None, pad_edge=False)
-    for column in ("JOBID", "NAME", "USER", "QUEUE", "STATE", "GPUS", "PLACEMENT", "TIME"):
-        table.add_column(column, no_wrap=True, justify="right" if column == "GPUS" else "left")
-    table.add_column("REASON")
+def _states(values: list[str] | None) -> list[str]:
+    return [s.strip().lower() for item in values or [] for s in item.split(",") if s.strip()]
+
+
+def _job_rows(jobs: list[Job]) -> str:
+    headers = ("JOBID", "NAME", "USER", "QUEUE", "STATE", "GPUS", "PLACEMENT", "TIME", "REASON")
+    rows = []
     for j in jobs:
-        started = j.start_t_s is not None
-        table.add_row(
-            j.id,
-            j.name,
-            j.user,
-            j.queue,
-            j.state.upper(),
-            str(j.gpus),
-            placement(j),
-            duration(j.elapsed_s if started else j.age_s),
-            j.reason,
-        )
-    Console().print(table)
+        started = j["start_t_s"] is not None
+        time_s = j["elapsed_s"] if started else j["age_s"]
+        row = [j["id"], j["name"] or "-", j["user"], j["queue"], j["state"].upper(), str(j["gpus"])]
+        rows.append([*row, placement(j["placement"]), squeue_time(time_s), j["reason"]])
+    return table(headers, rows, right=("GPUS",))
 
 
-def show(job_id: Annotated[str, typer.Argument(help="job id")], as_json: JsonOpt = False) -> None:
-    """Everything about one job."""
+def queue(args: argparse.Namespace) -> None:
+    """Jobs waiting and running, like squeue: why each pending job waits is in REASON.
+
+    Finished jobs stay listed for --min-job-age seconds after they end (squeue's MinJobAge),
+    so a job that failed at once is seen failing; `railyard history` keeps them all.
+    """
+    if args.min_job_age < 0:
+        fail("queue: --min-job-age must be >= 0")
     with connect() as client:
-        job = client.job(job_id)
-    if as_json:
+        user = None if args.all_users else client.whoami()["name"]
+        jobs = client.jobs(
+            states=_states(args.state),
+            queue=args.queue,
+            user=user,
+            finished_within_s=args.min_job_age,
+        )
+    if args.json:
+        emit_json(jobs)
+    else:
+        print(_job_rows(jobs))
+
+
+def _queue_args(p: Parser) -> None:
+    p.add_argument("--state", "-t", action="append", help="e.g. pending,running (repeat)")
+    p.add_argument("--all", dest="all_users", action="store_true", help="everyone's jobs (admins)")
+    p.add_argument("--queue", "-p", help="only this queue")
+    p.add_argument(
+        "--min-job-age",
+        type=float,
+        default=MIN_JOB_AGE_S,
+        metavar="SECONDS",
+        help=f"how long finished jobs stay listed (default {MIN_JOB_AGE_S:g})",
+    )
+    json_flag(p)
+
+
+_TIMES = {"submit_t_s": "submit_time", "start_t_s": "start_time", "end_t_s": "end_time"}
+_DURATIONS = {"walltime_s": "time_limit", "elapsed_s": "elapsed", "age_s": "age"}
+
+
+def _show_value(key: str, value: object) -> str:
+    if value is None:
+        return ""
+    if key in _TIMES and isinstance(value, int | float):
+        return iso(value)
+    if key in _DURATIONS and isinstance(value, int | float):
+        return clock(value)
+    if key == "placement" and isinstance(value, dict):
+        return placement(value)
+    if isinstance(value, list):
+        return " ".join(str(v) for v in value)
+    return str(value)
+
+
+def _show_job(job: Job) -> str:
+    items = []
+    for key, value in job.items():
+        label = _TIMES.get(key) or _DURATIONS.get(key) or key
+        if key == "walltime_s" and value is None:
+            items.append((label, "UNLIMITED"))
+        else:
+            items.append((label, _show_value(key, value)))
+    return pairs(items)
+
+
+def _show_array(parent: str, tasks: list[Job]) -> str:
+    """A summary of an array's tasks, then one line per task."""
+    first = tasks[0]
+    states = Counter(t["state"].upper() for t in tasks)
+    starts = [t["start_t_s"] for t in tasks if t["start_t_s"] is not None]
+    ends = [t["end_t_s"] for t in tasks if t["end_t_s"] is not None]
+    indices = [t["array_index"] for t in tasks if t["array_index"] is not None]
+    head = [
+        ("array", f"{parent} ({len(tasks)} tasks, indices {min(indices)}-{max(indices)})"),
+        ("name", first["name"]),
+        ("user", first["user"]),
+        ("queue", first["queue"]),
+        ("gpus_per_task", str(first["gpus"])),
+        ("states", ", ".join(f"{s} {n}" for s, n in sorted(states.items()))),
+        ("submit_time", iso(min(t["submit_t_s"] for t in tasks))),
+        ("first_start", iso(min(starts)) if starts else ""),
+        ("last_end", iso(max(ends)) if len(ends) == len(tasks) else ""),
+    ]
+    return pairs(head) + "\n\n" + _job_rows(tasks)
+
+
+def show(args: argparse.Namespace) -> None:
+    """Everything about one job; an array's id shows a summary of its tasks and each task."""
+    from railyard.control.client import ClientError
+
+    with connect() as client:
+        try:
+            job = client.job(args.job_id)
+        except ClientError as exc:
+            tasks = client.jobs(array=args.job_id) if exc.status == 404 else []
+            if not tasks:
+                raise
+            if args.json:
+                emit_json(tasks)
+            else:
+                print(_show_array(args.job_id, tasks))
+            return
+    if args.json:
         emit_json(job)
-        return
-    table = Table(show_header=False, box=None)
-    for key, value in job.model_dump().items():
-        table.add_row(key, "" if value is None else str(value))
-    Console().print(table)
+    else:
+        print(_show_job(job))
 
 
-def cancel(
-    job_ids: Annotated[list[str], typer.Argument(help="job ids (an array id cancels all tasks)")],
-    as_json: JsonOpt = False,
-) -> None:
-    """Cancel jobs: pending ones end at once, running ones are stopped by the service loop."""
-    done: list[JobOut] = []
+def _show_args(p: Parser) -> None:
+    p.add_argument("job_id", metavar="ID", help="a job id, or an array's id")
+    json_flag(p)
+
+
+# -- acting on jobs ------------------------------------------------------------------------------
+
+
+def _each(args: argparse.Namespace, act: str, done: str) -> int:
+    """Apply ``act`` to every id; report each result, and exit 1 if any was refused."""
+    from railyard.control.client import ClientError
+
+    results: list[Job] = []
     failed = 0
     with connect() as client:
-        for job_id in job_ids:
+        method = {"cancel": client.cancel, "hold": client.hold, "release": client.release}[act]
+        for job_id in args.job_ids:
             try:
-                done += client.cancel(job_id)
+                results += method(job_id)
             except ClientError as exc:
+                if exc.status is None:
+                    raise
                 failed += 1
                 print(f"railyard: {job_id}: {exc.detail}", file=sys.stderr)
-    if as_json:
-        emit_json(done)
+    if args.json:
+        emit_json(results)
     else:
-        for job in done:
-            print(f"{job.id} {job.state}")
-    if failed:
-        raise typer.Exit(1)
+        for job in results:
+            print(f"{job['id']} {job['state'] if act == 'cancel' else done}")
+    return 1 if failed else 0
 
 
-def logs(
-    job_id: Annotated[str, typer.Argument(help="job id")],
-    rank: Annotated[int, typer.Option("--rank", "-r")] = 0,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="until the job ends")] = False,
-    poll_s: Annotated[float, typer.Option("--poll", help="seconds between polls")] = 1.0,
-) -> None:
+def cancel(args: argparse.Namespace) -> int:
+    """Cancel jobs: pending ones end at once, running ones are stopped by the scheduler loop."""
+    return _each(args, "cancel", "cancelled")
+
+
+def hold(args: argparse.Namespace) -> int:
+    """Keep pending jobs from starting (scontrol hold); an array's id holds its pending tasks.
+
+    An admin holding another user's job sets an admin hold, which only an admin releases.
+    """
+    return _each(args, "hold", "held")
+
+
+def release(args: argparse.Namespace) -> int:
+    """Let held jobs start again (scontrol release)."""
+    return _each(args, "release", "released")
+
+
+def _ids_args(p: Parser) -> None:
+    p.add_argument("job_ids", nargs="+", metavar="ID", help="job ids (an array id: all tasks)")
+    json_flag(p)
+
+
+def logs(args: argparse.Namespace) -> None:
     """Print one rank's log; with -f, keep printing until the job finishes."""
     with connect() as client:
-        if follow:
-            for text in client.follow_logs(job_id, rank=rank, poll_s=poll_s):
+        if args.follow:
+            for text in client.follow_logs(args.job_id, rank=args.rank, poll_s=args.poll):
                 sys.stdout.write(text)
                 sys.stdout.flush()
             return
-        offset = 0
-        while True:
-            chunk = client.logs(job_id, rank=rank, offset=offset)
-            sys.stdout.write(chunk.text)
-            if chunk.offset == offset:
-                return
-            offset = chunk.offset
+        _print_log(client, args.job_id, args.rank)
 
 
-# -- nodes and queues ----------------------------------------------------------------------------
-
-nodes_app = typer.Typer(help="Nodes, their GPUs in use, and draining.", no_args_is_help=False)
-
-
-@nodes_app.callback(invoke_without_command=True)
-def nodes(ctx: typer.Context, as_json: JsonOpt = False) -> None:
-    """List nodes."""
-    if ctx.invoked_subcommand is not None:
-        return
-    with connect() as client:
-        rows = client.nodes()
-    if as_json:
-        emit_json(rows)
-        return
-    table = Table(box=None, pad_edge=False)
-    for column in ("NODE", "FLAVOR", "GPUS", "USED", "STATE", "PATH", "REASON"):
-        table.add_column(column, no_wrap=True)
-    for n in rows:
-        used = str(n.gpus_used)
-        table.add_row(n.name, n.flavor, str(n.gpus), used, n.state, "/".join(n.path), n.reason)
-    Console().print(table)
+def _print_log(client: Client, job_id: str, rank: int) -> None:
+    offset = 0
+    while True:
+        chunk = client.logs(job_id, rank=rank, offset=offset)
+        sys.stdout.write(chunk["text"])
+        if chunk["offset"] == offset:
+            return
+        offset = chunk["offset"]
 
 
-@nodes_app.command("drain")
-def drain(
-    name: str,
-    reason: Annotated[str, typer.Option("--reason", help="shown in `railyard nodes`")] = "",
-    as_json: JsonOpt = False,
-) -> None:
-    """Stop placing new work on a node (admin); running jobs finish."""
-    with connect() as client:
-        node = client.drain(name, reason)
-    emit_json(node) if as_json else print(f"{node.name} {node.state}")
+def _logs_args(p: Parser) -> None:
+    p.add_argument("job_id", metavar="ID")
+    p.add_argument("--rank", "-r", type=int, default=0)
+    p.add_argument("--follow", "-f", action="store_true", help="until the job ends")
+    p.add_argument("--poll", type=float, default=1.0, help="seconds between polls")
 
 
-@nodes_app.command("resume")
-def resume(name: str, as_json: JsonOpt = False) -> None:
-    """Return a drained node to service (admin)."""
-    with connect() as client:
-        node = client.resume(name)
-    emit_json(node) if as_json else print(f"{node.name} {node.state}")
-
-
-def _per_flavor(values: dict[str, int]) -> str:
-    return " ".join(f"{f}={n}" for f, n in sorted(values.items())) or "-"
-
-
-def queues(as_json: JsonOpt = False) -> None:
-    """Queues: quota per flavor, GPUs in use and borrowed, fair-share usage."""
-    with connect() as client:
-        rows = client.queues()
-    if as_json:
-        emit_json(rows)
-        return
-    table = Table(box=None, pad_edge=False)
-    columns = ("QUEUE", "PARENT", "WEIGHT", "NOMINAL", "IN USE", "BORROWED", "USAGE GPU-h")
-    for column in (*columns, "PENDING", "RUNNING", "MEMBERS"):
-        table.add_column(column, no_wrap=column != "MEMBERS")
-    for q in rows:
-        table.add_row(
-            q.name,
-            q.parent or "",
-            f"{q.weight:g}",
-            _per_flavor(q.nominal_gpus),
-            _per_flavor(q.used_gpus),
-            _per_flavor(q.borrowed_gpus),
-            f"{q.usage_gpu_s / 3600:,.1f}",
-            str(q.pending_jobs),
-            str(q.running_jobs),
-            ",".join(q.members),
-        )
-    Console().print(table)
-
-
-def register(app: typer.Typer) -> None:
-    """Add the job commands to ``app`` (the ``railyard`` command)."""
-    no_interspersed = {"allow_interspersed_args": False}
-    app.command(context_settings=no_interspersed)(submit)
-    for command in (queue, show, cancel, logs, queues):
-        app.command()(command)
-    app.add_typer(nodes_app, name="nodes")
+COMMANDS = (
+    Command("submit", submit, None),
+    Command("queue", queue, _queue_args),
+    Command("show", show, _show_args),
+    Command("cancel", cancel, _ids_args),
+    Command("hold", hold, _ids_args),
+    Command("release", release, _ids_args),
+    Command("logs", logs, _logs_args),
+)

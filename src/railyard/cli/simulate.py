@@ -19,7 +19,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from railyard.blueprint import BlueprintError, load
-from railyard.control.schemas import parse_walltime
+from railyard.control.values import parse_walltime
 from railyard.sim.checkpoints import CheckpointPolicy, IntervalRule
 from railyard.sim.plots import HINT as PLOT_HINT
 from railyard.sim.plots import have_matplotlib, write_plots

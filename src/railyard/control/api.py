@@ -125,11 +125,37 @@ def list_jobs(
     state: Annotated[list[str] | None, Query(description="repeat for several")] = None,
     queue: str | None = None,
     owner: Annotated[str | None, Query(alias="user")] = None,
+    array: Annotated[str | None, Query(description="the tasks of this array")] = None,
+    finished_within_s: Annotated[
+        float | None,
+        Query(ge=0, le=1e9, description="finished jobs only if they ended this recently"),
+    ] = None,
+    since: Annotated[
+        float | None, Query(ge=0, le=1e11, description="Unix time: not ended before it")
+    ] = None,
+    until: Annotated[
+        float | None, Query(ge=0, le=1e11, description="Unix time: submitted by it")
+    ] = None,
     limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
 ) -> list[s.JobOut]:
-    """A user's own jobs; an admin sees everyone's (filter with ``user``)."""
-    rows = jobs.list_jobs(session, user, states=state, queue=queue, user=owner, limit=limit)
+    """A user's own jobs; an admin sees everyone's (filter with ``user``). ``since`` and
+    ``until`` select the jobs waiting or running at some moment between them (sacct)."""
     now = ctx.clock()
+    rows = jobs.list_jobs(
+        session,
+        user,
+        states=state,
+        queue=queue,
+        user=owner,
+        array=array,
+        finished_within_s=finished_within_s,
+        since_t_s=since,
+        until_t_s=until,
+        now_t_s=now,
+        limit=limit,
+        offset=offset,
+    )
     return [s.JobOut.from_row(r, name, now) for r, name in rows]
 
 
@@ -146,6 +172,25 @@ def cancel_job(
     """Cancel a job, or every task of an array given its parent id."""
     now = ctx.clock()
     return [s.JobOut.from_row(r, n, now) for r, n in jobs.cancel_job(session, user, job_id, now)]
+
+
+@v1.post("/jobs/{job_id}/hold")
+def hold_job(
+    job_id: str, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> list[s.JobOut]:
+    """Keep a pending job, or an array's pending tasks, from starting (scontrol hold)."""
+    now = ctx.clock()
+    return [s.JobOut.from_row(r, n, now) for r, n in jobs.hold_job(session, user, job_id, now)]
+
+
+@v1.post("/jobs/{job_id}/release")
+def release_job(
+    job_id: str, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> list[s.JobOut]:
+    """Let held jobs start again (scontrol release); only an admin releases an admin hold."""
+    now = ctx.clock()
+    released = jobs.release_job(session, user, job_id, now)
+    return [s.JobOut.from_row(r, n, now) for r, n in released]
 
 
 @v1.get("/jobs/{job_id}/logs")

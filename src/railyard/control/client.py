@@ -1,9 +1,14 @@
-"""A small typed client of the REST API, used by the CLI and by scripts.
+"""A small client of the REST API, used by the CLI and by scripts.
 
 Where the server is: ``RAILYARD_URL`` and ``RAILYARD_TOKEN``, else
 ``<RAILYARD_HOME or ~/.railyard>/client.json`` = ``{"url": ..., "token": ...}``, which
 ``railyard up`` writes for its admin (:func:`save_config`). Every refusal is a
 :class:`ClientError` carrying the server's one-line ``detail`` and the HTTP status.
+
+It speaks HTTP/1.1 over one keep-alive socket (:mod:`railyard.control.transport`) and returns
+the server's JSON as the typed dicts of :mod:`railyard.control.wire`: a CLI call must answer
+in milliseconds, and httpx plus pydantic cost more to import than the request takes
+(``benchmarks/bench_cli.py``).
 """
 
 from __future__ import annotations
@@ -13,15 +18,15 @@ import os
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Any, Self, cast
+from urllib.parse import quote, urlencode, urlsplit
 
-import httpx
-from pydantic import BaseModel, TypeAdapter
-
-from railyard.control import schemas as s
+from railyard.control import wire
 from railyard.control.paths import client_config_path, default_state_dir
+from railyard.control.transport import Connection
 
-M = TypeVar("M", bound=BaseModel)
+IDEMPOTENT = ("GET", "DELETE", "PUT")
+IDLE_RECONNECT_S = 4.0  # under uvicorn's 5 s keep-alive: never reuse a socket it may close
 
 
 class ClientError(Exception):
@@ -47,29 +52,37 @@ def save_config(url: str, token: str, path: Path | None = None) -> Path:
     return path
 
 
-def _detail(response: httpx.Response) -> str:
+def _detail(status: int, body: bytes) -> str:
+    """The server's one-line ``detail``, or the first line of whatever it sent."""
+    text = body.decode("utf-8", "replace").strip()
     try:
-        body = response.json()
+        data = json.loads(text)
     except ValueError:
-        return response.text.strip().splitlines()[0] if response.text.strip() else "no detail"
-    detail = body.get("detail") if isinstance(body, dict) else None
-    return str(detail) if detail is not None else json.dumps(body)[:200]
+        return text.splitlines()[0] if text else f"HTTP {status}"
+    detail = data.get("detail") if isinstance(data, dict) else None
+    return str(detail) if detail is not None else json.dumps(data)[:200]
+
+
+def _path(*parts: str) -> str:
+    return "/" + "/".join(quote(p, safe="") for p in parts)
 
 
 class Client:
-    def __init__(
-        self,
-        url: str,
-        token: str | None,
-        *,
-        transport: httpx.BaseTransport | None = None,
-        timeout_s: float = 30.0,
-    ) -> None:
+    def __init__(self, url: str, token: str | None, *, timeout_s: float = 30.0) -> None:
         self.url = url.rstrip("/")
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(
-            base_url=self.url, headers=headers, transport=transport, timeout=timeout_s
-        )
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ClientError(f"bad server URL {url!r} (hint: e.g. http://127.0.0.1:8765)")
+        try:
+            port = parts.port
+        except ValueError:
+            raise ClientError(f"bad server URL {url!r}: the port is not a number") from None
+        self._conn = Connection(parts.scheme, parts.hostname, port, timeout_s)
+        self._prefix = parts.path.rstrip("/")
+        self._headers = {"Accept": "application/json"}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+        self._last_used = 0.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
@@ -90,7 +103,7 @@ class Client:
         return cls(url, token)
 
     def close(self) -> None:
-        self._http.close()
+        self._conn.close()
 
     def __enter__(self) -> Self:
         return self
@@ -98,32 +111,58 @@ class Client:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def _call(self, method: str, path: str, **kw: Any) -> Any:
-        try:
-            response = self._http.request(method, path, **kw)
-        except httpx.TransportError as exc:
-            raise ClientError(f"cannot reach railyard at {self.url}: {exc}") from None
-        if response.status_code >= 400:
-            raise ClientError(_detail(response), response.status_code)
-        return response.json()
+    # -- transport ----------------------------------------------------------------------------
 
-    def _one(self, model: type[M], method: str, path: str, **kw: Any) -> M:
-        return model.model_validate(self._call(method, path, **kw))
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+    ) -> Any:
+        query = {k: v for k, v in (params or {}).items() if v is not None and v != []}
+        target = self._prefix + path + (f"?{urlencode(query, doseq=True)}" if query else "")
+        headers = dict(self._headers)
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        for attempt in (0, 1):
+            if self._conn.open and time.monotonic() - self._last_used > IDLE_RECONNECT_S:
+                self._conn.close()
+            reused = self._conn.open
+            try:
+                response = self._conn.request(method, target, headers, data)
+            except OSError as exc:
+                self._conn.close()
+                # A kept-alive socket the server closed meanwhile: retry once on a new one,
+                # when repeating the request cannot do anything twice.
+                if attempt == 0 and reused and method in IDEMPOTENT:
+                    continue
+                raise ClientError(f"cannot reach railyard at {self.url}: {exc}") from None
+            self._last_used = time.monotonic()
+            if response.status >= 400:
+                raise ClientError(_detail(response.status, response.body), response.status)
+            try:
+                return json.loads(response.body)
+            except ValueError:
+                raise ClientError(
+                    f"railyard at {self.url} answered {response.status} with no JSON"
+                ) from None
+        raise AssertionError("unreachable")
 
-    def _many(self, model: type[M], method: str, path: str, **kw: Any) -> list[M]:
-        return TypeAdapter(list[model]).validate_python(self._call(method, path, **kw))  # type: ignore[valid-type]
+    # -- jobs ---------------------------------------------------------------------------------
 
-    # -- jobs --------------------------------------------------------------------------------
+    def health(self) -> wire.Health:
+        return cast(wire.Health, self._call("GET", "/healthz"))
 
-    def health(self) -> s.Health:
-        return self._one(s.Health, "GET", "/healthz")
+    def whoami(self) -> wire.User:
+        return cast(wire.User, self._call("GET", "/v1/whoami"))
 
-    def whoami(self) -> s.UserOut:
-        return self._one(s.UserOut, "GET", "/v1/whoami")
-
-    def submit(self, spec: s.JobSubmit) -> list[s.JobOut]:
-        body = spec.model_dump(exclude_unset=True)
-        return self._many(s.JobOut, "POST", "/v1/jobs", json=body)
+    def submit(self, spec: Mapping[str, Any]) -> list[wire.Job]:
+        """One job or an array (``POST /v1/jobs``); the server checks ``spec``."""
+        return cast(list[wire.Job], self._call("POST", "/v1/jobs", body=dict(spec)))
 
     def jobs(
         self,
@@ -131,78 +170,105 @@ class Client:
         states: list[str] | None = None,
         queue: str | None = None,
         user: str | None = None,
-    ) -> list[s.JobOut]:
-        params: dict[str, Any] = {"state": states or [], "queue": queue, "user": user}
-        params = {k: v for k, v in params.items() if v}
-        return self._many(s.JobOut, "GET", "/v1/jobs", params=params)
+        array: str | None = None,
+        finished_within_s: float | None = None,
+        since_t_s: float | None = None,
+        until_t_s: float | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> list[wire.Job]:
+        """Jobs, oldest first. ``finished_within_s`` keeps finished jobs only if they ended
+        that recently (squeue's MinJobAge); ``since_t_s``/``until_t_s`` keep jobs that were
+        waiting or running at some time in that window (sacct's ``-S``/``-E``)."""
+        params = {
+            "state": states or [],
+            "queue": queue,
+            "user": user,
+            "array": array,
+            "finished_within_s": finished_within_s,
+            "since": since_t_s,
+            "until": until_t_s,
+            "limit": limit,
+            "offset": offset,
+        }
+        return cast(list[wire.Job], self._call("GET", "/v1/jobs", params=params))
 
-    def job(self, job_id: str) -> s.JobOut:
-        return self._one(s.JobOut, "GET", f"/v1/jobs/{job_id}")
+    def job(self, job_id: str) -> wire.Job:
+        return cast(wire.Job, self._call("GET", _path("v1", "jobs", job_id)))
 
-    def cancel(self, job_id: str) -> list[s.JobOut]:
-        return self._many(s.JobOut, "DELETE", f"/v1/jobs/{job_id}")
+    def cancel(self, job_id: str) -> list[wire.Job]:
+        return cast(list[wire.Job], self._call("DELETE", _path("v1", "jobs", job_id)))
 
-    def logs(self, job_id: str, *, rank: int = 0, offset: int = 0) -> s.LogChunk:
+    def hold(self, job_id: str) -> list[wire.Job]:
+        """Keep a pending job (or every pending task of an array) from starting."""
+        return cast(list[wire.Job], self._call("POST", _path("v1", "jobs", job_id, "hold")))
+
+    def release(self, job_id: str) -> list[wire.Job]:
+        return cast(list[wire.Job], self._call("POST", _path("v1", "jobs", job_id, "release")))
+
+    def logs(self, job_id: str, *, rank: int = 0, offset: int = 0) -> wire.LogChunk:
         params = {"rank": rank, "offset": offset}
-        return self._one(s.LogChunk, "GET", f"/v1/jobs/{job_id}/logs", params=params)
+        path = _path("v1", "jobs", job_id, "logs")
+        return cast(wire.LogChunk, self._call("GET", path, params=params))
 
     def follow_logs(self, job_id: str, *, rank: int = 0, poll_s: float = 1.0) -> Iterator[str]:
         """Text as it is written, until the job has finished and the log is read to the end."""
         offset = 0
         while True:
             chunk = self.logs(job_id, rank=rank, offset=offset)
-            if chunk.text:
-                yield chunk.text
-            if chunk.finished:
+            if chunk["text"]:
+                yield chunk["text"]
+            if chunk["finished"]:
                 return
-            if chunk.offset == offset:
+            if chunk["offset"] == offset:
                 time.sleep(poll_s)
-            offset = chunk.offset
+            offset = chunk["offset"]
 
-    # -- nodes and queues --------------------------------------------------------------------
+    # -- nodes and queues ---------------------------------------------------------------------
 
-    def nodes(self) -> list[s.NodeOut]:
-        return self._many(s.NodeOut, "GET", "/v1/nodes")
+    def nodes(self) -> list[wire.Node]:
+        return cast(list[wire.Node], self._call("GET", "/v1/nodes"))
 
-    def drain(self, name: str, reason: str = "") -> s.NodeOut:
-        body = s.NodeAction(reason=reason).model_dump()
-        return self._one(s.NodeOut, "POST", f"/v1/nodes/{name}/drain", json=body)
+    def drain(self, name: str, reason: str = "") -> wire.Node:
+        path = _path("v1", "nodes", name, "drain")
+        return cast(wire.Node, self._call("POST", path, body={"reason": reason}))
 
-    def resume(self, name: str) -> s.NodeOut:
-        return self._one(s.NodeOut, "POST", f"/v1/nodes/{name}/resume")
+    def resume(self, name: str) -> wire.Node:
+        return cast(wire.Node, self._call("POST", _path("v1", "nodes", name, "resume")))
 
-    def queues(self) -> list[s.QueueOut]:
-        return self._many(s.QueueOut, "GET", "/v1/queues")
+    def queues(self) -> list[wire.Queue]:
+        return cast(list[wire.Queue], self._call("GET", "/v1/queues"))
 
-    def create_queue(self, spec: s.QueueCreate) -> s.QueueOut:
-        return self._one(s.QueueOut, "POST", "/v1/queues", json=spec.model_dump())
+    def create_queue(self, spec: Mapping[str, Any]) -> wire.Queue:
+        return cast(wire.Queue, self._call("POST", "/v1/queues", body=dict(spec)))
 
-    def update_queue(self, name: str, spec: s.QueueUpdate) -> s.QueueOut:
-        body = spec.model_dump(exclude_unset=True)
-        return self._one(s.QueueOut, "PATCH", f"/v1/queues/{name}", json=body)
+    def update_queue(self, name: str, changes: Mapping[str, Any]) -> wire.Queue:
+        path = _path("v1", "queues", name)
+        return cast(wire.Queue, self._call("PATCH", path, body=dict(changes)))
 
-    def add_member(self, queue: str, user: str) -> s.QueueOut:
-        body = {"user": user}
-        return self._one(s.QueueOut, "POST", f"/v1/queues/{queue}/members", json=body)
+    def add_member(self, queue: str, user: str) -> wire.Queue:
+        path = _path("v1", "queues", queue, "members")
+        return cast(wire.Queue, self._call("POST", path, body={"user": user}))
 
-    def remove_member(self, queue: str, user: str) -> s.QueueOut:
-        return self._one(s.QueueOut, "DELETE", f"/v1/queues/{queue}/members/{user}")
+    def remove_member(self, queue: str, user: str) -> wire.Queue:
+        path = _path("v1", "queues", queue, "members", user)
+        return cast(wire.Queue, self._call("DELETE", path))
 
-    # -- users and tokens --------------------------------------------------------------------
+    # -- users and tokens ---------------------------------------------------------------------
 
-    def users(self) -> list[s.UserOut]:
-        return self._many(s.UserOut, "GET", "/v1/users")
+    def users(self) -> list[wire.User]:
+        return cast(list[wire.User], self._call("GET", "/v1/users"))
 
-    def create_user(self, name: str, *, is_admin: bool = False) -> s.UserOut:
-        body = s.UserCreate(name=name, is_admin=is_admin).model_dump()
-        return self._one(s.UserOut, "POST", "/v1/users", json=body)
+    def create_user(self, name: str, *, is_admin: bool = False) -> wire.User:
+        body = {"name": name, "is_admin": is_admin}
+        return cast(wire.User, self._call("POST", "/v1/users", body=body))
 
-    def tokens(self) -> list[s.TokenOut]:
-        return self._many(s.TokenOut, "GET", "/v1/tokens")
+    def tokens(self) -> list[wire.Token]:
+        return cast(list[wire.Token], self._call("GET", "/v1/tokens"))
 
-    def create_token(self, user: str, label: str = "") -> s.TokenCreated:
-        body = s.TokenCreate(user=user, label=label).model_dump()
-        return self._one(s.TokenCreated, "POST", "/v1/tokens", json=body)
+    def create_token(self, user: str, label: str = "") -> wire.TokenCreated:
+        body = {"user": user, "label": label}
+        return cast(wire.TokenCreated, self._call("POST", "/v1/tokens", body=body))
 
-    def revoke_token(self, token_id: int) -> s.TokenOut:
-        return self._one(s.TokenOut, "DELETE", f"/v1/tokens/{token_id}")
+    def revoke_token(self, token_id: int) -> wire.Token:
+        return cast(wire.Token, self._call("DELETE", _path("v1", "tokens", str(token_id))))

@@ -88,6 +88,8 @@ class JobFields(Protocol):
     last_checkpoint_t_s: float | None
     preempt_for: str | None
     warned: bool
+    hold: str | None
+    name: str
 
 
 SCHED_COLUMNS: tuple[Any, ...] = (
@@ -114,6 +116,8 @@ SCHED_COLUMNS: tuple[Any, ...] = (
     JobRow.warned,
     JobRow.attained_gpu_s,
     JobRow.nominated,
+    JobRow.hold,
+    JobRow.name,
     JobRow.state,
     JobRow.reason,
     JobRow.placement,
@@ -154,6 +158,8 @@ def to_job(row: JobFields, user: str) -> Job:
         warn_before_s=row.warn_before_s,
         attained_gpu_s=row.attained_gpu_s,
         nominated=row.nominated,
+        hold=row.hold,
+        name=row.name,
     )
 
 

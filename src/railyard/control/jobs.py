@@ -1,22 +1,33 @@
 """Job use-cases: submit (with every check a job must pass before it is stored), list, show,
-cancel. Plain functions on a Session and the acting User; the API routes call them.
+cancel, hold and release. Plain functions on a Session and the acting User; the API routes
+call them.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from railyard.control.convert import to_node
 from railyard.control.effects import record, request_wake
-from railyard.control.errors import Forbidden, Invalid, NotFound
+from railyard.control.errors import Conflict, Forbidden, Invalid, NotFound
 from railyard.control.paths import script_path
 from railyard.control.queues import member_queues, parent_map, path
-from railyard.control.schemas import JobSubmit, parse_array, parse_signal, parse_topology
-from railyard.control.tables import Counter, JobRow, JobState, NodeRow, QueueRow, User
+from railyard.control.schemas import JobSubmit
+from railyard.control.tables import (
+    ACTIVE_STATES,
+    HOLD_REASONS,
+    Counter,
+    JobRow,
+    JobState,
+    NodeRow,
+    QueueRow,
+    User,
+)
+from railyard.control.values import parse_array, parse_signal, parse_topology
 from railyard.sched.accounting import expand_array
 from railyard.sched.feasible import never_placeable
 from railyard.sched.model import Job, Level, TopologyMode, TopologyRequirement
@@ -203,9 +214,21 @@ def list_jobs(
     states: list[str] | None = None,
     queue: str | None = None,
     user: str | None = None,
+    array: str | None = None,
+    finished_within_s: float | None = None,
+    since_t_s: float | None = None,
+    until_t_s: float | None = None,
+    now_t_s: float = 0.0,
     limit: int | None = None,
+    offset: int = 0,
 ) -> list[tuple[JobRow, str]]:
-    """Jobs with their user's name, oldest first; a non-admin sees only their own."""
+    """Jobs with their user's name, oldest first; a non-admin sees only their own.
+
+    ``finished_within_s``: finished jobs only if they ended that recently before ``now_t_s``
+    (squeue's MinJobAge). ``since_t_s``/``until_t_s``: jobs waiting or running at some moment
+    of that window, i.e. submitted by its end and not ended before its start (sacct's
+    ``--starttime``/``--endtime``).
+    """
     known = [st.value for st in JobState]
     for st in states or []:
         if st not in known:
@@ -219,7 +242,16 @@ def list_jobs(
         stmt = stmt.where(JobRow.queue == queue)
     if user is not None:
         stmt = stmt.where(User.name == user)
-    stmt = stmt.order_by(JobRow.number, JobRow.array_index).limit(limit)
+    if array is not None:
+        stmt = stmt.where(JobRow.array_parent == array)
+    if finished_within_s is not None:
+        recent = JobRow.end_t_s >= now_t_s - finished_within_s
+        stmt = stmt.where(or_(JobRow.state.in_(ACTIVE_STATES), recent))
+    if until_t_s is not None:
+        stmt = stmt.where(JobRow.submit_t_s <= until_t_s)
+    if since_t_s is not None:
+        stmt = stmt.where(or_(JobRow.end_t_s.is_(None), JobRow.end_t_s >= since_t_s))
+    stmt = stmt.order_by(JobRow.number, JobRow.array_index).limit(limit).offset(offset or None)
     return list(session.execute(stmt))
 
 
@@ -232,6 +264,20 @@ def get_job(session: Session, actor: User, job_id: str) -> tuple[JobRow, str]:
     return row, user.name if user else "?"
 
 
+def _targets(session: Session, actor: User, job_id: str) -> list[tuple[JobRow, str]]:
+    """The job ``job_id``, or every task of the array whose parent id it is."""
+    if session.get(JobRow, job_id) is not None:
+        return [get_job(session, actor, job_id)]
+    stmt = select(JobRow, User.name).join(User, JobRow.user_id == User.id)
+    stmt = stmt.where(JobRow.array_parent == job_id).order_by(JobRow.array_index)
+    if not actor.is_admin:
+        stmt = stmt.where(JobRow.user_id == actor.id)
+    targets = [(row, name) for row, name in session.execute(stmt)]
+    if not targets:
+        raise NotFound(f"no job {job_id!r}")
+    return targets
+
+
 def cancel_job(
     session: Session, actor: User, job_id: str, now_t_s: float
 ) -> list[tuple[JobRow, str]]:
@@ -240,16 +286,7 @@ def cancel_job(
     An array's parent id (``12`` for ``12_0..12_9``) cancels every task. Cancelling a finished
     job changes nothing (like a repeated ``scancel``).
     """
-    if session.get(JobRow, job_id) is not None:
-        targets = [get_job(session, actor, job_id)]
-    else:
-        stmt = select(JobRow, User.name).join(User, JobRow.user_id == User.id)
-        stmt = stmt.where(JobRow.array_parent == job_id).order_by(JobRow.array_index)
-        if not actor.is_admin:
-            stmt = stmt.where(JobRow.user_id == actor.id)
-        targets = list(session.execute(stmt))
-        if not targets:
-            raise NotFound(f"no job {job_id!r}")
+    targets = _targets(session, actor, job_id)
     for row, _ in targets:
         state = JobState(row.state)
         if state.finished or state is JobState.CANCELLING:
@@ -264,3 +301,42 @@ def cancel_job(
         record(session, now_t_s, "cancel", f"{actor.name}: {state.value} -> {row.state}", row.id)
         request_wake(session)
     return targets
+
+
+def hold_job(
+    session: Session, actor: User, job_id: str, now_t_s: float
+) -> list[tuple[JobRow, str]]:
+    """Keep a pending job from starting (``scontrol hold``); an array id holds its pending
+    tasks. A job that has started cannot be held (409). Returns the jobs now held."""
+    targets = _targets(session, actor, job_id)
+    pending = [(r, n) for r, n in targets if r.state == JobState.PENDING.value]
+    if not pending:
+        state = targets[0][0].state if len(targets) == 1 else "past pending"
+        raise Conflict(f"job {job_id} is {state}: only a pending job can be held")
+    for row, _ in pending:
+        kind = "admin" if actor.is_admin and row.user_id != actor.id else "user"
+        if row.hold == "admin" and kind == "user":
+            continue  # an admin hold stays one
+        row.hold, row.reason, row.updated_t_s = kind, HOLD_REASONS[kind], now_t_s
+        record(session, now_t_s, "hold", f"{actor.name}: {HOLD_REASONS[kind]}", row.id)
+    request_wake(session)
+    return pending
+
+
+def release_job(
+    session: Session, actor: User, job_id: str, now_t_s: float
+) -> list[tuple[JobRow, str]]:
+    """Let held jobs start again (``scontrol release``); releasing a job that is not held
+    changes nothing. Only an admin releases an admin's hold (403)."""
+    targets = _targets(session, actor, job_id)
+    held = [(r, n) for r, n in targets if r.hold is not None]
+    for row, _ in held:
+        if row.hold == "admin" and not actor.is_admin:
+            raise Forbidden(f"job {row.id} was held by an admin: only an admin can release it")
+    for row, _ in held:
+        row.hold, row.updated_t_s = None, now_t_s
+        if row.state == JobState.PENDING.value:
+            row.reason = ""
+        record(session, now_t_s, "release", f"{actor.name}: released", row.id)
+    request_wake(session)
+    return held

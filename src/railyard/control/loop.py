@@ -38,7 +38,7 @@ from railyard.control.store import Store
 from railyard.control.tables import HOLDING_STATES, JobRow, JobState
 from railyard.control.world import WorldReader
 from railyard.exec.exits import exit_of
-from railyard.exec.protocol import Executor, JobHandle, LaunchSpec
+from railyard.exec.protocol import Executor, JobHandle, LaunchSpec, NotifiesExits
 from railyard.sched import CycleCache, SchedulerConfig
 from railyard.sched.lifecycle import Exit, StepPlan
 from railyard.sched.lifecycle import step as lifecycle_step
@@ -97,7 +97,10 @@ class Loop:
         self._wake.set()
 
     def run(self, stop: threading.Event) -> None:
-        """Step on events and at the interval until ``stop`` is set."""
+        """Step on events (a submit, a cancel, a job's exit) and at the interval until
+        ``stop`` is set."""
+        if isinstance(self.executor, NotifiesExits):  # a freed GPU need not wait for the poll
+            self.executor.on_exit(self.wake)
         while not stop.is_set():
             began = time.perf_counter()
             try:

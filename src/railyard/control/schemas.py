@@ -2,124 +2,29 @@
 
 Requests use ``extra="forbid"`` so a typo (``gpu`` for ``gpus``) is an error, not a silent
 default. Responses ignore unknown fields so an older client keeps working against a newer
-server. The value parsers (walltime, signal, array, priority, topology) live here so the API,
-batch-script directives and CLI flags accept exactly the same spellings.
+server. The value parsers (walltime, signal, array, priority, topology) are those of
+:mod:`railyard.control.values`, so the API, batch-script directives and CLI flags accept
+exactly the same spellings.
 """
 
 from __future__ import annotations
 
 import difflib
-import re
-import signal as signals
 from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from railyard.sched.model import Level, PriorityClass, TopologyMode
+from railyard.control.values import (
+    parse_array,
+    parse_priority,
+    parse_signal,
+    parse_topology,
+    parse_walltime,
+)
+from railyard.sched.model import PriorityClass
 
 if TYPE_CHECKING:
     from railyard.control.tables import JobRow
-
-MAX_ARRAY_TASKS = 10_000
-DEFAULT_SIGNAL_GRACE_S = 60.0  # Slurm's default sig_time for --signal
-TIME_FORMATS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 90, 2:00:00, 1-12)"
-
-_TIME_RE = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
-_SIGNAL_RE = re.compile(r"^(?:([RB]):)?([A-Za-z0-9]+)(?:@(\d+))?$")
-_ARRAY_PART_RE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
-
-
-def parse_walltime(value: str | int) -> float | None:
-    """Slurm ``--time`` spellings to seconds; ``0``/``UNLIMITED`` mean no limit (None)."""
-    text = str(value).strip()
-    if text.lower() in ("unlimited", "infinite"):
-        return None
-    match = _TIME_RE.match(text)
-    if not match:
-        raise ValueError(f"bad time {text!r} (hint: use {TIME_FORMATS})")
-    days, a, b, c = (int(g) if g is not None else None for g in match.groups())
-    if days is not None:  # D-HH[:MM[:SS]]
-        seconds = days * 86400 + (a or 0) * 3600 + (b or 0) * 60 + (c or 0)
-    elif c is not None:  # HH:MM:SS
-        seconds = (a or 0) * 3600 + (b or 0) * 60 + c
-    elif b is not None:  # MM:SS
-        seconds = (a or 0) * 60 + b
-    else:  # MM
-        seconds = (a or 0) * 60
-    return float(seconds) if seconds else None
-
-
-def parse_signal(value: str) -> tuple[str, float]:
-    """``[B:]USR1@60`` (Slurm ``--signal``) to ``("SIGUSR1", 60.0)``; ``B:``/``R:`` are
-    accepted: railyard always signals every rank's process group."""
-    match = _SIGNAL_RE.match(value.strip())
-    if not match:
-        raise ValueError(f"bad signal {value!r} (hint: use [B:]NAME[@SECONDS], e.g. USR1@60)")
-    _, sig, at = match.groups()
-    if sig.isdigit():
-        try:
-            name = signals.Signals(int(sig)).name
-        except ValueError:
-            raise ValueError(f"unknown signal number {sig}") from None
-    else:
-        name = sig.upper() if sig.upper().startswith("SIG") else f"SIG{sig.upper()}"
-        if name not in signals.Signals.__members__:
-            raise ValueError(f"unknown signal {sig!r} (hint: e.g. USR1, USR2, TERM, INT)")
-    return name, float(at) if at is not None else DEFAULT_SIGNAL_GRACE_S
-
-
-def parse_array(value: str) -> tuple[list[int], int | None]:
-    """Slurm ``--array``: ``0-9``, ``1,3,5``, ``0-15:4``, each with an optional ``%N`` limit
-    on tasks running at once."""
-    text, _, limit = value.strip().partition("%")
-    hint = "(hint: e.g. 0-9, 1,3,5, 0-15:4 or 0-9%2)"
-    indices: set[int] = set()
-    for part in text.split(","):
-        match = _ARRAY_PART_RE.match(part.strip())
-        if not match:
-            raise ValueError(f"bad array {value!r} {hint}")
-        first, last, step = (int(g) if g is not None else None for g in match.groups())
-        assert first is not None
-        last = first if last is None else last
-        if last < first or step == 0:
-            raise ValueError(f"bad array range {part!r} {hint}")
-        if last - first >= MAX_ARRAY_TASKS * (step or 1):
-            raise ValueError(f"array {value!r} has more than {MAX_ARRAY_TASKS} tasks")
-        indices.update(range(first, last + 1, step or 1))
-    if len(indices) > MAX_ARRAY_TASKS:
-        raise ValueError(f"array {value!r} has more than {MAX_ARRAY_TASKS} tasks")
-    if limit and (not limit.isdigit() or int(limit) < 1):
-        raise ValueError(f"bad array limit %{limit} {hint}")
-    return sorted(indices), int(limit) if limit else None
-
-
-def parse_priority(value: int | str) -> int:
-    """An int, or a class name (low|normal|high|critical), as Slurm QOS names are used."""
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError("priority must be >= 0")
-        return value
-    text = value.strip()
-    if text.isdigit():
-        return int(text)
-    try:
-        return PriorityClass[text.upper()].value
-    except KeyError:
-        names = "|".join(c.name.lower() for c in PriorityClass)
-        raise ValueError(f"unknown priority {value!r} (hint: an integer or {names})") from None
-
-
-def parse_topology(value: str) -> tuple[str, str]:
-    """``leaf-group`` (required), ``required:leaf-group`` or ``preferred:scalable-unit``."""
-    mode, _, level = value.strip().rpartition(":")
-    mode = mode or TopologyMode.REQUIRED.value
-    levels = [lv.label for lv in Level if lv is not Level.FABRIC]
-    hint = f"(hint: [required:|preferred:]{'|'.join(levels)})"
-    if mode not in [m.value for m in TopologyMode]:
-        raise ValueError(f"unknown topology mode {mode!r} {hint}")
-    if level not in levels:
-        raise ValueError(f"unknown topology level {level!r} {hint}")
-    return level, mode
 
 
 class Request(BaseModel):
@@ -262,6 +167,7 @@ class JobOut(Response):
     restart_count: int
     exit_code: int | None
     outcome: str | None
+    hold: str | None = Field(None, description="user or admin while held (scontrol hold)")
 
     @classmethod
     def from_row(cls, row: JobRow, user: str, now_t_s: float) -> JobOut:
@@ -295,6 +201,7 @@ class JobOut(Response):
             restart_count=row.restart_count,
             exit_code=row.exit_code,
             outcome=row.outcome,
+            hold=row.hold,
         )
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from railyard.control.schemas import (
+from railyard.control.values import (
     parse_array,
     parse_priority,
     parse_signal,
@@ -162,6 +162,11 @@ def option_names() -> list[str]:
     return sorted(_OPTIONS)
 
 
+def short_names() -> dict[str, str]:
+    """Short spelling -> long option (``-t`` -> ``--time``), as sbatch spells them."""
+    return dict(_SHORT)
+
+
 def apply_option(
     options: dict[str, Any],
     name: str,
@@ -216,7 +221,9 @@ def parse_export(value: str, environ: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def _takes_value(name: str) -> bool:
+def takes_value(name: str) -> bool:
+    """Whether option ``name`` (``--time``, ``-t``) is followed by a value; unknown ones are
+    assumed to, so the error names the option rather than its value."""
     opt = _OPTIONS.get(_SHORT.get(name, name))
     return opt is None or opt.convert is not None
 
@@ -237,7 +244,7 @@ def parse_args(
             value = raw if eq else None
         else:
             name, value = token[:2], (token[2:].lstrip("=") or None)
-        if value is None and _takes_value(name) and i + 1 < len(tokens):
+        if value is None and takes_value(name) and i + 1 < len(tokens):
             i += 1
             value = tokens[i]
         apply_option(options, name, value, notes, environ)

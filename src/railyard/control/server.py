@@ -3,7 +3,9 @@
 Embedded defaults: a SQLite file in the state directory, this machine as the one node
 (GPUs from NVML, or declared with ``--gpus``), a ``default`` queue that owns every GPU, and an
 admin token written to ``<state_dir>/client.json`` so the CLI on this machine just works.
-Stopping the server leaves jobs running: the next ``railyard up`` adopts them.
+Stopping the server leaves jobs running (it says which): the next ``railyard up`` adopts
+them and says how many. A start that cannot proceed (port in use, store held by another
+server) is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -18,16 +20,26 @@ from pathlib import Path
 
 import uvicorn
 from sqlalchemy import select
+from sqlalchemy.exc import OperationalError
 
 from railyard.blueprint import BlueprintError, load
 from railyard.blueprint.local import catalogue_name
 from railyard.control.api import create_app
 from railyard.control.client import save_config
 from railyard.control.jobs import JOB_COUNTER
+from railyard.control.lock import StoreLock, StoreLocked
 from railyard.control.loop import Loop, LoopConfig
 from railyard.control.paths import client_config_path, database_path, default_state_dir
 from railyard.control.store import Store, sqlite_url
-from railyard.control.tables import Counter, NodeRow, QueueMember, QueueRow, User
+from railyard.control.tables import (
+    HOLDING_STATES,
+    Counter,
+    JobRow,
+    NodeRow,
+    QueueMember,
+    QueueRow,
+    User,
+)
 from railyard.control.users import bootstrap_admin
 from railyard.exec.local import LocalExecutor
 from railyard.exec.nccl import nccl_env
@@ -67,10 +79,6 @@ def detected_flavor() -> str | None:
     return catalogue_name(found[0].name) if found else None
 
 
-class UpError(ValueError):
-    """A `railyard up` setting that cannot work; one line for the CLI (exit 2)."""
-
-
 def inventory(config: UpConfig) -> tuple[list[Node], Node]:
     """Every node the scheduler knows, and the one this machine serves.
 
@@ -87,17 +95,17 @@ def inventory(config: UpConfig) -> tuple[list[Node], Node]:
     try:
         nodes = scheduler_nodes(load(config.blueprint).blueprint)
     except BlueprintError as exc:
-        raise UpError(str(exc)) from None
+        raise StartupError(str(exc)) from None
     by_name = {n.name: n for n in nodes}
     if config.node_name not in by_name:
         first = ", ".join(sorted(by_name)[:4])
-        raise UpError(
+        raise StartupError(
             f"--node-name: {config.node_name!r} is not a GPU node of {config.blueprint} "
             f"(hint: one of {first}{', ...' if len(by_name) > 4 else ''})"
         )
     local = by_name[config.node_name]
     if config.gpus is not None and config.gpus != local.gpus:
-        raise UpError(
+        raise StartupError(
             f"--gpus: {config.gpus}, but {local.name} has {local.gpus} in the blueprint "
             "(hint: leave --gpus out with --blueprint)"
         )
@@ -138,15 +146,90 @@ def bootstrap(store: Store, nodes: list[Node], local: Node) -> str | None:
     return token
 
 
+class StartupError(Exception):
+    """``railyard up`` cannot start; nothing was written or launched. One line."""
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The API's listening socket, bound before anything else so a port in use changes
+    nothing (uvicorn serves on it)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise StartupError(f"--host {host}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        hint = "stop what listens there, or choose another --port"
+        raise StartupError(
+            f"cannot listen on {host}:{port}: {exc.strerror} (hint: {hint})"
+        ) from None
+    return sock
+
+
+def _live_jobs(store: Store) -> tuple[list[str], list[str]]:
+    """Ids of jobs holding GPUs: (with a recorded handle, decided but not yet launched)."""
+    with store.session() as s:
+        rows = s.execute(select(JobRow.id, JobRow.handle).where(JobRow.state.in_(HOLDING_STATES)))
+        live = [(job_id, handle is not None) for job_id, handle in rows]
+    return [j for j, h in live if h], [j for j, h in live if not h]
+
+
+def _jobs(count: int) -> str:
+    return f"{count} job" if count == 1 else f"{count} jobs"
+
+
+def _ids(ids: list[str], most: int = 10) -> str:
+    shown = ", ".join(ids[:most])
+    return shown + (f" and {len(ids) - most} more" if len(ids) > most else "")
+
+
 def serve(config: UpConfig) -> None:
-    """Run until interrupted. Jobs keep running when the server stops."""
-    nodes, local = inventory(config)
-    config.state_dir.mkdir(parents=True, exist_ok=True)
+    """Run until interrupted. Jobs keep running when the server stops.
+
+    Order matters: the port is bound and the store locked before anything is written, so a
+    refused start (:class:`StartupError`) changes nothing: no token, no client.json, no job.
+    """
+    nodes, local = inventory(config)  # a bad blueprint or node name: nothing touched yet
+    api_url = f"http://{config.host}:{config.port}"
+    sock = bind(config.host, config.port)
+    lock = StoreLock(config.state_dir, config.database_url)
+    try:
+        lock.acquire(f"pid {os.getpid()}, {api_url}")
+    except StoreLocked as exc:
+        sock.close()
+        raise StartupError(str(exc)) from None
+    except OSError as exc:
+        sock.close()
+        raise StartupError(
+            f"cannot use state directory {config.state_dir}: {exc.strerror}"
+        ) from None
+    except OperationalError as exc:
+        sock.close()
+        raise StartupError(f"cannot open the store: {_first_line(exc)}") from None
+    try:
+        _serve_locked(config, sock, api_url, nodes, local)
+    finally:
+        sock.close()
+        lock.release()
+
+
+def _first_line(exc: OperationalError) -> str:
+    return str(exc.orig or exc).strip().splitlines()[0]
+
+
+def _serve_locked(
+    config: UpConfig, sock: socket.socket, api_url: str, nodes: list[Node], local: Node
+) -> None:
     store = Store(config.url)
     executor = LocalExecutor(local.name, gpus=local.gpus)
     flavor = local.flavor
     token = bootstrap(store, nodes, local)
-    api_url = f"http://{config.host}:{config.port}"
     if token is not None:
         path = save_config(api_url, token, client_config_path(config.state_dir))
         print(f"admin token (shown once, saved to {path}): {token}", flush=True)
@@ -162,7 +245,15 @@ def serve(config: UpConfig) -> None:
             nccl_env=nccl_env(0, "roce"),
         ),
     )
-    loop_.reconcile()
+    adopt, restart = _live_jobs(store)
+    settled = loop_.reconcile()
+    if adopt or restart:
+        print(
+            f"railyard up: adopted {_jobs(len(adopt) - len(settled))} still running, settled "
+            f"{len(settled)} that ended while the server was down, restarted {len(restart)} "
+            f"that were starting ({_ids(adopt + restart)})",
+            flush=True,
+        )
     stop = threading.Event()
     thread = threading.Thread(target=loop_.run, args=(stop,), name="railyard-loop", daemon=True)
     thread.start()
@@ -172,10 +263,20 @@ def serve(config: UpConfig) -> None:
         f"store {store.engine.url.render_as_string(hide_password=True)})",
         flush=True,
     )
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     try:
-        uvicorn.run(app, host=config.host, port=config.port, log_level="warning")
+        server.run(sockets=[sock])
     finally:
         stop.set()
         loop_.wake()
         thread.join(timeout=10)
+        left, _ = _live_jobs(store)
         store.close()
+        if left:
+            print(
+                f"railyard down: {_jobs(len(left))} left running ({_ids(left)}); they keep "
+                "running, and the next `railyard up` on this state directory adopts them",
+                flush=True,
+            )
+        else:
+            print("railyard down: no jobs running", flush=True)

@@ -51,6 +51,8 @@ _FINISHED = frozenset(
     {JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.NODE_FAIL}
 )
 ACTIVE_STATES = tuple(s.value for s in JobState if not s.finished)
+# JobRow.hold -> Slurm's reason for a held job (an admin's hold only an admin releases)
+HOLD_REASONS = {"user": "JobHeldUser", "admin": "JobHeldAdmin"}
 HOLDING_STATES = tuple(s.value for s in JobState if s.holds_gpus)
 
 
@@ -150,6 +152,7 @@ class JobRow(Base):
     array_parent: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
     array_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
     array_max_running: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    hold: Mapped[str | None] = mapped_column(String(16), nullable=True)  # "user" | "admin"
     submit_t_s: Mapped[float] = mapped_column(Float)
     start_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     end_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 
 from railyard.exec import procfs
 from railyard.exec.exitfile import UNKNOWN, RankExit, read_exit
+from railyard.exec.exitwatch import SUPPORTED as CAN_WATCH_EXITS
+from railyard.exec.exitwatch import ExitWatcher
 from railyard.exec.jobstate import JobState, RankState, Stage, decide
 from railyard.exec.launch import RankSlot, free_port, rank_env, rank_layout, wrapped_command
 from railyard.exec.protocol import (
@@ -34,6 +36,7 @@ from railyard.exec.protocol import (
     ExitReport,
     JobHandle,
     LaunchSpec,
+    NotifiesExits,
     WorkerHandle,
 )
 from railyard.probe import resolve_gpus
@@ -50,7 +53,9 @@ class LocalExecutor:
 
     ``gpus`` is the declared GPU count (NVML's count when None). Signals are sent at once;
     the SIGTERM and SIGKILL that follow a grace are sent by :meth:`poll` once it is due.
-    Meant for one calling thread (the control plane's loop); it starts no threads itself.
+    Meant for one calling thread (the control plane's loop). After :meth:`on_exit` a watcher
+    thread (:class:`~railyard.exec.exitwatch.ExitWatcher`) calls back when a rank exits; it
+    touches nothing else.
     """
 
     def __init__(
@@ -68,6 +73,7 @@ class LocalExecutor:
         self._jobs: dict[str, JobState] = {}
         self._started: dict[tuple[str, int], JobHandle] = {}
         self._pending: list[ExitReport] = []
+        self._watcher: ExitWatcher | None = None
 
     # -- the protocol -------------------------------------------------------------------------
 
@@ -108,6 +114,7 @@ class LocalExecutor:
         _write_handle(record, handle)
         self._jobs[spec.job_id] = JobState(handle, ranks)
         self._started[key] = handle
+        self._watch(ranks)
         return handle
 
     def request_checkpoint_stop(self, job_id: str, grace_s: float) -> None:
@@ -168,10 +175,28 @@ class LocalExecutor:
                 reports.append(decide(job))
             else:
                 self._jobs[handle.job_id] = job
+                self._watch(job.live())
         return reports
 
     def running(self) -> set[str]:
         return set(self._jobs)
+
+    def on_exit(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (from a watcher thread) when any rank exits; see
+        :class:`~railyard.exec.protocol.NotifiesExits`. A no-op without pidfds."""
+        if not CAN_WATCH_EXITS:
+            return
+        if self._watcher is not None:
+            self._watcher.close()
+        self._watcher = ExitWatcher(callback)
+        for job in self._jobs.values():
+            for rank in job.live():
+                self._watcher.watch(rank.handle.pid)
+
+    def _watch(self, ranks: Sequence[RankState]) -> None:
+        if self._watcher is not None:
+            for rank in ranks:
+                self._watcher.watch(rank.handle.pid)
 
     # -- launching ----------------------------------------------------------------------------
 
@@ -290,3 +315,4 @@ def _read_handle(path: Path) -> JobHandle | None:
 
 if TYPE_CHECKING:  # mypy proves that LocalExecutor honours the protocol
     _conforms: type[Executor] = LocalExecutor
+    _notifies: type[NotifiesExits] = LocalExecutor

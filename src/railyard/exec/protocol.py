@@ -8,11 +8,11 @@ control plane can call :meth:`Executor.adopt` with what it wrote and reconcile i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 DEFAULT_PREEMPT_SIGNAL = "SIGUSR1"
 
@@ -195,4 +195,21 @@ class Executor(Protocol):
 
     def running(self) -> set[str]:
         """Jobs started or adopted and not yet reported."""
+        ...
+
+
+@runtime_checkable
+class NotifiesExits(Protocol):
+    """Optional capability: say when a process of a job exits, so the caller polls at once
+    instead of at its next interval (a freed GPU should not idle for seconds).
+
+    The callback may run on any thread and takes no arguments; it means "poll me", and one call
+    may stand for several exits. Everything else still happens on the caller's thread through
+    :meth:`Executor.poll`. ``LocalExecutor`` implements it with pidfds; an executor without it
+    is polled on its caller's interval.
+    """
+
+    def on_exit(self, callback: Callable[[], None]) -> None:
+        """From now on call ``callback`` soon after any process of a started or adopted job
+        exits, those already running included. A second call replaces the callback."""
         ...

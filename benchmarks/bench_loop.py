@@ -1,0 +1,107 @@
+"""How busy the scheduler loop keeps the GPUs: drain N short jobs through a real `railyard up`.
+
+Submits ``--jobs`` one-GPU jobs of ``--job-s`` seconds each (``sleep``) in one batch to a
+server with ``--gpus`` declared GPUs and the default 2 s idle cycle, waits until every job has
+ended, and reports from the jobs' recorded start and end times:
+
+- makespan: the first job's real start to the last one's real end (each job writes both);
+- average busy GPUs: the sum of the jobs' real run times over the makespan;
+- average held GPUs: the same from the store's start and end times, i.e. what the scheduler
+  counted as taken (a GPU stays held from a job's exit until the loop settles it);
+- the ideal makespan (jobs x job_s / gpus) for comparison.
+
+Run: ``python benchmarks/bench_loop.py [--jobs 500] [--gpus 8] [--job-s 1]``; prints a table and
+writes ``benchmarks/results/bench_loop.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.integration.server_proc import ServerProcess
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def drain(server: ServerProcess, jobs: int, job_s: float, marks: Path) -> dict[str, float]:
+    """Run the jobs; each writes when it really began and ended (``date``, no interpreter), so
+    busy time is the processes' own, not the store's start-to-settlement span."""
+    script = (
+        f'b=$(date +%s.%N); sleep {job_s:g}; echo "$b $(date +%s.%N)" > {marks}/$RAILYARD_JOB_ID'
+    )
+    spec = {"command": ["sh", "-c", script], "priority": "low"}
+    for first in range(0, jobs, 500):
+        batch = {"jobs": [spec] * min(500, jobs - first)}
+        server.request("POST", "/v1/jobs/batch", json=batch)
+    deadline = time.monotonic() + 60 + jobs * job_s * 2
+    while True:
+        rows = server.request("GET", "/v1/jobs", params={"limit": jobs + 10})
+        if all(r["state"] in ("completed", "failed", "cancelled") for r in rows):
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError("jobs did not drain in time")
+        time.sleep(1.0)
+    failed = [r["id"] for r in rows if r["state"] != "completed"]
+    if failed:
+        raise RuntimeError(f"{len(failed)} jobs did not complete: {failed[:5]}")
+    spans = [tuple(map(float, (marks / r["id"]).read_text().split())) for r in rows]
+    makespan = max(end for _, end in spans) - min(begin for begin, _ in spans)
+    held_s = sum(r["end_t_s"] - r["start_t_s"] for r in rows)
+    held_span = max(r["end_t_s"] for r in rows) - min(r["start_t_s"] for r in rows)
+    return {
+        "makespan_s": makespan,
+        "busy_gpus": sum(end - begin for begin, end in spans) / makespan,
+        "held_gpus": held_s / held_span,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, default=500)
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--job-s", type=float, default=1.0)
+    parser.add_argument("--cycle-interval", type=float, default=2.0, help="idle poll, s")
+    parser.add_argument("--label", default="", help="suffix of the results file")
+    parser.add_argument("--src", type=Path, help="run this src directory instead (a baseline)")
+    args = parser.parse_args()
+    if args.src is not None:
+        os.environ["PYTHONPATH"] = str(args.src.resolve())  # the server process's railyard
+    with tempfile.TemporaryDirectory() as tmp:
+        server = ServerProcess(
+            Path(tmp) / "state", gpus=args.gpus, cycle_interval_s=args.cycle_interval
+        )
+        server.state_dir.mkdir()
+        server.start()
+        marks = Path(tmp) / "marks"
+        marks.mkdir()
+        try:
+            figures = drain(server, args.jobs, args.job_s, marks)
+        finally:
+            server.stop()
+    ideal = args.jobs * args.job_s / args.gpus
+    rows = [
+        {"figure": "makespan s", "value": figures["makespan_s"], "ideal": ideal},
+        {"figure": "average busy GPUs", "value": figures["busy_gpus"], "ideal": args.gpus},
+        {"figure": "average held GPUs", "value": figures["held_gpus"], "ideal": args.gpus},
+    ]
+    shape = f"{args.jobs} jobs of {args.job_s:g} s on {args.gpus} GPUs"
+    print(f"{shape}, idle cycle {args.cycle_interval:g} s")
+    print(f"{'figure':20} {'value':>9} {'ideal':>9}")
+    for row in rows:
+        print(f"{row['figure']:20} {row['value']:>9.2f} {row['ideal']:>9.2f}")
+    name = f"bench_loop{'-' + args.label if args.label else ''}.json"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    meta = {"jobs": args.jobs, "gpus": args.gpus, "job_s": args.job_s, "src": str(args.src or "")}
+    (RESULTS / name).write_text(json.dumps({"benchmark": "loop", **meta, "rows": rows}, indent=2))
+    print(f"wrote {RESULTS / name}")
+
+
+if __name__ == "__main__":
+    main()

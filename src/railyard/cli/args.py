@@ -1,0 +1,111 @@
+"""The small frame every control-plane command shares: argparse with one-line errors, the exit
+codes, a connected client, and ``--json``.
+
+Exit codes: 0 done, 1 refused (401, 403, 404, 409) or the server unreachable, 2 bad input (a
+flag, a script, a 400/422 from the server). Every failure is one line on stderr starting with
+``railyard:``. Standard library only at import time: a command pays for what it uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
+
+if TYPE_CHECKING:
+    from railyard.control.client import Client
+
+Run = Callable[[argparse.Namespace], int | None]
+
+
+def describe(run: Run) -> str | None:
+    """A function's docstring as help text: the first line, then the rest dedented."""
+    first, _, rest = (run.__doc__ or "").strip().partition("\n")
+    return (first + "\n" + textwrap.dedent(rest)).strip() or None
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """One line on stderr, then exit: 2 for bad input, 1 for a refusal."""
+    print(f"railyard: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the command and how to get help."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("railyard").strip()
+        where = f"{command}: " if command else ""
+        fail(f"{where}{message} (hint: {self.prog} --help)")
+
+
+class Command(NamedTuple):
+    """One ``railyard NAME``: ``arguments`` adds its flags (and sub-commands) to a parser;
+    ``run`` is called with the parsed namespace and returns the exit code (None: 0). With
+    ``arguments`` None the command reads its own words from ``namespace.argv``."""
+
+    name: str
+    run: Run
+    arguments: Callable[[Parser], None] | None
+
+    def invoke(self, argv: list[str], prog: str = "railyard") -> int:
+        if self.arguments is None:
+            namespace = argparse.Namespace(argv=argv, prog=f"{prog} {self.name}")
+        else:
+            namespace = self.parser(prog).parse_args(argv)
+        run: Run = namespace.run if self.arguments is not None else self.run
+        return run(namespace) or 0
+
+    @property
+    def summary(self) -> str:
+        return (describe(self.run) or "").partition("\n")[0]
+
+    def parser(self, prog: str = "railyard") -> Parser:
+        parser = Parser(
+            prog=f"{prog} {self.name}",
+            description=describe(self.run),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        parser.set_defaults(run=self.run)
+        if self.arguments is not None:
+            self.arguments(parser)
+        return parser
+
+
+def subcommands(parser: Parser, *commands: Command, required: bool = True) -> None:
+    """Nested commands (``railyard admin users add``), each with its own flags."""
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND", required=required)
+    for command in commands:
+        child = sub.add_parser(
+            command.name,
+            help=command.summary,
+            description=describe(command.run),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        child.set_defaults(run=command.run)
+        if command.arguments is not None:
+            command.arguments(child)
+
+
+def json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def emit_json(data: Any) -> None:
+    print(json.dumps(data, indent=2))
+
+
+@contextmanager
+def connect() -> Iterator[Client]:
+    """A client from the environment; server refusals become one-line exits."""
+    from railyard.control.client import Client, ClientError
+
+    try:
+        with Client.from_env() as client:
+            yield client
+    except ClientError as exc:
+        fail(exc.detail, 2 if exc.status in (400, 422) else 1)

@@ -1,0 +1,94 @@
+"""Cluster commands: ``railyard nodes`` (and drain, resume) and ``railyard queues``."""
+
+from __future__ import annotations
+
+import argparse
+
+from railyard.cli.args import Command, Parser, connect, emit_json, json_flag, subcommands
+from railyard.cli.text import table
+
+
+def nodes(args: argparse.Namespace) -> None:
+    """Nodes, their GPUs in use, and draining."""
+    with connect() as client:
+        rows = client.nodes()
+    if args.json:
+        emit_json(rows)
+        return
+    headers = ("NODE", "FLAVOR", "GPUS", "USED", "STATE", "PATH", "REASON")
+    body = [
+        [n["name"], n["flavor"], str(n["gpus"]), str(n["gpus_used"]), n["state"],
+         "/".join(n["path"]), n["reason"]]
+        for n in rows
+    ]  # fmt: skip
+    print(table(headers, body))
+
+
+def drain(args: argparse.Namespace) -> None:
+    """Stop placing new work on a node (admin); running jobs finish."""
+    with connect() as client:
+        node = client.drain(args.name, args.reason)
+    emit_json(node) if args.json else print(f"{node['name']} {node['state']}")
+
+
+def resume(args: argparse.Namespace) -> None:
+    """Return a drained node to service (admin)."""
+    with connect() as client:
+        node = client.resume(args.name)
+    emit_json(node) if args.json else print(f"{node['name']} {node['state']}")
+
+
+def _drain_args(p: Parser) -> None:
+    p.add_argument("name", metavar="NODE")
+    p.add_argument("--reason", default="", help="shown in `railyard nodes`")
+    json_flag(p)
+
+
+def _resume_args(p: Parser) -> None:
+    p.add_argument("name", metavar="NODE")
+    json_flag(p)
+
+
+def _nodes_args(p: Parser) -> None:
+    json_flag(p)
+    subcommands(
+        p, Command("drain", drain, _drain_args), Command("resume", resume, _resume_args),
+        required=False,
+    )  # fmt: skip
+
+
+def _per_flavor(values: dict[str, int]) -> str:
+    return " ".join(f"{f}={n}" for f, n in sorted(values.items())) or "-"
+
+
+def queues(args: argparse.Namespace) -> None:
+    """Queues: quota per flavor, GPUs in use and borrowed, fair-share usage."""
+    with connect() as client:
+        rows = client.queues()
+    if args.json:
+        emit_json(rows)
+        return
+    headers = ("QUEUE", "PARENT", "WEIGHT", "NOMINAL", "IN USE", "BORROWED", "USAGE GPU-h",
+               "PENDING", "RUNNING", "MEMBERS")  # fmt: skip
+    body = [
+        [
+            q["name"],
+            q["parent"] or "",
+            f"{q['weight']:g}",
+            _per_flavor(q["nominal_gpus"]),
+            _per_flavor(q["used_gpus"]),
+            _per_flavor(q["borrowed_gpus"]),
+            f"{q['usage_gpu_s'] / 3600:,.1f}",
+            str(q["pending_jobs"]),
+            str(q["running_jobs"]),
+            ",".join(q["members"]),
+        ]
+        for q in rows
+    ]
+    print(table(headers, body))
+
+
+COMMANDS = (
+    Command("nodes", nodes, _nodes_args),
+    Command("queues", queues, json_flag),
+)

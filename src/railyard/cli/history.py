@@ -1,0 +1,97 @@
+"""``railyard history``: jobs that ran or are running, like ``sacct``.
+
+One line per job with its state, exit code (``code:signal``, as sacct), elapsed time of its
+last attempt, GPU-hours of that attempt, restarts, start and end. The window is sacct's:
+``--starttime`` (default: midnight today) to ``--endtime`` (default: now) selects the jobs that
+were waiting or running at some moment in it. A user sees their own jobs; an admin sees
+everyone's, or one user's with ``--user``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from railyard.cli.args import Command, Parser, connect, emit_json, fail, json_flag
+from railyard.cli.text import clock, table
+from railyard.cli.timespec import parse_time
+
+if TYPE_CHECKING:
+    from railyard.control.wire import Job
+
+PAGE = 1000
+
+
+def exit_code(job: Job) -> str:
+    """Slurm's ``ExitCode``: ``code:signal`` (``0:9`` for a job killed by SIGKILL); empty
+    while it runs, ``-`` when the end is unknown."""
+    name = job.get("signal")
+    if name and name in signal.Signals.__members__:
+        return f"0:{signal.Signals[name].value}"
+    if job["exit_code"] is not None:
+        return f"{job['exit_code']}:0"
+    return "" if job["end_t_s"] is None else "-"
+
+
+def _local(t_s: float | None) -> str:
+    return "Unknown" if t_s is None else datetime.fromtimestamp(t_s).isoformat(timespec="seconds")
+
+
+def history(args: argparse.Namespace) -> None:
+    """Jobs that ran or are running, like sacct: state, exit code, elapsed, GPU-hours."""
+    now = datetime.now()
+    try:
+        since = parse_time(args.starttime, now) if args.starttime else parse_time("today", now)
+        until = parse_time(args.endtime, now) if args.endtime else now
+    except ValueError as exc:
+        fail(f"history: {exc}")
+    if until < since:
+        fail(f"history: --endtime {until.isoformat()} is before --starttime {since.isoformat()}")
+    states = [s.strip().lower() for item in args.state or [] for s in item.split(",") if s.strip()]
+    jobs: list[Job] = []
+    offset = 0
+    with connect() as client:
+        while args.limit is None or len(jobs) < args.limit:
+            page = client.jobs(
+                states=states,
+                user=args.user,
+                since_t_s=since.timestamp(),
+                until_t_s=until.timestamp(),
+                limit=PAGE,
+                offset=offset,
+            )
+            offset += len(page)
+            # Pending jobs never ran: listed only when asked for (sacct lists them always).
+            jobs += [j for j in page if states or j["state"] != "pending"]
+            if len(page) < PAGE:
+                break
+    jobs = jobs[: args.limit]
+    if args.json:
+        emit_json(jobs)
+        return
+    headers = ("JOBID", "NAME", "USER", "QUEUE", "STATE", "EXITCODE", "ELAPSED", "GPUS",
+               "GPU-HOURS", "RESTARTS", "START", "END")  # fmt: skip
+    rows = []
+    for j in jobs:
+        elapsed = j["elapsed_s"]
+        gpu_h = "" if elapsed is None else f"{elapsed * j['gpus'] / 3600:.2f}"
+        rows.append([
+            j["id"], j["name"] or "-", j["user"], j["queue"], j["state"].upper(), exit_code(j),
+            clock(elapsed), str(j["gpus"]), gpu_h, str(j["restart_count"]),
+            _local(j["start_t_s"]), _local(j["end_t_s"]),
+        ])  # fmt: skip
+    print(table(headers, rows, right=("GPUS", "GPU-HOURS", "RESTARTS")))
+
+
+def _history_args(p: Parser) -> None:
+    p.add_argument("--user", "-u", help="one user's jobs (admins)")
+    p.add_argument("--state", "-s", action="append", help="e.g. failed,cancelled (repeat)")
+    p.add_argument("--starttime", "-S", metavar="TIME", help="default: midnight today")
+    p.add_argument("--endtime", "-E", metavar="TIME", help="default: now")
+    p.add_argument("--limit", type=int, help="at most this many jobs")
+    json_flag(p)
+
+
+COMMANDS = (Command("history", history, _history_args),)

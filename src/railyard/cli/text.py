@@ -1,0 +1,78 @@
+"""Plain-text output of the control-plane commands: aligned columns, Slurm's time formats.
+
+Columns are separated by two spaces and never wrapped, like ``squeue`` and ``sacct``, so
+``grep`` and ``awk`` work on them; nothing here imports more than the standard library.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], right: Iterable[str] = ()) -> str:
+    """Aligned columns under ``headers``; columns named in ``right`` are right-aligned."""
+    body = [list(r) for r in rows]
+    widths = [max([len(h), *(len(r[i]) for r in body)]) for i, h in enumerate(headers)]
+    align_right = [h in set(right) for h in headers]
+    lines = []
+    for cells in [list(headers), *body]:
+        padded = [
+            c.rjust(w) if r else c.ljust(w)
+            for c, w, r in zip(cells, widths, align_right, strict=True)
+        ]
+        lines.append("  ".join(padded).rstrip())
+    return "\n".join(lines)
+
+
+def pairs(items: Iterable[tuple[str, str]]) -> str:
+    """``key  value`` lines with the values aligned (``railyard show``)."""
+    items = list(items)
+    width = max((len(k) for k, _ in items), default=0)
+    return "\n".join(f"{k.ljust(width)}  {v}".rstrip() for k, v in items)
+
+
+def squeue_time(seconds: float | None) -> str:
+    """squeue's TIME: ``M:SS``, ``H:MM:SS``, ``D-HH:MM:SS``."""
+    if seconds is None:
+        return ""
+    days, rest = divmod(int(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}-{hours:02}:{minutes:02}:{secs:02}"
+    return f"{hours}:{minutes:02}:{secs:02}" if hours else f"{minutes}:{secs:02}"
+
+
+def clock(seconds: float | None) -> str:
+    """Slurm's elapsed and time-limit format: ``HH:MM:SS``, ``D-HH:MM:SS`` from a day on."""
+    if seconds is None:
+        return ""
+    days, rest = divmod(int(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    hms = f"{hours:02}:{minutes:02}:{secs:02}"
+    return f"{days}-{hms}" if days else hms
+
+
+def iso(t_s: float | None) -> str:
+    """A Unix time as an ISO date in local time with its offset, to the second."""
+    if t_s is None:
+        return ""
+    return datetime.fromtimestamp(t_s).astimezone().isoformat(timespec="seconds")
+
+
+def ranges(indices: Iterable[int]) -> str:
+    """``[0, 1, 2, 3, 6]`` -> ``0-3,6``."""
+    runs: list[list[int]] = []
+    for i in sorted(indices):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def placement(nodes: dict[str, list[int]] | None) -> str:
+    """``n01:0-7 n02:0-7``, the GPUs a job holds on each node."""
+    return " ".join(f"{n}:{ranges(g)}" for n, g in sorted((nodes or {}).items()))

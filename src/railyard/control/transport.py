@@ -1,0 +1,125 @@
+"""HTTP/1.1 over one keep-alive socket: what the API client needs, standard library only.
+
+A ``railyard`` call must answer in tens of milliseconds; ``http.client`` alone costs about
+20 ms to import (its e-mail header parser, and ssl), a fifth of that. The API answers JSON
+with a ``Content-Length`` (or chunked, which is read too), so a request and its response fit
+in a few lines here. ``https`` wraps the socket with :mod:`ssl`, imported only then.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import NamedTuple
+
+MAX_LINE_BYTES = 65536  # a status or header line longer than this is not our API
+
+
+class Response(NamedTuple):
+    status: int
+    body: bytes
+
+
+class Connection:
+    """One connection to ``host:port``, opened on first use and reused while the server
+    keeps it open. Socket errors raise :class:`OSError` (``ConnectionError`` for a response
+    that is cut short or not HTTP)."""
+
+    def __init__(self, scheme: str, host: str, port: int | None, timeout_s: float) -> None:
+        self.scheme, self.host, self.timeout_s = scheme, host, timeout_s
+        self.port = port or (443 if scheme == "https" else 80)
+        name = f"[{host}]" if ":" in host else host
+        default = self.port == (443 if scheme == "https" else 80)
+        self.host_header = name if default else f"{name}:{self.port}"
+        self._sock: socket.socket | None = None
+        self._buffer = b""
+
+    @property
+    def open(self) -> bool:
+        return self._sock is not None
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+        self._sock, self._buffer = None, b""
+
+    def request(
+        self, method: str, target: str, headers: dict[str, str], body: bytes | None = None
+    ) -> Response:
+        if self._sock is None:
+            self._connect()
+        assert self._sock is not None
+        head = [f"{method} {target} HTTP/1.1", f"Host: {self.host_header}"]
+        head += [f"{k}: {v}" for k, v in headers.items()]
+        if body is not None or method in ("POST", "PUT", "PATCH"):
+            head.append(f"Content-Length: {len(body or b'')}")
+        self._sock.sendall("\r\n".join(head).encode("latin-1") + b"\r\n\r\n" + (body or b""))
+        status, fields, version = self._read_head()
+        data = b"" if method == "HEAD" or status in (204, 304) else self._read_body(fields)
+        if fields.get("connection", "").lower() == "close" or version == "HTTP/1.0":
+            self.close()
+        return Response(status, data)
+
+    def _connect(self) -> None:
+        sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.scheme == "https":
+            import ssl  # only for https: it costs as much to import as the rest of a call
+
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self.host)
+        self._sock, self._buffer = sock, b""
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def _fill(self) -> None:
+        assert self._sock is not None
+        chunk = self._sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        self._buffer += chunk
+
+    def _line(self) -> bytes:
+        while (end := self._buffer.find(b"\r\n")) < 0:
+            if len(self._buffer) > MAX_LINE_BYTES:
+                raise ConnectionError("response line too long: not railyard's API")
+            self._fill()
+        line, self._buffer = self._buffer[:end], self._buffer[end + 2 :]
+        return line
+
+    def _exactly(self, size: int) -> bytes:
+        while len(self._buffer) < size:
+            self._fill()
+        data, self._buffer = self._buffer[:size], self._buffer[size:]
+        return data
+
+    def _read_head(self) -> tuple[int, dict[str, str], str]:
+        """The status, the header fields (lower-case names) and the HTTP version."""
+        while True:
+            version, _, rest = self._line().decode("latin-1").partition(" ")
+            code = rest[:3]
+            if not version.startswith("HTTP/") or not code.isdigit():
+                raise ConnectionError(f"not an HTTP response: {version} {rest}"[:120])
+            fields: dict[str, str] = {}
+            while line := self._line():
+                name, _, value = line.decode("latin-1").partition(":")
+                fields[name.strip().lower()] = value.strip()
+            if not 100 <= int(code) < 200:  # 1xx: an interim response, the real one follows
+                return int(code), fields, version
+
+    def _read_body(self, fields: dict[str, str]) -> bytes:
+        if "chunked" in fields.get("transfer-encoding", "").lower():
+            parts = []
+            while size := int(self._line().split(b";")[0].strip() or b"0", 16):
+                parts.append(self._exactly(size))
+                self._line()  # the CRLF after each chunk
+            while self._line():  # trailer fields, then the blank line
+                pass
+            return b"".join(parts)
+        if "content-length" in fields:
+            return self._exactly(int(fields["content-length"]))
+        try:  # no length: the body runs to the end of the connection
+            while True:
+                self._fill()
+        except ConnectionError:
+            data = self._buffer
+            self.close()
+            return data

@@ -1,0 +1,102 @@
+"""The JSON the REST API answers, as its client reads it: typed dicts, no pydantic.
+
+The server's response models (:mod:`railyard.control.schemas`) define these shapes; the client
+keeps them as the plain dicts that ``json.loads`` gives, so a ``railyard`` call imports neither
+pydantic nor the scheduler, and ``--json`` prints exactly what the server said. Fields a newer
+server adds pass through untouched. ``tests/control/test_wire.py`` checks that every required
+key named here is a field of the matching response model. (No ``from __future__ import
+annotations`` here: TypedDict reads ``NotRequired`` from evaluated annotations.)
+"""
+
+from typing import NotRequired, TypedDict
+
+
+class Job(TypedDict):
+    id: str
+    name: str
+    state: str
+    reason: str
+    queue: str
+    user: str
+    flavor: str
+    gpus: int
+    workers: int
+    gpus_per_worker: int
+    priority: int
+    preemptible: bool
+    placement: dict[str, list[int]] | None
+    command: list[str]
+    workdir: str
+    walltime_s: float | None
+    topology: str | None
+    array_parent: str | None
+    array_index: int | None
+    submit_t_s: float
+    start_t_s: float | None
+    end_t_s: float | None
+    age_s: float
+    elapsed_s: float | None
+    restart_count: int
+    exit_code: int | None
+    outcome: str | None
+    hold: str | None  # "user" or "admin" while held (Slurm's JobHeldUser / JobHeldAdmin)
+    signal: NotRequired[str | None]  # the signal that ended it, from servers that record it
+
+
+class LogChunk(TypedDict):
+    job_id: str
+    rank: int
+    text: str
+    offset: int
+    state: str
+    finished: bool
+
+
+class Node(TypedDict):
+    name: str
+    flavor: str
+    gpus: int
+    gpus_used: int
+    state: str
+    reason: str
+    path: list[str]
+
+
+class Queue(TypedDict):
+    name: str
+    parent: str | None
+    nominal_gpus: dict[str, int]
+    borrowing_limit_gpus: dict[str, int]
+    lending_limit_gpus: dict[str, int]
+    weight: float
+    members: list[str]
+    used_gpus: dict[str, int]
+    borrowed_gpus: dict[str, int]
+    usage_gpu_s: float
+    pending_jobs: int
+    running_jobs: int
+
+
+class User(TypedDict):
+    id: int
+    name: str
+    is_admin: bool
+    created_t_s: float
+    queues: list[str]
+
+
+class Token(TypedDict):
+    id: int
+    user: str
+    label: str
+    created_t_s: float
+    revoked: bool
+
+
+class TokenCreated(Token):
+    token: str
+
+
+class Health(TypedDict):
+    status: str
+    version: str

@@ -1,0 +1,70 @@
+"""The control-plane commands stay cheap to start: they must not import the server, the
+database layer, pydantic, numpy, the scheduler or typer (a fresh interpreter per case, as a
+user's shell starts one). How fast they are is measured in benchmarks/bench_cli.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ["fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "pydantic", "numpy",
+         "httpx", "typer", "rich", "railyard.sched", "railyard.control.schemas"]  # fmt: skip
+
+PROBE = """
+import contextlib, io, json, sys
+from railyard.cli.main import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    code = main(sys.argv[1:])
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["queue", "--help"],
+        ["submit", "--help"],
+        ["history", "--help"],
+        ["admin", "queues", "add", "--help"],
+        # a submit with every value a parser checks; it fails to connect, which is fine
+        [
+            "submit",
+            "-G",
+            "2",
+            "-t",
+            "1:00:00",
+            "--priority",
+            "high",
+            "--topology",
+            "leaf-group",
+            "--array",
+            "0-3",
+            "--",
+            "true",
+        ],
+        ["queue"],
+    ],
+)
+def test_control_commands_import_nothing_heavy(argv: list[str]) -> None:
+    env = {"RAILYARD_URL": "http://127.0.0.1:9", "RAILYARD_TOKEN": "x", "PATH": "/usr/bin"}
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, env=env, check=True
+    )
+    report = json.loads(out.stdout)
+    assert report["code"] in (0, 1), out.stderr  # 1: nothing listens on port 9
+    loaded = [m for m in report["modules"] if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+    assert loaded == []
+
+
+def test_a_design_command_still_gets_typer() -> None:
+    """The probe can see a heavy import: `presets` loads typer and the blueprints."""
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, "presets"], capture_output=True, text=True, check=True
+    )
+    report = json.loads(out.stdout)
+    assert report["code"] == 0
+    assert "typer" in report["modules"]

@@ -1,0 +1,72 @@
+"""Schema upgrades keep rows: a store made at the first revision, with a job in it, reaches
+the newest revision (jobs.hold added, NULL for old rows) and back, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from alembic import command
+from sqlalchemy import Engine, MetaData, insert, inspect, text
+from tests.control.conftest import fresh_pg_database
+
+from railyard.control.store import (
+    _alembic_config,
+    current_revision,
+    make_engine,
+    migrate,
+    sqlite_url,
+)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+    if request.param == "sqlite":
+        engine = make_engine(sqlite_url(tmp_path / "old.db"))
+        yield engine
+        engine.dispose()
+        return
+    with fresh_pg_database() as url:
+        engine = make_engine(url)
+        yield engine
+        engine.dispose()
+
+
+def _to(engine: Engine, revision: str, *, down: bool = False) -> None:
+    config = _alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        (command.downgrade if down else command.upgrade)(config, revision)
+
+
+JOB_AT_0001 = {
+    "id": "1", "number": 1, "user_id": 1, "queue": "q", "name": "old", "state": "pending",
+    "reason": "", "command": ["true"], "workdir": "", "env": {}, "flavor": "v", "workers": 1,
+    "gpus_per_worker": 1, "priority": 500, "preemptible": False, "min_runtime_s": 0.0,
+    "checkpoint_grace_s": 30.0, "preempt_signal": "SIGUSR1", "requeue_on_failure": False,
+    "max_restarts": 3, "restart_count": 0, "submit_t_s": 5.0, "updated_t_s": 5.0,
+}  # fmt: skip
+
+
+def test_upgrade_keeps_jobs_and_adds_hold(engine: Engine) -> None:
+    _to(engine, "0001")
+    tables = MetaData()
+    tables.reflect(engine)  # the tables as revision 0001 made them
+    with engine.begin() as c:
+        c.execute(insert(tables.tables["users"]).values(id=1, name="a", is_admin=False,
+                                                        created_t_s=0.0))  # fmt: skip
+        c.execute(insert(tables.tables["queues"]).values(
+            name="q", nominal_gpus={}, borrowing_limit_gpus={}, lending_limit_gpus={},
+            weight=1.0, created_t_s=0.0,
+        ))  # fmt: skip
+        c.execute(insert(tables.tables["jobs"]).values(**JOB_AT_0001))
+    migrate(engine)
+    assert "hold" in {c["name"] for c in inspect(engine).get_columns("jobs")}
+    with engine.connect() as c:
+        assert c.execute(text("SELECT name, hold FROM jobs")).all() == [("old", None)]
+    _to(engine, "0001", down=True)
+    assert current_revision(engine) == "0001"
+    assert "hold" not in {c["name"] for c in inspect(engine).get_columns("jobs")}
+    with engine.connect() as c:
+        assert c.execute(text("SELECT name FROM jobs")).all() == [("old",)]
