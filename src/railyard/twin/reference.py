@@ -18,6 +18,9 @@ from railyard.fabric.build import build_fabric
 from railyard.fabric.model import FabricError
 
 IB_SWITCH_FOR_GBIT_S = {200: "QM8700", 400: "QM9700"}  # HDR and NDR generations
+# RoCE rows (Meta's Llama 3 cluster: 400 Gb/s Ethernet, Arista 7800 / Minipack2, Dubey et al.
+# 2024 section 3.3.1): a 51.2 Tb/s switch split into 128 x 400G ports stands in for them
+ETH_SWITCH_FOR_GBIT_S = {400: "SN5600-400G", 800: "SN5600"}
 
 
 def nodes_of(row: Mapping[str, str]) -> int:
@@ -35,11 +38,13 @@ def reference_blueprint(row: Mapping[str, str]) -> Blueprint:
         return load("a3-mega").blueprint  # Google A3 Mega, 8x200G per node (seed 004)
     nics = re.match(r"\s*(\d+)\s*x\s*(\d+)\s*g", fabric)
     count, gbit_s = (int(nics.group(1)), int(nics.group(2))) if nics else (8, 400)
-    switch = IB_SWITCH_FOR_GBIT_S.get(gbit_s, "QM9700")
+    roce = "roce" in fabric or "ethernet" in fabric
+    switch = (ETH_SWITCH_FOR_GBIT_S if roce else IB_SWITCH_FOR_GBIT_S).get(gbit_s, "QM9700")
+    transport = "roce" if roce else "infiniband"
     for tiers in (1, 2, 3) if nodes > 1 else (1,):
         design = "single" if tiers == 1 else "rail-optimized"
         try:
-            bp = _cluster(gpu, nodes, count, gbit_s, design, [switch] * tiers)
+            bp = _cluster(gpu, nodes, count, gbit_s, design, [switch] * tiers, transport)
             build_fabric(bp)
             return bp
         except FabricError:
@@ -48,7 +53,13 @@ def reference_blueprint(row: Mapping[str, str]) -> Blueprint:
 
 
 def _cluster(
-    gpu: str, nodes: int, nics: int, gbit_s: int, design: str, tiers: list[str]
+    gpu: str,
+    nodes: int,
+    nics: int,
+    gbit_s: int,
+    design: str,
+    tiers: list[str],
+    transport: str = "infiniband",
 ) -> Blueprint:
     tier_list = ", ".join(f"{{switch: {t}}}" for t in tiers)
     text = textwrap.dedent(
@@ -65,7 +76,7 @@ def _cluster(
           n: {{node_type: box, count: {nodes}, hostname_prefix: n}}
         fabric:
           design: {design}
-          transport: infiniband
+          transport: {transport}
           tiers: [{tier_list}]
         """
     )
