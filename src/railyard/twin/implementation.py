@@ -74,10 +74,11 @@ class Implementation:
 
 
 PRESETS: dict[str, Implementation] = {
-    # PyTorch eager + SDPA (its flash backend is FlashAttention-2), AMP autocast, AdamW foreach
+    # PyTorch eager + SDPA (its flash backend is FlashAttention-2, PyTorch 2.2 release notes),
+    # AMP autocast, AdamW(fused=True) as nanoGPT's configure_optimizers picks on CUDA
     "eager": Implementation(
         "eager", attention="flash2", fused_elementwise=False, fused_bias_grad=False,
-        grad_accum_fusion=False, autocast=True, loss="eager", optimizer="foreach",
+        grad_accum_fusion=False, autocast=True, loss="eager", optimizer="fused",
     ),
     # Megatron-LM without Transformer Engine (the SC'21 runs): fused element-wise kernels,
     # unfused attention with fused scale-mask-softmax, bf16/fp16 weights with fp32 main grads
@@ -85,7 +86,8 @@ PRESETS: dict[str, Implementation] = {
         "megatron", attention="unfused", fused_elementwise=True, fused_bias_grad=False,
         grad_accum_fusion=False, autocast=False, loss="megatron", optimizer="fused",
     ),
-    # Megatron-Core + Transformer Engine: cuDNN fused attention on Hopper (FA2 on Ampere),
+    # Megatron-Core + Transformer Engine: cuDNN fused attention on Hopper (FA2 on Ampere: "TE
+    # prefers cuDNN flash attention on Hopper+ and Tri Dao's on Ampere", NVIDIA/NeMo PR 9188),
     # BGRADB epilogues, gradient-accumulation fusion, fused cross-entropy
     "megatron-te": Implementation(
         "megatron-te", attention="cudnn", fused_elementwise=True, fused_bias_grad=True,
@@ -99,6 +101,7 @@ def implementation(
     *,
     attention: str | None = None,
     fused_loss: bool | None = None,
+    optimizer: str | None = None,
     grad_accum_fusion: bool | None = None,
     cuda_graphs: bool | None = None,
 ) -> Implementation:
@@ -118,6 +121,10 @@ def implementation(
         changes["attention"] = attention
     if fused_loss is not None:
         changes["loss"] = "fused" if fused_loss else ("eager" if impl.autocast else "megatron")
+    if optimizer is not None:
+        if optimizer not in OPTIMIZER_BYTES:
+            raise ValueError(f"unknown optimizer {optimizer!r}; known: fused, foreach")
+        changes["optimizer"] = optimizer
     if grad_accum_fusion is not None:
         changes["grad_accum_fusion"] = grad_accum_fusion
     if cuda_graphs is not None:
