@@ -37,7 +37,8 @@ SUSTAINED_RATIO = 0.845
 # above uses in its wave-quantization example), either orientation.
 TILE_LONG, TILE_SHORT = 256, 128
 # k elements streamed before a tile's main loop runs at full rate: a 4-stage software pipeline
-# of 64-wide k slices, the depth of CUTLASS's sm80/sm90 multistage mainloops.
+# of 64-wide k slices, the depth of CUTLASS's sm80/sm90 multistage mainloops (fp8 slices are
+# 128 wide, the same bytes, so twice the elements).
 K_FILL = 256
 # fp8 tensor cores run at twice the bf16 dense rate on Hopper and Blackwell (H100 datasheet:
 # 1,979 vs 989 TFLOPS dense), but the best measured fp8 matmul is a smaller fraction of that
@@ -101,7 +102,8 @@ class KernelModel:
         for tm, tn in ((TILE_LONG, TILE_SHORT), (TILE_SHORT, TILE_LONG)):
             tiles = batch * math.ceil(m / tm) * math.ceil(n / tn)
             waves = math.ceil(tiles / self.sms)
-            best = min(best, (waves * k + K_FILL) * 2.0 * tm * tn / sm_flops_s)
+            k_fill = K_FILL * 2.0 / self.operand_bytes
+            best = min(best, (waves * k + k_fill) * 2.0 * tm * tn / sm_flops_s)
         return best
 
     def gemm_efficiency(self, m: float, n: float, k: float) -> float:

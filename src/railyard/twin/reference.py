@@ -52,6 +52,14 @@ def reference_blueprint(row: Mapping[str, str]) -> Blueprint:
     raise ValueError(f"row {row.get('id')}: no {switch} fabric of up to 3 tiers fits {nodes} nodes")
 
 
+def single_node_blueprint(gpu: str, gpus: int) -> Blueprint:
+    """One node of ``gpus`` x ``gpu`` behind one switch: the network model for a blueprint
+    without a fabric (``local``), where every collective stays inside the node."""
+    if not gpu or gpus < 1:
+        raise ValueError("the node has no GPUs the catalogue knows")
+    return _cluster(gpu, 1, 8, 400, "single", ["QM9700"], gpus=gpus)
+
+
 def _cluster(
     gpu: str,
     nodes: int,
@@ -60,6 +68,8 @@ def _cluster(
     design: str,
     tiers: list[str],
     transport: str = "infiniband",
+    *,
+    gpus: int = 8,
 ) -> Blueprint:
     tier_list = ", ".join(f"{{switch: {t}}}" for t in tiers)
     text = textwrap.dedent(
@@ -68,8 +78,8 @@ def _cluster(
         node_types:
           box:
             gpu: {gpu}
-            gpus: 8
-            nvlink_domain_gpus: 8
+            gpus: {gpus}
+            nvlink_domain_gpus: {gpus}
             nics: {{count: {nics}, speed_gbit_s: {gbit_s}}}
             power_w: 10000
         node_groups:

@@ -82,6 +82,7 @@ def best_parallelism(
     *,
     top: int = 5,
     base: Parallelism = DEFAULT_BASE,
+    gpu_name: str | None = None,
 ) -> list[StepEstimate]:
     """The ``top`` fastest splits that fit in memory, fastest first; empty when none fits."""
     if seq_len is not None and seq_len != arch.seq_len:
@@ -89,7 +90,7 @@ def best_parallelism(
     fitting: list[StepEstimate] = []
     for par in candidates(arch, gpus, gpus_per_node, global_batch, base):
         try:
-            est = estimate_step(arch, par, gpu, gpus_per_node, comm)
+            est = estimate_step(arch, par, gpu, gpus_per_node, comm, gpu_name=gpu_name)
         except ValueError:
             continue
         if est.fits:
