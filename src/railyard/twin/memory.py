@@ -107,7 +107,7 @@ class MemoryEstimate:
     logits_bytes: float
     needed_bytes: float
     available_bytes: float
-    stage: str  # which pipeline stage is the busiest: "first", "last", "only" or "k of p"
+    stage: str  # the busiest: "first stage", "last stage", "only stage" or "stage k of p"
     loss_temp_bytes: float = 0.0
     stages: tuple[StageMemory, ...] = ()
     capacity_bytes: float = 0.0
@@ -132,7 +132,7 @@ class MemoryEstimate:
         st = self.states
         act = self.activations_bytes + self.logits_bytes + self.loss_temp_bytes
         return (
-            f"{verdict}: needs {self.needed_bytes / GIB:.1f} GiB per GPU ({self.stage} stage), "
+            f"{verdict}: needs {self.needed_bytes / GIB:.1f} GiB per GPU ({self.stage}), "
             f"{self.available_bytes / GIB:.1f} GiB usable of {self.capacity_bytes / GIB:.1f}; "
             f"largest part: {self.dominant} (weights {st.weights_bytes / GIB:.1f}, grads "
             f"{st.grads_bytes / GIB:.1f}, optimizer {st.optimizer_bytes / GIB:.1f}, activations "
@@ -313,8 +313,13 @@ def estimate_memory(
             )
         )
     busiest = max(stages, key=lambda st: st.total_bytes)
-    name = "only" if p == 1 else {0: "first", p - 1: "last"}.get(busiest.stage, "")
-    name = name or f"{busiest.stage + 1} of {p}"
+    name = (
+        "only stage"
+        if p == 1
+        else {0: "first stage", p - 1: "last stage"}.get(
+            busiest.stage, f"stage {busiest.stage + 1} of {p}"
+        )
+    )
     capacity = capacity_bytes(gpu, gpu_name)
     return MemoryEstimate(
         states=busiest.states,

@@ -48,9 +48,9 @@ def load_model_file(path: str | Path) -> LlmArch:
         raise ModelFileError(
             f"{file}:1: expected a mapping of fields (hint: layers: 32, hidden: 4096, ...)"
         )
-    default = Path(path).stem
+    fields = {"name": Path(path).stem} | {str(k): v for k, v in data.items()}
     try:
-        return arch_from_fields({str(k): v for k, v in data.items()}, default_name=default)
+        return arch_from_fields(fields)
     except SpecError as exc:
         raise ModelFileError(f"{file}:{_line_of(root, exc.field)}: {exc}") from None
 

@@ -119,7 +119,8 @@ def read_table(path: str | Path) -> list[dict[str, str]]:
             rows = []
             for row in reader:
                 line = reader.line_num
-                clean = {k: (v or "").strip() for k, v in row.items() if k is not None}
+                clean = {c: "" for c in COLUMNS}  # optional columns default to empty
+                clean |= {k: (v or "").strip() for k, v in row.items() if k is not None}
                 clean["_line"] = str(line)
                 if clean["kind"] not in KINDS:
                     raise TableError(
@@ -174,8 +175,9 @@ def validate_all(
         except (KeyError, ValueError) as exc:
             if shipped:
                 raise
-            raise TableError(f"{where}: {row.get('id', '?')}: {exc} (hint: see the columns "
-                             f"of railyard's data/perf_reference.csv)") from None  # fmt: skip
+            raise TableError(
+                f"{where}: {row.get('id', '?')}: {exc} (hint: fix the row's params)"
+            ) from None
     if shipped:
         checks = [
             dataclasses.replace(c, note=f"{c.note}; miss: {MISS_CAUSES[c.row_id]}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import difflib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from railyard.twin import checkpoint as ckpt
 from railyard.twin.memory import OPTIMIZER_BYTES, estimate_memory, model_state_bytes
 from railyard.twin.models import PRESETS, LlmArch, Parallelism
 from railyard.twin.spec import (
+    ARCH_FIELDS,
+    SPLIT_FIELDS,
     SpecError,
     arch_from_fields,
     parse_params,
@@ -121,7 +124,12 @@ def training_setup(row: Mapping[str, str]) -> tuple[LlmArch, Parallelism, str]:
     GBS 512") with run_table_1.sh's settings. SpecError/ValueError name what is missing."""
     gpus = int(row["gpus"])
     fields = parse_params(row.get("params", "") or "")
-    arch_f, split_f, _ = split_fields(fields)
+    arch_f, split_f, rest = split_fields(fields)
+    for key in rest:
+        if key != "flops":
+            close = difflib.get_close_matches(key, [*SPLIT_FIELDS, *ARCH_FIELDS, "flops"], n=1)
+            hint = f"did you mean {close[0]}?" if close else "see railyard.twin.spec"
+            raise SpecError(key, "unknown field", hint)
     if arch_f or split_f:
         arch = arch_from_fields(arch_f, default_name=row["id"])
         par = split_from_fields(split_f)
