@@ -556,7 +556,8 @@ def calibrate(
         from railyard.twin.calibrate import measure
         from railyard.twin.calibration import save
     except ImportError as exc:  # torch is an optional extra
-        raise fail(f"calibrate needs torch ({exc.name} missing) (hint: install torch)") from None
+        missing = f"calibrate needs torch ({exc.name} missing)"
+        raise fail(f"{missing} (hint: pip install 'railyard[torch]')") from None
     if device not in (None, "cpu", "cuda") and not (device or "").startswith("cuda:"):
         raise fail(f"--device: {device!r} is not cpu or cuda")
     try:
