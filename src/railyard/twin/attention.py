@@ -69,9 +69,12 @@ CAUSAL_WORK = 0.5  # a causal kernel skips the masked half of the score tiles
 KERNELS = {"fwd": 1, "bwd": 3}
 
 
+_LOG2: dict[float, float] = {float(v): math.log2(v) for v in (*SEQS, 64, 128)}
+
+
 def _interp(xs: Sequence[float], ys: Sequence[float], x: float) -> float:
     """Piecewise-linear interpolation in log2(x), clamped to the ends."""
-    lx = [math.log2(v) for v in xs]
+    lx = [_LOG2.get(float(v)) or math.log2(v) for v in xs]
     t = math.log2(max(x, 1.0))
     if t <= lx[0]:
         return float(ys[0])

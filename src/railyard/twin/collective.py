@@ -129,7 +129,14 @@ class _Candidate:
         return self.fill_steps * np.minimum(size_bytes, loop)
 
     def time_s(self, size_bytes: float) -> float:
-        fill = float(self.fill_bytes(np.asarray(float(size_bytes))))
+        """One size, in plain floats (the step model calls this thousands of times)."""
+        fill = 0.0
+        if self.concurrent_ops:
+            chunk = float(NVLS_CHUNK_BYTES)
+            for loops, smaller in ((64, 65536.0), (8, 32768.0), (2, 16384.0)):
+                if size_bytes < loops * self.concurrent_ops * chunk and chunk > smaller:
+                    chunk = smaller
+            fill = self.fill_steps * min(size_bytes, self.concurrent_ops * chunk)
         return self.latency_s + self.s_per_byte * (size_bytes + fill)
 
 
@@ -187,6 +194,7 @@ class CollectiveModel:
         self._router: Router | None = None
         self._plans: dict[tuple[object, ...], list[_Candidate]] = {}
         self._inter: dict[tuple[object, ...], tuple[float, int]] = {}
+        self._times: dict[tuple[object, ...], float] = {}
         eff = wire_efficiency(self.links.transport)
         self._link_gbyte_s = self.fabric.link_gbit_s / 8 * eff
 
@@ -203,7 +211,16 @@ class CollectiveModel:
         algo: str | None = None,
     ) -> float:
         """Predicted time of one collective of ``size_bytes`` (nccl-tests' size column)."""
-        return self._best(op, size_bytes, nodes, gpus_per_node, placement, algo)[0]
+        if not isinstance(placement, str):
+            return self._best(op, size_bytes, nodes, gpus_per_node, placement, algo)[0]
+        key = (op, size_bytes, nodes, gpus_per_node, placement, algo)
+        found = self._times.get(key)
+        if found is None:  # the step model asks the same few sizes over and over
+            if len(self._times) > 65536:
+                self._times.clear()
+            found = self._best(op, size_bytes, nodes, gpus_per_node, placement, algo)[0]
+            self._times[key] = found
+        return found
 
     def busbw_gbyte_s(
         self,
@@ -327,9 +344,7 @@ class CollectiveModel:
         algo: str | None,
     ) -> tuple[float, _Candidate]:
         cands = self._plan(op, nodes, g, placement, algo)
-        times = [c.time_s(size_bytes) for c in cands]
-        i = int(np.argmin(times))
-        return times[i], cands[i]
+        return min(((c.time_s(size_bytes), c) for c in cands), key=lambda tc: tc[0])
 
     def _plan(
         self, op: str, nodes: int, g: int, placement: str | Sequence[int], algo: str | None

@@ -24,6 +24,7 @@ choices of one software stack, and any switch can be overridden.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 from railyard.twin.attention import BACKENDS, resolve_backend
@@ -96,6 +97,7 @@ PRESETS: dict[str, Implementation] = {
 }  # fmt: skip
 
 
+@functools.lru_cache(maxsize=256)
 def implementation(
     name: str,
     *,

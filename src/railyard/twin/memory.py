@@ -8,6 +8,7 @@ optimizer; activations follow Korthikanti et al. 2022 (arXiv 2205.05198) section
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from railyard.blueprint.catalog import GpuSpec
@@ -236,6 +237,7 @@ def in_flight_micro_batches(stage: int, pp: int, interleave: int, micro_batches:
     return min(chunks, micro_batches * interleave) / interleave
 
 
+@functools.lru_cache(maxsize=4096)
 def estimate_memory(
     arch: LlmArch,
     par: Parallelism,
@@ -245,7 +247,8 @@ def estimate_memory(
     reserved_bytes: float = RESERVED_BYTES,
     gpu_name: str | None = None,
 ) -> MemoryEstimate:
-    """Memory of every pipeline stage of this split on this GPU, and the busiest one.
+    """Memory of every pipeline stage of this split on this GPU, and the busiest one (a pure
+    function of its arguments, memoised: a search asks it first and the step model again).
 
     Gradient bytes default to Megatron's fp32 main grads (4) unless ZeRO stage 2 or 3 is used,
     whose paper counts bf16 gradients (2). Dense weights are sharded over the dp x cp ranks,
@@ -291,28 +294,41 @@ def estimate_memory(
     loss_temp = LOSS_TEMP_BYTES_PER_LOGIT[impl.loss] * tokens * arch.vocab / t
     m = max(1, par.micro_batches)
     stages: list[StageMemory] = []
+    totals: list[float] = []
+    by_layers: dict[int, ModelStates] = {}  # most stages share a layer count
+    no_tables = states(0.0, dp_ranks)
+    last_tables = table + final_norm if (p > 1 or not arch.tied_embeddings) else 0.0
     for i, n_layers in enumerate(par.layers_per_stage(arch)):
-        first, last = i == 0, i == p - 1
-        tables = (table + positions if first else 0.0) + (
-            table + final_norm if last and (p > 1 or not arch.tied_embeddings) else 0.0
-        )
-        layer_states = states(n_layers * dense_layer_params / t, dp_ranks)
-        if expert_params:
-            layer_states = layer_states + states(n_layers * expert_params / t, dp_ranks // par.ep)
+        tables = (table + positions if i == 0 else 0.0) + (last_tables if i == p - 1 else 0.0)
+        layer_states = by_layers.get(n_layers)
+        if layer_states is None:
+            layer_states = states(n_layers * dense_layer_params / t, dp_ranks)
+            if expert_params:
+                experts = states(n_layers * expert_params / t, dp_ranks // par.ep)
+                layer_states = layer_states + experts
+            by_layers[n_layers] = layer_states
+        table_states = states(tables, dp_ranks) if tables else no_tables
         held = in_flight_micro_batches(i, p, par.interleave, m)
-        stages.append(
-            StageMemory(
-                stage=i,
-                layers=n_layers,
-                layer_states=layer_states,
-                table_states=states(tables, dp_ranks),
-                activations_bytes=per_layer * n_layers * held,
-                logits_bytes=logits if last else 0.0,
-                loss_temp_bytes=loss_temp if last else 0.0,
-                in_flight_micro_batches=held,
-            )
+        last = i == p - 1
+        stage = StageMemory(
+            stage=i,
+            layers=n_layers,
+            layer_states=layer_states,
+            table_states=table_states,
+            activations_bytes=per_layer * n_layers * held,
+            logits_bytes=logits if last else 0.0,
+            loss_temp_bytes=loss_temp if last else 0.0,
+            in_flight_micro_batches=held,
         )
-    busiest = max(stages, key=lambda st: st.total_bytes)
+        stages.append(stage)
+        totals.append(
+            layer_states.total_bytes
+            + table_states.total_bytes
+            + stage.activations_bytes
+            + stage.logits_bytes
+            + stage.loss_temp_bytes
+        )
+    busiest = stages[max(range(len(stages)), key=totals.__getitem__)]
     name = (
         "only stage"
         if p == 1

@@ -10,6 +10,7 @@ from an injected :class:`CommModel`, so this module holds no network model of it
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -19,6 +20,7 @@ from railyard.twin.calibration import Calibration
 from railyard.twin.implementation import Implementation, attention_backend, for_split
 from railyard.twin.kernels import SUSTAINED_RATIO, KernelModel, kernel_model
 from railyard.twin.layer import (
+    LayerWork,
     Work,
     embedding_work,
     grad_accumulation_work,
@@ -141,6 +143,19 @@ def kernels_for(
     calibration: Calibration | None = None,
 ) -> KernelModel:
     """The kernel rates of this GPU for this run (calibration figures replace published ones)."""
+    return _kernels(gpu, gpu_name, par.gpus > 1, par.precision == "fp8", impl.cuda_graphs,
+                    calibration)  # fmt: skip
+
+
+@functools.lru_cache(maxsize=512)
+def _kernels(
+    gpu: GpuSpec,
+    gpu_name: str,
+    node_busy: bool,
+    fp8: bool,
+    cuda_graphs: bool,
+    calibration: Calibration | None,
+) -> KernelModel:
     overrides: dict[str, float] = {}
     if calibration is not None:
         overrides = {
@@ -153,11 +168,56 @@ def kernels_for(
         gpu_name,
         gpu.bf16_dense_tflops,
         gpu.mem_bw_tbyte_s,
-        node_busy=par.gpus > 1,
-        fp8=par.precision == "fp8",
-        cuda_graphs=impl.cuda_graphs,
+        node_busy=node_busy,
+        fp8=fp8,
+        cuda_graphs=cuda_graphs,
         **overrides,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _MicroBatch:
+    """One micro-batch's work on one GPU: a layer, and the first and last stage's extras."""
+
+    layer: LayerWork
+    layer_step: Work  # forward + backward + recompute + gradient accumulation of one layer
+    first_extra: Work  # embedding
+    last_extra: Work  # output layer and loss
+
+
+@functools.lru_cache(maxsize=4096)
+def _micro_batch(
+    arch: LlmArch,
+    split: Parallelism,
+    impl: Implementation,
+    backend: str,
+    km: KernelModel,
+    name: str,
+    sustained: float,
+    calibration: Calibration | None,
+) -> _MicroBatch:
+    """The per-micro-batch work depends on few of the split's fields (``split`` carries only
+    those); a parallelism search prices thousands of splits that share them, so it is computed
+    once per key. The returned Work objects are only read."""
+    t = split.tp
+    layer = layer_work(arch, split, impl, backend, km, name, sustained=sustained,
+                       calibration=calibration)  # fmt: skip
+    dense_params = arch.layer_params() - (arch.experts * arch.mlp_matmul_params())
+    layer_params = dense_params / t + (
+        arch.experts * arch.mlp_matmul_params() / split.ep / t if arch.is_moe else 0.0
+    )
+    layer_step = Work()
+    for part in (layer.fwd, layer.bwd, layer.recompute):
+        layer_step.extend(part)
+    layer_step.extend(grad_accumulation_work(layer_params, weight_tensors(arch), impl, km))
+    table = arch.vocab * arch.hidden / t
+    first_extra, last_extra = Work(), Work()
+    first_extra.extend(embedding_work(arch, split, impl, km))
+    first_extra.extend(grad_accumulation_work(table, 1, impl, km))
+    last_extra.extend(logits_work(arch, split, impl, km))
+    if split.pp > 1 or not arch.tied_embeddings:
+        last_extra.extend(grad_accumulation_work(table, 1, impl, km))
+    return _MicroBatch(layer, layer_step, first_extra, last_extra)
 
 
 def estimate_step(
@@ -192,36 +252,36 @@ def estimate_step(
     km = kernels_for(gpu, name, par, impl, calibration)
     sustained = SUSTAINED_RATIO if par.gpus > 1 else 1.0
     m, p, v, t = par.micro_batches, par.pp, par.interleave, par.tp
-    layer = layer_work(
-        arch, par, impl, backend, km, name, sustained=sustained, calibration=calibration
-    )
+    key = Parallelism(
+        tp=t, cp=par.cp, ep=par.ep, pp=min(p, 2), micro_batch=par.micro_batch,
+        global_batch=par.micro_batch, sequence_parallel=par.sequence_parallel,
+        recompute=par.recompute,
+    )  # fmt: skip
+    mb = _micro_batch(arch, key, impl, backend, km, name, sustained, calibration)
+    layer, layer_step = mb.layer, mb.layer_step
+    first_extra, last_extra = mb.first_extra, mb.last_extra
     stage_layers = par.layers_per_stage(arch)
-
-    # 1. per-stage work for one micro-batch
     dense_params = arch.layer_params() - (arch.experts * arch.mlp_matmul_params())
-    layer_params = dense_params / t + (
-        arch.experts * arch.mlp_matmul_params() / par.ep / t if arch.is_moe else 0.0
-    )
-    accum = grad_accumulation_work(layer_params, weight_tensors(arch), impl, km)
     table = arch.vocab * arch.hidden / t
-    layer_step = Work()
-    layer_step.extend(layer.fwd)
-    layer_step.extend(layer.bwd)
-    layer_step.extend(layer.recompute)
-    layer_step.extend(accum)
-    stage_work: list[Work] = []
-    for i, n_layers in enumerate(stage_layers):
+
+    def stage_work(i: int) -> Work:
         w = Work()
-        w.extend(layer_step, n_layers)
+        w.extend(layer_step, stage_layers[i])
         if i == 0:
-            w.extend(embedding_work(arch, par, impl, km))
-            w.extend(grad_accumulation_work(table, 1, impl, km))
+            w.extend(first_extra)
         if i == p - 1:
-            w.extend(logits_work(arch, par, impl, km))
-            if p > 1 or not arch.tied_embeddings:
-                w.extend(grad_accumulation_work(table, 1, impl, km))
-        stage_work.append(w)
-    stage_times = [w.time_s(km) for w in stage_work]
+            w.extend(last_extra)
+        return w
+
+    # stages differ only by layer count and by the first and last stage's extras
+    layer_gpu, layer_kernels = layer_step.gpu_s, layer_step.kernels
+    stage_times = []
+    for i, n_layers in enumerate(stage_layers):
+        gpu_s, kernels = n_layers * layer_gpu, round(n_layers * layer_kernels)
+        for extra, is_it in ((first_extra, i == 0), (last_extra, i == p - 1)):
+            if is_it:
+                gpu_s, kernels = gpu_s + extra.gpu_s, kernels + extra.kernels
+        stage_times.append(max(gpu_s + kernels * km.gap_s, kernels * km.host_s))
 
     # 2. tensor, context and expert parallelism per layer
     tokens = par.micro_batch * arch.seq_len / par.cp
@@ -278,18 +338,18 @@ def estimate_step(
 
     # 4. data parallelism over ranks spaced tp*cp apart (Megatron's rank order), for the stage
     # holding the most parameters; expert weights reduce over the dp x cp / ep ranks sharing them
-    def stage_params(i: int) -> tuple[float, float]:
-        n_layers = stage_layers[i]
-        tables = 0.0
-        if i == 0:
-            tables += table
-        if i == p - 1 and (p > 1 or not arch.tied_embeddings):
-            tables += table
-        dense = n_layers * dense_params / t + tables
-        expert = n_layers * arch.experts * arch.mlp_matmul_params() / par.ep / t
-        return dense, expert if arch.is_moe else 0.0
+    dense_per_layer = dense_params / t
+    expert_per_layer = arch.experts * arch.mlp_matmul_params() / par.ep / t if arch.is_moe else 0.0
+    last_table = table if (p > 1 or not arch.tied_embeddings) else 0.0
 
-    heaviest = max(range(p), key=lambda i: sum(stage_params(i)))
+    def stage_params(i: int) -> tuple[float, float]:
+        tables = (table if i == 0 else 0.0) + (last_table if i == p - 1 else 0.0)
+        n_layers = stage_layers[i]
+        return n_layers * dense_per_layer + tables, n_layers * expert_per_layer
+
+    # the heaviest stage: the first or the last (tables) or one with the most layers
+    most = max(range(p), key=stage_layers.__getitem__)
+    heaviest = max({0, p - 1, most}, key=lambda i: sum(stage_params(i)))
     dense_p, expert_p = stage_params(heaviest)
     dp_ranks = par.dp * par.cp
     sharded = par.distributed_optimizer or par.zero_stage >= 1
@@ -328,7 +388,7 @@ def estimate_step(
 
     step_s = m * per_micro + bubble_s + dp_exposed + optimizer_s
     tokens_per_step = par.global_batch * arch.seq_len
-    busy = stage_work[slowest]
+    busy = stage_work(slowest)
     breakdown = {k: m * s for k, s in busy.seconds.items()}
     breakdown["launch_idle"] = m * busy.host_idle_s(km) + opt.host_idle_s(km)
     breakdown["kernel_gaps"] = m * busy.kernels * km.gap_s
