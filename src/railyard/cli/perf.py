@@ -376,7 +376,7 @@ def _print_train(
         ("MFU", f"{est.mfu:.1%}"), ("model TFLOP/s per GPU", f"{est.model_tflops_per_gpu:.1f}"),
         ("tokens/s", f"{est.tokens_per_s:,.0f}"),
         ("where the time goes", ", ".join(f"{k} {v * 1e3:.1f} ms"
-                                          for k, v in est.breakdown.items() if v > 0)),
+                                          for k, v in est.breakdown.items() if v > 1e-6)),
         ("memory", f"{est.memory.reason}; {_band_line('memory', quantity='bytes')}"),
     ]  # fmt: skip
     if "time_to_train_days" in data:
