@@ -214,3 +214,38 @@ def test_validation_hook_reports_every_kind() -> None:
 
 def test_validation_without_a_network_skips_training_rows() -> None:
     assert all(r.kind != "training" for r in validate_training(ROWS))
+
+
+class NoComm:
+    """One GPU: no collectives at all."""
+
+    def time_s(self, *args: object, **kwargs: object) -> float:
+        return 0.0
+
+
+@pytest.mark.parametrize(
+    ("model", "micro_batch", "measured_ms"),
+    [("megatron-1.7b", 4, 212.0), ("megatron-3.6b", 1, 159.0)],
+)
+def test_eager_pytorch_on_one_h100_matches_issue_15s_measurements(
+    model: str, micro_batch: int, measured_ms: float
+) -> None:
+    # issue 15 measured eager PyTorch + SDPA (flash) steps on one H100: 212 ms and 159 ms
+    par = Parallelism(micro_batch=micro_batch, global_batch=micro_batch, implementation="eager")
+    est = estimate_step(PRESETS[model], par, H100, 8, NoComm())
+    assert est.step_time_s * 1e3 == pytest.approx(measured_ms, rel=0.10)
+    assert est.attention_backend == "flash2"
+
+
+def test_a_small_eager_model_is_launch_bound() -> None:
+    # issue 15: GPT 350M, micro-batch 1, spent 26 ms of a 51 ms step on the GPU
+    from railyard.twin.models import LlmArch
+
+    arch = LlmArch("gpt-350m", 24, 1024, 16, seq_len=2048, vocab=51200)
+    eager = Parallelism(micro_batch=1, global_batch=1, implementation="eager")
+    est = estimate_step(arch, eager, H100, 8, NoComm())
+    busy = est.step_time_s - est.breakdown["launch_idle"]
+    assert est.breakdown["launch_idle"] > 0.25 * est.step_time_s
+    assert busy * 1e3 == pytest.approx(26, rel=0.15)
+    graphs = dataclasses.replace(eager, cuda_graphs=True)
+    assert estimate_step(arch, graphs, H100, 8, NoComm()).breakdown["launch_idle"] < 1e-9

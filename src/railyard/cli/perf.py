@@ -1,30 +1,29 @@
-"""``railyard perf``: what nccl-tests, a training run and a checkpoint will show, before buying."""
+"""``railyard perf``: what nccl-tests, a training run and a checkpoint will show, before buying.
+
+Each command imports the performance model when it runs, so ``railyard --help`` stays fast.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import re
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from railyard.blueprint import Blueprint, BlueprintError, load
-from railyard.fabric.build import build_fabric
-from railyard.fabric.model import FabricError
-from railyard.twin import checkpoint as ckpt
-from railyard.twin.collective import CollectiveModel
-from railyard.twin.models import PRESETS, Parallelism, preset
-from railyard.twin.search import best_parallelism
-from railyard.twin.train import StepEstimate, estimate_step
-from railyard.twin.validate import validate_all
+if TYPE_CHECKING:
+    from railyard.blueprint import Blueprint
+    from railyard.twin.collective import CollectiveModel
+    from railyard.twin.models import LlmArch, Parallelism
+    from railyard.twin.train import StepEstimate
 
 perf_app = typer.Typer(help="Predict collectives, training steps and checkpoints.")
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast")
+PRESET_HELP = "a preset (llama3-8b, llama3-70b, llama3-405b, gpt3-175b, megatron-*, gpt-22b)"
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*$", re.IGNORECASE)
 _SCALE = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}  # as nccl-tests parses
+GIB = 2.0**30
 
 
 def fail(message: str) -> typer.Exit:
@@ -41,16 +40,36 @@ def parse_size(text: str, option: str) -> int:
 
 
 def _blueprint(name: str) -> Blueprint:
+    from railyard.blueprint import BlueprintError, load
+
     try:
         bp = load(name).blueprint
     except BlueprintError as exc:
         raise fail(str(exc)) from None
-    if bp.fabric is None or not bp.fabric_groups():
-        raise fail(f"{name}: no GPU fabric to predict on (hint: use a preset with a fabric)")
+    if not any(n.gpu and n.gpus for _, _, n in bp.fabric_groups()) and not _local_gpu(bp):
+        raise fail(f"{name}: no GPUs to predict on (hint: use a preset with GPUs, e.g. "
+                   "gaggle-h100, or a blueprint file)")  # fmt: skip
     return bp
 
 
+def _local_gpu(bp: Blueprint) -> tuple[str, int] | None:
+    """(GPU model, count) of a fabric-less blueprint's first GPU node (the local preset)."""
+    for group in bp.node_groups.values():
+        node = bp.node_types[group.node_type]
+        if node.gpu and node.gpus:
+            return node.gpu, node.gpus
+    return None
+
+
 def _model(bp: Blueprint, routing: str | None = None) -> CollectiveModel:
+    from railyard.fabric.build import build_fabric
+    from railyard.fabric.model import FabricError
+    from railyard.twin.collective import CollectiveModel
+    from railyard.twin.reference import single_node_blueprint
+
+    if bp.fabric is None or not bp.fabric_groups():
+        gpu, count = _local_gpu(bp) or ("", 0)
+        bp = single_node_blueprint(gpu, count)
     try:
         return CollectiveModel(bp, build_fabric(bp), routing=routing)
     except FabricError as exc:
@@ -58,11 +77,21 @@ def _model(bp: Blueprint, routing: str | None = None) -> CollectiveModel:
 
 
 def _gpu(bp: Blueprint) -> tuple[str, int, int]:
-    """(GPU model, GPUs per node, fabric nodes) of the blueprint's first fabric group."""
+    """(GPU model, GPUs per node, nodes) of the fabric's first group (or the local node)."""
+    if bp.fabric is None or not bp.fabric_groups():
+        gpu, count = _local_gpu(bp) or ("", 0)
+        return gpu, count, 1
     _, _, node = bp.fabric_groups()[0]
     if node.gpu is None:
         raise fail("the fabric's nodes have no GPUs")
     return node.gpu, node.gpus, sum(g.count for _, g, _ in bp.fabric_groups())
+
+
+def _band_line(kind: str, gpu: str | None = None, quantity: str = "throughput") -> str:
+    from railyard.twin.bands import band_for
+
+    band = band_for(kind, gpu)
+    return band.describe(quantity) if band else "perf validate: no published rows of this kind"
 
 
 @perf_app.command()
@@ -100,6 +129,7 @@ def collective(
     model = _model(bp, routing)
     low, high = parse_size(minbytes, "-b"), parse_size(maxbytes, "-e")
     out: dict[str, Any] = {}
+    kind = "collective on one node" if n == 1 else "collective across nodes"
     for name in ops:
         try:
             rows = model.sweep(name, low, high, stepfactor, n, g, placement=where, algo=algo)
@@ -110,6 +140,8 @@ def collective(
             _print_sweep(name, n, g, rows)
     if as_json:
         print(json.dumps(out, indent=2))
+    else:
+        print(f"# {_band_line(kind, quantity='busbw')}")
 
 
 def _print_sweep(op: str, nodes: int, gpus_per_node: int, rows: list[Any]) -> None:
@@ -126,85 +158,265 @@ def _print_sweep(op: str, nodes: int, gpus_per_node: int, rows: list[Any]) -> No
     print(f"# Avg bus bandwidth    : {avg:.3f}\n")
 
 
-def _step_dict(est: StepEstimate, tokens: float | None) -> dict[str, Any]:
-    par = dataclasses.asdict(est.parallel)
-    data = {
-        "model": est.model, "gpus": est.gpus, "parallel": par, "fits": est.fits,
-        "memory": est.memory.reason, "memory_needed_gbyte": est.memory.needed_bytes / 1e9,
-        "step_time_s": est.step_time_s, "compute_s": est.compute_s, "bubble_s": est.bubble_s,
-        "tp_comm_s": est.tp_comm_s, "pp_comm_s": est.pp_comm_s, "dp_comm_s": est.dp_comm_s,
-        "mfu": est.mfu, "model_tflops_per_gpu": est.model_tflops_per_gpu,
-        "hardware_tflops_per_gpu": est.hardware_tflops_per_gpu, "tokens_per_s": est.tokens_per_s,
+# --- perf train -------------------------------------------------------------------------------
+
+ModelOpt = Annotated[str | None, typer.Option("--model", help=PRESET_HELP)]
+ModelFileOpt = Annotated[
+    str | None, typer.Option("--model-file", help="YAML or JSON with layers, hidden, heads, ...")
+]
+DimOpt = Annotated[int | None, typer.Option()]
+
+
+def _arch(model: str | None, model_file: str | None, dims: dict[str, object]) -> LlmArch:
+    """The architecture from a preset, a model file and/or dimension options."""
+    from railyard.twin.modelfile import ModelFileError, load_model_file
+    from railyard.twin.spec import SpecError, arch_from_fields
+
+    given = {k: v for k, v in dims.items() if v is not None}
+    if model and model_file:
+        raise fail("--model and --model-file: give one (hint: base= in the file picks a preset)")
+    try:
+        if model_file:
+            arch = load_model_file(model_file)
+            return (
+                arch_from_fields({"base": "llama3-8b", **_as_fields(arch), **given})
+                if (given)
+                else arch
+            )
+        if model or not given:
+            return arch_from_fields({"base": model or "llama3-8b", **given})
+        return arch_from_fields(given)
+    except ModelFileError as exc:
+        raise fail(str(exc)) from None
+    except SpecError as exc:
+        option = "--" + exc.field.replace("_", "-")
+        hint = f" (hint: {exc.hint})" if exc.hint else ""
+        raise fail(f"{option}: {exc.message}{hint}") from None
+
+
+def _as_fields(arch: LlmArch) -> dict[str, object]:
+    return {
+        "name": arch.name, "layers": arch.layers, "hidden": arch.hidden, "heads": arch.heads,
+        "kv_heads": arch.kv_heads, "kv_channels": arch.kv_channels,
+        "ffn_hidden": arch.ffn_hidden, "ffn_kind": arch.mlp, "vocab": arch.vocab,
+        "seq_len": arch.seq_len, "experts": arch.experts, "top_k": arch.top_k,
+        "moe_ffn_hidden": arch.moe_ffn_hidden, "tied_embeddings": arch.tied_embeddings,
+        "positions": "learned" if arch.learned_positions else "rope", "biases": arch.biases,
+        "dropout": arch.dropout,
     }  # fmt: skip
-    if tokens:
-        data["time_to_train_days"] = est.time_to_train_s(tokens) / 86400
-    return data
 
 
 @perf_app.command()
 def train(
-    blueprint: Annotated[str, typer.Argument(help="preset name or YAML file")],
-    model: Annotated[str, typer.Option(help=f"one of {', '.join(PRESETS)}")] = "llama3-8b",
+    blueprint: Annotated[str, typer.Argument(help="preset name, YAML file, or local")],
+    model: ModelOpt = None,
+    model_file: ModelFileOpt = None,
+    layers: DimOpt = None,
+    hidden: DimOpt = None,
+    heads: DimOpt = None,
+    kv_heads: DimOpt = None,
+    ffn_hidden: DimOpt = None,
+    ffn_kind: Annotated[str | None, typer.Option(help="gelu or swiglu")] = None,
+    vocab: DimOpt = None,
+    seq_len: DimOpt = None,
+    experts: Annotated[int | None, typer.Option(help="MoE: routed experts per layer")] = None,
+    top_k: Annotated[int | None, typer.Option(help="MoE: experts per token")] = None,
+    moe_ffn_hidden: Annotated[int | None, typer.Option(help="MoE: one expert's width")] = None,
     tp: int = 1,
     pp: int = 1,
     dp: int = 1,
     cp: int = 1,
+    ep: Annotated[int, typer.Option(help="expert parallel size (MoE)")] = 1,
     micro_batch: int = 1,
     global_batch: int = 512,
-    interleave: int = 1,
+    interleave: Annotated[int, typer.Option(help="virtual pipeline stages per GPU (v)")] = 1,
+    stage_layers: Annotated[
+        str | None, typer.Option(help="layers per pipeline stage, e.g. 7,8x14,7")
+    ] = None,
     zero: Annotated[int, typer.Option(help="ZeRO stage 0-3")] = 0,
     distributed_optimizer: bool = False,
     recompute: Annotated[str, typer.Option(help="none, selective or full")] = "selective",
     sequence_parallel: bool = False,
     precision: Annotated[str, typer.Option(help="bf16 or fp8")] = "bf16",
+    implementation: Annotated[str, typer.Option(help="eager, megatron or megatron-te")] = (
+        "megatron-te"
+    ),
+    attention: Annotated[str | None, typer.Option(help="flash2, flash3, cudnn or unfused")] = None,
+    fused_loss: Annotated[bool | None, typer.Option("--fused-loss/--unfused-loss")] = None,
+    cuda_graphs: bool = False,
+    overlap_tp: Annotated[bool, typer.Option("--overlap-tp/--no-overlap-tp")] = False,
+    overlap_dp: Annotated[bool, typer.Option("--overlap-dp/--no-overlap-dp")] = True,
+    overlap_pp: Annotated[bool, typer.Option("--overlap-pp/--no-overlap-pp")] = False,
+    overlap_ep: Annotated[bool, typer.Option("--overlap-ep/--no-overlap-ep")] = False,
+    calibration: Annotated[str | None, typer.Option(help="file from railyard perf calibrate")] = (
+        None
+    ),
     tokens: Annotated[float | None, typer.Option(help="tokens to train, e.g. 15e12")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Memory, step time, MFU and tokens/s of one training split, plus checkpoints."""
+    """Memory per stage, step time with its error band, MFU and tokens/s of one split."""
+    from railyard.twin.calibration import CalibrationError, load
+    from railyard.twin.train import estimate_step
+
     bp = _blueprint(blueprint)
     gpu_name, per_node, total = _gpu(bp)
-    try:
-        arch = preset(model)
-        par = Parallelism(tp=tp, pp=pp, dp=dp, cp=cp, micro_batch=micro_batch,
-                          global_batch=global_batch, interleave=interleave, zero_stage=zero,
-                          distributed_optimizer=distributed_optimizer,
-                          recompute=recompute,  # type: ignore[arg-type]
-                          sequence_parallel=sequence_parallel,
-                          precision=precision)  # type: ignore[arg-type]  # fmt: skip
-        par.check(arch)
-    except (KeyError, ValueError) as exc:
-        raise fail(f"{exc.args[0]} (hint: see railyard perf train --help)") from None
+    dims = dict(layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
+                ffn_hidden=ffn_hidden, ffn_kind=ffn_kind, vocab=vocab, seq_len=seq_len,
+                experts=experts, top_k=top_k, moe_ffn_hidden=moe_ffn_hidden)  # fmt: skip
+    arch = _arch(model, model_file, dims)
+    par = _split(arch, dict(
+        tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=micro_batch, global_batch=global_batch,
+        interleave=interleave, zero_stage=zero, distributed_optimizer=distributed_optimizer,
+        recompute=recompute, sequence_parallel=sequence_parallel, precision=precision,
+        implementation=implementation, attention=attention or "", fused_loss=fused_loss,
+        cuda_graphs=cuda_graphs, overlap_tp_comm=overlap_tp, overlap_dp_comm=overlap_dp,
+        overlap_pp_comm=overlap_pp, overlap_ep_comm=overlap_ep,
+    ), stage_layers)  # fmt: skip
     if par.gpus > total * per_node:
         raise fail(f"tp x pp x dp x cp = {par.gpus} GPUs; {bp.name} has {total * per_node}")
-    est = estimate_step(arch, par, bp.gpu_spec(gpu_name), per_node, _model(bp))
-    data = _step_dict(est, tokens)
+    cal = None
+    if calibration:
+        try:
+            cal = load(calibration)
+        except CalibrationError as exc:
+            raise fail(str(exc)) from None
+    est = estimate_step(arch, par, bp.gpu_spec(gpu_name), per_node, _model(bp),
+                        gpu_name=gpu_name, calibration=cal)  # fmt: skip
+    data = _step_dict(est, tokens, gpu_name)
     data["checkpoint"] = _checkpoint(bp, arch.params(), par.gpus, per_node, est, tokens)
+    if cal is not None:
+        data["calibration"] = {"file": calibration, "device": cal.device}
     if as_json:
         print(json.dumps(data, indent=2))
         return
+    _print_train(arch.name, gpu_name, bp.name, par, est, data)
+
+
+def _split(arch: LlmArch, fields: dict[str, Any], stages: str | None) -> Parallelism:
+    from railyard.twin.implementation import implementation as check_impl
+    from railyard.twin.models import Parallelism
+    from railyard.twin.spec import SpecError, expand_stages
+
+    try:
+        if stages:
+            fields["stage_layers"] = expand_stages(stages)
+        check_impl(fields["implementation"], attention=fields["attention"] or None)
+        if fields["recompute"] not in ("none", "selective", "full"):
+            raise ValueError(f"recompute {fields['recompute']!r} is not none, selective or full")
+        if fields["precision"] not in ("bf16", "fp8"):
+            raise ValueError(f"precision {fields['precision']!r} is not bf16 or fp8")
+        par = Parallelism(**fields)
+        par.check(arch)
+    except SpecError as exc:
+        raise fail(f"--stage-layers: {exc.message} (hint: {exc.hint})") from None
+    except ValueError as exc:
+        raise fail(f"{exc.args[0]} (hint: see railyard perf train --help)") from None
+    return par
+
+
+def _step_dict(est: StepEstimate, tokens: float | None, gpu_name: str) -> dict[str, Any]:
+    from railyard.twin.bands import band_for
+
+    mem = est.memory
+    band = band_for("training", gpu_name)
+    data: dict[str, Any] = {
+        "model": est.model, "gpus": est.gpus, "parallel": dataclasses.asdict(est.parallel),
+        "implementation": est.implementation, "attention_backend": est.attention_backend,
+        "step_time_s": est.step_time_s, "interleave": est.parallel.interleave,
+        "bubble_fraction": est.bubble_fraction, "compute_s": est.compute_s,
+        "bubble_s": est.bubble_s, "tp_comm_s": est.tp_comm_s, "pp_comm_s": est.pp_comm_s,
+        "dp_comm_s": est.dp_comm_s, "mfu": est.mfu,
+        "model_tflops_per_gpu": est.model_tflops_per_gpu,
+        "hardware_tflops_per_gpu": est.hardware_tflops_per_gpu,
+        "tokens_per_s": est.tokens_per_s, "breakdown_s": est.breakdown,
+        "fits": est.fits, "memory": mem.reason, "memory_needed_gib": mem.needed_bytes / GIB,
+        "memory_capacity_gib": mem.capacity_bytes / GIB,
+        "memory_per_stage_gib": [
+            {"stage": s.stage, "layers": s.layers,
+             "layers_states": s.layer_states.total_bytes / GIB,
+             "with_tables_states": s.states.total_bytes / GIB,
+             "activations": s.activations_bytes / GIB,
+             "logits_and_loss": (s.logits_bytes + s.loss_temp_bytes) / GIB,
+             "total": s.total_bytes / GIB}
+            for s in mem.stages
+        ],
+    }  # fmt: skip
+    if band is not None:
+        low, high = band.time_range(est.step_time_s)
+        data["error_band"] = {
+            "kind": band.kind, "rows": band.rows, "low": band.low, "high": band.high,
+            "median": band.median, "step_time_s_range": [low, high], "text": band.describe(),
+        }  # fmt: skip
+    if tokens:
+        data["time_to_train_days"] = est.time_to_train_s(tokens) / 86400
+    return data
+
+
+def _print_train(
+    model: str, gpu: str, bp_name: str, par: Parallelism, est: StepEstimate, data: dict[str, Any]
+) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     console = Console()
-    table = Table(title=f"{model} on {par.gpus} x {gpu_name} ({bp.name})", show_header=False)
+    title = f"{model} on {par.gpus} x {gpu} ({bp_name}): {est.implementation}"
+    table = Table(title=title, show_header=False)
     table.add_column("figure")
     table.add_column("value")
-    for key, value in data.items():
-        if key not in ("parallel", "checkpoint"):
-            table.add_row(key, f"{value:.4g}" if isinstance(value, float) else str(value))
-    for key, value in (data["checkpoint"] or {}).items():
-        table.add_row(
-            f"checkpoint {key}", f"{value:.4g}" if isinstance(value, float) else str(value)
-        )
+    band = data.get("error_band")
+    step = f"{est.step_time_s:.4g} s"
+    if band:
+        lo, hi = band["step_time_s_range"]
+        step += f"  (published runs of this kind: {lo:.4g}-{hi:.4g} s; {band['text']})"
+    rows = [
+        ("split", f"TP{par.tp} PP{par.pp} DP{par.dp} CP{par.cp} EP{par.ep} mbs "
+                  f"{par.micro_batch} gbs {par.global_batch}, {par.micro_batches} micro-batches"),
+        ("interleave (v)", f"{par.interleave}; bubble {est.bubble_fraction:.1%} of ideal"),
+        ("attention", est.attention_backend), ("step time", step),
+        ("MFU", f"{est.mfu:.1%}"), ("model TFLOP/s per GPU", f"{est.model_tflops_per_gpu:.1f}"),
+        ("tokens/s", f"{est.tokens_per_s:,.0f}"),
+        ("where the time goes", ", ".join(f"{k} {v * 1e3:.1f} ms"
+                                          for k, v in est.breakdown.items() if v > 1e-6)),
+        ("memory", f"{est.memory.reason}; {_band_line('memory', quantity='bytes')}"),
+    ]  # fmt: skip
+    if "time_to_train_days" in data:
+        rows.append(("time to train", f"{data['time_to_train_days']:.1f} days"))
+    for key, value in (data.get("checkpoint") or {}).items():
+        rows.append((f"checkpoint {key}", f"{value:.4g}"))
+    for key, value in rows:
+        table.add_row(key, value)
     console.print(table)
+    stages = Table(title="memory per pipeline stage (GiB)")
+    for col in ("stages", "layers", "layer states", "with tables", "activations",
+                "logits+loss", "total"):  # fmt: skip
+        stages.add_column(col, justify="right")
+    for first, last, s in _grouped(data["memory_per_stage_gib"]):
+        name = str(first) if first == last else f"{first}-{last}"
+        stages.add_row(name, str(s["layers"]), f"{s['layers_states']:.1f}",
+                       f"{s['with_tables_states']:.1f}", f"{s['activations']:.1f}",
+                       f"{s['logits_and_loss']:.1f}", f"{s['total']:.1f}")  # fmt: skip
+    console.print(stages)
+
+
+def _grouped(stages: list[dict[str, Any]]) -> list[tuple[int, int, dict[str, Any]]]:
+    """Consecutive stages with the same figures, as (first, last, figures)."""
+    out: list[tuple[int, int, dict[str, Any]]] = []
+    for s in stages:
+        same = {k: round(v, 2) for k, v in s.items() if k != "stage"}
+        if out and {k: round(v, 2) for k, v in out[-1][2].items() if k != "stage"} == same:
+            out[-1] = (out[-1][0], s["stage"], out[-1][2])
+        else:
+            out.append((s["stage"], s["stage"], s))
+    return out
 
 
 def _checkpoint(
-    bp: Blueprint,
-    params: float,
-    gpus: int,
-    per_node: int,
-    est: StepEstimate,
+    bp: Blueprint, params: float, gpus: int, per_node: int, est: StepEstimate,
     tokens: float | None,
-) -> dict[str, float] | None:
+) -> dict[str, float] | None:  # fmt: skip
     """Checkpoint size and time on the first storage system, Young's interval, goodput."""
+    from railyard.twin import checkpoint as ckpt
+
     if not bp.storage:
         return None
     storage = next(iter(bp.storage.values()))
@@ -224,77 +436,134 @@ def _checkpoint(
 @perf_app.command()
 def search(
     blueprint: Annotated[str, typer.Argument(help="preset name or YAML file")],
-    model: Annotated[str, typer.Option(help=f"one of {', '.join(PRESETS)}")] = "llama3-8b",
+    model: ModelOpt = None,
+    model_file: ModelFileOpt = None,
     gpus: Annotated[int | None, typer.Option(help="default: every fabric GPU")] = None,
     global_batch: int = 512,
     top: int = 5,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """The fastest (TP, PP, DP, micro-batch, recompute) splits that fit in memory."""
+    """The fastest splits that fit in memory, with the distributed-optimizer setting shown."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from railyard.twin.search import best_parallelism
+
     bp = _blueprint(blueprint)
     gpu_name, per_node, total = _gpu(bp)
-    try:
-        arch = preset(model)
-    except (KeyError, ValueError) as exc:
-        raise fail(str(exc.args[0])) from None
+    arch = _arch(model, model_file, {})
     count = gpus or total * per_node
     found = best_parallelism(arch, count, bp.gpu_spec(gpu_name), per_node, _model(bp),
-                             global_batch, top=top)  # fmt: skip
-    rows = [_step_dict(e, None) for e in found]
+                             global_batch, top=top, gpu_name=gpu_name)  # fmt: skip
+    rows = [_step_dict(e, None, gpu_name) for e in found]
     if as_json:
         print(json.dumps(rows, indent=2))
         return
     if not rows:
-        raise fail(f"no split of {model} fits {count} x {gpu_name} (hint: more GPUs)")
-    table = Table(title=f"{model} on {count} x {gpu_name}: fastest splits that fit")
-    for column in ("tp", "pp", "dp", "mbs", "v", "recompute", "step s", "MFU", "GB/GPU"):
+        raise fail(f"no split of {arch.name} fits {count} x {gpu_name} (hint: more GPUs)")
+    table = Table(title=f"{arch.name} on {count} x {gpu_name}: fastest splits that fit")
+    for column in ("tp", "pp", "dp", "mbs", "v", "recompute", "dist-opt", "step s", "MFU",
+                   "GiB/GPU"):  # fmt: skip
         table.add_column(column, justify="right")
     for e in found:
         p = e.parallel
         table.add_row(str(p.tp), str(p.pp), str(p.dp), str(p.micro_batch), str(p.interleave),
-                      p.recompute, f"{e.step_time_s:.3f}", f"{e.mfu:.1%}",
-                      f"{e.memory.needed_bytes / 1e9:.1f}")  # fmt: skip
-    Console().print(table)
+                      p.recompute, "yes" if p.distributed_optimizer else "no",
+                      f"{e.step_time_s:.3f}", f"{e.mfu:.1%}",
+                      f"{e.memory.needed_bytes / GIB:.1f}")  # fmt: skip
+    console = Console()
+    console.print(table)
+    console.print(_band_line("training", gpu_name))
 
 
 @perf_app.command()
-def validate(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Predicted vs published for every row of the shipped reference table."""
-    checks = validate_all()
+def validate(
+    csv_file: Annotated[str | None, typer.Option("--csv", help="your own table, same columns")] = (
+        None
+    ),
+    write_bands: Annotated[bool, typer.Option(help="rewrite the shipped error bands")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Predicted vs published for every row of the shipped (or your own) reference table."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from railyard.twin.validate import TableError, read_table, shipped_reference, validate_all
+
+    try:
+        rows = read_table(csv_file) if csv_file else None
+        checks = validate_all(rows, file=csv_file or "")
+    except TableError as exc:
+        raise fail(str(exc)) from None
+    if write_bands:
+        _write_bands(checks, rows or shipped_reference())
     if as_json:
-        print(
-            json.dumps(
-                [
-                    {
-                        **dataclasses.asdict(c),
-                        "error": c.error,
-                        "target": c.target,
-                        "within_target": c.within_target,
-                    }
-                    for c in checks
-                ],
-                indent=2,
-            )
-        )
+        out = [{**dataclasses.asdict(c), "error": c.error, "target": c.target,
+                "within_target": c.within_target} for c in checks]  # fmt: skip
+        print(json.dumps(out, indent=2))
         return
-    table = Table(title="railyard perf validate: predicted vs published (data/perf_reference.csv)")
+    source = csv_file or "data/perf_reference.csv"
+    table = Table(title=f"railyard perf validate: predicted vs published ({source})")
     for column in ("row", "kind", "quantity", "published", "predicted", "unit", "error", "ok"):
         table.add_column(
             column, justify="right" if column in ("published", "predicted", "error") else "left"
         )
     for c in checks:
         ok = "[green]yes[/green]" if c.within_target else f"[red]no (±{c.target:.0%})[/red]"
-        table.add_row(
-            c.row_id,
-            c.kind,
-            c.quantity,
-            f"{c.published:.4g}",
-            f"{c.predicted:.4g}",
-            c.unit,
-            f"{c.error:+.1%}",
-            ok,
-        )
+        table.add_row(c.row_id, c.kind, c.quantity, f"{c.published:.4g}", f"{c.predicted:.4g}",
+                      c.unit, f"{c.error:+.1%}", ok)  # fmt: skip
     console = Console()
     console.print(table)
     within = sum(c.within_target for c in checks)
     console.print(f"{within} of {len(checks)} figures within target")
+    causes: dict[str, list[str]] = {}
+    for c in checks:
+        if not c.within_target:
+            cause = c.note.split("miss: ", 1)[1] if "miss: " in c.note else "cause not known"
+            causes.setdefault(cause, []).append(f"{c.row_id} {c.error:+.0%}")
+    if causes:
+        console.print("misses and their causes:")
+        for cause, ids in causes.items():
+            console.print(f"- {', '.join(ids)}: {cause}")
+
+
+def _write_bands(checks: list[Any], rows: list[dict[str, str]]) -> None:
+    from importlib import resources
+
+    from railyard.twin.bands import BANDS_FILE, compute_bands, write_bands
+
+    target = resources.files("railyard.data").joinpath(BANDS_FILE)
+    write_bands(compute_bands(checks, rows), str(target))
+    typer.echo(f"wrote {target}", err=True)
+
+
+@perf_app.command()
+def calibrate(
+    output: Annotated[str, typer.Option("--output", "-o", help="calibration file to write")] = (
+        "calibration.json"
+    ),
+    device: Annotated[str | None, typer.Option(help="cuda or cpu; default: cuda if present")] = (
+        None
+    ),
+    quick: Annotated[bool, typer.Option(help="fewer repeats (a smoke test)")] = False,
+    peak_tflops: Annotated[float | None, typer.Option(help="dense bf16 peak of the device")] = (
+        None
+    ),
+) -> None:
+    """Measure GEMMs by shape, attention by backend, memory bandwidth and launch cost with torch
+    on this machine, and write a file for ``perf train --calibration``."""
+    try:
+        from railyard.twin.calibrate import measure
+        from railyard.twin.calibration import save
+    except ImportError as exc:  # torch is an optional extra
+        missing = f"calibrate needs torch ({exc.name} missing)"
+        raise fail(f"{missing} (hint: pip install 'railyard[torch]')") from None
+    if device not in (None, "cpu", "cuda") and not (device or "").startswith("cuda:"):
+        raise fail(f"--device: {device!r} is not cpu or cuda")
+    try:
+        cal = measure(device, quick=quick, peak_tflops=peak_tflops, progress=typer.echo)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    save(cal, output)
+    typer.echo(f"wrote {output}: {cal.device}, best GEMM {cal.best_gemm_tflops:.3g} TFLOP/s, "
+               f"{cal.hbm_gbyte_s:.0f} GB/s, launch {cal.host_us_per_kernel:.1f} us")  # fmt: skip

@@ -29,7 +29,7 @@ import numpy as np
 from railyard.blueprint.models import Blueprint, NodeType, Routing
 from railyard.fabric.build import build_fabric
 from railyard.fabric.model import Fabric
-from railyard.twin.flows import NoPathError, Router, max_min_rates, pattern_flows
+from railyard.twin.flows import FloatArray, NoPathError, Router, max_min_rates, pattern_flows
 from railyard.twin.links import NodeLinks, node_links, switch_hop_us, wire_efficiency
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce")
@@ -56,9 +56,26 @@ _STEP_US = {
 _STEP_US["nvlink"] |= {("tree", "LL"): 0.6, ("tree", "LL128"): 1.25, ("tree", "Simple"): 28.0}
 _STEP_US["pci"] |= {("tree", "LL"): 1.0, ("tree", "LL128"): 1.9, ("tree", "Simple"): 28.0}
 _STEP_US["net"] |= {("tree", "LL"): 5.0, ("tree", "LL128"): 8.5, ("tree", "Simple"): 28.0}
-_NVLS_US = {"nvlink": 23.0, "net_nvls_tree": 14.0}
+_NVLS_US = {"nvlink": 25.0, "net_nvls_tree": 20.9}  # hwLat NVLS / NVLSTree, NCCL master 2026
+# NVLS all_reduce hands each loop of nChannels x nHeads chunks through three warp groups
+# (scatter to the switch, reduce + multicast, gather: src/device/all_reduce.h), so the first
+# bytes out wait two loop steps: a fill of 2 x min(size, channels x heads x chunk) on top of the
+# bytes. NCCL picks the chunk by size (src/enqueue.cc, calcCollChunking): 128 KiB
+# (NCCL_NVLS_CHUNKSIZE), 64 KiB below 64 loops of it, 32 KiB below 8 loops, 16 KiB below 2, on
+# NVLS_NCHANNELS_SM90 = 16 channels (32 on Blackwell, src/transport/nvls.cc). NCCL's latency
+# table (a flat 25 us) leaves this fill out, which is why mid-size NVLS all_reduce was 30-80%
+# optimistic. NVLS-tree adds two network stages per tree level to the pipeline.
+NVLS_FILL_LOOPS = 2
+NVLS_CHUNK_BYTES = 128 * 1024
+NVLS_CHANNELS = {"hopper": 16, "blackwell": 32}
 # NCCL charges each network send it posts ~1 us of proxy overhead (getNetOverhead, x86 Intel).
 _NET_POST_US = 1.0
+# A ring or tree collective also pays a kernel launch and the start-up handshake between peers,
+# which NCCL's latency table (a tuning aid, not a clock) leaves out: published nccl-tests floors
+# are 44.8 us at 1 KiB on 8 A100 (Azure ND A100 v4, ring/tree) against 15 us from the table.
+# 10 us is taken, the low end, so mid sizes are not pushed pessimistic. NVLS's table latency
+# (25 us) already matches its measured floor (25.6 us on 8 H100, Azure ND H100 v5).
+_CALL_US = 10.0
 
 # Protocol bandwidth factors (same file): LL sends 4 bytes of data with a 4-byte flag per 8-byte
 # store and NCCL rates ring LL at 1/4 (all_reduce or multi-node) or 1/3 of the link; LL128 keeps
@@ -84,12 +101,43 @@ class SweepRow:
     protocol: str
 
 
+def nvls_chunk_bytes(size_bytes: FloatArray, concurrent_ops: int) -> FloatArray:
+    """NCCL's NVLS chunk for a message (src/enqueue.cc, calcCollChunking, NCCL_ALGO_NVLS)."""
+    chunk: FloatArray = np.full(np.shape(size_bytes), float(NVLS_CHUNK_BYTES))
+    for loops, smaller in ((64, 65536.0), (8, 32768.0), (2, 16384.0)):
+        shrink = (size_bytes < loops * concurrent_ops * chunk) & (chunk > smaller)
+        chunk = np.where(shrink, smaller, chunk)
+    return chunk
+
+
 @dataclass(frozen=True)
 class _Candidate:
+    """time = latency + s_per_byte x (size + fill_steps x min(size, ops x chunk(size))), where
+    ops (channels x heads) > 0 marks an NVLS pipeline (see nvls_chunk_bytes)."""
+
     algo: str
     protocol: str
     latency_s: float
     s_per_byte: float
+    fill_steps: float = 0.0
+    concurrent_ops: int = 0
+
+    def fill_bytes(self, size_bytes: FloatArray) -> FloatArray:
+        if not self.concurrent_ops:
+            return np.zeros(np.shape(size_bytes))
+        loop = self.concurrent_ops * nvls_chunk_bytes(size_bytes, self.concurrent_ops)
+        return self.fill_steps * np.minimum(size_bytes, loop)
+
+    def time_s(self, size_bytes: float) -> float:
+        """One size, in plain floats (the step model calls this thousands of times)."""
+        fill = 0.0
+        if self.concurrent_ops:
+            chunk = float(NVLS_CHUNK_BYTES)
+            for loops, smaller in ((64, 65536.0), (8, 32768.0), (2, 16384.0)):
+                if size_bytes < loops * self.concurrent_ops * chunk and chunk > smaller:
+                    chunk = smaller
+            fill = self.fill_steps * min(size_bytes, self.concurrent_ops * chunk)
+        return self.latency_s + self.s_per_byte * (size_bytes + fill)
 
 
 def bus_factor(op: str, n: int) -> float:
@@ -146,6 +194,7 @@ class CollectiveModel:
         self._router: Router | None = None
         self._plans: dict[tuple[object, ...], list[_Candidate]] = {}
         self._inter: dict[tuple[object, ...], tuple[float, int]] = {}
+        self._times: dict[tuple[object, ...], float] = {}
         eff = wire_efficiency(self.links.transport)
         self._link_gbyte_s = self.fabric.link_gbit_s / 8 * eff
 
@@ -162,7 +211,16 @@ class CollectiveModel:
         algo: str | None = None,
     ) -> float:
         """Predicted time of one collective of ``size_bytes`` (nccl-tests' size column)."""
-        return self._best(op, size_bytes, nodes, gpus_per_node, placement, algo)[0]
+        if not isinstance(placement, str):
+            return self._best(op, size_bytes, nodes, gpus_per_node, placement, algo)[0]
+        key = (op, size_bytes, nodes, gpus_per_node, placement, algo)
+        found = self._times.get(key)
+        if found is None:  # the step model asks the same few sizes over and over
+            if len(self._times) > 65536:
+                self._times.clear()
+            found = self._best(op, size_bytes, nodes, gpus_per_node, placement, algo)[0]
+            self._times[key] = found
+        return found
 
     def busbw_gbyte_s(
         self,
@@ -207,7 +265,8 @@ class CollectiveModel:
         lat = np.array([c.latency_s for c in cands])
         coef = np.array([c.s_per_byte for c in cands])
         arr = np.asarray(sizes, dtype=np.float64)
-        times = lat[:, None] + coef[:, None] * arr[None, :]
+        filled = arr[None, :] + np.stack([c.fill_bytes(arr) for c in cands])
+        times = lat[:, None] + coef[:, None] * filled
         pick = times.argmin(axis=0)
         best = times[pick, np.arange(arr.size)]
         busf = bus_factor(op, n)
@@ -285,9 +344,7 @@ class CollectiveModel:
         algo: str | None,
     ) -> tuple[float, _Candidate]:
         cands = self._plan(op, nodes, g, placement, algo)
-        times = [c.latency_s + c.s_per_byte * size_bytes for c in cands]
-        i = int(np.argmin(times))
-        return times[i], cands[i]
+        return min(((c.time_s(size_bytes), c) for c in cands), key=lambda tc: tc[0])
 
     def _plan(
         self, op: str, nodes: int, g: int, placement: str | Sequence[int], algo: str | None
@@ -355,7 +412,10 @@ class CollectiveModel:
                 intra_us = max(intra_us, _NET_POST_US * (3 if proto == "Simple" else 1))
             net_us = _STEP_US["net"][("ring", proto)] + self._hops_us(turn)
             lat_us = (
-                _BASE_US[("ring", proto)] + (steps - inter_steps) * intra_us + inter_steps * net_us
+                _CALL_US
+                + _BASE_US[("ring", proto)]
+                + (steps - inter_steps) * intra_us
+                + inter_steps * net_us
             )
             out.append(_Candidate("ring", proto, lat_us * 1e-6, s_per_byte))
         return out
@@ -374,7 +434,9 @@ class CollectiveModel:
             intra_us = _STEP_US[self._intra_kind(g)][("tree", proto)]
             net_us = _STEP_US["net"][("tree", proto)] + self._hops_us(turn)
             depth = math.log2(n_nodes) if n_nodes > 1 else 0.0
-            lat_us = _BASE_US[("tree", proto)] + 2 * ((g - 1) * intra_us + depth * net_us)
+            lat_us = (
+                _CALL_US + _BASE_US[("tree", proto)] + 2 * ((g - 1) * intra_us + depth * net_us)
+            )
             out.append(_Candidate("tree", proto, lat_us * 1e-6, s_per_byte))
         return out
 
@@ -385,18 +447,50 @@ class CollectiveModel:
         rate = self.links.intra_gbyte_s(g) * self.links.nvls_efficiency
         return (1 + 1 / g) / (rate * 1e9)
 
+    def _nvls_ops(self, g: int) -> int:
+        """Chunks one NVLS loop moves: channels x heads (one head per GPU of the node)."""
+        return NVLS_CHANNELS.get(self.links.arch, 16) * g
+
     def _nvls(self, order: tuple[int, ...], g: int) -> list[_Candidate]:
-        return [_Candidate("nvls", "Simple", _NVLS_US["nvlink"] * 1e-6, self._nvls_s_per_byte(g))]
+        return [
+            _Candidate(
+                "nvls",
+                "Simple",
+                _NVLS_US["nvlink"] * 1e-6,
+                self._nvls_s_per_byte(g),
+                fill_steps=NVLS_FILL_LOOPS,
+                concurrent_ops=self._nvls_ops(g),
+            )
+        ]
 
     def _nvls_tree(self, order: tuple[int, ...], g: int) -> list[_Candidate]:
-        """NVLS inside each node, then a double binary tree between nodes per rail: every NIC
-        carries 1/rails of the buffer, so busbw counts NVLink traffic too and can beat NICs."""
+        """NVLS inside each node, then a double binary tree between nodes per rail.
+
+        The in-switch reduction and multicast move S(1 + 1/g) per GPU as on one node, and NCCL
+        prices NVLS-tree's bus bandwidth as the minimum of that same intra-node NVLS term and
+        the network term (src/graph/tuning.cc: busBw = nChannels x min(intraBw, interBw, ...)
+        with one intraBw formula for NVLS and NVLS_TREE). So a multi-node NVLS-tree never beats
+        one node's NVLS bus bandwidth: its algorithm bandwidth is the single-node one scaled by
+        busbw factor(g) / busbw factor(n), not the single-node algorithm bandwidth itself. Each
+        NIC carries 1/rails of the buffer; the tree pattern's two flows per NIC (one per tree
+        half) share it, so 1/(2 rails) of the buffer at each flow's rate.
+        """
         rate, turn = self._pattern_rate("tree", order, g)
+        n = len(order) * g
         inter = 1.0 / (2 * self._rails(g)) / (rate * 1e9)
+        intra = self._nvls_s_per_byte(g) * bus_factor("all_reduce", n) / bus_factor("all_reduce", g)
         depth = math.log2(len(order))
         lat_us = _NVLS_US["nvlink"] + 2 * depth * (_NVLS_US["net_nvls_tree"] + self._hops_us(turn))
-        s_per_byte = max(self._nvls_s_per_byte(g), inter)
-        return [_Candidate("nvls_tree", "Simple", lat_us * 1e-6, s_per_byte)]
+        return [
+            _Candidate(
+                "nvls_tree",
+                "Simple",
+                lat_us * 1e-6,
+                max(intra, inter),
+                fill_steps=NVLS_FILL_LOOPS + 2 * math.ceil(depth),  # plus up and down the tree
+                concurrent_ops=self._nvls_ops(g),
+            )
+        ]
 
     def _alltoall(self, order: tuple[int, ...], g: int) -> list[_Candidate]:
         """Every rank sends S/n to every other. With PXN (NCCL's default since 2.12) a GPU hands
@@ -422,7 +516,7 @@ class CollectiveModel:
                 inter = pair_gpus / n / (rate * 1e9)
             intra = self._intra_s_per_byte(g, local + forward)
             kind = "net" if n_nodes > 1 else self._intra_kind(g)
-            lat_us = _BASE_US[("ring", "Simple")] + _STEP_US[kind][("ring", "Simple")]
+            lat_us = _CALL_US + _BASE_US[("ring", "Simple")] + _STEP_US[kind][("ring", "Simple")]
             lat_us += self._hops_us(turn) + (n - 1) * (_NET_POST_US if n_nodes > 1 else 0.0)
             if algo == "pxn" and n_nodes > 1 and rails > 1:
                 lat_us += _STEP_US["nvlink"][("ring", "Simple")]  # the extra NVLink hop

@@ -8,9 +8,11 @@ optimizer; activations follow Korthikanti et al. 2022 (arXiv 2205.05198) section
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from railyard.blueprint.catalog import GpuSpec
+from railyard.twin.implementation import LOSS_TEMP_BYTES_PER_LOGIT, for_split
 from railyard.twin.models import LlmArch, Parallelism
 
 # Mixed-precision Adam: fp32 master weights + momentum + variance = 12 bytes per parameter,
@@ -25,6 +27,25 @@ GRAD_BYTES_MEGATRON = 4
 # CUDA context, NCCL buffers and caching-allocator fragmentation: a planning margin, not a
 # measured figure (the PyTorch CUDA context alone is about 0.5 GB on current drivers).
 RESERVED_BYTES = 4e9
+# What the card really offers, torch.cuda.get_device_properties().total_memory: "80 GB" H100
+# reports 81,082 MiB = 85.02e9 bytes (public torch printouts for 'NVIDIA H100 80GB HBM3', torch
+# 2.0-2.7; 85.0e9 measured in railyard issue 15), A100-SXM4-80GB 81,051 MiB = 84.99e9 (CUDA
+# deviceQuery), H200 143,156 MiB = 150.1e9. Datasheet "GB" of HBM are GiB less about 1% the
+# driver keeps, which is the rule for cards not listed.
+CAPACITY_BYTES = {
+    "H100-SXM-80GB": 81082 * 2**20,
+    "A100-SXM-80GB": 84987740160,
+    "H200-SXM-141GB": 143156 * 2**20,
+}
+DRIVER_RESERVED_FRACTION = 0.01
+GIB = 2.0**30
+
+
+def capacity_bytes(gpu: GpuSpec, name: str | None = None) -> float:
+    """Bytes the framework can allocate on ``gpu`` (torch's total_memory)."""
+    if name in CAPACITY_BYTES:
+        return float(CAPACITY_BYTES[name])
+    return gpu.mem_gbyte * GIB * (1 - DRIVER_RESERVED_FRACTION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,17 +60,58 @@ class ModelStates:
     def total_bytes(self) -> float:
         return self.weights_bytes + self.grads_bytes + self.optimizer_bytes
 
+    def __add__(self, other: ModelStates) -> ModelStates:
+        return ModelStates(
+            self.weights_bytes + other.weights_bytes,
+            self.grads_bytes + other.grads_bytes,
+            self.optimizer_bytes + other.optimizer_bytes,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StageMemory:
+    """One pipeline stage's rank: its transformer layers and, on the first and last stage, the
+    embedding, position and output tables, each as weights + gradients + optimizer state."""
+
+    stage: int
+    layers: int
+    layer_states: ModelStates  # transformer layers only (the literature's "per GPU" figure)
+    table_states: ModelStates  # embedding / position / output tables held by this stage
+    activations_bytes: float
+    logits_bytes: float
+    loss_temp_bytes: float
+    in_flight_micro_batches: float
+
+    @property
+    def states(self) -> ModelStates:
+        return self.layer_states + self.table_states
+
+    @property
+    def total_bytes(self) -> float:
+        return (
+            self.states.total_bytes
+            + self.activations_bytes
+            + self.logits_bytes
+            + self.loss_temp_bytes
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class MemoryEstimate:
-    """Memory of the busiest rank; ``fits`` is False with a readable ``reason`` when it does not."""
+    """Memory of the busiest rank; ``fits`` is False with a readable ``reason`` when it does not.
+
+    ``stages`` holds every pipeline stage; the fields above describe the busiest one.
+    """
 
     states: ModelStates
     activations_bytes: float
     logits_bytes: float
     needed_bytes: float
     available_bytes: float
-    stage: str  # which pipeline stage is the busiest: "first", "last" or "only"
+    stage: str  # the busiest: "first stage", "last stage", "only stage" or "stage k of p"
+    loss_temp_bytes: float = 0.0
+    stages: tuple[StageMemory, ...] = ()
+    capacity_bytes: float = 0.0
 
     @property
     def fits(self) -> bool:
@@ -61,19 +123,21 @@ class MemoryEstimate:
             "weights": self.states.weights_bytes,
             "gradients": self.states.grads_bytes,
             "optimizer state": self.states.optimizer_bytes,
-            "activations": self.activations_bytes + self.logits_bytes,
+            "activations": self.activations_bytes + self.logits_bytes + self.loss_temp_bytes,
         }
         return max(parts, key=lambda k: parts[k])
 
     @property
     def reason(self) -> str:
         verdict = "fits" if self.fits else "does not fit"
-        st, act = self.states, self.activations_bytes + self.logits_bytes
+        st = self.states
+        act = self.activations_bytes + self.logits_bytes + self.loss_temp_bytes
         return (
-            f"{verdict}: needs {self.needed_bytes / 1e9:.1f} GB per GPU ({self.stage} stage), "
-            f"{self.available_bytes / 1e9:.1f} GB usable; largest part: {self.dominant} "
-            f"(weights {st.weights_bytes / 1e9:.1f}, grads {st.grads_bytes / 1e9:.1f}, "
-            f"optimizer {st.optimizer_bytes / 1e9:.1f}, activations {act / 1e9:.1f} GB)"
+            f"{verdict}: needs {self.needed_bytes / GIB:.1f} GiB per GPU ({self.stage}), "
+            f"{self.available_bytes / GIB:.1f} GiB usable of {self.capacity_bytes / GIB:.1f}; "
+            f"largest part: {self.dominant} (weights {st.weights_bytes / GIB:.1f}, grads "
+            f"{st.grads_bytes / GIB:.1f}, optimizer {st.optimizer_bytes / GIB:.1f}, activations "
+            f"{act / GIB:.1f} GiB)"
         )
 
 
@@ -122,16 +186,22 @@ def layer_activation_bytes(
       (2 per ffn-in column) and outputs (2 per ffn column)
       scores: softmax output (2), dropout mask (1) and output (2) per score; none with
       FlashAttention (Dao et al. 2022), which recomputes them.
-    For GPT (ffn 4h, dropout) this is exactly 10 + 24/t + 5as/(ht).
+    For GPT (ffn 4h, dropout) this is exactly 10 + 24/t + 5as/(ht). With experts, every token
+    keeps its MLP tensors once per routed expert, plus its permuted copy (2 h per expert).
     """
     s = arch.seq_len / cp
     sbh = s * micro_batch * arch.hidden
     if recompute == "full":
         return 2.0 * sbh / (tp if sequence_parallel else 1)
-    h, f = arch.hidden, arch.ffn
+    h, f = arch.hidden, arch.expert_ffn
     replicated = 4.0 + 4.0 + (2.0 if arch.dropout else 0.0)
     kv = arch.n_kv_heads / arch.heads
-    split = 2.0 + 4.0 * kv + 2.0 + (2.0 * arch.ffn_in_width + 2.0 * f) / h
+    q_width = arch.heads * arch.head_dim / h  # 1 unless kv_channels sets another head size
+    f_in = 2 * f if arch.mlp == "swiglu" else f
+    mlp = (2.0 * f_in + 2.0 * f) / h
+    if arch.is_moe:
+        mlp = arch.top_k * (mlp + 2.0)
+    split = 2.0 * q_width + 4.0 * kv * q_width + 2.0 * q_width + mlp
     per_sbh = (replicated / tp if sequence_parallel else replicated) + split / tp
     scores = 0.0
     if recompute == "none" and not flash_attention:
@@ -147,13 +217,27 @@ def in_flight_layers(layers: int, pp: int, interleave: int, micro_batches: int) 
     section 2.2.1), so L layers' worth when m >= p. Interleaving with v chunks multiplies this by
     (1 + (p - 1)/(p v)) (Korthikanti et al. section 4.2.3).
     """
-    per_stage = layers / pp
-    held = per_stage * min(pp, micro_batches)
-    if interleave > 1 and pp > 1:
-        held *= 1.0 + (pp - 1) / (pp * interleave)
-    return held
+    return layers / pp * in_flight_micro_batches(0, pp, interleave, micro_batches)
 
 
+def in_flight_micro_batches(stage: int, pp: int, interleave: int, micro_batches: int) -> float:
+    """Micro-batches of a stage's layers alive at its peak (in units of all its layers).
+
+    1F1B: stage i runs p - i forwards before its first backward (Narayanan et al. 2.2.1).
+    Interleaved: Megatron's schedule warms up 2(p - i - 1) + (v - 1) p chunks of L_i / v layers
+    (megatron/core/pipeline_parallel/schedules.py, get_pp_rank_microbatches), plus the one in
+    flight; for i = 0 that is the (1 + (p - 1)/(p v)) of Korthikanti et al. 4.2.3. Never more
+    than the m v chunks of the step.
+    """
+    if pp == 1:
+        return 1.0
+    if interleave == 1:
+        return float(min(pp - stage, micro_batches))
+    chunks = 2 * (pp - stage - 1) + (interleave - 1) * pp + 1
+    return min(chunks, micro_batches * interleave) / interleave
+
+
+@functools.lru_cache(maxsize=4096)
 def estimate_memory(
     arch: LlmArch,
     par: Parallelism,
@@ -161,58 +245,106 @@ def estimate_memory(
     *,
     grad_bytes: float | None = None,
     reserved_bytes: float = RESERVED_BYTES,
+    gpu_name: str | None = None,
 ) -> MemoryEstimate:
-    """Memory of the busiest rank of this split on this GPU.
+    """Memory of every pipeline stage of this split on this GPU, and the busiest one (a pure
+    function of its arguments, memoised: a search asks it first and the step model again).
 
     Gradient bytes default to Megatron's fp32 main grads (4) unless ZeRO stage 2 or 3 is used,
-    whose paper counts bf16 gradients (2). The first stage holds the input embedding and the most
-    in-flight activations; the last holds the output layer (when untied) and the fp32 logits
-    (s b V / t x 4 bytes for the cross-entropy). Both are computed and the larger reported.
+    whose paper counts bf16 gradients (2). Dense weights are sharded over the dp x cp ranks,
+    expert weights over the dp x cp / ep ranks that hold the same experts. The first stage holds
+    the input embedding (and learned positions) and the most in-flight activations; the last
+    holds the output layer (a copy of the tied table when there is a pipeline), the fp32
+    logits kept for the cross-entropy (s b V / t x 4 bytes) and the loss's backward temporary.
     """
     if grad_bytes is None:
         grad_bytes = GRAD_BYTES_ZERO if par.zero_stage >= 2 else GRAD_BYTES_MEGATRON
-    layers_per_stage = -(-arch.layers // par.pp)
-    layer_params = arch.layer_params() * layers_per_stage / par.tp
-    table = arch.vocab * arch.hidden / par.tp
-    positions = arch.seq_len * arch.hidden if arch.learned_positions else 0
-    first_params = layer_params + table + positions
-    last_params = layer_params + (table if (not arch.tied_embeddings or par.pp > 1) else 0)
-    if par.pp == 1:
-        first_params = last_params = layer_params + arch.embedding_params() / par.tp
-    per_layer = layer_activation_bytes(
-        arch,
-        par.micro_batch,
-        tp=par.tp,
-        cp=par.cp,
-        sequence_parallel=par.sequence_parallel,
-        recompute=par.recompute,
-        flash_attention=par.flash_attention,
-    )
-    m = max(1, par.micro_batches)
-    first_act = per_layer * in_flight_layers(arch.layers, par.pp, par.interleave, m)
-    last_act = per_layer * layers_per_stage
-    logits = 4.0 * arch.seq_len / par.cp * par.micro_batch * arch.vocab / par.tp
+    t, p = par.tp, par.pp
+    dp_ranks = par.dp * par.cp
 
-    def states(params: float) -> ModelStates:
+    def states(params: float, ranks: int) -> ModelStates:
         return model_state_bytes(
             params,
-            par.dp * par.cp,
+            ranks,
             par.zero_stage,
             distributed_optimizer=par.distributed_optimizer,
             grad_bytes=grad_bytes,
         )
 
-    available = gpu.mem_gbyte * 1e9 - reserved_bytes
-    first = MemoryEstimate(states(first_params), first_act, 0.0, 0.0, available, "first")
-    last = MemoryEstimate(states(last_params), last_act, logits, 0.0, available, "last")
-    if par.pp == 1:
-        first = MemoryEstimate(states(first_params), first_act, logits, 0.0, available, "only")
-        last = first
-    best = max(
-        (first, last),
-        key=lambda e: e.states.total_bytes + e.activations_bytes + e.logits_bytes,
+    expert_params = 0.0
+    dense_layer_params = float(arch.layer_params())
+    if arch.is_moe:
+        expert_params = arch.experts * arch.mlp_matmul_params() / par.ep
+        dense_layer_params -= arch.experts * arch.mlp_matmul_params()
+    impl = for_split(par)
+    per_layer = layer_activation_bytes(
+        arch,
+        par.micro_batch,
+        tp=t,
+        cp=par.cp,
+        sequence_parallel=par.sequence_parallel,
+        recompute=par.recompute,
+        flash_attention=impl.attention != "unfused",
     )
-    needed = best.states.total_bytes + best.activations_bytes + best.logits_bytes
+    table = arch.vocab * arch.hidden / t
+    positions = arch.seq_len * arch.hidden if arch.learned_positions else 0
+    final_norm = 2 * arch.hidden if arch.biases else arch.hidden
+    tokens = arch.seq_len / par.cp * par.micro_batch
+    logits = 4.0 * tokens * arch.vocab / t
+    loss_temp = LOSS_TEMP_BYTES_PER_LOGIT[impl.loss] * tokens * arch.vocab / t
+    m = max(1, par.micro_batches)
+    stages: list[StageMemory] = []
+    totals: list[float] = []
+    by_layers: dict[int, ModelStates] = {}  # most stages share a layer count
+    no_tables = states(0.0, dp_ranks)
+    last_tables = table + final_norm if (p > 1 or not arch.tied_embeddings) else 0.0
+    for i, n_layers in enumerate(par.layers_per_stage(arch)):
+        tables = (table + positions if i == 0 else 0.0) + (last_tables if i == p - 1 else 0.0)
+        layer_states = by_layers.get(n_layers)
+        if layer_states is None:
+            layer_states = states(n_layers * dense_layer_params / t, dp_ranks)
+            if expert_params:
+                experts = states(n_layers * expert_params / t, dp_ranks // par.ep)
+                layer_states = layer_states + experts
+            by_layers[n_layers] = layer_states
+        table_states = states(tables, dp_ranks) if tables else no_tables
+        held = in_flight_micro_batches(i, p, par.interleave, m)
+        last = i == p - 1
+        stage = StageMemory(
+            stage=i,
+            layers=n_layers,
+            layer_states=layer_states,
+            table_states=table_states,
+            activations_bytes=per_layer * n_layers * held,
+            logits_bytes=logits if last else 0.0,
+            loss_temp_bytes=loss_temp if last else 0.0,
+            in_flight_micro_batches=held,
+        )
+        stages.append(stage)
+        totals.append(
+            layer_states.total_bytes
+            + table_states.total_bytes
+            + stage.activations_bytes
+            + stage.logits_bytes
+            + stage.loss_temp_bytes
+        )
+    busiest = stages[max(range(len(stages)), key=totals.__getitem__)]
+    name = (
+        "only stage"
+        if p == 1
+        else {0: "first stage", p - 1: "last stage"}.get(
+            busiest.stage, f"stage {busiest.stage + 1} of {p}"
+        )
+    )
+    capacity = capacity_bytes(gpu, gpu_name)
     return MemoryEstimate(
-        best.states, best.activations_bytes, best.logits_bytes, needed, available, best.stage
+        states=busiest.states,
+        activations_bytes=busiest.activations_bytes,
+        logits_bytes=busiest.logits_bytes,
+        needed_bytes=busiest.total_bytes,
+        available_bytes=capacity - reserved_bytes,
+        stage=name,
+        loss_temp_bytes=busiest.loss_temp_bytes,
+        stages=tuple(stages),
+        capacity_bytes=capacity,
     )

@@ -33,11 +33,19 @@ class LlmArch:
     learned_positions: bool = True  # GPT: a seq_len x hidden table; RoPE models: none
     biases: bool = True
     dropout: bool = True  # GPT-3/Megatron use dropout; Llama 3 does not
+    kv_channels: int = 0  # head dimension when it is not hidden / heads (Megatron's name)
+    experts: int = 0  # mixture of experts: routed experts per layer (0: a dense MLP)
+    top_k: int = 0  # experts each token is routed to
+    moe_ffn_hidden: int = 0  # one expert's FFN width (0: ffn_hidden)
     source: str = ""
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        return self.kv_channels or self.hidden // self.heads
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
 
     @property
     def n_kv_heads(self) -> int:
@@ -52,13 +60,36 @@ class LlmArch:
         """Output width of the first MLP matrix: SwiGLU has a gate and an up projection."""
         return 2 * self.ffn if self.mlp == "swiglu" else self.ffn
 
-    def layer_matmul_params(self) -> int:
-        """Weights of one layer's four GEMMs: QKV, output projection, MLP in and out."""
+    @property
+    def expert_ffn(self) -> int:
+        """FFN width of one expert (MoE) or of the dense MLP."""
+        return (self.moe_ffn_hidden or self.ffn) if self.is_moe else self.ffn
+
+    def attention_matmul_params(self) -> int:
+        """QKV and output projection weights."""
         h, d = self.hidden, self.head_dim
-        qkv = h * (self.heads + 2 * self.n_kv_heads) * d
-        proj = self.heads * d * h
-        mlp = h * self.ffn_in_width + self.ffn * h
-        return qkv + proj + mlp
+        return h * (self.heads + 2 * self.n_kv_heads) * d + self.heads * d * h
+
+    def mlp_matmul_params(self) -> int:
+        """One MLP (or one expert): in (gate + up for SwiGLU) and out."""
+        f = self.expert_ffn
+        return self.hidden * (2 * f if self.mlp == "swiglu" else f) + f * self.hidden
+
+    def layer_matmul_params(self) -> int:
+        """Weights of one layer's GEMMs: QKV, output projection, MLP in and out; with experts,
+        the router and every expert."""
+        if self.is_moe:
+            router = self.hidden * self.experts
+            return self.attention_matmul_params() + router + self.experts * self.mlp_matmul_params()
+        return self.attention_matmul_params() + self.mlp_matmul_params()
+
+    def layer_active_matmul_params(self) -> int:
+        """Weights one token multiplies by: with experts, the router and its top-k experts
+        (Fedus et al. 2022, Switch Transformers, section 2: FLOPs follow the active experts)."""
+        if self.is_moe:
+            router = self.hidden * self.experts
+            return self.attention_matmul_params() + router + self.top_k * self.mlp_matmul_params()
+        return self.layer_matmul_params()
 
     def layer_params(self) -> int:
         """All weights of one layer: GEMMs, their biases and two norms.
@@ -69,7 +100,10 @@ class LlmArch:
         h = self.hidden
         bias = 0
         if self.biases:
-            bias = (self.heads + 2 * self.n_kv_heads) * self.head_dim + h + self.ffn_in_width + h
+            f = self.expert_ffn
+            mlp_bias = (2 * f if self.mlp == "swiglu" else f) + h
+            bias = (self.heads + 2 * self.n_kv_heads) * self.head_dim + h
+            bias += mlp_bias * (self.experts if self.is_moe else 1)
         norms = 2 * (2 * h if self.biases else h)
         return self.layer_matmul_params() + bias + norms
 
@@ -93,7 +127,7 @@ class LlmArch:
         (Chowdhery et al. 2022, appendix B) do, not halved for the causal mask.
         """
         s = seq_len or self.seq_len
-        return 2.0 * self.layer_matmul_params() + 4.0 * s * self.heads * self.head_dim
+        return 2.0 * self.layer_active_matmul_params() + 4.0 * s * self.heads * self.head_dim
 
     def logits_fwd_flops_per_token(self) -> float:
         """The output projection: 2hV per token (Narayanan et al. section 5.1)."""
@@ -132,18 +166,26 @@ class LlmArch:
 class Parallelism:
     """How one run splits a model (Megatron-LM terms); the product tp*pp*dp*cp is the GPU count.
 
-    interleave is Megatron's virtual pipeline stages per GPU (v). The overlap flags say which
+    interleave is Megatron's virtual pipeline stages per GPU (v). stage_layers, when given, is
+    the number of layers of each pipeline stage (uneven stages, as Llama 3 405B trained with one
+    layer fewer on the first and last stage); otherwise the layers split evenly. ep is expert
+    parallelism for MoE layers, taken from the data-parallel ranks. The overlap flags say which
     communication runs under computation: Megatron-LM 2021 overlapped none but torch DDP's
     gradient all-reduce; Megatron-Core 2024 overlaps all three (its README's flags).
+    implementation names the software stack (railyard.twin.implementation: eager, megatron,
+    megatron-te); attention, fused_loss, grad_accum_fusion and cuda_graphs override its choices.
+    flash_attention=False forces unfused attention (kept for older callers).
     """
 
     tp: int = 1
     pp: int = 1
     dp: int = 1
     cp: int = 1
+    ep: int = 1
     micro_batch: int = 1
     global_batch: int = 1
     interleave: int = 1
+    stage_layers: tuple[int, ...] = ()
     zero_stage: int = 0
     distributed_optimizer: bool = False
     recompute: Recompute = "none"
@@ -153,6 +195,12 @@ class Parallelism:
     overlap_tp_comm: bool = False
     overlap_dp_comm: bool = True
     overlap_pp_comm: bool = False
+    overlap_ep_comm: bool = False
+    implementation: str = "megatron-te"
+    attention: str = ""
+    fused_loss: bool | None = None
+    grad_accum_fusion: bool | None = None
+    cuda_graphs: bool = False
 
     @property
     def gpus(self) -> int:
@@ -163,10 +211,18 @@ class Parallelism:
         """Micro-batches per replica per step (m in Narayanan et al.)."""
         return self.global_batch // (self.dp * self.micro_batch)
 
+    def layers_per_stage(self, arch: LlmArch) -> tuple[int, ...]:
+        """Layers of each pipeline stage: stage_layers, or an even split (the first stages take
+        one more when the division has a remainder)."""
+        if self.stage_layers:
+            return self.stage_layers
+        base, extra = divmod(arch.layers, self.pp)
+        return tuple(base + (1 if i < extra else 0) for i in range(self.pp))
+
     def check(self, arch: LlmArch) -> None:
         """Raise ValueError when the split cannot run this model."""
-        if min(self.tp, self.pp, self.dp, self.cp, self.micro_batch, self.interleave) < 1:
-            raise ValueError("tp, pp, dp, cp, micro_batch and interleave must be >= 1")
+        if min(self.tp, self.pp, self.dp, self.cp, self.ep, self.micro_batch, self.interleave) < 1:
+            raise ValueError("tp, pp, dp, cp, ep, micro_batch and interleave must be >= 1")
         if self.global_batch % (self.dp * self.micro_batch):
             raise ValueError(
                 f"global batch {self.global_batch} is not a multiple of dp x micro_batch "
@@ -177,10 +233,26 @@ class Parallelism:
             raise ValueError(f"tp={self.tp} does not divide {arch.heads} attention heads")
         if self.pp * self.interleave > arch.layers:
             raise ValueError(f"pp x interleave = {self.pp * self.interleave} > {arch.layers}")
+        if self.stage_layers:
+            if len(self.stage_layers) != self.pp or min(self.stage_layers) < 1:
+                raise ValueError(f"stage_layers needs {self.pp} positive counts, one per stage")
+            if sum(self.stage_layers) != arch.layers:
+                raise ValueError(
+                    f"stage_layers add up to {sum(self.stage_layers)}, the model has {arch.layers}"
+                )
         if self.zero_stage not in (0, 1, 2, 3):
             raise ValueError("zero_stage must be 0, 1, 2 or 3")
         if arch.seq_len % self.cp:
             raise ValueError(f"cp={self.cp} does not divide the sequence {arch.seq_len}")
+        if self.ep > 1 and not arch.is_moe:
+            raise ValueError("ep > 1 needs a mixture-of-experts model (experts > 0)")
+        if arch.is_moe:
+            if (self.dp * self.cp) % self.ep:
+                raise ValueError(f"ep={self.ep} does not divide dp x cp = {self.dp * self.cp}")
+            if arch.experts % self.ep:
+                raise ValueError(f"ep={self.ep} does not divide {arch.experts} experts")
+            if not 1 <= arch.top_k <= arch.experts:
+                raise ValueError(f"top_k must be 1..{arch.experts}")
 
 
 _NARAYANAN = "Narayanan et al. SC'21 (arXiv 2104.04473) Table 1; s 2048, V 51200"

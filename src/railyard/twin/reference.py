@@ -18,6 +18,9 @@ from railyard.fabric.build import build_fabric
 from railyard.fabric.model import FabricError
 
 IB_SWITCH_FOR_GBIT_S = {200: "QM8700", 400: "QM9700"}  # HDR and NDR generations
+# RoCE rows (Meta's Llama 3 cluster: 400 Gb/s Ethernet, Arista 7800 / Minipack2, Dubey et al.
+# 2024 section 3.3.1): a 51.2 Tb/s switch split into 128 x 400G ports stands in for them
+ETH_SWITCH_FOR_GBIT_S = {400: "SN5600-400G", 800: "SN5600"}
 
 
 def nodes_of(row: Mapping[str, str]) -> int:
@@ -35,11 +38,13 @@ def reference_blueprint(row: Mapping[str, str]) -> Blueprint:
         return load("a3-mega").blueprint  # Google A3 Mega, 8x200G per node (seed 004)
     nics = re.match(r"\s*(\d+)\s*x\s*(\d+)\s*g", fabric)
     count, gbit_s = (int(nics.group(1)), int(nics.group(2))) if nics else (8, 400)
-    switch = IB_SWITCH_FOR_GBIT_S.get(gbit_s, "QM9700")
+    roce = "roce" in fabric or "ethernet" in fabric
+    switch = (ETH_SWITCH_FOR_GBIT_S if roce else IB_SWITCH_FOR_GBIT_S).get(gbit_s, "QM9700")
+    transport = "roce" if roce else "infiniband"
     for tiers in (1, 2, 3) if nodes > 1 else (1,):
         design = "single" if tiers == 1 else "rail-optimized"
         try:
-            bp = _cluster(gpu, nodes, count, gbit_s, design, [switch] * tiers)
+            bp = _cluster(gpu, nodes, count, gbit_s, design, [switch] * tiers, transport)
             build_fabric(bp)
             return bp
         except FabricError:
@@ -47,8 +52,24 @@ def reference_blueprint(row: Mapping[str, str]) -> Blueprint:
     raise ValueError(f"row {row.get('id')}: no {switch} fabric of up to 3 tiers fits {nodes} nodes")
 
 
+def single_node_blueprint(gpu: str, gpus: int) -> Blueprint:
+    """One node of ``gpus`` x ``gpu`` behind one switch: the network model for a blueprint
+    without a fabric (``local``), where every collective stays inside the node."""
+    if not gpu or gpus < 1:
+        raise ValueError("the node has no GPUs the catalogue knows")
+    return _cluster(gpu, 1, 8, 400, "single", ["QM9700"], gpus=gpus)
+
+
 def _cluster(
-    gpu: str, nodes: int, nics: int, gbit_s: int, design: str, tiers: list[str]
+    gpu: str,
+    nodes: int,
+    nics: int,
+    gbit_s: int,
+    design: str,
+    tiers: list[str],
+    transport: str = "infiniband",
+    *,
+    gpus: int = 8,
 ) -> Blueprint:
     tier_list = ", ".join(f"{{switch: {t}}}" for t in tiers)
     text = textwrap.dedent(
@@ -57,15 +78,15 @@ def _cluster(
         node_types:
           box:
             gpu: {gpu}
-            gpus: 8
-            nvlink_domain_gpus: 8
+            gpus: {gpus}
+            nvlink_domain_gpus: {gpus}
             nics: {{count: {nics}, speed_gbit_s: {gbit_s}}}
             power_w: 10000
         node_groups:
           n: {{node_type: box, count: {nodes}, hostname_prefix: n}}
         fabric:
           design: {design}
-          transport: infiniband
+          transport: {transport}
           tiers: [{tier_list}]
         """
     )

@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Iterator
 
 from railyard.blueprint.catalog import GpuSpec
+from railyard.twin.memory import estimate_memory
 from railyard.twin.models import LlmArch, Parallelism, Recompute
 from railyard.twin.train import CommModel, StepEstimate, estimate_step
 
@@ -82,6 +83,7 @@ def best_parallelism(
     *,
     top: int = 5,
     base: Parallelism = DEFAULT_BASE,
+    gpu_name: str | None = None,
 ) -> list[StepEstimate]:
     """The ``top`` fastest splits that fit in memory, fastest first; empty when none fits."""
     if seq_len is not None and seq_len != arch.seq_len:
@@ -89,10 +91,11 @@ def best_parallelism(
     fitting: list[StepEstimate] = []
     for par in candidates(arch, gpus, gpus_per_node, global_batch, base):
         try:
-            est = estimate_step(arch, par, gpu, gpus_per_node, comm)
+            par.check(arch)
         except ValueError:
             continue
-        if est.fits:
-            fitting.append(est)
+        if not estimate_memory(arch, par, gpu, gpu_name=gpu_name).fits:
+            continue  # cheaper than the step: splits that do not fit are never timed
+        fitting.append(estimate_step(arch, par, gpu, gpus_per_node, comm, gpu_name=gpu_name))
     fitting.sort(key=lambda e: (e.step_time_s, e.memory.needed_bytes))
     return fitting[:top]

@@ -1,55 +1,39 @@
 """Step time, MFU and throughput of one training split, from kernel shapes and a network model.
 
-Compute efficiency is not a fitted constant. Each kernel of a layer is timed with a roofline:
-a GEMM runs at the sustained matmul rate measured on real GPUs or at HBM speed for its bytes,
-whichever is slower, plus a fixed launch/tail cost; element-wise kernels (norms, activations,
-dropout, softmax) move their bytes at HBM speed. Large GEMMs therefore approach the ceiling and
-small models lose to memory-bound kernels and launch costs. Communication comes from an injected
-:class:`CommModel`, so this module holds no network model of its own.
+Compute efficiency is not a fitted constant. Each kernel of a layer is priced by
+railyard.twin.layer: GEMMs by their shape (tiles and waves on the GPU's SMs, railyard.twin.kernels),
+fused attention by the published rates of its backend at that sequence length and head
+dimension (railyard.twin.attention), element-wise kernels by the bytes the chosen implementation
+moves (railyard.twin.implementation), and every kernel by its launch cost. Communication comes
+from an injected :class:`CommModel`, so this module holds no network model of its own.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from railyard.blueprint.catalog import GpuSpec
+from railyard.blueprint.catalog import GPUS, GpuSpec
+from railyard.twin.calibration import Calibration
+from railyard.twin.implementation import Implementation, attention_backend, for_split
+from railyard.twin.kernels import SUSTAINED_RATIO, KernelModel, kernel_model
+from railyard.twin.layer import (
+    LayerWork,
+    Work,
+    embedding_work,
+    grad_accumulation_work,
+    layer_work,
+    logits_work,
+    optimizer_work,
+    weight_tensors,
+)
 from railyard.twin.memory import MemoryEstimate, estimate_memory
 from railyard.twin.models import LlmArch, Parallelism
 
 __all__ = ["CommModel", "Parallelism", "StepEstimate", "estimate_step", "pipeline_bubble"]
 
-# Sustained fraction of the datasheet bf16 peak a large GEMM holds in training. Two public
-# measurements (S. Bekman, ml-engineering): the best burst matmul rate ("MAMF") of NVIDIA parts is
-# 72.9-86.9% of peak, median 80.3% (A100 SXM 86.9, H100 SXM 80.3, B200 77.6; compute/accelerator/
-# README.md, MAMF table); under steady full-power load the sustained rate ("MSMF") is 0.849 (H200)
-# and 0.840 (B200) of that burst (compute/accelerator/benchmarks/README.md, "alone vs all-8
-# concurrent"), because boost clocks are not held at TDP. 0.803 x 0.845 = 0.68, for every GPU.
-MAMF_FRACTION = 0.803
-SUSTAINED_RATIO = 0.845
-GEMM_PEAK_FRACTION = MAMF_FRACTION * SUSTAINED_RATIO
-# Memory-bound kernels stream at about 90% of datasheet HBM bandwidth (STREAM/BabelStream-style
-# copy and triad results on A100/H100; an approximation, the same for every GPU).
-HBM_FRACTION = 0.90
-# Fixed cost per kernel: launch plus the ramp/tail of a partly filled last wave; "a few
-# microseconds" per launch (NVIDIA CUDA C++ Best Practices Guide; PyTorch CUDA Graphs blog).
-KERNEL_OVERHEAD_S = 5e-6
-# FlashAttention-2 reaches 50-73% of peak on A100 (Dao 2023, arXiv 2307.08691, abstract); we take
-# the low end because backward, two thirds of the work, is its slower pass. Causal masking
-# halves the work it does (it skips masked tiles) while the counted FLOPs stay full-square.
-# Those are burst figures: derated by the same SUSTAINED_RATIO as GEMMs.
-FLASH_FRACTION = 0.50 * SUSTAINED_RATIO
-CAUSAL_WORK = 0.5
-# fp8 tensor cores run at twice the bf16 dense rate on Hopper and Blackwell (H100 datasheet:
-# 1,979 vs 989 TFLOPS dense), but the best measured fp8 matmul is a smaller fraction of that
-# peak: NVIDIA H100 70.9%, GB200 72.3%, H200 73.4%, B300 74.5%, B200 76.3%, GH200 77.6%, median
-# 73.9% (Bekman, MAMF table, FP8) against 80.3% for bf16. fp8 GEMMs therefore run at
-# 2 x 0.739 / 0.803 of the bf16 GEMM rate. fp8 on a GPU without it (A100) is the caller's error.
-FP8_SPEEDUP = 2.0 * 0.739 / MAMF_FRACTION
-# Adam step traffic per parameter it updates: read fp32 grad, master, m, v (16), write master,
-# m, v (12) and the bf16 copy (2) = 30 bytes (Megatron's fused Adam, memory bound).
-OPTIMIZER_TRAFFIC_BYTES = 30.0
 # Megatron all-reduces fp32 main grads for bf16 training (its default
 # accumulate_allreduce_grads_in_fp32); bf16 parameters are gathered after a sharded step.
 GRAD_REDUCE_BYTES = 4.0
@@ -81,7 +65,7 @@ class StepEstimate:
     step_time_s: float
     compute_s: float  # kernels on the slowest stage, all micro-batches, no waiting
     bubble_s: float
-    tp_comm_s: float  # exposed
+    tp_comm_s: float  # exposed (context- and expert-parallel traffic included)
     pp_comm_s: float  # exposed
     dp_comm_s: float  # exposed
     optimizer_s: float
@@ -90,6 +74,10 @@ class StepEstimate:
     tokens_per_step: int
     peak_tflops: float
     memory: MemoryEstimate
+    implementation: str = ""
+    attention_backend: str = ""
+    breakdown: dict[str, float] = field(default_factory=dict)  # seconds per step by category
+    stage_times_s: tuple[float, ...] = ()  # one micro-batch, forward + backward, per stage
 
     @property
     def fits(self) -> bool:
@@ -131,102 +119,6 @@ def pipeline_bubble(pp: int, micro_batches: int, interleave: int = 1) -> float:
     return (pp - 1) / (micro_batches * interleave)
 
 
-@dataclass(frozen=True, slots=True)
-class _Gpu:
-    """The rates the roofline needs, already derated."""
-
-    flops_s: float
-    attn_flops_s: float  # fused attention kernels (bf16 even in fp8 runs)
-    bytes_s: float
-    operand_bytes: float  # bytes per GEMM input element (2 bf16, 1 fp8)
-
-    def gemm_s(self, m: float, n: float, k: float, batch: float = 1.0) -> float:
-        """One (batched) GEMM C[m,n] = A[m,k] B[k,n]: compute or memory bound, plus launch."""
-        flops = 2.0 * m * n * k * batch
-        traffic = batch * (self.operand_bytes * (m * k + k * n) + 2.0 * m * n)
-        return max(flops / self.flops_s, traffic / self.bytes_s) + KERNEL_OVERHEAD_S
-
-    def gemm_fwd_bwd_s(self, m: float, n: float, k: float) -> tuple[float, float]:
-        """Forward GEMM, and backward's data-gradient and weight-gradient GEMMs."""
-        return self.gemm_s(m, n, k), self.gemm_s(m, k, n) + self.gemm_s(k, n, m)
-
-    def stream_s(self, nbytes: float, kernels: int = 1) -> float:
-        return nbytes / self.bytes_s + kernels * KERNEL_OVERHEAD_S
-
-
-@dataclass(frozen=True, slots=True)
-class _LayerTimes:
-    fwd_s: float
-    bwd_s: float
-    recompute_s: float
-    fwd_gemm_s: float
-    bwd_gemm_s: float
-
-
-def _layer_times(arch: LlmArch, par: Parallelism, gpu: _Gpu) -> _LayerTimes:
-    """Kernel times of one layer for one micro-batch on one GPU (see module docstring)."""
-    t, h, d = par.tp, arch.hidden, arch.head_dim
-    s_q = arch.seq_len / par.cp
-    tokens = par.micro_batch * s_q
-    sp_tokens = tokens / t if par.sequence_parallel else tokens
-    fwd_gemm = bwd_gemm = 0.0
-    for n, k in (
-        ((arch.heads + 2 * arch.n_kv_heads) * d / t, h),  # QKV
-        (h, arch.heads * d / t),  # output projection
-        (arch.ffn_in_width / t, h),  # MLP in (gate + up for SwiGLU)
-        (h, arch.ffn / t),  # MLP out
-    ):
-        f, b = gpu.gemm_fwd_bwd_s(tokens, n, k)
-        fwd_gemm += f
-        bwd_gemm += b
-    heads = arch.heads / t
-    if par.flash_attention:
-        flops = 4.0 * par.micro_batch * s_q * arch.seq_len * heads * d * CAUSAL_WORK
-        attn_fwd = flops / gpu.attn_flops_s + KERNEL_OVERHEAD_S
-        attn_bwd = 2.0 * attn_fwd
-    else:
-        # Unfused: QK^T and attention-over-V as batched GEMMs, softmax and dropout in between
-        # (Megatron's fused scale-mask-softmax): forward moves 4 + 5 bytes per score (softmax
-        # read/write; dropout read/write + 1-byte mask), backward 6 + 5.
-        batch = par.micro_batch * heads
-        qk = gpu.gemm_s(s_q, arch.seq_len, d, batch)
-        av = gpu.gemm_s(s_q, d, arch.seq_len, batch)
-        scores = batch * s_q * arch.seq_len
-        drop_fwd, drop_bwd = (5.0, 5.0) if arch.dropout else (0.0, 0.0)
-        attn_fwd = qk + av + gpu.stream_s(scores * (4.0 + drop_fwd), 2)
-        attn_bwd = 2.0 * (qk + av) + gpu.stream_s(scores * (6.0 + drop_bwd), 2)
-    # Element-wise forward bytes per token: two norms (read + write 2h each = 8h), two residual
-    # adds (read 2 x 2h, write 2h; with dropout also a 1-byte mask), and the activation (GeLU:
-    # read + write 2 bytes per ffn column; SwiGLU: read gate and up, write one). Norms and
-    # residuals run on tokens/t with sequence parallelism (Korthikanti et al. section 4.2.2).
-    # Backward reads the saved input and the incoming gradient and writes one: about 2x.
-    replicated = 8.0 * h + 2.0 * (7.0 if arch.dropout else 6.0) * h
-    act = (2.0 * arch.ffn_in_width + 2.0 * arch.ffn) / t
-    elem_fwd = gpu.stream_s(sp_tokens * replicated + tokens * act, 5)
-    elem_bwd = 2.0 * elem_fwd
-    if gpu.operand_bytes == 1.0:
-        # fp8: each GEMM input is cast (read 2, write 1) and given a transposed fp8 copy for the
-        # other pass (write 1) before use, forward inputs and backward output-gradients alike
-        # (Transformer Engine FP8 primer: per-tensor scaling with cast and cast-transpose).
-        fwd_in = 2.0 * h + (arch.heads * d + arch.ffn) / t
-        bwd_in = 2.0 * h + ((arch.heads + 2 * arch.n_kv_heads) * d + arch.ffn_in_width) / t
-        elem_fwd += gpu.stream_s(tokens * 4.0 * fwd_in, 4)
-        elem_bwd += gpu.stream_s(tokens * 4.0 * bwd_in, 4)
-    fwd = fwd_gemm + attn_fwd + elem_fwd
-    bwd = bwd_gemm + attn_bwd + elem_bwd
-    recompute = {"none": 0.0, "selective": attn_fwd, "full": fwd}[par.recompute]
-    return _LayerTimes(fwd, bwd, recompute, fwd_gemm, bwd_gemm)
-
-
-def _logits_s(arch: LlmArch, par: Parallelism, gpu: _Gpu) -> float:
-    """Output layer forward + backward (never recomputed) and the fp32 cross-entropy."""
-    tokens = par.micro_batch * arch.seq_len / par.cp
-    vocab = arch.vocab / par.tp
-    f, b = gpu.gemm_fwd_bwd_s(tokens, vocab, arch.hidden)
-    # logits read (2) and fp32 softmax written (4) forward, read (4) and grad written (2) back
-    return f + b + gpu.stream_s(tokens * vocab * 12.0, 3)
-
-
 def _group(size: int, stride: int, gpus_per_node: int) -> tuple[int, int]:
     """(nodes, GPUs per node) of a group of ``size`` ranks spaced ``stride`` apart."""
     if stride >= gpus_per_node:
@@ -235,45 +127,166 @@ def _group(size: int, stride: int, gpus_per_node: int) -> tuple[int, int]:
     return math.ceil(size / per_node), per_node
 
 
+def gpu_name_of(gpu: GpuSpec) -> str:
+    """The catalogue name of a GPU spec (the twin's per-GPU tables are keyed by it)."""
+    for name, spec in GPUS.items():
+        if spec == gpu:
+            return name
+    return "H100-SXM-80GB" if gpu.bf16_dense_tflops > 500 else "A100-SXM-80GB"
+
+
+def kernels_for(
+    gpu: GpuSpec,
+    gpu_name: str,
+    par: Parallelism,
+    impl: Implementation,
+    calibration: Calibration | None = None,
+) -> KernelModel:
+    """The kernel rates of this GPU for this run (calibration figures replace published ones)."""
+    return _kernels(gpu, gpu_name, par.gpus > 1, par.precision == "fp8", impl.cuda_graphs,
+                    calibration)  # fmt: skip
+
+
+@functools.lru_cache(maxsize=512)
+def _kernels(
+    gpu: GpuSpec,
+    gpu_name: str,
+    node_busy: bool,
+    fp8: bool,
+    cuda_graphs: bool,
+    calibration: Calibration | None,
+) -> KernelModel:
+    overrides: dict[str, float] = {}
+    if calibration is not None:
+        overrides = {
+            "mamf_fraction": calibration.best_gemm_tflops / gpu.bf16_dense_tflops,
+            "bytes_s": calibration.hbm_gbyte_s * 1e9,
+            "gap_s": calibration.gpu_us_per_kernel * 1e-6,
+            "host_s_per_kernel": calibration.host_us_per_kernel * 1e-6,
+        }
+    return kernel_model(
+        gpu_name,
+        gpu.bf16_dense_tflops,
+        gpu.mem_bw_tbyte_s,
+        node_busy=node_busy,
+        fp8=fp8,
+        cuda_graphs=cuda_graphs,
+        **overrides,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _MicroBatch:
+    """One micro-batch's work on one GPU: a layer, and the first and last stage's extras."""
+
+    layer: LayerWork
+    layer_step: Work  # forward + backward + recompute + gradient accumulation of one layer
+    first_extra: Work  # embedding
+    last_extra: Work  # output layer and loss
+
+
+@functools.lru_cache(maxsize=4096)
+def _micro_batch(
+    arch: LlmArch,
+    split: Parallelism,
+    impl: Implementation,
+    backend: str,
+    km: KernelModel,
+    name: str,
+    sustained: float,
+    calibration: Calibration | None,
+) -> _MicroBatch:
+    """The per-micro-batch work depends on few of the split's fields (``split`` carries only
+    those); a parallelism search prices thousands of splits that share them, so it is computed
+    once per key. The returned Work objects are only read."""
+    t = split.tp
+    layer = layer_work(arch, split, impl, backend, km, name, sustained=sustained,
+                       calibration=calibration)  # fmt: skip
+    dense_params = arch.layer_params() - (arch.experts * arch.mlp_matmul_params())
+    layer_params = dense_params / t + (
+        arch.experts * arch.mlp_matmul_params() / split.ep / t if arch.is_moe else 0.0
+    )
+    layer_step = Work()
+    for part in (layer.fwd, layer.bwd, layer.recompute):
+        layer_step.extend(part)
+    layer_step.extend(grad_accumulation_work(layer_params, weight_tensors(arch), impl, km))
+    table = arch.vocab * arch.hidden / t
+    first_extra, last_extra = Work(), Work()
+    first_extra.extend(embedding_work(arch, split, impl, km))
+    first_extra.extend(grad_accumulation_work(table, 1, impl, km))
+    last_extra.extend(logits_work(arch, split, impl, km))
+    if split.pp > 1 or not arch.tied_embeddings:
+        last_extra.extend(grad_accumulation_work(table, 1, impl, km))
+    return _MicroBatch(layer, layer_step, first_extra, last_extra)
+
+
 def estimate_step(
     arch: LlmArch,
     par: Parallelism,
     gpu: GpuSpec,
     gpus_per_node: int,
     comm: CommModel,
+    *,
+    gpu_name: str | None = None,
+    calibration: Calibration | None = None,
 ) -> StepEstimate:
     """Estimate one step of ``arch`` trained with split ``par``.
 
-    1. kernel times of a layer, the output layer, and the slowest pipeline stage;
+    1. the work of a layer, the embedding, and the output layer with its loss, per micro-batch;
+       each pipeline stage's time from its own layer count (uneven stages allowed);
     2. exposed tensor-parallel collectives per layer (all-reduce, or reduce-scatter + all-gather
        with sequence parallelism): 2 forward, 2 backward, 2 more with full recompute
-       (Narayanan et al. section 3.1), hidden under the layer's GEMMs when overlapped;
+       (Narayanan et al. section 3.1), hidden under the layer's GEMMs when overlapped; context-
+       parallel K/V exchange; expert-parallel all-to-all (dispatch and combine, each way);
     3. pipeline: point-to-point activations per micro-batch boundary and chunk, bubble
-       (p - 1)/(m v) of a micro-batch's stage time;
+       (p - 1)/(m v) of the slowest stage's micro-batch time;
     4. data-parallel gradient reduction after the last micro-batch; when overlapped it hides
        under that micro-batch's backward on this stage (Megatron-Core's --overlap-grad-reduce,
        torch DDP buckets) and the parameter all-gather under the next forward;
-    5. the optimizer step at HBM speed, and the memory check.
+    5. the optimizer step (and gradient zeroing) at HBM speed, and the memory of every stage.
     """
     par.check(arch)
-    peak = gpu.bf16_dense_tflops * 1e12
-    fp8 = par.precision == "fp8"
-    rates = _Gpu(
-        flops_s=peak * GEMM_PEAK_FRACTION * (FP8_SPEEDUP if fp8 else 1.0),
-        attn_flops_s=peak * FLASH_FRACTION,
-        bytes_s=gpu.mem_bw_tbyte_s * 1e12 * HBM_FRACTION,
-        operand_bytes=1.0 if fp8 else 2.0,
-    )
+    name = gpu_name or gpu_name_of(gpu)
+    impl = for_split(par)
+    backend = attention_backend(impl, name)
+    km = kernels_for(gpu, name, par, impl, calibration)
+    sustained = SUSTAINED_RATIO if par.gpus > 1 else 1.0
     m, p, v, t = par.micro_batches, par.pp, par.interleave, par.tp
-    layer = _layer_times(arch, par, rates)
-    layers_per_stage = math.ceil(arch.layers / p)
-    stage_compute = layers_per_stage * (layer.fwd_s + layer.bwd_s + layer.recompute_s)
-    stage_compute += _logits_s(arch, par, rates)  # the last stage is the slowest
+    key = Parallelism(
+        tp=t, cp=par.cp, ep=par.ep, pp=min(p, 2), micro_batch=par.micro_batch,
+        global_batch=par.micro_batch, sequence_parallel=par.sequence_parallel,
+        recompute=par.recompute,
+    )  # fmt: skip
+    mb = _micro_batch(arch, key, impl, backend, km, name, sustained, calibration)
+    layer, layer_step = mb.layer, mb.layer_step
+    first_extra, last_extra = mb.first_extra, mb.last_extra
+    stage_layers = par.layers_per_stage(arch)
+    dense_params = arch.layer_params() - (arch.experts * arch.mlp_matmul_params())
+    table = arch.vocab * arch.hidden / t
 
-    # 2. tensor parallelism inside the node when it fits there
+    def stage_work(i: int) -> Work:
+        w = Work()
+        w.extend(layer_step, stage_layers[i])
+        if i == 0:
+            w.extend(first_extra)
+        if i == p - 1:
+            w.extend(last_extra)
+        return w
+
+    # stages differ only by layer count and by the first and last stage's extras
+    layer_gpu, layer_kernels = layer_step.gpu_s, layer_step.kernels
+    stage_times = []
+    for i, n_layers in enumerate(stage_layers):
+        gpu_s, kernels = n_layers * layer_gpu, round(n_layers * layer_kernels)
+        for extra, is_it in ((first_extra, i == 0), (last_extra, i == p - 1)):
+            if is_it:
+                gpu_s, kernels = gpu_s + extra.gpu_s, kernels + extra.kernels
+        stage_times.append(max(gpu_s + kernels * km.gap_s, kernels * km.host_s))
+
+    # 2. tensor, context and expert parallelism per layer
     tokens = par.micro_batch * arch.seq_len / par.cp
     act_bytes = tokens * arch.hidden * 2.0
-    tp_exposed = 0.0
+    per_layer_comm = 0.0
     if t > 1:
         tp_nodes, tp_gpn = _group(t, 1, gpus_per_node)
         if par.sequence_parallel:
@@ -289,8 +302,7 @@ def estimate_step(
             exposed = count * one
             if par.overlap_tp_comm:
                 exposed = max(0.0, exposed - gemm_s)
-            tp_exposed += exposed
-        tp_exposed *= layers_per_stage
+            per_layer_comm += exposed
     # context parallelism: K and V gathered forward, their grads reduce-scattered backward,
     # hidden under attention when it is longer (ring attention)
     if par.cp > 1:
@@ -298,7 +310,19 @@ def estimate_step(
         cp_nodes, cp_gpn = _group(par.cp, t, gpus_per_node)
         cp_s = comm.time_s("all_gather", kv_bytes * par.cp, cp_nodes, cp_gpn)
         cp_s += comm.time_s("reduce_scatter", kv_bytes * par.cp, cp_nodes, cp_gpn)
-        tp_exposed += layers_per_stage * max(0.0, cp_s - 0.5 * (layer.fwd_s + layer.bwd_s))
+        per_layer_comm += max(0.0, cp_s - 0.5 * (layer.fwd.gpu_s + layer.bwd.gpu_s))
+    # expert parallelism: dispatch and combine all-to-alls of the routed token copies, forward
+    # and backward (and again with full recompute), over ep ranks spaced tp x cp apart
+    if arch.is_moe and par.ep > 1:
+        routed = (tokens / t if par.sequence_parallel else tokens) * arch.top_k
+        a2a_bytes = routed * arch.hidden * 2.0
+        ep_nodes, ep_gpn = _group(par.ep, t, gpus_per_node)
+        count = 4 + (2 if par.recompute == "full" else 0)
+        ep_s = count * comm.time_s("alltoall", a2a_bytes, ep_nodes, ep_gpn)
+        if par.overlap_ep_comm:
+            ep_s = max(0.0, ep_s - layer.expert_gemm_s)
+        per_layer_comm += ep_s
+    tp_exposed = [n * per_layer_comm for n in stage_layers]
 
     # 3. pipeline point-to-point: activations split over TP ranks (Narayanan et al. 4.1)
     pp_exposed = 0.0
@@ -307,55 +331,82 @@ def estimate_step(
         nodes, gpn = (2, 1) if crosses else (1, 2)
         hop = comm.time_s("broadcast", act_bytes / t, nodes, gpn)
         pp_exposed = 0.0 if par.overlap_pp_comm else 2.0 * v * hop
-    per_micro = stage_compute + tp_exposed + pp_exposed
+    per_stage = [stage_times[i] + tp_exposed[i] + pp_exposed for i in range(p)]
+    slowest = max(range(p), key=lambda i: per_stage[i])
+    per_micro = per_stage[slowest]
     bubble_s = (p - 1) / v * per_micro
 
-    # 4. data parallelism over ranks spaced tp*cp apart (Megatron's rank order)
-    # the busiest stage: its layers plus one vocabulary table (first or last stage; both
-    # tables, input and untied output, when there is no pipeline)
-    tables = arch.embedding_params() if p == 1 else arch.vocab * arch.hidden
-    stage_params = (layers_per_stage * arch.layer_params() + tables) / t
-    dp_exposed = 0.0
+    # 4. data parallelism over ranks spaced tp*cp apart (Megatron's rank order), for the stage
+    # holding the most parameters; expert weights reduce over the dp x cp / ep ranks sharing them
+    dense_per_layer = dense_params / t
+    expert_per_layer = arch.experts * arch.mlp_matmul_params() / par.ep / t if arch.is_moe else 0.0
+    last_table = table if (p > 1 or not arch.tied_embeddings) else 0.0
+
+    def stage_params(i: int) -> tuple[float, float]:
+        tables = (table if i == 0 else 0.0) + (last_table if i == p - 1 else 0.0)
+        n_layers = stage_layers[i]
+        return n_layers * dense_per_layer + tables, n_layers * expert_per_layer
+
+    # the heaviest stage: the first or the last (tables) or one with the most layers
+    most = max(range(p), key=stage_layers.__getitem__)
+    heaviest = max({0, p - 1, most}, key=lambda i: sum(stage_params(i)))
+    dense_p, expert_p = stage_params(heaviest)
     dp_ranks = par.dp * par.cp
-    if dp_ranks > 1:
-        dp_nodes, dp_gpn = _group(dp_ranks, t, gpus_per_node)
-        grad_bytes = stage_params * GRAD_REDUCE_BYTES
-        sharded = par.distributed_optimizer or par.zero_stage >= 1
+    sharded = par.distributed_optimizer or par.zero_stage >= 1
+    dp_exposed = 0.0
+    groups = ((dense_p, dp_ranks, t), (expert_p, dp_ranks // par.ep, t * par.ep))
+    for params, ranks, stride in groups:
+        if ranks <= 1 or params <= 0:
+            continue
+        dp_nodes, dp_gpn = _group(ranks, stride, gpus_per_node)
+        grad_bytes = params * GRAD_REDUCE_BYTES
         if sharded:
             reduce_s = comm.time_s("reduce_scatter", grad_bytes, dp_nodes, dp_gpn)
-            gather_s = comm.time_s(
-                "all_gather", stage_params * PARAM_GATHER_BYTES, dp_nodes, dp_gpn
-            )
+            gather_s = comm.time_s("all_gather", params * PARAM_GATHER_BYTES, dp_nodes, dp_gpn)
         else:
             reduce_s = comm.time_s("all_reduce", grad_bytes, dp_nodes, dp_gpn)
             gather_s = 0.0
         if par.zero_stage >= 3:  # weights gathered again for every forward and backward
             gather_s += (
-                2.0
-                * m
-                * comm.time_s("all_gather", stage_params * PARAM_GATHER_BYTES, dp_nodes, dp_gpn)
+                2.0 * m * comm.time_s("all_gather", params * PARAM_GATHER_BYTES, dp_nodes, dp_gpn)
             )
         if par.overlap_dp_comm:
-            last_bwd = layers_per_stage * (layer.bwd_s + layer.recompute_s)
-            first_fwd = layers_per_stage * layer.fwd_s
+            n_layers = stage_layers[heaviest]
+            last_bwd = n_layers * (layer.bwd.gpu_s + layer.recompute.gpu_s)
+            first_fwd = n_layers * layer.fwd.gpu_s
             reduce_s = max(0.0, reduce_s - last_bwd)
             gather_s = max(0.0, gather_s - first_fwd * (m if par.zero_stage >= 3 else 1))
-        dp_exposed = reduce_s + gather_s
+        dp_exposed += reduce_s + gather_s
 
-    # 5. optimizer on this rank's shard
-    opt_params = stage_params / (dp_ranks if (par.distributed_optimizer or par.zero_stage) else 1)
-    optimizer_s = rates.stream_s(opt_params * OPTIMIZER_TRAFFIC_BYTES, 4)
+    # 5. optimizer on this rank's shard, gradient buffer zeroed once per step
+    shard = (dense_p / (dp_ranks if sharded else 1)) + (
+        expert_p / (max(1, dp_ranks // par.ep) if sharded else 1)
+    )
+    tensors = stage_layers[heaviest] * weight_tensors(arch) + 2
+    opt = optimizer_work(dense_p + expert_p, shard, tensors, impl, km)
+    optimizer_s = opt.time_s(km)
 
     step_s = m * per_micro + bubble_s + dp_exposed + optimizer_s
     tokens_per_step = par.global_batch * arch.seq_len
+    busy = stage_work(slowest)
+    breakdown = {k: m * s for k, s in busy.seconds.items()}
+    breakdown["launch_idle"] = m * busy.host_idle_s(km) + opt.host_idle_s(km)
+    breakdown["kernel_gaps"] = m * busy.kernels * km.gap_s
+    breakdown["optimizer"] = breakdown.get("optimizer", 0.0) + opt.gpu_s
+    breakdown |= {
+        "tp_cp_ep_comm": m * tp_exposed[slowest],
+        "pp_comm": m * pp_exposed,
+        "bubble": bubble_s,
+        "dp_comm": dp_exposed,
+    }
     return StepEstimate(
         model=arch.name,
         parallel=par,
         gpus=par.gpus,
         step_time_s=step_s,
-        compute_s=m * stage_compute,
+        compute_s=m * stage_times[slowest],
         bubble_s=bubble_s,
-        tp_comm_s=m * tp_exposed,
+        tp_comm_s=m * tp_exposed[slowest],
         pp_comm_s=m * pp_exposed,
         dp_comm_s=dp_exposed,
         optimizer_s=optimizer_s,
@@ -363,5 +414,9 @@ def estimate_step(
         hardware_flops=arch.hardware_flops_per_token(par.recompute) * tokens_per_step,
         tokens_per_step=tokens_per_step,
         peak_tflops=gpu.bf16_dense_tflops,
-        memory=estimate_memory(arch, par, gpu),
+        memory=estimate_memory(arch, par, gpu, gpu_name=name),
+        implementation=impl.name,
+        attention_backend=backend,
+        breakdown=breakdown,
+        stage_times_s=tuple(per_stage),
     )

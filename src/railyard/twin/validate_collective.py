@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from railyard.twin.collective import CollectiveModel
+from railyard.twin.collective import ALGOS, CollectiveModel
 from railyard.twin.reference import reference_blueprint
 
 LARGE_BYTES = 8 << 30  # rows whose size is "large" are read as 8 GiB
@@ -57,7 +57,8 @@ def validate_collectives(rows: list[dict[str, str]]) -> list[ValidationResult]:
         nodes = _first_int(row["nodes"])
         gpus_per_node = _first_int(row["gpus"]) // nodes
         words = row["quantity"].split()
-        op, algo = words[0], ("ring" if "ring" in words[1:] else None)
+        pinned = [w for w in words[1:] if w in ALGOS]  # e.g. "all_reduce busbw nvls"
+        op, algo = words[0], (pinned[0] if pinned else None)
         size = _size_bytes(row["params"])
         key = (row["gpu"], row["fabric"], nodes)
         if key not in models:

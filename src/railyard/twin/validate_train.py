@@ -3,13 +3,14 @@
 Each row of the reference table (perf_reference.csv: id, kind, setup, gpus, nodes, gpu, ...,
 value, unit, note) is predicted from its ``setup`` text and compared with its ``value``. Where a
 row leaves a setting out, the value used comes from the run's public launch script or is a
-stated assumption (``ASSUMED``), never a number chosen to match the row.
+stated assumption written in the row itself, never a number chosen to match the row.
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import difflib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -20,7 +21,16 @@ from railyard.blueprint.models import StorageSystem
 from railyard.twin import checkpoint as ckpt
 from railyard.twin.memory import OPTIMIZER_BYTES, estimate_memory, model_state_bytes
 from railyard.twin.models import PRESETS, LlmArch, Parallelism
-from railyard.twin.train import CommModel, estimate_step
+from railyard.twin.spec import (
+    ARCH_FIELDS,
+    SPLIT_FIELDS,
+    SpecError,
+    arch_from_fields,
+    parse_params,
+    split_fields,
+    split_from_fields,
+)
+from railyard.twin.train import CommModel, StepEstimate, estimate_step
 
 GIB = 2.0**30
 TARGETS = {
@@ -29,55 +39,27 @@ TARGETS = {
     "memory": 0.05,
     "checkpoint": 0.15,
     "failure": 0.0,
+    "kernel": 0.10,
 }
 
-# Micro-batch size, interleaving (layers per virtual stage) and DDP kind of each Table 1 model,
-# keyed by (layers, hidden): NVIDIA/Megatron-LM examples/sc21/run_table_1.sh. All use
-# "--recompute-method uniform" (full recompute); DDP=torch overlaps the gradient all-reduce with
-# backward, DDP=local reduces after it.
+# Micro-batch size, interleaving depth and DDP kind of each Table 1 model, keyed by (layers,
+# hidden): NVIDIA/Megatron-LM examples/academic_paper_scripts/sc21/run_table_1.sh. All use
+# "--activations-checkpoint-method uniform" (full recompute); DDP=torch overlaps the gradient
+# all-reduce with backward, DDP=local reduces after it. v is layers per stage over the
+# script's --num-layers-per-virtual-pipeline-stage. Used for rows that carry no params.
 SC21_TABLE_1: dict[tuple[int, int], tuple[int, int, bool]] = {
     (24, 2304): (16, 1, True),
     (30, 3072): (16, 1, True),
     (36, 4096): (16, 1, True),
     (40, 6144): (8, 1, True),
     (48, 8192): (4, 1, False),
-    (60, 10240): (2, 2, False),  # 60 layers / PP4 / 5 per virtual stage
-    (80, 12288): (2, 2, False),  # 80 / PP8 / 5
-    (96, 16384): (1, 2, False),  # 96 / PP16 / 3
-    (105, 20480): (1, 3, False),  # 105 / PP35 / 1
+    (60, 10240): (2, 3, False),  # 60 layers / PP4 = 15 per stage, 5 per virtual stage
+    (80, 12288): (2, 2, False),  # 80 / PP8 = 10, 5 per virtual stage
+    (96, 16384): (1, 2, False),  # 96 / PP16 = 6, 3 per virtual stage
+    (105, 20480): (1, 3, False),  # 105 / PP35 = 3, 1 per virtual stage
     (128, 25600): (1, 1, False),
 }
 
-# Megatron-Core's README gives its weak-scaling models only as an image (images/model_table.png)
-# with vocabulary 131,072 and sequence 4,096, bf16, and these flags on: --overlap-grad-reduce
-# --overlap-param-gather --tp-comm-overlap (and PP overlap by default). Shapes and batch sizes
-# below are assumptions: a GPT-3 style 7B and a Llama-3-70B style model.
-ASSUMED: dict[str, tuple[LlmArch, Parallelism, str]] = {
-    "t06": (
-        LlmArch("mcore-7b", 32, 4096, 32, seq_len=4096, vocab=131072, learned_positions=False),
-        Parallelism(tp=1, pp=1, dp=96, micro_batch=1, global_batch=1152),
-        "assumed GPT h4096 l32 a32 (7.0B), TP1 PP1 MBS1 GBS1152, no recompute",
-    ),
-    "t07": (
-        LlmArch(
-            "mcore-70b",
-            80,
-            8192,
-            64,
-            seq_len=4096,
-            vocab=131072,
-            kv_heads=8,
-            ffn_hidden=28672,
-            mlp="swiglu",
-            tied_embeddings=False,
-            learned_positions=False,
-            biases=False,
-            dropout=False,
-        ),
-        Parallelism(tp=8, pp=2, dp=48, micro_batch=1, global_batch=1536),
-        "assumed Llama-3-70B shape with V131072 s4096 (70.6B), MBS1 GBS1536 v1, no recompute",
-    ),
-}
 # BLOOM-176B: 70 layers, hidden 14336, 112 heads, vocabulary 250,880, ALiBi positions
 # (BigScience, arXiv 2211.05100, Table 3).
 BLOOM_176B = LlmArch(
@@ -137,20 +119,33 @@ def _match(pattern: str, text: str) -> str:
 
 
 def training_setup(row: Mapping[str, str]) -> tuple[LlmArch, Parallelism, str]:
-    """The model and split a training row describes (Table 1 rows) or ``ASSUMED`` gives."""
-    if row["id"] in ASSUMED:
-        arch, par, note = ASSUMED[row["id"]]
-        mcore = dataclasses.replace(
-            par,
-            recompute="none",
-            flash_attention=True,
-            sequence_parallel=par.tp > 1,
-            distributed_optimizer=True,
-            overlap_tp_comm=True,
-            overlap_dp_comm=True,
-            overlap_pp_comm=True,
-        )
-        return arch, mcore, note
+    """The model and split a training row describes: its ``params`` fields (railyard.twin.spec),
+    or for a row without them the SC'21 Table 1 text ("GPT 1.7B (24 layers h=2304 a=24) TP1 PP1
+    GBS 512") with run_table_1.sh's settings. SpecError/ValueError name what is missing."""
+    gpus = int(row["gpus"])
+    fields = parse_params(row.get("params", "") or "")
+    arch_f, split_f, rest = split_fields(fields)
+    for key in rest:
+        if key != "flops":
+            close = difflib.get_close_matches(key, [*SPLIT_FIELDS, *ARCH_FIELDS, "flops"], n=1)
+            hint = f"did you mean {close[0]}?" if close else "see railyard.twin.spec"
+            raise SpecError(key, "unknown field", hint)
+    if arch_f or split_f:
+        arch = arch_from_fields(arch_f, default_name=row["id"])
+        par = split_from_fields(split_f)
+        if "dp" not in split_f:
+            per_replica = par.tp * par.pp * par.cp
+            if gpus % per_replica:
+                raise SpecError(
+                    "gpus",
+                    f"{gpus} GPUs are not a multiple of tp x pp x cp = {per_replica}",
+                    "give dp= or fix the split",
+                )
+            par = dataclasses.replace(par, dp=gpus // per_replica)
+        if "sp" not in split_f:
+            par = dataclasses.replace(par, sequence_parallel=par.tp > 1)
+        how = ", ".join(f"{k}={v}" for k, v in split_f.items())
+        return arch, par, how
     setup = row["setup"]
     layers = _num(r"(\d+) layers", setup)
     hidden = _num(r"h=(\d+)", setup)
@@ -163,7 +158,6 @@ def training_setup(row: Mapping[str, str]) -> tuple[LlmArch, Parallelism, str]:
         vocab=_num(r"V=(\d+)", setup, 51200),
     )
     tp, pp = _num(r"TP(\d+)", setup), _num(r"PP(\d+)", setup)
-    gpus = int(row["gpus"])
     mb, v, overlap = SC21_TABLE_1[(layers, hidden)]
     par = Parallelism(
         tp=tp,
@@ -173,26 +167,58 @@ def training_setup(row: Mapping[str, str]) -> tuple[LlmArch, Parallelism, str]:
         global_batch=_num(r"GBS (\d+)", setup),
         interleave=v,
         recompute="full",
-        flash_attention=False,
+        implementation="megatron",
         overlap_dp_comm=overlap,
     )
     return arch, par, f"MBS{mb} v{v} DDP={'torch' if overlap else 'local'} (run_table_1.sh)"
 
 
-def _training(row: Mapping[str, str], comm: CommModel) -> ValidationResult:
-    arch, par, note = training_setup(row)
+def _metric(row: Mapping[str, str]) -> str:
+    """What the row's value measures: hardware or model TFLOP/s per GPU, or tokens/s per GPU."""
+    if "token" in row["unit"].lower() or "token" in row["quantity"].lower():
+        return "tokens"
+    return parse_params(row.get("params", "") or "").get("flops", "hardware")
+
+
+def predict_training(row: Mapping[str, str], comm: CommModel) -> tuple[float, StepEstimate, str]:
+    """(predicted value in the row's unit, the estimate, how the row was read)."""
+    arch, par, how = training_setup(row)
     gpu = GPUS[row["gpu"]]
-    est = estimate_step(arch, par, gpu, int(row["gpus"]) // int(row["nodes"]), comm)
-    # Table 1 counts recompute FLOPs (hardware); Megatron-Core's table reports MFU (model FLOPs)
-    table_1 = row["id"] not in ASSUMED
-    tflops = est.hardware_tflops_per_gpu if table_1 else est.model_tflops_per_gpu
+    per_node = int(row["gpus"]) // max(1, int(row["nodes"]))
+    est = estimate_step(arch, par, gpu, per_node, comm, gpu_name=row["gpu"])
+    metric = _metric(row)
+    if metric == "tokens":
+        value = est.tokens_per_s / est.gpus
+    elif metric == "model":
+        value = est.model_tflops_per_gpu
+    else:
+        value = est.hardware_tflops_per_gpu
+    return value, est, how
+
+
+def _training(row: Mapping[str, str], comm: CommModel) -> ValidationResult:
+    value, est, how = predict_training(row, comm)
+    fits = "" if est.fits else "; does not fit in memory"
     return ValidationResult(
-        row["id"], "training", row["quantity"], float(row["value"]), tflops, row["unit"], note
-    )
+        row["id"], "training", row["quantity"], float(row["value"]), value, row["unit"],
+        f"{how}{fits}",
+    )  # fmt: skip
+
+
+def _fits(row: Mapping[str, str]) -> ValidationResult:
+    """A memory row that asks whether a published split fits (value 1) on its GPU."""
+    arch, par, _ = training_setup(row)
+    mem = estimate_memory(arch, par, GPUS[row["gpu"]], gpu_name=row["gpu"])
+    return ValidationResult(
+        row["id"], "memory", row["quantity"], float(row["value"]), 1.0 if mem.fits else 0.0,
+        row["unit"], mem.reason,
+    )  # fmt: skip
 
 
 def _memory(row: Mapping[str, str]) -> list[ValidationResult]:
     rid, note = row["id"], row.get("note", "")
+    if row.get("unit") == "fits":
+        return [_fits(row)]
     gpu = GPUS["A100-SXM-80GB"]
     if rid == "m03":
         values = [float(x) for x in row["value"].split("/")]

@@ -1,0 +1,336 @@
+"""The kernels of one transformer layer, the output layer and the optimizer, for one GPU.
+
+Each piece of a step is ``Work``: GPU seconds by category (GEMM, attention, element-wise, loss,
+optimizer) and the number of kernels it launches. A piece takes the longer of its GPU time and
+the host time to launch its kernels, so eager PyTorch on a small model comes out launch-bound and
+a large model does not. Element-wise traffic is counted tensor by tensor for the implementation
+at hand (railyard.twin.implementation): what Megatron fuses into one pass, eager PyTorch reads
+and writes again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from railyard.twin.attention import KERNELS as ATTENTION_KERNELS
+from railyard.twin.attention import fused_attention_s
+from railyard.twin.calibration import Calibration
+from railyard.twin.implementation import (
+    LOSS_BYTES_PER_LOGIT,
+    LOSS_KERNELS,
+    OPTIMIZER_BYTES,
+    ZERO_GRAD_BYTES,
+    Implementation,
+)
+from railyard.twin.kernels import KernelModel
+from railyard.twin.models import LlmArch, Parallelism
+
+CATEGORIES = ("gemm", "attention", "elementwise", "loss", "optimizer")
+# Gradient accumulation per parameter per micro-batch: a bf16 gradient added to an fp32 buffer
+# (read 2, read 4, write 4); under autocast the gradient is first cast to fp32 (read 2, write
+# 4) and then accumulated (read 4 + 4, write 4). Autocast also casts each fp32 weight to bf16
+# once per forward (read 4, write 2).
+GRAD_ACCUM_BYTES = {"fp32-buffer": 10.0, "autocast": 18.0}
+AUTOCAST_CAST_BYTES = 6.0
+# torch's multi_tensor_apply launches one kernel per 36 tensors at depth 4 (params, grads,
+# exp_avg, exp_avg_sq: aten/src/ATen/native/cuda/MultiTensorApply.cuh, depth_to_max_tensors);
+# the foreach AdamW makes about eight such passes, the fused one a single pass.
+FOREACH_TENSORS_PER_KERNEL = 36
+FOREACH_PASSES = 8
+
+
+@dataclass(slots=True)
+class Work:
+    """GPU seconds by category and kernels launched."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    kernels: int = 0
+
+    def add(self, category: str, seconds: float, kernels: int = 1) -> None:
+        self.seconds[category] = self.seconds.get(category, 0.0) + seconds
+        self.kernels += kernels
+
+    def extend(self, other: Work, times: float = 1.0) -> None:
+        for k, v in other.seconds.items():
+            self.seconds[k] = self.seconds.get(k, 0.0) + v * times
+        self.kernels += round(other.kernels * times)
+
+    @property
+    def gpu_s(self) -> float:
+        return sum(self.seconds.values())
+
+    def time_s(self, km: KernelModel) -> float:
+        """Wall time: GPU work plus a gap per kernel, or the host's launches if slower."""
+        return max(self.gpu_s + self.kernels * km.gap_s, self.kernels * km.host_s)
+
+    def host_idle_s(self, km: KernelModel) -> float:
+        """Time the GPU waits for the host to launch kernels."""
+        return max(0.0, self.time_s(km) - self.gpu_s - self.kernels * km.gap_s)
+
+
+@dataclass(frozen=True, slots=True)
+class LayerWork:
+    """One layer, one micro-batch: forward, backward, recompute, and the GEMM time each hides."""
+
+    fwd: Work
+    bwd: Work
+    recompute: Work
+    fwd_gemm_s: float
+    bwd_gemm_s: float
+    expert_gemm_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Shapes:
+    """Per-GPU sizes of one micro-batch."""
+
+    tokens: float  # tokens through this GPU's GEMMs
+    sp_tokens: float  # tokens of the replicated (norm, residual) ops: tokens / t with SP
+    t: int
+
+
+def shapes(arch: LlmArch, par: Parallelism) -> Shapes:
+    tokens = par.micro_batch * arch.seq_len / par.cp
+    return Shapes(tokens, tokens / par.tp if par.sequence_parallel else tokens, par.tp)
+
+
+def layer_work(
+    arch: LlmArch,
+    par: Parallelism,
+    impl: Implementation,
+    backend: str,
+    km: KernelModel,
+    gpu_name: str,
+    *,
+    sustained: float,
+    calibration: Calibration | None = None,
+) -> LayerWork:
+    """Kernels of one layer for one micro-batch on one GPU (see the module docstring)."""
+    sh = shapes(arch, par)
+    t, h, d, tokens = sh.t, arch.hidden, arch.head_dim, sh.tokens
+    fwd, bwd = Work(), Work()
+    qkv_width = (arch.heads + 2 * arch.n_kv_heads) * d / t
+    q_width = arch.heads * d / t
+    fwd_gemm = bwd_gemm = expert_gemm = 0.0
+    for n, k in ((qkv_width, h), (h, q_width)):  # QKV, output projection
+        f, b = km.gemm_fwd_bwd_s(tokens, n, k)
+        fwd_gemm, bwd_gemm = fwd_gemm + f, bwd_gemm + b
+    f_exp = arch.expert_ffn / t
+    f_in = 2 * f_exp if arch.mlp == "swiglu" else f_exp
+    if arch.is_moe:
+        # router, then each local expert's GEMMs over the tokens routed to it (balanced):
+        # tokens x top_k spread over the experts, gathered from the ep ranks that share them
+        rf, rb = km.gemm_fwd_bwd_s(tokens, arch.experts, h)
+        per_expert = tokens * arch.top_k / arch.experts * par.ep
+        local = arch.experts // par.ep
+        for n, k in ((f_in, h), (h, f_exp)):
+            f, b = km.gemm_fwd_bwd_s(per_expert, n, k)
+            expert_gemm += local * (f + b)
+            fwd_gemm, bwd_gemm = fwd_gemm + local * f, bwd_gemm + local * b
+        fwd_gemm, bwd_gemm = fwd_gemm + rf, bwd_gemm + rb
+        mlp_tokens = tokens * arch.top_k
+        gemm_kernels = 3 + 2 * local
+    else:
+        for n, k in ((f_in, h), (h, f_exp)):
+            f, b = km.gemm_fwd_bwd_s(tokens, n, k)
+            fwd_gemm, bwd_gemm = fwd_gemm + f, bwd_gemm + b
+        mlp_tokens = tokens
+        gemm_kernels = 4
+    fwd.add("gemm", fwd_gemm, gemm_kernels)
+    bwd.add("gemm", bwd_gemm, 2 * gemm_kernels)
+
+    # attention core
+    heads = arch.heads / t
+    if backend == "unfused":
+        # QK^T and attention-over-V as batched GEMMs, softmax and dropout in between
+        # (Megatron's fused scale-mask-softmax): forward moves 4 + 5 bytes per score (softmax
+        # read/write; dropout read/write + 1-byte mask), backward 6 + 5.
+        batch = par.micro_batch * heads
+        s_q, s_kv = arch.seq_len / par.cp, arch.seq_len
+        qk = km.gemm_s(s_q, s_kv, d, batch)
+        av = km.gemm_s(s_q, d, s_kv, batch)
+        scores = batch * s_q * s_kv
+        drop = 5.0 if arch.dropout else 0.0
+        fwd.add("attention", qk + av, 2)
+        fwd.add("attention", km.stream_s(scores * (4.0 + drop)), 2 if arch.dropout else 1)
+        bwd.add("attention", 2.0 * (qk + av), 4)
+        bwd.add("attention", km.stream_s(scores * (6.0 + drop)), 2 if arch.dropout else 1)
+        attn_fwd_s = qk + av + km.stream_s(scores * (4.0 + drop))
+    else:
+        measured = None
+        if calibration is not None:
+            measured = {
+                direction: rate
+                for direction in ("fwd", "bwd")
+                if (rate := calibration.attention_tflops(backend, direction, True, d, arch.seq_len))
+                is not None
+            }
+        a_fwd, a_bwd = fused_attention_s(
+            backend, gpu_name, km.peak_flops_s,
+            batch=par.micro_batch, heads=heads, s_q=arch.seq_len / par.cp, s_kv=arch.seq_len,
+            head_dim=d, causal=True, dropout=arch.dropout, sustained=sustained,
+            measured_tflops=measured or None,
+        )  # fmt: skip
+        fwd.add("attention", a_fwd, ATTENTION_KERNELS["fwd"])
+        bwd.add("attention", a_bwd, ATTENTION_KERNELS["bwd"])
+        attn_fwd_s = a_fwd
+
+    _elementwise(arch, impl, sh, km, fwd, bwd, q_width, qkv_width, f_in, f_exp, mlp_tokens)
+    if km.operand_bytes == 1.0:
+        # fp8: each GEMM input is cast (read 2, write 1) and given a transposed fp8 copy for the
+        # other pass (write 1) before use, forward inputs and backward output-gradients alike
+        # (Transformer Engine FP8 primer: per-tensor scaling with cast and cast-transpose).
+        fwd_in = 2.0 * h + q_width + f_exp
+        bwd_in = 2.0 * h + qkv_width + f_in
+        fwd.add("elementwise", km.stream_s(tokens * 4.0 * fwd_in), 4)
+        bwd.add("elementwise", km.stream_s(tokens * 4.0 * bwd_in), 4)
+    recompute = Work()
+    if par.recompute == "full":
+        recompute.extend(fwd)
+    elif par.recompute == "selective":
+        recompute.add("attention", attn_fwd_s, 2 if backend == "unfused" else 1)
+    return LayerWork(fwd, bwd, recompute, fwd_gemm, bwd_gemm, expert_gemm)
+
+
+def _elementwise(
+    arch: LlmArch,
+    impl: Implementation,
+    sh: Shapes,
+    km: KernelModel,
+    fwd: Work,
+    bwd: Work,
+    q_width: float,
+    qkv_width: float,
+    f_in: float,
+    f_exp: float,
+    mlp_tokens: float,
+) -> None:
+    """Norms, residual adds, dropout, activation, rotary embedding, bias gradients, layouts."""
+    h, tokens, sp = arch.hidden, sh.tokens, sh.sp_tokens
+    eager = not impl.fused_elementwise
+
+    def both(fwd_bytes: float, bwd_bytes: float, fwd_k: int, bwd_k: int) -> None:
+        fwd.add("elementwise", km.stream_s(fwd_bytes), fwd_k)
+        bwd.add("elementwise", km.stream_s(bwd_bytes), bwd_k)
+
+    # two norms: one kernel reads 2h and writes 2h; under autocast the norm writes fp32 (4h)
+    # and the next GEMM's input is cast back (read 4h, write 2h); backward reads x and dy and
+    # writes dx (6h), plus the cast and the weight-gradient reduction kernel
+    norm_fwd, norm_bwd = (12.0, 12.0) if impl.autocast else (4.0, 6.0)
+    both(2 * sp * norm_fwd * h, 2 * sp * norm_bwd * h, 4 if impl.autocast else 2, 6 if eager else 4)
+    # two residual branches: fused bias-dropout-add reads the branch and the residual and writes
+    # the sum (and a 1-byte mask); unfused, dropout (read 2h, write 2h + mask) then add (read 4h,
+    # write 2h). Backward: dropout backward (5h) and autograd's sum of the two gradient streams
+    # at the fork (read 4h, write 2h).
+    drop = 5.0 if arch.dropout else 0.0
+    if eager:
+        res_fwd = drop + 6.0
+        res_k = 2 if arch.dropout else 1
+    else:
+        res_fwd = 6.0 + (1.0 if arch.dropout else 0.0)
+        res_k = 1
+    both(2 * sp * res_fwd * h, 2 * sp * (drop + 6.0) * h, 2 * res_k, 2 * res_k)
+    # activation: GeLU reads and writes the ffn columns (backward reads x and dy, writes dx);
+    # SwiGLU reads gate and up and writes one (backward 10 bytes per column); unfused SwiGLU
+    # is silu then multiply
+    if arch.mlp == "swiglu":
+        act_f, act_b, act_k = (10.0, 16.0, 2) if eager else (6.0, 10.0, 1)
+    else:
+        act_f, act_b, act_k = 4.0, 6.0, 1
+    both(mlp_tokens * act_f * f_exp, mlp_tokens * act_b * f_exp, act_k, act_k)
+    if not arch.learned_positions:
+        # rotary embedding on Q and K (read + write); eager rotate_half makes about three
+        # passes in six kernels, a fused kernel one pass
+        kv_width = (qkv_width - q_width) / 2
+        rope = 4.0 * tokens * (q_width + kv_width)
+        passes, k = (3.0, 6) if eager else (1.0, 1)
+        both(passes * rope, passes * rope, k, k)
+    if eager:
+        # eager attention output is transposed back to (tokens, heads x d) with a copy
+        both(4.0 * tokens * q_width, 4.0 * tokens * q_width, 1, 1)
+    if arch.biases and not impl.fused_bias_grad:
+        # grad_bias = grad_out.sum(0) for QKV and MLP-in (column parallel: all tokens) and for
+        # the projection and MLP-out (row parallel: replicated bias, sp tokens)
+        col = tokens * qkv_width + mlp_tokens * f_in
+        row = sp * h + mlp_tokens / tokens * sp * h
+        bwd.add("elementwise", km.stream_s(2.0 * (col + row)), 4)
+    if arch.is_moe:
+        # token permutation into expert order and back: read + write 2h per routed copy,
+        # forward and backward
+        both(2 * 4.0 * mlp_tokens * h, 2 * 4.0 * mlp_tokens * h, 4, 4)
+
+
+def weight_tensors(arch: LlmArch) -> int:
+    """Weight tensors of one layer: its GEMM weights, their biases and the norms' parameters."""
+    linears = 4 + (2 * arch.experts + 1 if arch.is_moe else 0)
+    norms = 2 * (2 if arch.biases else 1)
+    return linears * (2 if arch.biases else 1) + norms
+
+
+def grad_accumulation_work(
+    params: float, tensors: int, impl: Implementation, km: KernelModel
+) -> Work:
+    """Per micro-batch: fp32 gradient accumulation and autocast weight casts of ``params`` held
+    in ``tensors`` tensors (one kernel each per pass)."""
+    work = Work()
+    if impl.autocast:
+        work.add("elementwise", km.stream_s(params * AUTOCAST_CAST_BYTES), tensors)
+        work.add("elementwise", km.stream_s(params * GRAD_ACCUM_BYTES["autocast"]), 2 * tensors)
+    elif not impl.grad_accum_fusion:
+        work.add("elementwise", km.stream_s(params * GRAD_ACCUM_BYTES["fp32-buffer"]), tensors)
+    return work
+
+
+def logits_work(arch: LlmArch, par: Parallelism, impl: Implementation, km: KernelModel) -> Work:
+    """Output layer forward + backward (never recomputed), final norm and the cross-entropy."""
+    sh = shapes(arch, par)
+    vocab = arch.vocab / par.tp
+    work = Work()
+    f, b = km.gemm_fwd_bwd_s(sh.tokens, vocab, arch.hidden)
+    work.add("gemm", f + b, 3)
+    logits = sh.tokens * vocab
+    work.add("loss", km.stream_s(logits * LOSS_BYTES_PER_LOGIT[impl.loss]), LOSS_KERNELS[impl.loss])
+    work.add("elementwise", km.stream_s(sh.sp_tokens * 10.0 * arch.hidden), 3)  # final norm
+    return work
+
+
+def embedding_work(arch: LlmArch, par: Parallelism, impl: Implementation, km: KernelModel) -> Work:
+    """Input embedding gather (and learned positions) forward, and its dense gradient: the
+    backward of a lookup writes a full vocabulary x hidden gradient (fp32 under autocast), then
+    accumulates it like any weight."""
+    sh = shapes(arch, par)
+    work = Work()
+    pos = 6.0 if arch.learned_positions else 0.0
+    work.add("elementwise", km.stream_s(sh.tokens * (4.0 + pos) * arch.hidden), 2)
+    table = arch.vocab * arch.hidden / par.tp
+    grad_bytes = 4.0 if impl.autocast else 2.0
+    work.add("elementwise", km.stream_s(table * grad_bytes + sh.tokens * 2.0 * arch.hidden), 2)
+    return work
+
+
+def optimizer_work(
+    params: float, shard_params: float, tensors: int, impl: Implementation, km: KernelModel
+) -> Work:
+    """Once per step: zero the gradient buffer of ``params``, then Adam on this rank's shard."""
+    work = Work()
+    work.add(
+        "optimizer", km.stream_s(params * ZERO_GRAD_BYTES), 1 if not impl.autocast else tensors
+    )
+    kernels = 2
+    if impl.optimizer == "foreach":
+        kernels = FOREACH_PASSES * max(1, -(-tensors // FOREACH_TENSORS_PER_KERNEL))
+    work.add("optimizer", km.stream_s(shard_params * OPTIMIZER_BYTES[impl.optimizer]), kernels)
+    return work
+
+
+__all__ = [
+    "CATEGORIES",
+    "LayerWork",
+    "Work",
+    "embedding_work",
+    "grad_accumulation_work",
+    "layer_work",
+    "logits_work",
+    "optimizer_work",
+    "weight_tensors",
+]

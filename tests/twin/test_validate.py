@@ -1,0 +1,93 @@
+"""``perf validate`` over the shipped table: error bands, miss causes, kernel rows, user tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from railyard.twin.bands import compute_bands, shipped_bands
+from railyard.twin.validate import (
+    MISS_CAUSES,
+    TableError,
+    read_table,
+    shipped_reference,
+    validate_all,
+)
+from railyard.twin.validate_train import ValidationResult
+
+
+@pytest.fixture(scope="module")
+def checks() -> list[ValidationResult]:
+    return validate_all()
+
+
+def test_shipped_error_bands_match_the_table(checks: list[ValidationResult]) -> None:
+    # data/error_bands.json is what `railyard perf validate --write-bands` computes
+    bands = compute_bands(checks, shipped_reference())
+    shipped = shipped_bands()
+    assert set(bands) == set(shipped)
+    for key, band in bands.items():
+        assert band.rows == shipped[key].rows
+        assert band.low == pytest.approx(shipped[key].low, abs=1e-6)
+        assert band.high == pytest.approx(shipped[key].high, abs=1e-6)
+
+
+def test_every_miss_of_the_shipped_table_has_a_cause(checks: list[ValidationResult]) -> None:
+    misses = [c for c in checks if not c.within_target]
+    assert misses  # the model is not tuned to pass
+    for c in misses:
+        assert c.row_id in MISS_CAUSES, c
+        assert "miss: " in c.note
+
+
+def test_kernel_rows_check_the_shape_model(checks: list[ValidationResult]) -> None:
+    kernels = {c.row_id: c for c in checks if c.kind == "kernel"}
+    assert len(kernels) >= 20
+    large = [c for c in kernels.values() if "8192^3" in c.quantity or "HBM" in c.quantity]
+    assert all(abs(c.error) < 0.10 for c in large)
+
+
+def test_llama3_405b_fits_and_the_sc21_preset_uses_v3(checks: list[ValidationResult]) -> None:
+    by_id = {c.row_id: c for c in checks}
+    assert by_id["m05"].predicted == 1.0
+    assert "v=3" in by_id["t10"].note  # 76B: 15 layers per stage, 5 per virtual stage
+
+
+def test_a_user_table_is_read_with_its_lines(tmp_path: Path) -> None:
+    path = tmp_path / "mine.csv"
+    path.write_text(
+        "id,kind,gpus,nodes,gpu,fabric,quantity,params,value,unit\n"
+        "x1,training,8,1,H100-SXM-80GB,8x400G infiniband,tokens/s per GPU,"
+        "model=llama3-8b;tp=1;mbs=1;gbs=64;recompute=none;dist_opt=1,9000,tokens/s\n"
+    )
+    rows = read_table(path)
+    assert rows[0]["_line"] == "2"
+    (check,) = validate_all(rows, file=str(path))
+    assert check.kind == "training"
+    assert check.predicted > 0
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("id,kind\n", "mine.csv:1: header: missing column gpus"),
+        ("id,kind,gpus,nodes,gpu,quantity,value,unit\nx,trainng,8,1,H100-SXM-80GB,q,1,u\n",
+         "mine.csv:2: kind: 'trainng' is not one of"),
+        ("id,kind,gpus,nodes,gpu,quantity,params,value,unit\n"
+         "x,training,8,1,H100-SXM-80GB,q,model=llama3-8b;tp=3,1,TFLOP/s\n",
+         "mine.csv:2: gpus: 8 GPUs are not a multiple of tp x pp x cp = 3"),
+        ("id,kind,gpus,nodes,gpu,quantity,params,value,unit\n"
+         "x,training,8,1,H100-SXM-80GB,q,model=llama3-8b;tpp=2,1,TFLOP/s\n",
+         "mine.csv:2: tpp: unknown field (hint: did you mean tp?)"),
+        ("id,kind,gpus,nodes,gpu,quantity,params,value,unit\n"
+         "x,training,8,1,H100-SXM-80GB,q,model=llama3-8b;gbs=4,1,TFLOP/s\n",
+         "mine.csv:2: x: global batch 4 is not a multiple of dp x micro_batch = 8"),
+    ],
+)  # fmt: skip
+def test_bad_user_tables_name_file_line_and_field(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "mine.csv"
+    path.write_text(text)
+    with pytest.raises(TableError) as err:
+        validate_all(read_table(path), file=str(path))
+    assert message in str(err.value)
