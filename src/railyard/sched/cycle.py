@@ -99,8 +99,8 @@ def cycle(
     down = {n.name for n in state.nodes if n.state is NodeState.DOWN}
     requeues = tuple(
         Requeue(r.id)
-        for r in booked.running
-        if r.stop_cause is None and any(name in down for name in r.placement)
+        for r in (booked.running if down else ())
+        if r.stop_cause is None and not down.isdisjoint(r.placement)
     )
 
     # 3. Order the pending jobs: nominated jobs first (their victims' GPUs are theirs), then

@@ -21,17 +21,27 @@ from railyard.sched.snapshot import Shape, Snapshot, Topology
 
 
 def shape_reason(topo: Topology, placement: PlacementPolicy, shape: Shape) -> Reason | None:
-    """`Unschedulable` if the shape fits no empty inventory, `ReqNodeNotAvail` if only with
-    nodes that are down or drained back; memoised on the topology index."""
+    """`Unschedulable` if the shape fits no empty inventory (placed there once per inventory,
+    whatever nodes are down), `ReqNodeNotAvail` if the nodes up now are too few or too small
+    for it (a count, cheap); memoised on the topology index."""
     if shape in topo.feasible:
         return topo.feasible[shape]
     reason: Reason | None = None
-    if shape.flavor not in topo.total_gpus_all:
+    f = shape.flavor
+    if f not in topo.total_gpus_all:
         reason = Reason.BAD_CONSTRAINTS
-    elif placement.place(Snapshot(topo), shape) is None:
-        whole = topo.all_ready()
-        fits_whole = whole is not topo and placement.place(Snapshot(whole), shape) is not None
-        reason = Reason.REQ_NODE_NOT_AVAIL if fits_whole else Reason.UNSCHEDULABLE
+    else:
+        never = topo.static.never_fits
+        if shape not in never:
+            never[shape] = placement.place(Snapshot(topo.all_ready()), shape) is None
+        if never[shape]:
+            reason = Reason.UNSCHEDULABLE
+        elif (
+            shape.gpus_per_worker > topo.max_gpus.get(f, -1)
+            or shape.gpus > topo.ready_gpus.get(f, 0)
+            or (shape.distinct_nodes and shape.workers > len(topo.flavor_nodes.get(f, ())))
+        ):
+            reason = Reason.REQ_NODE_NOT_AVAIL
     topo.feasible[shape] = reason
     return reason
 

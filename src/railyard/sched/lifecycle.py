@@ -180,6 +180,23 @@ def time_limits(
     return TimeActions(tuple(sorted(warn)), tuple(sorted(stop)), next_t_s)
 
 
+def _first_deadline(
+    result: CycleResult, eligible: Sequence[Job], queues: Mapping[str, Queue], now_t_s: float
+) -> float:
+    """The earliest warning or limit of the jobs this step starts (they run from now)."""
+    if not result.starts:
+        return math.inf
+    started = result.started_ids
+    first = math.inf
+    for job in eligible:
+        if job.id not in started:
+            continue
+        limit = time_limit_s(job, queues.get(job.queue))
+        if limit is not None:
+            first = min(first, now_t_s + limit - (job.warn_before_s or 0.0))
+    return first
+
+
 # -- gates before the cycle --------------------------------------------------------------------
 
 
@@ -284,6 +301,9 @@ class StepInput:
     keep_submit_time: bool = True
     job_states: Mapping[str, str] = field(default_factory=dict)
     """State ("pending", "running" or an end state) of every job a pending job depends on."""
+    no_deadline_before_t_s: float | None = None
+    """A driver that kept the last plan's `next_deadline_t_s` may pass it: until then no time
+    limit or warning can fall due, and the step skips scanning the running jobs for one."""
 
 
 @dataclass(frozen=True)
@@ -312,23 +332,30 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
 
     # 1. Settle what exited (an exit of an older attempt, or of a job no longer running,
     #    is stale and ignored: executors may report twice across a restart).
-    by_id = {r.id: r for r in given.running}
     settled: list[Settlement] = []
-    for ended in given.exits:
-        run = by_id.get(ended.job_id)
-        if run is None or run.job.restart_count != ended.restart_count:
-            continue
-        del by_id[ended.job_id]
-        settled.append(settle(run, ended, now, keep_submit_time=given.keep_submit_time))
-    running = list(by_id.values())
+    running = list(given.running)
+    if given.exits:
+        by_id = {r.id: r for r in running}
+        for ended in given.exits:
+            run = by_id.get(ended.job_id)
+            if run is None or run.job.restart_count != ended.restart_count:
+                continue
+            del by_id[ended.job_id]
+            settled.append(settle(run, ended, now, keep_submit_time=given.keep_submit_time))
+        running = list(by_id.values())
     pending = list(given.pending) + [s.requeued for s in settled if s.requeued is not None]
 
     # 2. Time limits: the warning ahead, the stop at the limit.
-    limits = time_limits(running, queues, now)
-    stopping = set(limits.stop)
-    running = [
-        replace(r, stop_cause=StopCause.TIME_LIMIT) if r.id in stopping else r for r in running
-    ]
+    hint = given.no_deadline_before_t_s
+    if hint is not None and now < hint:
+        limits = TimeActions(next_t_s=hint)
+    else:
+        limits = time_limits(running, queues, now)
+    if limits.stop:
+        stopping = set(limits.stop)
+        running = [
+            replace(r, stop_cause=StopCause.TIME_LIMIT) if r.id in stopping else r for r in running
+        ]
 
     # 3. Gates, then 4. the cycle on what is left.
     states = dict(given.job_states)
@@ -336,7 +363,7 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
         states[s.job_id] = s.end.value if s.end is not None else "pending"
     eligible, held = gate(pending, running, states)
     down = {n.name for n in given.nodes if n.state is NodeState.DOWN}
-    on_down = down and any(
+    on_down = bool(down) and any(
         r.stop_cause is None and not down.isdisjoint(r.placement) for r in running
     )
     result = CycleResult()
@@ -345,9 +372,11 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
             given.nodes, given.queues, eligible, running, given.usage, given.runtime_history_s
         )
         result = cycle(state, now, config, cache)
+    next_t_s = min(limits.next_t_s, _first_deadline(result, eligible, queues, now))
 
     # 5. Drains: a draining node whose last job has just been settled is drained now.
-    done = drained(given.nodes, running)
+    draining = any(n.state is NodeState.DRAINING for n in given.nodes)
+    done = drained(given.nodes, running) if draining else []
 
     # 6. Usage: the jobs that held GPUs since the last accrual (including those that just
     #    exited: they held their GPUs until now) are charged for that time.
@@ -365,5 +394,5 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
         held=held,
         drained=tuple(done),
         usage=usage,
-        next_deadline_t_s=limits.next_t_s,
+        next_deadline_t_s=next_t_s,
     )

@@ -107,16 +107,12 @@ class Topology:
             self.su_nodes.setdefault((f, su), []).append(i)
         self.ready_index = [i for i, ready in enumerate(self.ready) if ready]
         self._job_masks: dict[str, tuple[Placement, Masks, int]] = {}
-        self.feasible: dict[Shape, Reason | None] = {}  # why a shape can never fit (feasible.py)
-        self._all_ready: Topology | None = None
+        self.feasible: dict[Shape, Reason | None] = {}  # why a shape cannot fit (feasible.py)
+        self.static = StaticFacts(self)
 
     def all_ready(self) -> Topology:
         """The same inventory with every node up: what could run once repairs are done."""
-        if all(self.ready):
-            return self
-        if self._all_ready is None:
-            self._all_ready = Topology([replace(n, state=NodeState.READY) for n in self.nodes])
-        return self._all_ready
+        return self.static.whole()
 
     def job_masks(self, jobs: Iterable[tuple[str, Placement]]) -> dict[str, tuple[Masks, int]]:
         """Masks and GPU count of each (job id, placement), reusing those of the last call for
@@ -146,6 +142,25 @@ class Topology:
 
     def placement(self, masks: Mapping[int, int]) -> dict[str, tuple[int, ...]]:
         return {self.nodes[i].name: bits(m) for i, m in sorted(masks.items())}
+
+
+class StaticFacts:
+    """What depends only on the inventory, not on which nodes are up: shared by every index
+    of the same nodes (a `CycleCache` hands one to each), so a node going down and coming back
+    does not make the scheduler rediscover which gang shapes can ever fit."""
+
+    def __init__(self, topo: Topology) -> None:
+        self.key = tuple((n.name, n.flavor, n.gpus, n.path, n.nvlink_domains) for n in topo.nodes)
+        self._topo = topo
+        self._whole: Topology | None = topo if all(topo.ready) else None
+        self.never_fits: dict[Shape, bool] = {}
+
+    def whole(self) -> Topology:
+        if self._whole is None:
+            nodes = [replace(n, state=NodeState.READY) for n in self._topo.nodes]
+            self._whole = Topology(nodes)
+            self._whole.static = self
+        return self._whole
 
 
 class Snapshot:
@@ -257,5 +272,9 @@ class CycleCache:
             if cached_nodes is key or cached_nodes == key:
                 return topo
         topo = Topology(key)
+        for _, other in self._recent:
+            if other.static.key == topo.static.key:
+                topo.static = other.static  # same nodes, other states: share what is static
+                break
         self._recent = [(key, topo), *self._recent[: self.keep - 1]]
         return topo

@@ -306,6 +306,7 @@ class _Run:
                     self.last_accrual_t_s,
                     self._predictions(),
                     self.cfg.keep_submit_time,
+                    no_deadline_before_t_s=self.deadline_at,
                 ),
                 self.cfg.scheduler,
                 self.cache,
