@@ -13,7 +13,13 @@ from rich.console import Console
 from rich.table import Table
 
 from railyard.cli.jobs import JsonOpt, connect, emit_json, fail
-from railyard.control.schemas import QueueCreate, QueueUpdate, validation_line
+from railyard.control.schemas import (
+    QueueCreate,
+    QueueUpdate,
+    UserCreate,
+    UserUpdate,
+    validation_line,
+)
 
 app = typer.Typer(help="Administer users, tokens and queues (admin token needed).")
 users_app = typer.Typer(help="Users.")
@@ -37,16 +43,53 @@ def _table(*columns: str) -> Table:
     return table
 
 
+UnixUserOpt = Annotated[
+    str | None, typer.Option("--unix-user", help="Unix account the user's jobs run as")
+]
+
+
 @users_app.command("add")
 def users_add(
     name: str,
     admin: Annotated[bool, typer.Option("--admin", help="may administer railyard")] = False,
+    unix_user: Annotated[
+        str | None,
+        typer.Option("--unix-user", help="Unix account the user's jobs run as (default: NAME)"),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Add a user (then give them a token and a queue)."""
+    """Add a user (then give them a token and a queue); their jobs run as --unix-user."""
+    try:
+        UserCreate(name=name, is_admin=admin, unix_user=unix_user)
+    except ValidationError as exc:
+        fail(validation_line(list(exc.errors()))[0])
     with connect() as client:
-        user = client.create_user(name, is_admin=admin)
-    emit_json(user) if as_json else print(f"user {user.name} added (id {user.id})")
+        user = client.create_user(name, is_admin=admin, unix_user=unix_user)
+    if as_json:
+        emit_json(user)
+    else:
+        print(f"user {user.name} added (id {user.id}, Unix account {user.unix_user})")
+
+
+@users_app.command("update")
+def users_update(
+    name: str,
+    unix_user: UnixUserOpt = None,
+    admin: Annotated[bool | None, typer.Option("--admin/--no-admin")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Change a user's Unix account or admin flag; submitted jobs keep their account."""
+    try:
+        spec = UserUpdate(unix_user=unix_user, is_admin=admin)
+    except ValidationError as exc:
+        fail(validation_line(list(exc.errors()))[0])
+    with connect() as client:
+        user = client.update_user(name, spec)
+    if as_json:
+        emit_json(user)
+    else:
+        role = "admin" if user.is_admin else "user"
+        print(f"user {user.name} updated ({role}, Unix account {user.unix_user})")
 
 
 @users_app.command("list")
@@ -56,9 +99,10 @@ def users_list(as_json: JsonOpt = False) -> None:
     if as_json:
         emit_json(users)
         return
-    table = _table("ID", "USER", "ADMIN", "QUEUES")
+    table = _table("ID", "USER", "UNIX USER", "ADMIN", "QUEUES")
     for u in users:
-        table.add_row(str(u.id), u.name, "yes" if u.is_admin else "", ",".join(u.queues))
+        admin = "yes" if u.is_admin else ""
+        table.add_row(str(u.id), u.name, u.unix_user, admin, ",".join(u.queues))
     Console().print(table)
 
 

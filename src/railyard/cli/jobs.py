@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -22,7 +23,14 @@ from rich.table import Table
 
 from railyard.control.client import Client, ClientError
 from railyard.control.schemas import JobOut, JobSubmit, validation_line
-from railyard.control.scripts import OptionError, ScriptError, apply_option, merge, parse_script
+from railyard.control.scripts import (
+    OptionError,
+    ScriptErrors,
+    apply_option,
+    merge,
+    parse_script,
+    resolve_export,
+)
 from railyard.control.tables import JobState
 
 ACTIVE = [s.value for s in JobState if not s.finished]
@@ -83,23 +91,49 @@ def placement(job: JobOut) -> str:
 
 # -- submit --------------------------------------------------------------------------------------
 
+SCRIPT_SUFFIXES = (".sh", ".sbatch", ".slurm", ".bash", ".job")
+
 
 def _flags(**given: Any) -> tuple[dict[str, Any], list[str]]:
-    """Command-line flags through the same converters as script directives."""
+    """Command-line flags through the same converters as script directives; every bad flag
+    is reported, one line each."""
     options: dict[str, Any] = {}
     notes: list[str] = []
+    errors: list[str] = []
     for flag, value in given.items():
         if value is None or value is False:
             continue
         name = "--" + flag.replace("_", "-")
-        if isinstance(value, list):
-            for item in value:
-                apply_option(options, name, str(item), notes, os.environ)
-        elif value is True:
-            apply_option(options, name, None, notes)
-        else:
-            apply_option(options, name, str(value), notes, os.environ)
+        values = value if isinstance(value, list) else [value]
+        for item in values:
+            try:
+                apply_option(options, name, None if item is True else str(item), notes)
+            except OptionError as exc:
+                errors.append(str(exc))
+    if errors:
+        fail("\n".join(f"railyard: {e}" for e in errors).removeprefix("railyard: "))
     return options, notes
+
+
+def _looks_like_script(arg: str) -> bool:
+    return arg.endswith(SCRIPT_SUFFIXES) or ("/" in arg and " " not in arg)
+
+
+def _script_or_command(args: list[str]) -> tuple[Path | None, list[str]]:
+    """One argument naming a file is a batch script (sbatch's rule); one that looks like a
+    script path but names nothing is an error, not a command that fails later."""
+    if len(args) == 1:
+        path = Path(args[0])
+        if path.is_file():
+            return path, []
+        if path.is_dir():
+            fail(f"{args[0]} is a directory, not a batch script")
+        if _looks_like_script(args[0]):
+            fail(
+                f"no such batch script: {args[0]} "
+                "(hint: check the path; to run a command, put it after --)"
+            )
+    return None, args
 
 
 def submit(
@@ -107,25 +141,46 @@ def submit(
         list[str] | None,
         typer.Argument(help="a batch script (#RAILYARD/#SBATCH directives), or -- COMMAND..."),
     ] = None,
-    gpus: Annotated[int | None, typer.Option("--gpus", "-G", help="total GPUs")] = None,
-    nodes: Annotated[int | None, typer.Option("--nodes", "-N")] = None,
-    gpus_per_node: Annotated[int | None, typer.Option("--gpus-per-node")] = None,
-    gres: Annotated[str | None, typer.Option("--gres", help="gpu:N per node")] = None,
+    gpus: Annotated[
+        str | None, typer.Option("--gpus", "-G", help="total GPUs, N or TYPE:N; 0: a CPU job")
+    ] = None,
+    nodes: Annotated[int | None, typer.Option("--nodes", "-N", help="distinct nodes")] = None,
+    gpus_per_node: Annotated[
+        str | None, typer.Option("--gpus-per-node", help="N or TYPE:N per node")
+    ] = None,
+    gres: Annotated[str | None, typer.Option("--gres", help="gpu:N or gpu:TYPE:N per node")] = None,
     workers: Annotated[int | None, typer.Option("--workers")] = None,
     gpus_per_worker: Annotated[int | None, typer.Option("--gpus-per-worker")] = None,
-    flavor: Annotated[str | None, typer.Option("--flavor", help="GPU type")] = None,
+    ntasks: Annotated[int | None, typer.Option("--ntasks", "-n", help="tasks in all")] = None,
+    ntasks_per_node: Annotated[
+        int | None, typer.Option("--ntasks-per-node", help="tasks per node (default: per GPU)")
+    ] = None,
+    cpus_per_task: Annotated[int | None, typer.Option("--cpus-per-task", "-c")] = None,
+    mem: Annotated[str | None, typer.Option("--mem", help="per node: 64G, 512M, 8000")] = None,
+    flavor: Annotated[str | None, typer.Option("--flavor", help="node flavor")] = None,
     queue: Annotated[str | None, typer.Option("--queue", "--partition", "-p")] = None,
     priority: Annotated[str | None, typer.Option("--priority", help="int or class")] = None,
-    qos: Annotated[str | None, typer.Option("--qos", help="low|normal|high|critical")] = None,
+    qos: Annotated[str | None, typer.Option("--qos", "-q", help="low|normal|high|critical")] = None,
     time: Annotated[str | None, typer.Option("--time", "-t", help="walltime, e.g. 2:00:00")] = None,
     preemptible: Annotated[bool, typer.Option("--preemptible")] = False,
+    exclusive: Annotated[bool, typer.Option("--exclusive", help="whole nodes only")] = False,
     array: Annotated[str | None, typer.Option("--array", "-a", help="e.g. 0-9%2")] = None,
     job_name: Annotated[str | None, typer.Option("--job-name", "-J", "--name")] = None,
     signal: Annotated[str | None, typer.Option("--signal", help="[B:]USR1@60")] = None,
     requeue: Annotated[bool | None, typer.Option("--requeue/--no-requeue")] = None,
     chdir: Annotated[str | None, typer.Option("--chdir", "-D")] = None,
-    export: Annotated[str | None, typer.Option("--export", help="KEY=VAL,...")] = None,
+    export: Annotated[
+        str | None, typer.Option("--export", help="ALL (default), NONE, or [ALL,]VAR[=VAL],...")
+    ] = None,
     env: Annotated[list[str] | None, typer.Option("--env", help="KEY=VAL (repeat)")] = None,
+    output: Annotated[str | None, typer.Option("--output", "-o", help="e.g. out-%j.txt")] = None,
+    error: Annotated[str | None, typer.Option("--error", "-e", help="stderr file")] = None,
+    dependency: Annotated[
+        str | None, typer.Option("--dependency", "-d", help="afterok:ID[:ID],singleton...")
+    ] = None,
+    account: Annotated[str | None, typer.Option("--account", "-A")] = None,
+    mail_type: Annotated[str | None, typer.Option("--mail-type")] = None,
+    mail_user: Annotated[str | None, typer.Option("--mail-user")] = None,
     topology: Annotated[str | None, typer.Option("--topology", help="[mode:]level")] = None,
     checkpoint_grace: Annotated[float | None, typer.Option("--checkpoint-grace")] = None,
     min_runtime: Annotated[float | None, typer.Option("--min-runtime")] = None,
@@ -133,50 +188,65 @@ def submit(
 ) -> None:
     """Submit a job: `railyard submit --gpus 8 -- python train.py` or `railyard submit job.sh`.
 
-    One argument naming an existing file is a batch script; anything else is the command.
-    Flags override the script's directives, as with sbatch.
+    One argument naming a file is a batch script, run once on the job's first node with an
+    srun for its tasks; anything after -- is a command, run as one task per GPU. Flags
+    override the script's directives, as with sbatch. The job gets this shell's environment
+    and directory (--export=ALL), never the server's.
     """
     args = args or []
     if not args:
         fail("nothing to run: give a batch script, or -- followed by a command")
+    flags, notes = _flags(
+        gpus=gpus,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        gres=gres,
+        workers=workers,
+        gpus_per_worker=gpus_per_worker,
+        ntasks=ntasks,
+        ntasks_per_node=ntasks_per_node,
+        cpus_per_task=cpus_per_task,
+        mem=mem,
+        flavor=flavor,
+        queue=queue,
+        priority=priority,
+        qos=qos,
+        time=time,
+        preemptible=preemptible,
+        exclusive=exclusive,
+        array=array,
+        job_name=job_name,
+        signal=signal,
+        chdir=chdir,
+        export=export,
+        env=env,
+        output=output,
+        error=error,
+        dependency=dependency,
+        account=account,
+        mail_type=mail_type,
+        mail_user=mail_user,
+        topology=topology,
+        checkpoint_grace=checkpoint_grace,
+        min_runtime=min_runtime,
+    )
+    if requeue is not None:
+        flags["requeue"] = requeue
+    script, command = _script_or_command(args)
     try:
-        flags, notes = _flags(
-            gpus=gpus,
-            nodes=nodes,
-            gpus_per_node=gpus_per_node,
-            gres=gres,
-            workers=workers,
-            gpus_per_worker=gpus_per_worker,
-            flavor=flavor,
-            queue=queue,
-            priority=priority,
-            qos=qos,
-            time=time,
-            preemptible=preemptible,
-            array=array,
-            job_name=job_name,
-            signal=signal,
-            chdir=chdir,
-            export=export,
-            env=env,
-            topology=topology,
-            checkpoint_grace=checkpoint_grace,
-            min_runtime=min_runtime,
-        )
-        if requeue is not None:
-            flags["requeue"] = requeue
-        body: dict[str, Any]
-        script = Path(args[0])
-        if len(args) == 1 and script.is_file():
+        if script is not None:
             text = script.read_text()
-            parsed = parse_script(text, str(script), os.environ)
+            parsed = parse_script(text, str(script))
             notes += parsed.notes
             body = {**merge(parsed.options, flags), "script": text}
+            body.setdefault("name", script.name)
         else:
-            body = {**flags, "command": args}
-        body.setdefault("workdir", os.getcwd())
-        spec = JobSubmit.model_validate(body)
-    except (OptionError, ScriptError) as exc:
+            body = {**flags, "command": command}
+            body.setdefault("name", Path(command[0]).name)
+        spec = _with_environment(body, notes)
+    except ScriptErrors as exc:
+        fail("\n".join(f"railyard: {e}" for e in exc.errors).removeprefix("railyard: "))
+    except OptionError as exc:
         fail(str(exc))
     except ValidationError as exc:
         fail(validation_line(list(exc.errors()))[0])
@@ -191,6 +261,28 @@ def submit(
     else:
         for job in jobs:
             print(job.id)
+
+
+def _with_environment(body: dict[str, Any], notes: list[str]) -> JobSubmit:
+    """Add what sbatch captures at submit: the environment per ``--export``, the working and
+    submit directories, the submit host. No token is exported."""
+    cwd = os.getcwd()
+    value, exported, more = resolve_export(body.pop("export", "ALL"), os.environ)
+    notes += more
+    if "RAILYARD_TOKEN" in exported:
+        del exported["RAILYARD_TOKEN"]
+        notes.append("RAILYARD_TOKEN is never exported to a job")
+    workdir = Path(cwd, os.path.expanduser(body.get("workdir") or cwd))
+    return JobSubmit.model_validate(
+        {
+            **body,
+            "export": value,
+            "env": {**exported, **body.get("env", {})},
+            "workdir": str(workdir),
+            "submit_dir": cwd,
+            "submit_host": socket.gethostname(),
+        }
+    )
 
 
 # -- looking at jobs -----------------------------------------------------------------------------

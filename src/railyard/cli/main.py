@@ -19,7 +19,7 @@ from railyard.cli import simulate as simulate_cli
 from railyard.cli.perf import perf_app
 from railyard.cli.render import print_compare, print_plan
 from railyard.control.paths import default_state_dir
-from railyard.control.server import UpConfig, serve
+from railyard.control.server import SpoolTaken, UpConfig, serve
 from railyard.fabric import export
 from railyard.fabric.build import build_fabric
 from railyard.fabric.hostlist import compress
@@ -156,7 +156,14 @@ def up(
         str | None, typer.Option(help="SQLAlchemy URL, e.g. postgresql+psycopg://host/db")
     ] = None,
     state_dir: Annotated[
-        Path | None, typer.Option(help="jobs, logs and the SQLite store (default ~/.railyard)")
+        Path | None, typer.Option(help="the SQLite store and client.json (default ~/.railyard)")
+    ] = None,
+    spool_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="job scripts, logs, checkpoints (default /var/spool/railyard as root, "
+            "else STATE_DIR/jobs)"
+        ),
     ] = None,
     policy: Annotated[str, typer.Option(help="ordering policy: fairshare | fifo")] = "fairshare",
     backfill: Annotated[str, typer.Option(help="strict | none | easy | conservative")] = "easy",
@@ -178,8 +185,12 @@ def up(
         flavor=flavor,
         cycle_interval_s=cycle_interval,
         scheduler=scheduler,
+        spool_dir=spool_dir,
     )
-    serve(config)
+    try:
+        serve(config)
+    except SpoolTaken as exc:
+        fail(str(exc))
 
 
 jobs_cli.register(app)

@@ -42,6 +42,7 @@ def save_config(url: str, token: str, path: Path | None = None) -> Path:
     path = path or config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # an older file may have been created with a looser mode
     with os.fdopen(fd, "w") as f:
         json.dump({"url": url, "token": token}, f)
     return path
@@ -193,9 +194,15 @@ class Client:
     def users(self) -> list[s.UserOut]:
         return self._many(s.UserOut, "GET", "/v1/users")
 
-    def create_user(self, name: str, *, is_admin: bool = False) -> s.UserOut:
-        body = s.UserCreate(name=name, is_admin=is_admin).model_dump()
-        return self._one(s.UserOut, "POST", "/v1/users", json=body)
+    def create_user(
+        self, name: str, *, is_admin: bool = False, unix_user: str | None = None
+    ) -> s.UserOut:
+        body = s.UserCreate(name=name, is_admin=is_admin, unix_user=unix_user)
+        return self._one(s.UserOut, "POST", "/v1/users", json=body.model_dump(exclude_none=True))
+
+    def update_user(self, name: str, spec: s.UserUpdate) -> s.UserOut:
+        body = spec.model_dump(exclude_none=True)
+        return self._one(s.UserOut, "PATCH", f"/v1/users/{name}", json=body)
 
     def tokens(self) -> list[s.TokenOut]:
         return self._many(s.TokenOut, "GET", "/v1/tokens")

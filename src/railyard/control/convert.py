@@ -55,6 +55,9 @@ class JobFields(Protocol):
     flavor: str
     workers: int
     gpus_per_worker: int
+    cpus_per_worker: int
+    mem_per_worker_gb: float
+    distinct_nodes: bool
     priority: int
     preemptible: bool
     walltime_s: float | None
@@ -79,6 +82,9 @@ SCHED_COLUMNS: tuple[Any, ...] = (
     JobRow.flavor,
     JobRow.workers,
     JobRow.gpus_per_worker,
+    JobRow.cpus_per_worker,
+    JobRow.mem_per_worker_gb,
+    JobRow.distinct_nodes,
     JobRow.priority,
     JobRow.preemptible,
     JobRow.walltime_s,
@@ -115,6 +121,9 @@ def to_job(row: JobFields, user: str) -> Job:
         flavor=row.flavor,
         workers=row.workers,
         gpus_per_worker=row.gpus_per_worker,
+        cpus_per_worker=row.cpus_per_worker,
+        mem_per_worker_gb=row.mem_per_worker_gb,
+        distinct_nodes=row.distinct_nodes,
         user=user,
         priority=row.priority,
         preemptible=row.preemptible,

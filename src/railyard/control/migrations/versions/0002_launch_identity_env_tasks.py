@@ -1,0 +1,69 @@
+"""users' Unix accounts; jobs' exported environment, tasks, CPU/memory, outputs, dependency
+
+Revision ID: 0002_launch
+Revises: 0001
+Create Date: 2026-11-23
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0002_launch"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+JOB_COLUMNS: list[sa.Column[Any]] = [
+    sa.Column("array_spec", sa.String(length=1024), nullable=True),
+    sa.Column("task_number", sa.Integer(), nullable=True),
+    sa.Column("unix_user", sa.String(length=64), nullable=False, server_default=""),
+    sa.Column("export", sa.String(length=1024), nullable=False, server_default="ALL"),
+    sa.Column("submit_dir", sa.String(length=1024), nullable=False, server_default=""),
+    sa.Column("submit_host", sa.String(length=256), nullable=False, server_default=""),
+    sa.Column("ntasks_per_node", sa.Integer(), nullable=True),
+    sa.Column("cpus_per_task", sa.Integer(), nullable=False, server_default="0"),
+    sa.Column("mem_per_node_mb", sa.Integer(), nullable=False, server_default="0"),
+    sa.Column("cpus_per_worker", sa.Integer(), nullable=False, server_default="0"),
+    sa.Column("mem_per_worker_gb", sa.Float(), nullable=False, server_default="0"),
+    sa.Column("distinct_nodes", sa.Boolean(), nullable=False, server_default=sa.false()),
+    sa.Column("output", sa.String(length=1024), nullable=True),
+    sa.Column("error", sa.String(length=1024), nullable=True),
+    sa.Column("dependency", sa.String(length=1024), nullable=True),
+    sa.Column("requeue", sa.Boolean(), nullable=False, server_default=sa.false()),
+    sa.Column("signal_batch_shell", sa.Boolean(), nullable=False, server_default=sa.false()),
+]
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("users", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("unix_user", sa.String(length=64), nullable=True))
+    op.execute("UPDATE users SET unix_user = name")
+    with op.batch_alter_table("users", schema=None) as batch_op:
+        batch_op.alter_column("unix_user", existing_type=sa.String(length=64), nullable=False)
+    with op.batch_alter_table("jobs", schema=None) as batch_op:
+        for column in JOB_COLUMNS:
+            batch_op.add_column(column)
+        batch_op.create_index(batch_op.f("ix_jobs_task_number"), ["task_number"], unique=False)
+    # Rows written before this revision: every job its own number, run as its user's account.
+    op.execute("UPDATE jobs SET task_number = number WHERE array_parent IS NULL")
+    op.execute(
+        "UPDATE jobs SET unix_user = (SELECT users.name FROM users WHERE users.id = jobs.user_id)"
+    )
+    # The server defaults only filled the old rows; new rows get theirs from the ORM.
+    with op.batch_alter_table("jobs", schema=None) as batch_op:
+        for column in JOB_COLUMNS:
+            if column.server_default is not None:
+                batch_op.alter_column(column.name, existing_type=column.type, server_default=None)
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("jobs", schema=None) as batch_op:
+        batch_op.drop_index(batch_op.f("ix_jobs_task_number"))
+        for column in reversed(JOB_COLUMNS):
+            batch_op.drop_column(column.name)
+    with op.batch_alter_table("users", schema=None) as batch_op:
+        batch_op.drop_column("unix_user")
