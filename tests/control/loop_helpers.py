@@ -9,6 +9,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from railyard.control.loop import Loop, LoopConfig
+from railyard.exec.identity import Account
 from railyard.control.store import Store
 from railyard.control.tables import Counter, JobRow, NodeRow, QueueMember, QueueRow, User
 from railyard.exec.local import LocalExecutor
@@ -19,14 +20,17 @@ FLAVOR = "virtual"
 
 
 def seed_cluster(store: Store, *, gpus: int = 4, queues: dict[str, int] | None = None) -> None:
-    """One node, an admin and user 'alice', and queues (name -> nominal GPUs) under 'root'."""
+    """One node, an admin and user 'alice', and queues (name -> nominal GPUs) under 'root'.
+    Both users' jobs run as the Unix account running the tests (tests/control/test_identity.py
+    runs jobs as other accounts)."""
     now = time.time()
+    me = Account.current().name
     with store.session() as s:
         s.add(
             NodeRow(name=NODE, flavor=FLAVOR, gpus=gpus, path=["su0", "su0-lg0"], updated_t_s=now)
         )
-        s.add(User(id=1, name="admin", is_admin=True, created_t_s=now))
-        s.add(User(id=2, name="alice", is_admin=False, created_t_s=now))
+        s.add(User(id=1, name="admin", is_admin=True, unix_user=me, created_t_s=now))
+        s.add(User(id=2, name="alice", is_admin=False, unix_user=me, created_t_s=now))
         s.add(QueueRow(name="root", nominal_gpus={FLAVOR: gpus}, created_t_s=now))
         for name, nominal in (queues or {"default": gpus}).items():
             s.add(

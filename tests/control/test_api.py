@@ -89,7 +89,9 @@ def test_array_expands_to_tasks(api: Api) -> None:
     with api.store.session() as session:
         limits = set(session.scalars(select(JobRow.array_max_running)))
     assert limits == {2}
-    assert api.submit("alice")[0]["id"] == "2"  # one number per array
+    # Each task its own number (SLURM_JOB_ID), as Slurm: the array's goes to the last task.
+    assert [j["task_number"] for j in jobs] == [*range(2, 11), 1]
+    assert api.submit("alice")[0]["id"] == "11"
     cancelled = api.as_["alice"].delete("/v1/jobs/1").json()  # the parent cancels every task
     assert len(cancelled) == 10
     assert {j["state"] for j in cancelled} == {"cancelled"}
@@ -186,7 +188,7 @@ def test_logs_from_an_offset(api: Api) -> None:
     alice = api.as_["alice"]
     empty = alice.get(f"/v1/jobs/{job['id']}/logs").json()
     assert (empty["text"], empty["offset"], empty["finished"]) == ("", 0, False)
-    path = log_path(api.state_dir, job["id"], 1)
+    path = log_path(api.state_dir / "jobs", job["id"], 1)
     path.parent.mkdir(parents=True)
     path.write_bytes("step 1\nloss ✓".encode())
     first = alice.get(f"/v1/jobs/{job['id']}/logs", params={"rank": 1}).json()
@@ -198,7 +200,7 @@ def test_logs_from_an_offset(api: Api) -> None:
     assert second["text"] == "\nstep 2\n"
     response = alice.get(f"/v1/jobs/{job['id']}/logs", params={"rank": 2})
     assert response.status_code == 422
-    assert response.json()["detail"] == "rank: job 1 has ranks 0..1"
+    assert response.json()["detail"] == "rank: job 1 has logs 0..1"
 
 
 def test_read_log_holds_back_a_cut_character(tmp_path: Path) -> None:

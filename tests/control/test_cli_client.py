@@ -126,12 +126,11 @@ def test_script_submission_with_flag_override(cli: Cli, tmp_path: Path) -> None:
     )
     result = cli("alice", "submit", "--time", "2:00:00", "--json", str(script))
     assert result.exit_code == 0, result.output
-    assert "note: --output=slurm.out ignored" in result.stderr
     [job] = json.loads(result.stdout)
-    assert (job["gpus"], job["workers"], job["walltime_s"]) == (8, 8, 7200)
+    assert (job["gpus"], job["workers"], job["walltime_s"]) == (8, 2, 7200)
+    assert (job["distinct_nodes"], job["output"]) == (True, "slurm.out")
     assert (job["name"], job["preemptible"]) == ("sb", True)
-    assert job["command"][0] == "bash"
-    assert job["command"][1].endswith("/jobs/1/script.sh")
+    assert job["command"] == [str(tmp_path / "state" / "jobs" / "1" / "script.sh")]
     array = cli("alice", "submit", "--array", "0-2", "--", "echo")
     assert array.stdout.split() == ["2_0", "2_1", "2_2"]
 
@@ -190,7 +189,7 @@ def test_nodes_tokens_and_drain(cli: Cli) -> None:
 
 def test_logs_and_follow(cli: Cli, store: Store, tmp_path: Path) -> None:
     job_id = cli("alice", "submit", "--", "train").stdout.strip()
-    path = log_path(tmp_path / "state", job_id, 0)
+    path = log_path(tmp_path / "state" / "jobs", job_id, 0)
     path.parent.mkdir(parents=True)
     path.write_text("step 1\n")
     assert cli("alice", "logs", job_id).stdout == "step 1\n"

@@ -134,7 +134,8 @@ def test_never_the_executors_environment_nor_a_token(
     (env,) = envs(tmp_path, 1)
     me = Account.current()
     assert "RAILYARD_SERVER_ONLY" not in env
-    assert "RAILYARD_TOKEN" not in env and "CURL_AUTH" not in env
+    assert "RAILYARD_TOKEN" not in env
+    assert "CURL_AUTH" not in env
     assert not any(TOKEN in value for value in env.values())
     assert "SLURM_JOB_ID" not in env  # a parent job's id; the control plane sets the job's own
     assert env["PATH"] == "/opt/user/bin:/usr/bin:/bin"
@@ -184,7 +185,8 @@ def test_missing_working_directory_runs_in_tmp(make_executor: MakeExecutor, tmp_
     executor.start(job)
     assert wait_report(executor, "job").outcome == Outcome.COMPLETED
     text = logs(tmp_path)
-    assert "could not chdir to" in text and "cwd /tmp" in text
+    assert "could not chdir to" in text
+    assert "cwd /tmp" in text
 
 
 def test_layout_over_two_nodes() -> None:
@@ -220,8 +222,11 @@ def test_batch_job_is_one_process_on_the_first_node(tmp_path: Path) -> None:
     [
         ("slurm-%j.out", {"j": "24"}, "slurm-24.out"),
         ("slurm-%A_%a.out", {"j": "25", "A": "24", "a": "3"}, "slurm-24_3.out"),
-        ("%x-%u-%N-%n-%t-%s-%J-%%-%5j", {"j": "24", "x": "wrap", "u": "bob"},
-         "wrap-bob-vm-0-0-batch-24-%-00024"),  # fmt: skip
+        (
+            "%x-%u-%N-%n-%t-%s-%J-%%-%5j",
+            {"j": "24", "x": "wrap", "u": "bob"},
+            "wrap-bob-vm-0-0-batch-24-%-00024",
+        ),
         ("p-%A-%a", {"j": "24"}, "p-24-4294967294"),  # sbatch 22.05 on a job that is no array
     ],
 )

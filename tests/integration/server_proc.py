@@ -24,8 +24,16 @@ def free_port() -> int:
 class ServerProcess:
     """Starts `python -m railyard up` and talks to it over HTTP with the admin token."""
 
-    def __init__(self, state_dir: Path, *, gpus: int = 4, database_url: str | None = None) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        gpus: int = 4,
+        database_url: str | None = None,
+        spool_dir: Path | None = None,
+    ) -> None:
         self.state_dir = state_dir
+        self.spool_dir = spool_dir or state_dir / "jobs"
         self.port = free_port()
         self.gpus = gpus
         self.database_url = database_url
@@ -45,6 +53,8 @@ class ServerProcess:
             str(self.port),
             "--cycle-interval",
             "0.2",
+            "--spool-dir",
+            str(self.spool_dir),
         ]
         if self.database_url:
             cmd += ["--database-url", self.database_url]

@@ -269,9 +269,7 @@ def _with_environment(body: dict[str, Any], notes: list[str]) -> JobSubmit:
     cwd = os.getcwd()
     value, exported, more = resolve_export(body.pop("export", "ALL"), os.environ)
     notes += more
-    if "RAILYARD_TOKEN" in exported:
-        del exported["RAILYARD_TOKEN"]
-        notes.append("RAILYARD_TOKEN is never exported to a job")
+    exported.pop("RAILYARD_TOKEN", None)  # the server drops token-shaped values too
     workdir = Path(cwd, os.path.expanduser(body.get("workdir") or cwd))
     return JobSubmit.model_validate(
         {

@@ -270,6 +270,7 @@ def process_env(
     nodes = job_allocation(spec)
     if spec.batch:
         env.update(batch_env(nodes))
+        env["MASTER_ADDR"] = master_addr  # railyard's: the first node, for torchrun's flags
         env[ALLOCATION_VAR] = encode_allocation(nodes, master_addr)
         if spec.steps_dir is not None:
             env[STEPS_DIR_VAR] = str(spec.steps_dir)

@@ -5,8 +5,8 @@ tiny ``srun`` (:func:`railyard.exec.jobfiles.install_srun`) that runs this modul
 allocation the executor exported (``RAILYARD_ALLOCATION``), starts one process per task with
 the same variables a command job's tasks get (:func:`railyard.exec.launch.task_env`: Slurm's
 ``SLURM_PROCID``/``SLURM_LOCALID``/``SLURM_NODEID``/``SLURM_STEP_*`` and torchrun's), waits for
-all of them, and exits with the highest exit code (128+N for a task killed by signal N), as
-srun does. So ``srun python train.py`` starts a DDP job, and with ``--ntasks-per-node=1``
+all of them, and exits 0 or with the code of the first task that failed (128+N for signal
+N). So ``srun python train.py`` starts a DDP job, and with ``--ntasks-per-node=1``
 ``srun torchrun --nnodes $SLURM_NNODES --nproc-per-node 8 train.py`` starts one torchrun per
 node.
 
@@ -190,8 +190,9 @@ def launch(step: Step, environ: dict[str, str], master_addr: str) -> int:
 
 
 def wait_all(procs: list[tuple[int, subprocess.Popen[bytes]]]) -> int:
-    """Wait for every task; when one fails, terminate the rest (kill-on-bad-exit)."""
-    worst = 0
+    """Wait for every task; when one fails, terminate the rest (kill-on-bad-exit) and return
+    the first failure's code (128+N for signal N), not that of the tasks srun stopped."""
+    first_failure = 0
     live = dict(procs)
     stopping = False
     while live:
@@ -210,11 +211,10 @@ def wait_all(procs: list[tuple[int, subprocess.Popen[bytes]]]) -> int:
             )
             print(f"srun: error: task {rank}: {how}", file=sys.stderr, flush=True)
             if not stopping:
-                stopping = True
+                stopping, first_failure = True, code
                 for other in live.values():
                     other.terminate()
-        worst = max(worst, code)
-    return worst
+    return first_failure
 
 
 def main(argv: Sequence[str] | None = None) -> int:
