@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import typer
 import uvicorn
+from sqlalchemy import select
 from typer.testing import CliRunner, Result
 
 from railyard.cli import admin, jobs
@@ -233,3 +234,77 @@ def test_client_reads_its_config_file(
     monkeypatch.delenv("RAILYARD_TOKEN", raising=False)
     with Client.from_env() as client:
         assert client.url == server
+
+
+def test_submit_captures_the_environment_and_directory(
+    cli: Cli, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As sbatch's default --export=ALL: the submitter's variables and working directory, the
+    submit directory and host; never the token."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("TRAIN_DATA", "/data/shards")
+    assert cli("alice", "submit", "--gpus", "1", "--", "train").exit_code == 0
+    assert cli("alice", "submit", "--export=NONE", "--", "train").exit_code == 0
+    assert cli("alice", "submit", "--export=TRAIN_DATA,X=1", "-D", "sub", "--", "t").exit_code == 0
+    with store.session() as session:
+        rows = {r.id: r for r in session.scalars(select(JobRow))}
+    full = rows["1"]
+    assert full.export == "ALL"
+    assert full.env["TRAIN_DATA"] == "/data/shards"
+    assert "RAILYARD_TOKEN" not in full.env
+    assert (full.workdir, full.submit_dir) == (str(work), str(work))
+    assert full.submit_host == socket.gethostname()
+    assert (rows["2"].export, rows["2"].env) == ("NONE", {})
+    assert rows["3"].env == {"TRAIN_DATA": "/data/shards", "X": "1"}
+    assert (rows["3"].workdir, rows["3"].submit_dir) == (str(work / "sub"), str(work))
+    assert (rows["1"].gpus_per_worker, rows["2"].gpus_per_worker) == (1, 0)  # none unless asked
+
+
+def test_missing_script_and_every_bad_directive_in_one_pass(cli: Cli, tmp_path: Path) -> None:
+    missing = cli("alice", "submit", str(tmp_path / "missing.sh"))
+    assert missing.exit_code == 2
+    assert missing.stderr == (
+        f"railyard: no such batch script: {tmp_path / 'missing.sh'} "
+        "(hint: check the path; to run a command, put it after --)\n"
+    )
+    script = tmp_path / "bad.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --gpu=1\n#SBATCH --mem=lots --tme=5\nrun\n")
+    result = cli("alice", "submit", str(script))
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"railyard: {script}:2: unknown #SBATCH option '--gpu' (hint: did you mean '--gpus'?)",
+        f"railyard: {script}:3: --mem: bad memory size 'lots' (hint: e.g. 16G, 512M, 64000)",
+        f"railyard: {script}:3: unknown #SBATCH option '--tme' (hint: did you mean '--time'?)",
+    ]
+    assert cli.json("alice", "queue") == []
+
+
+def test_real_slurm_scripts_are_accepted_with_notes(cli: Cli, tmp_path: Path) -> None:
+    script = tmp_path / "real.sh"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH -A proj1 --mail-type=END --mail-user=a@b.c\n"
+        "#SBATCH --gres=gpu:h100:8 --exclusive -N 1 -n 8 -c 4 --mem=200G\n"
+        "#SBATCH -p default -o logs/%x-%j.out\nsrun python train.py\n"
+    )
+    result = cli("alice", "submit", "--json", str(script))
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stderr.splitlines() if "note:" in line]
+    assert len(notes) == 4  # account, mail-type, mail-user, exclusive
+    [job] = json.loads(result.stdout)
+    assert (job["flavor"], job["gpus"], job["ntasks_per_node"]) == ("H100-SXM-80GB", 8, 8)
+    assert (job["cpus_per_task"], job["mem_per_node_mb"]) == (4, 204800)
+    assert (job["name"], job["output"]) == ("real.sh", "logs/%x-%j.out")
+
+
+def test_admin_maps_users_to_unix_accounts(cli: Cli) -> None:
+    added = cli("root", "admin", "users", "add", "gus", "--unix-user", "gsmith")
+    assert added.stdout == "user gus added (id 4, Unix account gsmith)\n"
+    bad = cli("root", "admin", "users", "add", "hal", "--unix-user", "Hal Smith")
+    assert bad.exit_code == 2
+    assert bad.stderr.startswith("railyard: unix_user: String should match pattern")
+    changed = cli("root", "admin", "users", "update", "gus", "--unix-user", "gus")
+    assert changed.stdout == "user gus updated (user, Unix account gus)\n"
+    listed = cli("root", "admin", "users", "list").stdout
+    assert "UNIX USER" in listed.splitlines()[0]

@@ -5,26 +5,21 @@ and torchrun set. SQLite only: the store's part is covered on both databases els
 
 from __future__ import annotations
 
-import json
 import shlex
 import socket
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import select
-from tests.control.loop_helpers import make_loop, seed_cluster, states, step_until
+from tests.control.loop_helpers import Cluster, states
 
-from railyard.control import jobs
 from railyard.control.convert import SCHED_COLUMNS, to_job
 from railyard.control.errors import Invalid
-from railyard.control.loop import Loop
 from railyard.control.schemas import JobSubmit
-from railyard.control.store import Store, sqlite_url
-from railyard.control.tables import JobRow, NodeRow, User
+from railyard.control.tables import JobRow, NodeRow
 from railyard.exec.identity import Account
 
 DUMP = (
@@ -61,52 +56,6 @@ SBATCH_VARS = {
     "SLURM_TASK_PID", "SLURMD_NODENAME", "SLURM_CLUSTER_NAME", "SLURM_CPUS_PER_TASK",
     "ENVIRONMENT", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "TMPDIR",
 }  # fmt: skip
-
-
-class Cluster:
-    """A store with one 4-GPU node, the loop over it, and alice submitting as in the API."""
-
-    def __init__(self, tmp_path: Path, gpus: int = 4) -> None:
-        self.tmp = tmp_path
-        self.store = Store(sqlite_url(tmp_path / "railyard.db"))
-        seed_cluster(self.store, gpus=gpus)
-        self.loop: Loop = make_loop(self.store, tmp_path, gpus=gpus)
-        self.out = tmp_path / "out"
-        self.out.mkdir()
-
-    def submit(self, **fields: Any) -> list[str]:
-        fields.setdefault("workdir", str(self.out))
-        fields.setdefault("submit_dir", str(self.tmp))
-        fields.setdefault("submit_host", "login-1")
-        fields.setdefault("export", "ALL")
-        fields.setdefault("env", {"PATH": "/usr/bin:/bin", "FROM_SUBMITTER": "yes"})
-        with self.store.session() as session:
-            alice = session.get(User, 2)
-            assert alice is not None
-            rows = jobs.submit(
-                session, alice, JobSubmit(**fields), time.time(), spool_dir=self.tmp / "jobs"
-            )
-            return [r.id for r in rows]
-
-    def run(self, *job_ids: str, timeout_s: float = 120) -> None:
-        step_until(
-            self.loop,
-            lambda: all(states(self.store)[j] in ("completed", "failed") for j in job_ids),
-            timeout_s=timeout_s,
-        )
-        for job_id in job_ids:
-            assert states(self.store)[job_id] == "completed", self.log(job_id)
-
-    def log(self, job_id: str) -> str:
-        with self.store.session() as session:
-            row = session.get(JobRow, job_id)
-            assert row is not None
-            paths = [w["log_path"] for w in (row.handle or {}).get("workers", [])]
-        return "\n".join(Path(p).read_text() for p in paths if Path(p).exists())
-
-    def env(self, name: str) -> dict[str, str]:
-        data: dict[str, str] = json.loads((self.out / f"{name}.json").read_text())
-        return data
 
 
 @pytest.fixture

@@ -132,19 +132,19 @@ def _check_shape(session: Session, spec: JobSubmit, known: set[str] | None) -> R
             f"{per_worker} GPUs per worker, but the largest {flavor} node has {max(sizes)}",
             f"use more workers with at most {max(sizes)} GPUs each",
         )
-    if sizes and workers * per_worker > sum(sizes):
-        raise Invalid(
-            "gpus",
-            f"{workers * per_worker} GPUs asked, the cluster has {sum(sizes)} {flavor}",
-            f"ask for at most {sum(sizes)}",
-        )
     fitting = [g for g in sizes if g >= per_worker]
     if shape.distinct_nodes and nodes and workers > len(fitting):
         raise Invalid(
             "nodes",
             f"{workers} nodes asked, the cluster has {len(fitting)} {flavor} node(s) with "
-            f"{per_worker} GPUs free to give",
+            f"at least {per_worker} GPUs",
             f"ask for at most {len(fitting)} nodes, or fewer GPUs per node",
+        )
+    if sizes and workers * per_worker > sum(sizes):
+        raise Invalid(
+            "gpus",
+            f"{workers * per_worker} GPUs asked, the cluster has {sum(sizes)} {flavor}",
+            f"ask for at most {sum(sizes)}",
         )
     if spec.exclusive and sizes and per_worker < max(sizes):
         raise Invalid(

@@ -39,30 +39,27 @@ JOB_COLUMNS: list[sa.Column[Any]] = [
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("users", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("unix_user", sa.String(length=64), nullable=True))
+    # Plain ADD COLUMN with a constant default: no table rebuild, which SQLite cannot do for
+    # ``users`` while other tables' foreign keys point at it. The server defaults fill the old
+    # rows and stay (they equal the ORM's defaults).
+    op.add_column(
+        "users",
+        sa.Column("unix_user", sa.String(length=64), nullable=False, server_default=""),
+    )
     op.execute("UPDATE users SET unix_user = name")
-    with op.batch_alter_table("users", schema=None) as batch_op:
-        batch_op.alter_column("unix_user", existing_type=sa.String(length=64), nullable=False)
-    with op.batch_alter_table("jobs", schema=None) as batch_op:
-        for column in JOB_COLUMNS:
-            batch_op.add_column(column)
-        batch_op.create_index(batch_op.f("ix_jobs_task_number"), ["task_number"], unique=False)
+    for column in JOB_COLUMNS:
+        op.add_column("jobs", column)
+    op.create_index(op.f("ix_jobs_task_number"), "jobs", ["task_number"], unique=False)
     # Rows written before this revision: every job its own number, run as its user's account.
     op.execute("UPDATE jobs SET task_number = number WHERE array_parent IS NULL")
     op.execute(
         "UPDATE jobs SET unix_user = (SELECT users.name FROM users WHERE users.id = jobs.user_id)"
     )
-    # The server defaults only filled the old rows; new rows get theirs from the ORM.
-    with op.batch_alter_table("jobs", schema=None) as batch_op:
-        for column in JOB_COLUMNS:
-            if column.server_default is not None:
-                batch_op.alter_column(column.name, existing_type=column.type, server_default=None)
 
 
 def downgrade() -> None:
+    op.drop_index(op.f("ix_jobs_task_number"), table_name="jobs")
     with op.batch_alter_table("jobs", schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f("ix_jobs_task_number"))
         for column in reversed(JOB_COLUMNS):
             batch_op.drop_column(column.name)
     with op.batch_alter_table("users", schema=None) as batch_op:
