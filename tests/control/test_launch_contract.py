@@ -114,16 +114,22 @@ def test_batch_script_runs_once_with_sbatch_env_and_srun_starts_the_tasks(
     cluster: Cluster,
 ) -> None:
     """A batch script runs once on the first node (sbatch), its output in slurm-%j.out in
-    the working directory; `srun python ...` starts one task per GPU with srun's and
+    the working directory; `srun python ...` starts the job's tasks with srun's and
     torchrun's variables."""
     line = shlex.join(dump(cluster))
-    script = f"#!/bin/bash\n#SBATCH --gres=gpu:2 -c 3\necho in batch\n{line}\nsrun {line}\n"
-    [job_id] = cluster.submit(script=script, gpus_per_node=2, cpus_per_task=3, name="job.sh")
+    script = (
+        "#!/bin/bash\n#SBATCH --gres=gpu:2 --ntasks-per-node=2 -c 3\n"
+        f"echo in batch\n{line}\nsrun {line}\n"
+    )
+    [job_id] = cluster.submit(
+        script=script, gpus_per_node=2, ntasks_per_node=2, cpus_per_task=3, name="job.sh"
+    )
     cluster.run(job_id)
     shell = cluster.env("1-b-batch")
     assert shell.keys() >= SBATCH_VARS
     assert shell["ENVIRONMENT"] == "BATCH"
     assert (shell["SLURM_NTASKS"], shell["SLURM_GPUS_ON_NODE"]) == ("2", "2")
+    assert (shell["SLURM_CPUS_PER_TASK"], shell["SLURM_CPUS_ON_NODE"]) == ("3", "6")
     assert shell["SLURM_JOB_NAME"] == "job.sh"
     assert shell["CUDA_VISIBLE_DEVICES"] == "0,1"
     assert "RANK" not in shell
@@ -137,6 +143,21 @@ def test_batch_script_runs_once_with_sbatch_env_and_srun_starts_the_tasks(
     assert "in batch" in output
     assert cluster.log(job_id) == output  # railyard logs reads the user's output file
     assert not (cluster.out / "1-b-0.json").exists()  # the script itself ran once
+
+
+def test_batch_srun_defaults_to_one_task_per_node_as_sbatch(cluster: Cluster) -> None:
+    """Without --ntasks or --ntasks-per-node, sbatch's srun starts one task per node (which
+    sees all the node's GPUs), so `srun torchrun ...` scripts run unchanged."""
+    script = f"#!/bin/bash\n#SBATCH --gres=gpu:2\nsrun {shlex.join(dump(cluster))}\n"
+    [job_id] = cluster.submit(script=script, gpus_per_node=2)
+    cluster.run(job_id)
+    task = cluster.env("1-0-0")
+    assert (task["SLURM_NTASKS"], task["WORLD_SIZE"], task["CUDA_VISIBLE_DEVICES"]) == (
+        "1",
+        "1",
+        "0,1",
+    )
+    assert not (cluster.out / "1-0-1.json").exists()
 
 
 def test_array_tasks_have_numeric_job_ids_and_slurm_array_vars(cluster: Cluster) -> None:

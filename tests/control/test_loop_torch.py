@@ -90,12 +90,16 @@ def test_slurm_example_srun_torchrun_with_gloo(tmp_path: Path) -> None:
 
 
 def test_srun_python_ddp_one_task_per_gpu(tmp_path: Path) -> None:
-    """`srun python train.py` in a batch script: srun gives each task RANK, LOCAL_RANK,
+    """`srun python train.py` with --ntasks-per-node=2: srun gives each task RANK, LOCAL_RANK,
     WORLD_SIZE, MASTER_ADDR and MASTER_PORT, which init_process_group("env://") reads."""
     cluster = Cluster(tmp_path, gpus=2)
     train = ROOT / "examples" / "ddp_train.py"
-    script = f"#!/bin/bash\n#SBATCH --gres=gpu:2\nsrun python {train} --steps 10\n"
-    [job_id] = cluster.submit(script=script, gpus_per_node=2, env={"PATH": VENV_PATH})
+    script = (
+        f"#!/bin/bash\n#SBATCH --gres=gpu:2 --ntasks-per-node=2\nsrun python {train} --steps 10\n"
+    )
+    [job_id] = cluster.submit(
+        script=script, gpus_per_node=2, ntasks_per_node=2, env={"PATH": VENV_PATH}
+    )
     cluster.run(job_id, timeout_s=240)
     log = cluster.log(job_id)
     assert log.count("final loss") == 1  # rank 0 prints it, once

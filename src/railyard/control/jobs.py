@@ -42,10 +42,16 @@ class Resources:
 def resources(spec: JobSubmit, shape: Shape, flavor: str) -> Resources:
     """Per-chunk CPUs and memory from Slurm's per-task CPUs and per-node memory.
 
+    Tasks: a command job runs one per GPU unless told (like srun); a batch script's srun runs
+    one per node unless told (sbatch's default without ``--ntasks``), so Slurm scripts that
+    call ``srun torchrun`` start one torchrun per node, as under Slurm.
+
     A chunk that is a whole node (``--nodes``, or a job on one node) books ``--mem`` and
     ``--cpus-per-task`` times its tasks. One-GPU chunks the scheduler may spread (``--gpus N``)
     run one task each, so each books ``--cpus-per-task`` and an even share of ``--mem``.
     """
+    if spec.script is not None and shape.ntasks_per_node is None:
+        shape = shape._replace(ntasks_per_node=1)
     one_node_per_chunk = shape.distinct_nodes or shape.workers == 1
     if shape.ntasks_per_node and one_node_per_chunk:
         tasks = shape.ntasks_per_node

@@ -79,9 +79,10 @@ def slurm_compat_env(row: JobRow, cluster: str = "railyard") -> dict[str, str]:
         "SLURM_JOB_NAME": row.name or _default_name(row),
         "SLURM_JOB_PARTITION": row.queue,
         "SLURM_CLUSTER_NAME": cluster,
-        "SLURM_RESTART_COUNT": str(row.restart_count),
         "SLURM_PRIO_PROCESS": "0",
     }
+    if row.restart_count:
+        env["SLURM_RESTART_COUNT"] = str(row.restart_count)  # sbatch: only once requeued
     if row.submit_dir:
         env["SLURM_SUBMIT_DIR"] = row.submit_dir
     if row.submit_host:

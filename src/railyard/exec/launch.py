@@ -122,10 +122,14 @@ def tasks_per_node(counts: Sequence[int]) -> str:
     return ",".join(str(c) if n == 1 else f"{c}(x{n})" for c, n in runs)
 
 
-def allocation_env(nodes: Sequence[NodeAlloc], node: NodeAlloc) -> dict[str, str]:
-    """What sbatch sets about the allocation, seen from ``node``."""
+def allocation_env(
+    nodes: Sequence[NodeAlloc], node: NodeAlloc, cpus_per_task: int = 0
+) -> dict[str, str]:
+    """What sbatch sets about the allocation, seen from ``node``. CPUs: ``cpus_per_task`` per
+    task, or one per task (Slurm's default) when none were asked for."""
     counts = [n.ntasks for n in nodes]
     gpus = ",".join(str(g) for g in node.gpus)
+    cpus = (cpus_per_task or 1) * node.ntasks
     env = {
         "SLURM_JOB_NODELIST": compress([n.name for n in nodes]),
         "SLURM_NODELIST": compress([n.name for n in nodes]),
@@ -137,6 +141,10 @@ def allocation_env(nodes: Sequence[NodeAlloc], node: NodeAlloc) -> dict[str, str
         "SLURM_GPUS_ON_NODE": str(len(node.gpus)),
         "SLURMD_NODENAME": node.name,
         "SLURM_NODEID": str(node.index),
+        "SLURM_TOPOLOGY_ADDR": node.name,  # what Slurm sets without a topology plugin
+        "SLURM_TOPOLOGY_ADDR_PATTERN": "node",
+        "SLURM_CPUS_ON_NODE": str(cpus),
+        "SLURM_JOB_CPUS_PER_NODE": tasks_per_node([(cpus_per_task or 1) * c for c in counts]),
         # CUDA's own rule: an empty list hides every GPU; unset would show them all.
         "CUDA_VISIBLE_DEVICES": gpus,
     }
@@ -154,11 +162,12 @@ def task_env(
     master_addr: str,
     master_port: int,
     step_id: int = 0,
+    cpus_per_task: int = 0,
 ) -> dict[str, str]:
     """What srun sets for one task of a step, plus torchrun's variables."""
     node = nodes[slot.node_rank]
     world = sum(n.ntasks for n in nodes)
-    env = allocation_env(nodes, node)
+    env = allocation_env(nodes, node, cpus_per_task)
     step_gpus = ",".join(str(g) for g in node.gpus)
     env |= {
         "SLURM_PROCID": str(slot.rank),
@@ -170,7 +179,8 @@ def task_env(
         "SLURM_STEP_NUM_NODES": str(len(nodes)),
         "SLURM_STEP_NUM_TASKS": str(world),
         "SLURM_STEP_TASKS_PER_NODE": env["SLURM_TASKS_PER_NODE"],
-        "SLURM_DISTRIBUTION": "block",
+        # srun 22.05 reports "cyclic" when each node has at most one task, "block" otherwise
+        "SLURM_DISTRIBUTION": "cyclic" if world <= len(nodes) else "block",
         "SLURM_LAUNCH_NODE_IPADDR": master_addr,
         "SLURM_UMASK": "0022",
         # torchrun
@@ -194,11 +204,11 @@ def task_env(
     return env
 
 
-def batch_env(nodes: Sequence[NodeAlloc]) -> dict[str, str]:
+def batch_env(nodes: Sequence[NodeAlloc], cpus_per_task: int = 0) -> dict[str, str]:
     """The batch step: the script itself, once, on the first node (sbatch's environment)."""
     first = nodes[0]
     return {
-        **allocation_env(nodes, first),
+        **allocation_env(nodes, first, cpus_per_task),
         "SLURM_PROCID": "0",
         "SLURM_LOCALID": "0",
         "SLURM_GTIDS": "0",
@@ -269,7 +279,7 @@ def process_env(
     env.update(railyard_env(spec, account))
     nodes = job_allocation(spec)
     if spec.batch:
-        env.update(batch_env(nodes))
+        env.update(batch_env(nodes, spec.cpus_per_task))
         env["MASTER_ADDR"] = master_addr  # railyard's: the first node, for torchrun's flags
         env[ALLOCATION_VAR] = encode_allocation(nodes, master_addr)
         if spec.steps_dir is not None:
@@ -280,7 +290,15 @@ def process_env(
             env["PATH"] = f"{srun_dir}:{env['PATH']}"
     else:
         env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default: ranks share the cores
-        env.update(task_env(nodes, slot, master_addr=master_addr, master_port=master_port))
+        env.update(
+            task_env(
+                nodes,
+                slot,
+                master_addr=master_addr,
+                master_port=master_port,
+                cpus_per_task=spec.cpus_per_task,
+            )
+        )
     return env
 
 

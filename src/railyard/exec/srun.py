@@ -174,11 +174,17 @@ def launch(step: Step, environ: dict[str, str], master_addr: str) -> int:
         if signal.getsignal(sig) != signal.SIG_IGN:
             signal.signal(sig, note)
     procs: list[tuple[int, subprocess.Popen[bytes]]] = []
+    cpus = int(environ.get("SLURM_CPUS_PER_TASK") or 0)
     for slot in task_layout(step.nodes):
-        env = {
-            **environ,
-            **task_env(step.nodes, slot, master_addr=addr, master_port=port, step_id=step_id),
-        }
+        wiring = task_env(
+            step.nodes,
+            slot,
+            master_addr=addr,
+            master_port=port,
+            step_id=step_id,
+            cpus_per_task=cpus,
+        )
+        env = {**environ, **wiring}
         try:
             proc = subprocess.Popen(step.command, env=env, preexec_fn=restore)
         except OSError as exc:
