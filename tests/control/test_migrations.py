@@ -3,6 +3,7 @@ rows written before it (on SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+import pwd
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,11 +11,12 @@ import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, select, text
 from tests.control.conftest import fresh_pg_database
 
+from railyard.control.server import adopt_bootstrap_admin
 from railyard.control.store import Store, _alembic_config, make_engine, sqlite_url
-from railyard.control.tables import Base
+from railyard.control.tables import Base, User
 
 
 def test_revisions_match_the_tables(store: Store) -> None:
@@ -71,3 +73,25 @@ def test_upgrade_keeps_users_and_jobs(empty_engine: Engine) -> None:
     with empty_engine.connect() as connection:
         diffs = compare_metadata(MigrationContext.configure(connection), Base.metadata)
     assert diffs == []
+
+
+def test_an_upgraded_admin_runs_as_the_account_that_starts_the_server(store: Store) -> None:
+    """After the upgrade the bootstrap admin maps to a Unix account "admin"; where there is
+    none, `railyard up` gives it its own account (and leaves other users alone)."""
+    with store.session() as session:
+        session.add(User(name="admin", is_admin=True, created_t_s=0.0))
+        session.add(User(name="bob", created_t_s=0.0))
+    with store.session() as session:
+        adopt_bootstrap_admin(session, "svc")
+    with store.session() as session:
+        mapped = {u.name: u.unix_user for u in session.scalars(select(User))}
+    expected_admin = "admin" if _account_exists("admin") else "svc"
+    assert mapped == {"admin": expected_admin, "bob": "bob"}
+
+
+def _account_exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pwd
 import socket
 import threading
 import time
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import uvicorn
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from railyard.blueprint.local import catalogue_name
 from railyard.control.accounts import RunAs
@@ -149,7 +151,22 @@ def bootstrap(
                 s.add(QueueRow(name="default", nominal_gpus={flavor: gpus}, created_t_s=now))
                 s.flush()
                 s.add(QueueMember(queue="default", user_id=admin.id))
+        elif unix_user is not None:
+            adopt_bootstrap_admin(s, unix_user)
     return token
+
+
+def adopt_bootstrap_admin(session: Session, unix_user: str) -> None:
+    """A store from before Unix accounts mapped its admin to an account named "admin"; when
+    no such account exists, the admin is the account that starts ``railyard up``."""
+    admin = session.scalars(select(User).where(User.name == "admin")).one_or_none()
+    if admin is None or admin.unix_user != "admin":
+        return
+    try:
+        pwd.getpwnam("admin")
+    except KeyError:
+        admin.unix_user = unix_user
+        log.info("user admin now runs jobs as Unix account %s", unix_user)
 
 
 def serve(config: UpConfig) -> None:

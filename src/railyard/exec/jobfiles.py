@@ -139,9 +139,10 @@ def header(
     """The lines each process's log starts with: who, where, which GPUs, which limits."""
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     what = "batch script" if spec.batch else f"rank {slot.rank}/{processes}"
+    wiring = "" if spec.batch else f" port {port}"  # a batch script's srun picks its own
     return (
         f"==== railyard {stamp} job {spec.job_id} restart {spec.restart_count} {what} "
-        f"node {slot.node} gpus [{env.get('CUDA_VISIBLE_DEVICES', '')}] port {port} "
+        f"node {slot.node} gpus [{env.get('CUDA_VISIBLE_DEVICES', '')}]{wiring} "
         f"user {account.name}: {shlex.join(spec.command)}\n"
         f"==== {limits}\n"
     )
