@@ -56,7 +56,9 @@ def test_script_runs_once_and_srun_starts_one_task_per_gpu(
 ) -> None:
     dump = dump_command(tmp_path)
     executor = make_executor(gpus=4)
-    job = batch(tmp_path, f"{dump}\nsrun {dump}\nsrun --ntasks-per-node=1 {dump}\n")
+    stale = {"RANK": "7", "WORLD_SIZE": "9", "SLURM_NTASKS": "9", "RAILYARD_ALLOCATION": "{}"}
+    body = f"{dump}\nsrun {dump}\nsrun --ntasks-per-node=1 {dump}\n"
+    job = batch(tmp_path, body, env=stale)  # submitted from inside another job
     handle = executor.start(job)
     assert len(handle.workers) == 1  # the batch step only
     assert wait_report(executor, "job").outcome == Outcome.COMPLETED
@@ -69,7 +71,8 @@ def test_script_runs_once_and_srun_starts_one_task_per_gpu(
     assert shell["SLURM_NNODES"] == shell["SLURM_JOB_NUM_NODES"] == "1"
     assert shell["SLURM_GPUS_ON_NODE"] == "4"
     assert shell["CUDA_VISIBLE_DEVICES"] == shell["SLURM_JOB_GPUS"] == "0,1,2,3"
-    assert "RANK" not in shell  # no task wiring in the shell
+    assert "RANK" not in shell  # no task wiring in the shell, nor a parent job's
+    assert "WORLD_SIZE" not in shell
     assert "MASTER_PORT" not in shell
     assert shell["PATH"].split(":")[0] == str(tmp_path / "logs" / "job" / "bin")
     tasks = [load(tmp_path, f"task-0-{r}") for r in range(4)]

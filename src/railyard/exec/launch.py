@@ -40,7 +40,15 @@ STEPS_DIR_VAR = "RAILYARD_STEPS_DIR"
 BATCH_SHELL_SIGNAL_VAR = "RAILYARD_SIGNAL_BATCH_SHELL"  # --signal=B:...: the shell, not tasks
 SECRET_VARS = frozenset({"RAILYARD_TOKEN"})
 _TOKEN_RE = re.compile(r"ry_[A-Za-z0-9_-]{40,}")  # railyard's bearer-token shape (auth.py)
-_STALE_PREFIXES = ("SLURM_", "SLURMD_", "SRUN_")  # a parent job's; the job's own come from us
+_STALE_PREFIXES = ("SLURM_", "SLURMD_", "SRUN_", "TORCHELASTIC_", "ROLE_")
+# The wiring of a job submitted from inside another: the parent's, never this job's.
+_STALE_VARS = frozenset({
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+    "NODE_RANK", "NNODES", "MASTER_ADDR", "MASTER_PORT", "RAILYARD_JOB_ID",
+    "RAILYARD_CHECKPOINT_DIR", "RAILYARD_RESTART_COUNT", "RAILYARD_PREEMPT_SIGNAL",
+    "RAILYARD_ARRAY_TASK_ID", "RAILYARD_ALLOCATION", "RAILYARD_STEPS_DIR",
+    "RAILYARD_SIGNAL_BATCH_SHELL",
+})  # fmt: skip
 _PATTERN_RE = re.compile(r"%(\d*)([%AaJjNnstux])")
 NO_ARRAY_INDEX = "4294967294"  # what sbatch 22.05 writes for %a in a job that is no array
 
@@ -217,15 +225,19 @@ def batch_env(nodes: Sequence[NodeAlloc], cpus_per_task: int = 0) -> dict[str, s
 
 
 def clean_user_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The user's exported environment without secrets or a parent job's Slurm variables.
+    """The user's exported environment without secrets or a parent job's wiring.
 
     No bearer token reaches a job: ``RAILYARD_TOKEN`` and any value holding a token-shaped
-    string are dropped. ``SLURM_*`` from where the user submitted would describe another job.
+    string are dropped. ``SLURM_*``, torchrun's and railyard's job variables from where the
+    user submitted (inside another job) would describe that other job.
     """
     return {
         k: v
         for k, v in env.items()
-        if k not in SECRET_VARS and not k.startswith(_STALE_PREFIXES) and not _TOKEN_RE.search(v)
+        if k not in SECRET_VARS
+        and k not in _STALE_VARS
+        and not k.startswith(_STALE_PREFIXES)
+        and not _TOKEN_RE.search(v)
     }
 
 

@@ -225,9 +225,10 @@ class LocalExecutor:
         ignore: tuple[str, ...] = ()
         if spec.batch and not spec.signal_batch_shell:
             ignore = (spec.preempt_signal,)  # like Slurm's --signal without B: for the tasks
+        cwd = str(spec.workdir) if str(spec.workdir) not in ("", ".") else account.home
         task = Task(
             env=env,
-            cwd=str(spec.workdir) if str(spec.workdir) not in ("", ".") else account.home,
+            cwd=cwd,
             account=account,
             stdout=stdout,
             stderr=stderr,
@@ -253,7 +254,7 @@ class LocalExecutor:
             )
         finally:
             os.close(log_fd)
-        log_path = Path(spec.workdir, stdout) if stdout else spool_log
+        log_path = Path(cwd, stdout) if stdout else spool_log
         worker = WorkerHandle(
             job_id=spec.job_id,
             rank=slot.rank,
