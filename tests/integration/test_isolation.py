@@ -311,11 +311,14 @@ def test_batch_script_and_its_srun_tasks_run_as_the_user(
         bob = user(server, "bob", bob_unix.pw_name)
         work = private_dir(scratch, bob_unix)
         script = (
-            "#!/bin/bash\n#SBATCH --gres=gpu:2\n"
+            "#!/bin/bash\n#SBATCH --gres=gpu:2 --ntasks-per-node=2\n"
             f"{job_python} -c '{IDENTITY}' {work}/batch.json\n"
             f"srun bash -c '{job_python} -c \"$0\" {work}/task-$SLURM_PROCID.json' '{IDENTITY}'\n"
         )
-        job_id = submit(server, bob, script=script, gpus=None, gpus_per_node=2, workdir=str(work))
+        job_id = submit(
+            server, bob, script=script, gpus=None, gpus_per_node=2, ntasks_per_node=2,
+            workdir=str(work),
+        )  # fmt: skip
         wait(lambda: job(server, job_id)["state"] in ("completed", "failed"))
         output = work / f"slurm-{job_id}.out"
         assert job(server, job_id)["state"] == "completed", output.read_text()
