@@ -221,3 +221,10 @@ def test_submit_host_default_is_this_machine() -> None:
     """The CLI fills SLURM_SUBMIT_HOST from the submitting machine, as sbatch."""
     spec = JobSubmit(command=["true"], submit_host=socket.gethostname())
     assert spec.submit_host == socket.gethostname()
+
+
+def test_a_script_without_a_shebang_runs_with_bash(cluster: Cluster) -> None:
+    """sbatch refuses such a script; railyard runs it with bash instead of failing it."""
+    [job_id] = cluster.submit(script="echo from bash $BASH_VERSION\n", output="plain.out", gpus=1)
+    cluster.run(job_id)
+    assert "from bash 5" in (cluster.out / "plain.out").read_text()

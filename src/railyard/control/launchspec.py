@@ -29,9 +29,13 @@ def launch_spec(
               "u": row.unix_user}  # fmt: skip
     if row.array_parent is not None:
         fields |= {"A": row.array_parent, "a": str(row.array_index)}
+    command = tuple(row.command)
+    if script is not None and row.script is not None:
+        # Run by its #! line, as sbatch does; a script without one (sbatch refuses it) by bash.
+        command = (str(script),) if row.script.startswith("#!") else ("bash", str(script))
     return LaunchSpec(
         job_id=row.id,
-        command=(str(script),) if script is not None else tuple(row.command),
+        command=command,
         placement={node: tuple(gpus) for node, gpus in (row.placement or {}).items()},
         gpus_per_worker=row.gpus_per_worker,
         workers=row.workers,
