@@ -31,7 +31,7 @@ RESULTS = Path(__file__).parent / "results" / "bench_api.json"
 def submit_rate(server: ServerProcess, jobs: int, clients: int) -> float:
     """Jobs/s for ``jobs`` submissions spread over ``clients`` keep-alive connections."""
     headers = {"Authorization": f"Bearer {server.token}"}
-    payload = {"command": ["true"], "queue": "default", "priority": "low"}
+    payload = {"command": ["true"], "gpus": 1, "queue": "default", "priority": "low"}
 
     def run(count: int) -> None:
         with httpx.Client(base_url=server.url, headers=headers, timeout=30) as client:
@@ -47,7 +47,7 @@ def submit_rate(server: ServerProcess, jobs: int, clients: int) -> float:
 def batch_rate(server: ServerProcess, jobs: int, per_request: int = 500) -> float:
     """Jobs/s through ``POST /v1/jobs/batch`` (one transaction per request)."""
     headers = {"Authorization": f"Bearer {server.token}"}
-    batch = {"jobs": [{"command": ["true"], "priority": "low"}] * per_request}
+    batch = {"jobs": [{"command": ["true"], "gpus": 1, "priority": "low"}] * per_request}
     start = time.perf_counter()
     with httpx.Client(base_url=server.url, headers=headers, timeout=60) as client:
         for _ in range(jobs // per_request):
@@ -61,7 +61,7 @@ def start_latency(server: ServerProcess, count: int) -> list[float]:
     with httpx.Client(base_url=server.url, headers=headers, timeout=30) as client:
         for _ in range(count):
             before = time.time()
-            (job,) = client.post("/v1/jobs", json={"command": ["true"]}).json()
+            (job,) = client.post("/v1/jobs", json={"command": ["true"], "gpus": 1}).json()
             while True:
                 row = client.get(f"/v1/jobs/{job['id']}").json()
                 if row["start_t_s"] is not None:

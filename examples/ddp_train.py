@@ -11,6 +11,8 @@ RAILYARD_CHECKPOINT_DIR and RAILYARD_PREEMPT_SIGNAL:
 * at start, if ``ckpt.pt`` exists, every rank loads it ("resumed from step K").
 
     torchrun --nproc-per-node 2 examples/ddp_train.py --steps 50
+    railyard submit --gpus 2 -- python examples/ddp_train.py --steps 50
+    railyard submit examples/slurm_ddp.sh        # sbatch-style: srun + torchrun
 """
 
 from __future__ import annotations
@@ -88,8 +90,9 @@ def main(argv: list[str]) -> int:
     )
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend == "nccl":
-        # railyard shows each rank only its own GPUs; torchrun shows all of them.
-        local = int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count()
+        # torchrun's contract, which railyard keeps: every rank of a node sees all the node's
+        # GPUs and LOCAL_RANK says which one is its own.
+        local = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(local)
         device = torch.device("cuda", local)
     else:

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
 
+from railyard.control import jobs
 from railyard.control.loop import Loop, LoopConfig
-from railyard.control.store import Store
+from railyard.control.schemas import JobSubmit
+from railyard.control.store import Store, sqlite_url
 from railyard.control.tables import Counter, JobRow, NodeRow, QueueMember, QueueRow, User
+from railyard.exec.identity import Account
 from railyard.exec.local import LocalExecutor
 from railyard.sched import SchedulerConfig
 
@@ -25,14 +30,17 @@ def seed_cluster(
     queues: dict[str, int] | None = None,
     priority_preemption: bool = False,
 ) -> None:
-    """One node, an admin and user 'alice', and queues (name -> nominal GPUs) under 'root'."""
+    """One node, an admin and user 'alice', and queues (name -> nominal GPUs) under 'root'.
+    Both users' jobs run as the Unix account running the tests (tests/control/test_identity.py
+    runs jobs as other accounts)."""
     now = time.time()
+    me = Account.current().name
     with store.session() as s:
         s.add(
             NodeRow(name=NODE, flavor=FLAVOR, gpus=gpus, path=["su0", "su0-lg0"], updated_t_s=now)
         )
-        s.add(User(id=1, name="admin", is_admin=True, created_t_s=now))
-        s.add(User(id=2, name="alice", is_admin=False, created_t_s=now))
+        s.add(User(id=1, name="admin", is_admin=True, unix_user=me, created_t_s=now))
+        s.add(User(id=2, name="alice", is_admin=False, unix_user=me, created_t_s=now))
         s.add(QueueRow(name="root", nominal_gpus={FLAVOR: gpus}, created_t_s=now))
         for name, nominal in (queues or {"default": gpus}).items():
             s.add(
@@ -101,3 +109,49 @@ def step_until(service: Loop, done: Callable[[], bool], timeout_s: float = 60.0)
             return
         time.sleep(0.05)
     raise AssertionError("condition not reached in time")
+
+
+class Cluster:
+    """A store with one 4-GPU node, the loop over it, and alice submitting as in the API."""
+
+    def __init__(self, tmp_path: Path, gpus: int = 4) -> None:
+        self.tmp = tmp_path
+        self.store = Store(sqlite_url(tmp_path / "railyard.db"))
+        seed_cluster(self.store, gpus=gpus)
+        self.loop: Loop = make_loop(self.store, tmp_path, gpus=gpus)
+        self.out = tmp_path / "out"
+        self.out.mkdir()
+
+    def submit(self, **fields: Any) -> list[str]:
+        fields.setdefault("workdir", str(self.out))
+        fields.setdefault("submit_dir", str(self.tmp))
+        fields.setdefault("submit_host", "login-1")
+        fields.setdefault("export", "ALL")
+        fields.setdefault("env", {"PATH": "/usr/bin:/bin", "FROM_SUBMITTER": "yes"})
+        with self.store.session() as session:
+            alice = session.get(User, 2)
+            assert alice is not None
+            rows = jobs.submit(
+                session, alice, JobSubmit(**fields), time.time(), spool_dir=self.tmp / "jobs"
+            )
+            return [r.id for r in rows]
+
+    def run(self, *job_ids: str, timeout_s: float = 120) -> None:
+        step_until(
+            self.loop,
+            lambda: all(states(self.store)[j] in ("completed", "failed") for j in job_ids),
+            timeout_s=timeout_s,
+        )
+        for job_id in job_ids:
+            assert states(self.store)[job_id] == "completed", self.log(job_id)
+
+    def log(self, job_id: str) -> str:
+        with self.store.session() as session:
+            row = session.get(JobRow, job_id)
+            assert row is not None
+            paths = [w["log_path"] for w in (row.handle or {}).get("workers", [])]
+        return "\n".join(Path(p).read_text() for p in paths if Path(p).exists())
+
+    def env(self, name: str) -> dict[str, str]:
+        data: dict[str, str] = json.loads((self.out / f"{name}.json").read_text())
+        return data

@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
+from railyard.control.accounts import RunAs
 from railyard.control.api import create_app, read_log
 from railyard.control.jobs import JOB_COUNTER
 from railyard.control.paths import log_path
@@ -89,7 +90,9 @@ def test_array_expands_to_tasks(api: Api) -> None:
     with api.store.session() as session:
         limits = set(session.scalars(select(JobRow.array_max_running)))
     assert limits == {2}
-    assert api.submit("alice")[0]["id"] == "2"  # one number per array
+    # Each task its own number (SLURM_JOB_ID), as Slurm: the array's goes to the last task.
+    assert [j["task_number"] for j in jobs] == [*range(2, 11), 1]
+    assert api.submit("alice")[0]["id"] == "11"
     cancelled = api.as_["alice"].delete("/v1/jobs/1").json()  # the parent cancels every task
     assert len(cancelled) == 10
     assert {j["state"] for j in cancelled} == {"cancelled"}
@@ -160,6 +163,16 @@ BAD_SUBMISSIONS = [
     ({"priority": "urgent"}, "priority: unknown priority 'urgent' (hint: an integer or low|"),
     ({"topology": "rack"}, "topology: unknown topology level 'rack'"),
     ({"signal": "USR9@60"}, "signal: unknown signal 'USR9'"),
+    ({"gpus": 1, "gpu_type": "a100"}, "gpu_type: no node has GPU type 'a100' (hint: known: H100-"),
+    ({"nodes": 3, "gpus_per_node": 8}, "nodes: 3 nodes asked, the cluster has 2 H100-SXM-80GB"),
+    ({"gpus_per_node": 4, "exclusive": True}, "exclusive: --exclusive asks for whole nodes"),
+    ({"mem": "lots"}, "mem: bad memory size 'lots' (hint: e.g. 16G"),
+    ({"dependency": "afterwards:1"}, "dependency: unknown dependency type 'afterwards'"),
+    ({"nodes": 2, "gpus_per_node": 1, "ntasks": 3}, "ntasks=3 is not a multiple of nodes=2"),
+    ({"env": {"A=B": "1"}}, "env: bad variable name 'A=B' (hint: no '=' or NUL)"),
+    ({"env": {f"V{i}": "" for i in range(5000)}}, "env: 5000 variables, at most 4096"),
+    ({"env": {"BIG": "x" * 200_000}}, "env: BIG is 200005 bytes, at most 131072"),
+    ({"export": ""}, "export: String should have at least 1 character"),
 ]
 
 
@@ -195,7 +208,7 @@ def test_logs_from_an_offset(api: Api) -> None:
     alice = api.as_["alice"]
     empty = alice.get(f"/v1/jobs/{job['id']}/logs").json()
     assert (empty["text"], empty["offset"], empty["finished"]) == ("", 0, False)
-    path = log_path(api.state_dir, job["id"], 1)
+    path = log_path(api.state_dir / "jobs", job["id"], 1)
     path.parent.mkdir(parents=True)
     path.write_bytes("step 1\nloss ✓".encode())
     first = alice.get(f"/v1/jobs/{job['id']}/logs", params={"rank": 1}).json()
@@ -207,7 +220,7 @@ def test_logs_from_an_offset(api: Api) -> None:
     assert second["text"] == "\nstep 2\n"
     response = alice.get(f"/v1/jobs/{job['id']}/logs", params={"rank": 2})
     assert response.status_code == 422
-    assert response.json()["detail"] == "rank: job 1 has ranks 0..1"
+    assert response.json()["detail"] == "rank: job 1 has logs 0..1"
 
 
 def test_read_log_holds_back_a_cut_character(tmp_path: Path) -> None:
@@ -313,3 +326,89 @@ def test_queue_time_limits_and_bounds_round_trip_and_bind_submits(api: Api) -> N
     assert api.jobs_and_counter() == before
     cleared = root.patch("/v1/queues/default", json={"max_time_s": None}).json()
     assert (cleared["max_time_s"], cleared["default_time_s"]) == (None, 3600)
+
+
+def test_gpu_type_picks_the_flavor(api: Api) -> None:
+    [job] = api.submit("alice", gpus_per_node=2, gpu_type="h100")
+    assert (job["flavor"], job["workers"], job["gpus_per_worker"]) == ("H100-SXM-80GB", 1, 2)
+    assert api.submit("alice", gpus=1, gpu_type="H100-SXM-80GB")[0]["flavor"] == "H100-SXM-80GB"
+
+
+def test_slurm_fields_are_stored_and_shown(api: Api) -> None:
+    [job] = api.submit(
+        "alice",
+        script="#!/bin/bash\nsrun hostname\n",
+        command=None,
+        nodes=2,
+        gpus_per_node=8,
+        ntasks_per_node=1,
+        cpus_per_task=16,
+        mem="64G",
+        export="ALL",
+        env={"PATH": "/opt/bin:/usr/bin", "LANG": "C.UTF-8"},
+        workdir="/home/alice/run",
+        submit_dir="/home/alice",
+        dependency="afterok:7?afternotok:8",
+        requeue=True,
+        exclusive=True,
+    )
+    assert (job["workers"], job["gpus_per_worker"], job["distinct_nodes"]) == (2, 8, True)
+    assert (job["ntasks_per_node"], job["cpus_per_task"], job["mem_per_node_mb"]) == (1, 16, 65536)
+    assert (job["export"], job["env_vars"], job["submit_dir"]) == ("ALL", 2, "/home/alice")
+    assert job["output"] == "slurm-%j.out"  # sbatch's default for a batch script
+    assert (job["dependency"], job["requeue"], job["unix_user"]) == (
+        "afterok:7?afternotok:8",
+        True,
+        "alice",
+    )
+    with api.store.session() as session:
+        row = session.get(JobRow, job["id"])
+        assert row is not None
+        assert (row.cpus_per_worker, row.mem_per_worker_gb) == (16, 64.0)
+        assert row.requeue_on_failure is False  # --requeue is Slurm's: node failure, preemption
+        assert row.env == {"PATH": "/opt/bin:/usr/bin", "LANG": "C.UTF-8"}
+    [array] = api.submit("alice", script="#!/bin/sh\n", command=None, array="0-1")[:1]
+    assert array["output"] == "slurm-%A_%a.out"
+    assert api.submit("alice", gpus=1)[0]["output"] is None  # a command job: the spool log
+
+
+def test_unix_users_default_to_the_name_and_can_be_changed(api: Api) -> None:
+    root = api.as_["root"]
+    made = root.post("/v1/users", json={"name": "erin"}).json()
+    assert made["unix_user"] == "erin"
+    made = root.post("/v1/users", json={"name": "frank", "unix_user": "fk"}).json()
+    assert made["unix_user"] == "fk"
+    changed = root.patch("/v1/users/erin", json={"unix_user": "erin2"})
+    assert changed.status_code == 200, changed.text
+    assert changed.json()["unix_user"] == "erin2"
+    bad = root.post("/v1/users", json={"name": "gil", "unix_user": "Not A User"})
+    assert bad.status_code == 422
+    assert bad.json()["detail"].startswith("unix_user: String should match pattern")
+    assert api.as_["alice"].patch("/v1/users/erin", json={"is_admin": True}).status_code == 403
+    names = {u["name"]: u["unix_user"] for u in root.get("/v1/users").json()}
+    assert names["erin"] == "erin2"
+
+
+def test_single_user_mode_refuses_other_accounts_at_submit(
+    store: Store, tokens: dict[str, str], tmp_path: Path
+) -> None:
+    app = create_app(
+        store, wake=lambda: None, state_dir=tmp_path, run_as=RunAs("svc", multi_user=False)
+    )
+    alice = TestClient(app, headers={"Authorization": f"Bearer {tokens['alice']}"})
+    response = alice.post("/v1/jobs", json={"command": ["true"]})
+    assert response.status_code == 403
+    assert response.json()["detail"] == (
+        "single-user mode: this server runs as 'svc' and runs only jobs of users mapped to that "
+        "account; user 'alice' maps to 'alice' (hint: start `railyard up` as root to run jobs "
+        "as their users' accounts)"
+    )
+    multi = create_app(
+        store, wake=lambda: None, state_dir=tmp_path, run_as=RunAs("root", multi_user=True)
+    )
+    bob = TestClient(multi, headers={"Authorization": f"Bearer {tokens['bob']}"})
+    response = bob.post("/v1/jobs", json={"command": ["true"]})
+    assert response.status_code == 422  # no Unix account 'bob' on this machine
+    assert response.json()["detail"].startswith(
+        "unix_user: user 'bob' maps to Unix account 'bob', which does not exist on this machine"
+    )

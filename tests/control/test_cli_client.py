@@ -19,6 +19,7 @@ from unittest import mock
 
 import pytest
 import uvicorn
+from sqlalchemy import select
 
 from railyard.cli.main import main
 from railyard.control.api import create_app
@@ -148,12 +149,11 @@ def test_script_submission_with_flag_override(cli: Cli, tmp_path: Path) -> None:
     )
     result = cli("alice", "submit", "--time", "2:00:00", "--json", str(script))
     assert result.exit_code == 0, result.output
-    assert "note: --output=slurm.out ignored" in result.stderr
     [job] = json.loads(result.stdout)
-    assert (job["gpus"], job["workers"], job["walltime_s"]) == (8, 8, 7200)
+    assert (job["gpus"], job["workers"], job["walltime_s"]) == (8, 2, 7200)
+    assert (job["distinct_nodes"], job["output"]) == (True, "slurm.out")
     assert (job["name"], job["preemptible"]) == ("sb", True)
-    assert job["command"][0] == "bash"
-    assert job["command"][1].endswith("/jobs/1/script.sh")
+    assert job["command"] == [str(tmp_path / "state" / "jobs" / "1" / "script.sh")]
     array = cli("alice", "submit", "--array", "0-2", "--", "echo")
     assert array.stdout.split() == ["2_0", "2_1", "2_2"]
 
@@ -212,7 +212,7 @@ def test_nodes_tokens_and_drain(cli: Cli) -> None:
 
 def test_logs_and_follow(cli: Cli, store: Store, tmp_path: Path) -> None:
     job_id = cli("alice", "submit", "--", "train").stdout.strip()
-    path = log_path(tmp_path / "state", job_id, 0)
+    path = log_path(tmp_path / "state" / "jobs", job_id, 0)
     path.parent.mkdir(parents=True)
     path.write_text("step 1\n")
     assert cli("alice", "logs", job_id).stdout == "step 1\n"
@@ -315,9 +315,10 @@ def test_hold_and_release(cli: Cli) -> None:
 
 def test_history_like_sacct(cli: Cli, store: Store) -> None:
     now = time.time()
-    ok, bad, waiting = (cli("alice", "submit", "--", "x").stdout.strip() for _ in range(3))
+    one_gpu = ("submit", "-G", "1", "--", "x")
+    ok, bad, waiting = (cli("alice", *one_gpu).stdout.strip() for _ in range(3))
     bob_job = cli("bob", "submit", "-G", "2", "--", "x").stdout.strip()
-    old = cli("alice", "submit", "--", "x").stdout.strip()
+    old = cli("alice", *one_gpu).stdout.strip()
     rows = {
         ok: {"state": "completed", "start_t_s": now - 3600, "end_t_s": now - 1800, "exit_code": 0},
         bad: {"state": "failed", "start_t_s": now - 600, "end_t_s": now - 300, "exit_code": 3,
@@ -356,3 +357,77 @@ def test_history_like_sacct(cli: Cli, store: Store) -> None:
     wrong = cli("alice", "history", "--starttime", "last week")
     assert wrong.exit_code == 2
     assert wrong.stderr.startswith("railyard: history: bad time 'last week' (hint: YYYY-MM-DD")
+
+
+def test_submit_captures_the_environment_and_directory(
+    cli: Cli, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As sbatch's default --export=ALL: the submitter's variables and working directory, the
+    submit directory and host; never the token."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("TRAIN_DATA", "/data/shards")
+    assert cli("alice", "submit", "--gpus", "1", "--", "train").exit_code == 0
+    assert cli("alice", "submit", "--export=NONE", "--", "train").exit_code == 0
+    assert cli("alice", "submit", "--export=TRAIN_DATA,X=1", "-D", "sub", "--", "t").exit_code == 0
+    with store.session() as session:
+        rows = {r.id: r for r in session.scalars(select(JobRow))}
+    full = rows["1"]
+    assert full.export == "ALL"
+    assert full.env["TRAIN_DATA"] == "/data/shards"
+    assert "RAILYARD_TOKEN" not in full.env
+    assert (full.workdir, full.submit_dir) == (str(work), str(work))
+    assert full.submit_host == socket.gethostname()
+    assert (rows["2"].export, rows["2"].env) == ("NONE", {})
+    assert rows["3"].env == {"TRAIN_DATA": "/data/shards", "X": "1"}
+    assert (rows["3"].workdir, rows["3"].submit_dir) == (str(work / "sub"), str(work))
+    assert (rows["1"].gpus_per_worker, rows["2"].gpus_per_worker) == (1, 0)  # none unless asked
+
+
+def test_missing_script_and_every_bad_directive_in_one_pass(cli: Cli, tmp_path: Path) -> None:
+    missing = cli("alice", "submit", str(tmp_path / "missing.sh"))
+    assert missing.exit_code == 2
+    assert missing.stderr == (
+        f"railyard: no such batch script: {tmp_path / 'missing.sh'} "
+        "(hint: check the path; to run a command, put it after --)\n"
+    )
+    script = tmp_path / "bad.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --gpu=1\n#SBATCH --mem=lots --tme=5\nrun\n")
+    result = cli("alice", "submit", str(script))
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"railyard: {script}:2: unknown #SBATCH option '--gpu' (hint: did you mean '--gpus'?)",
+        f"railyard: {script}:3: --mem: bad memory size 'lots' (hint: e.g. 16G, 512M, 64000)",
+        f"railyard: {script}:3: unknown #SBATCH option '--tme' (hint: did you mean '--time'?)",
+    ]
+    assert cli.json("alice", "queue") == []
+
+
+def test_real_slurm_scripts_are_accepted_with_notes(cli: Cli, tmp_path: Path) -> None:
+    script = tmp_path / "real.sh"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH -A proj1 --mail-type=END --mail-user=a@b.c\n"
+        "#SBATCH --gres=gpu:h100:8 --exclusive -N 1 -n 8 -c 4 --mem=200G\n"
+        "#SBATCH -p default -o logs/%x-%j.out\nsrun python train.py\n"
+    )
+    result = cli("alice", "submit", "--json", str(script))
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stderr.splitlines() if "note:" in line]
+    assert len(notes) == 4  # account, mail-type, mail-user, exclusive
+    [job] = json.loads(result.stdout)
+    assert (job["flavor"], job["gpus"], job["ntasks_per_node"]) == ("H100-SXM-80GB", 8, 8)
+    assert (job["cpus_per_task"], job["mem_per_node_mb"]) == (4, 204800)
+    assert (job["name"], job["output"]) == ("real.sh", "logs/%x-%j.out")
+
+
+def test_admin_maps_users_to_unix_accounts(cli: Cli) -> None:
+    added = cli("root", "admin", "users", "add", "gus", "--unix-user", "gsmith")
+    assert added.stdout == "user gus added (id 4, Unix account gsmith)\n"
+    bad = cli("root", "admin", "users", "add", "hal", "--unix-user", "Hal Smith")
+    assert bad.exit_code == 2
+    assert bad.stderr.startswith("railyard: unix_user: String should match pattern")
+    changed = cli("root", "admin", "users", "update", "gus", "--unix-user", "gus")
+    assert changed.stdout == "user gus updated (user, Unix account gus)\n"
+    listed = cli("root", "admin", "users", "list").stdout
+    assert "UNIX USER" in listed.splitlines()[0]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from tests.control.loop_helpers import (
+    Cluster,
     add_job,
     job,
     make_loop,
@@ -64,3 +65,42 @@ def test_preemption_checkpoints_and_resumes(store: Store, tmp_path: Path) -> Non
     assert resumed, log
     assert int(resumed.group(1)) == int(preempted.group(1)) > 0
     assert log.rstrip().endswith("done")
+
+
+VENV_PATH = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
+
+
+def test_slurm_example_srun_torchrun_with_gloo(tmp_path: Path) -> None:
+    """examples/slurm_ddp.sh as written: the script runs once, srun starts one torchrun per node
+    (--ntasks-per-node=1), torchrun one process per GPU, each with LOCAL_RANK < the GPUs it
+    sees; gloo here, NCCL on GPUs. The submitter's PATH (a venv) finds torchrun."""
+    cluster = Cluster(tmp_path, gpus=2)
+    script = (ROOT / "examples" / "slurm_ddp.sh").read_text()
+    output = str(tmp_path / "ddp-%j.out")
+    env = {"PATH": VENV_PATH}
+    [job_id] = cluster.submit(
+        script=script, gpus_per_node=2, ntasks_per_node=1, output=output, workdir=str(ROOT), env=env
+    )
+    cluster.run(job_id, timeout_s=240)
+    log = (tmp_path / "ddp-1.out").read_text()
+    assert "job 1 on node0: 1 node(s), 2 GPUs each" in log
+    assert "final loss" in log
+    assert "exit 0" in log
+    assert (tmp_path / "jobs" / job_id / "checkpoints" / "ckpt.pt").exists()
+
+
+def test_srun_python_ddp_one_task_per_gpu(tmp_path: Path) -> None:
+    """`srun python train.py` with --ntasks-per-node=2: srun gives each task RANK, LOCAL_RANK,
+    WORLD_SIZE, MASTER_ADDR and MASTER_PORT, which init_process_group("env://") reads."""
+    cluster = Cluster(tmp_path, gpus=2)
+    train = ROOT / "examples" / "ddp_train.py"
+    script = (
+        f"#!/bin/bash\n#SBATCH --gres=gpu:2 --ntasks-per-node=2\nsrun python {train} --steps 10\n"
+    )
+    [job_id] = cluster.submit(
+        script=script, gpus_per_node=2, ntasks_per_node=2, env={"PATH": VENV_PATH}
+    )
+    cluster.run(job_id, timeout_s=240)
+    log = cluster.log(job_id)
+    assert log.count("final loss") == 1  # rank 0 prints it, once
+    assert "done" in log

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from railyard.control import values
+from railyard.control.jobspec import parse_mem
 from railyard.control.schemas import (
     JobSubmit,
     parse_array,
@@ -15,21 +16,29 @@ from railyard.control.schemas import (
     parse_topology,
     parse_walltime,
 )
-from railyard.control.scripts import ScriptError, merge, parse_script
+from railyard.control.scripts import ScriptErrors, merge, parse_script, resolve_export
 from railyard.sched.model import Level, PriorityClass, TopologyMode
-
-ENV = {"HOME_DATA": "/data"}
 
 DIRECTIVES: list[tuple[str, dict[str, Any]]] = [
     ("--gpus=8", {"gpus": 8}),
     ("-G 8", {"gpus": 8}),
-    ("--gpus=h100:4", {"gpus": 4}),
+    ("--gpus=0", {"gpus": 0}),
+    ("--gpus=h100:4", {"gpus": 4, "gpu_type": "h100"}),
     ("--nodes 2", {"nodes": 2}),
     ("-N2", {"nodes": 2}),
     ("--gpus-per-node=4", {"gpus_per_node": 4}),
+    ("--gpus-per-node=a100:4", {"gpus_per_node": 4, "gpu_type": "a100"}),
     ("--gres=gpu:8", {"gpus_per_node": 8}),
-    ("--gres gpu:h100:2", {"gpus_per_node": 2}),
+    ("--gres gpu:h100:2", {"gpus_per_node": 2, "gpu_type": "h100"}),
+    ("--gres=gpu", {"gpus_per_node": 1}),
     ("--workers=3 --gpus-per-worker=2", {"workers": 3, "gpus_per_worker": 2}),
+    ("--ntasks=4", {"ntasks": 4}),
+    ("-n 1", {"ntasks": 1}),
+    ("--ntasks-per-node=1", {"ntasks_per_node": 1}),
+    ("--cpus-per-task=8", {"cpus_per_task": 8}),
+    ("-c 4", {"cpus_per_task": 4}),
+    ("--mem=64G", {"mem": "64G"}),
+    ("--mem 16000", {"mem": "16000"}),
     ("--flavor=H100-SXM-80GB", {"flavor": "H100-SXM-80GB"}),
     ("--queue=research", {"queue": "research"}),
     ("--partition research", {"queue": "research"}),
@@ -40,6 +49,7 @@ DIRECTIVES: list[tuple[str, dict[str, Any]]] = [
     ("--time=2:00:00", {"time": "2:00:00"}),
     ("-t 1-12", {"time": "1-12"}),
     ("--preemptible", {"preemptible": True}),
+    ("--exclusive", {"exclusive": True}),
     ("--array=0-9%2", {"array": "0-9%2"}),
     ("-a 1,3,5", {"array": "1,3,5"}),
     ("--job-name=llm-7b", {"name": "llm-7b"}),
@@ -49,13 +59,20 @@ DIRECTIVES: list[tuple[str, dict[str, Any]]] = [
     ("--no-requeue", {"requeue": False}),
     ("--chdir=/work/run", {"workdir": "/work/run"}),
     ("-D /work/run", {"workdir": "/work/run"}),
-    ("--export=A=1,B=x=y", {"env": {"A": "1", "B": "x=y"}}),
-    ("--export=ALL,HOME_DATA", {"env": {"HOME_DATA": "/data"}}),
+    ("--export=A=1,B=x=y", {"export": "A=1,B=x=y"}),
+    ("--export=ALL,HOME_DATA", {"export": "ALL,HOME_DATA"}),
+    ("--export=NONE", {"export": "NONE"}),
     ("--env=A=1", {"env": {"A": "1"}}),
+    (
+        "--output=slurm-%j.out --error=err-%A_%a.txt",
+        {"output": "slurm-%j.out", "error": "err-%A_%a.txt"},
+    ),
+    ("-o out.txt -e err.txt", {"output": "out.txt", "error": "err.txt"}),
+    ("--dependency=afterok:12:13", {"dependency": "afterok:12:13"}),
+    ("-d singleton", {"dependency": "singleton"}),
     ("--topology=preferred:scalable-unit", {"topology": "preferred:scalable-unit"}),
     ("--checkpoint-grace=120", {"checkpoint_grace_s": 120.0}),
     ("--min-runtime 600", {"min_runtime_s": 600.0}),
-    ("--output=slurm-%j.out --error=err.txt", {}),
     ("--gpus=8   # a trailing comment", {"gpus": 8}),
 ]
 
@@ -64,16 +81,25 @@ DIRECTIVES: list[tuple[str, dict[str, Any]]] = [
 @pytest.mark.parametrize(("directive", "expected"), DIRECTIVES)
 def test_every_directive(prefix: str, directive: str, expected: dict[str, Any]) -> None:
     text = f"#!/bin/bash\n{prefix} {directive}\npython train.py\n"
-    assert parse_script(text, "job.sh", ENV).options == expected
+    assert parse_script(text, "job.sh").options == expected
 
 
-def test_output_and_error_are_noted_not_honoured() -> None:
-    parsed = parse_script("#SBATCH --output=o.txt\n#SBATCH -e e.txt\nrun\n", "job.sh")
-    assert parsed.options == {}
-    assert len(parsed.notes) == 2
-    assert parsed.notes[0] == (
-        "--output=o.txt ignored: logs go to railyard's log dir (railyard logs ID)"
-    )
+HARMLESS = [
+    ("--mail-type=END,FAIL", "--mail-type=END,FAIL accepted, ignored: railyard sends no mail"),
+    ("--mail-user=me@example.org", "--mail-user=me@example.org accepted, ignored: railyard"),
+    ("-A proj42", "--account=proj42 accepted, ignored: railyard has no accounts"),
+    ("--exclusive", "--exclusive: whole nodes only"),
+    ("--open-mode=append", "--open-mode=append accepted, ignored: a new job truncates"),
+    ("--get-user-env", "--get-user-env: --export=NONE starts from the login environment"),
+]
+
+
+@pytest.mark.parametrize(("directive", "note"), HARMLESS)
+def test_harmless_directives_are_accepted_with_a_note(directive: str, note: str) -> None:
+    parsed = parse_script(f"#!/bin/bash\n#SBATCH {directive}\nrun\n", "job.sh")
+    assert set(parsed.options) <= {"exclusive"}
+    [line] = parsed.notes
+    assert line.startswith(note)
 
 
 def test_directives_stop_at_the_first_command() -> None:
@@ -94,23 +120,28 @@ def test_directives_stop_at_the_first_command() -> None:
 
 
 def test_later_directives_override_earlier_and_env_accumulates() -> None:
-    text = "#SBATCH --gpus=4 --export=A=1\n#RAILYARD --gpus=8 --env=B=2\nrun\n"
+    text = "#SBATCH --gpus=a100:4 --env=A=1\n#RAILYARD --gpus=8 --env=B=2\nrun\n"
     assert parse_script(text).options == {"gpus": 8, "env": {"A": "1", "B": "2"}}
 
 
 ERRORS = [
     ("#SBATCH --gpu=8", "unknown #SBATCH option '--gpu' (hint: did you mean '--gpus'?)"),
     ("#RAILYARD --preemptable", "unknown #RAILYARD option '--preemptable' (hint: did you mean"),
-    ("#SBATCH --ntasks=8", "unsupported #SBATCH option '--ntasks' (hint: railyard runs one"),
-    ("#SBATCH -c 4", "unsupported #SBATCH option '-c' (hint: CPUs come with the GPUs"),
+    ("#SBATCH --mem-per-cpu=4G", "unsupported #SBATCH option '--mem-per-cpu' (hint: use --mem"),
+    ("#SBATCH -C h100", "unsupported #SBATCH option '-C' (hint: use --gres=gpu:TYPE:N"),
     ("#SBATCH --time=1h", "--time: bad time '1h' (hint: use MM, MM:SS"),
-    ("#SBATCH --gpus=0", "--gpus: expected a positive integer, got '0'"),
+    ("#SBATCH --gpus=-1", "--gpus: expected an integer >= 0, got '-1'"),
+    ("#SBATCH --nodes=2-4", "--nodes: node ranges are not supported: '2-4'"),
+    ("#SBATCH --ntasks=0", "--ntasks: expected a positive integer, got '0'"),
+    ("#SBATCH --mem=lots", "--mem: bad memory size 'lots' (hint: e.g. 16G"),
     ("#SBATCH --gres=mps:10", "--gres: unsupported --gres 'mps:10' (hint: use gpu:N"),
     ("#SBATCH --qos=urgent", "--qos: unknown priority 'urgent'"),
+    ("#SBATCH --dependency=afterwards:1", "--dependency: unknown dependency type 'afterwards'"),
+    ("#SBATCH -d afterok:x", "--dependency: bad job ids 'x' in dependency 'afterok:x'"),
     ("#SBATCH --time", "--time needs a value"),
     ("#SBATCH --requeue=yes", "--requeue takes no value"),
     ("#SBATCH --export=1A=2", "--export: bad variable name '1A'"),
-    ("#SBATCH --export=NOT_SET_ANYWHERE", "--export: NOT_SET_ANYWHERE is not set"),
+    ("#SBATCH --export=NONE,A=1", "--export: NONE takes no variables: 'NONE,A=1'"),
     ("#SBATCH gpus=8", "unexpected argument 'gpus=8' (hint: options only"),
     ("#SBATCH -J 'open", "cannot split directive: No closing quotation"),
     ("#SBATCH --signal=USR1@soon", "--signal: bad signal 'USR1@soon'"),
@@ -120,10 +151,54 @@ ERRORS = [
 @pytest.mark.parametrize(("line", "message"), ERRORS)
 def test_errors_name_file_line_and_a_hint(line: str, message: str) -> None:
     text = f"#!/bin/bash\n#SBATCH --gpus=2\n{line}\nrun\n"
-    with pytest.raises(ScriptError) as info:
-        parse_script(text, "job.sh", ENV)
-    assert str(info.value).startswith(f"job.sh:3: {message}")
-    assert info.value.line_no == 3
+    with pytest.raises(ScriptErrors) as info:
+        parse_script(text, "job.sh")
+    [error] = info.value.errors
+    assert str(error).startswith(f"job.sh:3: {message}")
+    assert error.line_no == 3
+
+
+def test_every_bad_directive_is_reported_in_one_pass() -> None:
+    lines = ["#!/bin/bash", "#SBATCH --gpus=2"] + [line for line, _ in ERRORS] + ["run"]
+    with pytest.raises(ScriptErrors) as info:
+        parse_script("\n".join(lines), "job.sh")
+    assert [e.line_no for e in info.value.errors] == list(range(3, 3 + len(ERRORS)))
+    assert str(info.value).count("\n") == len(ERRORS) - 1  # one line each
+
+
+def test_two_bad_options_on_one_line_are_two_errors() -> None:
+    with pytest.raises(ScriptErrors) as info:
+        parse_script("#SBATCH --gpu=1 --tmie=5 --mem=1G\nrun\n", "j.sh")
+    assert [str(e) for e in info.value.errors] == [
+        "j.sh:1: unknown #SBATCH option '--gpu' (hint: did you mean '--gpus'?)",
+        "j.sh:1: unknown #SBATCH option '--tmie' (hint: did you mean '--time'?)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected_env", "note"),
+    [
+        ("ALL", {"HOME_DATA": "/data", "PATH": "/bin"}, None),
+        ("NONE", {}, None),
+        ("HOME_DATA,X=1", {"HOME_DATA": "/data", "X": "1"}, None),
+        ("ALL,X=1", {"HOME_DATA": "/data", "PATH": "/bin", "X": "1"}, None),
+        ("MISSING", {}, "--export: MISSING is not set here; not exported"),
+    ],
+)
+def test_export_as_sbatch(value: str, expected_env: dict[str, str], note: str | None) -> None:
+    """sbatch 22.05: ALL copies everything, NONE nothing (the job starts from the login
+    environment), a list only what it names (plus the login environment)."""
+    _, env, notes = resolve_export(value, {"HOME_DATA": "/data", "PATH": "/bin"})
+    assert env == expected_env
+    assert notes == ([note] if note else [])
+
+
+@pytest.mark.parametrize(
+    ("text", "mib"),
+    [("16G", 16384), ("512M", 512), ("8000", 8000), ("1T", 1048576), ("2048K", 2), ("4gb", 4096)],
+)
+def test_memory_units_as_slurm(text: str, mib: int) -> None:
+    assert parse_mem(text) == mib
 
 
 def test_flags_override_directives() -> None:
@@ -183,18 +258,28 @@ def test_signal_array_priority_topology() -> None:
 
 
 def test_submission_shapes() -> None:
-    def shape(**kw: Any) -> tuple[int, int]:
-        return JobSubmit(command=["x"], **kw).shape()
+    def shape(**kw: Any) -> tuple[int, int, bool, int | None]:
+        return tuple(JobSubmit(command=["x"], **kw).shape())  # type: ignore[return-value]
 
-    assert shape() == (1, 1)
-    assert shape(gpus=8) == (8, 1)
-    assert shape(nodes=2, gpus_per_node=8) == (16, 1)
-    assert shape(nodes=2, gpus=16) == (16, 1)
-    assert shape(workers=2, gpus_per_worker=4) == (2, 4)
-    with pytest.raises(ValueError, match="nodes needs gpus_per_node"):
-        shape(nodes=2)
+    assert shape() == (1, 0, False, None)  # no GPU unless asked, as Slurm
+    assert shape(gpus=0) == (1, 0, False, None)
+    assert shape(gpus=8) == (8, 1, False, None)  # one-GPU chunks, one task each
+    assert shape(nodes=2, gpus_per_node=8) == (2, 8, True, None)  # two distinct nodes
+    assert shape(nodes=2, gpus=16) == (2, 8, True, None)
+    assert shape(nodes=2) == (2, 0, True, None)
+    assert shape(gpus_per_node=4) == (1, 4, True, None)
+    assert shape(gpus=8, ntasks_per_node=1) == (1, 8, False, 1)  # torchrun in one task
+    assert shape(gpus=8, ntasks=1) == (1, 8, False, 1)
+    assert shape(gpus=8, ntasks=8) == (8, 1, False, None)
+    assert shape(nodes=2, gpus_per_node=8, ntasks=2) == (2, 8, True, 1)
+    assert shape(ntasks=4) == (1, 0, False, 4)
+    assert shape(workers=2, gpus_per_worker=4) == (2, 4, False, None)
     with pytest.raises(ValueError, match="gpus=8 but nodes x gpus_per_node = 16"):
         shape(gpus=8, nodes=2, gpus_per_node=8)
+    with pytest.raises(ValueError, match="ntasks=3 is not a multiple of nodes=2"):
+        shape(nodes=2, gpus_per_node=8, ntasks=3)
+    with pytest.raises(ValueError, match="gpus=15 is not divisible by nodes=2"):
+        shape(nodes=2, gpus=15)
 
 
 def test_value_names_are_the_schedulers() -> None:

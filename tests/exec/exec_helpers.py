@@ -31,6 +31,7 @@ def spec(
     placement: dict[str, tuple[int, ...]] | None = None,
     **extra: object,
 ) -> LaunchSpec:
+    extra.setdefault("workdir", tmp_path)
     return LaunchSpec(
         job_id=job_id,
         command=command,
@@ -38,7 +39,6 @@ def spec(
         gpus_per_worker=gpus_per_worker,
         workers=workers,
         restart_count=restart_count,
-        workdir=tmp_path,
         log_dir=tmp_path / "logs" / job_id,
         checkpoint_dir=tmp_path / "ckpt" / job_id,
         **extra,  # type: ignore[arg-type]

@@ -33,8 +33,13 @@ class ServerProcess:
         extra: tuple[str, ...] = (),
         cycle_interval_s: float = 0.2,
         port: int | None = None,
+        spool_dir: Path | None = None,
+        unix_user: str | None = None,
     ) -> None:
+        """``unix_user``: run the server as this account (through runuser; the caller is root)."""
         self.state_dir = state_dir
+        self.spool_dir = spool_dir or state_dir / "jobs"
+        self.unix_user = unix_user
         self.port = port or free_port()
         self.gpus = gpus
         self.database_url = database_url
@@ -56,9 +61,13 @@ class ServerProcess:
             str(self.port),
             "--cycle-interval",
             str(self.cycle_interval_s),
+            "--spool-dir",
+            str(self.spool_dir),
         ]
         if self.database_url:
             cmd += ["--database-url", self.database_url]
+        if self.unix_user is not None:
+            cmd = ["runuser", "-u", self.unix_user, "--", *cmd]
         log = open(self.state_dir / "server.log", "ab")  # noqa: SIM115 - lives with the process
         self.proc = subprocess.Popen(
             cmd,
@@ -86,16 +95,20 @@ class ServerProcess:
     def token(self) -> str:
         return str(json.loads((self.state_dir / "client.json").read_text())["token"])
 
-    def request(self, method: str, path: str, **kw: Any) -> Any:
-        response = httpx.request(
+    def request(self, method: str, path: str, *, token: str | None = None, **kw: Any) -> Any:
+        response = self.call(method, path, token=token, **kw)
+        response.raise_for_status()
+        return response.json()
+
+    def call(self, method: str, path: str, *, token: str | None = None, **kw: Any) -> Any:
+        """The raw response, as ``token``'s user (the admin by default)."""
+        return httpx.request(
             method,
             f"{self.url}{path}",
             timeout=10,
-            headers={"Authorization": f"Bearer {self.token}"},
+            headers={"Authorization": f"Bearer {token or self.token}"},
             **kw,
         )
-        response.raise_for_status()
-        return response.json()
 
     def kill9(self) -> None:
         assert self.proc is not None

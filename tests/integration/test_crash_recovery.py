@@ -48,7 +48,7 @@ def test_kill9_restart_every_job_finishes_once(tmp_path: Path, database_url: str
         ids = []
         for _ in range(JOBS):
             (job,) = server.request(
-                "POST", "/v1/jobs", json={"command": [sys.executable, "-c", body]}
+                "POST", "/v1/jobs", json={"command": [sys.executable, "-c", body], "gpus": 1}
             )
             ids.append(job["id"])
 

@@ -80,8 +80,10 @@ def test_second_server_on_the_same_store_refuses_and_changes_nothing(
         assert [(j["id"], j["state"], j["restart_count"]) for j in jobs] == [
             (job["id"], "running", 0)
         ]
-        handles = sorted(p.name for p in (first.state_dir / "jobs" / job["id"] / "logs").iterdir())
-        assert handles == ["handle-0.json", "rank-0.log"]  # launched once, by the first server
+        logs = first.state_dir / "jobs" / job["id"] / "logs"
+        handles = sorted(p.name for p in logs.glob("handle-*.json"))
+        assert handles == ["handle-0.json"]  # launched once, by the first server
+        assert len(list(logs.glob("*.task.json"))) == 1
         first.request("DELETE", f"/v1/jobs/{job['id']}")
     finally:
         first.stop()

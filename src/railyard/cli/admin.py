@@ -24,30 +24,67 @@ def _quota(items: list[str] | None, option: str) -> dict[str, int]:
 
 
 def users_add(args: argparse.Namespace) -> None:
-    """Add a user (then give them a token and a queue)."""
+    """Add a user (then give them a token and a queue); their jobs run as --unix-user."""
     with connect() as client:
-        user = client.create_user(args.name, is_admin=args.admin)
-    emit_json(user) if args.json else print(f"user {user['name']} added (id {user['id']})")
+        user = client.create_user(args.name, is_admin=args.admin, unix_user=args.unix_user)
+    if args.json:
+        emit_json(user)
+    else:
+        print(f"user {user['name']} added (id {user['id']}, Unix account {user['unix_user']})")
 
 
 def _users_add_args(p: Parser) -> None:
     p.add_argument("name", metavar="USER")
     p.add_argument("--admin", action="store_true", help="may administer railyard")
+    p.add_argument("--unix-user", help="Unix account the user's jobs run as (default: USER)")
+    json_flag(p)
+
+
+def users_update(args: argparse.Namespace) -> None:
+    """Change a user's Unix account or admin flag; submitted jobs keep their account."""
+    changes: dict[str, Any] = {}
+    if args.unix_user is not None:
+        changes["unix_user"] = args.unix_user
+    if args.admin is not None:
+        changes["is_admin"] = args.admin
+    if not changes:
+        fail("users update: nothing to change (hint: --unix-user U, --admin or --no-admin)")
+    with connect() as client:
+        user = client.update_user(args.name, changes)
+    if args.json:
+        emit_json(user)
+    else:
+        role = "admin" if user["is_admin"] else "user"
+        print(f"user {user['name']} updated ({role}, Unix account {user['unix_user']})")
+
+
+def _users_update_args(p: Parser) -> None:
+    p.add_argument("name", metavar="USER")
+    p.add_argument("--unix-user", help="Unix account the user's jobs run as")
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--admin", dest="admin", action="store_true", default=None)
+    group.add_argument("--no-admin", dest="admin", action="store_false")
     json_flag(p)
 
 
 def users_list(args: argparse.Namespace) -> None:
-    """Users, whether they are admins, and their queues."""
+    """Users, their Unix accounts, whether they are admins, and their queues."""
     with connect() as client:
         users = client.users()
     if args.json:
         emit_json(users)
         return
     rows = [
-        [str(u["id"]), u["name"], "yes" if u["is_admin"] else "", ",".join(u["queues"])]
+        [
+            str(u["id"]),
+            u["name"],
+            u.get("unix_user", ""),
+            "yes" if u["is_admin"] else "",
+            ",".join(u["queues"]),
+        ]
         for u in users
     ]
-    print(table(("ID", "USER", "ADMIN", "QUEUES"), rows))
+    print(table(("ID", "USER", "UNIX USER", "ADMIN", "QUEUES"), rows))
 
 
 # -- tokens --------------------------------------------------------------------------------------
@@ -242,7 +279,10 @@ def members(_: argparse.Namespace) -> None:
 
 def _users_args(p: Parser) -> None:
     subcommands(
-        p, Command("add", users_add, _users_add_args), Command("list", users_list, json_flag)
+        p,
+        Command("add", users_add, _users_add_args),
+        Command("update", users_update, _users_update_args),
+        Command("list", users_list, json_flag),
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 from collections import Counter
 from pathlib import Path
@@ -44,10 +45,17 @@ OPTION_HELP = {
     "--array": "array tasks, e.g. 0-9%2",
     "--job-name": "a name for the job",
     "--name": "the same as --job-name",
-    "--signal": "[B:]SIG@SECONDS warning before preemption",
-    "--requeue": "requeue after a failure (--no-requeue: never)",
+    "--signal": "[B:]SIG@SECONDS: this signal that long before the time limit (and to preempt)",
+    "--requeue": "requeue after a node failure or preemption (--no-requeue: never)",
     "--chdir": "working directory",
-    "--export": "KEY=VAL,NAME: variables for the job",
+    "--export": "ALL (default), NONE, or [ALL,]VAR[=VAL],...: the job's environment",
+    "--ntasks": "tasks in all (srun's count)",
+    "--ntasks-per-node": "tasks on each node (1 for a script that runs torchrun itself)",
+    "--cpus-per-task": "CPUs each task needs",
+    "--mem": "memory per node, e.g. 64G",
+    "--output": "stdout file, with %j %A %a %x %u %N",
+    "--error": "stderr file, with the same patterns",
+    "--dependency": "afterok:ID, afterany:ID, afternotok:ID, after:ID, singleton",
     "--env": "KEY=VAL (repeat)",
     "--topology": "[required:|preferred:]LEVEL",
     "--checkpoint-grace": "seconds between the preemption signal and SIGTERM",
@@ -101,11 +109,38 @@ def split_submit_argv(argv: list[str]) -> tuple[list[str], list[str], set[str]]:
     return options, [], own
 
 
+SCRIPT_SUFFIXES = (".sh", ".sbatch", ".slurm", ".bash", ".job")
+
+
+def _looks_like_script(arg: str) -> bool:
+    return arg.endswith(SCRIPT_SUFFIXES) or ("/" in arg and " " not in arg)
+
+
+def _script_or_command(rest: list[str], after_dashes: bool) -> tuple[Path | None, list[str]]:
+    """One word naming a file is a batch script (sbatch's rule); one that looks like a script
+    path but names nothing is an error, not a command that fails later. After `--` it is
+    always a command."""
+    if len(rest) == 1 and not after_dashes:
+        path = Path(rest[0])
+        if path.is_file():
+            return path, []
+        if path.is_dir():
+            fail(f"{rest[0]} is a directory, not a batch script")
+        if _looks_like_script(rest[0]):
+            fail(
+                f"no such batch script: {rest[0]} "
+                "(hint: check the path; to run a command, put it after --)"
+            )
+    return None, rest
+
+
 def submit(args: argparse.Namespace) -> int:
     """Submit a job: a batch script (#SBATCH / #RAILYARD directives), or a command after --.
 
     Options are sbatch's and mean what the directives mean; given on the command line they
-    override the script's. Prints the job id (one per array task).
+    override the script's. A batch script runs once, on the job's first node, with an srun for
+    its tasks; a command runs as one task per GPU. The job gets this shell's environment and
+    directory (--export=ALL), never the server's. Prints the job id (one per array task).
     """
     from railyard.control import scripts  # the directive table: only submit pays for it
 
@@ -115,23 +150,28 @@ def submit(args: argparse.Namespace) -> int:
         return 0
     if not rest:
         fail("nothing to run: give a batch script, or -- followed by a command")
+    after_dashes = "--" in args.argv[: len(args.argv) - len(rest)]
+    script, command = _script_or_command(rest, after_dashes)
     notes: list[str] = []
     try:
-        flags = scripts.parse_args(options_words, notes, os.environ)
+        flags = scripts.parse_args(options_words, notes)
         body: dict[str, Any]
-        script = Path(rest[0])
-        if len(rest) == 1 and script.is_file():
+        if script is not None:
             text = script.read_text()
-            parsed = scripts.parse_script(text, str(script), os.environ)
+            parsed = scripts.parse_script(text, str(script))
             notes += parsed.notes
             body = {**scripts.merge(parsed.options, flags), "script": text}
+            body.setdefault("name", script.name)
         else:
-            body = {**flags, "command": rest}
+            body = {**flags, "command": command}
+            body.setdefault("name", Path(command[0]).name)
+        body = _with_environment(body, notes, scripts.resolve_export)
+    except scripts.ScriptErrors as exc:
+        fail("\n".join(f"railyard: {e}" for e in exc.errors).removeprefix("railyard: "))
     except (scripts.OptionError, scripts.ScriptError) as exc:
         fail(str(exc))
     except OSError as exc:
         fail(f"cannot read {rest[0]}: {exc.strerror}")
-    body.setdefault("workdir", os.getcwd())
     for note in notes:
         print(f"railyard: note: {note}", file=sys.stderr)
     with connect() as client:
@@ -141,6 +181,24 @@ def submit(args: argparse.Namespace) -> int:
     else:
         print("\n".join(job["id"] for job in jobs))
     return 0
+
+
+def _with_environment(body: dict[str, Any], notes: list[str], resolve: Any) -> dict[str, Any]:
+    """Add what sbatch captures at submit: the environment per ``--export``, the working and
+    submit directories, the submit host. No token is exported."""
+    cwd = os.getcwd()
+    value, exported, more = resolve(body.pop("export", "ALL"), os.environ)
+    notes += more
+    exported.pop("RAILYARD_TOKEN", None)  # the server drops token-shaped values too
+    workdir = Path(cwd, os.path.expanduser(body.get("workdir") or cwd))
+    return {
+        **body,
+        "export": value,
+        "env": {**exported, **body.get("env", {})},
+        "workdir": str(workdir),
+        "submit_dir": cwd,
+        "submit_host": socket.gethostname(),
+    }
 
 
 # -- looking at jobs -----------------------------------------------------------------------------

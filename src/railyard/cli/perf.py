@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -167,7 +168,7 @@ ModelFileOpt = Annotated[
 DimOpt = Annotated[int | None, typer.Option()]
 
 
-def _arch(model: str | None, model_file: str | None, dims: dict[str, object]) -> LlmArch:
+def _arch(model: str | None, model_file: str | None, dims: Mapping[str, object]) -> LlmArch:
     """The architecture from a preset, a model file and/or dimension options."""
     from railyard.twin.modelfile import ModelFileError, load_model_file
     from railyard.twin.spec import SpecError, arch_from_fields

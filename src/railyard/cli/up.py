@@ -16,7 +16,7 @@ def up(args: argparse.Namespace) -> None:
     `railyard up` adopts them.
     """
     from railyard.control.paths import default_state_dir
-    from railyard.control.server import StartupError, UpConfig, serve
+    from railyard.control.server import SpoolTaken, StartupError, UpConfig, serve
     from railyard.control.values import parse_walltime
     from railyard.sched import SchedulerConfig
 
@@ -49,11 +49,12 @@ def up(args: argparse.Namespace) -> None:
         cycle_interval_s=args.cycle_interval,
         scheduler=scheduler,
         blueprint=args.blueprint,
+        spool_dir=args.spool_dir,
         **({"node_name": args.node_name} if args.node_name else {}),
     )
     try:
         serve(config)
-    except StartupError as exc:
+    except (StartupError, SpoolTaken) as exc:
         fail(f"up: {exc}")
 
 
@@ -64,7 +65,13 @@ def _up_args(p: Parser) -> None:
     p.add_argument("--port", type=int, default=8765, help="API port (default 8765)")
     p.add_argument("--database-url", help="SQLAlchemy URL, e.g. postgresql+psycopg://host/db")
     p.add_argument(
-        "--state-dir", type=Path, help="jobs, logs and the SQLite store (default ~/.railyard)"
+        "--state-dir", type=Path, help="the SQLite store and client.json (default ~/.railyard)"
+    )
+    p.add_argument(
+        "--spool-dir",
+        type=Path,
+        help="job scripts, logs, checkpoints (default /var/spool/railyard as root, "
+        "else STATE_DIR/jobs)",
     )
     p.add_argument(
         "--policy", default="fairshare", help="ordering: fairshare | fifo | priority | las"

@@ -10,6 +10,8 @@ allowed), 404 (missing, or another user's job: ids of others' jobs do not leak),
 from __future__ import annotations
 
 import codecs
+import os
+import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,11 +28,13 @@ from sqlalchemy.orm import Session
 from railyard import __version__
 from railyard.control import auth, jobs, nodes, queues, users
 from railyard.control import schemas as s
+from railyard.control.accounts import RunAs
 from railyard.control.effects import wants_wake
 from railyard.control.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError, error_body
 from railyard.control.paths import log_path
 from railyard.control.store import Store
-from railyard.control.tables import JobState, User
+from railyard.control.tables import JobRow, JobState, User
+from railyard.exec.identity import Account
 
 LOG_CHUNK_BYTES = 1 << 20
 _STATUS = {NotFound: 404, Forbidden: 403, Conflict: 409, Invalid: 422}
@@ -41,9 +45,10 @@ _BEARER = {"WWW-Authenticate": "Bearer"}
 class Context:
     store: Store
     wake: Callable[[], None]
-    state_dir: Path
+    spool_dir: Path
     known_flavors: Callable[[], set[str]] | None
     clock: Callable[[], float]
+    run_as: RunAs | None = None
 
 
 def _ctx(request: Request) -> Context:
@@ -94,7 +99,9 @@ def submit_job(
     """Submit a job (or an array); returns one record per job id."""
     now = ctx.clock()
     flavors = ctx.known_flavors() if ctx.known_flavors else None
-    rows = jobs.submit(session, user, spec, now, state_dir=ctx.state_dir, known_flavors=flavors)
+    rows = jobs.submit(
+        session, user, spec, now, spool_dir=ctx.spool_dir, known_flavors=flavors, run_as=ctx.run_as
+    )
     return [s.JobOut.from_row(r, user.name, now) for r in rows]
 
 
@@ -109,7 +116,13 @@ def submit_batch(
     for i, spec in enumerate(batch.jobs):
         try:
             rows = jobs.submit(
-                session, user, spec, now, state_dir=ctx.state_dir, known_flavors=flavors
+                session,
+                user,
+                spec,
+                now,
+                spool_dir=ctx.spool_dir,
+                known_flavors=flavors,
+                run_as=ctx.run_as,
             )
         except Invalid as exc:  # name the element, so the one line says which job
             raise Invalid(f"jobs[{i}].{exc.field}", exc.message, exc.hint) from None
@@ -202,26 +215,62 @@ def job_logs(
     rank: Annotated[int, Query(ge=0)] = 0,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> s.LogChunk:
-    """Text of one rank's log from byte ``offset``; poll with the returned offset to follow."""
+    """Text of one process's log from byte ``offset``; poll with the returned offset to follow.
+    A batch script has one process (its output file, ``slurm-%j.out`` by default); a command
+    job one per task."""
     row, _ = jobs.get_job(session, user, job_id)
-    if rank >= row.workers:
-        raise Invalid("rank", f"job {job_id} has ranks 0..{row.workers - 1}")
-    text, new_offset = read_log(log_path(ctx.state_dir, job_id, rank), offset)
+    paths = _log_paths(row, ctx.spool_dir)
+    if rank >= len(paths):
+        raise Invalid("rank", f"job {job_id} has logs 0..{len(paths) - 1}")
+    text, new_offset = read_log(paths[rank], offset, _owner_uid(row, paths[rank], ctx.spool_dir))
     finished = JobState(row.state).finished and new_offset == offset
     return s.LogChunk(
         job_id=job_id, rank=rank, text=text, offset=new_offset, state=row.state, finished=finished
     )
 
 
-def read_log(path: Path, offset: int, limit: int = LOG_CHUNK_BYTES) -> tuple[str, int]:
-    """Decoded text from ``offset``; a UTF-8 character cut by the chunk end waits for the next
-    call, so followers never see mangled characters."""
+def _log_paths(row: JobRow, spool_dir: Path) -> list[Path]:
+    """Where each process of the job's current (or last) attempt writes its output."""
+    workers = (row.handle or {}).get("workers") or []
+    if workers:
+        return [Path(w["log_path"]) for w in workers]
+    count = 1 if row.script is not None else max(1, row.workers * max(1, row.gpus_per_worker))
+    return [log_path(spool_dir, row.id, rank) for rank in range(count)]
+
+
+def _owner_uid(row: JobRow, path: Path, spool_dir: Path) -> int | None:
+    """The uid a log outside the spool must belong to (the job's account): the user chose its
+    path, so a symlink or someone else's file there must not be read for them."""
+    if path.is_relative_to(spool_dir):
+        return None  # the spool's directories are the server's: nothing there can be swapped
+    if os.geteuid() != 0:
+        return os.geteuid()  # single-user mode: the job ran as this very account
     try:
-        with path.open("rb") as f:
-            f.seek(offset)
-            data = f.read(limit)
+        return Account.lookup(row.unix_user).uid
+    except Exception:
+        raise Forbidden(
+            f"cannot check who owns {path}: no Unix account {row.unix_user!r}"
+        ) from None
+
+
+def read_log(
+    path: Path, offset: int, owner_uid: int | None = None, limit: int = LOG_CHUNK_BYTES
+) -> tuple[str, int]:
+    """Decoded text from ``offset``; a UTF-8 character cut by the chunk end waits for the next
+    call, so followers never see mangled characters. With ``owner_uid``, only a regular file
+    of that owner is read, never through a symlink."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return "", offset
+    except OSError as exc:
+        raise Forbidden(f"cannot read {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or (owner_uid is not None and info.st_uid != owner_uid):
+            raise Forbidden(f"{path} is not a file of the job's user; not shown")
+        f.seek(offset)
+        data = f.read(limit)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     text = decoder.decode(data, final=False)
     pending = len(decoder.getstate()[0])  # bytes of a character the next read completes
@@ -310,6 +359,15 @@ def create_user(
     return s.UserOut.model_validate(_fields(users.create_user(session, user, body, ctx.clock())))
 
 
+@v1.patch("/users/{name}")
+def update_user(
+    name: str, body: s.UserUpdate, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> s.UserOut:
+    """Change a user's Unix account (``unix_user``) or admin flag."""
+    changed = users.update_user(session, user, name, body, ctx.clock())
+    return s.UserOut.model_validate(_fields(changed))
+
+
 def _token_out(token: Any, user: str) -> dict[str, Any]:
     return {**_fields(token), "user": user}
 
@@ -365,17 +423,22 @@ def create_app(
     *,
     wake: Callable[[], None],
     state_dir: Path,
+    spool_dir: Path | None = None,
     known_flavors: Callable[[], set[str]] | None = None,
     clock: Callable[[], float] = time.time,
+    run_as: RunAs | None = None,
 ) -> FastAPI:
     """The API over ``store``; ``wake`` is called after each commit the service loop must see
-    (submit, cancel, node or queue change). Logs are read from ``state_dir/jobs/<id>/logs``."""
+    (submit, cancel, node or queue change). Job files are under ``spool_dir`` (default
+    ``state_dir/jobs``). ``run_as`` checks at submit that this server can run a job as its
+    user's Unix account (``railyard up`` passes it; None skips the check)."""
     app = FastAPI(
         title="railyard",
         version=__version__,
         description="Submit and watch training jobs on a shared GPU cluster.",
     )
-    app.state.railyard = Context(store, wake, Path(state_dir), known_flavors, clock)
+    spool = Path(spool_dir) if spool_dir is not None else Path(state_dir) / "jobs"
+    app.state.railyard = Context(store, wake, spool, known_flavors, clock, run_as)
 
     @app.get("/healthz", tags=["health"])
     def healthz() -> s.Health:

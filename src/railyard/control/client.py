@@ -47,6 +47,7 @@ def save_config(url: str, token: str, path: Path | None = None) -> Path:
     path = path or config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # an older file may have been created with a looser mode
     with os.fdopen(fd, "w") as f:
         json.dump({"url": url, "token": token}, f)
     return path
@@ -259,9 +260,16 @@ class Client:
     def users(self) -> list[wire.User]:
         return cast(list[wire.User], self._call("GET", "/v1/users"))
 
-    def create_user(self, name: str, *, is_admin: bool = False) -> wire.User:
-        body = {"name": name, "is_admin": is_admin}
+    def create_user(
+        self, name: str, *, is_admin: bool = False, unix_user: str | None = None
+    ) -> wire.User:
+        body: dict[str, Any] = {"name": name, "is_admin": is_admin}
+        if unix_user is not None:
+            body["unix_user"] = unix_user
         return cast(wire.User, self._call("POST", "/v1/users", body=body))
+
+    def update_user(self, name: str, changes: dict[str, Any]) -> wire.User:
+        return cast(wire.User, self._call("PATCH", _path("v1", "users", name), body=changes))
 
     def tokens(self) -> list[wire.Token]:
         return cast(list[wire.Token], self._call("GET", "/v1/tokens"))

@@ -24,6 +24,8 @@ from railyard.sched import (
     TopologyRequirement,
     Usage,
 )
+from railyard.sched.dependencies import parse_dependency
+from railyard.sched.model import Dependency, DependencyKind
 
 NODE_DOWN = "NodeDown"  # `preempt_for` of a job stopped because its node is down
 TIME_LIMIT_REASON = "TimeLimit"  # `reason` of a job stopped at its time limit
@@ -65,6 +67,9 @@ class JobFields(Protocol):
     flavor: str
     workers: int
     gpus_per_worker: int
+    cpus_per_worker: int
+    mem_per_worker_gb: float
+    distinct_nodes: bool
     priority: int
     preemptible: bool
     walltime_s: float | None
@@ -90,6 +95,7 @@ class JobFields(Protocol):
     warned: bool
     hold: str | None
     name: str
+    dependency: str | None
 
 
 SCHED_COLUMNS: tuple[Any, ...] = (
@@ -99,6 +105,9 @@ SCHED_COLUMNS: tuple[Any, ...] = (
     JobRow.flavor,
     JobRow.workers,
     JobRow.gpus_per_worker,
+    JobRow.cpus_per_worker,
+    JobRow.mem_per_worker_gb,
+    JobRow.distinct_nodes,
     JobRow.priority,
     JobRow.preemptible,
     JobRow.walltime_s,
@@ -118,6 +127,7 @@ SCHED_COLUMNS: tuple[Any, ...] = (
     JobRow.nominated,
     JobRow.hold,
     JobRow.name,
+    JobRow.dependency,
     JobRow.state,
     JobRow.reason,
     JobRow.placement,
@@ -142,6 +152,9 @@ def to_job(row: JobFields, user: str) -> Job:
         flavor=row.flavor,
         workers=row.workers,
         gpus_per_worker=row.gpus_per_worker,
+        cpus_per_worker=row.cpus_per_worker,
+        mem_per_worker_gb=row.mem_per_worker_gb,
+        distinct_nodes=row.distinct_nodes,
         user=user,
         priority=row.priority,
         preemptible=row.preemptible,
@@ -160,7 +173,20 @@ def to_job(row: JobFields, user: str) -> Job:
         nominated=row.nominated,
         hold=row.hold,
         name=row.name,
+        **_dependencies(row.dependency),
     )
+
+
+def _dependencies(text: str | None) -> dict[str, Any]:
+    """Job fields from a stored ``--dependency``; one that no longer parses (it was checked
+    at submit) can never be satisfied, rather than stopping the loop."""
+    if not text:
+        return {}
+    try:
+        dependencies, any_of = parse_dependency(text)
+    except ValueError:
+        return {"dependencies": (Dependency(DependencyKind.AFTER_OK, ("?",)),)}
+    return {"dependencies": dependencies, "dependency_any": any_of}
 
 
 def stop_cause(state: str, reason: str, preempt_for: str | None) -> StopCause | None:

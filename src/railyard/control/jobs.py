@@ -5,16 +5,19 @@ call them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from railyard.control.accounts import RunAs
 from railyard.control.convert import to_node
 from railyard.control.effects import record, request_wake
 from railyard.control.errors import Conflict, Forbidden, Invalid, NotFound
-from railyard.control.paths import script_path
+from railyard.control.jobspec import Shape, match_gpu_type
+from railyard.control.paths import default_output, script_path
 from railyard.control.queues import member_queues, parent_map, path
 from railyard.control.schemas import JobSubmit
 from railyard.control.tables import (
@@ -34,6 +37,50 @@ from railyard.sched.model import Job, Level, TopologyMode, TopologyRequirement
 from railyard.sched.policies import PLACEMENT
 
 JOB_COUNTER = "job"
+MIB_PER_GB = 1024
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What the scheduler books for a job: its flavor, chunks, and per-chunk CPUs and memory."""
+
+    flavor: str
+    workers: int
+    gpus_per_worker: int
+    distinct_nodes: bool
+    ntasks_per_node: int | None
+    cpus_per_worker: int
+    mem_per_worker_gb: float
+
+
+def resources(spec: JobSubmit, shape: Shape, flavor: str) -> Resources:
+    """Per-chunk CPUs and memory from Slurm's per-task CPUs and per-node memory.
+
+    Tasks: a command job runs one per GPU unless told (like srun); a batch script's srun runs
+    one per node unless told (sbatch's default without ``--ntasks``), so Slurm scripts that
+    call ``srun torchrun`` start one torchrun per node, as under Slurm.
+
+    A chunk that is a whole node (``--nodes``, or a job on one node) books ``--mem`` and
+    ``--cpus-per-task`` times its tasks. One-GPU chunks the scheduler may spread (``--gpus N``)
+    run one task each, so each books ``--cpus-per-task`` and an even share of ``--mem``.
+    """
+    if spec.script is not None and shape.ntasks_per_node is None:
+        shape = shape._replace(ntasks_per_node=1)
+    one_node_per_chunk = shape.distinct_nodes or shape.workers == 1
+    if shape.ntasks_per_node and one_node_per_chunk:
+        tasks = shape.ntasks_per_node
+    else:
+        tasks = shape.gpus_per_worker or shape.ntasks_per_node or 1
+    mem_gb = spec.mem_mb() / MIB_PER_GB
+    return Resources(
+        flavor=flavor,
+        workers=shape.workers,
+        gpus_per_worker=shape.gpus_per_worker,
+        distinct_nodes=shape.distinct_nodes,
+        ntasks_per_node=shape.ntasks_per_node,
+        cpus_per_worker=(spec.cpus_per_task or 0) * tasks,
+        mem_per_worker_gb=mem_gb if one_node_per_chunk else mem_gb / shape.workers,
+    )
 
 
 def _next_number(session: Session, count: int = 1) -> int:
@@ -72,14 +119,22 @@ def _check_queue(session: Session, user: User, queue: str) -> None:
         raise Forbidden(f"user {user.name!r} may not submit to queue {queue!r}")
 
 
-def _check_shape(session: Session, spec: JobSubmit, known: set[str] | None) -> tuple[str, int, int]:
-    """(flavor, workers, gpus_per_worker), checked against the nodes table."""
-    workers, per_worker = spec.shape()
+def _check_shape(session: Session, spec: JobSubmit, known: set[str] | None) -> Resources:
+    """The job's flavor, chunks and tasks, checked against the nodes table."""
+    shape = spec.shape()
     nodes = list(session.execute(select(NodeRow.name, NodeRow.flavor, NodeRow.gpus)))
     flavors = set(known) if known is not None else {f for _, f, _ in nodes}
     flavor = spec.flavor
+    if spec.gpu_type is not None:
+        by_type = match_gpu_type(spec.gpu_type, flavors)
+        if flavor is not None and flavor != by_type:
+            raise Invalid("flavor", f"flavor {flavor!r} is not GPU type {spec.gpu_type!r}")
+        flavor = by_type
     if flavor is None:
-        if nodes:
+        cpu_nodes = sorted(n for n in nodes if n[2] == 0)
+        if shape.gpus_per_worker == 0 and cpu_nodes:
+            flavor = cpu_nodes[0][1]  # a CPU job goes to CPU nodes where there are some
+        elif nodes:
             flavor = min(nodes)[1]
         elif len(flavors) == 1:
             flavor = next(iter(flavors))
@@ -90,11 +145,20 @@ def _check_shape(session: Session, spec: JobSubmit, known: set[str] | None) -> t
             "flavor", f"no node has flavor {flavor!r}", f"known flavors: {sorted(flavors)}"
         )
     sizes = [g for _, f, g in nodes if f == flavor]
+    per_worker, workers = shape.gpus_per_worker, shape.workers
     if sizes and per_worker > max(sizes):
         raise Invalid(
             "gpus_per_worker",
             f"{per_worker} GPUs per worker, but the largest {flavor} node has {max(sizes)}",
             f"use more workers with at most {max(sizes)} GPUs each",
+        )
+    fitting = [g for g in sizes if g >= per_worker]
+    if shape.distinct_nodes and nodes and workers > len(fitting):
+        raise Invalid(
+            "nodes",
+            f"{workers} nodes asked, the cluster has {len(fitting)} {flavor} node(s) with "
+            f"at least {per_worker} GPUs",
+            f"ask for at most {len(fitting)} nodes, or fewer GPUs per node",
         )
     if sizes and workers * per_worker > sum(sizes):
         raise Invalid(
@@ -102,7 +166,20 @@ def _check_shape(session: Session, spec: JobSubmit, known: set[str] | None) -> t
             f"{workers * per_worker} GPUs asked, the cluster has {sum(sizes)} {flavor}",
             f"ask for at most {sum(sizes)}",
         )
-    return flavor, workers, per_worker
+    if spec.exclusive and sizes and per_worker < max(sizes):
+        raise Invalid(
+            "exclusive",
+            f"--exclusive asks for whole nodes, but the job takes {per_worker} of "
+            f"{max(sizes)} GPUs per node",
+            f"ask for --gpus-per-node {max(sizes)}, or drop --exclusive",
+        )
+    return resources(spec, shape, flavor)
+
+
+def _task_numbers(number: int, count: int) -> list[int]:
+    """Each array task its own numeric id, as Slurm: the array's number goes to the last task,
+    the others take the numbers reserved after it (``3_0..3_3`` -> 4, 5, 6, 3)."""
+    return [number + i + 1 for i in range(count - 1)] + [number]
 
 
 def _check_feasible(session: Session, job: Job) -> None:
@@ -137,12 +214,17 @@ def submit(
     spec: JobSubmit,
     now_t_s: float,
     *,
-    state_dir: Path,
+    spool_dir: Path,
     known_flavors: set[str] | None = None,
+    run_as: RunAs | None = None,
 ) -> list[JobRow]:
-    """Validate and store one job, or one row per array task (ids ``<n>_<i>``)."""
+    """Validate and store one job, or one row per array task (ids ``<n>_<i>``).
+
+    ``run_as`` None skips the Unix-account check (an embedded API with no executor)."""
     _check_queue(session, user, spec.queue)
-    flavor, workers, per_worker = _check_shape(session, spec, known_flavors)
+    res = _check_shape(session, spec, known_flavors)
+    if run_as is not None:
+        run_as.check(user.name, user.unix_user)
     level, mode = parse_topology(spec.topology) if spec.topology else (None, None)
     signal_name, grace_s = parse_signal(spec.signal) if spec.signal else ("SIGUSR1", 30.0)
     if spec.checkpoint_grace_s is not None:
@@ -155,22 +237,30 @@ def submit(
     shape = Job(
         id="new",
         queue=spec.queue,
-        flavor=flavor,
-        workers=workers,
-        gpus_per_worker=per_worker,
+        flavor=res.flavor,
+        workers=res.workers,
+        gpus_per_worker=res.gpus_per_worker,
+        distinct_nodes=res.distinct_nodes,
         topology=topology,
     )
     _check_feasible(session, shape)
-    number = _next_number(session)
-    base = Job(id=str(number), queue=spec.queue, flavor=flavor, workers=workers)
+    count = len(indices) if indices is not None else 1
+    number = _next_number(session, count)
+    numbers = _task_numbers(number, count)
+    base = Job(id=str(number), queue=spec.queue, flavor=res.flavor, workers=res.workers)
     ids = [j.id for j in expand_array(base, indices)] if indices is not None else [base.id]
+    output = spec.output
+    if output is None and spec.script is not None:
+        output = default_output(indices is not None)
     rows = []
     for i, job_id in enumerate(ids):
-        command = spec.command or ["bash", str(script_path(state_dir, job_id))]
+        command = spec.command or [str(script_path(spool_dir, job_id))]
         row = JobRow(
             id=job_id,
             number=number,
+            task_number=numbers[i],
             user_id=user.id,
+            unix_user=user.unix_user,
             queue=spec.queue,
             name=spec.name,
             state=JobState.PENDING.value,
@@ -178,10 +268,22 @@ def submit(
             command=list(command),
             script=spec.script,
             workdir=spec.workdir,
+            submit_dir=spec.submit_dir or spec.workdir,
+            submit_host=spec.submit_host,
+            export=spec.export,
             env=dict(spec.env),
-            flavor=flavor,
-            workers=workers,
-            gpus_per_worker=per_worker,
+            flavor=res.flavor,
+            workers=res.workers,
+            gpus_per_worker=res.gpus_per_worker,
+            distinct_nodes=res.distinct_nodes,
+            ntasks_per_node=res.ntasks_per_node,
+            cpus_per_task=spec.cpus_per_task or 0,
+            mem_per_node_mb=spec.mem_mb(),
+            cpus_per_worker=res.cpus_per_worker,
+            mem_per_worker_gb=res.mem_per_worker_gb,
+            output=output,
+            error=spec.error,
+            dependency=spec.dependency,
             priority=spec.priority_value(),
             preemptible=spec.preemptible,
             walltime_s=spec.walltime_s(),
@@ -189,18 +291,22 @@ def submit(
             topology_mode=mode,
             min_runtime_s=spec.min_runtime_s,
             checkpoint_grace_s=grace_s,
+            warn_before_s=parse_signal(spec.signal)[1] if spec.signal else None,
             preempt_signal=signal_name,
-            requeue_on_failure=spec.requeue,
+            signal_batch_shell=(spec.signal or "").strip().upper().startswith("B:"),
+            requeue=spec.requeue,
+            requeue_on_failure=False,  # Slurm's --requeue: node failure and preemption only
             restart_count=0,
             array_parent=str(number) if indices is not None else None,
             array_index=indices[i] if indices is not None else None,
             array_max_running=max_running,
+            array_spec=spec.array if indices is not None else None,
             submit_t_s=now_t_s,
             updated_t_s=now_t_s,
         )
         session.add(row)
         rows.append(row)
-        gpus = workers * per_worker
+        gpus = res.workers * res.gpus_per_worker
         record(session, now_t_s, "submitted", f"{user.name} -> {spec.queue}: {gpus} GPUs", job_id)
     session.flush()
     request_wake(session)
@@ -256,8 +362,13 @@ def list_jobs(
 
 
 def get_job(session: Session, actor: User, job_id: str) -> tuple[JobRow, str]:
-    """A job the actor may see. Another user's job is NotFound, not Forbidden: ids don't leak."""
+    """A job the actor may see. Another user's job is NotFound, not Forbidden: ids don't leak.
+    An array task is also found by its own number (its ``SLURM_JOB_ID``)."""
     row = session.get(JobRow, job_id)
+    if row is None and job_id.isdigit():  # an array task's own number (not the array's)
+        row = session.scalars(
+            select(JobRow).where(JobRow.task_number == int(job_id), JobRow.number != int(job_id))
+        ).first()
     if row is None or (not actor.is_admin and row.user_id != actor.id):
         raise NotFound(f"no job {job_id!r}")
     user = session.get(User, row.user_id)

@@ -33,7 +33,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from railyard.control.apply import Written, cas, write_plan
-from railyard.control.paths import checkpoint_dir, job_dir, logs_dir, script_path
+from railyard.control.launchspec import launch_spec
 from railyard.control.store import Store
 from railyard.control.tables import HOLDING_STATES, JobRow, JobState
 from railyard.control.world import WorldReader
@@ -48,13 +48,20 @@ log = logging.getLogger("railyard.loop")
 
 @dataclass(frozen=True)
 class LoopConfig:
-    """Where job files go, how often the loop runs without events, and the policies."""
+    """Where job files go (``spool_dir``, default ``state_dir/jobs``), how often the loop runs
+    without events, and the policies."""
 
     state_dir: Path
     cycle_interval_s: float = 2.0
     event_coalesce_s: float = 0.05
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     nccl_env: Mapping[str, str] = field(default_factory=dict)
+    spool_dir: Path | None = None
+    cluster_name: str = "railyard"
+
+    @property
+    def spool(self) -> Path:
+        return self.spool_dir if self.spool_dir is not None else self.state_dir / "jobs"
 
 
 @dataclass
@@ -210,37 +217,4 @@ class Loop:
         return True
 
     def _launch_spec(self, row: JobRow) -> LaunchSpec:
-        state_dir = self.config.state_dir
-        command = tuple(row.command)
-        if row.script is not None:
-            job_dir(state_dir, row.id).mkdir(parents=True, exist_ok=True)
-            script = script_path(state_dir, row.id)
-            script.write_text(row.script, encoding="utf-8")
-            command = ("bash", str(script))
-        return LaunchSpec(
-            job_id=row.id,
-            command=command,
-            placement={node: tuple(gpus) for node, gpus in (row.placement or {}).items()},
-            gpus_per_worker=row.gpus_per_worker,
-            workers=row.workers,
-            restart_count=row.restart_count,
-            env={**slurm_compat_env(row), **row.env},
-            workdir=Path(row.workdir) if row.workdir else Path.cwd(),
-            log_dir=logs_dir(state_dir, row.id),
-            checkpoint_dir=checkpoint_dir(state_dir, row.id),
-            preempt_signal=row.preempt_signal,
-            nccl_env=dict(self.config.nccl_env),
-        )
-
-
-def slurm_compat_env(row: JobRow) -> dict[str, str]:
-    """The Slurm variables batch scripts commonly read, so #SBATCH scripts run unchanged."""
-    env = {"SLURM_JOB_ID": row.id, "SLURM_JOB_NAME": row.name or "railyard",
-           "SLURM_RESTART_COUNT": str(row.restart_count)}  # fmt: skip
-    if row.array_parent is not None and row.array_index is not None:
-        env |= {
-            "SLURM_ARRAY_JOB_ID": row.array_parent,
-            "SLURM_ARRAY_TASK_ID": str(row.array_index),
-            "RAILYARD_ARRAY_TASK_ID": str(row.array_index),
-        }
-    return env
+        return launch_spec(row, self.config.spool, self.config.nccl_env, self.config.cluster_name)

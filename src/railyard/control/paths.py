@@ -1,8 +1,21 @@
 """Where the control plane keeps things on disk: one place, so no two modules disagree.
 
-``<state_dir>/railyard.db`` (the embedded store), ``<state_dir>/client.json`` (the admin's
-CLI credentials) and ``<state_dir>/jobs/<id>/`` (a job's script, ``logs/`` and
-``checkpoints/``). The state directory is ``$RAILYARD_HOME`` or ``~/.railyard``.
+Two roots, because they are read by different people:
+
+- the **state directory** (mode 0700: the server's alone): ``railyard.db`` (the embedded
+  store, 0600) and ``client.json`` (the admin's CLI credentials, 0600). It is
+  ``$RAILYARD_HOME`` or ``~/.railyard``.
+- the **spool directory** (mode 0711: every job user may pass through, nobody may list it),
+  like Slurm's ``SlurmdSpoolDir``: one directory per job, ``<spool>/<id>/`` (0711, the
+  server's), holding ``logs/`` (0711, the server's: handle and exit records, task files, and
+  the spool log of each process, owned by the job's user, 0600), ``checkpoints/`` and
+  ``steps/`` (0700, the user's), and ``script.sh`` (the batch script, the user's, 0700).
+  Job files cannot live in the state directory: its 0700 keeps other accounts out.
+
+The spool defaults to ``/var/spool/railyard`` when the server runs as root (multi-user mode)
+and to ``<state_dir>/jobs`` otherwise (single-user mode: every job runs as the server's own
+account, so nobody else needs to reach it). ``railyard up --spool-dir`` moves it; a spool
+serves one state directory (:func:`spool_owner_path`).
 """
 
 from __future__ import annotations
@@ -11,10 +24,19 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+STATE_DIR_MODE = 0o700
+SECRET_FILE_MODE = 0o600
+SPOOL_DIR_MODE = 0o711
+ROOT_SPOOL_DIR = Path("/var/spool/railyard")
+
 
 def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     return Path(env.get("RAILYARD_HOME") or Path.home() / ".railyard")
+
+
+def default_spool_dir(state_dir: Path, *, multi_user: bool) -> Path:
+    return ROOT_SPOOL_DIR if multi_user else state_dir / "jobs"
 
 
 def database_path(state_dir: Path) -> Path:
@@ -25,23 +47,39 @@ def client_config_path(state_dir: Path) -> Path:
     return state_dir / "client.json"
 
 
-def job_dir(state_dir: Path, job_id: str) -> Path:
-    return state_dir / "jobs" / job_id
+def spool_owner_path(spool_dir: Path) -> Path:
+    """Names the state directory a spool serves; job ids restart with a new store, so two
+    stores must never share a spool (a new job 1 would find the old job 1's records)."""
+    return spool_dir / ".railyard-state-dir"
 
 
-def logs_dir(state_dir: Path, job_id: str) -> Path:
-    return job_dir(state_dir, job_id) / "logs"
+def job_dir(spool_dir: Path, job_id: str) -> Path:
+    return spool_dir / job_id
 
 
-def checkpoint_dir(state_dir: Path, job_id: str) -> Path:
-    return job_dir(state_dir, job_id) / "checkpoints"
+def logs_dir(spool_dir: Path, job_id: str) -> Path:
+    return job_dir(spool_dir, job_id) / "logs"
 
 
-def log_path(state_dir: Path, job_id: str, rank: int) -> Path:
-    """Where the executor writes rank ``rank`` (``LaunchSpec.log_dir`` is :func:`logs_dir`)."""
-    return logs_dir(state_dir, job_id) / f"rank-{rank}.log"
+def checkpoint_dir(spool_dir: Path, job_id: str) -> Path:
+    return job_dir(spool_dir, job_id) / "checkpoints"
 
 
-def script_path(state_dir: Path, job_id: str) -> Path:
-    """Where the loop writes ``JobRow.script`` before it starts the job."""
-    return job_dir(state_dir, job_id) / "script.sh"
+def steps_dir(spool_dir: Path, job_id: str) -> Path:
+    """Where a batch script's ``srun`` numbers its steps."""
+    return job_dir(spool_dir, job_id) / "steps"
+
+
+def log_path(spool_dir: Path, job_id: str, rank: int) -> Path:
+    """The spool log of process ``rank`` (``LaunchSpec.log_dir`` is :func:`logs_dir`)."""
+    return logs_dir(spool_dir, job_id) / f"rank-{rank}.log"
+
+
+def script_path(spool_dir: Path, job_id: str) -> Path:
+    """Where the executor writes ``JobRow.script`` before it starts the job."""
+    return job_dir(spool_dir, job_id) / "script.sh"
+
+
+def default_output(array: bool) -> str:
+    """sbatch's default ``--output`` for a batch script, in its working directory."""
+    return "slurm-%A_%a.out" if array else "slurm-%j.out"

@@ -1,9 +1,15 @@
-"""Batch scripts: ``#RAILYARD`` and ``#SBATCH`` directives become submission options.
+"""Batch scripts and CLI flags: ``#RAILYARD`` and ``#SBATCH`` directives become submission options.
 
 People moving from Slurm keep their scripts. As in sbatch, directives count only before the
-first command line, and command-line flags override them. Unlike sbatch, an option railyard
-does not know is an error with a suggestion, never silently ignored: a mistyped ``--gpu``
-must not turn an 8-GPU job into a 1-GPU job.
+first command line, and command-line flags override them. Every bad directive of a script is
+reported in one pass (``file:line: message (hint: ...)``), never one per submit. Unlike sbatch,
+an option railyard does not know is an error with a suggestion, never silently ignored: a
+mistyped ``--gpu`` must not turn an 8-GPU job into a CPU job. Options that change nothing here
+(``--mail-type``, ``--account`` without accounts...) are accepted with a one-line note.
+
+Options follow sbatch 22.05's meaning: ``--gres=gpu[:TYPE]:N`` and ``--gpus-per-node`` are per
+node, ``--gpus`` per job, ``--mem`` per node in MiB unless a unit (K, M, G, T) says otherwise,
+``--export`` ``ALL`` (the default), ``NONE`` or a list (:func:`resolve_export`).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from railyard.control.jobspec import parse_dependency, parse_mem
 from railyard.control.values import (
     parse_array,
     parse_priority,
@@ -23,12 +30,13 @@ from railyard.control.values import (
 )
 
 PREFIXES = ("#RAILYARD", "#SBATCH")
+_GPU_SHAPE = {"gpus", "nodes", "gpus_per_node", "workers", "gpus_per_worker", "gpu_type"}
 SHAPE_GROUPS = {  # setting one of these on the command line drops the script's others
-    "gpus": {"nodes", "gpus_per_node", "workers", "gpus_per_worker"},
+    "gpus": _GPU_SHAPE - {"gpus"},
     "nodes": {"gpus", "workers", "gpus_per_worker"},
-    "gpus_per_node": {"gpus", "workers", "gpus_per_worker"},
-    "workers": {"gpus", "nodes", "gpus_per_node"},
-    "gpus_per_worker": {"gpus", "nodes", "gpus_per_node"},
+    "gpus_per_node": _GPU_SHAPE - {"gpus_per_node", "nodes"},
+    "workers": _GPU_SHAPE - {"workers", "gpus_per_worker"},
+    "gpus_per_worker": _GPU_SHAPE - {"workers", "gpus_per_worker"},
 }
 
 
@@ -44,15 +52,24 @@ class ScriptError(ValueError):
         return f"{where} (hint: {self.hint})" if self.hint else where
 
 
+class ScriptErrors(ValueError):
+    """Every bad directive of one script; ``str()`` is one line each."""
+
+    def __init__(self, errors: list[ScriptError]) -> None:
+        self.errors = errors
+        super().__init__("\n".join(str(e) for e in errors))
+
+
 class OptionError(ValueError):
     def __init__(self, message: str, hint: str | None = None) -> None:
         self.message, self.hint = message, hint
         super().__init__(f"{message} (hint: {hint})" if hint else message)
 
 
-def _int(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise OptionError(f"expected a positive integer, got {value!r}")
+def _count(value: str, minimum: int = 1) -> int:
+    if not value.isdigit() or int(value) < minimum:
+        word = "a positive integer" if minimum else "an integer >= 0"
+        raise OptionError(f"expected {word}, got {value!r}")
     return int(value)
 
 
@@ -66,17 +83,29 @@ def _float(value: str) -> float:
     return out
 
 
-def _gres(value: str) -> int:
-    """``gpu:8`` or ``gpu:h100:8``: GPUs per node."""
+def _typed_count(value: str, field: str, minimum: int) -> dict[str, Any]:
+    """``N`` or Slurm's ``TYPE:N``: a count, and the GPU type that picks the flavor."""
+    gpu_type, _, count = value.rpartition(":")
+    out: dict[str, Any] = {field: _count(count, minimum)}
+    if gpu_type:
+        out["gpu_type"] = gpu_type
+    return out
+
+
+def _gres(value: str) -> dict[str, Any]:
+    """``gpu``, ``gpu:N`` or ``gpu:TYPE:N``: GPUs per node."""
     parts = value.split(":")
-    if parts[0] != "gpu" or len(parts) not in (2, 3) or not parts[-1].isdigit():
-        raise OptionError(f"unsupported --gres {value!r}", "use gpu:N (GPUs per node)")
-    return _int(parts[-1])
+    if parts[0] != "gpu" or len(parts) > 3 or "," in value:
+        raise OptionError(f"unsupported --gres {value!r}", "use gpu:N or gpu:TYPE:N (per node)")
+    if len(parts) == 1:
+        return {"gpus_per_node": 1}
+    return _typed_count(":".join(parts[1:]), "gpus_per_node", 1)
 
 
-def _gpus(value: str) -> int:
-    """``8`` or Slurm's ``h100:8`` (the type is ignored: use --flavor)."""
-    return _int(value.rpartition(":")[2])
+def _nodes(value: str) -> int:
+    if "-" in value or "," in value:
+        raise OptionError(f"node ranges are not supported: {value!r}", "give one number")
+    return _count(value)
 
 
 def _checked(parse: Callable[[str], object]) -> Callable[[str], str]:
@@ -90,33 +119,62 @@ def _checked(parse: Callable[[str], object]) -> Callable[[str], str]:
     return check
 
 
-def _qos(value: str) -> str:
-    _checked(parse_priority)(value)
+def check_export(value: str) -> str:
+    """Slurm's ``--export`` syntax: ``ALL``, ``NONE``, or ``[ALL,]NAME[=VALUE],...``."""
+    items = [i.strip() for i in value.split(",")]
+    if "NONE" in items and len(items) > 1:
+        raise OptionError(f"NONE takes no variables: {value!r}", "use --export=NAME,... alone")
+    for item in items:
+        if item in ("ALL", "NONE"):
+            continue
+        key = item.partition("=")[0]
+        if not key.isidentifier():
+            raise OptionError(f"bad variable name {key!r} in {value!r}", "use ALL,KEY=VAL,KEY2")
     return value
+
+
+def _env_pair(value: str) -> dict[str, str]:
+    key, sep, val = value.partition("=")
+    if not sep or not key.isidentifier():
+        raise OptionError(f"expected KEY=VALUE, got {value!r}")
+    return {key: val}
 
 
 @dataclass(frozen=True)
 class Option:
-    field: str
+    """How one option sets submission fields: ``convert`` turns the value into the field's
+    value (or, with ``multi``, into several fields); a switch takes no value."""
+
+    field: str  # "": not stored (a note says so)
     convert: Callable[[str], Any] | None = str  # None: a switch, takes no value
     switch_value: bool = True
-    note: str | None = None  # accepted but ignored, with this note
+    multi: bool = False
+    note: str | None = None  # accepted, changes nothing here: this note is printed
 
 
 _OPTIONS: dict[str, Option] = {
-    "--gpus": Option("gpus", _gpus),
-    "--nodes": Option("nodes", _int),
-    "--gpus-per-node": Option("gpus_per_node", _gpus),
-    "--gres": Option("gpus_per_node", _gres),
-    "--workers": Option("workers", _int),
-    "--gpus-per-worker": Option("gpus_per_worker", _int),
+    "--gpus": Option("gpus", lambda v: _typed_count(v, "gpus", 0), multi=True),
+    "--nodes": Option("nodes", _nodes),
+    "--gpus-per-node": Option(
+        "gpus_per_node", lambda v: _typed_count(v, "gpus_per_node", 1), multi=True
+    ),
+    "--gres": Option("gpus_per_node", _gres, multi=True),
+    "--workers": Option("workers", _count),
+    "--gpus-per-worker": Option("gpus_per_worker", lambda v: _count(v, 0)),
+    "--ntasks": Option("ntasks", _count),
+    "--ntasks-per-node": Option("ntasks_per_node", _count),
+    "--cpus-per-task": Option("cpus_per_task", _count),
+    "--mem": Option("mem", _checked(parse_mem)),
     "--flavor": Option("flavor"),
     "--queue": Option("queue"),
     "--partition": Option("queue"),
     "--priority": Option("priority", _checked(parse_priority)),
-    "--qos": Option("priority", _qos),
+    "--qos": Option("priority", _checked(parse_priority)),
     "--time": Option("time", _checked(parse_walltime)),
     "--preemptible": Option("preemptible", None),
+    "--exclusive": Option(
+        "exclusive", None, note="whole nodes only: checked at submit against the nodes' GPUs"
+    ),
     "--array": Option("array", _checked(parse_array)),
     "--job-name": Option("name"),
     "--name": Option("name"),
@@ -124,17 +182,28 @@ _OPTIONS: dict[str, Option] = {
     "--requeue": Option("requeue", None),
     "--no-requeue": Option("requeue", None, switch_value=False),
     "--chdir": Option("workdir"),
-    "--export": Option("env"),
-    "--env": Option("env"),
+    "--export": Option("export", check_export),
+    "--env": Option("env", _env_pair),
+    "--output": Option("output"),
+    "--error": Option("error"),
+    "--dependency": Option("dependency", _checked(parse_dependency)),
     "--topology": Option("topology", _checked(parse_topology)),
     "--checkpoint-grace": Option("checkpoint_grace_s", _float),
     "--min-runtime": Option("min_runtime_s", _float),
-    "--output": Option("output", note="logs go to railyard's log dir (railyard logs ID)"),
-    "--error": Option("error", note="logs go to railyard's log dir (railyard logs ID)"),
+    "--mail-type": Option("mail_type", note="railyard sends no mail"),
+    "--mail-user": Option("mail_user", note="railyard sends no mail"),
+    "--account": Option(
+        "account", note="railyard has no accounts; quota and fair share are per queue (--queue)"
+    ),
+    "--comment": Option("comment", note="comments are not kept"),
+    "--open-mode": Option("open_mode", note="a new job truncates its output, a restart appends"),
+    "--get-user-env": Option("", None, note="--export=NONE starts from the login environment"),
 }
 _SHORT = {
     "-G": "--gpus",
     "-N": "--nodes",
+    "-n": "--ntasks",
+    "-c": "--cpus-per-task",
     "-p": "--partition",
     "-q": "--qos",
     "-t": "--time",
@@ -143,38 +212,28 @@ _SHORT = {
     "-D": "--chdir",
     "-o": "--output",
     "-e": "--error",
+    "-d": "--dependency",
+    "-A": "--account",
 }
 _UNSUPPORTED = {  # real Slurm options, with what to do instead
-    "--ntasks": "railyard runs one process per GPU; use --gpus or --nodes/--gpus-per-node",
-    "--ntasks-per-node": "railyard runs one process per GPU; use --gpus-per-node",
-    "--cpus-per-task": "CPUs come with the GPUs of a node; remove it",
-    "--mem": "memory comes with the GPUs of a node; remove it",
-    "--account": "use --queue: queues carry quota and fair share",
-    "--exclusive": "ask for whole nodes with --nodes and --gpus-per-node",
-    "--mail-type": "railyard sends no mail; remove it",
-    "--mail-user": "railyard sends no mail; remove it",
-    "--constraint": "use --flavor to pick a GPU type",
+    "--mem-per-cpu": "use --mem (per node)",
+    "--mem-per-gpu": "use --mem (per node)",
+    "--gpus-per-task": "every task sees all the job's GPUs on its node; use --gpus-per-node",
+    "--constraint": "use --gres=gpu:TYPE:N or --flavor to pick a GPU type",
+    "--nodelist": "railyard places jobs itself; drain nodes to keep jobs off them",
+    "--exclude": "railyard places jobs itself; drain nodes to keep jobs off them",
+    "--begin": "submit the job when it should start, or use --dependency",
+    "--uid": "jobs run as the submitting user's Unix account",
 }
-_SHORT_UNSUPPORTED = {"-n": "--ntasks", "-c": "--cpus-per-task", "-A": "--account"}
+_SHORT_UNSUPPORTED = {"-C": "--constraint", "-w": "--nodelist", "-x": "--exclude"}
 
 
 def option_names() -> list[str]:
     return sorted(_OPTIONS)
 
 
-def short_names() -> dict[str, str]:
-    """Short spelling -> long option (``-t`` -> ``--time``), as sbatch spells them."""
-    return dict(_SHORT)
-
-
-def apply_option(
-    options: dict[str, Any],
-    name: str,
-    value: str | None,
-    notes: list[str],
-    environ: Mapping[str, str] | None = None,
-) -> None:
-    """Set the submission field of option ``name`` (``--gpus``, ``-p``...) from ``value``."""
+def apply_option(options: dict[str, Any], name: str, value: str | None, notes: list[str]) -> None:
+    """Set the submission fields of option ``name`` (``--gpus``, ``-p``...) from ``value``."""
     long = _SHORT.get(name) or _SHORT_UNSUPPORTED.get(name) or name
     if long in _UNSUPPORTED:
         raise OptionError(f"unsupported option {name!r}", _UNSUPPORTED[long])
@@ -186,39 +245,52 @@ def apply_option(
     if opt.convert is None:
         if value is not None:
             raise OptionError(f"{long} takes no value")
-        options[opt.field] = opt.switch_value
+        if opt.note is not None:
+            notes.append(f"{long}: {opt.note}")
+        if opt.field:
+            options[opt.field] = opt.switch_value
         return
     if value is None or value == "":
         raise OptionError(f"{long} needs a value")
-    if opt.note is not None:
-        notes.append(f"{long}={value} ignored: {opt.note}")
-        return
     try:
-        if opt.field == "env":
-            options["env"] = {**options.get("env", {}), **parse_export(value, environ or {})}
-        else:
-            options[opt.field] = opt.convert(value)
+        converted = opt.convert(value)
     except OptionError as exc:
         raise OptionError(f"{long}: {exc.message}", exc.hint) from None
+    if opt.note is not None:
+        notes.append(f"{long}={value} accepted, ignored: {opt.note}")
+    elif opt.field == "env":
+        options["env"] = {**options.get("env", {}), **converted}
+    elif opt.multi:
+        options.pop("gpu_type", None)  # a later GPU option without a type drops the old one
+        options.update(converted)
+    else:
+        options[opt.field] = converted
 
 
-def parse_export(value: str, environ: Mapping[str, str]) -> dict[str, str]:
-    """Slurm ``--export``: ``KEY=VAL,NAME`` (NAME copies the submitter's value); ``ALL`` and
-    ``NONE`` add nothing (railyard never copies the whole environment)."""
-    out: dict[str, str] = {}
-    for item in value.split(","):
-        item = item.strip()
-        if item in ("", "ALL", "NONE"):
+def resolve_export(value: str, environ: Mapping[str, str]) -> tuple[str, dict[str, str], list[str]]:
+    """What ``--export=value`` sends, seen from the submitter's ``environ`` (sbatch 22.05):
+    ``ALL``: the whole environment; ``NONE``: nothing (the job starts from the account's login
+    environment); ``NAME`` copies the submitter's value, ``NAME=VALUE`` sets one; with
+    ``ALL,...`` on top of the whole environment. Returns (the value, the variables, notes)."""
+    items = [i.strip() for i in check_export(value).split(",") if i.strip()]
+    env: dict[str, str] = dict(environ) if "ALL" in items else {}
+    notes = []
+    for item in items:
+        if item in ("ALL", "NONE"):
             continue
         key, sep, val = item.partition("=")
-        if not key.isidentifier():
-            raise OptionError(f"bad variable name {key!r} in {value!r}", "use KEY=VAL,KEY2=VAL2")
-        if not sep:
-            if key not in environ:
-                raise OptionError(f"{key} is not set in this environment", "use KEY=VAL")
-            val = environ[key]
-        out[key] = val
-    return out
+        if sep:
+            env[key] = val
+        elif key in environ:
+            env[key] = environ[key]
+        else:
+            notes.append(f"--export: {key} is not set here; not exported")
+    return value, env, notes
+
+
+def short_names() -> dict[str, str]:
+    """Short spelling -> long option (``-t`` -> ``--time``), as sbatch spells them."""
+    return dict(_SHORT)
 
 
 def takes_value(name: str) -> bool:
@@ -228,28 +300,42 @@ def takes_value(name: str) -> bool:
     return opt is None or opt.convert is not None
 
 
-def parse_args(
-    tokens: list[str], notes: list[str], environ: Mapping[str, str] | None = None
-) -> dict[str, Any]:
-    """Options from sbatch-style tokens: ``--opt=value``, ``--opt value``, ``-p value``."""
+def parse_args(tokens: list[str], notes: list[str]) -> dict[str, Any]:
+    """Options from sbatch-style tokens: ``--opt=value``, ``--opt value``, ``-p value``.
+    Raises the first bad option; :func:`parse_script` collects them all."""
     options: dict[str, Any] = {}
+    for error in _parse_tokens(tokens, options, notes):
+        raise error
+    return options
+
+
+def _parse_tokens(
+    tokens: list[str], options: dict[str, Any], notes: list[str]
+) -> list[OptionError]:
+    errors: list[OptionError] = []
     i = 0
     while i < len(tokens):
         token = tokens[i]
+        i += 1
         if not token.startswith("-") or token == "-":
-            raise OptionError(f"unexpected argument {token!r}", "options only, e.g. --gpus=8")
+            errors.append(
+                OptionError(f"unexpected argument {token!r}", "options only, e.g. --gpus=8")
+            )
+            continue
         value: str | None = None
         if token.startswith("--"):
             name, eq, raw = token.partition("=")
             value = raw if eq else None
         else:
             name, value = token[:2], (token[2:].lstrip("=") or None)
-        if value is None and takes_value(name) and i + 1 < len(tokens):
-            i += 1
+        if value is None and takes_value(name) and i < len(tokens):
             value = tokens[i]
-        apply_option(options, name, value, notes, environ)
-        i += 1
-    return options
+            i += 1
+        try:
+            apply_option(options, name, value, notes)
+        except OptionError as exc:
+            errors.append(exc)
+    return errors
 
 
 @dataclass
@@ -258,11 +344,11 @@ class ParsedScript:
     notes: list[str] = field(default_factory=list)
 
 
-def parse_script(
-    text: str, filename: str = "script", environ: Mapping[str, str] | None = None
-) -> ParsedScript:
-    """Directives of a batch script, read up to its first command line (as sbatch does)."""
+def parse_script(text: str, filename: str = "script") -> ParsedScript:
+    """Directives of a batch script, read up to its first command line (as sbatch does).
+    Raises :class:`ScriptErrors` naming every bad directive."""
     parsed = ParsedScript(options={})
+    errors: list[ScriptError] = []
     for line_no, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
         if stripped and not stripped.startswith("#"):
@@ -272,16 +358,21 @@ def parse_script(
             continue
         try:
             tokens = shlex.split(line[len(prefix) :], comments=True)
-            found = parse_args(tokens, parsed.notes, environ)
-        except OptionError as exc:
-            message = exc.message.replace("option", f"{prefix} option", 1)
-            raise ScriptError(filename, line_no, message, exc.hint) from None
-        except ValueError as exc:  # shlex: unbalanced quotes
-            raise ScriptError(filename, line_no, f"cannot split directive: {exc}") from None
+        except ValueError as exc:  # unbalanced quotes
+            errors.append(ScriptError(filename, line_no, f"cannot split directive: {exc}"))
+            continue
+        found: dict[str, Any] = {}
+        for bad in _parse_tokens(tokens, found, parsed.notes):
+            message = bad.message.replace("option", f"{prefix} option", 1)
+            errors.append(ScriptError(filename, line_no, message, bad.hint))
         env = {**parsed.options.get("env", {}), **found.get("env", {})}
+        if found.keys() & {"gpus", "gpus_per_node"} and "gpu_type" not in found:
+            parsed.options.pop("gpu_type", None)
         parsed.options.update(found)
         if env:
             parsed.options["env"] = env
+    if errors:
+        raise ScriptErrors(errors)
     return parsed
 
 

@@ -5,13 +5,19 @@ Embedded defaults: a SQLite file in the state directory, this machine as the one
 admin token written to ``<state_dir>/client.json`` so the CLI on this machine just works.
 Stopping the server leaves jobs running (it says which): the next ``railyard up`` adopts
 them and says how many. A start that cannot proceed (port in use, store held by another
-server) is refused before anything is written.
+server, a bad blueprint) is refused before anything is written.
+
+Run as root it is multi-user (each job runs as its user's Unix account; job files in the
+spool, ``/var/spool/railyard``); run as anyone else, single-user (see
+:mod:`railyard.control.accounts`). The state directory is 0700 and the store and
+``client.json`` 0600 either way: no job, of any user, can read a token from them.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import pwd
 import socket
 import threading
 import time
@@ -21,15 +27,26 @@ from pathlib import Path
 import uvicorn
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
 
 from railyard.blueprint import BlueprintError, load
 from railyard.blueprint.local import catalogue_name
+from railyard.control.accounts import RunAs
 from railyard.control.api import create_app
 from railyard.control.client import save_config
 from railyard.control.jobs import JOB_COUNTER
 from railyard.control.lock import StoreLock, StoreLocked
 from railyard.control.loop import Loop, LoopConfig
-from railyard.control.paths import client_config_path, database_path, default_state_dir
+from railyard.control.paths import (
+    SECRET_FILE_MODE,
+    SPOOL_DIR_MODE,
+    STATE_DIR_MODE,
+    client_config_path,
+    database_path,
+    default_spool_dir,
+    default_state_dir,
+    spool_owner_path,
+)
 from railyard.control.store import Store, sqlite_url
 from railyard.control.tables import (
     HOLDING_STATES,
@@ -67,10 +84,47 @@ class UpConfig:
     cycle_interval_s: float = 2.0
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     blueprint: str | None = None
+    spool_dir: Path | None = None
 
     @property
     def url(self) -> str:
         return self.database_url or sqlite_url(database_path(self.state_dir))
+
+    def spool(self, run_as: RunAs) -> Path:
+        return self.spool_dir or default_spool_dir(self.state_dir, multi_user=run_as.multi_user)
+
+
+class SpoolTaken(Exception):
+    """The spool directory serves another state directory; one line for the CLI."""
+
+
+def claim_spool(spool_dir: Path, state_dir: Path) -> None:
+    """Create the spool (0711: job users pass through, nobody lists) and mark it as this state
+    directory's; refuse one that serves another (its job ids would collide with ours)."""
+    spool_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(spool_dir, SPOOL_DIR_MODE)
+    marker = spool_owner_path(spool_dir)
+    mine = str(state_dir.resolve())
+    try:
+        owner = marker.read_text().strip()
+    except FileNotFoundError:
+        marker.write_text(mine + "\n")
+        return
+    if owner != mine:
+        raise SpoolTaken(
+            f"spool directory {spool_dir} holds the jobs of state directory {owner} "
+            f"(hint: give this one its own: railyard up --spool-dir DIR)"
+        )
+
+
+def secure_state_dir(state_dir: Path) -> None:
+    """The state directory (0700) and the store files in it (0600): the server's alone."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(state_dir, STATE_DIR_MODE)
+    db = database_path(state_dir)
+    for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        if path.exists():
+            os.chmod(path, SECRET_FILE_MODE)
 
 
 def detected_flavor() -> str | None:
@@ -112,11 +166,14 @@ def inventory(config: UpConfig) -> tuple[list[Node], Node]:
     return nodes, local
 
 
-def bootstrap(store: Store, nodes: list[Node], local: Node) -> str | None:
+def bootstrap(
+    store: Store, nodes: list[Node], local: Node, unix_user: str | None = None
+) -> str | None:
     """First start: an admin with a token and a default queue. Every start: the inventory,
     this machine ready (unless an admin drained it), other blueprint nodes down.
 
-    Returns the admin token when one was created (it is shown once and saved for the CLI).
+    The admin's jobs run as ``unix_user``, the account that started the server. Returns the
+    admin token when one was created (it is shown once and saved for the CLI).
     """
     now = time.time()
     token: str | None = None
@@ -135,7 +192,7 @@ def bootstrap(store: Store, nodes: list[Node], local: Node) -> str | None:
         if s.get(Counter, JOB_COUNTER) is None:
             s.add(Counter(name=JOB_COUNTER, value=0))
         if s.scalar(select(User).limit(1)) is None:
-            admin, token = bootstrap_admin(s, "admin", now)
+            admin, token = bootstrap_admin(s, "admin", now, unix_user=unix_user)
             if s.get(QueueRow, "default") is None:
                 nominal: dict[str, int] = {}
                 for n in nodes:
@@ -143,7 +200,22 @@ def bootstrap(store: Store, nodes: list[Node], local: Node) -> str | None:
                 s.add(QueueRow(name="default", nominal_gpus=nominal, created_t_s=now))
                 s.flush()
                 s.add(QueueMember(queue="default", user_id=admin.id))
+        elif unix_user is not None:
+            adopt_bootstrap_admin(s, unix_user)
     return token
+
+
+def adopt_bootstrap_admin(session: Session, unix_user: str) -> None:
+    """A store from before Unix accounts mapped its admin to an account named "admin"; when
+    no such account exists, the admin is the account that starts ``railyard up``."""
+    admin = session.scalars(select(User).where(User.name == "admin")).one_or_none()
+    if admin is None or admin.unix_user != "admin":
+        return
+    try:
+        pwd.getpwnam("admin")
+    except KeyError:
+        admin.unix_user = unix_user
+        log.info("user admin now runs jobs as Unix account %s", unix_user)
 
 
 class StartupError(Exception):
@@ -196,6 +268,7 @@ def serve(config: UpConfig) -> None:
     refused start (:class:`StartupError`) changes nothing: no token, no client.json, no job.
     """
     nodes, local = inventory(config)  # a bad blueprint or node name: nothing touched yet
+    os.umask(0o077)  # what the server writes is its own unless it says otherwise
     api_url = f"http://{config.host}:{config.port}"
     sock = bind(config.host, config.port)
     lock = StoreLock(config.state_dir, config.database_url)
@@ -226,10 +299,15 @@ def _first_line(exc: OperationalError) -> str:
 def _serve_locked(
     config: UpConfig, sock: socket.socket, api_url: str, nodes: list[Node], local: Node
 ) -> None:
+    run_as = RunAs.this_process()
+    spool = config.spool(run_as)
+    secure_state_dir(config.state_dir)
+    claim_spool(spool, config.state_dir)
     store = Store(config.url)
+    secure_state_dir(config.state_dir)  # the store's files exist now
     executor = LocalExecutor(local.name, gpus=local.gpus)
     flavor = local.flavor
-    token = bootstrap(store, nodes, local)
+    token = bootstrap(store, nodes, local, unix_user=run_as.server_account)
     if token is not None:
         path = save_config(api_url, token, client_config_path(config.state_dir))
         print(f"admin token (shown once, saved to {path}): {token}", flush=True)
@@ -240,6 +318,7 @@ def _serve_locked(
         executor,
         LoopConfig(
             state_dir=config.state_dir,
+            spool_dir=spool,
             cycle_interval_s=config.cycle_interval_s,
             scheduler=config.scheduler,
             nccl_env=nccl_env(0, "roce"),
@@ -257,12 +336,15 @@ def _serve_locked(
     stop = threading.Event()
     thread = threading.Thread(target=loop_.run, args=(stop,), name="railyard-loop", daemon=True)
     thread.start()
-    app = create_app(store, wake=loop_.wake, state_dir=config.state_dir)
+    app = create_app(
+        store, wake=loop_.wake, state_dir=config.state_dir, spool_dir=spool, run_as=run_as
+    )
     print(
         f"railyard up: {api_url} (node {config.node_name}, {executor.gpus} x {flavor} GPUs, "
         f"store {store.engine.url.render_as_string(hide_password=True)})",
         flush=True,
     )
+    print(f"railyard up: {run_as.describe()}; job files in {spool}", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     try:
         server.run(sockets=[sock])

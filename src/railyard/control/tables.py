@@ -56,12 +56,20 @@ HOLD_REASONS = {"user": "JobHeldUser", "admin": "JobHeldAdmin"}
 HOLDING_STATES = tuple(s.value for s in JobState if s.holds_gpus)
 
 
+def _same_as_name(context: Any) -> str:
+    return str(context.get_current_parameters()["name"])
+
+
 class User(Base):
+    """A railyard user; ``unix_user`` is the Unix account their jobs run as (default: the same
+    name), as a Slurm user is an account on the cluster's nodes."""
+
     __tablename__ = "users"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(64), unique=True)
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    unix_user: Mapped[str] = mapped_column(String(64), default=_same_as_name)
     created_t_s: Mapped[float] = mapped_column(Float)
 
 
@@ -120,7 +128,14 @@ class Counter(Base):
 
 
 class JobRow(Base):
-    """One job, or one element of a job array (id ``<number>_<index>``)."""
+    """One job, or one element of a job array (id ``<number>_<index>``; ``task_number`` is the
+    element's own numeric id, Slurm's ``SLURM_JOB_ID``).
+
+    ``env`` is the environment the submitter exported (``export`` says how: ``ALL``, ``NONE``
+    or a list); ``unix_user`` the account the job runs as, fixed at submit. ``cpus_per_worker``
+    and ``mem_per_worker_gb`` are what the scheduler accounts per chunk, derived from
+    ``--cpus-per-task``/``--mem``/``--ntasks-per-node`` (kept as asked, for the launch).
+    """
 
     __tablename__ = "jobs"
 
@@ -153,6 +168,23 @@ class JobRow(Base):
     array_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
     array_max_running: Mapped[int | None] = mapped_column(Integer, nullable=True)
     hold: Mapped[str | None] = mapped_column(String(16), nullable=True)  # "user" | "admin"
+    array_spec: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+    task_number: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    unix_user: Mapped[str] = mapped_column(String(64), default="")
+    export: Mapped[str] = mapped_column(String(1024), default="ALL")
+    submit_dir: Mapped[str] = mapped_column(String(1024), default="")
+    submit_host: Mapped[str] = mapped_column(String(256), default="")
+    ntasks_per_node: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    cpus_per_task: Mapped[int] = mapped_column(Integer, default=0)
+    mem_per_node_mb: Mapped[int] = mapped_column(Integer, default=0)
+    cpus_per_worker: Mapped[int] = mapped_column(Integer, default=0)
+    mem_per_worker_gb: Mapped[float] = mapped_column(Float, default=0.0)
+    distinct_nodes: Mapped[bool] = mapped_column(Boolean, default=False)
+    output: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+    error: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+    dependency: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+    requeue: Mapped[bool] = mapped_column(Boolean, default=False)
+    signal_batch_shell: Mapped[bool] = mapped_column(Boolean, default=False)
     submit_t_s: Mapped[float] = mapped_column(Float)
     start_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     end_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)

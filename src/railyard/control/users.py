@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from railyard.control.auth import issue_token
 from railyard.control.effects import record
 from railyard.control.errors import Conflict, Forbidden, NotFound
-from railyard.control.schemas import TokenCreate, UserCreate
+from railyard.control.schemas import TokenCreate, UserCreate, UserUpdate
 from railyard.control.tables import QueueMember, Token, User
 
 
@@ -33,10 +33,28 @@ def create_user(session: Session, actor: User, spec: UserCreate, now_t_s: float)
     require_admin(actor)
     if session.scalars(select(User).where(User.name == spec.name)).one_or_none():
         raise Conflict(f"user {spec.name!r} exists")
-    user = User(name=spec.name, is_admin=spec.is_admin, created_t_s=now_t_s)
+    unix_user = spec.unix_user or spec.name
+    user = User(name=spec.name, is_admin=spec.is_admin, unix_user=unix_user, created_t_s=now_t_s)
     session.add(user)
     session.flush()
-    record(session, now_t_s, "user", f"{actor.name} added user {spec.name}", None)
+    message = f"{actor.name} added user {spec.name} (Unix account {unix_user})"
+    record(session, now_t_s, "user", message, None)
+    return user
+
+
+def update_user(session: Session, actor: User, name: str, spec: UserUpdate, now_t_s: float) -> User:
+    """Change a user's Unix account or admin flag; jobs already submitted keep their account."""
+    require_admin(actor)
+    user = user_by_name(session, name)
+    changes = []
+    if spec.unix_user is not None and spec.unix_user != user.unix_user:
+        changes.append(f"Unix account {user.unix_user} -> {spec.unix_user}")
+        user.unix_user = spec.unix_user
+    if spec.is_admin is not None and spec.is_admin != user.is_admin:
+        changes.append(f"admin {user.is_admin} -> {spec.is_admin}")
+        user.is_admin = spec.is_admin
+    if changes:
+        record(session, now_t_s, "user", f"{actor.name} changed {name}: {'; '.join(changes)}", None)
     return user
 
 
@@ -49,11 +67,14 @@ def list_users(session: Session, actor: User) -> list[tuple[User, list[str]]]:
     return [(u, queues[u.id]) for u in session.scalars(select(User).order_by(User.id))]
 
 
-def bootstrap_admin(session: Session, name: str, now_t_s: float) -> tuple[User, str]:
-    """The admin ``railyard up`` creates (or finds) and a fresh token for its client.json."""
+def bootstrap_admin(
+    session: Session, name: str, now_t_s: float, *, unix_user: str | None = None
+) -> tuple[User, str]:
+    """The admin ``railyard up`` creates (or finds) and a fresh token for its client.json.
+    Its jobs run as ``unix_user``: the account that started the server."""
     user = session.scalars(select(User).where(User.name == name)).one_or_none()
     if user is None:
-        user = User(name=name, is_admin=True, created_t_s=now_t_s)
+        user = User(name=name, is_admin=True, unix_user=unix_user or name, created_t_s=now_t_s)
         session.add(user)
         session.flush()
     _, plaintext = issue_token(session, user, "railyard up", now_t_s)

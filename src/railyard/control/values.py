@@ -90,6 +90,19 @@ def parse_array(value: str) -> tuple[list[int], int | None]:
     return sorted(indices), int(limit) if limit else None
 
 
+def array_stats(value: str) -> tuple[int, int, int, int]:
+    """(count, min, max, step) of an ``--array`` spec, as sbatch sets SLURM_ARRAY_TASK_*:
+    the step of a single ``first-last:step`` range, else 1."""
+    indices, _ = parse_array(value)
+    parts = value.partition("%")[0].split(",")
+    step = 1
+    if len(parts) == 1:
+        match = _ARRAY_PART_RE.match(parts[0].strip())
+        if match and match.group(3):
+            step = int(match.group(3))
+    return len(indices), min(indices), max(indices), step
+
+
 def parse_priority(value: int | str) -> int:
     """An int, or a class name (low|normal|high|critical), as Slurm QOS names are used."""
     if isinstance(value, int):

@@ -81,6 +81,7 @@ class User(TypedDict):
     id: int
     name: str
     is_admin: bool
+    unix_user: str
     created_t_s: float
     queues: list[str]
 

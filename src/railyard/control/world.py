@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from railyard.control.convert import (
@@ -71,6 +71,7 @@ class WorldReader:
             seen.running[run.id] = run
         pending = self._pending(session, users, seen)
         usage = usage_from_rows(session.scalars(select(UsageRow)))
+        wanted = {i for job in pending for d in job.dependencies for i in d.job_ids}
         given = StepInput(
             nodes=nodes,
             queues=queues,
@@ -81,6 +82,7 @@ class WorldReader:
             usage=usage,
             last_accrual_t_s=last_accrual_t_s,
             runtime_history_s=self._predictions(session, users, now_t_s),
+            job_states=job_states(session, wanted) if wanted else {},
         )
         return given, seen
 
@@ -131,3 +133,38 @@ class WorldReader:
         self._history = predict_runtimes(done)
         self._history_t_s = now_t_s
         return self._history
+
+
+def job_states(session: Session, ids: set[str]) -> dict[str, str]:
+    """What dependencies read of the jobs they name: "pending", "running" or the end state;
+    an array's number stands for all its tasks (pending while any waits, running while any
+    runs, completed when all did, else the first end that was not)."""
+    rows = session.execute(
+        select(JobRow.id, JobRow.state, JobRow.array_parent).where(
+            or_(JobRow.id.in_(ids), JobRow.array_parent.in_(ids))
+        )
+    )
+    out: dict[str, str] = {}
+    tasks: dict[str, list[str]] = {}
+    for job_id, state, parent in rows:
+        if job_id in ids:
+            out[job_id] = _dependency_state(state)
+        if parent in ids:
+            tasks.setdefault(parent, []).append(_dependency_state(state))
+    for parent, states in tasks.items():
+        if parent in out:
+            continue
+        if "pending" in states:
+            out[parent] = "pending"
+        elif "running" in states:
+            out[parent] = "running"
+        else:
+            bad = [s for s in states if s != "completed"]
+            out[parent] = bad[0] if bad else "completed"
+    return out
+
+
+def _dependency_state(state: str) -> str:
+    if state == JobState.PENDING.value:
+        return "pending"
+    return "running" if state in HOLDING_STATES else state

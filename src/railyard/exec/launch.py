@@ -1,23 +1,72 @@
-"""Pure pieces of a launch: which rank goes where, and the environment each rank sees.
+"""Pure pieces of a launch: which tasks run where, and the environment each one sees.
 
-The environment follows torchrun's, so a script written for ``torchrun`` runs unchanged:
-https://pytorch.org/docs/stable/elastic/run.html#environment-variables
+The contract every executor follows (local processes today, Ray nodes later):
+
+- **Tasks.** A node of the allocation runs ``ntasks_per_node`` tasks, by default one per GPU
+  the job holds there (one on a node where it holds none), like ``srun``. Tasks are numbered
+  node by node in placement order (Slurm's block distribution).
+- **GPUs.** Every task on a node sees *all* the job's GPUs on that node in
+  ``CUDA_VISIBLE_DEVICES`` and ``LOCAL_RANK`` indexes them, which is torchrun's contract:
+  ``torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))`` works in every task.
+- **Variables.** Each task gets torchrun's variables
+  (https://pytorch.org/docs/stable/elastic/run.html#environment-variables) and the ones
+  ``srun`` 22.05 sets for a task (``SLURM_PROCID``, ``SLURM_LOCALID``, ``SLURM_NODEID``,
+  ``SLURM_STEP_*``...); the batch step of a script gets what sbatch gives it (no task wiring,
+  ``ENVIRONMENT=BATCH``). The job-wide ones (``SLURM_JOB_ID``, array and submit variables) come
+  from the control plane in ``LaunchSpec.job_env``.
+- **Environment.** The user's exported environment, never the executor's; identity variables
+  follow the Unix account; no token ever passes (:func:`clean_user_env`).
+
+:mod:`railyard.exec.srun` uses the same functions, so a task started by ``srun`` inside a batch
+script and a task of a command job see the same variables.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from railyard.exec.identity import DEFAULT_PATH, Account, identity_env, login_env
 from railyard.exec.protocol import LaunchSpec
+from railyard.fabric.hostlist import compress
+
+ALLOCATION_VAR = "RAILYARD_ALLOCATION"  # JSON of the allocation, for srun in a batch script
+STEPS_DIR_VAR = "RAILYARD_STEPS_DIR"
+BATCH_SHELL_SIGNAL_VAR = "RAILYARD_SIGNAL_BATCH_SHELL"  # --signal=B:...: the shell, not tasks
+SECRET_VARS = frozenset({"RAILYARD_TOKEN"})
+_TOKEN_RE = re.compile(r"ry_[A-Za-z0-9_-]{40,}")  # railyard's bearer-token shape (auth.py)
+_STALE_PREFIXES = ("SLURM_", "SLURMD_", "SRUN_", "TORCHELASTIC_", "ROLE_")
+# The wiring of a job submitted from inside another: the parent's, never this job's.
+_STALE_VARS = frozenset({
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+    "NODE_RANK", "NNODES", "MASTER_ADDR", "MASTER_PORT", "RAILYARD_JOB_ID",
+    "RAILYARD_CHECKPOINT_DIR", "RAILYARD_RESTART_COUNT", "RAILYARD_PREEMPT_SIGNAL",
+    "RAILYARD_ARRAY_TASK_ID", "RAILYARD_ALLOCATION", "RAILYARD_STEPS_DIR",
+    "RAILYARD_SIGNAL_BATCH_SHELL",
+})  # fmt: skip
+_PATTERN_RE = re.compile(r"%(\d*)([%AaJjNnstux])")
+NO_ARRAY_INDEX = "4294967294"  # what sbatch 22.05 writes for %a in a job that is no array
+
+
+@dataclass(frozen=True)
+class NodeAlloc:
+    """One node of a job's allocation: its GPUs and how many tasks run there."""
+
+    name: str
+    index: int
+    gpus: tuple[int, ...]
+    ntasks: int
+    first_task: int
 
 
 @dataclass(frozen=True)
 class RankSlot:
-    """Where one rank runs and which GPUs it sees."""
+    """One task: its global rank, its node, and the GPUs it sees (all the job's on the node)."""
 
     rank: int
     node: str
@@ -27,91 +76,320 @@ class RankSlot:
     gpus: tuple[int, ...]
 
 
+def allocation(
+    placement: Mapping[str, Sequence[int]],
+    ntasks_per_node: int | None = None,
+    cpu_tasks_per_node: int = 1,
+) -> list[NodeAlloc]:
+    """Nodes in placement order with their task counts: ``ntasks_per_node``, else one per GPU
+    the job holds there, else (a CPU job) ``cpu_tasks_per_node``."""
+    nodes: list[NodeAlloc] = []
+    first = 0
+    for index, (name, gpus) in enumerate(placement.items()):
+        ntasks = ntasks_per_node or len(gpus) or cpu_tasks_per_node
+        nodes.append(NodeAlloc(name, index, tuple(gpus), ntasks, first))
+        first += ntasks
+    return nodes
+
+
+def job_allocation(spec: LaunchSpec) -> list[NodeAlloc]:
+    """The job's nodes; a CPU job runs one task per worker (its chunks spread evenly)."""
+    if not spec.placement:
+        raise ValueError(f"job {spec.job_id}: placed on no node")
+    per_node = max(1, spec.workers // len(spec.placement))
+    return allocation(spec.placement, spec.ntasks_per_node, per_node)
+
+
+def task_layout(nodes: Sequence[NodeAlloc]) -> list[RankSlot]:
+    """Every task of the allocation, node by node."""
+    return [
+        RankSlot(node.first_task + local, node.name, node.index, local, node.ntasks, node.gpus)
+        for node in nodes
+        for local in range(node.ntasks)
+    ]
+
+
 def rank_layout(spec: LaunchSpec) -> list[RankSlot]:
-    """Ranks fill nodes in placement order; each takes ``gpus_per_worker`` consecutive indices.
-
-    A CPU job (``gpus_per_worker == 0``) must name exactly one node, which takes every rank.
-    """
-    nodes = list(spec.placement.items())
-    if spec.gpus_per_worker == 0:
-        if len(nodes) != 1:
-            raise ValueError(f"job {spec.job_id}: a CPU job is placed on exactly one node")
-        name = nodes[0][0]
-        return [RankSlot(r, name, 0, r, spec.workers, ()) for r in range(spec.workers)]
-    slots: list[RankSlot] = []
-    per = spec.gpus_per_worker
-    for node_rank, (name, gpus) in enumerate(nodes):
-        if len(gpus) % per:
-            raise ValueError(f"job {spec.job_id}: node {name} has {len(gpus)} GPUs, not k*{per}")
-        local_world = len(gpus) // per
-        for local in range(local_world):
-            chunk = tuple(gpus[local * per : (local + 1) * per])
-            slots.append(RankSlot(len(slots), name, node_rank, local, local_world, chunk))
-    return slots
+    """The processes an executor starts: every task of a command job, or for a batch script
+    one process (the batch step) on the first node."""
+    nodes = job_allocation(spec)
+    if spec.batch:
+        first = nodes[0]
+        return [RankSlot(0, first.name, 0, 0, 1, first.gpus)]
+    return task_layout(nodes)
 
 
-def torchrun_env(
-    spec: LaunchSpec, slot: RankSlot, *, nnodes: int, master_addr: str, master_port: int
+def tasks_per_node(counts: Sequence[int]) -> str:
+    """Slurm's compressed count list: ``[2, 2, 2, 1]`` -> ``2(x3),1``."""
+    runs: list[list[int]] = []
+    for count in counts:
+        if runs and runs[-1][0] == count:
+            runs[-1][1] += 1
+        else:
+            runs.append([count, 1])
+    return ",".join(str(c) if n == 1 else f"{c}(x{n})" for c, n in runs)
+
+
+def allocation_env(
+    nodes: Sequence[NodeAlloc], node: NodeAlloc, cpus_per_task: int = 0
 ) -> dict[str, str]:
-    """The variables torchrun would set for this rank, plus railyard's own."""
-    return {
+    """What sbatch sets about the allocation, seen from ``node``. CPUs: ``cpus_per_task`` per
+    task, or one per task (Slurm's default) when none were asked for."""
+    counts = [n.ntasks for n in nodes]
+    gpus = ",".join(str(g) for g in node.gpus)
+    cpus = (cpus_per_task or 1) * node.ntasks
+    env = {
+        "SLURM_JOB_NODELIST": compress([n.name for n in nodes]),
+        "SLURM_NODELIST": compress([n.name for n in nodes]),
+        "SLURM_JOB_NUM_NODES": str(len(nodes)),
+        "SLURM_NNODES": str(len(nodes)),
+        "SLURM_NTASKS": str(sum(counts)),
+        "SLURM_NPROCS": str(sum(counts)),
+        "SLURM_TASKS_PER_NODE": tasks_per_node(counts),
+        "SLURM_GPUS_ON_NODE": str(len(node.gpus)),
+        "SLURMD_NODENAME": node.name,
+        "SLURM_NODEID": str(node.index),
+        "SLURM_TOPOLOGY_ADDR": node.name,  # what Slurm sets without a topology plugin
+        "SLURM_TOPOLOGY_ADDR_PATTERN": "node",
+        "SLURM_CPUS_ON_NODE": str(cpus),
+        "SLURM_JOB_CPUS_PER_NODE": tasks_per_node([(cpus_per_task or 1) * c for c in counts]),
+        # CUDA's own rule: an empty list hides every GPU; unset would show them all.
+        "CUDA_VISIBLE_DEVICES": gpus,
+    }
+    if len(set(counts)) == 1:
+        env["SLURM_NTASKS_PER_NODE"] = str(counts[0])
+    if node.gpus:
+        env |= {"SLURM_JOB_GPUS": gpus, "GPU_DEVICE_ORDINAL": gpus}
+    return env
+
+
+def task_env(
+    nodes: Sequence[NodeAlloc],
+    slot: RankSlot,
+    *,
+    master_addr: str,
+    master_port: int,
+    step_id: int = 0,
+    cpus_per_task: int = 0,
+) -> dict[str, str]:
+    """What srun sets for one task of a step, plus torchrun's variables."""
+    node = nodes[slot.node_rank]
+    world = sum(n.ntasks for n in nodes)
+    env = allocation_env(nodes, node, cpus_per_task)
+    step_gpus = ",".join(str(g) for g in node.gpus)
+    env |= {
+        "SLURM_PROCID": str(slot.rank),
+        "SLURM_LOCALID": str(slot.local_rank),
+        "SLURM_GTIDS": ",".join(str(node.first_task + i) for i in range(node.ntasks)),
+        "SLURM_STEP_ID": str(step_id),
+        "SLURM_STEPID": str(step_id),
+        "SLURM_STEP_NODELIST": env["SLURM_JOB_NODELIST"],
+        "SLURM_STEP_NUM_NODES": str(len(nodes)),
+        "SLURM_STEP_NUM_TASKS": str(world),
+        "SLURM_STEP_TASKS_PER_NODE": env["SLURM_TASKS_PER_NODE"],
+        # srun 22.05 reports "cyclic" when each node has at most one task, "block" otherwise
+        "SLURM_DISTRIBUTION": "cyclic" if world <= len(nodes) else "block",
+        "SLURM_LAUNCH_NODE_IPADDR": master_addr,
+        "SLURM_UMASK": "0022",
+        # torchrun
         "MASTER_ADDR": master_addr,
         "MASTER_PORT": str(master_port),
-        "WORLD_SIZE": str(spec.workers),
+        "WORLD_SIZE": str(world),
         "RANK": str(slot.rank),
         "LOCAL_RANK": str(slot.local_rank),
         "LOCAL_WORLD_SIZE": str(slot.local_world_size),
         "GROUP_RANK": str(slot.node_rank),
-        "GROUP_WORLD_SIZE": str(nnodes),
+        "GROUP_WORLD_SIZE": str(len(nodes)),
         "ROLE_RANK": str(slot.rank),
-        "ROLE_WORLD_SIZE": str(spec.workers),
+        "ROLE_WORLD_SIZE": str(world),
         "ROLE_NAME": "default",
         "NODE_RANK": str(slot.node_rank),
-        "NNODES": str(nnodes),
-        "TORCHELASTIC_RESTART_COUNT": str(spec.restart_count),
+        "NNODES": str(len(nodes)),
         "TORCHELASTIC_MAX_RESTARTS": "0",  # restarts are the control plane's, not torchrun's
-        "TORCHELASTIC_RUN_ID": spec.job_id,
-        "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in slot.gpus),
+    }
+    if step_gpus:
+        env["SLURM_STEP_GPUS"] = step_gpus
+    return env
+
+
+def batch_env(nodes: Sequence[NodeAlloc], cpus_per_task: int = 0) -> dict[str, str]:
+    """The batch step: the script itself, once, on the first node (sbatch's environment)."""
+    first = nodes[0]
+    return {
+        **allocation_env(nodes, first, cpus_per_task),
+        "SLURM_PROCID": "0",
+        "SLURM_LOCALID": "0",
+        "SLURM_GTIDS": "0",
+        "ENVIRONMENT": "BATCH",
+    }
+
+
+def clean_user_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The user's exported environment without secrets or a parent job's wiring.
+
+    No bearer token reaches a job: ``RAILYARD_TOKEN`` and any value holding a token-shaped
+    string are dropped. ``SLURM_*``, torchrun's and railyard's job variables from where the
+    user submitted (inside another job) would describe that other job.
+    """
+    return {
+        k: v
+        for k, v in env.items()
+        if k not in SECRET_VARS
+        and k not in _STALE_VARS
+        and not k.startswith(_STALE_PREFIXES)
+        and not _TOKEN_RE.search(v)
+    }
+
+
+def base_env(spec: LaunchSpec, account: Account) -> dict[str, str]:
+    """The user's side of a task's environment, before railyard's variables.
+
+    ``--export=ALL`` (``login_env`` False): what the submitter exported. ``NONE`` or a list:
+    the account's login environment plus what was listed. Either way HOME, USER, LOGNAME and
+    SHELL follow the account the job runs as, and NCCL settings from the blueprint are
+    defaults the user's own ``NCCL_*`` override.
+    """
+    env = login_env(account) if spec.login_env else {}
+    env.update(clean_user_env(spec.env))
+    env.update(identity_env(account))
+    env.setdefault("PATH", DEFAULT_PATH)
+    env.setdefault("TMPDIR", "/tmp")
+    for key, value in spec.nccl_env.items():
+        env.setdefault(key, value)
+    return env
+
+
+def railyard_env(spec: LaunchSpec, account: Account) -> dict[str, str]:
+    """railyard's own variables and the job's identity in Slurm's words."""
+    return {
         "RAILYARD_JOB_ID": spec.job_id,
         "RAILYARD_CHECKPOINT_DIR": str(spec.checkpoint_dir),
         "RAILYARD_RESTART_COUNT": str(spec.restart_count),
         "RAILYARD_PREEMPT_SIGNAL": spec.preempt_signal,
+        "TORCHELASTIC_RESTART_COUNT": str(spec.restart_count),
+        "TORCHELASTIC_RUN_ID": spec.job_id,
+        "SLURM_JOB_UID": str(account.uid),
+        "SLURM_JOB_GID": str(account.gid),
+        "SLURM_JOB_USER": account.name,
     }
 
 
-def rank_env(
+def process_env(
     spec: LaunchSpec,
+    account: Account,
     slot: RankSlot,
-    base: Mapping[str, str],
     *,
-    nnodes: int,
     master_addr: str,
     master_port: int,
+    srun_dir: Path | None = None,
 ) -> dict[str, str]:
-    """Layers, later wins: the executor's environment, NCCL settings, the user's extras, and
-    the rank wiring (a user extra cannot break RANK or MASTER_PORT).
-
-    Like torchrun, OMP_NUM_THREADS defaults to 1 so ranks sharing a node do not oversubscribe
-    its cores.
-    """
-    env = dict(base)
-    env.setdefault("OMP_NUM_THREADS", "1")
-    env.update(spec.nccl_env)
-    env.update(spec.env)
-    env.update(
-        torchrun_env(spec, slot, nnodes=nnodes, master_addr=master_addr, master_port=master_port)
-    )
+    """The whole environment of one process the executor starts. Layers, later wins: the
+    user's (:func:`base_env`), the control plane's job variables, then the allocation and
+    the wiring, so no user variable can break RANK or MASTER_PORT."""
+    env = base_env(spec, account)
+    env.update(spec.job_env)
+    env.update(railyard_env(spec, account))
+    nodes = job_allocation(spec)
+    if spec.batch:
+        env.update(batch_env(nodes, spec.cpus_per_task))
+        env["MASTER_ADDR"] = master_addr  # railyard's: the first node, for torchrun's flags
+        env[ALLOCATION_VAR] = encode_allocation(nodes, master_addr)
+        if spec.steps_dir is not None:
+            env[STEPS_DIR_VAR] = str(spec.steps_dir)
+        if spec.signal_batch_shell:
+            env[BATCH_SHELL_SIGNAL_VAR] = "1"
+        if srun_dir is not None:
+            env["PATH"] = f"{srun_dir}:{env['PATH']}"
+    else:
+        env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default: ranks share the cores
+        env.update(
+            task_env(
+                nodes,
+                slot,
+                master_addr=master_addr,
+                master_port=master_port,
+                cpus_per_task=spec.cpus_per_task,
+            )
+        )
     return env
 
 
-def wrapped_command(command: tuple[str, ...], exit_path: Path) -> list[str]:
-    """The command under :mod:`railyard.exec.wrapper`, run by this very interpreter."""
+def encode_allocation(nodes: Iterable[NodeAlloc], master_addr: str) -> str:
+    return json.dumps(
+        {
+            "master_addr": master_addr,
+            "nodes": [{"name": n.name, "gpus": list(n.gpus), "ntasks": n.ntasks} for n in nodes],
+        },
+        separators=(",", ":"),
+    )
+
+
+def decode_allocation(text: str) -> tuple[str, list[NodeAlloc]]:
+    """(master address, nodes) from :func:`encode_allocation`."""
+    data = json.loads(text)
+    nodes: list[NodeAlloc] = []
+    first = 0
+    for index, node in enumerate(data["nodes"]):
+        gpus = tuple(int(g) for g in node["gpus"])
+        nodes.append(NodeAlloc(str(node["name"]), index, gpus, int(node["ntasks"]), first))
+        first += int(node["ntasks"])
+    return str(data["master_addr"]), nodes
+
+
+def expand_pattern(
+    pattern: str,
+    fields: Mapping[str, str],
+    *,
+    node: str,
+    node_index: int = 0,
+    task: int = 0,
+    step: str = "batch",
+) -> str:
+    """Slurm's filename pattern (sbatch(1), "filename pattern"): ``%j`` job id, ``%A`` array
+    job id, ``%a`` array index, ``%x`` job name, ``%u`` user, ``%N`` node, ``%n`` node index,
+    ``%t`` task, ``%s`` step, ``%J`` job.step, ``%%``; a width pads numbers with zeros
+    (``%5j``). ``fields`` holds ``j A a x u``; a missing ``A`` is the job id and a missing
+    ``a`` the value sbatch writes for a job that is no array."""
+    job = fields.get("j", "")
+    values = {
+        "%": "%",
+        "j": job,
+        "A": fields.get("A") or job,
+        "a": fields.get("a") or NO_ARRAY_INDEX,
+        "x": fields.get("x", ""),
+        "u": fields.get("u", ""),
+        "N": node,
+        "n": str(node_index),
+        "t": str(task),
+        "s": step,
+        "J": job if step == "batch" else f"{job}.{step}",
+    }
+
+    def one(match: re.Match[str]) -> str:
+        width, key = match.groups()
+        value = values[key]
+        if width and value.isdigit():
+            return value.zfill(int(width))
+        return value
+
+    return _PATTERN_RE.sub(one, pattern)
+
+
+def wrapped_command(
+    command: Sequence[str], exit_path: Path, task_path: Path | None = None
+) -> list[str]:
+    """The command under :mod:`railyard.exec.wrapper`, run by this very interpreter in isolated
+    mode (``-I``): the wrapper may run as root, so no user variable (PYTHONPATH...) may steer
+    it; the user's environment reaches only the command, through the task file."""
+    task = ["--task-file", str(task_path)] if task_path is not None else []
     return [
         sys.executable,
+        "-I",
         "-m",
         "railyard.exec.wrapper",
         "--exit-file",
         str(exit_path),
+        *task,
         "--",
         *command,
     ]

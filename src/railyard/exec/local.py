@@ -1,9 +1,13 @@
 """``LocalExecutor``: this machine as one node, each rank a process group of its own.
 
-Each rank runs under :mod:`railyard.exec.wrapper` in a new session (``start_new_session``),
-so one ``killpg`` reaches the rank and everything it spawned. Our own children are reaped
-with ``waitpid``; ranks adopted after a restart are not our children, so they are watched
-through ``/proc`` (pid plus start time) and their exit codes come from the wrapper's exit file.
+Each process of a job (every task of a command job, or the one batch step of a script) runs
+under :mod:`railyard.exec.wrapper` in a new session (``start_new_session``), so one ``killpg``
+reaches it and everything it spawned (a batch script's ``srun`` tasks included). The wrapper
+runs the command as the job's Unix account with the job's environment (never this
+process's), in the job's cgroup where limits can be enforced (:mod:`railyard.exec.cgroup`).
+Our own children are reaped with ``waitpid``; ranks adopted after a restart are not our
+children, so they are watched through ``/proc`` (pid plus start time) and their exit codes
+come from the wrapper's exit file.
 
 Idempotent: :meth:`LocalExecutor.start` per ``(job_id, restart_count)``, within one executor
 and across executors, through a handle record written to ``log_dir`` right after launch (a
@@ -15,21 +19,27 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from railyard.exec import procfs
+from railyard.exec import cgroup, jobfiles, procfs
 from railyard.exec.exitfile import UNKNOWN, RankExit, read_exit
 from railyard.exec.exitwatch import SUPPORTED as CAN_WATCH_EXITS
 from railyard.exec.exitwatch import ExitWatcher
+from railyard.exec.identity import Account, resolve
 from railyard.exec.jobstate import JobState, RankState, Stage, decide
-from railyard.exec.launch import RankSlot, free_port, rank_env, rank_layout, wrapped_command
+from railyard.exec.launch import (
+    RankSlot,
+    free_port,
+    job_allocation,
+    process_env,
+    rank_layout,
+    wrapped_command,
+)
 from railyard.exec.protocol import (
     Executor,
     ExecutorError,
@@ -39,9 +49,12 @@ from railyard.exec.protocol import (
     NotifiesExits,
     WorkerHandle,
 )
+from railyard.exec.taskfile import Task
 from railyard.probe import resolve_gpus
 
 MASTER_ADDR = "127.0.0.1"
+WRAPPER_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}  # the wrapper's own, not the job's
+MIB = 1 << 20
 
 
 def handle_record_path(log_dir: Path, restart_count: int) -> Path:
@@ -74,6 +87,7 @@ class LocalExecutor:
         self._started: dict[tuple[str, int], JobHandle] = {}
         self._pending: list[ExitReport] = []
         self._watcher: ExitWatcher | None = None
+        self._cgroups: dict[str, Path] = {}
 
     # -- the protocol -------------------------------------------------------------------------
 
@@ -91,25 +105,31 @@ class LocalExecutor:
         if spec.job_id in self._jobs:
             raise ExecutorError(f"job {spec.job_id} is still running another attempt")
         self._check(spec)
-        spec.log_dir.mkdir(parents=True, exist_ok=True)
-        spec.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        account = resolve(spec.user)
+        jobfiles.prepare(spec, account)
+        here = job_allocation(spec)[0]  # this executor's one node
+        limits = cgroup.Limits(spec.cpus_per_task * here.ntasks, spec.mem_per_node_mb * MIB)
+        group, limits_line = cgroup.prepare(f"job_{spec.job_id}", limits)
         port = free_port(MASTER_ADDR)
         ranks: list[RankState] = []
         try:
             for slot in rank_layout(spec):
-                ranks.append(self._launch(spec, slot, port))
+                ranks.append(self._launch(spec, slot, port, account, group, limits_line))
         except BaseException:
             for rank in ranks:  # no half-started gangs
                 procfs.signal_group(rank.handle.pgid, rank.handle.start_time_ticks, signal.SIGKILL)
                 if rank.proc is not None:
                     rank.proc.wait()
             raise
+        if group is not None:
+            self._cgroups[spec.job_id] = group
         handle = JobHandle(
             job_id=spec.job_id,
             restart_count=spec.restart_count,
             workers=tuple(r.handle for r in ranks),
             master_port=port,
             preempt_signal=spec.preempt_signal,
+            limits=limits_line.removeprefix("limits: "),
         )
         _write_handle(record, handle)
         self._jobs[spec.job_id] = JobState(handle, ranks)
@@ -154,6 +174,9 @@ class LocalExecutor:
             if job.done():
                 del self._jobs[job.handle.job_id]
                 reports.append(decide(job))
+                group = self._cgroups.pop(job.handle.job_id, None)
+                if group is not None:
+                    cgroup.remove(group)
         return reports
 
     def adopt(self, handles: Sequence[JobHandle]) -> list[ExitReport]:
@@ -211,29 +234,59 @@ class LocalExecutor:
         if spec.preempt_signal not in signal.Signals.__members__:
             raise ExecutorError(f"job {spec.job_id}: unknown signal {spec.preempt_signal}")
 
-    def _launch(self, spec: LaunchSpec, slot: RankSlot, port: int) -> RankState:
-        log_path = spec.log_dir / f"rank-{slot.rank}.log"
+    def _launch(
+        self,
+        spec: LaunchSpec,
+        slot: RankSlot,
+        port: int,
+        account: Account,
+        group: Path | None,
+        limits: str,
+    ) -> RankState:
+        """Start one process under the wrapper; its task file says who and how."""
+        spool_log = spec.log_dir / f"rank-{slot.rank}.log"
         exit_path = spec.log_dir / f"rank-{slot.rank}.restart-{spec.restart_count}.exit.json"
+        task_path = spec.log_dir / f"rank-{slot.rank}.restart-{spec.restart_count}.task.json"
         exit_path.unlink(missing_ok=True)
-        env = rank_env(spec, slot, os.environ, nnodes=1, master_addr=MASTER_ADDR, master_port=port)
-        stamp = datetime.now(UTC).isoformat(timespec="seconds")
-        header = (
-            f"==== railyard {stamp} job {spec.job_id} restart {spec.restart_count} "
-            f"rank {slot.rank}/{spec.workers} gpus [{env['CUDA_VISIBLE_DEVICES']}] "
-            f"port {port}: {shlex.join(spec.command)}\n"
+        srun_dir = jobfiles.install_srun(spec.log_dir / "bin") if spec.batch else None
+        env = process_env(
+            spec, account, slot, master_addr=MASTER_ADDR, master_port=port, srun_dir=srun_dir
         )
-        with log_path.open("ab") as log:
-            log.write(header.encode())
-            log.flush()
+        stdout, stderr = jobfiles.output_paths(spec, slot, slot.node_rank)
+        processes = len(rank_layout(spec))
+        ignore: tuple[str, ...] = ()
+        if spec.batch and not spec.signal_batch_shell:
+            ignore = (spec.preempt_signal,)  # like Slurm's --signal without B: for the tasks
+        cwd = str(spec.workdir) if str(spec.workdir) not in ("", ".") else account.home
+        task = Task(
+            env=env,
+            cwd=cwd,
+            account=account,
+            stdout=stdout,
+            stderr=stderr,
+            # Only the first process truncates a shared --output file; the others append.
+            truncate=spec.restart_count == 0 and slot.rank == 0,
+            header=jobfiles.header(
+                spec, slot, account, env, processes=processes, port=port, limits=limits
+            ),
+            ignore_signals=ignore,
+            cgroup=str(group) if group is not None else None,
+        )
+        task.write(task_path)
+        log_fd = jobfiles.open_spool_log(spool_log, account)
+        try:
             proc = subprocess.Popen(
-                wrapped_command(spec.command, exit_path),
-                cwd=spec.workdir,
-                env=env,
+                wrapped_command(spec.command, exit_path, task_path),
+                cwd="/",
+                env=WRAPPER_ENV,
                 stdin=subprocess.DEVNULL,
-                stdout=log,
+                stdout=log_fd,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        finally:
+            os.close(log_fd)
+        log_path = Path(cwd, stdout) if stdout else spool_log
         worker = WorkerHandle(
             job_id=spec.job_id,
             rank=slot.rank,

@@ -32,13 +32,34 @@ class Outcome(StrEnum):
     LOST = "lost"  # vanished while we were away; its exit code cannot be known
 
 
+@dataclass(frozen=True)
+class Output:
+    """Where a job's output goes: Slurm ``--output``/``--error`` patterns (``%j %A %a %x %u
+    %N %n %t %%``; relative to the working directory), opened as the job's user. ``stdout``
+    None: each process writes its spool log (``railyard logs``). ``fields`` holds the values
+    of ``%j %A %a %x %u``."""
+
+    stdout: str | None = None
+    stderr: str | None = None
+    fields: Mapping[str, str] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, kw_only=True)
 class LaunchSpec:
     """Everything needed to start one attempt (``restart_count``) of a job.
 
-    ``placement`` maps node name to the GPU indices given to the job there; ranks fill nodes in
-    order, ``gpus_per_worker`` consecutive indices each. ``nccl_env`` is derived by the caller
-    from the blueprint (see :func:`railyard.exec.nccl.nccl_env`); ``env`` holds user extras.
+    ``placement`` maps node name to the GPU indices given to the job there (its first node
+    first). A command job runs ``ntasks_per_node`` tasks per node (default: one per GPU there),
+    each seeing all the job's GPUs of its node; a ``batch`` job runs ``command`` once on the
+    first node and its ``srun`` starts the tasks (see :mod:`railyard.exec.launch`).
+
+    Environment: ``env`` is the user's exported environment (with ``login_env`` the Unix
+    account's login environment comes first, as for ``--export=NONE``); ``job_env`` holds the
+    control plane's job variables (``SLURM_JOB_ID``...); ``nccl_env`` is derived by the caller
+    from the blueprint (see :func:`railyard.exec.nccl.nccl_env`). ``user`` is the Unix account
+    the processes run as (None: the executor's own). ``log_dir`` belongs to the executor
+    (records, spool logs); ``checkpoint_dir`` and ``steps_dir`` to the user; ``script`` is
+    written to ``script_path`` for the user before a batch job starts.
     """
 
     job_id: str
@@ -48,10 +69,22 @@ class LaunchSpec:
     workers: int
     restart_count: int = 0
     env: Mapping[str, str] = field(default_factory=dict)
+    job_env: Mapping[str, str] = field(default_factory=dict)
+    login_env: bool = False
+    user: str | None = None
+    batch: bool = False
+    ntasks_per_node: int | None = None
     workdir: Path = Path()
     log_dir: Path
     checkpoint_dir: Path
+    steps_dir: Path | None = None
+    script: str | None = None
+    script_path: Path | None = None
+    output: Output = field(default_factory=Output)
+    cpus_per_task: int = 0
+    mem_per_node_mb: int = 0
     preempt_signal: str = DEFAULT_PREEMPT_SIGNAL
+    signal_batch_shell: bool = False
     nccl_env: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -59,6 +92,10 @@ class LaunchSpec:
             raise ValueError(f"job {self.job_id}: empty command")
         if self.workers < 1 or self.gpus_per_worker < 0 or self.restart_count < 0:
             raise ValueError(f"job {self.job_id}: workers >= 1, gpus and restarts >= 0")
+        if self.ntasks_per_node is not None and self.ntasks_per_node < 1:
+            raise ValueError(f"job {self.job_id}: ntasks_per_node must be >= 1")
+        if (self.script is None) != (self.script_path is None):
+            raise ValueError(f"job {self.job_id}: script and script_path go together")
         placed = sum(len(gpus) for gpus in self.placement.values())
         if self.gpus_per_worker and placed != self.workers * self.gpus_per_worker:
             raise ValueError(
@@ -113,13 +150,16 @@ class WorkerHandle:
 
 @dataclass(frozen=True, kw_only=True)
 class JobHandle:
-    """A started attempt: persist it right after :meth:`Executor.start` returns."""
+    """A started attempt: persist it right after :meth:`Executor.start` returns. ``workers``
+    are the processes the executor started: every task of a command job, or the one batch
+    step of a script (its ``srun`` tasks are the batch step's children)."""
 
     job_id: str
     restart_count: int
     workers: tuple[WorkerHandle, ...]
     master_port: int
     preempt_signal: str = DEFAULT_PREEMPT_SIGNAL
+    limits: str = ""  # CPU/memory limits and whether they are enforced, in words
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready form for the control plane's store."""
@@ -129,6 +169,7 @@ class JobHandle:
             "workers": [w.to_dict() for w in self.workers],
             "master_port": self.master_port,
             "preempt_signal": self.preempt_signal,
+            "limits": self.limits,
         }
 
     @classmethod
@@ -139,6 +180,7 @@ class JobHandle:
             workers=tuple(WorkerHandle.from_dict(w) for w in data["workers"]),
             master_port=int(data["master_port"]),
             preempt_signal=str(data.get("preempt_signal", DEFAULT_PREEMPT_SIGNAL)),
+            limits=str(data.get("limits", "")),
         )
 
 

@@ -1,16 +1,33 @@
-"""``python -m railyard.exec.wrapper --exit-file PATH -- cmd ...``: run one rank's command.
+"""``python -I -m railyard.exec.wrapper --exit-file PATH [--task-file PATH] -- cmd ...``: run one
+process of a job and record how it ended.
 
-The wrapper leads the rank's process group and starts the command in the same group. The
-executor signals the whole group, so the command (and its children) receive every signal
-directly; the wrapper only notes the signal and keeps waiting, so it outlives the command and
-can write the exit record. Forwarding would deliver each signal twice, so it does not forward.
-When the command ends, the wrapper writes :mod:`railyard.exec.exitfile` and ends the same way
-(same exit code, or the same signal), so its parent sees what a bare command would show.
-Only SIGKILL stops it from writing the record; readers then treat the exit as unknown.
+The wrapper leads the process's group and starts the command in the same group. The executor
+signals the whole group, so the command (and its children) receive every signal directly; the
+wrapper only notes the signal and keeps waiting, so it outlives the command and can write the
+exit record. Forwarding would deliver each signal twice, so it does not forward. When the
+command ends, the wrapper writes :mod:`railyard.exec.exitfile` and ends the same way (same exit
+code, or the same signal), so its parent sees what a bare command would show. Only SIGKILL
+stops it from writing the record; readers then treat the exit as unknown.
+
+With a task file (:class:`Task`, written by the executor, readable only by it) the wrapper
+does what slurmstepd does between fork and exec, in the child: join the job's cgroup (before
+the fork, so the wrapper is counted too), switch to the job's Unix account (supplementary
+groups through ``initgroups``, then gid, then uid), set the umask, change to the working
+directory (``/tmp`` if that fails, as slurmstepd does), open ``--output``/``--error`` files,
+write the log header, and exec the command with the job's environment. Everything that
+touches a user's path happens after the switch, so a symlink cannot make root read or write
+anywhere. The wrapper itself stays with the executor's account, so the job can neither signal
+it nor forge its exit record, and it never sees the user's environment: it runs in isolated
+mode with a minimal one, and the job's environment travels in the task file.
+
+Why not ``subprocess.Popen(user=..., group=..., extra_groups=..., umask=...)``: Popen changes
+directory and opens nothing after it drops privileges, and it cannot open the output files as
+the user; the explicit pre-exec step does each of these in slurmstepd's order.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -18,7 +35,9 @@ import sys
 from pathlib import Path
 from types import FrameType
 
+from railyard.exec import cgroup
 from railyard.exec.exitfile import RankExit, signal_name, write_exit
+from railyard.exec.taskfile import Task
 
 NOTED_SIGNALS = (
     signal.SIGUSR1,
@@ -28,16 +47,28 @@ NOTED_SIGNALS = (
     signal.SIGHUP,
     signal.SIGQUIT,
 )
-USAGE = "usage: python -m railyard.exec.wrapper --exit-file PATH -- cmd [args...]"
+USAGE = "usage: python -m railyard.exec.wrapper --exit-file PATH [--task-file PATH] -- cmd ..."
+FALLBACK_DIR = "/tmp"
+EXEC_FAILED = 127
 
 
-def parse(argv: list[str]) -> tuple[Path, list[str]]:
-    if len(argv) < 4 or argv[0] != "--exit-file" or argv[2] != "--":
+def parse(argv: list[str]) -> tuple[Path, Path | None, list[str]]:
+    """(exit file, task file or None, command) from the wrapper's arguments."""
+    options: dict[str, str] = {}
+    i = 0
+    while i < len(argv) and argv[i] != "--":
+        if argv[i] not in ("--exit-file", "--task-file") or i + 1 >= len(argv):
+            raise SystemExit(USAGE)
+        options[argv[i]] = argv[i + 1]
+        i += 2
+    command = argv[i + 1 :]
+    if "--exit-file" not in options or not command:
         raise SystemExit(USAGE)
-    return Path(argv[1]), argv[3:]
+    task = options.get("--task-file")
+    return Path(options["--exit-file"]), Path(task) if task else None, command
 
 
-def run(exit_file: Path, command: list[str]) -> int:
+def run(exit_file: Path, command: list[str], task: Task | None = None) -> int:
     """Run ``command``, record its end, and return its exit status for our own exit."""
     received: list[str] = []
 
@@ -46,15 +77,87 @@ def run(exit_file: Path, command: list[str]) -> int:
 
     for sig in NOTED_SIGNALS:
         signal.signal(sig, note)  # Python handlers reset to default in the command on exec
-    try:
-        proc = subprocess.Popen(command)
-    except OSError as exc:
-        print(f"railyard wrapper: cannot run {command[0]!r}: {exc}", file=sys.stderr, flush=True)
-        record(exit_file, RankExit(127, None, tuple(received)))
-        return 127
-    returncode = proc.wait()  # retried across signals (PEP 475)
+    if task is None:
+        try:
+            proc = subprocess.Popen(command)
+        except OSError as exc:
+            print(f"railyard wrapper: cannot run {command[0]!r}: {exc}", file=sys.stderr)
+            record(exit_file, RankExit(EXEC_FAILED, None, tuple(received)))
+            return EXEC_FAILED
+        returncode = proc.wait()  # retried across signals (PEP 475)
+    else:
+        if task.cgroup:
+            try:
+                cgroup.join(Path(task.cgroup))
+            except OSError as exc:
+                print(f"railyard wrapper: cannot join {task.cgroup}: {exc}", file=sys.stderr)
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            exec_as(task, command)
+        returncode = wait_child(pid)
     record(exit_file, RankExit.from_returncode(returncode, tuple(received)))
     return returncode
+
+
+def wait_child(pid: int) -> int:
+    """The child's end as ``Popen.returncode`` spells it (negative: killed by that signal)."""
+    _, status = os.waitpid(pid, 0)  # retried across signals (PEP 475)
+    return os.waitstatus_to_exitcode(status)
+
+
+def exec_as(task: Task, command: list[str]) -> None:
+    """In the forked child: become the job's process, then exec. Exits 127 on any failure."""
+    try:
+        for sig in NOTED_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
+        for name in task.ignore_signals:
+            signal.signal(signal.Signals[name], signal.SIG_IGN)
+        account = task.account
+        if account is not None and not account.is_self:
+            os.initgroups(account.name, account.gid)
+            os.setresgid(account.gid, account.gid, account.gid)
+            os.setresuid(account.uid, account.uid, account.uid)
+        os.umask(task.umask)
+        env = dict(task.env)
+        try:
+            os.chdir(task.cwd)
+        except OSError as exc:
+            _say(f"railyard: could not chdir to {task.cwd}: {exc.strerror}: going to /tmp instead")
+            os.chdir(FALLBACK_DIR)
+        env["PWD"] = os.getcwd()
+        _redirect(task)
+        if task.header:
+            os.write(1, task.header.encode())
+        env["SLURM_TASK_PID"] = str(os.getpid())
+        os.execvpe(command[0], command, env)
+    except OSError as exc:
+        _say(f"railyard: cannot run {command[0]!r}: {exc.strerror or exc}")
+    except BaseException as exc:  # anything at all: the child must not return into the wrapper
+        _say(f"railyard: cannot start {command[0]!r}: {exc}")
+    finally:
+        os._exit(EXEC_FAILED)
+
+
+def _redirect(task: Task) -> None:
+    """Open the user's output files, as the user, onto fd 1 and 2."""
+    # O_APPEND always: the tasks of a command job may share one file, and each write must land
+    # at its end. Only the first task truncates (a new job writes over an old file, as sbatch).
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if task.truncate else 0)
+    if task.stdout:
+        fd = os.open(task.stdout, flags, 0o600)
+        os.dup2(fd, 1)
+        if not task.stderr:
+            os.dup2(fd, 2)
+        os.close(fd)
+    if task.stderr:
+        fd = os.open(task.stderr, flags, 0o600)
+        os.dup2(fd, 2)
+        os.close(fd)
+
+
+def _say(line: str) -> None:
+    with contextlib.suppress(OSError):
+        os.write(2, (line + "\n").encode())
 
 
 def record(exit_file: Path, rank_exit: RankExit) -> None:
@@ -79,8 +182,9 @@ def mirror(returncode: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    exit_file, command = parse(sys.argv[1:] if argv is None else argv)
-    return mirror(run(exit_file, command))
+    exit_file, task_file, command = parse(sys.argv[1:] if argv is None else argv)
+    task = Task.read(task_file) if task_file is not None else None
+    return mirror(run(exit_file, command, task))
 
 
 if __name__ == "__main__":

@@ -17,10 +17,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("jobs", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("hold", sa.String(length=16), nullable=True))
+    op.add_column("jobs", sa.Column("hold", sa.String(length=16), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("jobs", schema=None) as batch_op:
-        batch_op.drop_column("hold")
+    op.drop_column("jobs", "hold")

@@ -1,0 +1,59 @@
+"""Which Unix accounts this control plane can run jobs as, checked at submit.
+
+Run as root, railyard is **multi-user**: each job runs as its user's Unix account
+(``users.unix_user``), which must exist on this machine, as slurmd runs each job as its
+submitter. Run as anyone else it is **single-user**: it can only start processes as itself, so
+it accepts only jobs of users mapped to its own account and refuses the others at submit, with
+a one-line error, instead of running them under the wrong identity. The executor checks again
+at launch (:func:`railyard.exec.identity.resolve`).
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+from dataclasses import dataclass
+
+from railyard.control.errors import Forbidden, Invalid
+from railyard.exec.identity import Account
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """The server's own account, and whether it may switch to others (root)."""
+
+    server_account: str
+    multi_user: bool
+
+    @classmethod
+    def this_process(cls) -> RunAs:
+        return cls(Account.current().name, os.geteuid() == 0)
+
+    def check(self, user: str, unix_user: str) -> None:
+        """Refuse a job of ``user`` (mapped to ``unix_user``) this server cannot run."""
+        if self.multi_user:
+            try:
+                pwd.getpwnam(unix_user)
+            except KeyError:
+                raise Invalid(
+                    "unix_user",
+                    f"user {user!r} maps to Unix account {unix_user!r}, which does not exist "
+                    "on this machine",
+                    f"create it (useradd {unix_user}), or map the user to an existing account: "
+                    f"railyard admin users update {user} --unix-user ACCOUNT",
+                ) from None
+        elif unix_user != self.server_account:
+            raise Forbidden(
+                f"single-user mode: this server runs as {self.server_account!r} and runs only "
+                f"jobs of users mapped to that account; user {user!r} maps to {unix_user!r}",
+                hint="start `railyard up` as root to run jobs as their users' accounts",
+            )
+
+    def describe(self) -> str:
+        """How ``railyard up`` says which mode it is in."""
+        if self.multi_user:
+            return "multi-user mode: jobs run as their users' Unix accounts"
+        return (
+            f"single-user mode: runs only jobs of users mapped to Unix account "
+            f"{self.server_account!r} (start as root for multi-user mode)"
+        )

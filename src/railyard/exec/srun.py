@@ -1,0 +1,247 @@
+"""``srun`` inside a railyard batch script: launch the tasks of the job's allocation.
+
+A batch script runs once, on the job's first node, as under sbatch; its PATH starts with a
+tiny ``srun`` (:func:`railyard.exec.jobfiles.install_srun`) that runs this module. It reads the
+allocation the executor exported (``RAILYARD_ALLOCATION``), starts one process per task with
+the same variables a command job's tasks get (:func:`railyard.exec.launch.task_env`: Slurm's
+``SLURM_PROCID``/``SLURM_LOCALID``/``SLURM_NODEID``/``SLURM_STEP_*`` and torchrun's), waits for
+all of them, and exits 0 or with the code of the first task that failed (128+N for signal
+N). So ``srun python train.py`` starts a DDP job, and with ``--ntasks-per-node=1``
+``srun torchrun --nnodes $SLURM_NNODES --nproc-per-node 8 train.py`` starts one torchrun per
+node.
+
+Differences from Slurm's srun, on purpose: when a task fails, the others are terminated
+(``--kill-on-bad-exit=1``), since a DDP gang cannot go on without a rank; ``MASTER_ADDR`` and
+``MASTER_PORT`` the script exported are kept, else the first node and a free port there; the
+tasks get the batch script's environment as it is when srun runs (``--export=ALL``). Tasks on
+another node need an executor that reaches it (the local executor has one node).
+
+Signals: the executor signals the job's whole process group, tasks included, so srun notes
+signals and keeps waiting. The preempt signal (SIGUSR1 by default) is ignored by the batch
+shell unless ``--signal=B:...`` asked for it there; srun gives it back its default action in the
+tasks (and in ``B:`` mode ignores it for them), which is Slurm's split between the batch shell
+and the steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from railyard.exec.launch import (
+    ALLOCATION_VAR,
+    BATCH_SHELL_SIGNAL_VAR,
+    STEPS_DIR_VAR,
+    NodeAlloc,
+    decode_allocation,
+    free_port,
+    task_env,
+    task_layout,
+)
+
+USAGE_ERROR = 2
+NOTED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+IGNORED_OPTIONS = {  # accepted with a note: harmless here (spelled --name or --name=value)
+    "--mpi": "railyard starts tasks itself; no PMI",
+    "--cpu-bind": "tasks are not bound to CPUs",
+    "--kill-on-bad-exit": "railyard's srun always stops the other tasks when one fails",
+    "--unbuffered": "srun does not buffer output",
+    "-u": "srun does not buffer output",
+    "--export": "tasks get the batch script's environment",
+    "--label": "output lines carry no task label",
+    "-l": "output lines carry no task label",
+}
+
+
+class SrunError(Exception):
+    """A request srun cannot honour; printed as one line, exit 2."""
+
+
+@dataclass(frozen=True)
+class Step:
+    nodes: list[NodeAlloc]
+    command: list[str]
+
+
+def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+    """Options up to the command; the harmless ones of :data:`IGNORED_OPTIONS` become notes."""
+    kept: list[str] = []
+    notes: list[str] = []
+    rest = list(argv)
+    while rest and rest[0].startswith("-") and rest[0] != "--":
+        token = rest.pop(0)
+        name = token.partition("=")[0]
+        if name in IGNORED_OPTIONS:
+            notes.append(f"{token} ignored: {IGNORED_OPTIONS[name]}")
+            continue
+        kept.append(token)
+        takes_value = token in ("-n", "-N", "--ntasks", "--nodes", "--ntasks-per-node")
+        if takes_value and rest:
+            kept.append(rest.pop(0))
+    parser = argparse.ArgumentParser(
+        prog="srun",
+        description="Launch the tasks of this railyard job's allocation (inside a batch script).",
+        allow_abbrev=False,
+    )
+    parser.add_argument("-n", "--ntasks", type=int, help="total tasks (block over the nodes)")
+    parser.add_argument("-N", "--nodes", type=int, help="use the first N nodes of the job")
+    parser.add_argument("--ntasks-per-node", type=int, help="tasks on each node")
+    args = parser.parse_args(kept)
+    args.command = rest[1:] if rest[:1] == ["--"] else rest
+    return args, notes
+
+
+def plan(args: argparse.Namespace, allocated: list[NodeAlloc]) -> list[NodeAlloc]:
+    """The nodes and task counts of this step, within the allocation."""
+    for name in ("ntasks", "nodes", "ntasks_per_node"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise SrunError(f"--{name.replace('_', '-')} must be >= 1")
+    nnodes = args.nodes or len(allocated)
+    if nnodes > len(allocated):
+        raise SrunError(f"--nodes={nnodes}, but the job has {len(allocated)} node(s)")
+    chosen = allocated[:nnodes]
+    counts = [args.ntasks_per_node or n.ntasks for n in chosen]
+    if args.ntasks is not None:
+        if args.ntasks_per_node is not None and args.ntasks != sum(counts):
+            raise SrunError(
+                f"--ntasks={args.ntasks} but --ntasks-per-node={args.ntasks_per_node} "
+                f"on {nnodes} node(s) makes {sum(counts)}"
+            )
+        if args.ntasks < nnodes:
+            if args.nodes is not None:
+                raise SrunError(f"--ntasks={args.ntasks} is fewer than --nodes={nnodes}")
+            nnodes, chosen = args.ntasks, chosen[: args.ntasks]
+        base, extra = divmod(args.ntasks, nnodes)
+        counts = [base + (1 if i < extra else 0) for i in range(nnodes)]
+    out: list[NodeAlloc] = []
+    first = 0
+    for i, (node, count) in enumerate(zip(chosen, counts, strict=True)):
+        out.append(NodeAlloc(node.name, i, node.gpus, count, first))
+        first += count
+    return out
+
+
+def next_step_id(steps_dir: str | None) -> int:
+    """0, 1, 2... per job, as Slurm numbers the steps of a batch script."""
+    if not steps_dir:
+        return 0
+    step = 0
+    while True:
+        try:
+            fd = os.open(Path(steps_dir, f"step-{step}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            step += 1
+            continue
+        except OSError:
+            return step
+        os.close(fd)
+        return step
+
+
+def launch(step: Step, environ: dict[str, str], master_addr: str) -> int:
+    """Start the step's tasks on this node, wait for all, return srun's exit status."""
+    here = environ.get("SLURMD_NODENAME", "")
+    elsewhere = sorted({n.name for n in step.nodes if n.name != here})
+    if elsewhere:
+        raise SrunError(
+            f"tasks on {', '.join(elsewhere)} need an executor that reaches them "
+            f"(this is {here or 'an unknown node'}; the local executor runs one node)"
+        )
+    addr = environ.get("MASTER_ADDR") or master_addr
+    port = int(environ["MASTER_PORT"]) if environ.get("MASTER_PORT") else free_port(addr)
+    step_id = next_step_id(environ.get(STEPS_DIR_VAR))
+    preempt = environ.get("RAILYARD_PREEMPT_SIGNAL", "SIGUSR1")
+    batch_shell_signal = environ.get(BATCH_SHELL_SIGNAL_VAR) == "1"
+    disposition = signal.SIG_IGN if batch_shell_signal else signal.SIG_DFL
+
+    def restore() -> None:  # in the task, before exec
+        signal.signal(signal.Signals[preempt], disposition)
+
+    received: list[int] = []
+
+    def note(signum: int, _frame: FrameType | None) -> None:
+        received.append(signum)
+
+    for sig in NOTED:
+        if signal.getsignal(sig) != signal.SIG_IGN:
+            signal.signal(sig, note)
+    procs: list[tuple[int, subprocess.Popen[bytes]]] = []
+    cpus = int(environ.get("SLURM_CPUS_PER_TASK") or 0)
+    for slot in task_layout(step.nodes):
+        wiring = task_env(
+            step.nodes,
+            slot,
+            master_addr=addr,
+            master_port=port,
+            step_id=step_id,
+            cpus_per_task=cpus,
+        )
+        env = {**environ, **wiring}
+        try:
+            proc = subprocess.Popen(step.command, env=env, preexec_fn=restore)
+        except OSError as exc:
+            for _, started in procs:
+                started.terminate()
+            raise SrunError(f"cannot run {step.command[0]!r}: {exc.strerror}") from None
+        procs.append((slot.rank, proc))
+    return wait_all(procs)
+
+
+def wait_all(procs: list[tuple[int, subprocess.Popen[bytes]]]) -> int:
+    """Wait for every task; when one fails, terminate the rest (kill-on-bad-exit) and return
+    the first failure's code (128+N for signal N), not that of the tasks srun stopped."""
+    first_failure = 0
+    live = dict(procs)
+    stopping = False
+    while live:
+        pid, status = os.wait()  # any child; retried across signals (PEP 475)
+        rank = next((r for r, p in live.items() if p.pid == pid), None)
+        if rank is None:
+            continue
+        proc = live.pop(rank)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+        if code:
+            how = (
+                f"Exited with exit code {code}"
+                if proc.returncode >= 0
+                else f"Killed by signal {-proc.returncode}"
+            )
+            print(f"srun: error: task {rank}: {how}", file=sys.stderr, flush=True)
+            if not stopping:
+                stopping, first_failure = True, code
+                for other in live.values():
+                    other.terminate()
+    return first_failure
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, notes = parse(sys.argv[1:] if argv is None else argv)
+    for note in notes:
+        print(f"srun: note: {note}", file=sys.stderr)
+    command = args.command
+    environ = dict(os.environ)
+    try:
+        if not command:
+            raise SrunError("nothing to run (hint: srun python train.py)")
+        if ALLOCATION_VAR not in environ:
+            raise SrunError(
+                "no railyard allocation here (hint: srun runs inside `railyard submit job.sh`)"
+            )
+        master_addr, allocated = decode_allocation(environ[ALLOCATION_VAR])
+        return launch(Step(plan(args, allocated), command), environ, master_addr)
+    except SrunError as exc:
+        print(f"srun: error: {exc}", file=sys.stderr, flush=True)
+        return USAGE_ERROR
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,70 @@
+"""The task file: how the wrapper starts one process of a job (who, where, which environment,
+which output files). Written by the executor, readable only by it, read by
+:mod:`railyard.exec.wrapper`; the user's environment travels here, never through the
+wrapper's own environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from railyard.exec.identity import JOB_UMASK, Account
+
+
+@dataclass(frozen=True)
+class Task:
+    """How to start one process: written by the executor (0600, its own directory), read by
+    the wrapper. ``account`` None: run as the wrapper's own account. ``stdout``/``stderr``:
+    files to open as the user (None: keep the inherited descriptor, the spool log);
+    ``truncate`` on a first attempt, append after a restart. ``ignore_signals`` are set to
+    SIG_IGN for the command (a batch shell ignores the preempt signal meant for its tasks)."""
+
+    env: dict[str, str]
+    cwd: str
+    account: Account | None = None
+    umask: int = JOB_UMASK
+    stdout: str | None = None
+    stderr: str | None = None
+    truncate: bool = True
+    header: str = ""
+    ignore_signals: tuple[str, ...] = ()
+    cgroup: str | None = None
+
+    def write(self, path: Path) -> None:
+        data = {
+            "env": self.env,
+            "cwd": self.cwd,
+            "account": self.account.to_dict() if self.account else None,
+            "umask": self.umask,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "truncate": self.truncate,
+            "header": self.header,
+            "ignore_signals": list(self.ignore_signals),
+            "cgroup": self.cgroup,
+        }
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+
+    @classmethod
+    def read(cls, path: Path) -> Task:
+        data = json.loads(path.read_text())
+        account = data.get("account")
+        return cls(
+            env={str(k): str(v) for k, v in data["env"].items()},
+            cwd=str(data["cwd"]),
+            account=Account.from_dict(account) if account else None,
+            umask=int(data.get("umask", JOB_UMASK)),
+            stdout=data.get("stdout"),
+            stderr=data.get("stderr"),
+            truncate=bool(data.get("truncate", True)),
+            header=str(data.get("header", "")),
+            ignore_signals=tuple(data.get("ignore_signals", ())),
+            cgroup=data.get("cgroup"),
+        )

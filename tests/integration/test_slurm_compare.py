@@ -1,0 +1,37 @@
+"""railyard's batch step and srun tasks against real Slurm's, where Slurm runs on this machine
+(benchmarks/slurm/setup_local_slurm.sh); skips elsewhere, so CI does not depend on Slurm."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from benchmarks.slurm.compare_env import compare, slurm_version
+
+VERSION = slurm_version()
+pytestmark = [
+    pytest.mark.skipif(VERSION is None, reason="no working Slurm on this machine"),
+    pytest.mark.skipif(os.geteuid() != 0, reason="the comparison runs both systems as root"),
+]
+# Variables that must agree exactly (the launch contract, in Slurm's words).
+AGREE = {
+    "SLURM_NTASKS", "SLURM_NNODES", "SLURM_JOB_NUM_NODES", "SLURM_JOB_NODELIST",
+    "SLURM_NODELIST", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE", "SLURM_PROCID",
+    "SLURM_LOCALID", "SLURM_NODEID", "SLURM_GTIDS", "SLURM_GPUS_ON_NODE",
+    "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NUM_NODES", "SLURM_STEP_NODELIST",
+    "SLURM_STEP_TASKS_PER_NODE", "SLURM_STEP_GPUS", "SLURM_STEP_ID", "CUDA_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL", "SLURM_JOB_NAME", "SLURM_JOB_USER", "SLURM_JOB_UID",
+    "SLURM_SUBMIT_HOST", "SLURMD_NODENAME", "SLURM_CPUS_ON_NODE", "ENVIRONMENT",
+}  # fmt: skip
+
+
+def test_batch_srun_tasks_match_slurm(tmp_path: Path) -> None:
+    assert VERSION is not None
+    report = compare(tmp_path, VERSION, ["batch-srun"])
+    scenario = report["scenarios"]["batch-srun"]
+    assert scenario["processes"]["slurm"] == scenario["processes"]["railyard"]
+    assert scenario["processes"]["slurm"] == ["task-0", "task-1"]
+    for compared in scenario["compared"].values():
+        assert set(compared["same"]) >= AGREE, compared
+        assert compared["differs"] == []
