@@ -16,6 +16,7 @@ from railyard.control.paths import script_path
 from railyard.control.queues import member_queues, parent_map, path
 from railyard.control.schemas import JobSubmit, parse_array, parse_signal, parse_topology
 from railyard.control.tables import Counter, JobRow, JobState, NodeRow, User
+from railyard.control.transitions import transition_many
 from railyard.sched.accounting import expand_array
 from railyard.sched.model import Job
 
@@ -196,7 +197,9 @@ def cancel_job(
     """Pending jobs end at once; started ones become CANCELLING and the loop stops them.
 
     An array's parent id (``12`` for ``12_0..12_9``) cancels every task. Cancelling a finished
-    job changes nothing (like a repeated ``scancel``).
+    job changes nothing (like a repeated ``scancel``). Each change is a compare-and-set from
+    the states a cancel may leave (:mod:`railyard.control.transitions`): a job the loop
+    finished or started since we read it is never overwritten with a stale state.
     """
     if session.get(JobRow, job_id) is not None:
         targets = [get_job(session, actor, job_id)]
@@ -208,17 +211,27 @@ def cancel_job(
         targets = list(session.execute(stmt))
         if not targets:
             raise NotFound(f"no job {job_id!r}")
-    for row, _ in targets:
-        state = JobState(row.state)
-        if state.finished or state is JobState.CANCELLING:
-            continue
-        if state is JobState.PENDING:
-            row.state = JobState.CANCELLED.value
-            row.end_t_s = now_t_s
-        else:
-            row.state = JobState.CANCELLING.value
-        row.reason = f"cancelled by {actor.name}"
-        row.updated_t_s = now_t_s
-        record(session, now_t_s, "cancel", f"{actor.name}: {state.value} -> {row.state}", row.id)
+    ids = [row.id for row, _ in targets]
+    reason = f"cancelled by {actor.name}"[:256]
+    ended = transition_many(
+        session,
+        ids,
+        [JobState.PENDING],
+        {"state": JobState.CANCELLED.value, "end_t_s": now_t_s, "reason": reason,
+         "updated_t_s": now_t_s},
+    )  # fmt: skip
+    stopping = transition_many(
+        session,
+        ids,
+        CANCELLABLE_STARTED,
+        {"state": JobState.CANCELLING.value, "reason": reason, "updated_t_s": now_t_s},
+    )
+    for changed, to in ((ended, JobState.CANCELLED), (stopping, JobState.CANCELLING)):
+        for changed_id in changed:
+            record(session, now_t_s, "cancel", f"{actor.name}: -> {to.value}", changed_id)
+    if ended or stopping:
         request_wake(session)
     return targets
+
+
+CANCELLABLE_STARTED = (JobState.STARTING, JobState.RUNNING, JobState.PREEMPTING)

@@ -42,6 +42,7 @@ from railyard.control.convert import (
 from railyard.control.paths import checkpoint_dir, job_dir, logs_dir, script_path
 from railyard.control.store import Store
 from railyard.control.tables import EventRow, JobRow, JobState, NodeRow, QueueRow, UsageRow, User
+from railyard.control.transitions import transition
 from railyard.exec.protocol import Executor, ExitReport, JobHandle, LaunchSpec, Outcome
 from railyard.sched import (
     ClusterState,
@@ -238,38 +239,35 @@ class Loop:
         reasons: dict[str, str],
         held: dict[str, str],
     ) -> list[LaunchSpec]:
-        """Record starts, preemptions, requeues and changed reasons; return what to launch."""
-        decided = [
-            *(d.job_id for d in result.starts),
-            *(d.job_id for d in result.preemptions),
-            *(d.job_id for d in result.requeues),
-        ]
-        rows = {r.id: r for r in session.scalars(select(JobRow).where(JobRow.id.in_(decided)))}
-        specs: list[LaunchSpec] = []
+        """Record starts, preemptions, requeues and changed reasons; return what to launch.
+
+        Each is a compare-and-set from the state the snapshot saw: a job cancelled since is
+        neither started nor preempted (the executor's stop for it is then a no-op).
+        """
+        started: list[str] = []
         for start in result.starts:
-            row = rows[start.job_id]
-            row.state = JobState.STARTING.value
-            row.placement = {node: list(gpus) for node, gpus in start.placement.items()}
-            row.start_t_s = now_t_s
-            row.reason = start.reason.value + (" (borrowing)" if start.borrowing else "")
-            row.updated_t_s = now_t_s
-            session.add(_event(now_t_s, row.id, "start", f"{row.reason} on {row.placement}"))
-            specs.append(self._launch_spec(row))
+            placement = {node: list(gpus) for node, gpus in start.placement.items()}
+            reason = start.reason.value + (" (borrowing)" if start.borrowing else "")
+            values = {"state": JobState.STARTING.value, "placement": placement,
+                      "start_t_s": now_t_s, "reason": reason, "updated_t_s": now_t_s}  # fmt: skip
+            if transition(session, start.job_id, [JobState.PENDING], values):
+                session.add(_event(now_t_s, start.job_id, "start", f"{reason} on {placement}"))
+                started.append(start.job_id)
         for preempt in result.preemptions:
-            row = rows[preempt.job_id]
-            row.state = JobState.PREEMPTING.value
-            row.preempt_for = preempt.for_job_id
-            row.preempt_deadline_t_s = now_t_s + preempt.grace_s
-            row.reason = f"Preempted ({preempt.reason.value} for {preempt.for_job_id})"
-            row.updated_t_s = now_t_s
-            session.add(_event(now_t_s, row.id, "preempt", row.reason))
+            reason = f"Preempted ({preempt.reason.value} for {preempt.for_job_id})"
+            values = {"state": JobState.PREEMPTING.value, "preempt_for": preempt.for_job_id,
+                      "preempt_deadline_t_s": now_t_s + preempt.grace_s, "reason": reason,
+                      "updated_t_s": now_t_s}  # fmt: skip
+            if transition(session, preempt.job_id, _STARTED, values):
+                session.add(_event(now_t_s, preempt.job_id, "preempt", reason))
         for requeue in result.requeues:
-            row = rows[requeue.job_id]
-            row.state = JobState.PREEMPTING.value
-            row.preempt_for = requeue.reason
-            row.preempt_deadline_t_s = now_t_s
-            row.reason = requeue.reason
-            session.add(_event(now_t_s, row.id, "requeue", requeue.reason))
+            values = {"state": JobState.PREEMPTING.value, "preempt_for": requeue.reason,
+                      "preempt_deadline_t_s": now_t_s, "reason": requeue.reason,
+                      "updated_t_s": now_t_s}  # fmt: skip
+            if transition(session, requeue.job_id, _STARTED, values):
+                session.add(_event(now_t_s, requeue.job_id, "requeue", requeue.reason))
+        rows = {r.id: r for r in session.scalars(select(JobRow).where(JobRow.id.in_(started)))}
+        specs = [self._launch_spec(rows[job_id]) for job_id in started]
         changed: dict[str, list[str]] = {}
         for job_id, reason in {
             **{k: v.value for k, v in result.pending_reasons.items()},
@@ -308,13 +306,12 @@ class Loop:
             log.exception("start of %s failed", spec.job_id)
             self._finish(spec.job_id, JobState.FAILED, f"LaunchFailed: {exc}", None, None)
             return False
-        with self.store.session() as session:
-            row = session.get(JobRow, spec.job_id)
-            if row is not None and JobState(row.state).holds_gpus:  # maybe cancelled meanwhile
-                row.handle = handle.to_dict()
-                if row.state == JobState.STARTING.value:
-                    row.state = JobState.RUNNING.value
-                row.updated_t_s = self.clock()
+        with self.store.session() as session:  # maybe cancelled or preempted meanwhile
+            values = {"handle": handle.to_dict(), "updated_t_s": self.clock()}
+            running = {**values, "state": JobState.RUNNING.value}
+            attempt = spec.restart_count
+            if not transition(session, spec.job_id, [JobState.STARTING], running, attempt=attempt):
+                transition(session, spec.job_id, _STOPPING, values, attempt=attempt)
         return True
 
     def _send_stops(self, now_t_s: float) -> None:
@@ -324,52 +321,54 @@ class Loop:
                 select(JobRow).where(JobRow.state == JobState.CANCELLING.value)
             ):
                 self.executor.cancel(row.id)
-            for row in session.scalars(
-                select(JobRow).where(JobRow.state == JobState.RUNNING.value)
-            ):
-                limit, began = row.walltime_s, row.start_t_s
+            running = session.execute(
+                select(JobRow.id, JobRow.walltime_s, JobRow.start_t_s).where(
+                    JobRow.state == JobState.RUNNING.value
+                )
+            ).all()
+            for job_id, limit, began in running:
                 if limit is not None and began is not None and now_t_s > began + limit:
-                    row.state = JobState.CANCELLING.value
-                    row.reason = TIME_LIMIT_REASON
-                    row.updated_t_s = now_t_s
-                    session.add(_event(now_t_s, row.id, "timeout", "time limit reached"))
-                    self.executor.cancel(row.id)
+                    values = {"state": JobState.CANCELLING.value, "reason": TIME_LIMIT_REASON,
+                              "updated_t_s": now_t_s}  # fmt: skip
+                    if transition(session, job_id, [JobState.RUNNING], values):
+                        session.add(_event(now_t_s, job_id, "timeout", "time limit reached"))
+                        self.executor.cancel(job_id)
 
     def _settle(self, reports: list[ExitReport], step: StepReport) -> None:
         """Turn executor exits into final or requeued states, once each."""
         for report in reports:
-            with self.store.session() as session:
-                row = session.get(JobRow, report.job_id)
-                if row is None or not JobState(row.state).holds_gpus:
-                    continue  # already settled (a report can repeat after adoption)
-                if row.restart_count != report.restart_count:
-                    continue  # an older attempt's report
-                state, reason = _settlement(row, report.outcome)
-            if state == JobState.PENDING:
-                self._requeue(report.job_id, reason)
-                step.requeued.append(report.job_id)
-            else:
-                self._finish(report.job_id, state, reason, report.exit_code, report.outcome)
-                step.finished.append((report.job_id, state.value))
+            for _ in range(_SETTLE_TRIES):  # a compare-and-set lost to a cancel: decide again
+                with self.store.session() as session:
+                    row = session.get(JobRow, report.job_id)
+                    if row is None or not JobState(row.state).holds_gpus:
+                        break  # already settled (a report can repeat after adoption)
+                    if row.restart_count != report.restart_count:
+                        break  # an older attempt's report
+                    seen = JobState(row.state)
+                    state, reason = _settlement(row, report.outcome)
+                if state == JobState.PENDING:
+                    if self._requeue(report.job_id, reason, seen, report.restart_count):
+                        step.requeued.append(report.job_id)
+                        break
+                    continue
+                if report.signal is not None and reason == "NonZeroExitCode":
+                    reason = f"Signal {report.signal}"  # Slurm's 0:9, not an exit code
+                if self._finish(report.job_id, state, reason, report.exit_code, report.outcome,
+                                expected=(seen,), signal=report.signal):  # fmt: skip
+                    step.finished.append((report.job_id, state.value))
+                    break
 
-    def _requeue(self, job_id: str, reason: str) -> None:
+    def _requeue(self, job_id: str, reason: str, seen: JobState, attempt: int) -> bool:
         now_t_s = self.clock()
+        values = {"state": JobState.PENDING.value, "restart_count": attempt + 1, "reason": reason,
+                  "placement": None, "handle": None, "start_t_s": None, "preempt_for": None,
+                  "preempt_deadline_t_s": None, "last_checkpoint_t_s": None,
+                  "updated_t_s": now_t_s}  # fmt: skip
         with self.store.session() as session:
-            row = session.get(JobRow, job_id)
-            assert row is not None
-            row.state = JobState.PENDING.value
-            row.restart_count += 1
-            row.reason = reason
-            row.placement = None
-            row.handle = None
-            row.start_t_s = None
-            row.preempt_for = None
-            row.preempt_deadline_t_s = None
-            row.last_checkpoint_t_s = None
-            row.updated_t_s = now_t_s
-            session.add(
-                _event(now_t_s, job_id, "requeue", f"{reason}; restart {row.restart_count}")
-            )
+            if not transition(session, job_id, [seen], values, attempt=attempt):
+                return False
+            session.add(_event(now_t_s, job_id, "requeue", f"{reason}; restart {attempt + 1}"))
+        return True
 
     def _finish(
         self,
@@ -378,19 +377,21 @@ class Loop:
         reason: str,
         exit_code: int | None,
         outcome: Outcome | None,
-    ) -> None:
+        *,
+        expected: tuple[JobState, ...] | None = None,
+        signal: str | None = None,
+    ) -> bool:
+        """Move a started job to its final state, if it is still in one of ``expected``."""
         now_t_s = self.clock()
+        values = {"state": state.value, "reason": reason, "exit_code": exit_code,
+                  "exit_signal": signal, "outcome": outcome.value if outcome else None,
+                  "end_t_s": now_t_s, "updated_t_s": now_t_s}  # fmt: skip
         with self.store.session() as session:
-            row = session.get(JobRow, job_id)
-            if row is None:
-                return
-            row.state = state.value
-            row.reason = reason
-            row.exit_code = exit_code
-            row.outcome = outcome.value if outcome else None
-            row.end_t_s = now_t_s
-            row.updated_t_s = now_t_s
-            session.add(_event(now_t_s, job_id, state.value, f"{reason}; exit {exit_code}"))
+            if not transition(session, job_id, expected or _LIVE, values):
+                return False
+            exit_text = f"signal {signal}" if signal else f"exit {exit_code}"
+            session.add(_event(now_t_s, job_id, state.value, f"{reason}; {exit_text}"))
+        return True
 
     def _accrue(self, session: Session, state: ClusterState, now_t_s: float) -> None:
         """Decay and charge fair-share usage for the time since the last step."""
@@ -439,6 +440,9 @@ class Loop:
 
 
 _LIVE = (JobState.STARTING, JobState.RUNNING, JobState.PREEMPTING, JobState.CANCELLING)
+_STARTED = (JobState.STARTING, JobState.RUNNING)  # what a preemption or requeue moves from
+_STOPPING = (JobState.RUNNING, JobState.PREEMPTING, JobState.CANCELLING)
+_SETTLE_TRIES = 3
 
 
 def slurm_compat_env(row: JobRow) -> dict[str, str]:
