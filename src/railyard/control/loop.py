@@ -39,7 +39,13 @@ from railyard.control.convert import (
     usage_from_rows,
     usage_keys,
 )
-from railyard.control.paths import checkpoint_dir, job_dir, logs_dir, script_path
+from railyard.control.paths import (
+    attempts_dir,
+    checkpoint_dir,
+    job_dir,
+    logs_dir,
+    script_path,
+)
 from railyard.control.store import Store
 from railyard.control.tables import EventRow, JobRow, JobState, NodeRow, QueueRow, UsageRow, User
 from railyard.control.transitions import transition
@@ -436,6 +442,7 @@ class Loop:
             checkpoint_dir=checkpoint_dir(state_dir, row.id),
             preempt_signal=row.preempt_signal,
             nccl_env=dict(self.config.nccl_env),
+            records_dir=attempts_dir(state_dir, row.id),
         )
 
 

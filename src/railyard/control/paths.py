@@ -1,8 +1,10 @@
 """Where the control plane keeps things on disk: one place, so no two modules disagree.
 
 ``<state_dir>/railyard.db`` (the embedded store), ``<state_dir>/client.json`` (the admin's
-CLI credentials) and ``<state_dir>/jobs/<id>/`` (a job's script, ``logs/`` and
-``checkpoints/``). The state directory is ``$RAILYARD_HOME`` or ``~/.railyard``.
+CLI credentials), ``<state_dir>/jobs/<id>/`` (a job's script, ``logs/`` and
+``checkpoints/``) and ``<state_dir>/attempts/<id>/`` (each attempt's start markers and exit
+records: apart from the job's files, so that losing those never makes a job run twice). The
+state directory is ``$RAILYARD_HOME`` or ``~/.railyard``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,11 @@ def checkpoint_dir(state_dir: Path, job_id: str) -> Path:
 def log_path(state_dir: Path, job_id: str, rank: int) -> Path:
     """Where the executor writes rank ``rank`` (``LaunchSpec.log_dir`` is :func:`logs_dir`)."""
     return logs_dir(state_dir, job_id) / f"rank-{rank}.log"
+
+
+def attempts_dir(state_dir: Path, job_id: str) -> Path:
+    """``LaunchSpec.records_dir``: what makes each start of the job happen at most once."""
+    return state_dir / "attempts" / job_id
 
 
 def script_path(state_dir: Path, job_id: str) -> Path:

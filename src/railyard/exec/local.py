@@ -5,14 +5,19 @@ so one ``killpg`` reaches the rank and everything it spawned. Our own children a
 with ``waitpid``; ranks adopted after a restart are not our children, so they are watched
 through ``/proc`` (pid plus start time) and their exit codes come from the wrapper's exit file.
 
-Idempotent: :meth:`LocalExecutor.start` per ``(job_id, restart_count)``, within one executor
-and across executors, through a handle record written to ``log_dir`` right after launch (a
-crash between launching and writing it is the one window where a second start relaunches).
+At most once: each rank's wrapper claims its start marker before it runs the command
+(:mod:`railyard.exec.attempt`), so a rank of an attempt runs once even if the control plane
+is killed mid-launch and starts the attempt again. :meth:`LocalExecutor.start` is idempotent
+per ``(job_id, restart_count)``, within one executor and across executors: it returns the
+handle record written right after a launch, and otherwise launches only the ranks nobody has
+claimed, adopting the others by the pid their marker names, on the port the first launch
+recorded. All of these records live in ``LaunchSpec.records_dir``.
 Dropping an executor leaves its ranks running, so that a new one can adopt them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -20,11 +25,13 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from railyard.exec import procfs
+from railyard.exec.attempt import Claim, exit_record_path, read_claim, seal, start_marker_path
 from railyard.exec.exitfile import UNKNOWN, RankExit, read_exit
 from railyard.exec.jobstate import JobState, RankState, Stage, decide
 from railyard.exec.launch import RankSlot, free_port, rank_env, rank_layout, wrapped_command
@@ -41,8 +48,17 @@ from railyard.probe import resolve_gpus
 MASTER_ADDR = "127.0.0.1"
 
 
-def handle_record_path(log_dir: Path, restart_count: int) -> Path:
-    return log_dir / f"handle-{restart_count}.json"
+def handle_record_path(records_dir: Path, restart_count: int) -> Path:
+    return records_dir / f"handle-{restart_count}.json"
+
+
+def launch_record_path(records_dir: Path, restart_count: int) -> Path:
+    """The port a launch chose, written before any rank starts, so a relaunch reuses it."""
+    return records_dir / f"launch-{restart_count}.json"
+
+
+def records_dir(spec: LaunchSpec) -> Path:
+    return spec.records_dir or spec.log_dir
 
 
 class LocalExecutor:
@@ -72,11 +88,18 @@ class LocalExecutor:
     # -- the protocol -------------------------------------------------------------------------
 
     def start(self, spec: LaunchSpec) -> JobHandle:
-        """Launch every rank, or return the handle of this attempt if it was launched before."""
+        """Launch every rank, or return the handle of this attempt if it was launched before.
+
+        After a crash mid-launch, ranks whose wrapper claimed its start marker are adopted,
+        not launched again; the others are launched on the port the first launch recorded.
+        A wrapper of the crashed launch that had not claimed yet races the new one for the
+        marker, and the loser stands down (:meth:`poll` then watches the winner).
+        """
         key = (spec.job_id, spec.restart_count)
         if key in self._started:
             return self._started[key]
-        record = handle_record_path(spec.log_dir, spec.restart_count)
+        records = records_dir(spec)
+        record = handle_record_path(records, spec.restart_count)
         previous = _read_handle(record)
         if previous is not None and previous.job_id == spec.job_id:
             self._pending.extend(self.adopt([previous]))
@@ -85,13 +108,23 @@ class LocalExecutor:
         if spec.job_id in self._jobs:
             raise ExecutorError(f"job {spec.job_id} is still running another attempt")
         self._check(spec)
-        spec.log_dir.mkdir(parents=True, exist_ok=True)
-        spec.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        port = free_port(MASTER_ADDR)
+        for directory in (spec.log_dir, spec.checkpoint_dir, records):
+            directory.mkdir(parents=True, exist_ok=True)
+        port = _launch_port(launch_record_path(records, spec.restart_count))
         ranks: list[RankState] = []
         try:
             for slot in rank_layout(spec):
-                ranks.append(self._launch(spec, slot, port))
+                exit_path = exit_record_path(records, spec.restart_count, slot.rank)
+                claimed = read_claim(start_marker_path(exit_path))
+                if claimed is None:
+                    ranks.append(self._launch(spec, slot, port))
+                elif claimed.sealed:
+                    raise ExecutorError(
+                        f"job {spec.job_id}: attempt {spec.restart_count} was sealed when it "
+                        "ended; it is not started again"
+                    )
+                else:
+                    ranks.append(RankState(self._claimed_worker(spec, slot.rank, claimed), None))
         except BaseException:
             for rank in ranks:  # no half-started gangs
                 procfs.signal_group(rank.handle.pgid, rank.handle.start_time_ticks, signal.SIGKILL)
@@ -139,7 +172,7 @@ class LocalExecutor:
             self._advance(job)
             if job.done():
                 del self._jobs[job.handle.job_id]
-                reports.append(decide(job))
+                reports.append(_report(job))
         return reports
 
     def adopt(self, handles: Sequence[JobHandle]) -> list[ExitReport]:
@@ -154,11 +187,11 @@ class LocalExecutor:
         for handle in handles:
             if handle.job_id in self._jobs:
                 continue
-            job = JobState(handle, [RankState(w, None) for w in handle.workers])
+            job = JobState(handle, [RankState(_claimant(w), None) for w in handle.workers])
             self._started.setdefault((handle.job_id, handle.restart_count), handle)
             self._observe(job)
             if job.done():
-                reports.append(decide(job))
+                reports.append(_report(job))
             else:
                 self._jobs[handle.job_id] = job
         return reports
@@ -179,9 +212,24 @@ class LocalExecutor:
         if spec.preempt_signal not in signal.Signals.__members__:
             raise ExecutorError(f"job {spec.job_id}: unknown signal {spec.preempt_signal}")
 
+    def _claimed_worker(self, spec: LaunchSpec, rank: int, claimed: Claim) -> WorkerHandle:
+        """The rank a wrapper of an earlier launch of this attempt claimed (and maybe ran)."""
+        assert claimed.pid is not None
+        assert claimed.start_time_ticks is not None
+        return WorkerHandle(
+            job_id=spec.job_id,
+            rank=rank,
+            node=self.node_name,
+            pid=claimed.pid,
+            pgid=claimed.pid,
+            start_time_ticks=claimed.start_time_ticks,
+            log_path=spec.log_dir / f"rank-{rank}.log",
+            exit_path=exit_record_path(records_dir(spec), spec.restart_count, rank),
+        )
+
     def _launch(self, spec: LaunchSpec, slot: RankSlot, port: int) -> RankState:
         log_path = spec.log_dir / f"rank-{slot.rank}.log"
-        exit_path = spec.log_dir / f"rank-{slot.rank}.restart-{spec.restart_count}.exit.json"
+        exit_path = exit_record_path(records_dir(spec), spec.restart_count, slot.rank)
         exit_path.unlink(missing_ok=True)
         env = rank_env(spec, slot, os.environ, nnodes=1, master_addr=MASTER_ADDR, master_port=port)
         stamp = datetime.now(UTC).isoformat(timespec="seconds")
@@ -248,7 +296,11 @@ class LocalExecutor:
 
 
 def _exit_of(rank: RankState) -> RankExit | None:
-    """The rank's end if it has exited, after killing what it left in its group."""
+    """The rank's end if it has exited, after killing what it left in its group.
+
+    A process that exits is checked against the rank's start marker: if another wrapper
+    claimed the rank (ours stood down), that one is watched from now on.
+    """
     worker = rank.handle
     if rank.proc is not None:
         try:
@@ -261,11 +313,58 @@ def _exit_of(rank: RankState) -> RankExit | None:
             return None
         procfs.signal_group(worker.pgid, worker.start_time_ticks, signal.SIGKILL)
         returncode = rank.proc.wait()
+        if _follow_claimant(rank):
+            return _exit_of(rank)
         return read_exit(worker.exit_path) or RankExit.from_returncode(returncode)
     if procfs.is_alive(worker.pid, worker.start_time_ticks):
         return None
+    if _follow_claimant(rank):
+        return _exit_of(rank)
     procfs.signal_group(worker.pgid, worker.start_time_ticks, signal.SIGKILL)
     return read_exit(worker.exit_path) or UNKNOWN
+
+
+def _claimant(worker: WorkerHandle) -> WorkerHandle:
+    """The worker that claimed this rank's start marker (``worker`` itself if none did)."""
+    claimed = read_claim(start_marker_path(worker.exit_path))
+    if claimed is None or claimed.pid is None or claimed.start_time_ticks is None:
+        return worker
+    return replace(
+        worker, pid=claimed.pid, pgid=claimed.pid, start_time_ticks=claimed.start_time_ticks
+    )
+
+
+def _follow_claimant(rank: RankState) -> bool:
+    """Watch the rank's claimant instead of an exited process that was not it; True if so."""
+    claimant = _claimant(rank.handle)
+    if (claimant.pid, claimant.start_time_ticks) == (
+        rank.handle.pid,
+        rank.handle.start_time_ticks,
+    ):
+        return False
+    rank.handle, rank.proc = claimant, None
+    return True
+
+
+def _report(job: JobState) -> ExitReport:
+    """The job's outcome; first seal its ranks that nobody claimed, so that a wrapper of this
+    attempt still on its way can never run after the attempt was reported."""
+    for rank in job.ranks:
+        with contextlib.suppress(OSError):  # records unwritable: the report must still go out
+            seal(start_marker_path(rank.handle.exit_path))
+    return decide(job)
+
+
+def _launch_port(path: Path) -> int:
+    """The port an earlier launch of this attempt recorded, or a new one, recorded now."""
+    try:
+        port = int(json.loads(path.read_text())["port"])
+    except (FileNotFoundError, json.JSONDecodeError, KeyError, ValueError):
+        port = free_port(MASTER_ADDR)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps({"port": port}) + "\n")
+        os.replace(tmp, path)
+    return port
 
 
 def _write_handle(path: Path, handle: JobHandle) -> None:

@@ -39,6 +39,9 @@ class LaunchSpec:
     ``placement`` maps node name to the GPU indices given to the job there; ranks fill nodes in
     order, ``gpus_per_worker`` consecutive indices each. ``nccl_env`` is derived by the caller
     from the blueprint (see :func:`railyard.exec.nccl.nccl_env`); ``env`` holds user extras.
+    ``records_dir`` keeps what makes a start happen at most once (start markers, exit records,
+    the handle record); it should outlive ``log_dir`` (default: ``log_dir``), since losing
+    those records is what could make an attempt run twice.
     """
 
     job_id: str
@@ -53,6 +56,7 @@ class LaunchSpec:
     checkpoint_dir: Path
     preempt_signal: str = DEFAULT_PREEMPT_SIGNAL
     nccl_env: Mapping[str, str] = field(default_factory=dict)
+    records_dir: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.command:

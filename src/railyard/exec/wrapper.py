@@ -7,6 +7,11 @@ can write the exit record. Forwarding would deliver each signal twice, so it doe
 When the command ends, the wrapper writes :mod:`railyard.exec.exitfile` and ends the same way
 (same exit code, or the same signal), so its parent sees what a bare command would show.
 Only SIGKILL stops it from writing the record; readers then treat the exit as unknown.
+
+Before running anything it claims the rank's start marker (:mod:`railyard.exec.attempt`). If
+the rank of this attempt was claimed before (a relaunch after the control plane crashed) or
+sealed (the attempt is over), it says so on stderr and exits 75 without running the command
+and without writing an exit record: that belongs to the wrapper that did run it.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import sys
 from pathlib import Path
 from types import FrameType
 
+from railyard.exec import procfs
+from railyard.exec.attempt import STOOD_DOWN_EXIT, claim, read_claim, start_marker_path
 from railyard.exec.exitfile import RankExit, signal_name, write_exit
 
 NOTED_SIGNALS = (
@@ -46,6 +53,8 @@ def run(exit_file: Path, command: list[str]) -> int:
 
     for sig in NOTED_SIGNALS:
         signal.signal(sig, note)  # Python handlers reset to default in the command on exec
+    if not claim_rank(exit_file):
+        return STOOD_DOWN_EXIT
     try:
         proc = subprocess.Popen(command)
     except OSError as exc:
@@ -57,9 +66,32 @@ def run(exit_file: Path, command: list[str]) -> int:
     return returncode
 
 
-def record(exit_file: Path, rank_exit: RankExit) -> None:
-    """Write the exit record; failing to (the log dir was removed) must not change our exit."""
+def claim_rank(exit_file: Path) -> bool:
+    """Claim this rank of this attempt; False (and a line on stderr) if it is not ours to run."""
+    marker = start_marker_path(exit_file)
+    pid = os.getpid()
     try:
+        if claim(marker, pid, procfs.start_time_ticks(pid)):
+            return True
+    except OSError as exc:  # no claim, no run: a start we cannot record could happen twice
+        print(f"railyard wrapper: cannot claim {marker}: {exc}", file=sys.stderr, flush=True)
+        return False
+    owner = read_claim(marker)
+    why = "sealed: the attempt is over" if owner is None or owner.sealed else f"pid {owner.pid}"
+    print(
+        f"railyard wrapper: this rank of this attempt was already started ({why}; {marker}); "
+        "not running it again",
+        file=sys.stderr,
+        flush=True,
+    )
+    return False
+
+
+def record(exit_file: Path, rank_exit: RankExit) -> None:
+    """Write the exit record (recreating its directory if it was removed meanwhile); failing
+    to must not change our exit."""
+    try:
+        exit_file.parent.mkdir(parents=True, exist_ok=True)
         write_exit(exit_file, rank_exit)
     except OSError as exc:
         print(f"railyard wrapper: cannot write {exit_file}: {exc}", file=sys.stderr, flush=True)
