@@ -1,10 +1,10 @@
 """The long kill -9 campaign: `railyard up` killed at random moments while short jobs run, on
 SQLite and PostgreSQL; exactly-once judged from the jobs' own output.
 
-Run: ``python benchmarks/crash_campaign.py [--jobs 1200] [--kills 40]
-[--stores sqlite,postgresql]``
-(PostgreSQL as in the tests: ``RAILYARD_TEST_PG``); prints a table and writes ``benchmarks/results/crash_campaign.json``. The default test suite
-runs a small campaign (``tests/integration/test_crash_recovery.py``).
+Run: ``python benchmarks/crash_campaign.py [--jobs 1200] [--kills 40] [--stores
+sqlite,postgresql]`` (PostgreSQL as in the tests: ``RAILYARD_TEST_PG``); prints a table and
+writes ``benchmarks/results/crash_campaign.json``. The default test suite runs a small
+campaign (``tests/integration/test_crash_recovery.py``).
 """
 
 from __future__ import annotations
