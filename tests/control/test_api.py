@@ -141,7 +141,10 @@ def test_membership_of_a_parent_queue_allows_its_children(api: Api, seeder: Any)
 BAD_SUBMISSIONS = [
     ({"gpu": 8}, "gpu: unknown field (hint: did you mean 'gpus'?)"),
     ({"time": "1h"}, "time: bad time '1h' (hint: use MM, MM:SS, HH:MM:SS"),
-    ({"queue": "nope"}, "queue: unknown queue 'nope' (hint: known queues: default, research)"),
+    (
+        {"queue": "nope"},
+        "queue: unknown queue 'nope' (hint: known queues: default)",
+    ),  # not research
     ({"flavor": "B200"}, "flavor: no node has flavor 'B200' (hint: known flavors"),
     ({"workers": 1, "gpus_per_worker": 16}, "gpus_per_worker: 16 GPUs per worker, but the"),
     ({"gpus": 17}, "gpus: 17 GPUs asked, the cluster has 16"),

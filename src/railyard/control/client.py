@@ -200,8 +200,10 @@ class Client:
     def tokens(self) -> list[s.TokenOut]:
         return self._many(s.TokenOut, "GET", "/v1/tokens")
 
-    def create_token(self, user: str, label: str = "") -> s.TokenCreated:
-        body = s.TokenCreate(user=user, label=label).model_dump()
+    def create_token(
+        self, user: str, label: str = "", *, expires_in_s: float | None = None
+    ) -> s.TokenCreated:
+        body = s.TokenCreate(user=user, label=label, expires_in_s=expires_in_s).model_dump()
         return self._one(s.TokenCreated, "POST", "/v1/tokens", json=body)
 
     def revoke_token(self, token_id: int) -> s.TokenOut:

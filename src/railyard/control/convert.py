@@ -7,9 +7,12 @@ both levels: ``queue:<name>`` and ``user:<queue>/<user>``.
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
+from railyard.control.limits import MAX_WEIGHT, MIN_WEIGHT
 from railyard.control.tables import JobRow, NodeRow, QueueRow, UsageRow
 from railyard.sched import (
     Job,
@@ -22,6 +25,8 @@ from railyard.sched import (
     TopologyRequirement,
     Usage,
 )
+
+log = logging.getLogger("railyard.loop")
 
 
 def to_node(row: NodeRow) -> Node:
@@ -43,8 +48,18 @@ def to_queue(row: QueueRow) -> Queue:
         nominal_gpus=dict(row.nominal_gpus),
         borrowing_limit_gpus=dict(row.borrowing_limit_gpus),
         lending_limit_gpus=dict(row.lending_limit_gpus),
-        weight=row.weight,
+        weight=safe_weight(row.name, row.weight),
     )
+
+
+def safe_weight(queue: str, weight: float) -> float:
+    """The API keeps weights within [MIN_WEIGHT, MAX_WEIGHT]; a row written before it did (or
+    by hand) is clamped into that range here, so one queue cannot stop every cycle."""
+    if math.isfinite(weight) and MIN_WEIGHT <= weight <= MAX_WEIGHT:
+        return weight
+    safe = min(max(weight, MIN_WEIGHT), MAX_WEIGHT) if not math.isnan(weight) else 1.0
+    log.warning("queue %s: weight %r is out of range; scheduling with %r", queue, weight, safe)
+    return safe
 
 
 class JobFields(Protocol):

@@ -4,6 +4,8 @@ cancel. Plain functions on a Session and the acting User; the API routes call th
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 from sqlalchemy import select, update
@@ -12,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from railyard.control.effects import record, request_wake
 from railyard.control.errors import Forbidden, Invalid, NotFound
+from railyard.control.limits import JOB_ID_PATTERN, MAX_SUBMIT_STORED_BYTES
 from railyard.control.paths import script_path
 from railyard.control.queues import member_queues, parent_map, path
 from railyard.control.schemas import JobSubmit, parse_array, parse_signal, parse_topology
@@ -21,6 +24,7 @@ from railyard.sched.accounting import expand_array
 from railyard.sched.model import Job
 
 JOB_COUNTER = "job"
+_JOB_ID = re.compile(JOB_ID_PATTERN)
 
 
 def _next_number(session: Session, count: int = 1) -> int:
@@ -48,15 +52,40 @@ def _next_number(session: Session, count: int = 1) -> int:
 
 
 def _check_queue(session: Session, user: User, queue: str) -> None:
+    """The queue exists, is a leaf, and the user may submit to it. Hints name only the queues
+    the user may see (their own and those below), never the rest of the tree."""
     parents = parent_map(session)
+    mine = member_queues(session, user)
+    visible = sorted(q for q in parents if user.is_admin or mine.intersection(path(parents, q)))
     if queue not in parents:
-        known = ", ".join(sorted(parents)) or "none (an admin creates them)"
+        known = ", ".join(visible) or "none you may use (an admin adds you to one)"
         raise Invalid("queue", f"unknown queue {queue!r}", f"known queues: {known}")
-    if queue in {p for p in parents.values() if p is not None}:
-        leaves = sorted(n for n in parents if n not in parents.values())
-        raise Invalid("queue", f"queue {queue!r} has sub-queues", f"submit to one of {leaves}")
-    if not user.is_admin and not member_queues(session, user).intersection(path(parents, queue)):
+    if not user.is_admin and not mine.intersection(path(parents, queue)):
         raise Forbidden(f"user {user.name!r} may not submit to queue {queue!r}")
+    if queue in {p for p in parents.values() if p is not None}:
+        leaves = [n for n in visible if n not in parents.values()]
+        raise Invalid("queue", f"queue {queue!r} has sub-queues", f"submit to one of {leaves}")
+
+
+def _check_workdir(workdir: str) -> None:
+    """A job must be able to start where it asks to: an existing absolute directory."""
+    if not workdir:
+        return
+    if not os.path.isabs(workdir):
+        raise Invalid("workdir", f"{workdir!r} is not an absolute path", "give the full path")
+    if not os.path.isdir(workdir):
+        raise Invalid("workdir", f"no directory {workdir!r} on the node", "create it first")
+
+
+def _check_stored(spec: JobSubmit, tasks: int) -> None:
+    stored = spec.stored_bytes() * tasks
+    if stored > MAX_SUBMIT_STORED_BYTES:
+        raise Invalid(
+            "script" if spec.script else "command",
+            f"{tasks} tasks x {spec.stored_bytes()} bytes of command, env and script is over "
+            f"{MAX_SUBMIT_STORED_BYTES} bytes",
+            "put large inputs in a file the job reads, or submit fewer tasks",
+        )
 
 
 def _check_shape(session: Session, spec: JobSubmit, known: set[str] | None) -> tuple[str, int, int]:
@@ -104,11 +133,13 @@ def submit(
     """Validate and store one job, or one row per array task (ids ``<n>_<i>``)."""
     _check_queue(session, user, spec.queue)
     flavor, workers, per_worker = _check_shape(session, spec, known_flavors)
+    _check_workdir(spec.workdir)
     level, mode = parse_topology(spec.topology) if spec.topology else (None, None)
     signal_name, grace_s = parse_signal(spec.signal) if spec.signal else ("SIGUSR1", 30.0)
     if spec.checkpoint_grace_s is not None:
         grace_s = spec.checkpoint_grace_s
     indices, max_running = parse_array(spec.array) if spec.array else (None, None)
+    _check_stored(spec, len(indices) if indices is not None else 1)
     number = _next_number(session)
     base = Job(id=str(number), queue=spec.queue, flavor=flavor, workers=workers)
     ids = [j.id for j in expand_array(base, indices)] if indices is not None else [base.id]
@@ -182,8 +213,15 @@ def list_jobs(
     return list(session.execute(stmt))
 
 
+def _check_id(job_id: str) -> None:
+    """Only what could be a job id reaches the store (``12`` or ``12_3``)."""
+    if not _JOB_ID.fullmatch(job_id):
+        raise NotFound(f"no job {job_id[:64]!r}")
+
+
 def get_job(session: Session, actor: User, job_id: str) -> tuple[JobRow, str]:
     """A job the actor may see. Another user's job is NotFound, not Forbidden: ids don't leak."""
+    _check_id(job_id)
     row = session.get(JobRow, job_id)
     if row is None or (not actor.is_admin and row.user_id != actor.id):
         raise NotFound(f"no job {job_id!r}")
@@ -201,6 +239,7 @@ def cancel_job(
     the states a cancel may leave (:mod:`railyard.control.transitions`): a job the loop
     finished or started since we read it is never overwritten with a stale state.
     """
+    _check_id(job_id)
     if session.get(JobRow, job_id) is not None:
         targets = [get_job(session, actor, job_id)]
     else:

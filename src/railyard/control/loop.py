@@ -39,6 +39,7 @@ from railyard.control.convert import (
     usage_from_rows,
     usage_keys,
 )
+from railyard.control.health import STALLED_AFTER_S, LoopHealth
 from railyard.control.paths import (
     attempts_dir,
     checkpoint_dir,
@@ -104,6 +105,7 @@ class Loop:
         self.config = config
         self.clock = clock
         self._wake = threading.Event()
+        self.health = LoopHealth(stalled_after_s=max(STALLED_AFTER_S, 30 * config.cycle_interval_s))
         self._last_accrual_t_s: float | None = None
         self._pending_cache: dict[str, tuple[float, Job, int | None]] = {}
 
@@ -115,12 +117,15 @@ class Loop:
 
     def run(self, stop: threading.Event) -> None:
         """Step on events and at the interval until ``stop`` is set."""
+        self.health.begin(self.clock())
         while not stop.is_set():
             began = time.perf_counter()
             try:
                 self.step()
-            except Exception:  # keep serving; the next step retries from the store
+                self.health.ok(self.clock())
+            except Exception as exc:  # keep serving; the next step retries from the store
                 log.exception("service step failed")
+                self.health.failed(exc)
             took_s = time.perf_counter() - began
             if self._wake.wait(self.config.cycle_interval_s):
                 # Coalesce a burst of events (a thousand submits) into one cycle, and leave

@@ -1,9 +1,11 @@
 """Request and response models of the REST API, and the parsers for Slurm-style values.
 
 Requests use ``extra="forbid"`` so a typo (``gpu`` for ``gpus``) is an error, not a silent
-default. Responses ignore unknown fields so an older client keeps working against a newer
-server. The value parsers (walltime, signal, array, priority, topology) live here so the API,
-batch-script directives and CLI flags accept exactly the same spellings.
+default, and every field is bounded (:mod:`railyard.control.limits`): what is accepted can be
+stored on both stores and launched. Responses ignore unknown fields so an older client keeps
+working against a newer server. The value parsers (walltime, signal, array, priority,
+topology) live here so the API, batch-script directives and CLI flags accept exactly the same
+spellings.
 """
 
 from __future__ import annotations
@@ -11,11 +13,40 @@ from __future__ import annotations
 import difflib
 import re
 import signal as signals
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from railyard.sched.model import Level, PriorityClass, TopologyMode
+from railyard.control.limits import (
+    INT32_MAX,
+    MAX_ARG_BYTES,
+    MAX_ARRAY_SPEC,
+    MAX_COMMAND_ARGS,
+    MAX_COMMAND_BYTES,
+    MAX_ENV_BYTES,
+    MAX_ENV_ENTRIES,
+    MAX_GRACE_S,
+    MAX_JOB_GPUS,
+    MAX_LABEL,
+    MAX_SCRIPT_BYTES,
+    MAX_SHORT,
+    MAX_TOKEN_LIFETIME_S,
+    MAX_WALLTIME_S,
+    MAX_WORKDIR,
+    Count,
+    EnvName,
+    Flavor,
+    Name,
+    QueueName,
+    Quota,
+    Seconds,
+    Text,
+    UserName,
+    Weight,
+    utf8_len,
+)
+from railyard.control.tables import JobState
+from railyard.sched.model import Level, NodeState, PriorityClass, TopologyMode
 
 if TYPE_CHECKING:
     from railyard.control.tables import JobRow
@@ -34,9 +65,9 @@ def parse_walltime(value: str | int) -> float | None:
     text = str(value).strip()
     if text.lower() in ("unlimited", "infinite"):
         return None
-    match = _TIME_RE.match(text)
+    match = _TIME_RE.match(text) if len(text) <= MAX_SHORT else None
     if not match:
-        raise ValueError(f"bad time {text!r} (hint: use {TIME_FORMATS})")
+        raise ValueError(f"bad time {text[:MAX_SHORT]!r} (hint: use {TIME_FORMATS})")
     days, a, b, c = (int(g) if g is not None else None for g in match.groups())
     if days is not None:  # D-HH[:MM[:SS]]
         seconds = days * 86400 + (a or 0) * 3600 + (b or 0) * 60 + (c or 0)
@@ -46,20 +77,24 @@ def parse_walltime(value: str | int) -> float | None:
         seconds = (a or 0) * 60 + b
     else:  # MM
         seconds = (a or 0) * 60
+    if seconds > MAX_WALLTIME_S:
+        raise ValueError(f"time {text!r} is over {MAX_WALLTIME_S / 86400:.0f} days")
     return float(seconds) if seconds else None
 
 
 def parse_signal(value: str) -> tuple[str, float]:
     """``[B:]USR1@60`` (Slurm ``--signal``) to ``("SIGUSR1", 60.0)``; ``B:``/``R:`` are
     accepted: railyard always signals every rank's process group."""
-    match = _SIGNAL_RE.match(value.strip())
+    match = _SIGNAL_RE.match(value.strip()) if len(value) <= MAX_SHORT else None
     if not match:
         raise ValueError(f"bad signal {value!r} (hint: use [B:]NAME[@SECONDS], e.g. USR1@60)")
     _, sig, at = match.groups()
+    if at is not None and int(at) > MAX_GRACE_S:
+        raise ValueError(f"signal time @{at} is over {MAX_GRACE_S:.0f} seconds")
     if sig.isdigit():
         try:
             name = signals.Signals(int(sig)).name
-        except ValueError:
+        except (ValueError, OverflowError):
             raise ValueError(f"unknown signal number {sig}") from None
     else:
         name = sig.upper() if sig.upper().startswith("SIG") else f"SIG{sig.upper()}"
@@ -73,6 +108,8 @@ def parse_array(value: str) -> tuple[list[int], int | None]:
     on tasks running at once."""
     text, _, limit = value.strip().partition("%")
     hint = "(hint: e.g. 0-9, 1,3,5, 0-15:4 or 0-9%2)"
+    if len(value) > MAX_ARRAY_SPEC:
+        raise ValueError(f"array spec is over {MAX_ARRAY_SPEC} characters {hint}")
     indices: set[int] = set()
     for part in text.split(","):
         match = _ARRAY_PART_RE.match(part.strip())
@@ -81,6 +118,8 @@ def parse_array(value: str) -> tuple[list[int], int | None]:
         first, last, step = (int(g) if g is not None else None for g in match.groups())
         assert first is not None
         last = first if last is None else last
+        if max(first, last, step or 0) > INT32_MAX:
+            raise ValueError(f"array index {part!r} is over {INT32_MAX}")
         if last < first or step == 0:
             raise ValueError(f"bad array range {part!r} {hint}")
         if last - first >= MAX_ARRAY_TASKS * (step or 1):
@@ -88,7 +127,7 @@ def parse_array(value: str) -> tuple[list[int], int | None]:
         indices.update(range(first, last + 1, step or 1))
     if len(indices) > MAX_ARRAY_TASKS:
         raise ValueError(f"array {value!r} has more than {MAX_ARRAY_TASKS} tasks")
-    if limit and (not limit.isdigit() or int(limit) < 1):
+    if limit and (not limit.isdigit() or not 1 <= int(limit) <= INT32_MAX):
         raise ValueError(f"bad array limit %{limit} {hint}")
     return sorted(indices), int(limit) if limit else None
 
@@ -96,12 +135,12 @@ def parse_array(value: str) -> tuple[list[int], int | None]:
 def parse_priority(value: int | str) -> int:
     """An int, or a class name (low|normal|high|critical), as Slurm QOS names are used."""
     if isinstance(value, int):
-        if value < 0:
-            raise ValueError("priority must be >= 0")
+        if not 0 <= value <= INT32_MAX:
+            raise ValueError(f"priority must be 0..{INT32_MAX}")
         return value
     text = value.strip()
     if text.isdigit():
-        return int(text)
+        return parse_priority(int(text))
     try:
         return PriorityClass[text.upper()].value
     except KeyError:
@@ -123,7 +162,7 @@ def parse_topology(value: str) -> tuple[str, str]:
 
 
 class Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Response(BaseModel):
@@ -134,26 +173,32 @@ class JobSubmit(Request):
     """One submission. GPU shape: ``gpus`` (one worker per GPU, torchrun-style), or ``nodes``
     with ``gpus_per_node``, or explicit ``workers`` and ``gpus_per_worker``; default 1 GPU."""
 
-    command: list[str] | None = None
-    script: str | None = None
-    name: str = Field("", max_length=256)
-    queue: str = "default"
-    gpus: int | None = Field(None, ge=1)
-    nodes: int | None = Field(None, ge=1)
-    gpus_per_node: int | None = Field(None, ge=1)
-    workers: int | None = Field(None, ge=1)
-    gpus_per_worker: int | None = Field(None, ge=1)
-    flavor: str | None = None
-    priority: int | str | None = None
-    time: str | int | None = None
+    command: list[Annotated[Text, Field(max_length=MAX_ARG_BYTES)]] | None = Field(
+        None, min_length=1, max_length=MAX_COMMAND_ARGS
+    )
+    script: Annotated[Text, Field(max_length=MAX_SCRIPT_BYTES)] | None = None
+    name: Name = ""
+    queue: QueueName = "default"
+    gpus: Count | None = None
+    nodes: Count | None = None
+    gpus_per_node: Count | None = None
+    workers: Count | None = None
+    gpus_per_worker: Count | None = None
+    flavor: Flavor | None = None
+    priority: int | Annotated[Text, Field(max_length=MAX_SHORT)] | None = Field(
+        None, description=f"0..{INT32_MAX}, or low|normal|high|critical"
+    )
+    time: Annotated[Text, Field(max_length=MAX_SHORT)] | int | None = None
     preemptible: bool = False
-    array: str | None = None
-    env: dict[str, str] = Field(default_factory=dict)
-    workdir: str = Field("", max_length=1024)
-    topology: str | None = None
-    checkpoint_grace_s: float | None = Field(None, ge=0)
-    min_runtime_s: float = Field(0.0, ge=0)
-    signal: str | None = None
+    array: Annotated[Text, Field(max_length=MAX_ARRAY_SPEC)] | None = None
+    env: dict[EnvName, Text] = Field(default_factory=dict, max_length=MAX_ENV_ENTRIES)
+    workdir: Annotated[Text, Field(max_length=MAX_WORKDIR)] = Field(
+        "", description="an existing absolute directory on the node ('' for the default)"
+    )
+    topology: Annotated[Text, Field(max_length=MAX_SHORT)] | None = None
+    checkpoint_grace_s: float | None = Field(None, ge=0, le=MAX_GRACE_S)
+    min_runtime_s: Seconds = 0.0
+    signal: Annotated[Text, Field(max_length=MAX_SHORT)] | None = None
     requeue: bool = False
 
     @field_validator("time")
@@ -197,8 +242,30 @@ class JobSubmit(Request):
             raise ValueError("give exactly one of command or script")
         if self.command is not None and not self.command:
             raise ValueError("command must not be empty")
-        self.shape()  # raises on a contradictory shape
+        workers, per_worker = self.shape()  # raises on a contradictory shape
+        if workers * per_worker > MAX_JOB_GPUS:
+            raise ValueError(f"{workers * per_worker} GPUs: a job has at most {MAX_JOB_GPUS}")
+        self._check_sizes()
         return self
+
+    def _check_sizes(self) -> None:
+        """What ``execve`` must take: each argument, all of them, the environment."""
+        args = [utf8_len(a) for a in self.command or ()]
+        if any(n > MAX_ARG_BYTES for n in args):
+            raise ValueError(f"command: an argument is over {MAX_ARG_BYTES} bytes")
+        if sum(args) + len(args) > MAX_COMMAND_BYTES:
+            raise ValueError(f"command: arguments total over {MAX_COMMAND_BYTES} bytes")
+        env_bytes = sum(utf8_len(k) + utf8_len(v) + 2 for k, v in self.env.items())
+        if env_bytes > MAX_ENV_BYTES:
+            raise ValueError(f"env: entries total over {MAX_ENV_BYTES} bytes")
+        if self.script is not None and utf8_len(self.script) > MAX_SCRIPT_BYTES:
+            raise ValueError(f"script: over {MAX_SCRIPT_BYTES} bytes")
+
+    def stored_bytes(self) -> int:
+        """Bytes one job row of this submission stores for its command, env and script."""
+        command = sum(utf8_len(a) + 1 for a in self.command or ())
+        env = sum(utf8_len(k) + utf8_len(v) + 2 for k, v in self.env.items())
+        return command + env + (utf8_len(self.script) if self.script else 0)
 
     def shape(self) -> tuple[int, int]:
         """(workers, gpus_per_worker) from whichever spelling was used."""
@@ -237,7 +304,7 @@ class JobBatch(Request):
 class JobOut(Response):
     id: str
     name: str
-    state: str
+    state: JobState
     reason: str
     queue: str
     user: str
@@ -261,6 +328,7 @@ class JobOut(Response):
     elapsed_s: float | None
     restart_count: int
     exit_code: int | None
+    exit_signal: str | None = Field(None, description="the signal that ended it (Slurm's 0:9)")
     outcome: str | None
 
     @classmethod
@@ -270,7 +338,7 @@ class JobOut(Response):
         return cls(
             id=row.id,
             name=row.name,
-            state=row.state,
+            state=JobState(row.state),
             reason=row.reason,
             queue=row.queue,
             user=user,
@@ -294,6 +362,7 @@ class JobOut(Response):
             elapsed_s=elapsed,
             restart_count=row.restart_count,
             exit_code=row.exit_code,
+            exit_signal=row.exit_signal,
             outcome=row.outcome,
         )
 
@@ -303,7 +372,7 @@ class LogChunk(Response):
     rank: int
     text: str
     offset: int
-    state: str
+    state: JobState
     finished: bool
 
 
@@ -312,40 +381,35 @@ class NodeOut(Response):
     flavor: str
     gpus: int
     gpus_used: int
-    state: str
+    state: NodeState
     reason: str
     path: list[str]
 
 
 class NodeAction(Request):
-    reason: str = Field("", max_length=256)
+    reason: Name = ""
 
 
 class QueueCreate(Request):
-    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")
-    parent: str | None = None
-    nominal_gpus: dict[str, int] = Field(default_factory=dict)
-    borrowing_limit_gpus: dict[str, int] = Field(default_factory=dict)
-    lending_limit_gpus: dict[str, int] = Field(default_factory=dict)
-    weight: float = Field(1.0, gt=0)
+    """A queue; quotas are whole GPUs per flavor (>= 0), ``weight`` its fair-share weight."""
 
-    @field_validator("nominal_gpus", "borrowing_limit_gpus", "lending_limit_gpus")
-    @classmethod
-    def _non_negative(cls, v: dict[str, int]) -> dict[str, int]:
-        for flavor, gpus in v.items():
-            if gpus < 0:
-                raise ValueError(f"{flavor}: GPUs must be >= 0")
-        return v
+    name: QueueName
+    parent: QueueName | None = None
+    nominal_gpus: Quota = Field(default_factory=dict)
+    borrowing_limit_gpus: Quota = Field(default_factory=dict)
+    lending_limit_gpus: Quota = Field(default_factory=dict)
+    weight: Weight = 1.0
 
 
 class QueueUpdate(Request):
-    """Fields left out keep their value; ``parent: null`` is not a change (use "" for root)."""
+    """Fields left out keep their value; ``"parent": null`` makes the queue a root. The same
+    bounds as :class:`QueueCreate`."""
 
-    parent: str | None = None
-    nominal_gpus: dict[str, int] | None = None
-    borrowing_limit_gpus: dict[str, int] | None = None
-    lending_limit_gpus: dict[str, int] | None = None
-    weight: float | None = Field(None, gt=0)
+    parent: QueueName | None = None
+    nominal_gpus: Quota | None = None
+    borrowing_limit_gpus: Quota | None = None
+    lending_limit_gpus: Quota | None = None
+    weight: Weight | None = None
 
 
 class QueueOut(Response):
@@ -364,11 +428,11 @@ class QueueOut(Response):
 
 
 class MemberChange(Request):
-    user: str
+    user: UserName
 
 
 class UserCreate(Request):
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.@-]+$")
+    name: UserName
     is_admin: bool = False
 
 
@@ -381,8 +445,11 @@ class UserOut(Response):
 
 
 class TokenCreate(Request):
-    user: str
-    label: str = Field("", max_length=128)
+    user: UserName
+    label: Annotated[Text, Field(max_length=MAX_LABEL)] = ""
+    expires_in_s: float | None = Field(
+        None, gt=0, le=MAX_TOKEN_LIFETIME_S, description="lifetime; none: never expires"
+    )
 
 
 class TokenOut(Response):
@@ -391,6 +458,7 @@ class TokenOut(Response):
     label: str
     created_t_s: float
     revoked: bool
+    expires_t_s: float | None = None
 
 
 class TokenCreated(TokenOut):
@@ -398,8 +466,23 @@ class TokenCreated(TokenOut):
 
 
 class Health(Response):
-    status: str
+    """``ok``, or ``failing`` (503) with the reason: the scheduler loop's last steps failed,
+    or the store does not answer."""
+
+    status: str = Field(json_schema_extra={"enum": ["ok", "failing"]})
     version: str
+    reason: str | None = None
+    last_step_t_s: Annotated[float | None, Field(description="end of the last good step")] = None
+    failing_steps: int = 0
+
+
+class ErrorOut(Response):
+    """Every refusal: a one-line ``detail`` (the field, what is wrong, a hint) plus the field
+    and the hint alone, when there are any."""
+
+    detail: str
+    field: str | None = None
+    hint: str | None = None
 
 
 _REQUEST_FIELDS = sorted(
@@ -412,10 +495,19 @@ def validation_line(errors: list[Any]) -> tuple[str, str | None]:
     if not errors:
         return "invalid request", None
     first = errors[0]
-    loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
+    where = first.get("loc", ())
+    loc = [str(p) for p in where if p not in ("body", "query", "path")]
+    if where and where[0] == "query":  # state=a&state=b: name the parameter, not its index
+        loc = [p for p in loc if not p.isdigit()]
     field = ".".join(loc) or None
     msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
-    if first.get("type") == "extra_forbidden":
+    kind = first.get("type")
+    if kind == "enum" and loc:
+        expected = str(first.get("ctx", {}).get("expected", "")).replace("'", "")
+        msg = f"unknown {loc[-1]} {first.get('input')!r} (hint: one of {expected})"
+    elif kind == "missing" and tuple(where) == ("body",):
+        field, msg = None, "request body is missing (hint: send a JSON object)"
+    elif kind == "extra_forbidden":
         close = difflib.get_close_matches(loc[-1] if loc else "", _REQUEST_FIELDS, n=1)
         msg = "unknown field" + (f" (hint: did you mean {close[0]!r}?)" if close else "")
     elif first.get("type") == "json_invalid":
