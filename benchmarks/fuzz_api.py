@@ -17,10 +17,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from railyard.control.api import create_app
-from railyard.control.store import Store, sqlite_url
 from tests.control.conftest import Seeder, fresh_pg_database
 from tests.integration.fuzz_api import FuzzReport, fuzz
+
+from railyard.control.api import create_app
+from railyard.control.store import Store, sqlite_url
 
 RESULTS = Path(__file__).parent / "results" / "fuzz_api.json"
 
