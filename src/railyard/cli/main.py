@@ -18,6 +18,7 @@ from railyard.cli import jobs as jobs_cli
 from railyard.cli import simulate as simulate_cli
 from railyard.cli.perf import perf_app
 from railyard.cli.render import print_compare, print_plan
+from railyard.control.errors import ServiceError
 from railyard.control.paths import default_state_dir
 from railyard.control.server import UpConfig, serve
 from railyard.fabric import export
@@ -179,7 +180,10 @@ def up(
         cycle_interval_s=cycle_interval,
         scheduler=scheduler,
     )
-    serve(config)
+    try:
+        serve(config)
+    except ServiceError as exc:  # a state directory or store that cannot be used
+        fail(exc.line())
 
 
 jobs_cli.register(app)

@@ -71,15 +71,23 @@ def utf8_len(value: str) -> int:
     return len(value.encode("utf-8", "surrogatepass"))
 
 
-Text = Annotated[str, AfterValidator(clean_text)]
-Name = Annotated[Text, Field(max_length=MAX_NAME)]
-Short = Annotated[Text, Field(max_length=MAX_SHORT)]
-Flavor = Annotated[Text, Field(min_length=1, max_length=MAX_FLAVOR)]
+_CLEAN = AfterValidator(clean_text)
+Text = Annotated[str, _CLEAN]
+Name = Annotated[str, Field(max_length=MAX_NAME), _CLEAN]
+Short = Annotated[str, Field(max_length=MAX_SHORT), _CLEAN]
+Label = Annotated[str, Field(max_length=MAX_LABEL), _CLEAN]
+Arg = Annotated[str, Field(max_length=MAX_ARG_BYTES), _CLEAN]
+Script = Annotated[str, Field(max_length=MAX_SCRIPT_BYTES), _CLEAN]
+ArraySpec = Annotated[str, Field(max_length=MAX_ARRAY_SPEC), _CLEAN]
+Workdir = Annotated[str, Field(max_length=MAX_WORKDIR), _CLEAN]
+Flavor = Annotated[str, Field(min_length=1, max_length=MAX_FLAVOR), _CLEAN]
+EnvName = Annotated[
+    str, Field(min_length=1, max_length=MAX_ENV_NAME), _CLEAN, AfterValidator(env_name)
+]
 QueueName = Annotated[
     str, Field(min_length=1, max_length=MAX_QUEUE_NAME, pattern=QUEUE_NAME_PATTERN)
 ]
 UserName = Annotated[str, Field(min_length=1, max_length=MAX_USER_NAME, pattern=USER_NAME_PATTERN)]
-EnvName = Annotated[Text, Field(min_length=1, max_length=MAX_ENV_NAME), AfterValidator(env_name)]
 Gpus = Annotated[int, Field(strict=True, ge=0, le=INT32_MAX)]
 """A quota: GPUs of one flavor, a JSON integer (``true`` or ``1.5`` is not a quota)."""
 Quota = Annotated[dict[Flavor, Gpus], Field(max_length=MAX_QUOTA_FLAVORS)]

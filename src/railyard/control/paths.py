@@ -13,10 +13,28 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from railyard.control.errors import Unavailable
+
 
 def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     return Path(env.get("RAILYARD_HOME") or Path.home() / ".railyard")
+
+
+def ensure_state_dir(state_dir: Path) -> None:
+    """Create the state directory and prove it writable, or refuse in one line: the server
+    must not start (and fail later, on every write) where it cannot keep its state."""
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        probe = state_dir / f".railyard-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise Unavailable(
+            f"state directory {state_dir}: {why}",
+            hint="give a writable directory with --state-dir or RAILYARD_HOME",
+        ) from None
 
 
 def database_path(state_dir: Path) -> Path:

@@ -27,22 +27,26 @@ from railyard.control.limits import (
     MAX_ENV_ENTRIES,
     MAX_GRACE_S,
     MAX_JOB_GPUS,
-    MAX_LABEL,
     MAX_SCRIPT_BYTES,
     MAX_SHORT,
     MAX_TOKEN_LIFETIME_S,
     MAX_WALLTIME_S,
-    MAX_WORKDIR,
+    Arg,
+    ArraySpec,
     Count,
     EnvName,
     Flavor,
+    Label,
     Name,
     QueueName,
     Quota,
+    Script,
     Seconds,
+    Short,
     Text,
     UserName,
     Weight,
+    Workdir,
     utf8_len,
 )
 from railyard.control.tables import JobState
@@ -173,10 +177,8 @@ class JobSubmit(Request):
     """One submission. GPU shape: ``gpus`` (one worker per GPU, torchrun-style), or ``nodes``
     with ``gpus_per_node``, or explicit ``workers`` and ``gpus_per_worker``; default 1 GPU."""
 
-    command: list[Annotated[Text, Field(max_length=MAX_ARG_BYTES)]] | None = Field(
-        None, min_length=1, max_length=MAX_COMMAND_ARGS
-    )
-    script: Annotated[Text, Field(max_length=MAX_SCRIPT_BYTES)] | None = None
+    command: list[Arg] | None = Field(None, min_length=1, max_length=MAX_COMMAND_ARGS)
+    script: Script | None = None
     name: Name = ""
     queue: QueueName = "default"
     gpus: Count | None = None
@@ -185,20 +187,20 @@ class JobSubmit(Request):
     workers: Count | None = None
     gpus_per_worker: Count | None = None
     flavor: Flavor | None = None
-    priority: int | Annotated[Text, Field(max_length=MAX_SHORT)] | None = Field(
+    priority: int | Short | None = Field(
         None, description=f"0..{INT32_MAX}, or low|normal|high|critical"
     )
-    time: Annotated[Text, Field(max_length=MAX_SHORT)] | int | None = None
+    time: Short | int | None = None
     preemptible: bool = False
-    array: Annotated[Text, Field(max_length=MAX_ARRAY_SPEC)] | None = None
+    array: ArraySpec | None = None
     env: dict[EnvName, Text] = Field(default_factory=dict, max_length=MAX_ENV_ENTRIES)
-    workdir: Annotated[Text, Field(max_length=MAX_WORKDIR)] = Field(
+    workdir: Workdir = Field(
         "", description="an existing absolute directory on the node ('' for the default)"
     )
-    topology: Annotated[Text, Field(max_length=MAX_SHORT)] | None = None
+    topology: Short | None = None
     checkpoint_grace_s: float | None = Field(None, ge=0, le=MAX_GRACE_S)
     min_runtime_s: Seconds = 0.0
-    signal: Annotated[Text, Field(max_length=MAX_SHORT)] | None = None
+    signal: Short | None = None
     requeue: bool = False
 
     @field_validator("time")
@@ -446,7 +448,7 @@ class UserOut(Response):
 
 class TokenCreate(Request):
     user: UserName
-    label: Annotated[Text, Field(max_length=MAX_LABEL)] = ""
+    label: Label = ""
     expires_in_s: float | None = Field(
         None, gt=0, le=MAX_TOKEN_LIFETIME_S, description="lifetime; none: never expires"
     )

@@ -18,13 +18,20 @@ from pathlib import Path
 
 import uvicorn
 from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError
 
 from railyard.blueprint.local import catalogue_name
 from railyard.control.api import create_app
 from railyard.control.client import save_config
+from railyard.control.errors import Unavailable, describe_failure
 from railyard.control.jobs import JOB_COUNTER
 from railyard.control.loop import Loop, LoopConfig
-from railyard.control.paths import client_config_path, database_path, default_state_dir
+from railyard.control.paths import (
+    client_config_path,
+    database_path,
+    default_state_dir,
+    ensure_state_dir,
+)
 from railyard.control.store import Store, sqlite_url
 from railyard.control.tables import Counter, NodeRow, QueueMember, QueueRow, User
 from railyard.control.users import bootstrap_admin
@@ -97,10 +104,20 @@ def bootstrap(store: Store, config: UpConfig, gpus: int, flavor: str) -> str | N
     return token
 
 
+def open_store(config: UpConfig) -> Store:
+    """The state directory and the store, or one line (``ServiceError``) saying why not."""
+    ensure_state_dir(config.state_dir)
+    try:
+        return Store(config.url)
+    except DBAPIError as exc:
+        refusal = describe_failure(exc) or Unavailable(str(exc).splitlines()[0])
+        raise Unavailable(f"cannot open the store: {refusal.message}", hint=refusal.hint) from None
+
+
 def serve(config: UpConfig) -> None:
-    """Run until interrupted. Jobs keep running when the server stops."""
-    config.state_dir.mkdir(parents=True, exist_ok=True)
-    store = Store(config.url)
+    """Run until interrupted. Jobs keep running when the server stops. A state directory or
+    store that cannot be used is a :class:`ServiceError` with one line, before anything runs."""
+    store = open_store(config)
     executor = LocalExecutor(config.node_name, gpus=config.gpus)
     flavor = config.flavor or detected_flavor() or VIRTUAL_FLAVOR
     token = bootstrap(store, config, executor.gpus, flavor)
@@ -124,7 +141,7 @@ def serve(config: UpConfig) -> None:
     stop = threading.Event()
     thread = threading.Thread(target=loop_.run, args=(stop,), name="railyard-loop", daemon=True)
     thread.start()
-    app = create_app(store, wake=loop_.wake, state_dir=config.state_dir)
+    app = create_app(store, wake=loop_.wake, state_dir=config.state_dir, loop_health=loop_.health)
     print(
         f"railyard up: {api_url} (node {config.node_name}, {executor.gpus} x {flavor} GPUs, "
         f"store {store.engine.url.render_as_string(hide_password=True)})",
