@@ -1,10 +1,17 @@
-"""``railyard admin``: users, tokens and queues. Every command needs an admin token.
+"""``railyard admin``: users, tokens and queues. Every command needs an admin token, except
+``tokens create --local``, which reads the store directly (the recovery path when no admin
+token works: run it as the server's Unix account, which can open the store).
 
 Register with ``app.add_typer(admin.app, name="admin")`` (or :func:`register`).
 """
 
 from __future__ import annotations
 
+import json
+import re
+import time
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -62,16 +69,100 @@ def users_list(as_json: JsonOpt = False) -> None:
     Console().print(table)
 
 
+_DURATION = re.compile(r"^(\d{1,9})([smhdw]?)$")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str) -> float:
+    """``30d``, ``12h``, ``90m``, ``3600s`` or ``3600`` (seconds) to seconds."""
+    match = _DURATION.match(text.strip())
+    if not match or int(match.group(1)) == 0:
+        fail(f"--expires: bad duration {text!r} (hint: e.g. 30d, 12h, 90m or 3600s)")
+    return float(int(match.group(1)) * _UNIT_S[match.group(2)])
+
+
+def _local_token(
+    user: str, label: str, expires_in_s: float | None, state_dir: Path | None, url: str | None
+) -> tuple[int, str, float | None]:
+    """(id, plaintext, expiry) of a token written straight into the store."""
+    # Only this recovery path opens the store from the CLI: import it here, not for every
+    # `railyard admin` call.
+    from railyard.control.errors import ServiceError
+    from railyard.control.paths import database_path, default_state_dir
+    from railyard.control.store import Store, sqlite_url
+    from railyard.control.users import create_token_locally
+
+    if url is None:
+        db = database_path(state_dir or default_state_dir())
+        if not db.is_file():
+            fail(f"no store at {db} (hint: give the server's --state-dir or --database-url)")
+        url = sqlite_url(db)
+    now = time.time()
+    expires = now + expires_in_s if expires_in_s is not None else None
+    try:
+        store = Store(url)
+    except Exception as exc:  # a bad URL, a missing driver, no server: one line, exit 2
+        fail(f"cannot open the store: {str(exc).splitlines()[0]}")
+    try:
+        with store.session() as session:
+            token, plaintext = create_token_locally(session, user, label, now, expires_t_s=expires)
+            return token.id, plaintext, token.expires_t_s
+    except ServiceError as exc:
+        fail(exc.line())
+    finally:
+        store.close()
+
+
 @tokens_app.command("create")
 def tokens_create(
-    user: str,
+    user: Annotated[str | None, typer.Argument(help="whose token (with --local: admin)")] = None,
+    user_option: Annotated[str | None, typer.Option("--user", help="the same as USER")] = None,
     label: Annotated[str, typer.Option(help="what the token is for")] = "",
+    expires: Annotated[
+        str | None, typer.Option(help="lifetime, e.g. 30d, 12h, 90m (default: never expires)")
+    ] = None,
+    local: Annotated[
+        bool,
+        typer.Option(
+            "--local",
+            help="write the token straight into the store, without the API: recovery when "
+            "no admin token works (run as the server's user)",
+        ),
+    ] = False,
+    state_dir: Annotated[
+        Path | None, typer.Option(help="with --local: the server's state directory")
+    ] = None,
+    database_url: Annotated[
+        str | None, typer.Option(help="with --local: the server's --database-url")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Create a token for USER; it is printed once and stored only as a hash."""
+    expires_in_s = parse_duration(expires) if expires is not None else None
+    if user is not None and user_option is not None and user != user_option:
+        fail(f"USER {user!r} and --user {user_option!r} disagree")
+    user = user or user_option
+    if local:
+        token_id, plaintext, expiry = _local_token(
+            user or "admin", label or "local recovery", expires_in_s, state_dir, database_url
+        )
+        if as_json:
+            print(json.dumps({"id": token_id, "user": user or "admin", "token": plaintext,
+                              "expires_t_s": expiry}))  # fmt: skip
+        else:
+            print(plaintext)
+        return
+    if state_dir is not None or database_url is not None:
+        fail("--state-dir and --database-url go with --local")
+    if user is None:
+        fail("USER: missing (hint: railyard admin tokens create USER)")
     with connect() as client:
-        token = client.create_token(user, label)
+        token = client.create_token(user, label, expires_in_s=expires_in_s)
     emit_json(token) if as_json else print(token.token)
+
+
+def _when(t_s: float | None) -> str:
+    return datetime.fromtimestamp(t_s, UTC).strftime("%Y-%m-%d %H:%M") if t_s else ""
 
 
 @tokens_app.command("list")
@@ -81,9 +172,12 @@ def tokens_list(as_json: JsonOpt = False) -> None:
     if as_json:
         emit_json(tokens)
         return
-    table = _table("ID", "USER", "LABEL", "REVOKED")
+    table = _table("ID", "USER", "LABEL", "REVOKED", "EXPIRES (UTC)")
+    now = time.time()
     for t in tokens:
-        table.add_row(str(t.id), t.user, t.label, "yes" if t.revoked else "")
+        expired = t.expires_t_s is not None and t.expires_t_s <= now
+        expires = _when(t.expires_t_s) + (" (expired)" if expired else "")
+        table.add_row(str(t.id), t.user, t.label, "yes" if t.revoked else "", expires)
     Console().print(table)
 
 

@@ -72,6 +72,17 @@ def create_token(
     return token, plaintext
 
 
+def create_token_locally(
+    session: Session, name: str, label: str, now_t_s: float, *, expires_t_s: float | None
+) -> tuple[Token, str]:
+    """A token made by someone with direct access to the store (the server's Unix account):
+    the recovery path when no admin token works any more. No API permission applies."""
+    user = user_by_name(session, name)
+    token, plaintext = issue_token(session, user, label, now_t_s, expires_t_s=expires_t_s)
+    record(session, now_t_s, "token", f"token {token.id} for {name} created locally", None)
+    return token, plaintext
+
+
 def list_tokens(session: Session, actor: User) -> list[tuple[Token, str]]:
     require_admin(actor)
     rows = session.execute(select(Token, User.name).join(User).order_by(Token.id))
