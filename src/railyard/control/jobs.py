@@ -55,15 +55,18 @@ def _check_queue(session: Session, user: User, queue: str) -> None:
     """The queue exists, is a leaf, and the user may submit to it. Hints name only the queues
     the user may see (their own and those below), never the rest of the tree."""
     parents = parent_map(session)
-    mine = member_queues(session, user)
-    visible = sorted(q for q in parents if user.is_admin or mine.intersection(path(parents, q)))
+    mine = set() if user.is_admin else member_queues(session, user)
+
+    def visible() -> list[str]:
+        return sorted(q for q in parents if user.is_admin or mine.intersection(path(parents, q)))
+
     if queue not in parents:
-        known = ", ".join(visible) or "none you may use (an admin adds you to one)"
+        known = ", ".join(visible()) or "none you may use (an admin adds you to one)"
         raise Invalid("queue", f"unknown queue {queue!r}", f"known queues: {known}")
     if not user.is_admin and not mine.intersection(path(parents, queue)):
         raise Forbidden(f"user {user.name!r} may not submit to queue {queue!r}")
     if queue in {p for p in parents.values() if p is not None}:
-        leaves = [n for n in visible if n not in parents.values()]
+        leaves = [n for n in visible() if n not in parents.values()]
         raise Invalid("queue", f"queue {queue!r} has sub-queues", f"submit to one of {leaves}")
 
 
