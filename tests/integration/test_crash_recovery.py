@@ -17,7 +17,7 @@ import pytest
 from tests.control.conftest import fresh_pg_database
 from tests.integration.crash_campaign import run_campaign
 
-JOBS = int(os.environ.get("RAILYARD_CRASH_JOBS", "120"))
+JOBS = int(os.environ.get("RAILYARD_CRASH_JOBS", "150"))
 KILLS = int(os.environ.get("RAILYARD_CRASH_KILLS", "4"))
 
 
