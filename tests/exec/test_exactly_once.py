@@ -72,13 +72,15 @@ def test_start_after_losing_the_handle_record_adopts_claimed_ranks(
     job = spec(tmp_path, py(APPEND, str(out), str(go)), workers=2, records_dir=records)
     first = LocalExecutor(NODE)
     launched = first.start(job)
-    wait_for(lambda: out.exists() and len(out.read_text().splitlines()) == 2)
-    handle_record_path(records, 0).unlink()
-    del first
-    gc.collect()
-    again = make_executor().start(job)
-    assert [w.pid for w in again.workers] == [w.pid for w in launched.workers]
-    go.touch()
+    try:
+        wait_for(lambda: out.exists() and len(out.read_text().splitlines()) == 2)
+        handle_record_path(records, 0).unlink()
+        del first
+        gc.collect()
+        again = make_executor().start(job)
+        assert [w.pid for w in again.workers] == [w.pid for w in launched.workers]
+    finally:
+        go.touch()  # every rank ends, whatever happened above
     executor = make_executor()
     executor.adopt([again])
     report = wait_report(executor, "job")
