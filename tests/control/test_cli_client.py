@@ -365,7 +365,7 @@ def test_submit_captures_the_environment_and_directory(
     """As sbatch's default --export=ALL: the submitter's variables and working directory, the
     submit directory and host; never the token."""
     work = tmp_path / "work"
-    work.mkdir()
+    (work / "sub").mkdir(parents=True)  # a working directory must exist at submit
     monkeypatch.chdir(work)
     monkeypatch.setenv("TRAIN_DATA", "/data/shards")
     assert cli("alice", "submit", "--gpus", "1", "--", "train").exit_code == 0

@@ -81,7 +81,8 @@ def test_second_server_on_the_same_store_refuses_and_changes_nothing(
             (job["id"], "running", 0)
         ]
         logs = first.state_dir / "jobs" / job["id"] / "logs"
-        handles = sorted(p.name for p in logs.glob("handle-*.json"))
+        records = first.state_dir / "attempts" / job["id"]
+        handles = sorted(p.name for p in records.glob("handle-*.json"))
         assert handles == ["handle-0.json"]  # launched once, by the first server
         assert len(list(logs.glob("*.task.json"))) == 1
         first.request("DELETE", f"/v1/jobs/{job['id']}")
@@ -126,7 +127,7 @@ def test_ctrl_c_says_what_it_left_running_and_the_next_up_adopts_it(
         assert server.proc.wait(timeout=30) == 130  # as a shell reports Ctrl-C
         log = (tmp_path / "server.log").read_text()
         assert f"railyard down: 1 job left running ({job['id']}); they keep running" in log
-        handle = (tmp_path / "jobs" / job["id"] / "logs" / "handle-0.json").read_text()
+        handle = (tmp_path / "attempts" / job["id"] / "handle-0.json").read_text()
         pid = int(handle.split('"pid": ')[1].split(",")[0])
         os.kill(pid, 0)  # still alive
         server.start()

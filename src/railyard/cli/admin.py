@@ -1,8 +1,13 @@
-"""``railyard admin``: users, tokens and queues. Every command needs an admin token."""
+"""``railyard admin``: users, tokens and queues. Every command needs an admin token, except
+``tokens create --local``, which writes into the store directly: the recovery path when no
+admin token works (run it as the server's Unix account, which can open the store)."""
 
 from __future__ import annotations
 
 import argparse
+import re
+import time
+from pathlib import Path
 from typing import Any
 
 from railyard.cli.args import Command, Parser, connect, emit_json, fail, json_flag, subcommands
@@ -90,28 +95,114 @@ def users_list(args: argparse.Namespace) -> None:
 # -- tokens --------------------------------------------------------------------------------------
 
 
+_DURATION = re.compile(r"^(\d{1,9})([smhdw]?)$")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_lifetime(text: str) -> float:
+    """``30d``, ``12h``, ``90m``, ``3600s`` or ``3600`` (seconds) to seconds."""
+    match = _DURATION.match(text.strip())
+    if not match or int(match.group(1)) == 0:
+        fail(f"--expires: bad duration {text!r} (hint: e.g. 30d, 12h, 90m or 3600s)")
+    return float(int(match.group(1)) * _UNIT_S[match.group(2)])
+
+
+def _local_token(
+    user: str, label: str, expires_in_s: float | None, state_dir: Path | None, url: str | None
+) -> tuple[int, str, float | None]:
+    """(id, plaintext, expiry) of a token written straight into the store."""
+    # Only this recovery path opens the store from the CLI: import it here, not for every
+    # `railyard admin` call.
+    from railyard.control.errors import ServiceError
+    from railyard.control.paths import database_path, default_state_dir
+    from railyard.control.store import Store, sqlite_url
+    from railyard.control.users import create_token_locally
+
+    if url is None:
+        db = database_path(state_dir or default_state_dir())
+        if not db.is_file():
+            fail(f"no store at {db} (hint: give the server's --state-dir or --database-url)")
+        url = sqlite_url(db)
+    now = time.time()
+    expires = now + expires_in_s if expires_in_s is not None else None
+    try:
+        store = Store(url)
+    except Exception as exc:  # a bad URL, a missing driver, no server: one line, exit 2
+        fail(f"cannot open the store: {str(exc).splitlines()[0]}")
+    try:
+        with store.session() as session:
+            token, plaintext = create_token_locally(session, user, label, now, expires_t_s=expires)
+            return token.id, plaintext, token.expires_t_s
+    except ServiceError as exc:
+        fail(exc.line())
+    finally:
+        store.close()
+
+
 def tokens_create(args: argparse.Namespace) -> None:
-    """Create a token for USER; it is printed once and stored only as a hash."""
+    """Create a token for USER; it is printed once and stored only as a hash.
+
+    With --local the token is written straight into the store, without the API: the way
+    back in when no admin token works. Run it as the server's Unix account.
+    """
+    expires_in_s = parse_lifetime(args.expires) if args.expires is not None else None
+    user_arg = args.user_flag or args.user
+    if args.local:
+        user = user_arg or "admin"
+        token_id, plaintext, expiry = _local_token(
+            user, args.label or "local recovery", expires_in_s, args.state_dir, args.database_url
+        )
+        if args.json:
+            emit_json({"id": token_id, "user": user, "token": plaintext, "expires_t_s": expiry})
+        else:
+            print(plaintext)
+        return
+    if args.state_dir is not None or args.database_url is not None:
+        fail("--state-dir and --database-url go with --local")
+    if user_arg is None:
+        fail("USER: missing (hint: railyard admin tokens create USER)")
     with connect() as client:
-        token = client.create_token(args.user, args.label)
+        token = client.create_token(user_arg, args.label, expires_in_s=expires_in_s)
     emit_json(token) if args.json else print(token["token"])
 
 
 def _tokens_create_args(p: Parser) -> None:
-    p.add_argument("user", metavar="USER")
+    p.add_argument("user", nargs="?", metavar="USER", help="whose token (with --local: admin)")
+    p.add_argument("--user", dest="user_flag", metavar="USER", help="the same as USER")
     p.add_argument("--label", default="", help="what the token is for")
+    p.add_argument(
+        "--expires", metavar="LIFETIME", help="e.g. 30d, 12h, 90m (default: never expires)"
+    )
+    p.add_argument(
+        "--local",
+        action="store_true",
+        help="write the token straight into the store, without the API: recovery when no "
+        "admin token works (run as the server's user)",
+    )
+    p.add_argument("--state-dir", type=Path, help="with --local: the server's state directory")
+    p.add_argument("--database-url", help="with --local: the server's --database-url")
     json_flag(p)
 
 
+def _when(t_s: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(t_s)) if t_s is not None else ""
+
+
 def tokens_list(args: argparse.Namespace) -> None:
-    """Tokens: whose, what for, and whether revoked."""
+    """Tokens: whose, what for, whether revoked, and when they expire."""
     with connect() as client:
         tokens = client.tokens()
     if args.json:
         emit_json(tokens)
         return
-    rows = [[str(t["id"]), t["user"], t["label"], "yes" if t["revoked"] else ""] for t in tokens]
-    print(table(("ID", "USER", "LABEL", "REVOKED"), rows))
+    now = time.time()
+    rows = []
+    for t in tokens:
+        expiry = t.get("expires_t_s")
+        expired = expiry is not None and expiry <= now
+        expires = _when(expiry) + (" (expired)" if expired else "")
+        rows.append([str(t["id"]), t["user"], t["label"], "yes" if t["revoked"] else "", expires])
+    print(table(("ID", "USER", "LABEL", "REVOKED", "EXPIRES (UTC)"), rows))
 
 
 def tokens_revoke(args: argparse.Namespace) -> None:

@@ -15,6 +15,7 @@ def up(args: argparse.Namespace) -> None:
     holds the state directory or database. Stopping it (Ctrl-C) leaves jobs running; the next
     `railyard up` adopts them.
     """
+    from railyard.control.errors import ServiceError
     from railyard.control.paths import default_state_dir
     from railyard.control.server import SpoolTaken, StartupError, UpConfig, serve
     from railyard.control.values import parse_walltime
@@ -56,6 +57,8 @@ def up(args: argparse.Namespace) -> None:
         serve(config)
     except (StartupError, SpoolTaken) as exc:
         fail(f"up: {exc}")
+    except ServiceError as exc:  # a state directory or store that cannot be used
+        fail(f"up: {exc.line()}")
 
 
 def _up_args(p: Parser) -> None:

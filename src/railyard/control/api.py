@@ -1,15 +1,19 @@
 """The REST API: thin routes over the use-cases (``jobs``, ``queues``, ``nodes``, ``users``).
 
 Each request gets one transaction (``SessionDep``) that commits before the response is sent,
-so a client that reads right after a write sees it; a refused request rolls back. Errors are
-one line in ``detail``: 401 (no or bad token, with ``WWW-Authenticate: Bearer``), 403 (not
-allowed), 404 (missing, or another user's job: ids of others' jobs do not leak), 409
-(exists), 422 (bad input, naming the field and a hint).
+so a client that reads right after a write sees it; a refused request rolls back. Every error
+is :class:`~railyard.control.schemas.ErrorOut`, one line in ``detail``: 400 (a body that
+cannot be read), 401 (no, bad, revoked or expired token, with ``WWW-Authenticate: Bearer``),
+403 (not allowed), 404 (missing, or another user's job: ids of others' jobs do not leak), 409
+(exists, or would lock admins out), 413 (body over the limit), 422 (bad input, naming the
+field and a hint), 503 (the store is unreachable or read-only), 507 (no space left). No input
+of a client's is answered with a 500.
 """
 
 from __future__ import annotations
 
 import codecs
+import logging
 import os
 import stat
 import time
@@ -19,26 +23,72 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from railyard import __version__
 from railyard.control import auth, jobs, nodes, queues, users
 from railyard.control import schemas as s
 from railyard.control.accounts import RunAs
+from railyard.control.bounds import (
+    INT32_MAX,
+    MAX_LOG_OFFSET,
+    MAX_QUEUE_NAME,
+    MAX_REQUEST_BYTES,
+    MAX_USER_NAME,
+    QUEUE_NAME_PATTERN,
+    USER_NAME_PATTERN,
+)
 from railyard.control.effects import wants_wake
-from railyard.control.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError, error_body
+from railyard.control.errors import (
+    Conflict,
+    Forbidden,
+    Invalid,
+    NotFound,
+    ServiceError,
+    StorageFull,
+    Unavailable,
+    describe_failure,
+    error_body,
+)
+from railyard.control.health import LoopHealth
 from railyard.control.paths import log_path
 from railyard.control.store import Store
 from railyard.control.tables import JobRow, JobState, User
 from railyard.exec.identity import Account
 
+log = logging.getLogger("railyard.api")
 LOG_CHUNK_BYTES = 1 << 20
-_STATUS = {NotFound: 404, Forbidden: 403, Conflict: 409, Invalid: 422}
+_STATUS = {
+    NotFound: 404,
+    Forbidden: 403,
+    Conflict: 409,
+    Invalid: 422,
+    Unavailable: 503,
+    StorageFull: 507,
+}
 _BEARER = {"WWW-Authenticate": "Bearer"}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": s.ErrorOut, "description": what}
+    for code, what in (
+        (400, "the request body cannot be read"),
+        (401, "no, invalid, revoked or expired bearer token"),
+        (403, "not allowed to this user"),
+        (404, "no such object (or another user's job)"),
+        (409, "conflicts with what exists"),
+        (413, f"request body over {MAX_REQUEST_BYTES} bytes"),
+        (422, "invalid input: detail names the field, what is wrong and a hint"),
+        (503, "the store is unreachable or read-only"),
+        (507, "no space left for the store or the job files"),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -49,6 +99,7 @@ class Context:
     known_flavors: Callable[[], set[str]] | None
     clock: Callable[[], float]
     run_as: RunAs | None = None
+    loop_health: LoopHealth | None = None
 
 
 def _ctx(request: Request) -> Context:
@@ -72,18 +123,23 @@ CredentialsDep = Annotated[
 ]
 
 
-def get_current_user(session: SessionDep, credentials: CredentialsDep) -> User:
+def get_current_user(session: SessionDep, credentials: CredentialsDep, request: Request) -> User:
     if credentials is None:
         raise HTTPException(401, "missing bearer token", headers=_BEARER)
-    user = auth.authenticate(session, credentials.credentials)
+    user, why = auth.identify(session, credentials.credentials, _ctx(request).clock())
     if user is None:
-        raise HTTPException(401, "invalid or revoked token", headers=_BEARER)
+        raise HTTPException(401, why, headers=_BEARER)
     return user
 
 
 CurrentUser = Annotated[User, Depends(get_current_user)]
 ContextDep = Annotated[Context, Depends(_ctx)]
-v1 = APIRouter(prefix="/v1")
+QueuePath = Annotated[
+    str, PathParam(max_length=MAX_QUEUE_NAME, pattern=QUEUE_NAME_PATTERN, description="a queue")
+]
+UserPath = Annotated[str, PathParam(max_length=MAX_USER_NAME, pattern=USER_NAME_PATTERN)]
+NodePath = Annotated[str, PathParam(max_length=128, pattern=r"^[A-Za-z0-9_.:@-]+$")]
+v1 = APIRouter(prefix="/v1", responses=ERRORS)
 
 
 @v1.get("/whoami")
@@ -135,10 +191,16 @@ def list_jobs(
     session: SessionDep,
     user: CurrentUser,
     ctx: ContextDep,
-    state: Annotated[list[str] | None, Query(description="repeat for several")] = None,
-    queue: str | None = None,
-    owner: Annotated[str | None, Query(alias="user")] = None,
-    array: Annotated[str | None, Query(description="the tasks of this array")] = None,
+    state: Annotated[list[JobState] | None, Query(description="repeat for several")] = None,
+    queue: Annotated[
+        str | None, Query(max_length=MAX_QUEUE_NAME, pattern=QUEUE_NAME_PATTERN)
+    ] = None,
+    owner: Annotated[
+        str | None, Query(alias="user", max_length=MAX_USER_NAME, pattern=USER_NAME_PATTERN)
+    ] = None,
+    array: Annotated[
+        str | None, Query(max_length=64, description="the tasks of this array")
+    ] = None,
     finished_within_s: Annotated[
         float | None,
         Query(ge=0, le=1e9, description="finished jobs only if they ended this recently"),
@@ -158,7 +220,7 @@ def list_jobs(
     rows = jobs.list_jobs(
         session,
         user,
-        states=state,
+        states=[st.value for st in state] if state else None,
         queue=queue,
         user=owner,
         array=array,
@@ -212,20 +274,21 @@ def job_logs(
     session: SessionDep,
     user: CurrentUser,
     ctx: ContextDep,
-    rank: Annotated[int, Query(ge=0)] = 0,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    rank: Annotated[int, Query(ge=0, le=INT32_MAX)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_LOG_OFFSET)] = 0,
 ) -> s.LogChunk:
     """Text of one process's log from byte ``offset``; poll with the returned offset to follow.
     A batch script has one process (its output file, ``slurm-%j.out`` by default); a command
-    job one per task."""
+    job one per task. An offset past the end returns no text and the end's offset."""
     row, _ = jobs.get_job(session, user, job_id)
     paths = _log_paths(row, ctx.spool_dir)
     if rank >= len(paths):
         raise Invalid("rank", f"job {job_id} has logs 0..{len(paths) - 1}")
-    text, new_offset = read_log(paths[rank], offset, _owner_uid(row, paths[rank], ctx.spool_dir))
-    finished = JobState(row.state).finished and new_offset == offset
+    chunk, new_offset = read_log(paths[rank], offset, _owner_uid(row, paths[rank], ctx.spool_dir))
+    state = JobState(row.state)
+    finished = state.finished and new_offset == offset
     return s.LogChunk(
-        job_id=job_id, rank=rank, text=text, offset=new_offset, state=row.state, finished=finished
+        job_id=job_id, rank=rank, text=chunk, offset=new_offset, state=state, finished=finished
     )
 
 
@@ -269,6 +332,8 @@ def read_log(
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or (owner_uid is not None and info.st_uid != owner_uid):
             raise Forbidden(f"{path} is not a file of the job's user; not shown")
+        if offset > info.st_size:  # past the end (a rotated log, a bad offset): resume at the end
+            return "", info.st_size
         f.seek(offset)
         data = f.read(limit)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -288,14 +353,16 @@ def _node(session: Session, user: User, name: str) -> s.NodeOut:
 
 @v1.post("/nodes/{name}/drain")
 def drain_node(
-    name: str, body: s.NodeAction, session: SessionDep, user: CurrentUser, ctx: ContextDep
+    name: NodePath, body: s.NodeAction, session: SessionDep, user: CurrentUser, ctx: ContextDep
 ) -> s.NodeOut:
     nodes.drain_node(session, user, name, body.reason, ctx.clock())
     return _node(session, user, name)
 
 
 @v1.post("/nodes/{name}/resume")
-def resume_node(name: str, session: SessionDep, user: CurrentUser, ctx: ContextDep) -> s.NodeOut:
+def resume_node(
+    name: NodePath, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> s.NodeOut:
     nodes.resume_node(session, user, name, ctx.clock())
     return _node(session, user, name)
 
@@ -320,7 +387,7 @@ def create_queue(
 
 @v1.patch("/queues/{name}")
 def update_queue(
-    name: str, body: s.QueueUpdate, session: SessionDep, user: CurrentUser, ctx: ContextDep
+    name: QueuePath, body: s.QueueUpdate, session: SessionDep, user: CurrentUser, ctx: ContextDep
 ) -> s.QueueOut:
     queues.update_queue(session, user, name, body, ctx.clock())
     return _queue(session, user, name)
@@ -328,14 +395,16 @@ def update_queue(
 
 @v1.post("/queues/{name}/members")
 def add_member(
-    name: str, body: s.MemberChange, session: SessionDep, user: CurrentUser
+    name: QueuePath, body: s.MemberChange, session: SessionDep, user: CurrentUser
 ) -> s.QueueOut:
     queues.add_member(session, user, name, body.user)
     return _queue(session, user, name)
 
 
 @v1.delete("/queues/{name}/members/{member}")
-def remove_member(name: str, member: str, session: SessionDep, user: CurrentUser) -> s.QueueOut:
+def remove_member(
+    name: QueuePath, member: UserPath, session: SessionDep, user: CurrentUser
+) -> s.QueueOut:
     queues.remove_member(session, user, name, member)
     return _queue(session, user, name)
 
@@ -390,7 +459,10 @@ def create_token(
 
 @v1.delete("/tokens/{token_id}")
 def revoke_token(
-    token_id: int, session: SessionDep, user: CurrentUser, ctx: ContextDep
+    token_id: Annotated[int, PathParam(ge=1, le=INT32_MAX)],
+    session: SessionDep,
+    user: CurrentUser,
+    ctx: ContextDep,
 ) -> s.TokenOut:
     token = users.revoke_token(session, user, token_id, ctx.clock())
     owner = session.get(User, token.user_id)
@@ -400,22 +472,72 @@ def revoke_token(
 # -- errors --------------------------------------------------------------------------------------
 
 
+def _refusal(exc: ServiceError) -> JSONResponse:
+    code = next((c for t, c in _STATUS.items() if isinstance(exc, t)), 400)
+    return JSONResponse(error_body(exc.line(), field=exc.field, hint=exc.hint), status_code=code)
+
+
 def _install_errors(app: FastAPI) -> None:
     @app.exception_handler(ServiceError)
     async def service_error(_: Request, exc: ServiceError) -> JSONResponse:
-        code = next((c for t, c in _STATUS.items() if isinstance(exc, t)), 400)
-        body = error_body(exc.line(), field=exc.field, hint=exc.hint)
-        return JSONResponse(body, status_code=code)
+        return _refusal(exc)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
         line, field = s.validation_line(list(exc.errors()))
         return JSONResponse(error_body(line, field=field), status_code=422)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(
+            error_body(str(exc.detail)), status_code=exc.status_code, headers=exc.headers
+        )
+
     @app.exception_handler(IntegrityError)
     async def conflict(_: Request, exc: IntegrityError) -> JSONResponse:
         line = str(exc.orig).splitlines()[0] if exc.orig else "conflict"
         return JSONResponse(error_body(f"conflict: {line}"), status_code=409)
+
+    @app.exception_handler(DBAPIError)
+    async def store_failed(_: Request, exc: DBAPIError) -> JSONResponse:
+        refusal = describe_failure(exc) or Unavailable("store error")
+        log.error("store: %s", refusal.line())
+        return _refusal(refusal)
+
+    @app.exception_handler(OSError)
+    async def disk_failed(_: Request, exc: OSError) -> JSONResponse:
+        refusal = describe_failure(exc) or Unavailable(str(exc))
+        log.error("disk: %s", refusal.line())
+        return _refusal(refusal)
+
+
+class BodyLimit:
+    """413 for a request body over ``limit`` bytes, by its Content-Length or as it streams."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_REQUEST_BYTES) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = f"request body over {self.limit} bytes (hint: submit fewer jobs at once)"
+        length = dict(scope.get("headers") or ()).get(b"content-length", b"0")
+        if length.isdigit() and int(length) > self.limit:
+            response = JSONResponse(error_body(too_large), status_code=413)
+            await response(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise HTTPException(413, too_large)
+            return message
+
+        await self.app(scope, limited, send)
 
 
 def create_app(
@@ -427,26 +549,58 @@ def create_app(
     known_flavors: Callable[[], set[str]] | None = None,
     clock: Callable[[], float] = time.time,
     run_as: RunAs | None = None,
+    loop_health: LoopHealth | None = None,
 ) -> FastAPI:
     """The API over ``store``; ``wake`` is called after each commit the service loop must see
     (submit, cancel, node or queue change). Job files are under ``spool_dir`` (default
     ``state_dir/jobs``). ``run_as`` checks at submit that this server can run a job as its
-    user's Unix account (``railyard up`` passes it; None skips the check)."""
+    user's Unix account (``railyard up`` passes it; None skips the check). ``/healthz``
+    reports the loop's ``loop_health`` and whether the store answers."""
     app = FastAPI(
         title="railyard",
         version=__version__,
-        description="Submit and watch training jobs on a shared GPU cluster.",
+        description="Submit and watch training jobs on a shared GPU cluster. Errors are "
+        "ErrorOut: a one-line `detail` naming the field, what is wrong and a hint.",
     )
     spool = Path(spool_dir) if spool_dir is not None else Path(state_dir) / "jobs"
-    app.state.railyard = Context(store, wake, spool, known_flavors, clock, run_as)
+    app.state.railyard = Context(store, wake, spool, known_flavors, clock, run_as, loop_health)
 
-    @app.get("/healthz", tags=["health"])
-    def healthz() -> s.Health:
-        return s.Health(status="ok", version=__version__)
+    @app.get(
+        "/healthz", tags=["health"], response_model=s.Health, responses={503: {"model": s.Health}}
+    )
+    def healthz() -> Any:
+        """``ok``, or 503 ``failing`` with why: the store does not answer, or the scheduler
+        loop's last steps failed (or none finished for a long time)."""
+        now = clock()
+        problem = _store_problem(store)
+        health = loop_health
+        if problem is None and health is not None:
+            problem = health.problem(now)
+        body = s.Health(
+            status="failing" if problem else "ok",
+            version=__version__,
+            reason=problem,
+            last_step_t_s=health.last_ok_t_s if health else None,
+            failing_steps=health.failing_steps if health else 0,
+        )
+        if problem:
+            return JSONResponse(body.model_dump(), status_code=503)
+        return body
 
     app.include_router(v1)
     _install_errors(app)
+    app.add_middleware(BodyLimit)
     return app
+
+
+def _store_problem(store: Store) -> str | None:
+    try:
+        with store.engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except DBAPIError as exc:
+        refusal = describe_failure(exc)
+        return f"store unreachable: {refusal.line() if refusal else exc}"
+    return None
 
 
 __all__ = ["CurrentUser", "SessionDep", "create_app"]

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from railyard.control.convert import NODE_DOWN, TIME_LIMIT_REASON, usage_keys
 from railyard.control.effects import record
-from railyard.control.tables import HOLDING_STATES, JobRow, JobState, NodeRow, UsageRow
+from railyard.control.tables import JobRow, JobState, NodeRow, UsageRow
 from railyard.control.world import Seen
 from railyard.sched import NodeState, Usage
 from railyard.sched.lifecycle import Settlement, StepPlan
@@ -34,6 +34,7 @@ class Written:
     warned: list[str] = field(default_factory=list)
     finished: list[tuple[str, str]] = field(default_factory=list)  # (job, end state)
     requeued: list[str] = field(default_factory=list)
+    unsettled: list[str] = field(default_factory=list)  # changed since read: settle again
 
 
 def changed_rows(session: Session, stmt: Executable) -> int:
@@ -57,7 +58,7 @@ def cas(session: Session, job_id: str, expected: str | tuple[str, ...], **values
 def write_plan(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> Written:
     out = Written()
     for s in plan.settled:
-        _settle(session, s, now_t_s, out)
+        _settle(session, s, seen.states.get(s.job_id), now_t_s, out)
     for job_id in plan.warn:
         if cas(session, job_id, JobState.RUNNING.value, warned=True, updated_t_s=now_t_s):
             record(session, now_t_s, "warn", "time limit warning signal", job_id)
@@ -88,14 +89,22 @@ def write_plan(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> 
     return out
 
 
-def _settle(session: Session, s: Settlement, now_t_s: float, out: Written) -> None:
+def _settle(
+    session: Session, s: Settlement, seen_state: str | None, now_t_s: float, out: Written
+) -> None:
+    """Compare-and-set on the state the step decided from: a settlement made for a running
+    job must not land on one that was cancelled since (a requeue would revive it); the next
+    step settles the exit again, from the new state."""
     ended = s.exit
     assert ended is not None  # the lifecycle settles exits only
+    if seen_state is None:
+        out.unsettled.append(s.job_id)
+        return
     expected = JobRow.restart_count == ended.restart_count
     if s.requeued is not None:
         stmt = (
             update(JobRow)
-            .where(JobRow.id == s.job_id, JobRow.state.in_(HOLDING_STATES), expected)
+            .where(JobRow.id == s.job_id, JobRow.state == seen_state, expected)
             .values(
                 state=JobState.PENDING.value,
                 restart_count=s.requeued.restart_count,
@@ -117,15 +126,18 @@ def _settle(session: Session, s: Settlement, now_t_s: float, out: Written) -> No
             message = f"{s.reason}; restart {s.requeued.restart_count}"
             record(session, now_t_s, "requeue", message, s.job_id)
             out.requeued.append(s.job_id)
+        else:
+            out.unsettled.append(s.job_id)
         return
     assert s.end is not None
     stmt = (
         update(JobRow)
-        .where(JobRow.id == s.job_id, JobRow.state.in_(HOLDING_STATES), expected)
+        .where(JobRow.id == s.job_id, JobRow.state == seen_state, expected)
         .values(
             state=s.end.value,
             reason=s.reason,
             exit_code=ended.exit_code,
+            exit_signal=ended.signal,
             outcome=ended.kind.value,
             end_t_s=ended.t_s if ended.t_s is not None else now_t_s,
             updated_t_s=now_t_s,
@@ -133,9 +145,13 @@ def _settle(session: Session, s: Settlement, now_t_s: float, out: Written) -> No
         .execution_options(synchronize_session=False)
     )
     if changed_rows(session, stmt):
-        message = f"{s.reason}; exit {ended.exit_code}"
+        message = f"{s.reason}; " + (
+            f"signal {ended.signal}" if ended.signal else f"exit {ended.exit_code}"
+        )
         record(session, now_t_s, s.end.value, message, s.job_id)
         out.finished.append((s.job_id, s.end.value))
+    else:
+        out.unsettled.append(s.job_id)
 
 
 def _decisions(session: Session, plan: StepPlan, seen: Seen, now_t_s: float, out: Written) -> None:

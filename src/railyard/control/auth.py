@@ -7,7 +7,8 @@ https://github.blog/2021-04-05-behind-githubs-new-authentication-token-formats/)
 salted hashes (bcrypt, Argon2) exist to stop brute force of low-entropy passwords (OWASP
 Password Storage Cheat Sheet); a 256-bit random secret cannot be guessed, so one fast SHA-256
 is enough and keeps every request cheap. The lookup is by hash, and the found hash is compared
-again in constant time, so response timing never reveals a stored value.
+again in constant time, so response timing never reveals a stored value. A token may expire
+(``expires_t_s``); an expired one is refused with the time it expired.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
+from datetime import UTC, datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -22,6 +25,7 @@ from sqlalchemy.orm import Session
 from railyard.control.tables import Token, User
 
 PREFIX = "ry_"
+INVALID = "invalid or revoked token"
 
 
 def new_token() -> str:
@@ -33,19 +37,41 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def authenticate(session: Session, token: str) -> User | None:
-    """The user a token belongs to, or None for an unknown, malformed or revoked token."""
+def authenticate(session: Session, token: str, now_t_s: float | None = None) -> User | None:
+    """The user a token belongs to, or None for an unknown, malformed, revoked or expired one."""
+    return identify(session, token, now_t_s)[0]
+
+
+def identify(session: Session, token: str, now_t_s: float | None = None) -> tuple[User | None, str]:
+    """The token's user, or None and one line saying why not (for the 401)."""
     if not token.startswith(PREFIX) or len(token) > 128:
-        return None
+        return None, INVALID
     digest = hash_token(token)
     row = session.scalars(select(Token).where(Token.token_hash == digest)).one_or_none()
     if row is None or row.revoked or not hmac.compare_digest(row.token_hash, digest):
-        return None
-    return session.get(User, row.user_id)
+        return None, INVALID
+    now = time.time() if now_t_s is None else now_t_s
+    if row.expires_t_s is not None and now >= row.expires_t_s:
+        when = datetime.fromtimestamp(row.expires_t_s, UTC).isoformat(timespec="seconds")
+        return None, f"token {row.id} expired at {when} (hint: an admin creates a new one)"
+    return session.get(User, row.user_id), ""
 
 
-def issue_token(session: Session, user: User, label: str, now_t_s: float) -> tuple[Token, str]:
-    """A new token for ``user`` (no permission check: for bootstrap); plaintext returned once."""
+def is_valid(token: Token, now_t_s: float) -> bool:
+    """Not revoked and not expired."""
+    return not token.revoked and (token.expires_t_s is None or now_t_s < token.expires_t_s)
+
+
+def issue_token(
+    session: Session,
+    user: User,
+    label: str,
+    now_t_s: float,
+    *,
+    expires_t_s: float | None = None,
+) -> tuple[Token, str]:
+    """A new token for ``user`` (no permission check: for bootstrap and local recovery);
+    the plaintext is returned once."""
     plaintext = new_token()
     token = Token(
         user_id=user.id,
@@ -53,6 +79,7 @@ def issue_token(session: Session, user: User, label: str, now_t_s: float) -> tup
         label=label,
         created_t_s=now_t_s,
         revoked=False,
+        expires_t_s=expires_t_s,
     )
     session.add(token)
     session.flush()

@@ -274,8 +274,12 @@ class Client:
     def tokens(self) -> list[wire.Token]:
         return cast(list[wire.Token], self._call("GET", "/v1/tokens"))
 
-    def create_token(self, user: str, label: str = "") -> wire.TokenCreated:
-        body = {"user": user, "label": label}
+    def create_token(
+        self, user: str, label: str = "", *, expires_in_s: float | None = None
+    ) -> wire.TokenCreated:
+        body: dict[str, object] = {"user": user, "label": label}
+        if expires_in_s is not None:
+            body["expires_in_s"] = expires_in_s
         return cast(wire.TokenCreated, self._call("POST", "/v1/tokens", body=body))
 
     def revoke_token(self, token_id: int) -> wire.Token:

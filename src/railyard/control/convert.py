@@ -7,9 +7,15 @@ both levels: ``queue:<name>`` and ``user:<queue>/<user>``.
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
+from railyard.control.bounds import (
+    MAX_WEIGHT,
+    MIN_WEIGHT,
+)
 from railyard.control.tables import JobRow, JobState, NodeRow, QueueRow, UsageRow
 from railyard.sched import (
     Job,
@@ -29,6 +35,8 @@ from railyard.sched.model import Dependency, DependencyKind
 
 NODE_DOWN = "NodeDown"  # `preempt_for` of a job stopped because its node is down
 TIME_LIMIT_REASON = "TimeLimit"  # `reason` of a job stopped at its time limit
+
+log = logging.getLogger("railyard.loop")
 
 
 def to_node(row: NodeRow) -> Node:
@@ -50,13 +58,23 @@ def to_queue(row: QueueRow) -> Queue:
         nominal_gpus=dict(row.nominal_gpus),
         borrowing_limit_gpus=dict(row.borrowing_limit_gpus),
         lending_limit_gpus=dict(row.lending_limit_gpus),
-        weight=row.weight,
+        weight=safe_weight(row.name, row.weight),
         priority_preemption=row.priority_preemption,
         default_time_s=row.default_time_s,
         max_time_s=row.max_time_s,
         max_min_runtime_s=row.max_min_runtime_s,
         max_checkpoint_grace_s=row.max_checkpoint_grace_s,
     )
+
+
+def safe_weight(queue: str, weight: float) -> float:
+    """The API keeps weights within [MIN_WEIGHT, MAX_WEIGHT]; a row written before it did (or
+    by hand) is clamped into that range here, so one queue cannot stop every cycle."""
+    if math.isfinite(weight) and MIN_WEIGHT <= weight <= MAX_WEIGHT:
+        return weight
+    safe = min(max(weight, MIN_WEIGHT), MAX_WEIGHT) if not math.isnan(weight) else 1.0
+    log.warning("queue %s: weight %r is out of range; scheduling with %r", queue, weight, safe)
+    return safe
 
 
 class JobFields(Protocol):

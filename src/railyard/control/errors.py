@@ -1,11 +1,13 @@
 """Refusals of the control plane's use-cases, each one line with the field and a hint.
 
-The API maps them to status codes (404, 403, 409, 422) and the CLI prints ``line()`` and
-exits; they live apart from the schemas so use-cases, the loop and the CLI share them.
+The API maps them to status codes (404, 403, 409, 422, 503, 507) and the CLI prints
+``line()`` and exits; they live apart from the schemas so use-cases, the loop and the CLI
+share them. :func:`describe_failure` turns what the store or the disk raised into one of them.
 """
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 
@@ -36,8 +38,45 @@ class Conflict(ServiceError):
 
 
 class Invalid(ServiceError):
-    def __init__(self, field: str, message: str, hint: str | None = None) -> None:
+    def __init__(self, field: str | None, message: str, hint: str | None = None) -> None:
         super().__init__(message, field=field, hint=hint)
+
+
+class Unavailable(ServiceError):
+    """The store or the state directory cannot serve the request now (503)."""
+
+
+class StorageFull(ServiceError):
+    """No space left where the store or the job files live (507)."""
+
+
+_FULL = ("database or disk is full", "no space left on device", "could not extend file")
+_READ_ONLY = ("readonly database", "read-only", "read only file system")
+
+
+def describe_failure(exc: BaseException) -> ServiceError | None:
+    """One line for a failure of the store (a SQLAlchemy ``DBAPIError``, whose driver error is
+    ``exc.orig``) or of the disk (``OSError``); None when it is neither (a bug: 500)."""
+    orig = getattr(exc, "orig", None)
+    if isinstance(exc, OSError):
+        text = f"{exc.strerror or exc} ({exc.filename})" if exc.filename else str(exc)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return StorageFull(f"disk full: {text}", hint="free space in the state directory")
+        if exc.errno == errno.EROFS:
+            return Unavailable(f"read-only file system: {text}", hint="remount it read-write")
+        return Unavailable(f"file system error: {text}")
+    if orig is None:
+        return None
+    text = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+    sqlstate = str(getattr(orig, "sqlstate", "") or "")
+    lowered = text.lower()
+    if sqlstate == "53100" or any(m in lowered for m in _FULL):
+        return StorageFull(f"store: disk full: {text}", hint="free space where the store lives")
+    if sqlstate.startswith("22") or type(exc).__name__ == "DataError":
+        return Invalid(None, f"a value the store cannot hold: {text}")
+    if any(m in lowered for m in _READ_ONLY):
+        return Unavailable(f"store is read-only: {text}", hint="check the state directory")
+    return Unavailable(f"store unavailable: {text}", hint="check the database server")
 
 
 def error_body(detail: str, **extra: Any) -> dict[str, Any]:

@@ -5,6 +5,8 @@ call them.
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from railyard.control.accounts import RunAs
+from railyard.control.bounds import JOB_ID_PATTERN, MAX_SUBMIT_STORED_BYTES
 from railyard.control.convert import to_node
 from railyard.control.effects import record, request_wake
 from railyard.control.errors import Conflict, Forbidden, Invalid, NotFound
@@ -30,6 +33,7 @@ from railyard.control.tables import (
     QueueRow,
     User,
 )
+from railyard.control.transitions import transition_many
 from railyard.control.values import parse_array, parse_signal, parse_topology
 from railyard.sched.accounting import expand_array
 from railyard.sched.feasible import never_placeable
@@ -83,6 +87,9 @@ def resources(spec: JobSubmit, shape: Shape, flavor: str) -> Resources:
     )
 
 
+_JOB_ID = re.compile(JOB_ID_PATTERN)
+
+
 def _next_number(session: Session, count: int = 1) -> int:
     """Reserve ``count`` job numbers atomically in this transaction; return the first.
 
@@ -108,15 +115,43 @@ def _next_number(session: Session, count: int = 1) -> int:
 
 
 def _check_queue(session: Session, user: User, queue: str) -> None:
+    """The queue exists, is a leaf, and the user may submit to it. Hints name only the queues
+    the user may see (their own and those below), never the rest of the tree."""
     parents = parent_map(session)
+    mine = set() if user.is_admin else member_queues(session, user)
+
+    def visible() -> list[str]:
+        return sorted(q for q in parents if user.is_admin or mine.intersection(path(parents, q)))
+
     if queue not in parents:
-        known = ", ".join(sorted(parents)) or "none (an admin creates them)"
+        known = ", ".join(visible()) or "none you may use (an admin adds you to one)"
         raise Invalid("queue", f"unknown queue {queue!r}", f"known queues: {known}")
-    if queue in {p for p in parents.values() if p is not None}:
-        leaves = sorted(n for n in parents if n not in parents.values())
-        raise Invalid("queue", f"queue {queue!r} has sub-queues", f"submit to one of {leaves}")
-    if not user.is_admin and not member_queues(session, user).intersection(path(parents, queue)):
+    if not user.is_admin and not mine.intersection(path(parents, queue)):
         raise Forbidden(f"user {user.name!r} may not submit to queue {queue!r}")
+    if queue in {p for p in parents.values() if p is not None}:
+        leaves = [n for n in visible() if n not in parents.values()]
+        raise Invalid("queue", f"queue {queue!r} has sub-queues", f"submit to one of {leaves}")
+
+
+def _check_workdir(workdir: str) -> None:
+    """A job must be able to start where it asks to: an existing absolute directory."""
+    if not workdir:
+        return
+    if not os.path.isabs(workdir):
+        raise Invalid("workdir", f"{workdir!r} is not an absolute path", "give the full path")
+    if not os.path.isdir(workdir):
+        raise Invalid("workdir", f"no directory {workdir!r} on the node", "create it first")
+
+
+def _check_stored(spec: JobSubmit, tasks: int) -> None:
+    stored = spec.stored_bytes() * tasks
+    if stored > MAX_SUBMIT_STORED_BYTES:
+        raise Invalid(
+            "script" if spec.script else "command",
+            f"{tasks} tasks x {spec.stored_bytes()} bytes of command, env and script is over "
+            f"{MAX_SUBMIT_STORED_BYTES} bytes",
+            "put large inputs in a file the job reads, or submit fewer tasks",
+        )
 
 
 def _check_shape(session: Session, spec: JobSubmit, known: set[str] | None) -> Resources:
@@ -225,6 +260,7 @@ def submit(
     res = _check_shape(session, spec, known_flavors)
     if run_as is not None:
         run_as.check(user.name, user.unix_user)
+    _check_workdir(spec.workdir)
     level, mode = parse_topology(spec.topology) if spec.topology else (None, None)
     signal_name, grace_s = parse_signal(spec.signal) if spec.signal else ("SIGUSR1", 30.0)
     if spec.checkpoint_grace_s is not None:
@@ -245,6 +281,7 @@ def submit(
     )
     _check_feasible(session, shape)
     count = len(indices) if indices is not None else 1
+    _check_stored(spec, count)
     number = _next_number(session, count)
     numbers = _task_numbers(number, count)
     base = Job(id=str(number), queue=spec.queue, flavor=res.flavor, workers=res.workers)
@@ -361,9 +398,16 @@ def list_jobs(
     return list(session.execute(stmt))
 
 
+def _check_id(job_id: str) -> None:
+    """Only what could be a job id reaches the store (``12`` or ``12_3``)."""
+    if not _JOB_ID.fullmatch(job_id):
+        raise NotFound(f"no job {job_id[:64]!r}")
+
+
 def get_job(session: Session, actor: User, job_id: str) -> tuple[JobRow, str]:
     """A job the actor may see. Another user's job is NotFound, not Forbidden: ids don't leak.
     An array task is also found by its own number (its ``SLURM_JOB_ID``)."""
+    _check_id(job_id)
     row = session.get(JobRow, job_id)
     if row is None and job_id.isdigit():  # an array task's own number (not the array's)
         row = session.scalars(
@@ -395,59 +439,88 @@ def cancel_job(
     """Pending jobs end at once; started ones become CANCELLING and the loop stops them.
 
     An array's parent id (``12`` for ``12_0..12_9``) cancels every task. Cancelling a finished
-    job changes nothing (like a repeated ``scancel``).
+    job changes nothing (like a repeated ``scancel``). Each change is a compare-and-set from
+    the states a cancel may leave (:mod:`railyard.control.transitions`): a job the loop
+    finished or started since we read it is never overwritten with a stale state.
     """
+    _check_id(job_id)
     targets = _targets(session, actor, job_id)
-    for row, _ in targets:
-        state = JobState(row.state)
-        if state.finished or state is JobState.CANCELLING:
-            continue
-        if state is JobState.PENDING:
-            row.state = JobState.CANCELLED.value
-            row.end_t_s = now_t_s
-        else:
-            row.state = JobState.CANCELLING.value
-        row.reason = f"cancelled by {actor.name}"
-        row.updated_t_s = now_t_s
-        record(session, now_t_s, "cancel", f"{actor.name}: {state.value} -> {row.state}", row.id)
+    ids = [row.id for row, _ in targets]
+    reason = f"cancelled by {actor.name}"[:256]
+    ended = transition_many(
+        session,
+        ids,
+        [JobState.PENDING],
+        {"state": JobState.CANCELLED.value, "end_t_s": now_t_s, "reason": reason,
+         "updated_t_s": now_t_s},
+    )  # fmt: skip
+    stopping = transition_many(
+        session,
+        ids,
+        CANCELLABLE_STARTED,
+        {"state": JobState.CANCELLING.value, "reason": reason, "updated_t_s": now_t_s},
+    )
+    for changed, to in ((ended, JobState.CANCELLED), (stopping, JobState.CANCELLING)):
+        for changed_id in changed:
+            record(session, now_t_s, "cancel", f"{actor.name}: -> {to.value}", changed_id)
+    if ended or stopping:
         request_wake(session)
     return targets
+
+
+CANCELLABLE_STARTED = (JobState.STARTING, JobState.RUNNING, JobState.PREEMPTING)
 
 
 def hold_job(
     session: Session, actor: User, job_id: str, now_t_s: float
 ) -> list[tuple[JobRow, str]]:
     """Keep a pending job from starting (``scontrol hold``); an array id holds its pending
-    tasks. A job that has started cannot be held (409). Returns the jobs now held."""
+    tasks. A job that has started cannot be held (409). Returns the jobs now held.
+
+    Compare-and-set on ``pending``: a job the loop started since we read it stays unheld."""
+    _check_id(job_id)
     targets = _targets(session, actor, job_id)
-    pending = [(r, n) for r, n in targets if r.state == JobState.PENDING.value]
-    if not pending:
+    kinds: dict[str, list[str]] = {"user": [], "admin": []}
+    for row, _ in targets:
+        kind = "admin" if actor.is_admin and row.user_id != actor.id else "user"
+        if row.state == JobState.PENDING.value and not (row.hold == "admin" and kind == "user"):
+            kinds[kind].append(row.id)  # an admin's hold stays one
+    held: set[str] = set()
+    for kind, ids in kinds.items():
+        values = {"hold": kind, "reason": HOLD_REASONS[kind], "updated_t_s": now_t_s}
+        for changed in transition_many(session, ids, [JobState.PENDING], values):
+            held.add(changed)
+            record(session, now_t_s, "hold", f"{actor.name}: {HOLD_REASONS[kind]}", changed)
+    done = [(r, n) for r, n in targets if r.id in held or (r.hold and r.state == "pending")]
+    if not done:
         state = targets[0][0].state if len(targets) == 1 else "past pending"
         raise Conflict(f"job {job_id} is {state}: only a pending job can be held")
-    for row, _ in pending:
-        kind = "admin" if actor.is_admin and row.user_id != actor.id else "user"
-        if row.hold == "admin" and kind == "user":
-            continue  # an admin hold stays one
-        row.hold, row.reason, row.updated_t_s = kind, HOLD_REASONS[kind], now_t_s
-        record(session, now_t_s, "hold", f"{actor.name}: {HOLD_REASONS[kind]}", row.id)
     request_wake(session)
-    return pending
+    return done
 
 
 def release_job(
     session: Session, actor: User, job_id: str, now_t_s: float
 ) -> list[tuple[JobRow, str]]:
     """Let held jobs start again (``scontrol release``); releasing a job that is not held
-    changes nothing. Only an admin releases an admin's hold (403)."""
+    changes nothing. Only an admin releases an admin's hold (403).
+
+    Compare-and-set on the hold it read: a hold placed meanwhile is not released unseen."""
+    _check_id(job_id)
     targets = _targets(session, actor, job_id)
     held = [(r, n) for r, n in targets if r.hold is not None]
     for row, _ in held:
         if row.hold == "admin" and not actor.is_admin:
             raise Forbidden(f"job {row.id} was held by an admin: only an admin can release it")
-    for row, _ in held:
-        row.hold, row.updated_t_s = None, now_t_s
-        if row.state == JobState.PENDING.value:
-            row.reason = ""
-        record(session, now_t_s, "release", f"{actor.name}: released", row.id)
+    released = []
+    for row, name in held:
+        pending = row.state == JobState.PENDING.value
+        stmt = update(JobRow).where(JobRow.id == row.id, JobRow.hold == row.hold)
+        values = {"hold": None, "updated_t_s": now_t_s, **({"reason": ""} if pending else {})}
+        stmt = stmt.where(JobRow.state == row.state).values(**values).returning(JobRow.id)
+        if session.scalars(stmt.execution_options(synchronize_session=False)).first():
+            session.expire(row)
+            record(session, now_t_s, "release", f"{actor.name}: released", row.id)
+            released.append((row, name))
     request_wake(session)
-    return held
+    return released

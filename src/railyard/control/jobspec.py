@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from railyard.control.bounds import MAX_ARG_BYTES, MAX_ENV_BYTES, MAX_ENV_ENTRIES
 from railyard.control.errors import Invalid as ServiceInvalid
 
 _MEM_RE = re.compile(r"^(\d+)([KMGT]?)B?$", re.IGNORECASE)
@@ -17,9 +18,11 @@ _MEM_MIB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
 DEPENDENCY_TYPES = ("after", "afterany", "afternotok", "afterok")  # as sched.dependencies
 _DEP_ID_RE = re.compile(r"^\d+(?:_\d+)?$")
 UNIX_NAME_RE = r"^[a-z_][a-z0-9_.-]{0,31}\$?$"  # useradd's portable names
-ENV_MAX_VARS = 4096
-ENV_MAX_BYTES = 1 << 20  # the whole environment; Linux allows about 2 MiB for argv + env
-ENV_MAX_VALUE_BYTES = 128 * 1024  # Linux's MAX_ARG_STRLEN for one "NAME=value" string
+# The API's bounds (README "Limits"): argv and environment together stay far below Linux's
+# ARG_MAX (about 2 MiB), and no one "NAME=value" string passes MAX_ARG_STRLEN.
+ENV_MAX_VARS = MAX_ENV_ENTRIES
+ENV_MAX_BYTES = MAX_ENV_BYTES
+ENV_MAX_VALUE_BYTES = MAX_ARG_BYTES
 
 
 def parse_mem(value: str | int) -> int:

@@ -20,9 +20,17 @@ from railyard.exec.protocol import LaunchSpec, Output
 
 
 def launch_spec(
-    row: JobRow, spool: Path, nccl_env: Mapping[str, str], cluster: str = "railyard"
+    row: JobRow,
+    spool: Path,
+    nccl_env: Mapping[str, str],
+    cluster: str = "railyard",
+    *,
+    records: Path | None = None,
 ) -> LaunchSpec:
-    """The executor's view of a job row: who, where, with what environment and files."""
+    """The executor's view of a job row: who, where, with what environment and files.
+
+    ``records`` holds the attempts' start markers and exit records
+    (:func:`railyard.control.paths.attempts_dir`, the server's own directory)."""
     batch = row.script is not None
     script = script_path(spool, row.id) if batch else None
     fields = {"j": str(row.task_number or row.number), "x": row.name or _default_name(row),
@@ -58,6 +66,7 @@ def launch_spec(
         preempt_signal=row.preempt_signal,
         signal_batch_shell=row.signal_batch_shell,
         nccl_env=dict(nccl_env),
+        records_dir=records,
     )
 
 

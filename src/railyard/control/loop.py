@@ -33,9 +33,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from railyard.control.apply import Written, cas, write_plan
+from railyard.control.health import STALLED_AFTER_S, LoopHealth
 from railyard.control.launchspec import launch_spec
+from railyard.control.paths import attempts_dir
 from railyard.control.store import Store
 from railyard.control.tables import HOLDING_STATES, JobRow, JobState
+from railyard.control.transitions import transition
 from railyard.control.world import WorldReader
 from railyard.exec.exits import exit_of
 from railyard.exec.protocol import Executor, JobHandle, LaunchSpec, NotifiesExits
@@ -91,6 +94,7 @@ class Loop:
         self.config = config
         self.clock = clock
         self._wake = threading.Event()
+        self.health = LoopHealth(stalled_after_s=max(STALLED_AFTER_S, 30 * config.cycle_interval_s))
         self._last_accrual_t_s: float | None = None
         self._world = WorldReader(config.scheduler)
         self._cache = CycleCache()
@@ -108,12 +112,15 @@ class Loop:
         ``stop`` is set."""
         if isinstance(self.executor, NotifiesExits):  # a freed GPU need not wait for the poll
             self.executor.on_exit(self.wake)
+        self.health.begin(self.clock())
         while not stop.is_set():
             began = time.perf_counter()
             try:
                 self.step()
-            except Exception:  # keep serving; the next step retries from the store
+                self.health.ok(self.clock())
+            except Exception as exc:  # keep serving; the next step retries from the store
                 log.exception("loop step failed")
+                self.health.failed(exc)
             took_s = time.perf_counter() - began
             if self._wake.wait(self.config.cycle_interval_s):
                 # Coalesce a burst of events (a thousand submits) into one cycle, and leave
@@ -150,7 +157,7 @@ class Loop:
         report = StepReport()
         # 1. Exits first, so their GPUs are free for this cycle.
         exits = [*self._carried, *(exit_of(r) for r in self.executor.poll())]
-        self._carried = []
+        self._carried = exits  # until the plan is committed: a failed step loses no exit
         now_t_s = self.clock()
         # 2-3. Read, plan, write the plan before acting on it.
         with self.store.session() as session:
@@ -162,6 +169,8 @@ class Loop:
             specs = self._specs(session, written)
         self._last_accrual_t_s = now_t_s
         self.last_plan = plan
+        retry = set(written.unsettled)  # their rows changed under the step: settle them again
+        self._carried = [e for e in exits if e.job_id in retry]
         report.finished, report.requeued = written.finished, written.requeued
         # 4. Act, then record what the executor returned.
         self._act(written, report)
@@ -210,11 +219,19 @@ class Loop:
                 )
             return False
         with self.store.session() as session:  # maybe cancelled or preempted meanwhile
-            now = self.clock()
-            held = tuple(s.value for s in JobState if s.holds_gpus)
-            cas(session, spec.job_id, held, handle=handle.to_dict(), updated_t_s=now)
-            cas(session, spec.job_id, JobState.STARTING.value, state=JobState.RUNNING.value)
+            values = {"handle": handle.to_dict(), "updated_t_s": self.clock()}
+            running = {**values, "state": JobState.RUNNING.value}
+            attempt = spec.restart_count  # a later attempt's row is not this launch's
+            if not transition(session, spec.job_id, [JobState.STARTING], running, attempt=attempt):
+                transition(session, spec.job_id, _STOPPING, values, attempt=attempt)
         return True
 
     def _launch_spec(self, row: JobRow) -> LaunchSpec:
-        return launch_spec(row, self.config.spool, self.config.nccl_env, self.config.cluster_name)
+        config = self.config
+        records = attempts_dir(config.state_dir, row.id)
+        return launch_spec(row, config.spool, config.nccl_env, config.cluster_name, records=records)
+
+
+# Where a launch's handle still belongs when the row is no longer STARTING: asked to stop
+# meanwhile (or already RUNNING, when a restart started it again).
+_STOPPING = (JobState.RUNNING, JobState.PREEMPTING, JobState.CANCELLING)

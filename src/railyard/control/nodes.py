@@ -27,7 +27,7 @@ def list_nodes(session: Session, actor: User) -> list[NodeOut]:
             flavor=n.flavor,
             gpus=n.gpus,
             gpus_used=used[n.name],
-            state=n.state,
+            state=NodeState(n.state),
             reason=n.reason,
             path=n.path,
         )

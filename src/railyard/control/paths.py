@@ -16,6 +16,10 @@ The spool defaults to ``/var/spool/railyard`` when the server runs as root (mult
 and to ``<state_dir>/jobs`` otherwise (single-user mode: every job runs as the server's own
 account, so nobody else needs to reach it). ``railyard up --spool-dir`` moves it; a spool
 serves one state directory (:func:`spool_owner_path`).
+
+Each attempt's start markers and exit records live apart from the job's files, in
+``<state_dir>/attempts/<id>/`` (the server's; the wrapper that writes them keeps the server's
+account): losing a job directory must never make a job run twice.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+
+from railyard.control.errors import Unavailable
 
 STATE_DIR_MODE = 0o700
 SECRET_FILE_MODE = 0o600
@@ -37,6 +43,22 @@ def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
 
 def default_spool_dir(state_dir: Path, *, multi_user: bool) -> Path:
     return ROOT_SPOOL_DIR if multi_user else state_dir / "jobs"
+
+
+def ensure_state_dir(state_dir: Path) -> None:
+    """Create the state directory and prove it writable, or refuse in one line: the server
+    must not start (and fail later, on every write) where it cannot keep its state."""
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        probe = state_dir / f".railyard-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise Unavailable(
+            f"state directory {state_dir}: {why}",
+            hint="give a writable directory with --state-dir or RAILYARD_HOME",
+        ) from None
 
 
 def database_path(state_dir: Path) -> Path:
@@ -83,3 +105,8 @@ def script_path(spool_dir: Path, job_id: str) -> Path:
 def default_output(array: bool) -> str:
     """sbatch's default ``--output`` for a batch script, in its working directory."""
     return "slurm-%A_%a.out" if array else "slurm-%j.out"
+
+
+def attempts_dir(state_dir: Path, job_id: str) -> Path:
+    """``LaunchSpec.records_dir``: what makes each start of the job happen at most once."""
+    return state_dir / "attempts" / job_id

@@ -1,19 +1,32 @@
 """Request and response models of the REST API, and the parsers for Slurm-style values.
 
 Requests use ``extra="forbid"`` so a typo (``gpu`` for ``gpus``) is an error, not a silent
-default. Responses ignore unknown fields so an older client keeps working against a newer
-server. The value parsers (walltime, signal, array, priority, topology) are those of
-:mod:`railyard.control.values`, so the API, batch-script directives and CLI flags accept
-exactly the same spellings.
+default, and every field is bounded (:mod:`railyard.control.limits`): what is accepted can be
+stored on both stores and launched. Responses ignore unknown fields so an older client keeps
+working against a newer server. The value parsers (walltime, signal, array, priority,
+topology) are those of :mod:`railyard.control.values`, so the API, batch-script directives and
+CLI flags accept exactly the same spellings.
 """
 
 from __future__ import annotations
 
 import difflib
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from railyard.control.bounds import (
+    INT32_MAX,
+    MAX_ARG_BYTES,
+    MAX_COMMAND_ARGS,
+    MAX_COMMAND_BYTES,
+    MAX_ENV_BYTES,
+    MAX_GRACE_S,
+    MAX_JOB_GPUS,
+    MAX_SCRIPT_BYTES,
+    MAX_TOKEN_LIFETIME_S,
+    MAX_WALLTIME_S,
+)
 from railyard.control.jobspec import (
     UNIX_NAME_RE,
     Shape,
@@ -21,6 +34,26 @@ from railyard.control.jobspec import (
     parse_dependency,
     parse_mem,
 )
+from railyard.control.limits import (
+    Arg,
+    ArraySpec,
+    Count,
+    EnvName,
+    Flavor,
+    Label,
+    Name,
+    QueueName,
+    Quota,
+    Script,
+    Seconds,
+    Short,
+    Text,
+    UserName,
+    Weight,
+    Workdir,
+    utf8_len,
+)
+from railyard.control.tables import JobState
 from railyard.control.values import (
     parse_array,
     parse_priority,
@@ -28,14 +61,14 @@ from railyard.control.values import (
     parse_topology,
     parse_walltime,
 )
-from railyard.sched.model import PriorityClass
+from railyard.sched.model import NodeState, PriorityClass
 
 if TYPE_CHECKING:
     from railyard.control.tables import JobRow
 
 
 class Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Response(BaseModel):
@@ -54,38 +87,42 @@ class JobSubmit(Request):
     ``ALL`` and its environment by default; an API client that sends nothing gets ``NONE``.
     """
 
-    command: list[str] | None = None
-    script: str | None = None
-    name: str = Field("", max_length=256)
-    queue: str = "default"
-    gpus: int | None = Field(None, ge=0)
+    command: list[Arg] | None = Field(None, min_length=1, max_length=MAX_COMMAND_ARGS)
+    script: Script | None = None
+    name: Name = ""
+    queue: QueueName = "default"
+    gpus: int | None = Field(None, ge=0, le=MAX_JOB_GPUS)
     gpu_type: str | None = Field(None, max_length=64)
-    nodes: int | None = Field(None, ge=1)
-    gpus_per_node: int | None = Field(None, ge=1)
-    workers: int | None = Field(None, ge=1)
-    gpus_per_worker: int | None = Field(None, ge=0)
-    ntasks: int | None = Field(None, ge=1)
-    ntasks_per_node: int | None = Field(None, ge=1)
-    cpus_per_task: int | None = Field(None, ge=1)
-    mem: str | int | None = None
-    flavor: str | None = None
-    priority: int | str | None = None
-    time: str | int | None = None
+    nodes: Count | None = None
+    gpus_per_node: Count | None = None
+    workers: Count | None = None
+    gpus_per_worker: int | None = Field(None, ge=0, le=MAX_JOB_GPUS)
+    ntasks: Count | None = None
+    ntasks_per_node: Count | None = None
+    cpus_per_task: Count | None = None
+    mem: Short | int | None = None
+    flavor: Flavor | None = None
+    priority: int | Short | None = Field(
+        None, description=f"0..{INT32_MAX}, or low|normal|high|critical"
+    )
+    time: Short | int | None = None
     preemptible: bool = False
     exclusive: bool = False
-    array: str | None = None
+    array: ArraySpec | None = None
     export: str = Field("NONE", min_length=1, max_length=1024)
-    env: dict[str, str] = Field(default_factory=dict)
-    workdir: str = Field("", max_length=1024)
+    env: dict[EnvName, Text] = Field(default_factory=dict)  # bounded by check_env
+    workdir: Workdir = Field(
+        "", description="an existing absolute directory on the node ('' for the default)"
+    )
     submit_dir: str = Field("", max_length=1024)
     submit_host: str = Field("", max_length=256)
     output: str | None = Field(None, min_length=1, max_length=1024)
     error: str | None = Field(None, min_length=1, max_length=1024)
     dependency: str | None = Field(None, max_length=1024)
-    topology: str | None = None
-    checkpoint_grace_s: float | None = Field(None, ge=0)
-    min_runtime_s: float = Field(0.0, ge=0)
-    signal: str | None = None
+    topology: Short | None = None
+    checkpoint_grace_s: float | None = Field(None, ge=0, le=MAX_GRACE_S)
+    min_runtime_s: Seconds = 0.0
+    signal: Short | None = None
     requeue: bool = False
 
     @field_validator("time")
@@ -147,8 +184,30 @@ class JobSubmit(Request):
             raise ValueError("give exactly one of command or script")
         if self.command is not None and not self.command:
             raise ValueError("command must not be empty")
-        self.shape()  # raises on a contradictory shape
+        workers, per_worker, _, _ = self.shape()  # raises on a contradictory shape
+        if workers * per_worker > MAX_JOB_GPUS:
+            raise ValueError(f"{workers * per_worker} GPUs: a job has at most {MAX_JOB_GPUS}")
+        self._check_sizes()
         return self
+
+    def _check_sizes(self) -> None:
+        """What ``execve`` must take: each argument, all of them, the environment."""
+        args = [utf8_len(a) for a in self.command or ()]
+        if any(n > MAX_ARG_BYTES for n in args):
+            raise ValueError(f"command: an argument is over {MAX_ARG_BYTES} bytes")
+        if sum(args) + len(args) > MAX_COMMAND_BYTES:
+            raise ValueError(f"command: arguments total over {MAX_COMMAND_BYTES} bytes")
+        env_bytes = sum(utf8_len(k) + utf8_len(v) + 2 for k, v in self.env.items())
+        if env_bytes > MAX_ENV_BYTES:
+            raise ValueError(f"env: entries total over {MAX_ENV_BYTES} bytes")
+        if self.script is not None and utf8_len(self.script) > MAX_SCRIPT_BYTES:
+            raise ValueError(f"script: over {MAX_SCRIPT_BYTES} bytes")
+
+    def stored_bytes(self) -> int:
+        """Bytes one job row of this submission stores for its command, env and script."""
+        command = sum(utf8_len(a) + 1 for a in self.command or ())
+        env = sum(utf8_len(k) + utf8_len(v) + 2 for k, v in self.env.items())
+        return command + env + (utf8_len(self.script) if self.script else 0)
 
     def shape(self) -> Shape:
         """Chunks and tasks from whichever spelling was used."""
@@ -222,7 +281,7 @@ class JobBatch(Request):
 class JobOut(Response):
     id: str
     name: str
-    state: str
+    state: JobState
     reason: str
     queue: str
     user: str
@@ -260,6 +319,7 @@ class JobOut(Response):
     elapsed_s: float | None
     restart_count: int
     exit_code: int | None
+    exit_signal: str | None = Field(None, description="the signal that ended it (Slurm's 0:9)")
     outcome: str | None
     hold: str | None = Field(None, description="user or admin while held (scontrol hold)")
 
@@ -271,7 +331,7 @@ class JobOut(Response):
         return cls(
             id=row.id,
             name=row.name,
-            state=row.state,
+            state=JobState(row.state),
             reason=row.reason,
             queue=row.queue,
             user=user,
@@ -309,6 +369,7 @@ class JobOut(Response):
             elapsed_s=elapsed,
             restart_count=row.restart_count,
             exit_code=row.exit_code,
+            exit_signal=row.exit_signal,
             outcome=row.outcome,
             hold=row.hold,
         )
@@ -319,7 +380,7 @@ class LogChunk(Response):
     rank: int
     text: str
     offset: int
-    state: str
+    state: JobState
     finished: bool
 
 
@@ -328,60 +389,55 @@ class NodeOut(Response):
     flavor: str
     gpus: int
     gpus_used: int
-    state: str
+    state: NodeState
     reason: str
     path: list[str]
 
 
 class NodeAction(Request):
-    reason: str = Field("", max_length=256)
+    reason: Name = ""
 
 
 class QueueCreate(Request):
-    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$")
-    parent: str | None = None
-    nominal_gpus: dict[str, int] = Field(default_factory=dict)
-    borrowing_limit_gpus: dict[str, int] = Field(default_factory=dict)
-    lending_limit_gpus: dict[str, int] = Field(default_factory=dict)
-    weight: float = Field(1.0, gt=0)
+    """A queue; quotas are whole GPUs per flavor (>= 0), ``weight`` its fair-share weight."""
+
+    name: QueueName
+    parent: QueueName | None = None
+    nominal_gpus: Quota = Field(default_factory=dict)
+    borrowing_limit_gpus: Quota = Field(default_factory=dict)
+    lending_limit_gpus: Quota = Field(default_factory=dict)
+    weight: Weight = 1.0
     priority_preemption: bool = Field(
         False, description="its jobs may preempt lower-priority jobs (off, as in Slurm)"
     )
     default_time_s: float | None = Field(
-        None, gt=0, description="time limit of jobs that give none (Slurm DefaultTime)"
+        None, gt=0, le=MAX_WALLTIME_S, description="limit of jobs that give none (DefaultTime)"
     )
     max_time_s: float | None = Field(
-        None, gt=0, description="largest time limit a job may ask (Slurm MaxTime)"
+        None, gt=0, le=MAX_WALLTIME_S, description="largest limit a job may ask (MaxTime)"
     )
     max_min_runtime_s: float | None = Field(
-        None, ge=0, description="bound on the min_runtime_s its jobs may claim"
+        None, ge=0, le=MAX_WALLTIME_S, description="bound on the min_runtime_s its jobs claim"
     )
     max_checkpoint_grace_s: float | None = Field(
-        None, ge=0, description="bound on the checkpoint grace its jobs may claim"
+        None, ge=0, le=MAX_GRACE_S, description="bound on the checkpoint grace its jobs claim"
     )
-
-    @field_validator("nominal_gpus", "borrowing_limit_gpus", "lending_limit_gpus")
-    @classmethod
-    def _non_negative(cls, v: dict[str, int]) -> dict[str, int]:
-        for flavor, gpus in v.items():
-            if gpus < 0:
-                raise ValueError(f"{flavor}: GPUs must be >= 0")
-        return v
 
 
 class QueueUpdate(Request):
-    """Fields left out keep their value; ``parent: null`` is not a change (use "" for root)."""
+    """Fields left out keep their value; ``"parent": null`` makes the queue a root. The same
+    bounds as :class:`QueueCreate`."""
 
-    parent: str | None = None
-    nominal_gpus: dict[str, int] | None = None
-    borrowing_limit_gpus: dict[str, int] | None = None
-    lending_limit_gpus: dict[str, int] | None = None
-    weight: float | None = Field(None, gt=0)
+    parent: QueueName | None = None
+    nominal_gpus: Quota | None = None
+    borrowing_limit_gpus: Quota | None = None
+    lending_limit_gpus: Quota | None = None
+    weight: Weight | None = None
     priority_preemption: bool | None = None
-    default_time_s: float | None = Field(None, gt=0)
-    max_time_s: float | None = Field(None, gt=0)
-    max_min_runtime_s: float | None = Field(None, ge=0)
-    max_checkpoint_grace_s: float | None = Field(None, ge=0)
+    default_time_s: float | None = Field(None, gt=0, le=MAX_WALLTIME_S)
+    max_time_s: float | None = Field(None, gt=0, le=MAX_WALLTIME_S)
+    max_min_runtime_s: float | None = Field(None, ge=0, le=MAX_WALLTIME_S)
+    max_checkpoint_grace_s: float | None = Field(None, ge=0, le=MAX_GRACE_S)
 
 
 class QueueOut(Response):
@@ -405,13 +461,13 @@ class QueueOut(Response):
 
 
 class MemberChange(Request):
-    user: str
+    user: UserName
 
 
 class UserCreate(Request):
     """``unix_user``: the Unix account the user's jobs run as (default: the same name)."""
 
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.@-]+$")
+    name: UserName
     is_admin: bool = False
     unix_user: str | None = Field(None, max_length=33, pattern=UNIX_NAME_RE)
 
@@ -431,8 +487,11 @@ class UserOut(Response):
 
 
 class TokenCreate(Request):
-    user: str
-    label: str = Field("", max_length=128)
+    user: UserName
+    label: Label = ""
+    expires_in_s: float | None = Field(
+        None, gt=0, le=MAX_TOKEN_LIFETIME_S, description="lifetime; none: never expires"
+    )
 
 
 class TokenOut(Response):
@@ -441,6 +500,7 @@ class TokenOut(Response):
     label: str
     created_t_s: float
     revoked: bool
+    expires_t_s: float | None = None
 
 
 class TokenCreated(TokenOut):
@@ -448,8 +508,23 @@ class TokenCreated(TokenOut):
 
 
 class Health(Response):
-    status: str
+    """``ok``, or ``failing`` (503) with the reason: the scheduler loop's last steps failed,
+    or the store does not answer."""
+
+    status: str = Field(json_schema_extra={"enum": ["ok", "failing"]})
     version: str
+    reason: str | None = None
+    last_step_t_s: Annotated[float | None, Field(description="end of the last good step")] = None
+    failing_steps: int = 0
+
+
+class ErrorOut(Response):
+    """Every refusal: a one-line ``detail`` (the field, what is wrong, a hint) plus the field
+    and the hint alone, when there are any."""
+
+    detail: str
+    field: str | None = None
+    hint: str | None = None
 
 
 _REQUEST_FIELDS = sorted(
@@ -462,10 +537,21 @@ def validation_line(errors: list[Any]) -> tuple[str, str | None]:
     if not errors:
         return "invalid request", None
     first = errors[0]
-    loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
+    where = first.get("loc", ())
+    loc = [str(p) for p in where if p not in ("body", "query", "path")]
+    if where and where[0] == "query":  # state=a&state=b: name the parameter, not its index
+        loc = [p for p in loc if not p.isdigit()]
+    if loc and loc[-1] == "[key]":  # a bad key of a map: the message names it, not the path
+        loc = loc[:-2]
     field = ".".join(loc) or None
     msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
-    if first.get("type") == "extra_forbidden":
+    kind = first.get("type")
+    if kind == "enum" and loc:
+        expected = str(first.get("ctx", {}).get("expected", "")).replace("'", "")
+        msg = f"unknown {loc[-1]} {first.get('input')!r} (hint: one of {expected})"
+    elif kind == "missing" and tuple(where) == ("body",):
+        field, msg = None, "request body is missing (hint: send a JSON object)"
+    elif kind == "extra_forbidden":
         close = difflib.get_close_matches(loc[-1] if loc else "", _REQUEST_FIELDS, n=1)
         msg = "unknown field" + (f" (hint: did you mean {close[0]!r}?)" if close else "")
     elif first.get("type") == "json_invalid":

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import uvicorn
 from sqlalchemy import select
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
 from railyard.blueprint import BlueprintError, load
@@ -34,6 +34,7 @@ from railyard.blueprint.local import catalogue_name
 from railyard.control.accounts import RunAs
 from railyard.control.api import create_app
 from railyard.control.client import save_config
+from railyard.control.errors import ServiceError, Unavailable, describe_failure
 from railyard.control.jobs import JOB_COUNTER
 from railyard.control.lock import StoreLock, StoreLocked
 from railyard.control.loop import Loop, LoopConfig
@@ -45,6 +46,7 @@ from railyard.control.paths import (
     database_path,
     default_spool_dir,
     default_state_dir,
+    ensure_state_dir,
     spool_owner_path,
 )
 from railyard.control.store import Store, sqlite_url
@@ -261,6 +263,16 @@ def _ids(ids: list[str], most: int = 10) -> str:
     return shown + (f" and {len(ids) - most} more" if len(ids) > most else "")
 
 
+def open_store(config: UpConfig) -> Store:
+    """The state directory and the store, or one line (``ServiceError``) saying why not."""
+    ensure_state_dir(config.state_dir)
+    try:
+        return Store(config.url)
+    except DBAPIError as exc:
+        refusal = describe_failure(exc) or Unavailable(str(exc).splitlines()[0])
+        raise Unavailable(f"cannot open the store: {refusal.message}", hint=refusal.hint) from None
+
+
 def serve(config: UpConfig) -> None:
     """Run until interrupted. Jobs keep running when the server stops.
 
@@ -271,6 +283,11 @@ def serve(config: UpConfig) -> None:
     os.umask(0o077)  # what the server writes is its own unless it says otherwise
     api_url = f"http://{config.host}:{config.port}"
     sock = bind(config.host, config.port)
+    try:
+        ensure_state_dir(config.state_dir)  # writable, or one line before anything is made
+    except ServiceError:
+        sock.close()
+        raise
     lock = StoreLock(config.state_dir, config.database_url)
     try:
         lock.acquire(f"pid {os.getpid()}, {api_url}")
@@ -303,7 +320,7 @@ def _serve_locked(
     spool = config.spool(run_as)
     secure_state_dir(config.state_dir)
     claim_spool(spool, config.state_dir)
-    store = Store(config.url)
+    store = open_store(config)
     secure_state_dir(config.state_dir)  # the store's files exist now
     executor = LocalExecutor(local.name, gpus=local.gpus)
     flavor = local.flavor
@@ -337,7 +354,12 @@ def _serve_locked(
     thread = threading.Thread(target=loop_.run, args=(stop,), name="railyard-loop", daemon=True)
     thread.start()
     app = create_app(
-        store, wake=loop_.wake, state_dir=config.state_dir, spool_dir=spool, run_as=run_as
+        store,
+        wake=loop_.wake,
+        state_dir=config.state_dir,
+        spool_dir=spool,
+        run_as=run_as,
+        loop_health=loop_.health,
     )
     print(
         f"railyard up: {api_url} (node {config.node_name}, {executor.gpus} x {flavor} GPUs, "

@@ -84,6 +84,7 @@ class Token(Base):
     label: Mapped[str] = mapped_column(String(128), default="")
     created_t_s: Mapped[float] = mapped_column(Float)
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    expires_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)  # None: never
 
 
 class QueueRow(Base):
@@ -191,6 +192,7 @@ class JobRow(Base):
     placement: Mapped[dict[str, list[int]] | None] = mapped_column(JSON, nullable=True)
     handle: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    exit_signal: Mapped[str | None] = mapped_column(String(16), nullable=True)  # e.g. SIGKILL
     outcome: Mapped[str | None] = mapped_column(String(16), nullable=True)
     preempt_for: Mapped[str | None] = mapped_column(String(64), nullable=True)
     preempt_deadline_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)

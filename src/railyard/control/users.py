@@ -10,7 +10,7 @@ from collections import defaultdict
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from railyard.control.auth import issue_token
+from railyard.control.auth import is_valid, issue_token
 from railyard.control.effects import record
 from railyard.control.errors import Conflict, Forbidden, NotFound
 from railyard.control.schemas import TokenCreate, UserCreate, UserUpdate
@@ -86,9 +86,21 @@ def create_token(
 ) -> tuple[Token, str]:
     require_admin(actor)
     user = user_by_name(session, spec.user)
-    token, plaintext = issue_token(session, user, spec.label, now_t_s)
+    expires = now_t_s + spec.expires_in_s if spec.expires_in_s is not None else None
+    token, plaintext = issue_token(session, user, spec.label, now_t_s, expires_t_s=expires)
     message = f"{actor.name} created token {token.id} for {user.name}"
     record(session, now_t_s, "token", message, None)
+    return token, plaintext
+
+
+def create_token_locally(
+    session: Session, name: str, label: str, now_t_s: float, *, expires_t_s: float | None
+) -> tuple[Token, str]:
+    """A token made by someone with direct access to the store (the server's Unix account):
+    the recovery path when no admin token works any more. No API permission applies."""
+    user = user_by_name(session, name)
+    token, plaintext = issue_token(session, user, label, now_t_s, expires_t_s=expires_t_s)
+    record(session, now_t_s, "token", f"token {token.id} for {name} created locally", None)
     return token, plaintext
 
 
@@ -99,10 +111,24 @@ def list_tokens(session: Session, actor: User) -> list[tuple[Token, str]]:
 
 
 def revoke_token(session: Session, actor: User, token_id: int, now_t_s: float) -> Token:
+    """Revoke a token; never the last valid admin token, which would lock every admin out
+    until someone with the server's account ran ``railyard admin tokens create --local``."""
     require_admin(actor)
     token = session.get(Token, token_id)
     if token is None:
         raise NotFound(f"no token {token_id}")
+    if _admin_tokens(session, now_t_s) == {token.id}:
+        raise Conflict(
+            f"token {token_id} is the last valid admin token: revoking it locks every admin out",
+            hint="create another admin token first (railyard admin tokens create ADMIN), "
+            "or recover on the server with: railyard admin tokens create --local",
+        )
     token.revoked = True
     record(session, now_t_s, "token", f"{actor.name} revoked token {token_id}", None)
     return token
+
+
+def _admin_tokens(session: Session, now_t_s: float) -> set[int]:
+    """Ids of the valid tokens of admins."""
+    rows = session.scalars(select(Token).join(User).where(User.is_admin, Token.revoked.is_(False)))
+    return {t.id for t in rows if is_valid(t, now_t_s)}

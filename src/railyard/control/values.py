@@ -12,6 +12,14 @@ from __future__ import annotations
 import re
 import signal as signals
 
+from railyard.control.bounds import (
+    INT32_MAX,
+    MAX_ARRAY_SPEC,
+    MAX_GRACE_S,
+    MAX_SHORT,
+    MAX_WALLTIME_S,
+)
+
 MAX_ARRAY_TASKS = 10_000
 DEFAULT_SIGNAL_GRACE_S = 60.0  # Slurm's default sig_time for --signal
 TIME_FORMATS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (e.g. 90, 2:00:00, 1-12)"
@@ -31,9 +39,9 @@ def parse_walltime(value: str | int) -> float | None:
     text = str(value).strip()
     if text.lower() in ("unlimited", "infinite"):
         return None
-    match = _TIME_RE.match(text)
+    match = _TIME_RE.match(text) if len(text) <= MAX_SHORT else None
     if not match:
-        raise ValueError(f"bad time {text!r} (hint: use {TIME_FORMATS})")
+        raise ValueError(f"bad time {text[:MAX_SHORT]!r} (hint: use {TIME_FORMATS})")
     days, a, b, c = (int(g) if g is not None else None for g in match.groups())
     if days is not None:  # D-HH[:MM[:SS]]
         seconds = days * 86400 + (a or 0) * 3600 + (b or 0) * 60 + (c or 0)
@@ -43,20 +51,24 @@ def parse_walltime(value: str | int) -> float | None:
         seconds = (a or 0) * 60 + b
     else:  # MM
         seconds = (a or 0) * 60
+    if seconds > MAX_WALLTIME_S:
+        raise ValueError(f"time {text!r} is over {MAX_WALLTIME_S / 86400:.0f} days")
     return float(seconds) if seconds else None
 
 
 def parse_signal(value: str) -> tuple[str, float]:
     """``[B:]USR1@60`` (Slurm ``--signal``) to ``("SIGUSR1", 60.0)``; ``B:``/``R:`` are
     accepted: railyard always signals every rank's process group."""
-    match = _SIGNAL_RE.match(value.strip())
+    match = _SIGNAL_RE.match(value.strip()) if len(value) <= MAX_SHORT else None
     if not match:
         raise ValueError(f"bad signal {value!r} (hint: use [B:]NAME[@SECONDS], e.g. USR1@60)")
     _, sig, at = match.groups()
+    if at is not None and int(at) > MAX_GRACE_S:
+        raise ValueError(f"signal time @{at} is over {MAX_GRACE_S:.0f} seconds")
     if sig.isdigit():
         try:
             name = signals.Signals(int(sig)).name
-        except ValueError:
+        except (ValueError, OverflowError):
             raise ValueError(f"unknown signal number {sig}") from None
     else:
         name = sig.upper() if sig.upper().startswith("SIG") else f"SIG{sig.upper()}"
@@ -70,6 +82,8 @@ def parse_array(value: str) -> tuple[list[int], int | None]:
     on tasks running at once."""
     text, _, limit = value.strip().partition("%")
     hint = "(hint: e.g. 0-9, 1,3,5, 0-15:4 or 0-9%2)"
+    if len(value) > MAX_ARRAY_SPEC:
+        raise ValueError(f"array spec is over {MAX_ARRAY_SPEC} characters {hint}")
     indices: set[int] = set()
     for part in text.split(","):
         match = _ARRAY_PART_RE.match(part.strip())
@@ -78,6 +92,8 @@ def parse_array(value: str) -> tuple[list[int], int | None]:
         first, last, step = (int(g) if g is not None else None for g in match.groups())
         assert first is not None
         last = first if last is None else last
+        if max(first, last, step or 0) > INT32_MAX:
+            raise ValueError(f"array index {part!r} is over {INT32_MAX}")
         if last < first or step == 0:
             raise ValueError(f"bad array range {part!r} {hint}")
         if last - first >= MAX_ARRAY_TASKS * (step or 1):
@@ -85,7 +101,7 @@ def parse_array(value: str) -> tuple[list[int], int | None]:
         indices.update(range(first, last + 1, step or 1))
     if len(indices) > MAX_ARRAY_TASKS:
         raise ValueError(f"array {value!r} has more than {MAX_ARRAY_TASKS} tasks")
-    if limit and (not limit.isdigit() or int(limit) < 1):
+    if limit and (not limit.isdigit() or not 1 <= int(limit) <= INT32_MAX):
         raise ValueError(f"bad array limit %{limit} {hint}")
     return sorted(indices), int(limit) if limit else None
 
@@ -106,12 +122,12 @@ def array_stats(value: str) -> tuple[int, int, int, int]:
 def parse_priority(value: int | str) -> int:
     """An int, or a class name (low|normal|high|critical), as Slurm QOS names are used."""
     if isinstance(value, int):
-        if value < 0:
-            raise ValueError("priority must be >= 0")
+        if not 0 <= value <= INT32_MAX:
+            raise ValueError(f"priority must be 0..{INT32_MAX}")
         return value
     text = value.strip()
     if text.isdigit():
-        return int(text)
+        return parse_priority(int(text))
     if text.lower() not in PRIORITY_CLASSES:
         names = "|".join(PRIORITY_CLASSES)
         raise ValueError(f"unknown priority {value!r} (hint: an integer or {names})")

@@ -91,6 +91,7 @@ class Token(TypedDict):
     user: str
     label: str
     created_t_s: float
+    expires_t_s: float | None
     revoked: bool
 
 
@@ -101,3 +102,6 @@ class TokenCreated(Token):
 class Health(TypedDict):
     status: str
     version: str
+    reason: NotRequired[str | None]
+    last_step_t_s: NotRequired[float | None]
+    failing_steps: NotRequired[int]

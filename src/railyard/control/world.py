@@ -45,6 +45,7 @@ class Seen:
     reasons: dict[str, str] = field(default_factory=dict)  # pending job -> stored reason
     nominated: set[str] = field(default_factory=set)
     running: dict[str, RunningJob] = field(default_factory=dict)
+    states: dict[str, str] = field(default_factory=dict)  # started job -> stored state
 
 
 class WorldReader:
@@ -69,6 +70,7 @@ class WorldReader:
         for r in live:
             run = to_running(r, users.get(r.user_id, "?"))
             seen.running[run.id] = run
+            seen.states[run.id] = r.state
         pending = self._pending(session, users, seen)
         usage = usage_from_rows(session.scalars(select(UsageRow)))
         wanted = {i for job in pending for d in job.dependencies for i in d.job_ids}

@@ -61,10 +61,14 @@ def prepare(spec: LaunchSpec, account: Account) -> None:
     if spec.steps_dir is not None:
         user_dir(spec.steps_dir, account)
     if spec.script is not None and spec.script_path is not None:
+        # Written aside, then renamed over: a relaunch of the same attempt must not truncate a
+        # script that a batch shell of the first launch is still reading (bash reads by offset).
         make_dirs(spec.script_path.parent)
-        fd = _create(spec.script_path, account, PRIVATE_DIR_MODE, truncate=True)
+        tmp = spec.script_path.with_name(f".{spec.script_path.name}.tmp")
+        fd = _create(tmp, account, PRIVATE_DIR_MODE, truncate=True)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(spec.script)
+        os.replace(tmp, spec.script_path)
 
 
 def _create(path: Path, account: Account, mode: int, *, truncate: bool) -> int:

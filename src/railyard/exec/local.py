@@ -9,24 +9,31 @@ Our own children are reaped with ``waitpid``; ranks adopted after a restart are 
 children, so they are watched through ``/proc`` (pid plus start time) and their exit codes
 come from the wrapper's exit file.
 
-Idempotent: :meth:`LocalExecutor.start` per ``(job_id, restart_count)``, within one executor
-and across executors, through a handle record written to ``log_dir`` right after launch (a
-crash between launching and writing it is the one window where a second start relaunches).
+At most once: each rank's wrapper claims its start marker before it runs the command
+(:mod:`railyard.exec.attempt`), so a rank of an attempt runs once even if the control plane
+is killed mid-launch and starts the attempt again. :meth:`LocalExecutor.start` is idempotent
+per ``(job_id, restart_count)``, within one executor and across executors: it returns the
+handle record written right after a launch, and otherwise launches only the ranks nobody has
+claimed, adopting the others by the pid their marker names, on the port the first launch
+recorded. All of these records live in ``LaunchSpec.records_dir``.
 Dropping an executor leaves its ranks running, so that a new one can adopt them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from railyard.exec import cgroup, jobfiles, procfs
+from railyard.exec.attempt import Claim, exit_record_path, read_claim, seal, start_marker_path
 from railyard.exec.exitfile import UNKNOWN, RankExit, read_exit
 from railyard.exec.exitwatch import SUPPORTED as CAN_WATCH_EXITS
 from railyard.exec.exitwatch import ExitWatcher
@@ -57,8 +64,17 @@ WRAPPER_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}  # the wrapper's ow
 MIB = 1 << 20
 
 
-def handle_record_path(log_dir: Path, restart_count: int) -> Path:
-    return log_dir / f"handle-{restart_count}.json"
+def handle_record_path(records_dir: Path, restart_count: int) -> Path:
+    return records_dir / f"handle-{restart_count}.json"
+
+
+def launch_record_path(records_dir: Path, restart_count: int) -> Path:
+    """The port a launch chose, written before any rank starts, so a relaunch reuses it."""
+    return records_dir / f"launch-{restart_count}.json"
+
+
+def records_dir(spec: LaunchSpec) -> Path:
+    return spec.records_dir or spec.log_dir
 
 
 class LocalExecutor:
@@ -92,11 +108,18 @@ class LocalExecutor:
     # -- the protocol -------------------------------------------------------------------------
 
     def start(self, spec: LaunchSpec) -> JobHandle:
-        """Launch every rank, or return the handle of this attempt if it was launched before."""
+        """Launch every rank, or return the handle of this attempt if it was launched before.
+
+        After a crash mid-launch, ranks whose wrapper claimed its start marker are adopted,
+        not launched again; the others are launched on the port the first launch recorded.
+        A wrapper of the crashed launch that had not claimed yet races the new one for the
+        marker, and the loser stands down (:meth:`poll` then watches the winner).
+        """
         key = (spec.job_id, spec.restart_count)
         if key in self._started:
             return self._started[key]
-        record = handle_record_path(spec.log_dir, spec.restart_count)
+        records = records_dir(spec)
+        record = handle_record_path(records, spec.restart_count)
         previous = _read_handle(record)
         if previous is not None and previous.job_id == spec.job_id:
             self._pending.extend(self.adopt([previous]))
@@ -107,14 +130,26 @@ class LocalExecutor:
         self._check(spec)
         account = resolve(spec.user)
         jobfiles.prepare(spec, account)
+        records.mkdir(parents=True, exist_ok=True)
         here = job_allocation(spec)[0]  # this executor's one node
         limits = cgroup.Limits(spec.cpus_per_task * here.ntasks, spec.mem_per_node_mb * MIB)
         group, limits_line = cgroup.prepare(f"job_{spec.job_id}", limits)
-        port = free_port(MASTER_ADDR)
+        port = _launch_port(launch_record_path(records, spec.restart_count))
         ranks: list[RankState] = []
         try:
             for slot in rank_layout(spec):
-                ranks.append(self._launch(spec, slot, port, account, group, limits_line))
+                exit_path = exit_record_path(records, spec.restart_count, slot.rank)
+                claimed = read_claim(start_marker_path(exit_path))
+                if claimed is None:
+                    ranks.append(self._launch(spec, slot, port, account, group, limits_line))
+                elif claimed.sealed:
+                    raise ExecutorError(
+                        f"job {spec.job_id}: attempt {spec.restart_count} was sealed when it "
+                        "ended; it is not started again"
+                    )
+                else:
+                    worker = self._claimed_worker(spec, slot, account, claimed)
+                    ranks.append(RankState(worker, None))
         except BaseException:
             for rank in ranks:  # no half-started gangs
                 procfs.signal_group(rank.handle.pgid, rank.handle.start_time_ticks, signal.SIGKILL)
@@ -173,7 +208,7 @@ class LocalExecutor:
             self._advance(job)
             if job.done():
                 del self._jobs[job.handle.job_id]
-                reports.append(decide(job))
+                reports.append(_report(job))
                 group = self._cgroups.pop(job.handle.job_id, None)
                 if group is not None:
                     cgroup.remove(group)
@@ -191,11 +226,11 @@ class LocalExecutor:
         for handle in handles:
             if handle.job_id in self._jobs:
                 continue
-            job = JobState(handle, [RankState(w, None) for w in handle.workers])
+            job = JobState(handle, [RankState(_claimant(w), None) for w in handle.workers])
             self._started.setdefault((handle.job_id, handle.restart_count), handle)
             self._observe(job)
             if job.done():
-                reports.append(decide(job))
+                reports.append(_report(job))
             else:
                 self._jobs[handle.job_id] = job
                 self._watch(job.live())
@@ -234,6 +269,23 @@ class LocalExecutor:
         if spec.preempt_signal not in signal.Signals.__members__:
             raise ExecutorError(f"job {spec.job_id}: unknown signal {spec.preempt_signal}")
 
+    def _claimed_worker(
+        self, spec: LaunchSpec, slot: RankSlot, account: Account, claimed: Claim
+    ) -> WorkerHandle:
+        """The rank a wrapper of an earlier launch of this attempt claimed (and maybe ran)."""
+        assert claimed.pid is not None
+        assert claimed.start_time_ticks is not None
+        return WorkerHandle(
+            job_id=spec.job_id,
+            rank=slot.rank,
+            node=self.node_name,
+            pid=claimed.pid,
+            pgid=claimed.pid,
+            start_time_ticks=claimed.start_time_ticks,
+            log_path=_log_path(spec, slot, account),
+            exit_path=exit_record_path(records_dir(spec), spec.restart_count, slot.rank),
+        )
+
     def _launch(
         self,
         spec: LaunchSpec,
@@ -245,7 +297,7 @@ class LocalExecutor:
     ) -> RankState:
         """Start one process under the wrapper; its task file says who and how."""
         spool_log = spec.log_dir / f"rank-{slot.rank}.log"
-        exit_path = spec.log_dir / f"rank-{slot.rank}.restart-{spec.restart_count}.exit.json"
+        exit_path = exit_record_path(records_dir(spec), spec.restart_count, slot.rank)
         task_path = spec.log_dir / f"rank-{slot.rank}.restart-{spec.restart_count}.task.json"
         exit_path.unlink(missing_ok=True)
         srun_dir = jobfiles.install_srun(spec.log_dir / "bin") if spec.batch else None
@@ -257,7 +309,7 @@ class LocalExecutor:
         ignore: tuple[str, ...] = ()
         if spec.batch and not spec.signal_batch_shell:
             ignore = (spec.preempt_signal,)  # like Slurm's --signal without B: for the tasks
-        cwd = str(spec.workdir) if str(spec.workdir) not in ("", ".") else account.home
+        cwd = _cwd(spec, account)
         task = Task(
             env=env,
             cwd=cwd,
@@ -286,7 +338,6 @@ class LocalExecutor:
             )
         finally:
             os.close(log_fd)
-        log_path = Path(cwd, stdout) if stdout else spool_log
         worker = WorkerHandle(
             job_id=spec.job_id,
             rank=slot.rank,
@@ -294,7 +345,7 @@ class LocalExecutor:
             pid=proc.pid,
             pgid=proc.pid,  # a new session's leader leads its process group
             start_time_ticks=procfs.start_time_ticks(proc.pid),  # unreaped: /proc entry stays
-            log_path=log_path,
+            log_path=_log_path(spec, slot, account),
             exit_path=exit_path,
         )
         return RankState(worker, proc)
@@ -332,8 +383,24 @@ class LocalExecutor:
             procfs.signal_group(rank.handle.pgid, rank.handle.start_time_ticks, sig)
 
 
+def _log_path(spec: LaunchSpec, slot: RankSlot, account: Account) -> Path:
+    """Where a reader finds the process's output: its --output file, else the spool log."""
+    stdout, _ = jobfiles.output_paths(spec, slot, slot.node_rank)
+    if not stdout:
+        return spec.log_dir / f"rank-{slot.rank}.log"
+    return Path(_cwd(spec, account), stdout)
+
+
+def _cwd(spec: LaunchSpec, account: Account) -> str:
+    return str(spec.workdir) if str(spec.workdir) not in ("", ".") else account.home
+
+
 def _exit_of(rank: RankState) -> RankExit | None:
-    """The rank's end if it has exited, after killing what it left in its group."""
+    """The rank's end if it has exited, after killing what it left in its group.
+
+    A process that exits is checked against the rank's start marker: if another wrapper
+    claimed the rank (ours stood down), that one is watched from now on.
+    """
     worker = rank.handle
     if rank.proc is not None:
         try:
@@ -346,11 +413,58 @@ def _exit_of(rank: RankState) -> RankExit | None:
             return None
         procfs.signal_group(worker.pgid, worker.start_time_ticks, signal.SIGKILL)
         returncode = rank.proc.wait()
+        if _follow_claimant(rank):
+            return _exit_of(rank)
         return read_exit(worker.exit_path) or RankExit.from_returncode(returncode)
     if procfs.is_alive(worker.pid, worker.start_time_ticks):
         return None
+    if _follow_claimant(rank):
+        return _exit_of(rank)
     procfs.signal_group(worker.pgid, worker.start_time_ticks, signal.SIGKILL)
     return read_exit(worker.exit_path) or UNKNOWN
+
+
+def _claimant(worker: WorkerHandle) -> WorkerHandle:
+    """The worker that claimed this rank's start marker (``worker`` itself if none did)."""
+    claimed = read_claim(start_marker_path(worker.exit_path))
+    if claimed is None or claimed.pid is None or claimed.start_time_ticks is None:
+        return worker
+    return replace(
+        worker, pid=claimed.pid, pgid=claimed.pid, start_time_ticks=claimed.start_time_ticks
+    )
+
+
+def _follow_claimant(rank: RankState) -> bool:
+    """Watch the rank's claimant instead of an exited process that was not it; True if so."""
+    claimant = _claimant(rank.handle)
+    if (claimant.pid, claimant.start_time_ticks) == (
+        rank.handle.pid,
+        rank.handle.start_time_ticks,
+    ):
+        return False
+    rank.handle, rank.proc = claimant, None
+    return True
+
+
+def _report(job: JobState) -> ExitReport:
+    """The job's outcome; first seal its ranks that nobody claimed, so that a wrapper of this
+    attempt still on its way can never run after the attempt was reported."""
+    for rank in job.ranks:
+        with contextlib.suppress(OSError):  # records unwritable: the report must still go out
+            seal(start_marker_path(rank.handle.exit_path))
+    return decide(job)
+
+
+def _launch_port(path: Path) -> int:
+    """The port an earlier launch of this attempt recorded, or a new one, recorded now."""
+    try:
+        port = int(json.loads(path.read_text())["port"])
+    except (FileNotFoundError, json.JSONDecodeError, KeyError, ValueError):
+        port = free_port(MASTER_ADDR)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps({"port": port}) + "\n")
+        os.replace(tmp, path)
+    return port
 
 
 def _write_handle(path: Path, handle: JobHandle) -> None:

@@ -60,6 +60,9 @@ class LaunchSpec:
     the processes run as (None: the executor's own). ``log_dir`` belongs to the executor
     (records, spool logs); ``checkpoint_dir`` and ``steps_dir`` to the user; ``script`` is
     written to ``script_path`` for the user before a batch job starts.
+    ``records_dir`` keeps what makes a start happen at most once (start markers, exit records,
+    the handle record); it should outlive ``log_dir`` (default: ``log_dir``), since losing
+    those records is what could make an attempt run twice.
     """
 
     job_id: str
@@ -86,6 +89,7 @@ class LaunchSpec:
     preempt_signal: str = DEFAULT_PREEMPT_SIGNAL
     signal_batch_shell: bool = False
     nccl_env: Mapping[str, str] = field(default_factory=dict)
+    records_dir: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.command:

@@ -23,6 +23,13 @@ mode with a minimal one, and the job's environment travels in the task file.
 Why not ``subprocess.Popen(user=..., group=..., extra_groups=..., umask=...)``: Popen changes
 directory and opens nothing after it drops privileges, and it cannot open the output files as
 the user; the explicit pre-exec step does each of these in slurmstepd's order.
+
+Before it runs anything the wrapper claims the process's start marker
+(:mod:`railyard.exec.attempt`). If this process of this attempt was claimed before (a
+relaunch after the control plane crashed) or sealed (the attempt is over), it says so on
+stderr and exits 75 without running the command and without writing an exit record: that
+belongs to the wrapper that did run it. The claim is made before the fork, as the executor's
+account, so the job cannot forge or remove it.
 """
 
 from __future__ import annotations
@@ -35,7 +42,8 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from railyard.exec import cgroup
+from railyard.exec import cgroup, procfs
+from railyard.exec.attempt import STOOD_DOWN_EXIT, claim, read_claim, start_marker_path
 from railyard.exec.exitfile import RankExit, signal_name, write_exit
 from railyard.exec.taskfile import Task
 
@@ -77,11 +85,15 @@ def run(exit_file: Path, command: list[str], task: Task | None = None) -> int:
 
     for sig in NOTED_SIGNALS:
         signal.signal(sig, note)  # Python handlers reset to default in the command on exec
+    if not claim_rank(exit_file):
+        return STOOD_DOWN_EXIT
     if task is None:
         try:
             proc = subprocess.Popen(command)
         except OSError as exc:
-            print(f"railyard wrapper: cannot run {command[0]!r}: {exc}", file=sys.stderr)
+            print(
+                f"railyard wrapper: cannot run {command[0]!r}: {exc}", file=sys.stderr, flush=True
+            )
             record(exit_file, RankExit(EXEC_FAILED, None, tuple(received)))
             return EXEC_FAILED
         returncode = proc.wait()  # retried across signals (PEP 475)
@@ -160,9 +172,32 @@ def _say(line: str) -> None:
         os.write(2, (line + "\n").encode())
 
 
-def record(exit_file: Path, rank_exit: RankExit) -> None:
-    """Write the exit record; failing to (the log dir was removed) must not change our exit."""
+def claim_rank(exit_file: Path) -> bool:
+    """Claim this rank of this attempt; False (and a line on stderr) if it is not ours to run."""
+    marker = start_marker_path(exit_file)
+    pid = os.getpid()
     try:
+        if claim(marker, pid, procfs.start_time_ticks(pid)):
+            return True
+    except OSError as exc:  # no claim, no run: a start we cannot record could happen twice
+        print(f"railyard wrapper: cannot claim {marker}: {exc}", file=sys.stderr, flush=True)
+        return False
+    owner = read_claim(marker)
+    why = "sealed: the attempt is over" if owner is None or owner.sealed else f"pid {owner.pid}"
+    print(
+        f"railyard wrapper: this rank of this attempt was already started ({why}; {marker}); "
+        "not running it again",
+        file=sys.stderr,
+        flush=True,
+    )
+    return False
+
+
+def record(exit_file: Path, rank_exit: RankExit) -> None:
+    """Write the exit record (recreating its directory if it was removed meanwhile); failing
+    to must not change our exit."""
+    try:
+        exit_file.parent.mkdir(parents=True, exist_ok=True)
         write_exit(exit_file, rank_exit)
     except OSError as exc:
         print(f"railyard wrapper: cannot write {exit_file}: {exc}", file=sys.stderr, flush=True)

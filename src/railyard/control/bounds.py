@@ -1,0 +1,41 @@
+"""The numbers behind every bound of the API (see :mod:`railyard.control.limits` for why).
+
+Standard library only, so the CLI's value parsers (:mod:`railyard.control.values`) apply the
+same bounds without importing pydantic.
+"""
+
+from __future__ import annotations
+
+INT32_MAX = 2**31 - 1
+KiB = 1024
+MiB = 1024 * KiB
+
+MAX_REQUEST_BYTES = 16 * MiB  # a request body; larger is 413
+MAX_COMMAND_ARGS = 4096
+MAX_ARG_BYTES = 128 * KiB  # MAX_ARG_STRLEN
+MAX_COMMAND_BYTES = 256 * KiB  # all arguments together
+MAX_ENV_ENTRIES = 1024
+MAX_ENV_BYTES = 256 * KiB  # all NAME=VALUE strings together
+MAX_ENV_NAME = 256
+MAX_SCRIPT_BYTES = 1 * MiB
+MAX_SUBMIT_STORED_BYTES = 64 * MiB  # command + env + script, times the array's tasks
+MAX_JOB_GPUS = 1 << 20  # workers x GPUs per worker
+MAX_WALLTIME_S = 10 * 366 * 86400.0
+MAX_GRACE_S = 65535.0  # Slurm's --signal @time is 16 bits
+MAX_WEIGHT = 1e6
+MIN_WEIGHT = 1e-3  # with MAX_WEIGHT: fair-share ratios stay finite for any set of siblings
+MAX_QUOTA_FLAVORS = 64
+MAX_NAME = 256  # a job's name; a node's drain reason
+MAX_QUEUE_NAME = 128
+MAX_USER_NAME = 64
+MAX_FLAVOR = 64
+MAX_LABEL = 128
+MAX_WORKDIR = 1024
+MAX_SHORT = 64  # the small spellings: time, signal, priority, topology
+MAX_ARRAY_SPEC = 1024
+MAX_LOG_OFFSET = 2**63 - 1
+MAX_TOKEN_LIFETIME_S = 10 * 366 * 86400.0
+
+QUEUE_NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
+USER_NAME_PATTERN = r"^[A-Za-z0-9_.@-]+$"
+JOB_ID_PATTERN = r"^[0-9]{1,10}(_[0-9]{1,10})?$"
