@@ -121,3 +121,12 @@ def test_ray_sweep_on_a_local_instance() -> None:
     ]
     results = sweep.sweep(scenarios, ray_address="local")
     assert [r["seed"] for r in results] == [0, 1]
+
+
+@pytest.mark.parametrize(("extra", "noted"), [([], True), (["--preemptible-jobs"], False)])
+def test_las_without_preemptible_jobs_says_it_is_greedy(extra: list[str], noted: bool) -> None:
+    """LAS can only slice preemptible jobs; a run with none would silently equal fifo-greedy."""
+    args = ["simulate", "gaggle-h100", "--trace", str(FIXTURES / "railyard_trace.csv")]
+    result = runner.invoke(APP, [*args, "--policy", "las", "--workers", "1", *extra])
+    assert result.exit_code == 0, result.output
+    assert ("las slices only preemptible jobs" in result.output) is noted

@@ -99,6 +99,14 @@ def simulate(
         )
         for s in scenarios
     ]
+    if "las" in {s.policy for s in scenarios} and not preemptible:
+        Console(stderr=True).print(
+            "railyard: note: las slices only preemptible jobs and this run has none, so it "
+            "behaves like fifo-greedy (hint: add --preemptible-jobs, as "
+            "benchmarks/compare_policies.py does)",
+            highlight=False,
+            soft_wrap=True,
+        )
     if plot is not None and not have_matplotlib():
         _fail(f"--plot needs matplotlib, which is not installed (hint: {PLOT_HINT})")
     if ray is not None and not ray_available():

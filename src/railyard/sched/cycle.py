@@ -109,19 +109,15 @@ def cycle(
         now_t_s, state.usage, booked.quota, state.pending, config.service_levels_gpu_s
     )
     starving_t_s = now_t_s - config.starvation_limit_s
-    nominated = sorted((j for j in state.pending if j.nominated), key=lambda j: j.tie)
-    starving = sorted(
-        (j for j in state.pending if j.submit_t_s <= starving_t_s and not j.nominated),
-        key=lambda j: (-j.priority, j.submit_t_s, j.tie),
-    )
-    ordered = (
-        nominated
-        + starving
-        + sorted(
-            (j for j in state.pending if j.submit_t_s > starving_t_s and not j.nominated),
-            key=policies.ordering.sort_key(ctx),
-        )
-    )
+    nominated: list[Job] = []
+    starving: list[Job] = []
+    rest: list[Job] = []
+    for j in state.pending:  # one pass: 10,000 pending jobs make three passes cost
+        (nominated if j.nominated else starving if j.submit_t_s <= starving_t_s else rest).append(j)
+    nominated.sort(key=lambda j: j.tie)
+    starving.sort(key=lambda j: (-j.priority, j.submit_t_s, j.tie))
+    rest.sort(key=policies.ordering.sort_key(ctx))
+    ordered = nominated + starving + rest
 
     # 4. Admit in order: feasibility, quota, placement; else preempt; else a reason and maybe
     #    a reservation. Like Kueue, jobs that fit their nominal quota go before jobs that must
