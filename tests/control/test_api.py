@@ -171,6 +171,7 @@ BAD_SUBMISSIONS = [
     ({"gpus_per_node": 4, "exclusive": True}, "exclusive: --exclusive asks for whole nodes"),
     ({"mem": "lots"}, "mem: bad memory size 'lots' (hint: e.g. 16G"),
     ({"dependency": "afterwards:1"}, "dependency: unknown dependency type 'afterwards'"),
+    ({"dependency": "afterok:1:99?afterany:7_2"}, "dependency: no job 99, 7_2 (hint: name jobs"),
     ({"nodes": 2, "gpus_per_node": 1, "ntasks": 3}, "ntasks=3 is not a multiple of nodes=2"),
     ({"env": {"A=B": "1"}}, "env: 'A=B' has '=' in it (hint: NAME and VALUE are separate)"),
     ({"env": {f"V{i}": "" for i in range(5000)}}, "env: 5000 variables, at most 1024 (hint:"),
@@ -338,6 +339,7 @@ def test_gpu_type_picks_the_flavor(api: Api) -> None:
 
 
 def test_slurm_fields_are_stored_and_shown(api: Api) -> None:
+    first, second = (api.submit("alice")[0]["id"] for _ in range(2))
     [job] = api.submit(
         "alice",
         script="#!/bin/bash\nsrun hostname\n",
@@ -351,7 +353,7 @@ def test_slurm_fields_are_stored_and_shown(api: Api) -> None:
         env={"PATH": "/opt/bin:/usr/bin", "LANG": "C.UTF-8"},
         workdir=str(api.state_dir.parent),  # must exist on the node at submit
         submit_dir="/home/alice",
-        dependency="afterok:7?afternotok:8",
+        dependency=f"afterok:{first}?afternotok:{second}",
         requeue=True,
         exclusive=True,
     )
@@ -360,7 +362,7 @@ def test_slurm_fields_are_stored_and_shown(api: Api) -> None:
     assert (job["export"], job["env_vars"], job["submit_dir"]) == ("ALL", 2, "/home/alice")
     assert job["output"] == "slurm-%j.out"  # sbatch's default for a batch script
     assert (job["dependency"], job["requeue"], job["unix_user"]) == (
-        "afterok:7?afternotok:8",
+        f"afterok:{first}?afternotok:{second}",
         True,
         "alice",
     )

@@ -36,6 +36,7 @@ from railyard.control.tables import (
 from railyard.control.transitions import transition_many
 from railyard.control.values import parse_array, parse_signal, parse_topology
 from railyard.sched.accounting import expand_array
+from railyard.sched.dependencies import job_ids, parse_dependency
 from railyard.sched.feasible import never_placeable
 from railyard.sched.model import Job, Level, TopologyMode, TopologyRequirement
 from railyard.sched.policies import PLACEMENT
@@ -226,6 +227,28 @@ def _check_feasible(session: Session, job: Job) -> None:
         raise Invalid("gpus", why, hint)
 
 
+def _check_dependency(session: Session, dependency: str | None) -> None:
+    """Every job a dependency names must exist (a job id, or an array's number), as sbatch
+    refuses with "Job dependency problem": a typo would otherwise wait forever."""
+    if dependency is None:
+        return
+    wanted = job_ids(parse_dependency(dependency)[0])
+    if not wanted:
+        return
+    found = session.execute(
+        select(JobRow.id, JobRow.array_parent).where(
+            or_(JobRow.id.in_(wanted), JobRow.array_parent.in_(wanted))
+        )
+    )
+    missing = wanted - {i for row in found for i in row if i is not None}
+    if missing:
+        raise Invalid(
+            "dependency",
+            f"no job {', '.join(sorted(missing, key=lambda i: (len(i), i)))}",
+            "name jobs that were submitted (railyard queue --all, railyard history)",
+        )
+
+
 def _check_bounds(session: Session, queue: str, min_runtime_s: float, grace_s: float) -> None:
     """What a job may claim for itself is bounded by its queue (an admin's setting)."""
     row = session.get(QueueRow, queue)
@@ -280,6 +303,7 @@ def submit(
         topology=topology,
     )
     _check_feasible(session, shape)
+    _check_dependency(session, spec.dependency)
     count = len(indices) if indices is not None else 1
     _check_stored(spec, count)
     number = _next_number(session, count)
