@@ -25,6 +25,7 @@ from railyard.control.loop import Loop, LoopConfig
 from railyard.control.store import Store, sqlite_url
 from railyard.exec.local import LocalExecutor
 from tests.control.conftest import Seeder
+from tests.integration.server_proc import free_port
 
 
 def _mount_tmpfs(where: Path, *options: str) -> Iterator[Path]:
@@ -119,8 +120,21 @@ def test_full_disk_is_507_and_healthz_says_why(small_disk: Path) -> None:
 
 
 def _up(state_dir: Path) -> subprocess.CompletedProcess[str]:
+    # never the default port: a user's own server may hold it
+    port = str(free_port())
     return subprocess.run(
-        [sys.executable, "-m", "railyard", "up", "--gpus", "1", "--state-dir", str(state_dir)],
+        [
+            sys.executable,
+            "-m",
+            "railyard",
+            "up",
+            "--gpus",
+            "1",
+            "--state-dir",
+            str(state_dir),
+            "--port",
+            port,
+        ],
         capture_output=True,
         text=True,
         timeout=60,
