@@ -50,6 +50,7 @@ def test_a_scrape_reports_what_the_store_holds(live: Live, tmp_path: Path) -> No
         value(found, "railyard_user_fairshare_usage_gpu_seconds", queue="default", user="alice")
         == (usage["user:default/alice"])
     )
+    assert value(found, "railyard_queue_fairshare_usage_ratio", queue="default") == 1.0
     assert value(found, "railyard_queue_fairshare_entitlement_ratio", queue="root") == 1.0
     assert value(found, "railyard_queue_fairshare_entitlement_ratio", queue="default") == 0.5
     # the loop's own measurements: every step, and the two first starts

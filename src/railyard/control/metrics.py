@@ -187,22 +187,33 @@ def _fairshare(session: Session, queues: list[QueueRow]) -> Iterator[Metric]:
         "A user's decayed GPU-seconds in a leaf queue.",
         labels=["queue", "user"],
     )
+    by_queue: dict[str, float] = {}
     for row in session.scalars(select(UsageRow).order_by(UsageRow.key)):
         kind, _, key = row.key.partition(":")
         if kind == "queue":
             usage.add_metric([key], row.gpu_s)
+            by_queue[key] = row.gpu_s
         elif kind == "user":
             queue, _, user = key.rpartition("/")
             user_usage.add_metric([queue, user], row.gpu_s)
+    share = GaugeMetricFamily(
+        "railyard_queue_fairshare_usage_ratio",
+        "The queue subtree's usage over the whole cluster's (the top-level queues'): what "
+        "fair share compares with the entitlement.",
+        labels=["queue"],
+    )
+    total = sum(by_queue.get(q.name, 0.0) for q in queues if q.parent is None)
+    for name, gpu_s in sorted(by_queue.items()):
+        share.add_metric([name], gpu_s / total if total > 0 else 0.0)
     entitled = GaugeMetricFamily(
         "railyard_queue_fairshare_entitlement_ratio",
         "The queue's fair share of the whole cluster: its weight over its siblings' at each "
         "level, multiplied down from the root (Slurm's normalized shares).",
         labels=["queue"],
     )
-    for name, share in entitlements(queues).items():
-        entitled.add_metric([name], share)
-    yield from (usage, user_usage, entitled)
+    for name, ratio in entitlements(queues).items():
+        entitled.add_metric([name], ratio)
+    yield from (usage, user_usage, share, entitled)
 
 
 def entitlements(queues: Iterable[QueueRow]) -> dict[str, float]:
