@@ -8,6 +8,8 @@ real NVML path runs where ``pynvml`` and a GPU exist and is skipped elsewhere.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import types
 from pathlib import Path
 from typing import Any
@@ -145,3 +147,23 @@ def test_real_nvml_readings() -> None:
         assert r.fb_used_mib is not None
         assert r.fb_free_mib is not None
         assert r.fb_used_mib + r.fb_free_mib > 1024  # every datacenter GPU has over 1 GiB
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
+def test_promtool_objects_only_to_dcgm_exporters_own_label_names(
+    live: Live, tmp_path: Path
+) -> None:
+    """promtool's lint wants snake_case labels; ``modelName``, ``UUID`` and ``Hostname`` are
+    dcgm-exporter's (kept so its dashboards work), and they are its only complaint."""
+    nvml = fake_nvml()
+    config = MetricsConfig(read_gpus=lambda: probe.read_gpus(nvml), node_name=NODE)
+    app = create_app(live.store, wake=lambda: None, state_dir=tmp_path, metrics=config)
+    text = scrape(TestClient(app), live.token)
+    checked = subprocess.run(
+        ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, check=False
+    )
+    problems = [line for line in (checked.stdout + checked.stderr).splitlines() if line.strip()]
+    assert problems
+    for line in problems:
+        assert line.startswith("DCGM_FI_DEV_"), line
+        assert line.endswith("label names should be written in 'snake_case' not 'camelCase'")
