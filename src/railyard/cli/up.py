@@ -51,6 +51,7 @@ def up(args: argparse.Namespace) -> None:
         scheduler=scheduler,
         blueprint=args.blueprint,
         spool_dir=args.spool_dir,
+        metrics_open=args.metrics_open,
         **({"node_name": args.node_name} if args.node_name else {}),
     )
     try:
@@ -92,6 +93,12 @@ def _up_args(p: Parser) -> None:
     p.add_argument("--blueprint", help="the cluster's nodes and topology: a preset or YAML file")
     p.add_argument("--node-name", help="which blueprint node this machine is (default: hostname)")
     p.add_argument("--cycle-interval", type=float, default=2.0, help="seconds between idle cycles")
+    p.add_argument(
+        "--metrics-open",
+        action="store_true",
+        help="serve /metrics without a token (job names and users: a trusted network only; "
+        "by default it needs an admin's token)",
+    )
 
 
 COMMANDS = (Command("up", up, _up_args),)

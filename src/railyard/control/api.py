@@ -59,6 +59,8 @@ from railyard.control.errors import (
     error_body,
 )
 from railyard.control.health import LoopHealth
+from railyard.control.metrics import MetricsConfig
+from railyard.control.metrics_api import metrics_router
 from railyard.control.paths import log_path
 from railyard.control.store import Store
 from railyard.control.tables import JobRow, JobState, User
@@ -550,12 +552,14 @@ def create_app(
     clock: Callable[[], float] = time.time,
     run_as: RunAs | None = None,
     loop_health: LoopHealth | None = None,
+    metrics: MetricsConfig | None = None,
 ) -> FastAPI:
     """The API over ``store``; ``wake`` is called after each commit the service loop must see
     (submit, cancel, node or queue change). Job files are under ``spool_dir`` (default
     ``state_dir/jobs``). ``run_as`` checks at submit that this server can run a job as its
     user's Unix account (``railyard up`` passes it; None skips the check). ``/healthz``
-    reports the loop's ``loop_health`` and whether the store answers."""
+    reports the loop's ``loop_health`` and whether the store answers; ``/metrics`` serves
+    what ``metrics`` says (default: the store's figures, for an admin's token)."""
     app = FastAPI(
         title="railyard",
         version=__version__,
@@ -588,6 +592,9 @@ def create_app(
         return body
 
     app.include_router(v1)
+    app.include_router(
+        metrics_router(store, metrics or MetricsConfig(loop_health=loop_health), clock)
+    )
     _install_errors(app)
     app.add_middleware(BodyLimit)
     return app

@@ -22,7 +22,8 @@ class LoopHealth:
     started_t_s: float | None = None
     last_ok_t_s: float | None = None
     last_error: str | None = None
-    failing_steps: int = 0
+    failing_steps: int = 0  # consecutive, reset by a good step
+    failed_steps_total: int = 0  # since the server started, for /metrics
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def begin(self, now_t_s: float) -> None:
@@ -38,6 +39,7 @@ class LoopHealth:
         line = refusal.line() if refusal else f"{type(exc).__name__}: {exc}".splitlines()[0]
         with self._lock:
             self.last_error, self.failing_steps = line[:300], self.failing_steps + 1
+            self.failed_steps_total += 1
 
     def problem(self, now_t_s: float) -> str | None:
         """Why the loop is unhealthy, in one line, or None."""

@@ -35,6 +35,7 @@ from sqlalchemy.orm import Session
 from railyard.control.apply import Written, cas, write_plan
 from railyard.control.health import STALLED_AFTER_S, LoopHealth
 from railyard.control.launchspec import launch_spec
+from railyard.control.loopmetrics import LoopMetrics
 from railyard.control.paths import attempts_dir
 from railyard.control.store import Store
 from railyard.control.tables import HOLDING_STATES, JobRow, JobState
@@ -75,7 +76,9 @@ class StepReport:
     preempted: list[str] = field(default_factory=list)
     finished: list[tuple[str, str]] = field(default_factory=list)  # (job id, final state)
     requeued: list[str] = field(default_factory=list)
-    cycle_s: float = 0.0
+    cycle_s: float = 0.0  # the scheduling decision alone
+    step_s: float = 0.0  # the whole step: read, decide, write, act
+    waits_s: list[float] = field(default_factory=list)  # submit to first start, per start
 
 
 class Loop:
@@ -95,6 +98,7 @@ class Loop:
         self.clock = clock
         self._wake = threading.Event()
         self.health = LoopHealth(stalled_after_s=max(STALLED_AFTER_S, 30 * config.cycle_interval_s))
+        self.metrics = LoopMetrics()
         self._last_accrual_t_s: float | None = None
         self._world = WorldReader(config.scheduler)
         self._cache = CycleCache()
@@ -154,6 +158,7 @@ class Loop:
         return exits
 
     def step(self) -> StepReport:
+        step_began = time.perf_counter()
         report = StepReport()
         # 1. Exits first, so their GPUs are free for this cycle.
         exits = [*self._carried, *(exit_of(r) for r in self.executor.poll())]
@@ -169,6 +174,13 @@ class Loop:
             specs = self._specs(session, written)
         self._last_accrual_t_s = now_t_s
         self.last_plan = plan
+        if written.started:
+            first = set(written.started)
+            report.waits_s = [
+                now_t_s - j.submit_t_s
+                for j in given.pending
+                if j.id in first and j.restart_count == 0
+            ]
         retry = set(written.unsettled)  # their rows changed under the step: settle them again
         self._carried = [e for e in exits if e.job_id in retry]
         report.finished, report.requeued = written.finished, written.requeued
@@ -177,6 +189,8 @@ class Loop:
         for spec in specs:
             if self._start(spec):
                 report.started.append(spec.job_id)
+        report.step_s = time.perf_counter() - step_began
+        self.metrics.observe(report.cycle_s, report.step_s, report.waits_s)
         return report
 
     # -- acting ---------------------------------------------------------------------------------

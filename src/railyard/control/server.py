@@ -38,6 +38,7 @@ from railyard.control.errors import ServiceError, Unavailable, describe_failure
 from railyard.control.jobs import JOB_COUNTER
 from railyard.control.lock import StoreLock, StoreLocked
 from railyard.control.loop import Loop, LoopConfig
+from railyard.control.metrics import MetricsConfig
 from railyard.control.paths import (
     SECRET_FILE_MODE,
     SPOOL_DIR_MODE,
@@ -63,7 +64,7 @@ from railyard.control.users import bootstrap_admin
 from railyard.exec.local import LocalExecutor
 from railyard.exec.nccl import nccl_env
 from railyard.inventory import scheduler_nodes, this_machine
-from railyard.probe import detect_gpus, resolve_gpus
+from railyard.probe import detect_gpus, read_gpus, resolve_gpus
 from railyard.sched import Node, NodeState, SchedulerConfig
 
 log = logging.getLogger("railyard.server")
@@ -87,6 +88,7 @@ class UpConfig:
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     blueprint: str | None = None
     spool_dir: Path | None = None
+    metrics_open: bool = False  # /metrics without a token (a trusted network only)
 
     @property
     def url(self) -> str:
@@ -360,6 +362,13 @@ def _serve_locked(
         spool_dir=spool,
         run_as=run_as,
         loop_health=loop_.health,
+        metrics=MetricsConfig(
+            open_access=config.metrics_open,
+            loop=loop_.metrics,
+            loop_health=loop_.health,
+            read_gpus=read_gpus,
+            node_name=local.name,
+        ),
     )
     print(
         f"railyard up: {api_url} (node {config.node_name}, {executor.gpus} x {flavor} GPUs, "
@@ -367,6 +376,8 @@ def _serve_locked(
         flush=True,
     )
     print(f"railyard up: {run_as.describe()}; job files in {spool}", flush=True)
+    if config.metrics_open:
+        print(f"railyard up: {api_url}/metrics is open to anyone who can reach it", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     try:
         server.run(sockets=[sock])

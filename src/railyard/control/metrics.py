@@ -1,0 +1,281 @@
+"""``/metrics``: the control plane's state in Prometheus' text format, read at scrape time.
+
+Every app has its own :class:`~prometheus_client.CollectorRegistry` (never the process-wide
+default), holding :class:`StoreCollector` (a few aggregate queries over the store: jobs by
+state and queue, pending jobs by reason, GPUs allocated, borrowed and nominal per queue and
+flavor, fair-share usage and entitlement, nodes and their GPUs by state), the loop's own
+histograms (:mod:`~railyard.control.loopmetrics`) and, on a GPU machine, the per-GPU
+figures under dcgm-exporter's names (:mod:`~railyard.control.gpumetrics`). Nothing is kept
+between scrapes but the loop's histograms, so a scrape always agrees with the store.
+
+Units are in the names (``_seconds``, ``_gpus``, ``_gpu_seconds``), per Prometheus' naming
+guide (https://prometheus.io/docs/practices/naming/).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from railyard import __version__
+from railyard.control.convert import to_queue
+from railyard.control.gpumetrics import GpuCollector
+from railyard.control.health import LoopHealth
+from railyard.control.loopmetrics import LoopMetrics
+from railyard.control.store import Store
+from railyard.control.tables import HOLDING_STATES, JobRow, JobState, NodeRow, QueueRow, UsageRow
+from railyard.probe import GpuReading
+from railyard.sched import NodeState
+from railyard.sched.quota import QuotaTree
+
+_REASON_WORD = re.compile(r"[A-Za-z]+")
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """How an app serves ``/metrics``. ``open_access``: no token needed (``railyard up
+    --metrics-open``, for a trusted network); otherwise an admin's bearer token, since job
+    names, users and queues are tenants' data. ``loop``/``loop_health``: the service loop's
+    histograms and health, when the app has a loop. ``read_gpus`` (e.g.
+    :func:`railyard.probe.read_gpus`) and ``node_name``: this machine's GPUs and its node in
+    the store, for the per-GPU metrics; None serves none."""
+
+    open_access: bool = False
+    loop: LoopMetrics | None = None
+    loop_health: LoopHealth | None = None
+    read_gpus: Callable[[], Sequence[GpuReading]] | None = None
+    node_name: str | None = None
+
+
+def metrics_registry(
+    store: Store, config: MetricsConfig, clock: Callable[[], float]
+) -> CollectorRegistry:
+    """A registry of this app's own: several apps in one process never clash."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StoreCollector(store, config, clock))
+    if config.read_gpus is not None and config.node_name is not None:
+        registry.register(GpuCollector(store, config.node_name, config.read_gpus))
+    return registry
+
+
+class StoreCollector(Collector):
+    """The store's state, aggregated in SQL at every scrape (a handful of GROUP BYs: cheap
+    with ten thousand jobs, see benchmarks/bench_metrics.py)."""
+
+    def __init__(self, store: Store, config: MetricsConfig, clock: Callable[[], float]) -> None:
+        self.store, self.config, self.clock = store, config, clock
+
+    def describe(self) -> list[Metric]:
+        return []  # nothing to register up front; the names are checked by the tests
+
+    def collect(self) -> Iterator[Metric]:
+        yield InfoMetricFamily(
+            "railyard_build", "The railyard version serving.", value={"version": __version__}
+        )
+        with self.store.session() as session:
+            queues = list(session.scalars(select(QueueRow).order_by(QueueRow.name)))
+            yield from _jobs(session, [q.name for q in queues])
+            yield from _gpus(session, queues)
+            yield from _fairshare(session, queues)
+            yield from _nodes(session)
+            yield from node_health_families(session)
+        if self.config.loop is not None:
+            yield from self.config.loop.collect()
+        if self.config.loop_health is not None:
+            yield from _loop_health(self.config.loop_health, self.clock())
+
+
+def node_health_families(session: Session) -> list[Metric]:
+    """Issue 13's node health checks plug in here (built separately): one family per figure,
+    e.g. ``railyard_node_health_check_status{node,check}`` (0 pass, 1 warn, 2 fail) and the
+    measured and expected figures of the last run of each check. None yet."""
+    return []
+
+
+def _jobs(session: Session, queue_names: list[str]) -> Iterator[Metric]:
+    by_state = GaugeMetricFamily(
+        "railyard_jobs", "Jobs in the store by queue and state.", labels=["queue", "state"]
+    )
+    counts = {(q, s.value): 0 for q in queue_names for s in JobState}
+    rows = session.execute(
+        select(JobRow.queue, JobRow.state, func.count()).group_by(JobRow.queue, JobRow.state)
+    )
+    for queue, state, count in rows:
+        counts[queue, state] = int(count)
+    for (queue, state), count in sorted(counts.items()):
+        by_state.add_metric([queue, str(state)], count)
+    yield by_state
+    pending = GaugeMetricFamily(
+        "railyard_jobs_pending",
+        "Pending jobs by queue and why they wait (squeue's reason; None before the first cycle).",
+        labels=["queue", "reason"],
+    )
+    reasons: dict[tuple[str, str], int] = {}
+    rows = session.execute(
+        select(JobRow.queue, JobRow.reason, func.count())
+        .where(JobRow.state == JobState.PENDING.value)
+        .group_by(JobRow.queue, JobRow.reason)
+    )
+    for queue, reason, count in rows:
+        key = (queue, reason_label(reason))
+        reasons[key] = reasons.get(key, 0) + int(count)
+    for (queue, reason), count in sorted(reasons.items()):
+        pending.add_metric([queue, reason], count)
+    yield pending
+
+
+def reason_label(reason: str) -> str:
+    """The reason's leading word ("Resources", "Priority", "QOSGrpGRES"...), so a detail in
+    the stored text never makes a label value of its own; "None" for a job not yet looked at
+    (Slurm's word for it)."""
+    found = _REASON_WORD.match(reason.strip())
+    return found.group(0)[:64] if found else "None"
+
+
+def _gpus(session: Session, queues: list[QueueRow]) -> Iterator[Metric]:
+    labels = ["queue", "flavor"]
+    allocated = GaugeMetricFamily(
+        "railyard_queue_allocated_gpus",
+        "GPUs held by the queue's own jobs (starting, running or stopping).",
+        labels=labels,
+    )
+    borrowed = GaugeMetricFamily(
+        "railyard_queue_borrowed_gpus",
+        "GPUs the queue's subtree holds beyond its subtree's nominal quota (borrowed).",
+        labels=labels,
+    )
+    nominal = GaugeMetricFamily(
+        "railyard_queue_nominal_gpus", "The queue's own nominal quota.", labels=labels
+    )
+    held = session.execute(
+        select(JobRow.queue, JobRow.flavor, func.sum(JobRow.workers * JobRow.gpus_per_worker))
+        .where(JobRow.state.in_(HOLDING_STATES))
+        .group_by(JobRow.queue, JobRow.flavor)
+    ).all()
+    used = {(q, f): int(g or 0) for q, f, g in held}
+    flavors = {f for q in queues for f in q.nominal_gpus} | {f for _, f in used}
+    tree = QuotaTree([to_queue(q) for q in queues], flavors)
+    for (queue, flavor), gpus in used.items():
+        if queue in tree.queues:
+            tree.add(queue, flavor, gpus)
+    for q in queues:
+        for flavor in sorted(flavors):
+            key = (q.name, flavor)
+            allocated.add_metric([q.name, flavor], used.get(key, 0))
+            over = tree.total.get(key, 0) - tree.subtree_nominal.get(key, 0)
+            borrowed.add_metric([q.name, flavor], max(0, over))
+            nominal.add_metric([q.name, flavor], int(q.nominal_gpus.get(flavor, 0)))
+    yield from (allocated, borrowed, nominal)
+
+
+def _fairshare(session: Session, queues: list[QueueRow]) -> Iterator[Metric]:
+    usage = GaugeMetricFamily(
+        "railyard_queue_fairshare_usage_gpu_seconds",
+        "The queue subtree's decayed GPU-seconds that fair share ranks by.",
+        labels=["queue"],
+    )
+    user_usage = GaugeMetricFamily(
+        "railyard_user_fairshare_usage_gpu_seconds",
+        "A user's decayed GPU-seconds in a leaf queue.",
+        labels=["queue", "user"],
+    )
+    by_queue: dict[str, float] = {}
+    for row in session.scalars(select(UsageRow).order_by(UsageRow.key)):
+        kind, _, key = row.key.partition(":")
+        if kind == "queue":
+            usage.add_metric([key], row.gpu_s)
+            by_queue[key] = row.gpu_s
+        elif kind == "user":
+            queue, _, user = key.rpartition("/")
+            user_usage.add_metric([queue, user], row.gpu_s)
+    share = GaugeMetricFamily(
+        "railyard_queue_fairshare_usage_ratio",
+        "The queue subtree's usage over the whole cluster's (the top-level queues'): what "
+        "fair share compares with the entitlement.",
+        labels=["queue"],
+    )
+    total = sum(by_queue.get(q.name, 0.0) for q in queues if q.parent is None)
+    for name, gpu_s in sorted(by_queue.items()):
+        share.add_metric([name], gpu_s / total if total > 0 else 0.0)
+    entitled = GaugeMetricFamily(
+        "railyard_queue_fairshare_entitlement_ratio",
+        "The queue's fair share of the whole cluster: its weight over its siblings' at each "
+        "level, multiplied down from the root (Slurm's normalized shares).",
+        labels=["queue"],
+    )
+    for name, ratio in entitlements(queues).items():
+        entitled.add_metric([name], ratio)
+    yield from (usage, user_usage, share, entitled)
+
+
+def entitlements(queues: Iterable[QueueRow]) -> dict[str, float]:
+    """Per queue, the product over its path of weight / sum of its siblings' weights."""
+    tree = QuotaTree([to_queue(q) for q in queues])
+    weight = {n: q.weight for n, q in tree.queues.items()}
+    siblings: dict[str | None, float] = {}
+    for name, parent in tree.parent.items():
+        siblings[parent] = siblings.get(parent, 0.0) + weight[name]
+    out = {}
+    for name, path in sorted(tree.paths.items()):
+        share = 1.0
+        for q in path:
+            share *= weight[q] / siblings[tree.parent[q]]
+        out[name] = share
+    return out
+
+
+def _nodes(session: Session) -> Iterator[Metric]:
+    nodes = GaugeMetricFamily(
+        "railyard_nodes", "Nodes by state and GPU flavor.", labels=["state", "flavor"]
+    )
+    gpus = GaugeMetricFamily(
+        "railyard_node_gpus",
+        "GPUs of the nodes in each state, by flavor.",
+        labels=["state", "flavor"],
+    )
+    rows = session.execute(
+        select(NodeRow.state, NodeRow.flavor, func.count(), func.sum(NodeRow.gpus)).group_by(
+            NodeRow.state, NodeRow.flavor
+        )
+    ).all()
+    counts = {(s.value, f): (0, 0) for s in NodeState for f in {r[1] for r in rows}}
+    for state, flavor, count, total in rows:
+        counts[state, flavor] = (int(count), int(total or 0))
+    for (state, flavor), (count, total) in sorted(counts.items()):
+        nodes.add_metric([state, flavor], count)
+        gpus.add_metric([state, flavor], total)
+    yield from (nodes, gpus)
+
+
+def _loop_health(health: LoopHealth, now_t_s: float) -> Iterator[Metric]:
+    last = GaugeMetricFamily(
+        "railyard_loop_last_ok_step_timestamp_seconds",
+        "Unix time the scheduler loop last finished a step without error.",
+    )
+    if health.last_ok_t_s is not None:
+        last.add_metric([], health.last_ok_t_s)
+    yield last
+    consecutive = GaugeMetricFamily(
+        "railyard_loop_consecutive_failed_steps",
+        "Loop steps failed in a row (reset by a good step).",
+        value=health.failing_steps,
+    )
+    yield consecutive
+    yield CounterMetricFamily(
+        "railyard_loop_step_failures",
+        "Loop steps that failed since the server started.",
+        value=health.failed_steps_total,
+    )
+    yield GaugeMetricFamily(
+        "railyard_loop_healthy",
+        "1 when /healthz would say the loop is fine, else 0 (failing or stalled).",
+        value=0 if health.problem(now_t_s) else 1,
+    )
