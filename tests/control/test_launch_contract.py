@@ -80,6 +80,7 @@ def test_command_job_starts_one_task_per_gpu_each_seeing_all(cluster: Cluster) -
         assert env.keys() >= SRUN_TASK_VARS | TORCHRUN_VARS
         visible = env["CUDA_VISIBLE_DEVICES"].split(",")
         assert visible == ["0", "1", "2", "3"]
+        assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"  # indices are NVML's: PCI bus order
         assert int(env["LOCAL_RANK"]) < len(visible)
         assert env["RANK"] == env["SLURM_PROCID"] == env["LOCAL_RANK"] == str(rank)
         assert env["WORLD_SIZE"] == env["SLURM_NTASKS"] == env["LOCAL_WORLD_SIZE"] == "4"

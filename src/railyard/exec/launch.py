@@ -160,6 +160,10 @@ def allocation_env(
         env["SLURM_NTASKS_PER_NODE"] = str(counts[0])
     if node.gpus:
         env |= {"SLURM_JOB_GPUS": gpus, "GPU_DEVICE_ORDINAL": gpus}
+        # The indices above are NVML's, which counts by PCI bus id; CUDA's default order is
+        # fastest first (CUDA C++ Programming Guide, "CUDA Environment Variables"), so on a
+        # node of mixed GPUs index 0 could name another card than the one we placed.
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     return env
 
 
