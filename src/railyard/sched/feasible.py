@@ -1,7 +1,8 @@
 """Can a job ever run here? Checked against the real topology and quota, not just counts.
 
-"Three nodes within one leaf group" on two-node leaf groups, or five 5-GPU workers on four
-8-GPU nodes, pass a count check and still never fit. Such a job waits with a reason that
+"Three nodes within one leaf group" on two-node leaf groups, five 5-GPU workers on four
+8-GPU nodes, or a worker asking more cores or memory than any node declares, pass a GPU count
+check and still never fit. Such a job waits with a reason that
 says so and never holds back other jobs (a job that might fit later would block its flavor
 under strict ordering or once it starves). The shape is placed on an empty copy of the
 inventory with the cycle's own placement policy: what fails there fails forever.
@@ -17,7 +18,7 @@ from railyard.sched.limits import over_max_time
 from railyard.sched.model import Job, Node, NodeState, TopologyMode
 from railyard.sched.policies.registry import AdmissionPolicy, PlacementPolicy
 from railyard.sched.quota import QuotaTree
-from railyard.sched.snapshot import Shape, Snapshot, Topology
+from railyard.sched.snapshot import Shape, Snapshot, Topology, mem_mib
 
 
 def shape_reason(topo: Topology, placement: PlacementPolicy, shape: Shape) -> Reason | None:
@@ -74,6 +75,8 @@ class Feasibility:
             job.flavor,
             job.workers,
             job.gpus_per_worker,
+            job.cpus_per_worker,
+            job.mem_per_worker_gb,
             job.topology,
             job.distinct_nodes,
             job.walltime_s is not None and self.over_max_time(job),
@@ -113,6 +116,9 @@ def never_placeable(nodes: Sequence[Node], job: Job, placement: PlacementPolicy)
     if placement.place(Snapshot(whole), shape) is not None:
         return None
     mine = [i for i, n in enumerate(whole.nodes) if n.flavor == shape.flavor]
+    too_big = _over_every_node([whole.nodes[i] for i in mine], job)
+    if too_big is not None:
+        return too_big
     what = f"{shape.workers} x {shape.gpus_per_worker} GPUs"
     if shape.distinct_nodes:
         what += " on distinct nodes"
@@ -126,10 +132,43 @@ def never_placeable(nodes: Sequence[Node], job: Job, placement: PlacementPolicy)
             f"{what} within one {level.label} never fit: a {level.label} of {shape.flavor} "
             f"nodes holds at most {max(sizes.values(), default=0)} such workers"
         )
+    snap = Snapshot(whole)
     per_node = [whole.nodes[i].gpus // max(1, shape.gpus_per_worker) for i in mine]
+    per_node = [min(k, snap.chunks_fit(i, shape)) for k, i in zip(per_node, mine, strict=True)]
     if shape.distinct_nodes:
         per_node = [min(1, k) for k in per_node]
+    if shape.asks_load:
+        what += f" with {_cores_mem(job)} each"
     return (
         f"{what} never fit: the {len(mine)} {shape.flavor} nodes hold at most "
         f"{sum(per_node)} such workers"
     )
+
+
+def _cores_mem(job: Job) -> str:
+    parts = []
+    if job.cpus_per_worker:
+        parts.append(f"{job.cpus_per_worker} cores")
+    if job.mem_per_worker_gb:
+        parts.append(f"{job.mem_per_worker_gb:g} GB")
+    return " and ".join(parts)
+
+
+def _over_every_node(nodes: Sequence[Node], job: Job) -> str | None:
+    """One worker's cores or memory beyond the largest node of its flavor (0 declares no
+    limit), in the words of the option that asked: `--cpus-per-task`, `--mem`."""
+    if job.cpus_per_worker and all(n.cpu_cores for n in nodes):
+        most = max(n.cpu_cores for n in nodes)
+        if job.cpus_per_worker > most:
+            return (
+                f"--cpus-per-task: a worker needs {job.cpus_per_worker} cores, the largest "
+                f"{job.flavor} node has {most}"
+            )
+    if job.mem_per_worker_gb and all(n.mem_gb for n in nodes):
+        most_gb = max(n.mem_gb for n in nodes)
+        if mem_mib(job.mem_per_worker_gb) > mem_mib(most_gb):
+            return (
+                f"--mem: a worker needs {job.mem_per_worker_gb:g} GB, the largest "
+                f"{job.flavor} node has {most_gb:g} GB"
+            )
+    return None
