@@ -24,7 +24,8 @@ from railyard.sched.snapshot import Shape, Snapshot, Topology, mem_mib
 def shape_reason(topo: Topology, placement: PlacementPolicy, shape: Shape) -> Reason | None:
     """`Unschedulable` if the shape fits no empty inventory (placed there once per inventory,
     whatever nodes are down), `ReqNodeNotAvail` if the nodes up now are too few or too small
-    for it (a count, cheap); memoised on the topology index."""
+    for it (a count, cheap; for a gang that asks for cores or memory, a placement on the idle
+    nodes that are up); memoised on the topology index."""
     if shape in topo.feasible:
         return topo.feasible[shape]
     reason: Reason | None = None
@@ -41,6 +42,11 @@ def shape_reason(topo: Topology, placement: PlacementPolicy, shape: Shape) -> Re
             shape.gpus_per_worker > topo.max_gpus.get(f, -1)
             or shape.gpus > topo.ready_gpus.get(f, 0)
             or (shape.distinct_nodes and shape.workers > len(topo.flavor_nodes.get(f, ())))
+            or (  # cores or memory: only nodes that are down may hold the gang
+                (shape.cpus_per_worker or shape.mem_per_worker_mib)
+                and f in topo.limited
+                and placement.place(Snapshot(topo), shape) is None
+            )
         ):
             reason = Reason.REQ_NODE_NOT_AVAIL
     topo.feasible[shape] = reason
