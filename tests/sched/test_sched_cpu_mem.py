@@ -118,12 +118,12 @@ def test_cores_too_many_for_any_node_are_unschedulable_and_refused_with_the_figu
     fabric = PLACEMENT.get("fabric-aware")
     why = never_placeable(inventory, greedy, fabric)
     assert why is not None
-    assert why.startswith("--cpus-per-task:")
+    assert why.startswith("--cpus-per-task asks 8 cores")
     assert "has 4" in why
     big = job("big", gpus=1, mem_per_worker_gb=100.0)
     why = never_placeable(inventory, big, fabric)
     assert why is not None
-    assert why.startswith("--mem:")
+    assert why.startswith("--mem asks 100 GB")
     assert "64 GB" in why
     assert never_placeable(inventory, job("ok", gpus=1, cpus_per_worker=4), fabric) is None
 

@@ -122,9 +122,9 @@ def never_placeable(nodes: Sequence[Node], job: Job, placement: PlacementPolicy)
     if placement.place(Snapshot(whole), shape) is not None:
         return None
     mine = [i for i, n in enumerate(whole.nodes) if n.flavor == shape.flavor]
-    too_big = _over_every_node([whole.nodes[i] for i in mine], job)
+    too_big = over_every_node([whole.nodes[i] for i in mine], job)
     if too_big is not None:
-        return too_big
+        return too_big[1]
     what = f"{shape.workers} x {shape.gpus_per_worker} GPUs"
     if shape.distinct_nodes:
         what += " on distinct nodes"
@@ -160,21 +160,22 @@ def _cores_mem(job: Job) -> str:
     return " and ".join(parts)
 
 
-def _over_every_node(nodes: Sequence[Node], job: Job) -> str | None:
-    """One worker's cores or memory beyond the largest node of its flavor (0 declares no
-    limit), in the words of the option that asked: `--cpus-per-task`, `--mem`."""
-    if job.cpus_per_worker and all(n.cpu_cores for n in nodes):
+def over_every_node(nodes: Sequence[Node], job: Job) -> tuple[str, str] | None:
+    """(option, one line) when one worker's cores or memory exceed the largest of `nodes`
+    (those of its flavor; a node declaring 0 sets no limit), naming the option that asked,
+    `--cpus-per-task` or `--mem`, and the largest node's figure; None otherwise."""
+    if job.cpus_per_worker and nodes and all(n.cpu_cores for n in nodes):
         most = max(n.cpu_cores for n in nodes)
         if job.cpus_per_worker > most:
-            return (
-                f"--cpus-per-task: a worker needs {job.cpus_per_worker} cores, the largest "
+            return "--cpus-per-task", (
+                f"--cpus-per-task asks {job.cpus_per_worker} cores per worker, the largest "
                 f"{job.flavor} node has {most}"
             )
-    if job.mem_per_worker_gb and all(n.mem_gb for n in nodes):
+    if job.mem_per_worker_gb and nodes and all(n.mem_gb for n in nodes):
         most_gb = max(n.mem_gb for n in nodes)
         if mem_mib(job.mem_per_worker_gb) > mem_mib(most_gb):
-            return (
-                f"--mem: a worker needs {job.mem_per_worker_gb:g} GB, the largest "
+            return "--mem", (
+                f"--mem asks {job.mem_per_worker_gb:g} GB per worker, the largest "
                 f"{job.flavor} node has {most_gb:g} GB"
             )
     return None
