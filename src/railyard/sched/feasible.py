@@ -176,6 +176,6 @@ def over_every_node(nodes: Sequence[Node], job: Job) -> tuple[str, str] | None:
         if mem_mib(job.mem_per_worker_gb) > mem_mib(most_gb):
             return "--mem", (
                 f"--mem asks {job.mem_per_worker_gb:g} GB per worker, the largest "
-                f"{job.flavor} node has {most_gb:g} GB"
+                f"{job.flavor} node has {most_gb:.4g} GB"
             )
     return None
