@@ -37,7 +37,7 @@ from railyard.control.transitions import transition_many
 from railyard.control.values import parse_array, parse_signal, parse_topology
 from railyard.sched.accounting import expand_array
 from railyard.sched.dependencies import job_ids, parse_dependency
-from railyard.sched.feasible import never_placeable
+from railyard.sched.feasible import never_placeable, over_every_node
 from railyard.sched.model import Job, Level, TopologyMode, TopologyRequirement
 from railyard.sched.policies import PLACEMENT
 
@@ -218,9 +218,18 @@ def _task_numbers(number: int, count: int) -> list[int]:
     return [number + i + 1 for i in range(count - 1)] + [number]
 
 
+_RESOURCE_FIELDS = {"--cpus-per-task": "cpus_per_task", "--mem": "mem"}
+
+
 def _check_feasible(session: Session, job: Job) -> None:
-    """The gang must fit the real topology (all nodes up and idle), not just the counts."""
+    """The gang must fit the real topology (all nodes up and idle), not just the counts; each
+    worker's cores and memory must fit the largest node of its flavor that declares them."""
     nodes = [to_node(r) for r in session.scalars(select(NodeRow))]
+    too_big = over_every_node([n for n in nodes if n.flavor == job.flavor], job)
+    if too_big is not None:
+        option, line = too_big
+        hint = "ask for less; a worker's share counts every task it runs on its node"
+        raise Invalid(_RESOURCE_FIELDS[option], line, hint)
     why = never_placeable(nodes, job, PLACEMENT.get("fabric-aware")) if nodes else None
     if why is not None:
         hint = "fewer workers, smaller workers, or a looser --topology"
@@ -299,6 +308,8 @@ def submit(
         flavor=res.flavor,
         workers=res.workers,
         gpus_per_worker=res.gpus_per_worker,
+        cpus_per_worker=res.cpus_per_worker,
+        mem_per_worker_gb=res.mem_per_worker_gb,
         distinct_nodes=res.distinct_nodes,
         topology=topology,
     )

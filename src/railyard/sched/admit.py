@@ -5,14 +5,15 @@ The story of one job (`Pass._decide`), each step a call:
 1. `Feasibility`: can it ever run here (queue, time limit, topology, quota)? If not, it waits
    with a reason that never holds anyone back.
 2. Blocked flavor: a job ahead of it stopped its flavor (strict order, a starving job).
-3. Quota, then placement on free GPUs (and on reserved GPUs it may borrow): it starts.
+3. Quota, then placement on free GPUs, cores and memory (and on reserved ones it may
+   borrow): it starts.
 4. `Preemption`: victims stopping for it, or a new victim set: it waits for them (nominated).
 5. `diagnose`: the reason it waits; if GPUs are short, a reservation where the backfill
    policy wants one (at the time both GPUs and its quota come back) and, under strict order
    or starvation, the block of its flavor.
 
-Within a pass free GPUs and quota only shrink, which is what lets `PassMemo` reuse failures
-and whole decisions for alike jobs (see memo.py).
+Within a pass free GPUs, cores, memory and quota only shrink, which is what lets `PassMemo`
+reuse failures and whole decisions for alike jobs (see memo.py).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from railyard.sched.policies.registry import (
 from railyard.sched.preempt import Preemption
 from railyard.sched.quota import QuotaTree
 from railyard.sched.reserve import Blocker, earliest_start
-from railyard.sched.snapshot import Masks, Shape, Snapshot
+from railyard.sched.snapshot import Load, Masks, Shape, Snapshot
 
 _BLOCKING = frozenset({Reason.RESOURCES, Reason.TOPOLOGY, Reason.FRAGMENTATION, Reason.PRIORITY})
 """Reasons for which a job reserves GPUs and strict order stops the jobs behind. A job that
@@ -70,6 +71,7 @@ class Pass:
         quota: QuotaTree,
         running: Sequence[RunningJob],
         run_masks: dict[str, Masks],
+        run_loads: dict[str, Load],
         requeued: set[str],
         estimates: Estimates,
     ) -> None:
@@ -80,6 +82,7 @@ class Pass:
         self.quota = quota
         self.running = running  # sorted by id (the caller's booking sorted them)
         self.run_masks = run_masks
+        self.run_loads = run_loads
         self.estimates = estimates
         self.memo = PassMemo()
         self.feasible = Feasibility(snap.topo, quota, policies.admission, policies.placement)
@@ -94,6 +97,7 @@ class Pass:
             quota=quota,
             running=running,
             run_masks=run_masks,
+            run_loads=run_loads,
             requeued=requeued,
             memo=self.memo,
         )
@@ -130,6 +134,8 @@ class Pass:
                 job.flavor,
                 job.workers,
                 job.gpus_per_worker,
+                job.cpus_per_worker,
+                job.mem_per_worker_gb,
                 job.topology,
                 job.distinct_nodes,
                 job.priority,
@@ -166,7 +172,7 @@ class Pass:
         if quota_ok:
             found = self._place(shape, usable)
             if found is not None:
-                self._start(job, found, self.estimates.end_t_s(job, self.now_t_s))
+                self._start(job, shape, found, usable, self.estimates.end_t_s(job, self.now_t_s))
                 return STARTED
         if self.preemption.preempt(job, shape, self._nominate):
             return PREEMPTING
@@ -203,21 +209,25 @@ class Pass:
         return self.quota.total.get(key, 0) + job.gpus > self.quota.subtree_nominal.get(key, 0)
 
     def _place(self, shape: Shape, usable: int) -> Masks | None:
-        """Place on free GPUs, plus the reserved GPUs this job may use."""
+        """Place on free GPUs, cores and memory, plus the reserved ones this job may use."""
         key = (shape, usable)
         if key in self.memo.place_fail:
             return None
-        with self.snap.without(self.holds.masks(usable)):
+        loads = self.holds.loads(usable) if usable else ()
+        with self.snap.without(self.holds.masks(usable), loads):
             found = self.policies.placement.place(self.snap, shape)
         if found is None:
             self.memo.place_fail.add(key)
         return found
 
-    def _start(self, job: Job, masks: Masks, end_t_s: float) -> None:
+    def _start(self, job: Job, shape: Shape, masks: Masks, usable: int, end_t_s: float) -> None:
         self.memo.changed()
-        backfill = self.holds.give(job.flavor, masks)
+        load = shape.load(masks) if (shape.cpus_per_worker or shape.mem_per_worker_mib) else None
+        backfill = self.holds.give(job.flavor, masks, load, usable)
         self.snap.take(masks)
-        self.started.append(Blocker(end_t_s, masks, job.queue, job.flavor, job.gpus))
+        if load:
+            self.snap.take_load(load)
+        self.started.append(Blocker(end_t_s, masks, job.queue, job.flavor, job.gpus, load))
         borrowing = self._borrows(job)
         self.quota.add(job.queue, job.flavor, job.gpus)
         reason = StartReason.BACKFILL if backfill else StartReason.FITS
@@ -228,7 +238,7 @@ class Pass:
         self.memo.changed()
         self.quota.add(job.queue, job.flavor, job.gpus)
         end_t_s = self.estimates.end_t_s(job, self.now_t_s + grace_s)
-        self.holds.add(job.id, job.flavor, -math.inf, end_t_s, masks)
+        self.holds.add(job.id, job.flavor, -math.inf, end_t_s, masks, Shape.of(job).load(masks))
 
     # -- reservations -------------------------------------------------------------------------
 
@@ -236,8 +246,16 @@ class Pass:
         """Running jobs as blockers (their ends do not change within a pass: built once)."""
         if self._run_blockers is None:
             end, now = self.estimates.running_end_t_s, self.now_t_s
+            loads = self.run_loads
             self._run_blockers = [
-                Blocker(end(r, now), self.run_masks[r.id], r.job.queue, r.job.flavor, r.gpus)
+                Blocker(
+                    end(r, now),
+                    self.run_masks[r.id],
+                    r.job.queue,
+                    r.job.flavor,
+                    r.gpus,
+                    loads.get(r.id) if loads else None,
+                )
                 for r in self.running
             ]
         return self._run_blockers
@@ -251,7 +269,7 @@ class Pass:
         self.memo.changed()
         self._reserve_attempts[job.flavor] = attempts + 1
         blockers = [*self._running_blockers(), *self.started]
-        blockers += [Blocker(h.end_t_s, h.full) for h in self.holds.holds]
+        blockers += [Blocker(h.end_t_s, h.full, load=h.held_load) for h in self.holds.holds]
         admission = self.policies.admission
         found = earliest_start(
             self.snap,
@@ -265,6 +283,7 @@ class Pass:
         if found is None:
             return False
         t_s, masks = found
-        self.holds.add(job.id, job.flavor, t_s, self.estimates.end_t_s(job, t_s), masks)
+        end_t_s = self.estimates.end_t_s(job, t_s)
+        self.holds.add(job.id, job.flavor, t_s, end_t_s, masks, shape.load(masks))
         self.reservations[job.id] = Reservation(job.id, t_s, self.snap.topo.placement(masks))
         return True

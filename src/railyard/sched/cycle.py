@@ -20,7 +20,7 @@ from railyard.sched.policies import ADMISSION, BACKFILL, ORDERING, PLACEMENT, PR
 from railyard.sched.policies.registry import OrderContext
 from railyard.sched.quota import QuotaTree
 from railyard.sched.reserve import Blocker, earliest_start
-from railyard.sched.snapshot import CycleCache, Masks, Shape, Snapshot, Topology
+from railyard.sched.snapshot import CycleCache, Load, Masks, Shape, Snapshot, Topology
 
 
 def resolve(config: SchedulerConfig) -> Policies:
@@ -39,11 +39,12 @@ class _Booked:
     snap: Snapshot
     quota: QuotaTree
     run_masks: dict[str, Masks]
+    run_loads: dict[str, Load]  # only jobs that ask for cores or memory
     running: tuple[RunningJob, ...]  # sorted by id
 
 
 def _book(state: ClusterState, cache: CycleCache | None) -> _Booked:
-    """Index the inventory and book every running job's GPUs and quota.
+    """Index the inventory and book every running job's GPUs, cores, memory and quota.
 
     Used GPUs are OR-ed per node first and the snapshot is built once from the free masks,
     which is much cheaper than taking each job's GPUs from a full snapshot one by one.
@@ -55,21 +56,31 @@ def _book(state: ClusterState, cache: CycleCache | None) -> _Booked:
     booked_masks = topo.job_masks((r.id, r.placement) for r in running)
     used = [0] * len(topo.nodes)
     run_masks = {}
+    run_loads: dict[str, Load] = {}
+    free_cpu, free_mem = list(topo.cpu_cap), list(topo.mem_cap)
     usage: dict[tuple[str, str], int] = {}
     for r in running:
         masks, gpus = booked_masks[r.id]
         run_masks[r.id] = masks
+        if r.job.cpus_per_worker or r.job.mem_per_worker_gb:
+            load = Shape.of(r.job).load(masks)
+            if load:
+                run_loads[r.id] = load
+                for i, (cores, mib) in load.items():
+                    free_cpu[i] -= cores
+                    free_mem[i] -= mib
         for i, m in masks.items():
             if used[i] & m:
                 raise ValueError(f"GPU double-booked on node {topo.nodes[i].name}")
             used[i] |= m
         key = (r.job.queue, r.job.flavor)
         usage[key] = usage.get(key, 0) + gpus
-    snap = Snapshot(topo, [full & ~u for full, u in zip(topo.full_mask, used, strict=True)])
+    free_mask = [full & ~u for full, u in zip(topo.full_mask, used, strict=True)]
+    snap = Snapshot(topo, free_mask, free_cpu, free_mem)
     for (queue, flavor), gpus in sorted(usage.items()):
         if queue in quota.queues:
             quota.add(queue, flavor, gpus)
-    return _Booked(topo, snap, quota, run_masks, running)
+    return _Booked(topo, snap, quota, run_masks, run_loads, running)
 
 
 def _estimates(state: ClusterState, quota: QuotaTree, config: SchedulerConfig) -> Estimates:
@@ -131,6 +142,7 @@ def cycle(
         quota=booked.quota,
         running=booked.running,
         run_masks=booked.run_masks,
+        run_loads=booked.run_loads,
         requeued={r.job_id for r in requeues},
         estimates=_estimates(state, booked.quota, config),
     )
@@ -161,7 +173,8 @@ def estimate_start_t_s(
     config: SchedulerConfig | None = None,
     cache: CycleCache | None = None,
 ) -> float | None:
-    """Earliest time `job` could be placed if only running jobs held GPUs (`squeue --start`).
+    """Earliest time `job` could be placed if only running jobs held GPUs, cores and memory
+    (`squeue --start`).
 
     Ignores quota and other pending jobs; None when no estimate exists (unknown run times).
     """
@@ -173,7 +186,11 @@ def estimate_start_t_s(
         return now_t_s
     estimates = _estimates(state, booked.quota, config)
     blockers = [
-        Blocker(estimates.running_end_t_s(r, now_t_s), booked.run_masks[r.id])
+        Blocker(
+            estimates.running_end_t_s(r, now_t_s),
+            booked.run_masks[r.id],
+            load=booked.run_loads.get(r.id),
+        )
         for r in state.running
     ]
     found = earliest_start(booked.snap, shape, blockers, placement, now_t_s)

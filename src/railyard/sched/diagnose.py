@@ -2,8 +2,9 @@
 
 Asked only for jobs that neither started nor preempted. Order of the questions: would it fit
 but for GPUs held for jobs ahead of it (`Priority`)? Are its queue's quota, not GPUs, what
-stops it (`QOSGrpGRES`)? Too few free GPUs (`Resources`)? Enough, but not within its required
-topology domain (`Topology`), or not in its gang's shape (`Fragmentation`)?
+stops it (`QOSGrpGRES`)? Too few free GPUs, or GPUs enough but not the cores or memory beside
+them (`Resources`)? Enough, but not within its required topology domain (`Topology`), or not
+in its gang's shape (`Fragmentation`)?
 """
 
 from __future__ import annotations
@@ -30,15 +31,23 @@ def diagnose(
     if cached is not None:
         return cached
     held = holds.held_of(shape.flavor)
+    loads = (
+        holds.held_loads_of(shape.flavor)
+        if (shape.cpus_per_worker or shape.mem_per_worker_mib)
+        else ()
+    )
     place = placement.place
-    with snap.without(held):
+    with snap.without(held, loads):
         fits_unheld = place(snap, shape) is not None
         if fits_unheld and not quota_ok:
             reason = Reason.QUOTA
         elif fits_unheld:
             reason = Reason.PRIORITY
-        elif snap.flavor_free.get(shape.flavor, 0) < shape.gpus:
-            reason = Reason.RESOURCES
+        elif snap.flavor_free.get(shape.flavor, 0) < shape.gpus or (
+            (shape.cpus_per_worker or shape.mem_per_worker_mib)
+            and place(snap, shape._replace(cpus_per_worker=0, mem_per_worker_mib=0)) is not None
+        ):
+            reason = Reason.RESOURCES  # GPUs, or the cores or memory beside free GPUs
         elif (
             shape.topology is not None
             and shape.topology.mode is TopologyMode.REQUIRED

@@ -1,7 +1,8 @@
 """Can a job ever run here? Checked against the real topology and quota, not just counts.
 
-"Three nodes within one leaf group" on two-node leaf groups, or five 5-GPU workers on four
-8-GPU nodes, pass a count check and still never fit. Such a job waits with a reason that
+"Three nodes within one leaf group" on two-node leaf groups, five 5-GPU workers on four
+8-GPU nodes, or a worker asking more cores or memory than any node declares, pass a GPU count
+check and still never fit. Such a job waits with a reason that
 says so and never holds back other jobs (a job that might fit later would block its flavor
 under strict ordering or once it starves). The shape is placed on an empty copy of the
 inventory with the cycle's own placement policy: what fails there fails forever.
@@ -17,13 +18,14 @@ from railyard.sched.limits import over_max_time
 from railyard.sched.model import Job, Node, NodeState, TopologyMode
 from railyard.sched.policies.registry import AdmissionPolicy, PlacementPolicy
 from railyard.sched.quota import QuotaTree
-from railyard.sched.snapshot import Shape, Snapshot, Topology
+from railyard.sched.snapshot import Shape, Snapshot, Topology, mem_mib
 
 
 def shape_reason(topo: Topology, placement: PlacementPolicy, shape: Shape) -> Reason | None:
     """`Unschedulable` if the shape fits no empty inventory (placed there once per inventory,
     whatever nodes are down), `ReqNodeNotAvail` if the nodes up now are too few or too small
-    for it (a count, cheap); memoised on the topology index."""
+    for it (a count, cheap; for a gang that asks for cores or memory, a placement on the idle
+    nodes that are up); memoised on the topology index."""
     if shape in topo.feasible:
         return topo.feasible[shape]
     reason: Reason | None = None
@@ -40,6 +42,11 @@ def shape_reason(topo: Topology, placement: PlacementPolicy, shape: Shape) -> Re
             shape.gpus_per_worker > topo.max_gpus.get(f, -1)
             or shape.gpus > topo.ready_gpus.get(f, 0)
             or (shape.distinct_nodes and shape.workers > len(topo.flavor_nodes.get(f, ())))
+            or (  # cores or memory: only nodes that are down may hold the gang
+                (shape.cpus_per_worker or shape.mem_per_worker_mib)
+                and f in topo.limited
+                and placement.place(Snapshot(topo), shape) is None
+            )
         ):
             reason = Reason.REQ_NODE_NOT_AVAIL
     topo.feasible[shape] = reason
@@ -74,6 +81,8 @@ class Feasibility:
             job.flavor,
             job.workers,
             job.gpus_per_worker,
+            job.cpus_per_worker,
+            job.mem_per_worker_gb,
             job.topology,
             job.distinct_nodes,
             job.walltime_s is not None and self.over_max_time(job),
@@ -113,6 +122,9 @@ def never_placeable(nodes: Sequence[Node], job: Job, placement: PlacementPolicy)
     if placement.place(Snapshot(whole), shape) is not None:
         return None
     mine = [i for i, n in enumerate(whole.nodes) if n.flavor == shape.flavor]
+    too_big = over_every_node([whole.nodes[i] for i in mine], job)
+    if too_big is not None:
+        return too_big[1]
     what = f"{shape.workers} x {shape.gpus_per_worker} GPUs"
     if shape.distinct_nodes:
         what += " on distinct nodes"
@@ -126,10 +138,44 @@ def never_placeable(nodes: Sequence[Node], job: Job, placement: PlacementPolicy)
             f"{what} within one {level.label} never fit: a {level.label} of {shape.flavor} "
             f"nodes holds at most {max(sizes.values(), default=0)} such workers"
         )
+    snap = Snapshot(whole)
     per_node = [whole.nodes[i].gpus // max(1, shape.gpus_per_worker) for i in mine]
+    per_node = [min(k, snap.chunks_fit(i, shape)) for k, i in zip(per_node, mine, strict=True)]
     if shape.distinct_nodes:
         per_node = [min(1, k) for k in per_node]
+    if shape.asks_load:
+        what += f" with {_cores_mem(job)} each"
     return (
         f"{what} never fit: the {len(mine)} {shape.flavor} nodes hold at most "
         f"{sum(per_node)} such workers"
     )
+
+
+def _cores_mem(job: Job) -> str:
+    parts = []
+    if job.cpus_per_worker:
+        parts.append(f"{job.cpus_per_worker} cores")
+    if job.mem_per_worker_gb:
+        parts.append(f"{job.mem_per_worker_gb:g} GB")
+    return " and ".join(parts)
+
+
+def over_every_node(nodes: Sequence[Node], job: Job) -> tuple[str, str] | None:
+    """(option, one line) when one worker's cores or memory exceed the largest of `nodes`
+    (those of its flavor; a node declaring 0 sets no limit), naming the option that asked,
+    `--cpus-per-task` or `--mem`, and the largest node's figure; None otherwise."""
+    if job.cpus_per_worker and nodes and all(n.cpu_cores for n in nodes):
+        most = max(n.cpu_cores for n in nodes)
+        if job.cpus_per_worker > most:
+            return "--cpus-per-task", (
+                f"--cpus-per-task asks {job.cpus_per_worker} cores per worker, the largest "
+                f"{job.flavor} node has {most}"
+            )
+    if job.mem_per_worker_gb and nodes and all(n.mem_gb for n in nodes):
+        most_gb = max(n.mem_gb for n in nodes)
+        if mem_mib(job.mem_per_worker_gb) > mem_mib(most_gb):
+            return "--mem", (
+                f"--mem asks {job.mem_per_worker_gb:g} GB per worker, the largest "
+                f"{job.flavor} node has {most_gb:.4g} GB"
+            )
+    return None

@@ -4,7 +4,8 @@
 A reservation says "from `t_s` these GPUs are this job's"; a later job may use the free ones
 only if it ends by `t_s`, or if it is preemptible (it then yields when the reserved job needs
 them: `PreemptReason.RESERVATION`). A nomination (`t_s` = -inf) keeps the GPUs its victims
-free for the preemptor and is never lent.
+free for the preemptor and is never lent. A hold keeps cores and memory the same way: the
+part of its job's load that is free now is taken from the snapshot and lent on the same terms.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from railyard.sched.snapshot import Masks, Snapshot, bits
+from railyard.sched.snapshot import Load, Masks, Snapshot, bits
 
 
 @dataclass
 class Hold:
     """`held` is the part taken from the snapshot now; `full` the whole placement (the rest
-    is still busy with running jobs)."""
+    is still busy with running jobs); `held_load` the cores and memory taken now."""
 
     job_id: str
     flavor: str
@@ -26,6 +27,7 @@ class Hold:
     end_t_s: float
     full: Masks
     held: Masks
+    held_load: Load | None = None
 
     @property
     def is_nomination(self) -> bool:
@@ -46,28 +48,53 @@ class HoldBook:
         usable = 0
         for k in self.lendable.get(flavor, ()):
             h = self.holds[k]
-            if h.held and (preemptible or end_t_s <= h.t_s):
+            if (h.held or h.held_load) and (preemptible or end_t_s <= h.t_s):
                 usable |= 1 << k
         return usable
 
     def masks(self, usable: int) -> list[Masks]:
         return [self.holds[k].held for k in bits(usable)]
 
+    def loads(self, usable: int) -> list[Load]:
+        return [load for k in bits(usable) if (load := self.holds[k].held_load)]
+
     def held_of(self, flavor: str) -> list[Masks]:
         return [h.held for h in self.holds if h.flavor == flavor and h.held]
 
-    def add(self, job_id: str, flavor: str, t_s: float, end_t_s: float, masks: Masks) -> None:
-        """Hold `masks` for a job: the free part is taken from the snapshot now."""
-        free = self.snap.free_mask
+    def held_loads_of(self, flavor: str) -> list[Load]:
+        return [load for h in self.holds if h.flavor == flavor and (load := h.held_load)]
+
+    def add(
+        self,
+        job_id: str,
+        flavor: str,
+        t_s: float,
+        end_t_s: float,
+        masks: Masks,
+        load: Load | None = None,
+    ) -> None:
+        """Hold `masks` (and `load`) for a job: the free part is taken from the snapshot now."""
+        snap = self.snap
+        free = snap.free_mask
         held = {i: m & free[i] for i, m in masks.items() if m & free[i]}
-        self.snap.take(held)
+        snap.take(held)
+        held_load = None
+        if load:
+            fc, fm = snap.free_cpu, snap.free_mem
+            held_load = {
+                i: (min(c, max(0, fc[i])), min(m, max(0, fm[i]))) for i, (c, m) in load.items()
+            }
+            snap.take_load(held_load)
         if t_s > -math.inf:
             self.lendable.setdefault(flavor, []).append(len(self.holds))
-        self.holds.append(Hold(job_id, flavor, t_s, end_t_s, dict(masks), held))
+        self.holds.append(Hold(job_id, flavor, t_s, end_t_s, dict(masks), held, held_load))
 
-    def give(self, flavor: str, masks: Masks) -> bool:
+    def give(self, flavor: str, masks: Masks, load: Load | None = None, usable: int = 0) -> bool:
         """A job starts on `masks`: return the held GPUs it uses to the snapshot so it can
-        take them. True if it started ahead of a reservation of its flavor (backfill)."""
+        take them, and from the holds in `usable` the cores and memory it lacks. True if it
+        started ahead of a reservation of its flavor (backfill)."""
+        if load and usable:
+            self._give_load(load, usable)
         backfill = False
         for h in self.holds:
             if h.flavor != flavor:
@@ -79,6 +106,23 @@ class HoldBook:
                 for i, m in overlap.items():
                     h.held[i] &= ~m
         return backfill
+
+    def _give_load(self, load: Load, usable: int) -> None:
+        snap = self.snap
+        for i, (cores, mib) in load.items():
+            short_c = cores - snap.free_cpu[i]
+            short_m = mib - snap.free_mem[i]
+            for k in bits(usable):
+                if short_c <= 0 and short_m <= 0:
+                    break
+                h = self.holds[k]
+                have_c, have_m = (h.held_load or {}).get(i, (0, 0))
+                c, m = min(max(0, short_c), have_c), min(max(0, short_m), have_m)
+                if c or m:
+                    assert h.held_load is not None
+                    h.held_load[i] = (have_c - c, have_m - m)
+                    snap.release_load({i: (c, m)})
+                    short_c, short_m = short_c - c, short_m - m
 
     def __len__(self) -> int:
         return len(self.holds)

@@ -1,11 +1,12 @@
 """Caches of one admission pass, in one place, with the one rule that makes them safe.
 
-Within a pass free GPUs and quota only shrink (every what-if is undone on exit), so a failure
-to place a shape, to fit a quota or to find victims stays a failure for the rest of the pass.
-Whole decisions are reused only while nothing has changed: every start, hold, victim search,
-strict block and reservation attempt bumps `epoch`, and a cached decision carries the epoch it
-was made at. Caching is what lets one pass over 10,000 pending jobs stay fast; the property
-tests check that decisions with and without a warm cache are the same.
+Within a pass free GPUs, cores, memory and quota only shrink (every what-if is undone on
+exit), so a failure to place a shape, to fit a quota or to find victims stays a failure for
+the rest of the pass. Whole decisions are reused only while nothing has changed: every start,
+hold, victim search, strict block and reservation attempt bumps `epoch`, and a cached
+decision carries the epoch it was made at. Caching is what lets one pass over 10,000 pending
+jobs stay fast; the property tests check that decisions with and without a warm cache are
+the same.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from railyard.sched.policies.registry import (
     service_level,
 )
 from railyard.sched.quota import QuotaTree
-from railyard.sched.snapshot import Masks, Shape, Snapshot
+from railyard.sched.snapshot import Load, Masks, Shape, Snapshot
 from railyard.sched.victims import Candidate, find_victims, removed
 
 Nominate = Callable[[Job, float, Masks], None]
@@ -49,6 +49,7 @@ class Preemption:
         quota: QuotaTree,
         running: Sequence[RunningJob],
         run_masks: dict[str, Masks],
+        run_loads: dict[str, Load],
         requeued: set[str],
         memo: PassMemo,
     ) -> None:
@@ -60,6 +61,7 @@ class Preemption:
         self.snap = snap
         self.quota = quota
         self.run_masks = run_masks
+        self.run_loads = run_loads
         self.memo = memo
         self.ctx = PreemptContext(
             quota,
@@ -99,7 +101,9 @@ class Preemption:
         mine = self.signalled_for.get(job.id, [])
         victims: list[Candidate] = []
         if mine:
-            with removed(self.snap, self.quota, mine, [self.run_masks[r.id] for r in mine]):
+            masks = [self.run_masks[r.id] for r in mine]
+            loads = [load for r in mine if (load := self.run_loads.get(r.id))]
+            with removed(self.snap, self.quota, mine, masks, loads):
                 found = self._fits(job, shape)
                 if found is None:
                     victims, found = self._search(job, shape) or ([], None)
@@ -243,4 +247,4 @@ class Preemption:
         masks = self.run_masks[r.id]
         topo = self.snap.topo
         useful = sum(m.bit_count() for i, m in masks.items() if topo.ready[i])
-        return Candidate.of(r, masks, reason, self.now_t_s, useful)
+        return Candidate.of(r, masks, reason, self.now_t_s, useful, self.run_loads.get(r.id))

@@ -2,7 +2,9 @@
 its quota.
 
 A GPU held by several blockers (a running job, then a reservation made on it) is free only
-when the last of them ends; quota comes back when each job of the flavor ends. Releasing
+when the last of them ends; quota comes back when each job of the flavor ends, and so do the
+cores and memory each blocker booked (a reservation books only those free when it was made:
+the rest are still its running jobs', released when they end). Releasing
 both event by event on a scratch snapshot and the quota tree reuses the same incremental
 aggregates, placement policy and admission policy as the live pass, so a reservation is a
 start the cycle itself would make at that time, whether GPUs or quota blocked the job.
@@ -16,17 +18,18 @@ from typing import NamedTuple
 
 from railyard.sched.policies.registry import PlacementPolicy
 from railyard.sched.quota import QuotaTree
-from railyard.sched.snapshot import Masks, Shape, Snapshot
+from railyard.sched.snapshot import Load, Masks, Shape, Snapshot
 
 
 class Blocker(NamedTuple):
-    """Something that holds GPUs (and maybe quota) until `end_t_s`."""
+    """Something that holds GPUs (and maybe quota, cores and memory) until `end_t_s`."""
 
     end_t_s: float
     masks: Masks
     queue: str | None = None  # charged to this queue's quota, if any
     flavor: str | None = None
     gpus: int = 0
+    load: Load | None = None  # cores and memory it books, taken from the snapshot
 
 
 def release_events(snap: Snapshot, flavor: str, blockers: Iterable[Blocker]) -> list[Blocker]:
@@ -71,6 +74,11 @@ def earliest_start(
     returning) and a time counts only once both GPUs and quota allow the start.
     """
     gpu_events = release_events(snap, shape.flavor, blockers)
+    asks = shape.cpus_per_worker or shape.mem_per_worker_mib
+    loads: list[tuple[float, Load]] = sorted(
+        ((b.end_t_s, b.load) for b in blockers if asks and b.load and b.end_t_s < math.inf),
+        key=lambda e: e[0],
+    )
     charges: list[tuple[float, str, int]] = sorted(
         (b.end_t_s, b.queue, b.gpus)
         for b in blockers
@@ -80,15 +88,19 @@ def earliest_start(
         and b.gpus
         and b.end_t_s < math.inf
     )
-    times = sorted({e.end_t_s for e in gpu_events} | {c[0] for c in charges})
+    ends = {t for t, _ in loads}
+    times = sorted({e.end_t_s for e in gpu_events} | {c[0] for c in charges} | ends)
     scratch = snap.copy()
     released: list[tuple[str, int]] = []
-    g = c = 0
+    g = c = n = 0
     try:
         for t_s in times:
             while g < len(gpu_events) and gpu_events[g].end_t_s <= t_s:
                 scratch.release(gpu_events[g].masks)
                 g += 1
+            while loads and n < len(loads) and loads[n][0] <= t_s:
+                scratch.release_load(loads[n][1])
+                n += 1
             while c < len(charges) and charges[c][0] <= t_s:
                 _, queue, gpus = charges[c]
                 assert quota is not None  # charges exist only with quota_fits (and quota)

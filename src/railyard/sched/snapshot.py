@@ -3,6 +3,11 @@
 GPUs of a node are one int bitmask, so taking or freeing a placement touches one int per node
 and keeps the aggregates (nodes by free count per flavor, per leaf group, per scalable unit)
 current. Placement then reads aggregates instead of looping over every GPU for every job.
+
+CPU cores and memory are free counts per node beside the masks (a `Load` is what a
+placement books of them). A node that declares 0 cores (or 0 GB) declares nothing: it counts
+as unlimited in that resource, so inventories without those figures schedule on GPUs alone.
+Jobs that ask for neither book nothing and pay nothing for the accounting.
 """
 
 from __future__ import annotations
@@ -19,6 +24,19 @@ from railyard.sched.model import Job, Level, Node, NodeState, Placement, Topolog
 Masks = dict[int, int]
 """Node index -> bitmask of GPUs on that node."""
 
+Load = dict[int, tuple[int, int]]
+"""Node index -> (CPU cores, MiB of memory) a placement books on that node."""
+
+UNLIMITED = 1 << 60
+"""Free cores or memory of a node that declares none (never the limit)."""
+
+MIB_PER_GB = 1024
+
+
+def mem_mib(mem_gb: float) -> int:
+    """Memory as whole MiB, so booking and freeing it is exact (no float drift)."""
+    return round(mem_gb * MIB_PER_GB)
+
 
 class Shape(NamedTuple):
     """What placement needs to know about a job; hashable so failures can be cached."""
@@ -28,14 +46,44 @@ class Shape(NamedTuple):
     gpus_per_worker: int
     topology: TopologyRequirement | None = None
     distinct_nodes: bool = False
+    cpus_per_worker: int = 0
+    mem_per_worker_mib: int = 0
 
     @property
     def gpus(self) -> int:
         return self.workers * self.gpus_per_worker
 
+    @property
+    def asks_load(self) -> bool:
+        """Whether it asks for cores or memory (most GPU jobs do not)."""
+        return bool(self.cpus_per_worker or self.mem_per_worker_mib)
+
     @classmethod
     def of(cls, job: Job) -> Shape:
+        if job.cpus_per_worker or job.mem_per_worker_gb:
+            return cls(
+                job.flavor,
+                job.workers,
+                job.gpus_per_worker,
+                job.topology,
+                job.distinct_nodes,
+                job.cpus_per_worker,
+                mem_mib(job.mem_per_worker_gb),
+            )
         return cls(job.flavor, job.workers, job.gpus_per_worker, job.topology, job.distinct_nodes)
+
+    def load(self, masks: Mapping[int, int]) -> Load | None:
+        """Cores and memory this gang books where `masks` puts it; None if it asks for none.
+        A node holds `GPUs there / gpus_per_worker` chunks; a gang without GPUs has its
+        chunks spread evenly over its nodes (all on one, or one each with distinct nodes)."""
+        cpw, mpw = self.cpus_per_worker, self.mem_per_worker_mib
+        if not (cpw or mpw) or not masks:
+            return None
+        gpw = self.gpus_per_worker
+        if gpw:
+            return {i: ((k := m.bit_count() // gpw) * cpw, k * mpw) for i, m in masks.items()}
+        k = max(1, self.workers // len(masks))
+        return dict.fromkeys(masks, (k * cpw, k * mpw))
 
 
 def _mask(indices: Iterable[int]) -> int:
@@ -74,6 +122,10 @@ class Topology:
         if len(self.index) != len(self.nodes):
             raise ValueError("duplicate node names in inventory")
         self.full_mask = [(1 << n.gpus) - 1 for n in self.nodes]
+        self.cpu_cap = [n.cpu_cores or UNLIMITED for n in self.nodes]
+        self.mem_cap = [mem_mib(n.mem_gb) or UNLIMITED for n in self.nodes]
+        self.limited = {n.flavor for n in self.nodes if n.cpu_cores or mem_mib(n.mem_gb)}
+        """Flavors with a node that declares cores or memory: only there can they block."""
         self.domain_masks = [tuple(_mask(d) for d in n.nvlink_domains) for n in self.nodes]
         self.ready = [n.state is NodeState.READY for n in self.nodes]
         self.flavor = [n.flavor for n in self.nodes]
@@ -150,7 +202,10 @@ class StaticFacts:
     does not make the scheduler rediscover which gang shapes can ever fit."""
 
     def __init__(self, topo: Topology) -> None:
-        self.key = tuple((n.name, n.flavor, n.gpus, n.path, n.nvlink_domains) for n in topo.nodes)
+        self.key = tuple(
+            (n.name, n.flavor, n.gpus, n.cpu_cores, n.mem_gb, n.path, n.nvlink_domains)
+            for n in topo.nodes
+        )
         self._topo = topo
         self._whole: Topology | None = topo if all(topo.ready) else None
         self.never_fits: dict[Shape, bool] = {}
@@ -164,11 +219,21 @@ class StaticFacts:
 
 
 class Snapshot:
-    """Mutable free-GPU state for one cycle. `take`/`release` keep every aggregate current."""
+    """Mutable free-GPU state for one cycle. `take`/`release` keep every aggregate current;
+    `take_load`/`release_load` do the same for free cores and memory per node (a count may go
+    below zero when running jobs overbook a node that now declares less: nothing more fits)."""
 
-    def __init__(self, topo: Topology, free_mask: Sequence[int] | None = None) -> None:
+    def __init__(
+        self,
+        topo: Topology,
+        free_mask: Sequence[int] | None = None,
+        free_cpu: Sequence[int] | None = None,
+        free_mem: Sequence[int] | None = None,
+    ) -> None:
         self.topo = topo
         self.free_mask = list(topo.full_mask if free_mask is None else free_mask)
+        self.free_cpu = list(topo.cpu_cap if free_cpu is None else free_cpu)
+        self.free_mem = list(topo.mem_cap if free_mem is None else free_mem)
         self.free = [m.bit_count() for m in self.free_mask]
         self.buckets: dict[str, list[list[int]]] = {
             f: [[] for _ in range(g + 1)] for f, g in topo.max_gpus.items()
@@ -206,7 +271,28 @@ class Snapshot:
         return False
 
     def copy(self) -> Snapshot:
-        return Snapshot(self.topo, self.free_mask)
+        return Snapshot(self.topo, self.free_mask, self.free_cpu, self.free_mem)
+
+    def take_load(self, load: Load) -> None:
+        free_cpu, free_mem = self.free_cpu, self.free_mem
+        for i, (cores, mib) in load.items():
+            free_cpu[i] -= cores
+            free_mem[i] -= mib
+
+    def release_load(self, load: Load) -> None:
+        free_cpu, free_mem = self.free_cpu, self.free_mem
+        for i, (cores, mib) in load.items():
+            free_cpu[i] += cores
+            free_mem[i] += mib
+
+    def chunks_fit(self, i: int, shape: Shape) -> int:
+        """How many chunks of `shape` the free cores and memory of node `i` hold (GPUs apart)."""
+        k = UNLIMITED
+        if shape.cpus_per_worker:
+            k = self.free_cpu[i] // shape.cpus_per_worker
+        if shape.mem_per_worker_mib:
+            k = min(k, self.free_mem[i] // shape.mem_per_worker_mib)
+        return max(0, k)
 
     def take(self, masks: Mapping[int, int]) -> None:
         for i, m in masks.items():
@@ -223,15 +309,24 @@ class Snapshot:
             self._set(i, fm | m)
 
     @contextmanager
-    def without(self, victims: Iterable[Mapping[int, int]]) -> Iterator[None]:
-        """What-if: free the victims' GPUs inside the block, give them back on exit."""
+    def without(
+        self, victims: Iterable[Mapping[int, int]], loads: Iterable[Load] = ()
+    ) -> Iterator[None]:
+        """What-if: free the victims' GPUs (and `loads`: their cores and memory) inside the
+        block, give them back on exit."""
         released: list[Mapping[int, int]] = []
+        freed: list[Load] = []
         try:
             for masks in victims:
                 self.release(masks)
                 released.append(masks)
+            for load in loads:
+                self.release_load(load)
+                freed.append(load)
             yield
         finally:
+            for load in freed:
+                self.take_load(load)
             for masks in reversed(released):
                 self.take(masks)
 

@@ -1,10 +1,10 @@
 """Choosing the cheapest victim set that actually makes room for a preemptor.
 
-Cost, compared as a tuple: any non-spot victim, GPU-seconds lost since their last checkpoint,
-number of victims, then younger first. Every candidate set is tried as a reversible what-if
-(`with snap.without(...)`), so a set is only chosen if the preemptor then passes admission
-*and* placement. Small candidate pools are searched exhaustively, larger ones greedily with
-a pruning pass.
+A victim frees its GPUs, quota, cores and memory. Cost, compared as a tuple: any non-spot
+victim, GPU-seconds lost since their last checkpoint, number of victims, then younger first.
+Every candidate set is tried as a reversible what-if (`with snap.without(...)`), so a set is
+only chosen if the preemptor then passes admission *and* placement. Small candidate pools
+are searched exhaustively, larger ones greedily with a pruning pass.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import NamedTuple
 from railyard.sched.decisions import PreemptReason
 from railyard.sched.model import Job, RunningJob
 from railyard.sched.quota import QuotaTree
-from railyard.sched.snapshot import Masks, Shape, Snapshot
+from railyard.sched.snapshot import Load, Masks, Shape, Snapshot
 
 
 class Candidate(NamedTuple):
@@ -30,15 +30,22 @@ class Candidate(NamedTuple):
     useful_gpus: int  # on ready nodes: what evicting it frees for the preemptor
     gpus: int
     cost: tuple[int, float, int, float, str]
+    load: Load | None = None  # cores and memory it frees
 
     @classmethod
     def of(
-        cls, run: RunningJob, masks: Masks, reason: PreemptReason, now_t_s: float, useful: int
+        cls,
+        run: RunningJob,
+        masks: Masks,
+        reason: PreemptReason,
+        now_t_s: float,
+        useful: int,
+        load: Load | None = None,
     ) -> Candidate:
         lost_gpu_s = run.lost_gpu_s(now_t_s)
         spot = 0 if run.job.preemptible else 1
         cost = (spot, lost_gpu_s, 1, -run.start_t_s, run.id)
-        return cls(run, masks, reason, lost_gpu_s, useful, run.gpus, cost)
+        return cls(run, masks, reason, lost_gpu_s, useful, run.gpus, cost, load)
 
 
 def set_cost(victims: Sequence[Candidate]) -> tuple[int, float, int, float]:
@@ -57,14 +64,15 @@ def removed(
     quota: QuotaTree,
     victims: Sequence[RunningJob | Candidate],
     masks: Sequence[Masks],
+    loads: Sequence[Load] = (),
 ) -> Iterator[None]:
-    """What-if: the victims' GPUs and quota are free inside the block."""
+    """What-if: the victims' GPUs, quota, cores and memory are free inside the block."""
     jobs = [v.run.job if isinstance(v, Candidate) else v.job for v in victims]
     gpus = [sum(m.bit_count() for m in ms.values()) for ms in masks]
     for j, g in zip(jobs, gpus, strict=True):
         quota.remove(j.queue, j.flavor, g)
     try:
-        with snap.without(masks):
+        with snap.without(masks, loads):
             yield
     finally:
         for j, g in zip(jobs, gpus, strict=True):
@@ -108,9 +116,12 @@ def _one_node(
     shape: Shape, candidates: Sequence[Candidate], snap: Snapshot, quota: QuotaTree, fits: Fits
 ) -> tuple[list[Candidate], Masks] | None:
     """For a gang that fits one node: on each node, the cheapest victims that free enough
-    GPUs there (counting only, no what-ifs); the cheapest node is then confirmed by one
-    what-if. None if that fails (quota, holds), so the general search can take over."""
+    GPUs, cores and memory there (counting only, no what-ifs); the cheapest node is then
+    confirmed by one what-if. None if that fails (quota, holds), so the general search can
+    take over."""
     topo, need = snap.topo, shape.gpus
+    need_cpu = shape.workers * shape.cpus_per_worker
+    need_mem = shape.workers * shape.mem_per_worker_mib
     on_node: dict[int, list[Candidate]] = {}
     for c in candidates:
         for i in c.masks:
@@ -118,27 +129,41 @@ def _one_node(
                 on_node.setdefault(i, []).append(c)
     best: tuple[tuple[int, float, int, float], int, list[Candidate]] | None = None
     for i, here in on_node.items():
-        free = snap.free[i]
+        free = (snap.free[i], snap.free_cpu[i], snap.free_mem[i])
         chosen: list[Candidate] = []
         for c in sorted(here, key=lambda c: c.cost):
-            if free >= need:
+            if _enough(free, need, need_cpu, need_mem):
                 break
             chosen.append(c)
-            free += c.masks[i].bit_count()
-        if free < need:
+            free = _plus(free, _frees(c, i))
+        if not _enough(free, need, need_cpu, need_mem):
             continue
         for c in sorted(chosen, key=lambda c: c.cost, reverse=True):
-            if free - c.masks[i].bit_count() >= need:
+            less = _plus(free, _frees(c, i), -1)
+            if _enough(less, need, need_cpu, need_mem):
                 chosen.remove(c)
-                free -= c.masks[i].bit_count()
+                free = less
         if chosen and (best is None or (set_cost(chosen), i) < best[:2]):
             best = (set_cost(chosen), i, chosen)
     if best is None:
         return None
     victims = best[2]
-    with removed(snap, quota, victims, [c.masks for c in victims]):
+    with removed(snap, quota, victims, *_claims(victims)):
         found = fits()
     return None if found is None else (victims, found)
+
+
+def _frees(c: Candidate, i: int) -> tuple[int, int, int]:
+    cores, mib = c.load.get(i, (0, 0)) if c.load else (0, 0)
+    return c.masks[i].bit_count(), cores, mib
+
+
+def _plus(a: tuple[int, int, int], b: tuple[int, int, int], sign: int = 1) -> tuple[int, int, int]:
+    return a[0] + sign * b[0], a[1] + sign * b[1], a[2] + sign * b[2]
+
+
+def _enough(free: tuple[int, int, int], gpus: int, cores: int, mib: int) -> bool:
+    return free[0] >= gpus and free[1] >= cores and free[2] >= mib
 
 
 def _exhaustive(
@@ -156,7 +181,7 @@ def _exhaustive(
     subsets.sort(key=lambda s: set_cost([candidates[k] for k in s]))
     for s in subsets:
         chosen = [candidates[k] for k in s]
-        with removed(snap, quota, chosen, [c.masks for c in chosen]):
+        with removed(snap, quota, chosen, *_claims(chosen)):
             found = fits()
         if found is not None:
             return chosen, found
@@ -225,13 +250,21 @@ def _greedy(
             _restore(snap, quota, candidates[k])
 
 
+def _claims(victims: Sequence[Candidate]) -> tuple[list[Masks], list[Load]]:
+    return [c.masks for c in victims], [c.load for c in victims if c.load]
+
+
 def _evict(snap: Snapshot, quota: QuotaTree | None, c: Candidate) -> None:
     if quota is not None:
         quota.remove(c.run.job.queue, c.run.job.flavor, c.gpus)
     snap.release(c.masks)
+    if c.load:
+        snap.release_load(c.load)
 
 
 def _restore(snap: Snapshot, quota: QuotaTree | None, c: Candidate) -> None:
     if quota is not None:
         quota.add(c.run.job.queue, c.run.job.flavor, c.gpus)
     snap.take(c.masks)
+    if c.load:
+        snap.take_load(c.load)

@@ -471,13 +471,16 @@ class _Run:
 
 def _job(t: TraceJob, flavor: str, workers: int, gpw: int, grace_s: float) -> Job:
     """A trace job as the scheduler sees it: the trace finished it, so node failures requeue
-    it however often they strike, unless the trace says otherwise."""
+    it however often they strike, unless the trace says otherwise. Its cores and memory are
+    split evenly over its workers (cores rounded up), which the scheduler accounts per node."""
     return Job(
         id=t.id,
         queue=t.queue,
         flavor=flavor,
         workers=workers,
         gpus_per_worker=gpw,
+        cpus_per_worker=-(-t.cpus // workers),
+        mem_per_worker_gb=t.mem_gb / workers,
         user=t.user,
         priority=t.priority,
         preemptible=t.preemptible,

@@ -12,7 +12,7 @@ Formats (from their published schemas; users bring the files, nothing is downloa
   headerless as released, or with a header). GPUs = ceil(sum of inst_num x plan_gpu / 100):
   fractional-GPU tasks take whole GPUs here.
 - ``railyard``: id, submit_s, gpus, runtime_s[, queue, user, priority, walltime_s,
-  preemptible, state].
+  preemptible, state, cpus, mem_gb] (cpus and mem_gb for the whole job).
 
 Jobs that never ran, never ended or use no GPU are skipped and counted by reason; anything
 malformed raises `TraceError` naming file, line and field, with a hint.
@@ -193,6 +193,10 @@ def load_railyard(path: Path) -> Workload:
         if state not in {s.value for s in FinalState}:
             raise row.fail("state", f"unknown state {state!r}", "completed, failed or cancelled")
         priority = row.number("priority", default=0.0)
+        cpus = row.number("cpus", default=0.0)
+        if cpus != int(cpus):
+            raise row.fail("cpus", f"must be a whole number, got {row.raw('cpus')!r}", "e.g. 16")
+        mem_gb = row.number("mem_gb", default=0.0)
         jobs.append(
             TraceJob(
                 id=job_id,
@@ -205,6 +209,8 @@ def load_railyard(path: Path) -> Workload:
                 walltime_s=row.number("walltime_s") if wall else None,
                 preemptible=preempt in ("true", "1", "yes"),
                 state=FinalState(state),
+                cpus=int(cpus),
+                mem_gb=mem_gb,
             )
         )
     return Workload.of(path.stem, jobs)

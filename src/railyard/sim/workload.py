@@ -20,7 +20,8 @@ class FinalState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class TraceJob:
-    """One job: `runtime_s` of work on `gpus` GPUs, arriving at `submit_s`."""
+    """One job: `runtime_s` of work on `gpus` GPUs, arriving at `submit_s`; `cpus` cores and
+    `mem_gb` memory for the whole job (0: asks for none), split evenly over its workers."""
 
     id: str
     submit_s: float
@@ -36,12 +37,16 @@ class TraceJob:
     array_index: int | None = None
     array_max_running: int | None = None
     max_restarts: int | None = None  # None: requeued after every node failure
+    cpus: int = 0
+    mem_gb: float = 0.0
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
             raise ValueError(f"job {self.id}: gpus must be >= 1")
         if self.runtime_s < 0 or self.submit_s < 0:
             raise ValueError(f"job {self.id}: runtime_s and submit_s must be >= 0")
+        if self.cpus < 0 or not self.mem_gb >= 0:
+            raise ValueError(f"job {self.id}: cpus and mem_gb must be >= 0")
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,10 @@ Larger gangs take nodes in one leaf group if any can hold them (the tightest suc
 else in the fewest leaf groups of one scalable unit, else across the fewest scalable units.
 Group capacities come from per-group histograms of free GPUs, never from scanning GPUs.
 `first-fit`: nodes in inventory order; honours only *required* topology.
+
+Both count a node's free cores and memory too: a chunk goes only where its GPUs, its cores
+and its memory all fit. A gang that asks for cores or memory on a flavor whose nodes declare
+them reads per-node capacities instead of the GPU histograms (slower, and only for it).
 """
 
 from __future__ import annotations
@@ -53,12 +57,26 @@ def _per_node(free: int, shape: Shape) -> int:
     return min(k, 1) if shape.distinct_nodes else k
 
 
+def _limited(snap: Snapshot, shape: Shape) -> bool:
+    """Whether cores or memory can stop this shape here (it asks, and its nodes declare).
+    Callers test the asking first, inline: most shapes ask for neither."""
+    return shape.asks_load and (shape.flavor in snap.topo.limited)
+
+
+def _fits_node(snap: Snapshot, i: int, shape: Shape) -> int:
+    """Workers of `shape` that fit node `i`: its free GPUs, cores and memory."""
+    return min(_per_node(snap.free[i], shape), snap.chunks_fit(i, shape))
+
+
 def place_cpu_only(snap: Snapshot, shape: Shape) -> Masks | None:
     """A gang that needs no GPU: on one ready node of its flavor, or one worker on each of
-    `workers` nodes with `distinct_nodes`. (GPUs are what this scheduler counts; CPU-only
-    work takes none of them.)"""
+    `workers` nodes with `distinct_nodes`, the first in inventory order whose free cores and
+    memory hold it. It takes no GPU."""
     nodes = snap.topo.flavor_nodes.get(shape.flavor, [])
     need = shape.workers if shape.distinct_nodes else 1
+    if (shape.cpus_per_worker or shape.mem_per_worker_mib) and _limited(snap, shape):
+        per = 1 if shape.distinct_nodes else shape.workers
+        nodes = [i for i in nodes if snap.chunks_fit(i, shape) >= per]
     if len(nodes) < need:
         return None
     return dict.fromkeys(nodes[:need], 0)
@@ -92,8 +110,11 @@ class FabricAware:
         need = shape.gpus
         buckets = snap.buckets[shape.flavor]
         domains = snap.topo.domain_masks
+        limited = (shape.cpus_per_worker or shape.mem_per_worker_mib) and _limited(snap, shape)
         for free in range(need, len(buckets)):
             nodes = buckets[free]
+            if limited:
+                nodes = [i for i in nodes if snap.chunks_fit(i, shape) >= shape.workers]
             if not nodes:
                 continue
             chosen = nodes[0]
@@ -108,7 +129,14 @@ class FabricAware:
     def _multi_node(self, snap: Snapshot, shape: Shape) -> Masks | None:
         f, gpw, workers = shape.flavor, shape.gpus_per_worker, shape.workers
         distinct = shape.distinct_nodes
-        caps = {lg: _capacity(h, gpw, distinct) for lg, h in snap.lg_hist[f].items()}
+        if (shape.cpus_per_worker or shape.mem_per_worker_mib) and _limited(snap, shape):
+            lg_nodes = snap.topo.lg_nodes
+            caps = {
+                lg: sum(_fits_node(snap, i, shape) for i in lg_nodes[f, lg])
+                for lg in snap.lg_hist[f]
+            }
+        else:
+            caps = {lg: _capacity(h, gpw, distinct) for lg, h in snap.lg_hist[f].items()}
         if sum(caps.values()) < workers:
             return None
         level = _required_level(shape)
@@ -149,12 +177,16 @@ class FabricAware:
     def _fill(self, snap: Snapshot, shape: Shape, lgs: list[int]) -> Masks | None:
         gpw, remaining = shape.gpus_per_worker, shape.workers
         topo, out = snap.topo, {}
+        limited = (shape.cpus_per_worker or shape.mem_per_worker_mib) and _limited(snap, shape)
         for lg in lgs:
             nodes = sorted(
                 (snap.free[i], i) for i in topo.lg_nodes[shape.flavor, lg] if snap.free[i] >= gpw
             )
             for free, i in nodes:
-                k = min(_per_node(free, shape), remaining)
+                k = _fits_node(snap, i, shape) if limited else _per_node(free, shape)
+                k = min(k, remaining)
+                if not k:
+                    continue
                 out[i] = pick_gpus(snap.free_mask[i], topo.domain_masks[i], k * gpw)
                 remaining -= k
                 if remaining == 0:
@@ -182,10 +214,12 @@ class FirstFit:
             groups = [topo.su_nodes[f, su] for su in topo.su_lgs[f]]
         else:
             groups = [topo.flavor_nodes[f]]
+        limited = (shape.cpus_per_worker or shape.mem_per_worker_mib) and _limited(snap, shape)
         for nodes in groups:
             out, remaining = {}, shape.workers
             for i in nodes:
-                k = min(_per_node(snap.free[i], shape), remaining)
+                k = _fits_node(snap, i, shape) if limited else _per_node(snap.free[i], shape)
+                k = min(k, remaining)
                 if k:
                     need = k * shape.gpus_per_worker
                     out[i] = lowest_bits(snap.free_mask[i], need)
