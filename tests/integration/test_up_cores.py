@@ -41,7 +41,7 @@ def test_two_jobs_that_need_most_of_the_cores_run_one_after_the_other(tmp_path: 
         too_many = server.call("POST", "/v1/jobs", json={**body, "cpus_per_task": cores + 1})
         assert too_many.status_code == 422
         assert too_many.json()["detail"].startswith(
-            f"cpus_per_task: --cpus-per-task asks {cores + 1} cores per worker, the largest "
+            f"cpus_per_task: a worker needs {cores + 1} cores on one node (--cpus-per-task "
         )
         assert too_many.json()["detail"].count(f"has {cores} (hint:") == 1
     finally:

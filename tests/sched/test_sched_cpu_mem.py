@@ -118,7 +118,7 @@ def test_cores_too_many_for_any_node_are_unschedulable_and_refused_with_the_figu
     fabric = PLACEMENT.get("fabric-aware")
     why = never_placeable(inventory, greedy, fabric)
     assert why is not None
-    assert why.startswith("--cpus-per-task asks 8 cores")
+    assert why.startswith("a worker needs 8 cores on one node (--cpus-per-task")
     assert "has 4" in why
     big = job("big", gpus=1, mem_per_worker_gb=100.0)
     why = never_placeable(inventory, big, fabric)

@@ -168,8 +168,8 @@ def over_every_node(nodes: Sequence[Node], job: Job) -> tuple[str, str] | None:
         most = max(n.cpu_cores for n in nodes)
         if job.cpus_per_worker > most:
             return "--cpus-per-task", (
-                f"--cpus-per-task asks {job.cpus_per_worker} cores per worker, the largest "
-                f"{job.flavor} node has {most}"
+                f"a worker needs {job.cpus_per_worker} cores on one node (--cpus-per-task "
+                f"times the tasks it runs there), the largest {job.flavor} node has {most}"
             )
     if job.mem_per_worker_gb and nodes and all(n.mem_gb for n in nodes):
         most_gb = max(n.mem_gb for n in nodes)
