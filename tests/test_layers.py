@@ -32,6 +32,18 @@ FORBIDDEN = {
     "exec": {"control", "sim", "cli", "twin", "plan", "inventory"},
     "control": {"sim", "cli"},
     "sim": {"control", "cli"},
+    "health": {
+        "blueprint",
+        "fabric",
+        "plan",
+        "sched",
+        "twin",
+        "exec",
+        "control",
+        "sim",
+        "cli",
+        "inventory",
+    },
 }
 
 

@@ -34,6 +34,19 @@ def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def nvml_problem(nvml: ModuleType | None = None) -> str | None:
+    """Why NVML cannot be asked here (None when it can): no pynvml, or no driver."""
+    lib = nvml if nvml is not None else _pynvml
+    if lib is None:
+        return "no NVML: pynvml is not installed (pip install 'railyard[gpu]')"
+    try:
+        lib.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound, _DriverNotLoaded, ...
+        return f"no NVML: {exc}"
+    lib.nvmlShutdown()
+    return None
+
+
 def detect_gpus(nvml: ModuleType | None = None) -> list[GpuInfo]:
     """GPUs NVML sees, in NVML index order; empty when NVML or its driver is absent.
 

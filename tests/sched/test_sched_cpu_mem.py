@@ -9,7 +9,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lifecycle_driver import drive, fits_empty_cluster
 from sched_fakes import flat_queues, job, nodes, running, schedule, state
-from test_sched_properties import CONFIGS, LIVENESS_CONFIGS, NOW, SETTINGS, _finite, cluster_states
+from test_sched_properties import (
+    CONFIGS,
+    LIVENESS_CONFIGS,
+    NOW,
+    SETTINGS,
+    _finite,
+    assert_backfill_keeps_reservations,
+    cluster_states,
+)
 
 from railyard.sched import (
     ClusterState,
@@ -19,7 +27,6 @@ from railyard.sched import (
     PreemptReason,
     Reason,
     RunningJob,
-    SchedulerConfig,
     StartReason,
     cycle,
     estimate_start_t_s,
@@ -246,15 +253,7 @@ def test_no_node_is_given_more_cores_or_memory_than_it_declares(s, config):
 @SETTINGS
 @given(states_with_cores(), st.sampled_from(["easy", "conservative"]))
 def test_backfill_never_delays_a_reservation_of_cores(s, backfill):
-    config = SchedulerConfig(backfill=backfill, preemption="off")
-    result = cycle(s, NOW, config)
-    pending = {j.id: j for j in s.pending}
-    started = [RunningJob(pending[x.job_id], x.placement, NOW) for x in result.starts]
-    after = replace(s, running=(*s.running, *started))
-    for job_id, reservation in result.reservations.items():
-        t_s = estimate_start_t_s(after, pending[job_id], NOW, config)
-        assert t_s is not None
-        assert t_s <= reservation.t_s
+    assert_backfill_keeps_reservations(s, backfill)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

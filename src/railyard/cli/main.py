@@ -32,6 +32,7 @@ CONTROL = {
     "logs": "jobs",
     "nodes": "cluster",
     "queues": "cluster",
+    "health": "health",
     "admin": "admin",
 }
 DESIGN = {

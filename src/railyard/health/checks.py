@@ -1,0 +1,113 @@
+"""The checks, by name, and the thresholds they are judged with.
+
+Default thresholds (a fraction of the expected figure): warn below 0.9, fail below 0.8. Why:
+a figure repeats within a few percent on a healthy node (seed 004 expects 185-190 GB/s of bus
+bandwidth per A3 Mega GPU, a 3% band), while the faults that matter cost more: one NIC rail of
+eight down leaves 7/8 = 0.875 of a node's bandwidth (a warning), two leave 0.75 (a failure),
+and a thermally throttled GPU or a core shared with a runaway process loses far more. Every
+threshold can be set per check (`railyard health --fail-below compute=0.6`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from railyard import probe
+from railyard.health import measure
+from railyard.health.baseline import Baseline
+from railyard.health.result import Result, Status, judge
+
+WARN_BELOW = 0.9
+FAIL_BELOW = 0.8
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a run knows: the node, its declared GPUs, its baseline, the thresholds."""
+
+    node: str
+    declared_gpus: int | None = None
+    baseline: Baseline | None = None
+    fail_below: Mapping[str, float] = field(default_factory=dict)
+    warn_below: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Check:
+    """A figure judged against the node's baseline."""
+
+    name: str
+    unit: str
+    what: str
+    measure: Callable[[], float]
+
+    def run(self, ctx: Context) -> Result:
+        value = self.measure()
+        if ctx.baseline is None or self.name not in ctx.baseline.figures:
+            return Result(
+                self.name, ctx.node, Status.SKIP, value, None, self.unit,
+                detail="no baseline to judge against (railyard health --record-baseline)",
+            )  # fmt: skip
+        fail = ctx.fail_below.get(self.name, FAIL_BELOW)
+        warn = max(fail, ctx.warn_below.get(self.name, WARN_BELOW))
+        expected = ctx.baseline.figures[self.name]
+        return judge(
+            self.name, ctx.node, value, expected, self.unit,
+            fail_below=fail, warn_below=warn, source=ctx.baseline.source(),
+        )  # fmt: skip
+
+
+def gpu_inventory(ctx: Context) -> Result:
+    """As many GPUs as the node declares, seen by NVML (a GPU that fell off the bus is the
+    commonest fatal fault; XID 79)."""
+    problem = probe.nvml_problem()
+    if problem is not None:
+        return Result("gpu-inventory", ctx.node, Status.SKIP, detail=problem)
+    found = probe.detect_gpus()
+    if ctx.declared_gpus is None:
+        return Result(
+            "gpu-inventory", ctx.node, Status.PASS, float(len(found)), None, "GPUs",
+            detail="no declared count to compare with",
+        )  # fmt: skip
+    ok = len(found) == ctx.declared_gpus
+    return Result(
+        "gpu-inventory", ctx.node, Status.PASS if ok else Status.FAIL,
+        float(len(found)), float(ctx.declared_gpus), "GPUs", source="declared GPU count",
+        detail="" if ok else f"NVML sees {len(found)} of {ctx.declared_gpus} declared GPUs",
+    )  # fmt: skip
+
+
+FIGURES = {
+    c.name: c
+    for c in (
+        Check(
+            "compute",
+            "GFLOP/s",
+            "float32 matrix products, one thread",
+            lambda: measure.in_child("matmul_gflops"),
+        ),
+        Check(
+            "memory",
+            "GB/s",
+            "memory copy bandwidth (read + write)",
+            lambda: measure.in_child("copy_gbps"),
+        ),
+    )
+}
+CHECKS: dict[str, Callable[[Context], Result]] = {
+    **{name: check.run for name, check in FIGURES.items()},
+    "gpu-inventory": gpu_inventory,
+}
+
+
+def run_checks(names: list[str], ctx: Context) -> list[Result]:
+    unknown = [n for n in names if n not in CHECKS]
+    if unknown:
+        raise ValueError(f"unknown check {unknown[0]!r} (hint: one of {', '.join(CHECKS)})")
+    return [CHECKS[n](ctx) for n in names]
+
+
+def record(names: list[str], node: str, now_t_s: float) -> Baseline:
+    """Measure the figure checks among `names` and keep them as the node's baseline."""
+    return Baseline(node, now_t_s, {n: FIGURES[n].measure() for n in names if n in FIGURES})
