@@ -74,5 +74,5 @@ def ranges(indices: Iterable[int]) -> str:
 
 
 def placement(nodes: dict[str, list[int]] | None) -> str:
-    """``n01:0-7 n02:0-7``, the GPUs a job holds on each node."""
-    return " ".join(f"{n}:{ranges(g)}" for n, g in sorted((nodes or {}).items()))
+    """``n01:0-7 n02:0-7``, the GPUs a job holds on each node (``n01`` alone: a CPU job)."""
+    return " ".join(f"{n}:{ranges(g)}" if g else n for n, g in sorted((nodes or {}).items()))
