@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -144,3 +145,13 @@ def test_record_then_judge_in_json(tmp_path: Path):
     assert result["check"] == "memory"
     assert result["status"] in ("pass", "warn")
     assert result["source"].startswith("baseline of n0 recorded ")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (gloo)")
+def test_allreduce_runs_two_real_gloo_ranks_and_is_judged_loosely():
+    known = baselines.Baseline("n0", 0.0, {"allreduce": 1e-3})  # 1 MB/s: any real run passes
+    [result] = run_checks(["allreduce"], Context("n0", baseline=known))
+    assert result.status is Status.PASS
+    assert result.measured is not None
+    assert result.measured > 1e-3
+    assert (result.fail_below, result.warn_below) == (0.5, 0.7)  # gloo's own defaults

@@ -125,7 +125,9 @@ def _apply(node: str, results: list[Result]) -> str:
 
 
 def _args(p: Parser) -> None:
-    p.add_argument("--checks", help="comma-separated: compute, memory, gpu-inventory (default all)")
+    p.add_argument(
+        "--checks", help="comma-separated: compute, memory, allreduce, gpu-inventory (default all)"
+    )
     p.add_argument(
         "--node", default=socket.gethostname(), help="this node's name (default: hostname)"
     )

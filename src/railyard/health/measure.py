@@ -20,9 +20,25 @@ from collections.abc import Callable
 ONE_THREAD = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
 
 
+class Unavailable(RuntimeError):
+    """A measurement this node cannot take (torch is not installed, say); the check skips."""
+
+
+_CHILD = """
+import sys
+try:
+    from railyard.health.measure import {name}
+    value = {name}()
+except ModuleNotFoundError as exc:
+    print(f"needs {{exc.name}}, which is not installed", file=sys.stderr)
+    sys.exit(3)
+print(repr(value))
+"""
+
+
 def in_child(name: str, timeout_s: float = 60.0) -> float:
     """Run measurement `name` of this module in a fresh interpreter with one BLAS thread."""
-    code = f"from railyard.health.measure import {name}; print(repr({name}()))"
+    code = _CHILD.format(name=name)
     done = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -31,6 +47,8 @@ def in_child(name: str, timeout_s: float = 60.0) -> float:
         check=False,
         env={**os.environ, **ONE_THREAD},
     )
+    if done.returncode == 3:
+        raise Unavailable(done.stderr.strip())
     if done.returncode != 0:
         raise RuntimeError(f"{name}: {done.stderr.strip().splitlines()[-1:]}")
     return float(done.stdout.strip())
@@ -79,3 +97,74 @@ def copy_gbps(size_bytes: int = 32 * 2**20, windows: int = 5, window_s: float = 
         return 2.0 * src.nbytes / 1e9
 
     return _rate(one, windows, window_s)
+
+
+def _allreduce_rank(
+    rank: int, world: int, port: int, size_bytes: int, iters: int, windows: int, out: str
+) -> None:
+    """One rank: gloo all_reduce of `size_bytes` floats, `windows` timed windows of `iters`
+    after one warm-up; rank 0 writes the best window's time per operation."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
+    try:
+        data = torch.ones(size_bytes // 4, dtype=torch.float32)
+        dist.all_reduce(data)
+        best_t_s = float("inf")
+        for _ in range(windows):
+            dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                dist.all_reduce(data)
+            elapsed = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the slowest rank sets the pace
+            best_t_s = min(best_t_s, float(elapsed.item()) / iters)
+        if rank == 0:
+            with open(out, "w", encoding="utf-8") as f:
+                f.write(repr(best_t_s))
+    finally:
+        dist.destroy_process_group()
+
+
+def allreduce_busbw_gbps(
+    ranks: int = 2, size_bytes: int = 16 * 2**20, iters: int = 8, windows: int = 3
+) -> float:
+    """all_reduce bus bandwidth within this node over `ranks` processes (gloo on CPU), GB/s:
+    algbw = bytes / time, busbw = algbw x 2(n-1)/n, nccl-tests' definition
+    (https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md). The best of
+    `windows` windows: loopback gloo on a small node swings 25% from one window to the next,
+    while a node that is really slow is slow in every window."""
+    import multiprocessing
+    import socket
+    import tempfile
+
+    import torch  # noqa: F401  (here, so a node without torch skips this check)
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    spawn = multiprocessing.get_context("spawn")  # fresh interpreters: no forked torch state
+    with tempfile.TemporaryDirectory() as tmp:
+        out = f"{tmp}/t_s"
+        procs = [
+            spawn.Process(
+                target=_allreduce_rank, args=(r, ranks, port, size_bytes, iters, windows, out)
+            )
+            for r in range(ranks)
+        ]
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join(timeout=100)
+        for proc in procs:
+            if proc.is_alive():  # a rank stuck in the rendezvous: do not leave it behind
+                proc.kill()
+                proc.join()
+        if any(proc.exitcode != 0 for proc in procs):
+            raise RuntimeError(f"all_reduce ranks exited {[proc.exitcode for proc in procs]}")
+        with open(out, encoding="utf-8") as f:
+            t_s = float(f.read())
+    return size_bytes / t_s / 1e9 * 2 * (ranks - 1) / ranks
