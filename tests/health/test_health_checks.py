@@ -124,6 +124,7 @@ def health(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
         (["--checks", "gemm"], "railyard: --checks: unknown check 'gemm' (hint: one of compute"),
         (["--fail-below", "compute"], "railyard: --fail-below: 'compute' is not CHECK=FRACTION"),
         (["--fail-below", "compute=2"], "railyard: --fail-below: 'compute=2': the fraction must"),
+        (["--warn-below", "comptue=0.5"], "railyard: --warn-below: unknown check 'comptue' (hint"),
         (["--baseline", "/nope.json"], "railyard: /nope.json: no baseline (hint: record one"),
     ],
 )

@@ -22,10 +22,12 @@ if TYPE_CHECKING:
 HEALTH_REASON = "health:"  # drains this command made start so; it resumes only those
 
 
-def _fractions(values: list[str], option: str) -> dict[str, float]:
+def _fractions(values: list[str], option: str, known: list[str]) -> dict[str, float]:
     out: dict[str, float] = {}
     for value in values:
         name, _, number = value.partition("=")
+        if number and name not in known:
+            fail(f"{option}: unknown check {name!r} (hint: one of {', '.join(known)})")
         try:
             fraction = float(number)
         except ValueError:
@@ -58,6 +60,8 @@ def health(args: argparse.Namespace) -> int:
         fail(f"--checks: unknown check {unknown[0]!r} (hint: one of {', '.join(CHECKS)})")
     if args.gpus is not None and args.gpus < 0:
         fail(f"--gpus: {args.gpus} is negative (hint: the GPUs this node declares, e.g. 8)")
+    fail_below = _fractions(args.fail_below, "--fail-below", list(CHECKS))
+    warn_below = _fractions(args.warn_below, "--warn-below", list(CHECKS))
     path = Path(args.baseline) if args.baseline else _default_baseline(args.node)
     if args.record_baseline:
         made = record(names, args.node, time.time())
@@ -77,8 +81,8 @@ def health(args: argparse.Namespace) -> int:
         args.node,
         declared_gpus=args.gpus,
         baseline=known,
-        fail_below=_fractions(args.fail_below, "--fail-below"),
-        warn_below=_fractions(args.warn_below, "--warn-below"),
+        fail_below=fail_below,
+        warn_below=warn_below,
     )
     results = run_checks(names, ctx)
     action = _apply(args.node, results) if args.drain else None
@@ -109,6 +113,7 @@ def _apply(node: str, results: list[Result]) -> str:
     A node an admin drained for another reason is left alone, as NHC leaves a node whose
     note is not its own: neither resumed nor its reason overwritten."""
     failed = [r for r in results if r.status.value == "fail"]
+    judged = [r for r in results if r.status.value in ("pass", "warn")]
     with connect() as client:
         current = next((n for n in client.nodes() if n["name"] == node), None)
         if current is None:
@@ -118,9 +123,9 @@ def _apply(node: str, results: list[Result]) -> str:
             reason = failed[0].reason()
             client.drain(node, reason)
             return f"{node} drained: {reason}"
-        if not failed and current["state"] != "ready" and ours:
+        if not failed and judged and current["state"] != "ready" and ours:
             client.resume(node)
-            return f"{node} resumed: every check passed"
+            return f"{node} resumed: no check failed"
     return f"{node} left {current['state']}"
 
 

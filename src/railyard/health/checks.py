@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from railyard import probe
-from railyard.health import measure
+from railyard.health import measure as measuring
 from railyard.health.baseline import Baseline
 from railyard.health.result import Result, Status, judge
 
@@ -49,7 +49,7 @@ class Check:
     def run(self, ctx: Context) -> Result:
         try:
             value = self.measure()
-        except measure.Unavailable as exc:
+        except measuring.Unavailable as exc:
             return Result(self.name, ctx.node, Status.SKIP, unit=self.unit, detail=str(exc))
         if ctx.baseline is None or self.name not in ctx.baseline.figures:
             return Result(
@@ -66,8 +66,8 @@ class Check:
 
 
 def gpu_inventory(ctx: Context) -> Result:
-    """As many GPUs as the node declares, seen by NVML (a GPU that fell off the bus is the
-    commonest fatal fault; XID 79)."""
+    """As many GPUs as the node declares, seen by NVML (a GPU that fell off the bus, XID 79,
+    leaves the count short)."""
     problem = probe.nvml_problem()
     if problem is not None:
         return Result("gpu-inventory", ctx.node, Status.SKIP, detail=problem)
@@ -92,19 +92,19 @@ FIGURES = {
             "compute",
             "GFLOP/s",
             "float32 matrix products, one thread",
-            lambda: measure.in_child("matmul_gflops"),
+            lambda: measuring.in_child("matmul_gflops"),
         ),
         Check(
             "memory",
             "GB/s",
             "memory copy bandwidth (read + write)",
-            lambda: measure.in_child("copy_gbps"),
+            lambda: measuring.in_child("copy_gbps"),
         ),
         Check(
             "allreduce",
             "GB/s",
             "all_reduce bus bandwidth within the node (gloo, 2 ranks; needs torch)",
-            lambda: measure.in_child("allreduce_busbw_gbps", timeout_s=120.0),
+            lambda: measuring.in_child("allreduce_busbw_gbps", timeout_s=120.0),
             # gloo over loopback TCP swings 25% between runs on a quiet node; NCCL does not
             fail_below=0.5,
             warn_below=0.7,
@@ -131,6 +131,6 @@ def record(names: list[str], node: str, now_t_s: float) -> Baseline:
         if name in FIGURES:
             try:
                 figures[name] = FIGURES[name].measure()
-            except measure.Unavailable:
+            except measuring.Unavailable:
                 continue  # judged as skipped later, with the reason
     return Baseline(node, now_t_s, figures)
