@@ -9,25 +9,12 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from tests.control.conftest import fresh_pg_database
 from tests.integration.server_proc import ServerProcess
 
 TASKS = int(os.environ.get("RAILYARD_CANCEL_TASKS", "2000"))
 HOLDING = {"starting", "running", "preempting", "cancelling"}
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
-    if request.param == "sqlite":
-        yield None
-        return
-    with fresh_pg_database() as url:
-        yield url
 
 
 def test_cancel_array_while_it_runs_frees_every_gpu(

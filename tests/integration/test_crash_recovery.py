@@ -9,25 +9,12 @@ runs the long one (1,200 jobs, 40 kills) and records its figures.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from tests.control.conftest import fresh_pg_database
 from tests.integration.crash_campaign import run_campaign
 
 JOBS = int(os.environ.get("RAILYARD_CRASH_JOBS", "150"))
 KILLS = int(os.environ.get("RAILYARD_CRASH_KILLS", "4"))
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
-    if request.param == "sqlite":
-        yield None
-        return
-    with fresh_pg_database() as url:
-        yield url
 
 
 def test_kill9_at_random_points_runs_every_attempt_once(

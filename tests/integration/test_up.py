@@ -11,22 +11,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from tests.control.conftest import fresh_pg_database
 from tests.integration.server_proc import ServerProcess, free_port
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
-    if request.param == "sqlite":
-        yield None
-        return
-    with fresh_pg_database() as url:
-        yield url
 
 
 def up(
