@@ -132,3 +132,37 @@ def test_signal_death_is_reported_with_the_signal(store: Store, tmp_path: Path) 
     step_until(service, lambda: states(store)[job_id] == "failed")
     row = job(store, job_id)
     assert (row.exit_code, row.exit_signal, row.reason) == (None, "SIGKILL", "Signal SIGKILL")
+
+
+def test_many_row_change_that_loses_a_deadlock_is_rerun(store: Store) -> None:
+    """PostgreSQL breaks a deadlock by aborting one side. The other writer holds job B and then
+    wants job A; the cancel-like change holds A (ids are taken in order) and waits for B, so it
+    waits first and is the one aborted. With ``retry_conflicts`` it re-runs after the other
+    writer commits, and every row changes; without it the client would see a 503."""
+    if store.engine.dialect.name != "postgresql":
+        pytest.skip("SQLite takes one write lock for the whole store: no deadlock to lose")
+    import threading
+
+    seed_cluster(store)
+    first, second = add_job(store, ["true"]), add_job(store, ["true"])
+    holds_second, done = threading.Event(), threading.Event()
+
+    def other_writer() -> None:
+        with store.session() as s:
+            transition(s, second, [JobState.PENDING], {"reason": "other"})
+            holds_second.set()
+            time.sleep(0.3)  # the change below is waiting for ``second`` by now
+            transition(s, first, [JobState.PENDING], {"reason": "other"})
+        done.set()
+
+    thread = threading.Thread(target=other_writer)
+    thread.start()
+    assert holds_second.wait(10)
+    with store.session() as s:
+        changed = transition_many(
+            s, [second, first], [JobState.PENDING], {"state": "cancelled"}, retry_conflicts=True
+        )
+    thread.join(30)
+    assert done.is_set(), "the other writer was the one aborted: the race was not forced"
+    assert changed == [second, first]
+    assert states(store) == {first: "cancelled", second: "cancelled"}

@@ -399,8 +399,10 @@ def list_jobs(
     now_t_s: float = 0.0,
     limit: int | None = None,
     offset: int = 0,
+    newest_first: bool = False,
 ) -> list[tuple[JobRow, str]]:
-    """Jobs with their user's name, oldest first; a non-admin sees only their own.
+    """Jobs with their user's name, oldest first (or newest first); a non-admin sees only
+    their own.
 
     ``finished_within_s``: finished jobs only if they ended that recently before ``now_t_s``
     (squeue's MinJobAge). ``since_t_s``/``until_t_s``: jobs waiting or running at some moment
@@ -429,7 +431,11 @@ def list_jobs(
         stmt = stmt.where(JobRow.submit_t_s <= until_t_s)
     if since_t_s is not None:
         stmt = stmt.where(or_(JobRow.end_t_s.is_(None), JobRow.end_t_s >= since_t_s))
-    stmt = stmt.order_by(JobRow.number, JobRow.array_index).limit(limit).offset(offset or None)
+    if newest_first:
+        stmt = stmt.order_by(JobRow.number.desc(), JobRow.array_index.desc())
+    else:
+        stmt = stmt.order_by(JobRow.number, JobRow.array_index)
+    stmt = stmt.limit(limit).offset(offset or None)
     return list(session.execute(stmt))
 
 
@@ -488,12 +494,14 @@ def cancel_job(
         [JobState.PENDING],
         {"state": JobState.CANCELLED.value, "end_t_s": now_t_s, "reason": reason,
          "updated_t_s": now_t_s},
+        retry_conflicts=True,
     )  # fmt: skip
     stopping = transition_many(
         session,
         ids,
         CANCELLABLE_STARTED,
         {"state": JobState.CANCELLING.value, "reason": reason, "updated_t_s": now_t_s},
+        retry_conflicts=True,
     )
     for changed, to in ((ended, JobState.CANCELLED), (stopping, JobState.CANCELLING)):
         for changed_id in changed:
@@ -523,7 +531,9 @@ def hold_job(
     held: set[str] = set()
     for kind, ids in kinds.items():
         values = {"hold": kind, "reason": HOLD_REASONS[kind], "updated_t_s": now_t_s}
-        for changed in transition_many(session, ids, [JobState.PENDING], values):
+        for changed in transition_many(
+            session, ids, [JobState.PENDING], values, retry_conflicts=True
+        ):
             held.add(changed)
             record(session, now_t_s, "hold", f"{actor.name}: {HOLD_REASONS[kind]}", changed)
     done = [(r, n) for r, n in targets if r.id in held or (r.hold and r.state == "pending")]
