@@ -30,10 +30,14 @@ FORBIDDEN = {
     "inventory": {"plan", "twin", "exec", "control", "sim", "cli"},
     "twin": {"control", "sim", "cli", "exec", "inventory"},
     "exec": {"control", "sim", "cli", "twin", "plan", "inventory"},
-    "control": {"sim", "cli"},
-    "sim": {"control", "cli"},
+    "control": {"sim", "cli", "web"},
+    "sim": {"control", "cli", "web"},
 }
-FORBIDDEN["health"] = FORBIDDEN["probe"]  # health reads the hardware through probe alone
+for _below in FORBIDDEN.values():  # the dashboard sits on top, beside cli
+    _below.add("web")
+FORBIDDEN["web"] = {"cli"}
+# health reads the hardware through probe alone, and takes its expectations from the twin
+FORBIDDEN["health"] = {"sched", "exec", "control", "sim", "cli", "inventory", "plan"}
 
 
 def _railyard_imports(path: Path) -> set[str]:

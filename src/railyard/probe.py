@@ -14,6 +14,9 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
+from typing import TypeVar
+
+T = TypeVar("T")
 
 try:
     _pynvml: ModuleType | None = importlib.import_module("pynvml")
@@ -76,6 +79,25 @@ def detect_gpus(nvml: ModuleType | None = None) -> list[GpuInfo]:
         lib.nvmlShutdown()
 
 
+def driver_versions(nvml: ModuleType | None = None) -> tuple[str, str] | None:
+    """The NVIDIA driver's version and the CUDA version it supports, as nvidia-smi prints
+    them (``("550.54.15", "12.4")``); None when NVML or its driver is absent. NCCL needs the
+    same across the nodes of a job (NVIDIA's NCCL troubleshooting guide)."""
+    lib = nvml if nvml is not None else _pynvml
+    if lib is None:
+        return None
+    try:
+        lib.nvmlInit()
+    except Exception:  # NVMLError_LibraryNotFound, _DriverNotLoaded, ...
+        return None
+    try:
+        driver = _text(lib.nvmlSystemGetDriverVersion())
+        cuda = int(lib.nvmlSystemGetCudaDriverVersion())  # 12040 for CUDA 12.4
+        return driver, f"{cuda // 1000}.{cuda % 1000 // 10}"
+    finally:
+        lib.nvmlShutdown()
+
+
 def resolve_gpus(declared: int | None, nvml: ModuleType | None = None) -> int:
     """The node's GPU count: the declared one wins (so a CPU machine can pose as a GPU node),
     else what NVML reports."""
@@ -125,17 +147,7 @@ def read_gpus(nvml: ModuleType | None = None) -> list[GpuReading]:
     XID errors are not here: NVML reports them only as events to a registered event set, not
     as a value to read (https://docs.nvidia.com/deploy/nvml-api/group__nvmlEvents.html).
     """
-    lib = nvml if nvml is not None else _pynvml
-    if lib is None:
-        return []
-    try:
-        lib.nvmlInit()
-    except Exception:
-        return []
-    try:
-        return [_reading(lib, index) for index in range(int(lib.nvmlDeviceGetCount()))]
-    finally:
-        lib.nvmlShutdown()
+    return _each_gpu(nvml, _reading)
 
 
 def _reading(lib: ModuleType, index: int) -> GpuReading:
@@ -163,3 +175,78 @@ def _memory(lib: ModuleType, dev: object) -> tuple[float, float] | None:
     except Exception:
         return None
     return info.used / _MIB, info.free / _MIB
+
+
+@dataclass(frozen=True)
+class GpuFaults:
+    """One GPU's error and link state, for the health checks; None where NVML cannot say.
+
+    ``throttle_reasons`` is NVML's clocks-event bitmask; the PCIe figures are the link as it
+    runs now and the most this GPU and system allow."""
+
+    index: int
+    ecc_uncorrected: int | None = None  # volatile: since the driver loaded
+    retired_pages_pending: bool | None = None
+    remap_pending: bool | None = None
+    remap_failed: bool | None = None
+    throttle_reasons: int | None = None
+    pcie_gen: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width: int | None = None
+    pcie_width_max: int | None = None
+
+
+def read_faults(nvml: ModuleType | None = None) -> list[GpuFaults]:
+    """Error and link state of every GPU NVML sees; empty when NVML or its driver is absent."""
+    return _each_gpu(nvml, _faults)
+
+
+def _each_gpu(nvml: ModuleType | None, read: Callable[[ModuleType, int], T]) -> list[T]:
+    """`read(lib, index)` of every GPU NVML sees; empty when NVML or its driver is absent.
+    Initialises and shuts NVML down on each call, so no caller holds the driver between
+    calls."""
+    lib = nvml if nvml is not None else _pynvml
+    if lib is None:
+        return []
+    try:
+        lib.nvmlInit()
+    except Exception:
+        return []
+    try:
+        return [read(lib, index) for index in range(int(lib.nvmlDeviceGetCount()))]
+    finally:
+        lib.nvmlShutdown()
+
+
+def _int(read: Callable[[], object]) -> int | None:
+    value = _maybe(read)
+    return None if value is None else int(value)
+
+
+def _faults(lib: ModuleType, index: int) -> GpuFaults:
+    dev = lib.nvmlDeviceGetHandleByIndex(index)
+    try:
+        _, _, pending, failed = lib.nvmlDeviceGetRemappedRows(dev)  # Ampere and later
+        remap: tuple[bool | None, bool | None] = (bool(pending), bool(failed))
+    except Exception:
+        remap = (None, None)
+    reasons = getattr(lib, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+        lib, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+    )
+    retired = _int(lambda: lib.nvmlDeviceGetRetiredPagesPendingStatus(dev))
+    return GpuFaults(
+        index=index,
+        ecc_uncorrected=_int(
+            lambda: lib.nvmlDeviceGetTotalEccErrors(
+                dev, lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, lib.NVML_VOLATILE_ECC
+            )
+        ),
+        retired_pages_pending=None if retired is None else bool(retired),
+        remap_pending=remap[0],
+        remap_failed=remap[1],
+        throttle_reasons=None if reasons is None else _int(lambda: reasons(dev)),
+        pcie_gen=_int(lambda: lib.nvmlDeviceGetCurrPcieLinkGeneration(dev)),
+        pcie_gen_max=_int(lambda: lib.nvmlDeviceGetMaxPcieLinkGeneration(dev)),
+        pcie_width=_int(lambda: lib.nvmlDeviceGetCurrPcieLinkWidth(dev)),
+        pcie_width_max=_int(lambda: lib.nvmlDeviceGetMaxPcieLinkWidth(dev)),
+    )

@@ -155,3 +155,13 @@ class Cluster:
     def env(self, name: str) -> dict[str, str]:
         data: dict[str, str] = json.loads((self.out / f"{name}.json").read_text())
         return data
+
+
+def stop_all(service: Loop, timeout_s: float = 30.0) -> None:
+    """Cancel every job the loop's executor runs and wait until they are reaped."""
+    for job_id in list(service.executor.running()):
+        service.executor.cancel(job_id)
+    deadline = time.monotonic() + timeout_s
+    while service.executor.running() and time.monotonic() < deadline:
+        service.executor.poll()
+        time.sleep(0.05)

@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
-from tests.control.loop_helpers import add_job, make_loop, seed_cluster, states, step_until
+from tests.control.loop_helpers import (
+    add_job,
+    make_loop,
+    seed_cluster,
+    states,
+    step_until,
+    stop_all,
+)
 
 from railyard.control.auth import issue_token
 from railyard.control.loop import Loop
@@ -59,12 +66,7 @@ class Live:
         self.token = admin_token(store)
 
     def stop(self) -> None:
-        for job_id in (self.small, self.pair):
-            self.loop.executor.cancel(job_id)
-        deadline = time.monotonic() + 30
-        while self.loop.executor.running() and time.monotonic() < deadline:
-            self.loop.executor.poll()
-            time.sleep(0.05)
+        stop_all(self.loop)
 
 
 @pytest.fixture

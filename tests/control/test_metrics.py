@@ -107,7 +107,12 @@ def test_reason_labels_and_entitlements() -> None:
 def test_promtool_accepts_the_exposition(live: Live, tmp_path: Path) -> None:
     config = MetricsConfig(loop=live.loop.metrics, loop_health=live.loop.health)
     app = create_app(live.store, wake=lambda: None, state_dir=tmp_path, metrics=config)
+    client = TestClient(app, headers={"Authorization": f"Bearer {live.token}"})
+    run = {"check": "memory", "status": "warn", "measured": 8.5, "expected": 10.0, "unit": "GB/s"}
+    reported = client.post("/v1/nodes/node0/health", json={"results": [run]})
+    assert reported.status_code == 200, reported.text
     text = scrape(TestClient(app), live.token)
+    assert 'railyard_node_health_check_ratio{check="memory",node="node0"} 0.85' in text
     checked = subprocess.run(
         ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, check=False
     )

@@ -1,15 +1,19 @@
 """A really slow node, not a mocked result: its cores are taken by busy processes, so its
-matrix rate falls below its own baseline; `railyard health --drain` drains it through a real
-control plane with the figure as the reason, and resumes it once the cores are free again.
-A node an admin drained for another reason is never resumed by a health run."""
+matrix rate falls below its own baseline; `railyard health --report` stores the run in a real
+control plane, which drains the node with the figure as the reason (or, under `railyard up
+--health-fail requeue`, takes it out and requeues the job running there), and resumes it once
+the cores are free again and the job starts again. A node an admin drained for another reason
+is never resumed by a health run."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,11 +22,11 @@ from tests.integration.server_proc import ServerProcess
 SPINNERS = 4  # busy processes on a 2-core machine: each gets well under half a core
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
+@pytest.fixture(params=["drain", "requeue"])
+def server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
     state = tmp_path / "state"
     state.mkdir()
-    proc = ServerProcess(state, gpus=2)
+    proc = ServerProcess(state, gpus=2, extra=("--health-fail", request.param))
     proc.start()
     yield proc
     proc.stop()
@@ -31,6 +35,18 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 def node_of(server: ServerProcess) -> dict[str, str]:
     [node] = server.request("GET", "/v1/nodes")
     return {"name": node["name"], "state": node["state"], "reason": node["reason"]}
+
+
+def job_of(server: ServerProcess, job_id: str) -> dict[str, Any]:
+    found: dict[str, Any] = server.request("GET", f"/v1/jobs/{job_id}")
+    return found
+
+
+def wait_for(done: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
 
 
 def health(server: ServerProcess, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -54,30 +70,48 @@ def test_a_node_whose_cores_are_taken_is_drained_then_resumed(
     home = tmp_path / "home"
     recorded = health(server, home, "--record-baseline")
     assert recorded.returncode == 0, recorded.stderr
+    requeues = "requeue" in server.extra
+    [job] = server.request(
+        "POST", "/v1/jobs", json={"command": ["sleep", "600"], "gpus": 1, "requeue": True}
+    )
+    wait_for(lambda: job_of(server, job["id"])["state"] == "running")
     spinners = [
         subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(SPINNERS)
     ]
     try:
-        slow = health(server, home, "--drain")
+        slow = health(server, home, "--report")
     finally:
         for p in spinners:
             p.kill()
             p.wait()
     assert slow.returncode == 1, slow.stdout + slow.stderr
     drained = node_of(server)
-    assert drained["state"] != "ready"
+    assert drained["state"] == ("down" if requeues else "draining")
     assert drained["reason"].startswith("health: compute ")
     assert "GFLOP/s < 0.6 x expected " in drained["reason"]
-    assert f"{drained['name']} drained: health: compute " in slow.stdout
+    if requeues:
+        assert f"{drained['name']} down: health: compute " in slow.stdout
+        assert "1 job(s) on it requeued" in slow.stdout
+        wait_for(lambda: job_of(server, job["id"])["restart_count"] == 1)
+        assert job_of(server, job["id"])["state"] == "pending"
+    else:
+        assert f"{drained['name']} draining: health: compute " in slow.stdout
+        assert job_of(server, job["id"])["state"] == "running"  # a drain lets it finish
 
-    unjudged = health(server, tmp_path / "no-baseline", "--drain")  # every figure skipped
+    unjudged = health(server, tmp_path / "no-baseline", "--report")  # every figure skipped
     assert unjudged.returncode == 0, unjudged.stdout + unjudged.stderr
     assert node_of(server)["state"] != "ready"  # nothing judged: nothing to resume on
 
-    well = health(server, home, "--drain")
+    well = health(server, home, "--report")
     assert well.returncode == 0, well.stdout + well.stderr
     assert node_of(server)["state"] == "ready"
     assert f"{drained['name']} resumed: no check failed" in well.stdout
+    wait_for(lambda: job_of(server, job["id"])["state"] == "running")  # again, if requeued
+    history = health(server, home, "--history")
+    assert history.returncode == 0, history.stderr
+    verdicts = [line.split()[1] for line in history.stdout.splitlines()[1:] if line[:1].isdigit()]
+    assert verdicts == ["pass", "skip", "fail"], history.stdout
+    server.request("DELETE", f"/v1/jobs/{job['id']}")
 
 
 def test_an_admins_drain_is_left_alone(server: ServerProcess, tmp_path: Path) -> None:
@@ -85,7 +119,46 @@ def test_an_admins_drain_is_left_alone(server: ServerProcess, tmp_path: Path) ->
     assert health(server, home, "--record-baseline").returncode == 0
     name = node_of(server)["name"]
     server.request("POST", f"/v1/nodes/{name}/drain", json={"reason": "new NIC firmware"})
-    done = health(server, home, "--drain")
+    done = health(server, home, "--report")
     assert done.returncode == 0, done.stdout + done.stderr
     assert node_of(server)["reason"] == "new NIC firmware"
     assert node_of(server)["state"] != "ready"
+
+
+def test_railyard_up_runs_scheduled_checks(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    proc = ServerProcess(state, gpus=2, extra=("--health-checks", "gpu-xid", "--health-interval",
+                                                "1s"))  # fmt: skip
+    proc.start()
+    try:
+        name = node_of(proc)["name"]
+        wait_for(lambda: len(proc.request("GET", f"/v1/nodes/{name}/health")) >= 2)
+        [node] = proc.request("GET", "/v1/nodes")
+        assert node["health"] == "pass"
+        assert node["state"] == "ready"
+    finally:
+        proc.stop()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--health-checks", "speed"], "up: --health-checks: unknown check 'speed' (hint: all,"),
+        (["--health-interval", "1h"], "up: --health-interval needs --health-checks (hint:"),
+        (["--health-checks", "all", "--health-interval", "soon"],
+         "up: --health-interval: bad duration 'soon' (hint: e.g. 30d, 12h, 90m or 3600s)"),
+    ],
+)  # fmt: skip
+def test_bad_health_flags_are_one_line_exit_2(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "railyard", "up", "--state-dir", str(tmp_path), "--port", "0",
+         *args],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith(f"railyard: {message}")
+    assert not (tmp_path / "railyard.db").exists()

@@ -17,7 +17,7 @@ def test_two_jobs_that_need_most_of_the_cores_run_one_after_the_other(tmp_path: 
     server = ServerProcess(tmp_path, gpus=0, cycle_interval_s=0.1)
     server.start()
     try:
-        body = {"command": ["sleep", "1"], "cpus_per_task": cores // 2 + 1}
+        body = {"command": ["sleep", "2"], "cpus_per_task": cores // 2 + 1}
         first = server.request("POST", "/v1/jobs", json=body)[0]["id"]
         second = server.request("POST", "/v1/jobs", json=body)[0]["id"]
 

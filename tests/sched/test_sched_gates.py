@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from sched_fakes import flat_queues, job, nodes, running
 
-from railyard.sched import Reason, SchedulerConfig
+from railyard.sched import NodeState, Reason, SchedulerConfig
 from railyard.sched.dependencies import parse_dependency
 from railyard.sched.lifecycle import Exit, ExitKind, StepInput, gate, step
 
@@ -94,3 +96,29 @@ def test_a_dependency_settled_in_the_same_step_counts():
         SchedulerConfig(),
     )
     assert [s.job_id for s in plan.result.starts] == ["2"]
+
+
+def test_an_across_node_group_starts_when_its_nodes_are_idle_and_holds_them_meanwhile():
+    """A sweep's nodes take no new job (they are being checked); its group's test starts in
+    the step where every node of the group is idle, never beside a user's job."""
+    from railyard.sched.health import HealthInput, HealthPolicy
+
+    policy = HealthPolicy(interval_s=None, gate_joins=False)
+    busy = running(job("1", gpus=8), "n1:0-7")
+    held = HealthInput(policy, checking=frozenset({"n0", "n1"}), group=("n0", "n1"))
+    given = StepInput(nodes(3), flat_queues({"a": 24}), [job("2", gpus=8)], [busy], [], 10.0)
+    plan = step(replace(given, health=held), SchedulerConfig())
+    assert plan.group_check == ()  # n1 still runs job 1
+    assert [dict(s.placement) for s in plan.result.starts] == [{"n2": tuple(range(8))}]
+
+    first = [Exit("1", 0, ExitKind.COMPLETED, 0)]
+    given = StepInput(nodes(3), flat_queues({"a": 24}), [job("3", gpus=8, workers=2)], [busy],
+                      first, 20.0, health=held)  # fmt: skip
+    plan = step(given, SchedulerConfig())
+    assert plan.group_check == ("n0", "n1")  # job 1 ended in this step: both idle now
+    assert not plan.result.starts  # the 2-node job waits: n0 and n1 are held
+
+    down = [replace(n, state=NodeState.DOWN) if n.name == "n0" else n for n in nodes(3)]
+    plan = step(StepInput(down, flat_queues({"a": 24}), [], [], [], 30.0, health=held),
+                SchedulerConfig())  # fmt: skip
+    assert plan.group_check == ()  # a down node is not tested

@@ -130,3 +130,36 @@ def test_las_without_preemptible_jobs_says_it_is_greedy(extra: list[str], noted:
     result = runner.invoke(APP, [*args, "--policy", "las", "--workers", "1", *extra])
     assert result.exit_code == 0, result.output
     assert ("las slices only preemptible jobs" in result.output) is noted
+
+
+def test_health_checks_find_a_slow_node() -> None:
+    args = ["simulate", "gaggle-h100", "--synthetic", "llm-lab", "--jobs", "60", "--load", "1",
+            "--seed", "4", "--policy", "fairshare+easy", "--slow-node", "dgx004@1=0.5",
+            "--json"]  # fmt: skip
+    unchecked = runner.invoke(APP, args)
+    checked = runner.invoke(APP, [*args, "--health-interval", "1h"])
+    assert unchecked.exit_code == 0, unchecked.output
+    assert checked.exit_code == 0, checked.output
+    [blind] = json.loads(unchecked.output)["runs"]
+    [seeing] = json.loads(checked.output)["runs"]
+    assert blind["health"]["checks"] == 0
+    assert blind["health"]["mean_detection_s"] is None
+    assert seeing["health"]["slow_nodes_found"] == 1
+    assert seeing["health"]["slowed_gpu_s"] < blind["health"]["slowed_gpu_s"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--slow-node", "dgx004"], "--slow-node: 'dgx004' is not NODE@HOURS=SPEED"),
+        (["--slow-node", "n9@1=0.5"], "--slow-node: no node 'n9' in gaggle-h100"),
+        (["--slow-node", "dgx004@1=1.5"], "is not NODE@HOURS=SPEED"),
+        (["--health-interval", "soon"], "--health-interval: bad duration 'soon'"),
+        (["--health-interval", "1h", "--health-fail", "reboot"], "--health-fail: 'reboot'"),
+    ],
+)
+def test_bad_health_flags(flags: list[str], message: str) -> None:
+    args = ["simulate", "gaggle-h100", "--synthetic", "philly", "--jobs", "5", *flags]
+    result = runner.invoke(APP, args)
+    assert result.exit_code == 2
+    assert message in result.output

@@ -5,12 +5,20 @@ admin token works (run it as the server's Unix account, which can open the store
 from __future__ import annotations
 
 import argparse
-import re
 import time
 from pathlib import Path
 from typing import Any
 
-from railyard.cli.args import Command, Parser, connect, emit_json, fail, json_flag, subcommands
+from railyard.cli.args import (
+    Command,
+    Parser,
+    connect,
+    emit_json,
+    fail,
+    json_flag,
+    parse_duration,
+    subcommands,
+)
 from railyard.cli.text import table
 from railyard.control.values import parse_walltime
 
@@ -95,16 +103,9 @@ def users_list(args: argparse.Namespace) -> None:
 # -- tokens --------------------------------------------------------------------------------------
 
 
-_DURATION = re.compile(r"^(\d{1,9})([smhdw]?)$")
-_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
 def parse_lifetime(text: str) -> float:
     """``30d``, ``12h``, ``90m``, ``3600s`` or ``3600`` (seconds) to seconds."""
-    match = _DURATION.match(text.strip())
-    if not match or int(match.group(1)) == 0:
-        fail(f"--expires: bad duration {text!r} (hint: e.g. 30d, 12h, 90m or 3600s)")
-    return float(int(match.group(1)) * _UNIT_S[match.group(2)])
+    return parse_duration(text, "--expires")
 
 
 def _local_token(

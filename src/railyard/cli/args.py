@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
@@ -93,6 +94,18 @@ def subcommands(parser: Parser, *commands: Command, required: bool = True) -> No
 
 def json_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+_DURATION = re.compile(r"^(\d{1,9})([smhdw]?)$")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str, option: str) -> float:
+    """``30d``, ``12h``, ``90m``, ``3600s`` or ``3600`` (seconds) to seconds; exit 2 else."""
+    match = _DURATION.match(text.strip())
+    if not match or int(match.group(1)) == 0:
+        fail(f"{option}: bad duration {text!r} (hint: e.g. 30d, 12h, 90m or 3600s)")
+    return float(int(match.group(1)) * _UNIT_S[match.group(2)])
 
 
 def emit_json(data: Any) -> None:

@@ -15,10 +15,10 @@ def nodes(args: argparse.Namespace) -> None:
     if args.json:
         emit_json(rows)
         return
-    headers = ("NODE", "FLAVOR", "GPUS", "USED", "STATE", "PATH", "REASON")
+    headers = ("NODE", "FLAVOR", "GPUS", "USED", "STATE", "HEALTH", "PATH", "REASON")
     body = [
         [n["name"], n["flavor"], str(n["gpus"]), str(n["gpus_used"]), n["state"],
-         "/".join(n["path"]), n["reason"]]
+         n.get("health") or "-", "/".join(n["path"]), n["reason"]]
         for n in rows
     ]  # fmt: skip
     print(table(headers, body))

@@ -19,8 +19,6 @@ from railyard.cli.text import table
 if TYPE_CHECKING:
     from railyard.health.result import Result
 
-HEALTH_REASON = "health:"  # drains this command made start so; it resumes only those
-
 
 def _fractions(values: list[str], option: str, known: list[str]) -> dict[str, float]:
     out: dict[str, float] = {}
@@ -46,12 +44,19 @@ def _default_baseline(node: str) -> Path:
 def health(args: argparse.Namespace) -> int:
     """Check this node against its own baseline (NHC-style; --drain acts on the result).
 
-    With --drain (an admin's token), a failure drains the node through the control plane with
-    the check and its figure as the reason, and a later run where nothing fails resumes it.
+    With --report (an admin's token), the run is stored in the control plane, which drains the
+    node on a failure (the check and its figure as the reason), takes it down on a fatal error
+    (its jobs requeued) and resumes it once a run passes. --history shows the stored runs.
     Record the baseline once, on the healthy, idle node: --record-baseline."""
     from railyard.health import baseline as baselines
     from railyard.health.checks import CHECKS, Context, record, run_checks
 
+    if args.across or args.across_status:
+        return across(args)
+    if args.history:
+        if not 1 <= args.limit <= 500:
+            fail(f"--limit: {args.limit} is out of range (hint: 1 to 500)")
+        return history(args.node, args.limit, args.json)
     names = (
         [n.strip() for n in args.checks.split(",") if n.strip()] if args.checks else list(CHECKS)
     )
@@ -79,13 +84,14 @@ def health(args: argparse.Namespace) -> int:
         fail(str(exc))
     ctx = Context(
         args.node,
+        flavor=args.flavor,
         declared_gpus=args.gpus,
         baseline=known,
         fail_below=fail_below,
         warn_below=warn_below,
     )
     results = run_checks(names, ctx)
-    action = _apply(args.node, results) if args.drain else None
+    action = _report(args.node, results) if args.report else None
     if args.json:
         emit_json({"node": args.node, "results": [r.to_dict() for r in results], "action": action})
     else:
@@ -95,10 +101,12 @@ def health(args: argparse.Namespace) -> int:
     return 1 if any(r.status.value == "fail" for r in results) else 0
 
 
-def _print(results: list[Result]) -> None:
-    def num(x: float | None) -> str:
-        return "-" if x is None else f"{x:.4g}"
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.4g}"
 
+
+def _print(results: list[Result]) -> None:
+    num = _num
     headers = ("CHECK", "STATUS", "MEASURED", "EXPECTED", "RATIO", "UNIT", "SOURCE")
     rows = [
         [r.check, r.status.value.upper(), num(r.measured), num(r.expected), num(r.ratio),
@@ -108,35 +116,79 @@ def _print(results: list[Result]) -> None:
     print(table(headers, rows))
 
 
-def _apply(node: str, results: list[Result]) -> str:
-    """Drain on the first failure; resume a node this command drained once nothing fails.
-    A node an admin drained for another reason is left alone, as NHC leaves a node whose
-    note is not its own: neither resumed nor its reason overwritten."""
-    failed = [r for r in results if r.status.value == "fail"]
-    judged = [r for r in results if r.status.value in ("pass", "warn")]
+def _report(node: str, results: list[Result]) -> str:
+    """Send the run to the control plane, which stores it and applies the health rule
+    (`railyard.sched.health`): a fatal error takes the node down and requeues its jobs, a
+    failure drains it, a run where nothing fails resumes a node health took out. A node an
+    admin drained for another reason is left alone, as NHC leaves a node whose note is not
+    its own."""
+    sent = [{k: v for k, v in r.to_dict().items() if k not in ("node", "ratio")} for r in results]
     with connect() as client:
-        current = next((n for n in client.nodes() if n["name"] == node), None)
-        if current is None:
-            fail(f"--drain: the control plane has no node {node!r} (hint: give --node NAME)")
-        ours = current["state"] == "ready" or current["reason"].startswith(HEALTH_REASON)
-        if failed and ours:
-            reason = failed[0].reason()
-            client.drain(node, reason)
-            return f"{node} drained: {reason}"
-        if not failed and judged and current["state"] != "ready" and ours:
-            client.resume(node)
-            return f"{node} resumed: no check failed"
-    return f"{node} left {current['state']}"
+        done = client.report_health(node, sent)
+    return done["action"]
+
+
+def history(node: str, limit: int, as_json: bool) -> int:
+    with connect() as client:
+        runs = client.health_history(node, limit)
+    if as_json:
+        emit_json(runs)
+        return 0
+    headers = ("WHEN", "VERDICT", "CHECK", "STATUS", "MEASURED", "EXPECTED", "UNIT", "DETAIL")
+    rows = []
+    for run in runs:
+        when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(run["t_s"]))
+        for i, r in enumerate(run["results"]):
+            rows.append([
+                when if i == 0 else "", (run["verdict"] or "skip") if i == 0 else "", r["check"],
+                ("FATAL" if r["fatal"] else r["status"].upper()), _num(r["measured"]),
+                _num(r["expected"]), r["unit"], r["detail"] or r["source"],
+            ])  # fmt: skip
+    print(table(headers, rows) if rows else f"no health runs of {node} yet")
+    return 0
+
+
+def across(args: argparse.Namespace) -> int:
+    """Ask the control plane for an across-node sweep (or show it): all_reduce over the nodes,
+    bisected to the slow ones (seed 004's hunt). Exit 1 when it blamed a node."""
+    nodes = [n.strip() for n in (args.nodes or "").split(",") if n.strip()]
+    if nodes and not args.across:
+        fail("--nodes goes with --across (hint: railyard health --across --nodes a,b)")
+    with connect() as client:
+        state = client.ask_across(nodes) if args.across else client.across()
+        print(f"across-node sweep over {len(state['nodes'])} nodes: {state['detail']}")
+        while args.wait and state["active"]:
+            time.sleep(1.0)
+            state = client.across()
+    if args.json:
+        emit_json(state)
+    elif state["tests"]:
+        headers = ("GROUP", "BUSBW GB/s", "EXPECTED", "VERDICT", "SOURCE")
+        rows = [
+            [",".join(t["group"]), _num(t["busbw_gbps"]), _num(t["expected_gbps"]),
+             "ok" if t["ok"] else "SLOW", t["detail"] or t["source"]]
+            for t in state["tests"]
+        ]  # fmt: skip
+        print(table(headers, rows))
+    if not state["active"]:
+        print(state["detail"])
+    blamed = state["detail"].startswith("ended;") and not state["detail"].endswith("slow: none")
+    return 1 if not state["active"] and blamed else 0
 
 
 def _args(p: Parser) -> None:
     p.add_argument(
-        "--checks", help="comma-separated: compute, memory, allreduce, gpu-inventory (default all)"
+        "--checks",
+        help="comma-separated: compute, memory, allreduce, gpu-gemm, nccl-allreduce, "
+        "gpu-inventory, gpu-versions, gpu-xid, gpu-ecc, gpu-throttle, gpu-pcie (default all)",
     )
     p.add_argument(
         "--node", default=socket.gethostname(), help="this node's name (default: hostname)"
     )
     p.add_argument("--gpus", type=int, help="GPUs the node declares (gpu-inventory)")
+    p.add_argument(
+        "--flavor", help="the node's GPU flavor, e.g. H100-SXM-80GB: the twin's expectations"
+    )
     p.add_argument("--baseline", help="baseline file (default RAILYARD_HOME/health/NODE.json)")
     p.add_argument(
         "--record-baseline", action="store_true", help="measure now and keep it as the baseline"
@@ -150,7 +202,23 @@ def _args(p: Parser) -> None:
         help="warn below this fraction (default 0.9; repeat)",
     )  # fmt: skip
     p.add_argument(
-        "--drain", action="store_true", help="drain this node on a failure, resume it after (admin)"
+        "--report", "--drain", dest="report", action="store_true",
+        help="store the run in the control plane, which drains the node on a failure, takes it "
+        "down (requeueing its jobs) on a fatal error and resumes it once it passes (admin)",
+    )  # fmt: skip
+    p.add_argument(
+        "--history", action="store_true", help="show the node's stored runs instead of checking"
+    )
+    p.add_argument("--limit", type=int, default=10, help="runs --history shows (default 10)")
+    p.add_argument(
+        "--across", action="store_true",
+        help="ask the control plane for an all_reduce sweep across nodes, bisected to the slow "
+        "ones (admin); the scheduler runs each test when its nodes are idle",
+    )  # fmt: skip
+    p.add_argument("--nodes", help="with --across: these nodes (comma-separated; default all)")
+    p.add_argument("--wait", action="store_true", help="with --across: until the sweep ends")
+    p.add_argument(
+        "--across-status", action="store_true", help="show the sweep under way or the last one"
     )
     json_flag(p)
 

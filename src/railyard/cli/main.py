@@ -22,6 +22,7 @@ from railyard.cli.args import Command
 # name -> module defining it (its COMMANDS), in the order `railyard --help` lists them.
 CONTROL = {
     "up": "up",
+    "join": "join",
     "submit": "jobs",
     "queue": "jobs",
     "show": "jobs",

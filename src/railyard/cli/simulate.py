@@ -8,6 +8,7 @@ Register with ``app.command()(simulate)`` or :func:`register`.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +21,10 @@ from rich.table import Table
 
 from railyard.blueprint import BlueprintError, load
 from railyard.control.values import parse_walltime
+from railyard.sched.health import HealthPolicy
 from railyard.sim.checkpoints import CheckpointPolicy, IntervalRule
+from railyard.sim.cluster import cluster_nodes
+from railyard.sim.health import Degradation, HealthWorld
 from railyard.sim.plots import HINT as PLOT_HINT
 from railyard.sim.plots import have_matplotlib, write_plots
 from railyard.sim.sweep import POLICIES, Scenario, ray_available, run_scenario, sweep
@@ -74,6 +78,20 @@ def simulate(
     workers: Annotated[int, typer.Option(help="parallel processes")] = 2,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     plot: Annotated[Path | None, typer.Option(help="write PNG plots into this folder")] = None,
+    health_interval: Annotated[
+        str | None,
+        typer.Option(help="scheduled health checks of idle nodes, e.g. 6h (none: only at join)"),
+    ] = None,
+    health_check_time: Annotated[
+        float, typer.Option(help="seconds a health check holds its node")
+    ] = 180.0,
+    slow_node: Annotated[
+        list[str] | None,
+        typer.Option(help="NODE@HOURS=SPEED: the node turns slow then (repeat), e.g. n3@2=0.5"),
+    ] = None,
+    health_fail: Annotated[
+        str, typer.Option(help="a failed check: drain (jobs finish) or requeue its jobs")
+    ] = "drain",
     ray: Annotated[
         str | None, typer.Option(help="run on an existing Ray cluster (address, or 'local')")
     ] = None,
@@ -96,6 +114,7 @@ def simulate(
             priority_preemption=priority_preemption,
             default_time_s=default_time_s,
             quantum_s=quantum,
+            health=_health(blueprint, health_interval, health_check_time, slow_node, health_fail),
         )
         for s in scenarios
     ]
@@ -214,6 +233,55 @@ def _scenarios(
     ]
 
 
+def _health(
+    blueprint: str,
+    interval: str | None,
+    check_s: float,
+    slow: list[str] | None,
+    fail_action: str,
+) -> HealthWorld | None:
+    """The scheduled checks and slow nodes of the flags (None: no health checks, and then no
+    --slow-node either, which would have nothing to find it)."""
+    if interval is None and not slow:
+        return None
+    if fail_action not in ("drain", "requeue"):
+        _fail(f"--health-fail: {fail_action!r} (hint: drain or requeue)")
+    if not check_s >= 0:
+        _fail("--health-check-time must be >= 0 seconds")
+    interval_s: float | None = None
+    if interval is not None and interval != "none":
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", interval.strip())
+        if match is None or float(match.group(1)) <= 0:
+            _fail(f"--health-interval: bad duration {interval!r} (hint: e.g. 6h, 90m or none)")
+        interval_s = (
+            float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+        )
+    names = [n.name for n in cluster_nodes(load(blueprint).blueprint)]
+    slow_nodes = []
+    for spec in slow or []:
+        match = re.fullmatch(r"([^@]+)@(\d+(?:\.\d+)?)=(0?\.\d+)", spec.strip())
+        if match is None:
+            _fail(f"--slow-node: {spec!r} is not NODE@HOURS=SPEED (hint: e.g. {names[0]}@2=0.5)")
+        if match.group(1) not in names:
+            _fail(f"--slow-node: no node {match.group(1)!r} in {blueprint} "
+                  f"(hint: {', '.join(names[:4])}, ...)")  # fmt: skip
+        try:
+            slow_nodes.append(
+                Degradation(float(match.group(2)) * 3600, match.group(1), float(match.group(3)))
+            )
+        except ValueError as exc:
+            _fail(f"--slow-node: {spec!r}: {exc}")
+    policy = HealthPolicy(
+        interval_s=interval_s,
+        gate_joins=interval is not None,
+        check_s=check_s,
+        fail_requeues=fail_action == "requeue",
+    )
+    if interval is None:  # slow nodes, and no checks to find them: the cost of not looking
+        policy = replace(policy, gate_joins=False)
+    return HealthWorld(policy, tuple(slow_nodes))
+
+
 def _h(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds / 3600:.2f}"
 
@@ -261,6 +329,20 @@ def print_results(console: Console, results: list[dict[str, Any]]) -> None:
             *(_h(by[c]["jct"].get("mean_s")) if c in by else "-" for c in classes),
         )
     console.print(sizes)
+    checked = [r for r in results if r.get("health")]
+    if checked:
+        health = Table(title="health checks and slow nodes")
+        for col in ("policy", "checks", "check GPU-h", "slow found", "found after h",
+                    "slowed GPU-h"):  # fmt: skip
+            health.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
+        for r in checked:
+            h = r["health"]
+            health.add_row(
+                f"{r['policy']} s{r['seed']}", f"{h['checks']:.0f}",
+                f"{h['check_gpu_s'] / 3600:.1f}", f"{h['slow_nodes_found']:.0f}",
+                _h(h["mean_detection_s"]), f"{h['slowed_gpu_s'] / 3600:.1f}",
+            )  # fmt: skip
+        console.print(health)
 
 
 def register(app: typer.Typer) -> None:

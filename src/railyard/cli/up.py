@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from railyard.cli.args import Command, Parser, fail
+from railyard.cli.args import Command, Parser, fail, parse_duration
+
+if TYPE_CHECKING:
+    from railyard.sched.health import HealthPolicy
 
 
 def up(args: argparse.Namespace) -> None:
@@ -20,6 +24,7 @@ def up(args: argparse.Namespace) -> None:
     from railyard.control.server import SpoolTaken, StartupError, UpConfig, serve
     from railyard.control.values import parse_walltime
     from railyard.sched import SchedulerConfig
+    from railyard.web.routes import router as dashboard
 
     try:
         estimate_s = parse_walltime(args.default_time) if args.default_time else None
@@ -40,6 +45,12 @@ def up(args: argparse.Namespace) -> None:
         fail(f"up: --port: {args.port} is not a port number (0-65535)")
     if args.cycle_interval <= 0:
         fail("up: --cycle-interval: must be > 0")
+    health = _health_policy(args)
+    floor = args.health_across_floor
+    if floor is not None and not 0 < floor < 1e6:
+        fail(f"up: --health-across-floor: {floor:g} GB/s is out of range (hint: e.g. 40)")
+    if args.ray is not None:
+        _check_ray(args)
     config = UpConfig(
         state_dir=args.state_dir or default_state_dir(),
         database_url=args.database_url,
@@ -52,6 +63,14 @@ def up(args: argparse.Namespace) -> None:
         blueprint=args.blueprint,
         spool_dir=args.spool_dir,
         metrics_open=args.metrics_open,
+        health_fail_requeues=args.health_fail == "requeue",
+        health=health,
+        health_across_floor_gbps=floor,
+        ray_address=args.ray,
+        extra_routers=() if args.no_dashboard else (dashboard(scheduler),),
+        health_checks=tuple(args.health_checks.split(","))
+        if health and args.health_checks not in ("all", "")
+        else (),
         **({"node_name": args.node_name} if args.node_name else {}),
     )
     try:
@@ -60,6 +79,48 @@ def up(args: argparse.Namespace) -> None:
         fail(f"up: {exc}")
     except ServiceError as exc:  # a state directory or store that cannot be used
         fail(f"up: {exc.line()}")
+
+
+def _check_ray(args: argparse.Namespace) -> None:
+    """With --ray, machines declare themselves when they join: no local GPUs or node name."""
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        fail("up: --ray needs the ray package (hint: pip install 'railyard[ray]')")
+    for flag, value in (("--gpus", args.gpus), ("--flavor", args.flavor),
+                        ("--node-name", args.node_name)):  # fmt: skip
+        if value is not None:
+            fail(
+                f"up: {flag}: with --ray each machine declares itself when it joins "
+                "(hint: railyard join HEAD --node-name N --gpus G --flavor F on that machine)"
+            )
+
+
+def _health_policy(args: argparse.Namespace) -> HealthPolicy | None:
+    """The scheduled checks (`sched.health.HealthPolicy`), or None when --health-checks is off."""
+    from railyard.health.checks import CHECKS
+    from railyard.sched.health import HealthPolicy
+
+    if args.health_checks in (None, "none"):
+        if args.health_interval is not None:
+            fail("up: --health-interval needs --health-checks (hint: --health-checks all)")
+        return None
+    if args.health_checks != "all":
+        names = [n.strip() for n in args.health_checks.split(",")]
+        unknown = [n for n in names if n not in CHECKS]
+        if unknown or not names:
+            fail(f"up: --health-checks: unknown check {unknown[0] if unknown else ''!r} "
+                 f"(hint: all, none, or some of {', '.join(CHECKS)})")  # fmt: skip
+    interval_s = (
+        parse_duration(args.health_interval, "up: --health-interval")
+        if args.health_interval
+        else 6 * 3600.0
+    )
+    return HealthPolicy(
+        interval_s=interval_s,
+        gate_joins=not args.no_health_gate,
+        fail_requeues=args.health_fail == "requeue",
+    )
 
 
 def _up_args(p: Parser) -> None:
@@ -92,6 +153,12 @@ def _up_args(p: Parser) -> None:
     )
     p.add_argument("--blueprint", help="the cluster's nodes and topology: a preset or YAML file")
     p.add_argument("--node-name", help="which blueprint node this machine is (default: hostname)")
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run jobs on the machines of a Ray cluster: its address, or auto (RAY_ADDRESS or "
+        "the head on this machine); machines join with `railyard join`",
+    )
     p.add_argument("--cycle-interval", type=float, default=2.0, help="seconds between idle cycles")
     p.add_argument(
         "--metrics-open",
@@ -99,6 +166,36 @@ def _up_args(p: Parser) -> None:
         help="serve /metrics without a token (job names and users: a trusted network only; "
         "by default it needs an admin's token)",
     )
+    p.add_argument(
+        "--no-dashboard", action="store_true", help="do not serve the web dashboard at /ui/"
+    )
+    p.add_argument(
+        "--health-fail",
+        choices=("drain", "requeue"),
+        default="drain",
+        help="what a failed health check does to a node's running jobs: let them finish "
+        "(drain, the default) or requeue them from their checkpoints (requeue); a fatal "
+        "error (XID 79, uncorrectable ECC) always requeues",
+    )
+    p.add_argument(
+        "--health-checks",
+        metavar="CHECKS",
+        help="run these health checks (comma-separated, or all) on each node when it has no "
+        "job: at start before it takes work, then every --health-interval (default: none)",
+    )
+    p.add_argument(
+        "--health-interval", metavar="DURATION", help="between checks of a node (default 6h)"
+    )
+    p.add_argument(
+        "--no-health-gate",
+        action="store_true",
+        help="let a node take jobs before its first health check",
+    )
+    p.add_argument(
+        "--health-across-floor", type=float, metavar="GBPS",
+        help="judge across-node all_reduce tests (railyard health --across) against this bus "
+        "bandwidth, GB/s, instead of the twin's prediction for the blueprint's fabric",
+    )  # fmt: skip
 
 
 COMMANDS = (Command("up", up, _up_args),)

@@ -12,15 +12,12 @@ of a client's is answered with a 500.
 
 from __future__ import annotations
 
-import codecs
 import logging
-import os
-import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi import Path as PathParam
@@ -34,7 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from railyard import __version__
-from railyard.control import auth, jobs, nodes, queues, users
+from railyard.control import auth, jobs, logs, nodes, queues, users
 from railyard.control import schemas as s
 from railyard.control.accounts import RunAs
 from railyard.control.bounds import (
@@ -59,15 +56,16 @@ from railyard.control.errors import (
     error_body,
 )
 from railyard.control.health import LoopHealth
+from railyard.control.logs import read_log as read_log
 from railyard.control.metrics import MetricsConfig
 from railyard.control.metrics_api import metrics_router
-from railyard.control.paths import log_path
 from railyard.control.store import Store
-from railyard.control.tables import JobRow, JobState, User
-from railyard.exec.identity import Account
+from railyard.control.tables import JobState, User
+
+if TYPE_CHECKING:
+    from railyard.control.sweeps import AcrossChecks
 
 log = logging.getLogger("railyard.api")
-LOG_CHUNK_BYTES = 1 << 20
 _STATUS = {
     NotFound: 404,
     Forbidden: 403,
@@ -102,6 +100,9 @@ class Context:
     clock: Callable[[], float]
     run_as: RunAs | None = None
     loop_health: LoopHealth | None = None
+    health_fail_requeues: bool = False
+    remote_log: logs.RemoteLog | None = None  # reads a log on another machine (Ray)
+    across: AcrossChecks | None = None  # across-node sweeps (the loop's)
 
 
 def _ctx(request: Request) -> Context:
@@ -283,65 +284,16 @@ def job_logs(
     A batch script has one process (its output file, ``slurm-%j.out`` by default); a command
     job one per task. An offset past the end returns no text and the end's offset."""
     row, _ = jobs.get_job(session, user, job_id)
-    paths = _log_paths(row, ctx.spool_dir)
+    paths = logs.log_paths(row, ctx.spool_dir)
     if rank >= len(paths):
         raise Invalid("rank", f"job {job_id} has logs 0..{len(paths) - 1}")
-    chunk, new_offset = read_log(paths[rank], offset, _owner_uid(row, paths[rank], ctx.spool_dir))
+    chunk, new_offset = logs.read_rank_log(row, rank, paths[rank], offset, ctx.spool_dir,
+                                           ctx.remote_log)  # fmt: skip
     state = JobState(row.state)
     finished = state.finished and new_offset == offset
     return s.LogChunk(
         job_id=job_id, rank=rank, text=chunk, offset=new_offset, state=state, finished=finished
     )
-
-
-def _log_paths(row: JobRow, spool_dir: Path) -> list[Path]:
-    """Where each process of the job's current (or last) attempt writes its output."""
-    workers = (row.handle or {}).get("workers") or []
-    if workers:
-        return [Path(w["log_path"]) for w in workers]
-    count = 1 if row.script is not None else max(1, row.workers * max(1, row.gpus_per_worker))
-    return [log_path(spool_dir, row.id, rank) for rank in range(count)]
-
-
-def _owner_uid(row: JobRow, path: Path, spool_dir: Path) -> int | None:
-    """The uid a log outside the spool must belong to (the job's account): the user chose its
-    path, so a symlink or someone else's file there must not be read for them."""
-    if path.is_relative_to(spool_dir):
-        return None  # the spool's directories are the server's: nothing there can be swapped
-    if os.geteuid() != 0:
-        return os.geteuid()  # single-user mode: the job ran as this very account
-    try:
-        return Account.lookup(row.unix_user).uid
-    except Exception:
-        raise Forbidden(
-            f"cannot check who owns {path}: no Unix account {row.unix_user!r}"
-        ) from None
-
-
-def read_log(
-    path: Path, offset: int, owner_uid: int | None = None, limit: int = LOG_CHUNK_BYTES
-) -> tuple[str, int]:
-    """Decoded text from ``offset``; a UTF-8 character cut by the chunk end waits for the next
-    call, so followers never see mangled characters. With ``owner_uid``, only a regular file
-    of that owner is read, never through a symlink."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return "", offset
-    except OSError as exc:
-        raise Forbidden(f"cannot read {path}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or (owner_uid is not None and info.st_uid != owner_uid):
-            raise Forbidden(f"{path} is not a file of the job's user; not shown")
-        if offset > info.st_size:  # past the end (a rotated log, a bad offset): resume at the end
-            return "", info.st_size
-        f.seek(offset)
-        data = f.read(limit)
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    text = decoder.decode(data, final=False)
-    pending = len(decoder.getstate()[0])  # bytes of a character the next read completes
-    return text, offset + len(data) - pending
 
 
 @v1.get("/nodes")
@@ -553,13 +505,20 @@ def create_app(
     run_as: RunAs | None = None,
     loop_health: LoopHealth | None = None,
     metrics: MetricsConfig | None = None,
+    health_fail_requeues: bool = False,
+    remote_log: logs.RemoteLog | None = None,
+    extra_routers: Sequence[APIRouter] = (),
+    across: AcrossChecks | None = None,
 ) -> FastAPI:
     """The API over ``store``; ``wake`` is called after each commit the service loop must see
     (submit, cancel, node or queue change). Job files are under ``spool_dir`` (default
     ``state_dir/jobs``). ``run_as`` checks at submit that this server can run a job as its
     user's Unix account (``railyard up`` passes it; None skips the check). ``/healthz``
     reports the loop's ``loop_health`` and whether the store answers; ``/metrics`` serves
-    what ``metrics`` says (default: the store's figures, for an admin's token)."""
+    what ``metrics`` says (default: the store's figures, for an admin's token).
+    ``health_fail_requeues``: a failed health check requeues the node's jobs (else drains)."""
+    from railyard.control.health_api import router as health_router  # it imports this module
+
     app = FastAPI(
         title="railyard",
         version=__version__,
@@ -567,7 +526,10 @@ def create_app(
         "ErrorOut: a one-line `detail` naming the field, what is wrong and a hint.",
     )
     spool = Path(spool_dir) if spool_dir is not None else Path(state_dir) / "jobs"
-    app.state.railyard = Context(store, wake, spool, known_flavors, clock, run_as, loop_health)
+    app.state.railyard = Context(
+        store, wake, spool, known_flavors, clock, run_as, loop_health, health_fail_requeues,
+        remote_log, across,
+    )  # fmt: skip
 
     @app.get(
         "/healthz", tags=["health"], response_model=s.Health, responses={503: {"model": s.Health}}
@@ -592,6 +554,9 @@ def create_app(
         return body
 
     app.include_router(v1)
+    app.include_router(health_router)
+    for router in extra_routers:  # the dashboard (railyard.web), mounted by `railyard up`
+        app.include_router(router)
     app.include_router(
         metrics_router(store, metrics or MetricsConfig(loop_health=loop_health), clock)
     )

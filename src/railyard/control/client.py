@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self, cast
 from urllib.parse import quote, urlencode, urlsplit
@@ -236,6 +236,21 @@ class Client:
 
     def resume(self, name: str) -> wire.Node:
         return cast(wire.Node, self._call("POST", _path("v1", "nodes", name, "resume")))
+
+    def report_health(self, name: str, results: Sequence[Mapping[str, Any]]) -> wire.HealthReport:
+        path = _path("v1", "nodes", name, "health")
+        return cast(wire.HealthReport, self._call("POST", path, body={"results": list(results)}))
+
+    def health_history(self, name: str, limit: int = 20) -> list[wire.HealthRun]:
+        path = _path("v1", "nodes", name, "health")
+        return cast(list[wire.HealthRun], self._call("GET", path, params={"limit": limit}))
+
+    def ask_across(self, nodes: Sequence[str]) -> wire.Across:
+        body = {"nodes": list(nodes)}
+        return cast(wire.Across, self._call("POST", "/v1/health/across", body=body))
+
+    def across(self) -> wire.Across:
+        return cast(wire.Across, self._call("GET", "/v1/health/across"))
 
     def queues(self) -> list[wire.Queue]:
         return cast(list[wire.Queue], self._call("GET", "/v1/queues"))

@@ -26,28 +26,34 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from railyard.control.apply import Written, cas, write_plan
+from railyard.control.errors import ServiceError
 from railyard.control.health import STALLED_AFTER_S, LoopHealth
+from railyard.control.healthjobs import ScheduledChecks, health_input
 from railyard.control.launchspec import launch_spec
 from railyard.control.loopmetrics import LoopMetrics
 from railyard.control.paths import attempts_dir
 from railyard.control.store import Store
+from railyard.control.sweeps import AcrossChecks, Expect
 from railyard.control.tables import HOLDING_STATES, JobRow, JobState
 from railyard.control.transitions import transition
 from railyard.control.world import WorldReader
 from railyard.exec.exits import exit_of
 from railyard.exec.protocol import Executor, JobHandle, LaunchSpec, NotifiesExits
 from railyard.sched import CycleCache, SchedulerConfig
+from railyard.sched.health import HealthInput, HealthPolicy
 from railyard.sched.lifecycle import Exit, StepPlan
 from railyard.sched.lifecycle import step as lifecycle_step
 
 log = logging.getLogger("railyard.loop")
+# With no scheduled checks, an across-node sweep alone: nothing periodic, no join gate.
+ACROSS_ONLY = HealthPolicy(interval_s=None, gate_joins=False)
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,9 @@ class LoopConfig:
     nccl_env: Mapping[str, str] = field(default_factory=dict)
     spool_dir: Path | None = None
     cluster_name: str = "railyard"
+    health: HealthPolicy | None = None  # health checks the scheduler runs on idle nodes
+    health_checks: tuple[str, ...] = ()  # which checks (empty: all)
+    across_expect: Expect | None = None  # what an across-node test expects (`control.sweeps`)
 
     @property
     def spool(self) -> Path:
@@ -79,6 +88,7 @@ class StepReport:
     cycle_s: float = 0.0  # the scheduling decision alone
     step_s: float = 0.0  # the whole step: read, decide, write, act
     waits_s: list[float] = field(default_factory=list)  # submit to first start, per start
+    checks: list[str] = field(default_factory=list)  # health checks (system jobs) started
 
 
 class Loop:
@@ -91,8 +101,12 @@ class Loop:
         config: LoopConfig,
         *,
         clock: Callable[[], float] = time.time,
+        refresh: Callable[[], None] | None = None,
     ) -> None:
+        """``refresh`` runs in each step right after the executor's poll: the Ray inventory's
+        sync, so a machine the poll found gone is down before the cycle places anything."""
         self.store = store
+        self.refresh = refresh
         self.executor = executor
         self.config = config
         self.clock = clock
@@ -104,6 +118,18 @@ class Loop:
         self._cache = CycleCache()
         self._carried: list[Exit] = []  # exits adoption found, settled by the next step
         self.last_plan: StepPlan | None = None
+        self.checks = (
+            ScheduledChecks(
+                config.health, executor, state_dir=config.state_dir, spool_dir=config.spool,
+                checks=config.health_checks,
+            )
+            if config.health is not None
+            else None
+        )  # fmt: skip
+        self.across = AcrossChecks(
+            executor, config.across_expect, state_dir=config.state_dir, spool_dir=config.spool,
+            fail_requeues=config.health.fail_requeues if config.health else False,
+        )  # fmt: skip
 
     # -- driving ------------------------------------------------------------------------------
 
@@ -160,13 +186,25 @@ class Loop:
     def step(self) -> StepReport:
         step_began = time.perf_counter()
         report = StepReport()
-        # 1. Exits first, so their GPUs are free for this cycle.
-        exits = [*self._carried, *(exit_of(r) for r in self.executor.poll())]
-        self._carried = exits  # until the plan is committed: a failed step loses no exit
+        # 1. Exits first, so their GPUs are free for this cycle; health checks that ended
+        #    are judged first, so the step sees what they did to their nodes.
+        reports = self.executor.poll()
+        if self.refresh is not None:  # after the poll: a machine it found gone is down now
+            self.refresh()
         now_t_s = self.clock()
+        if self.checks is not None:
+            reports = self.checks.take(reports)
+            self._finish_checks(now_t_s)
+        reports = self.across.take(reports)
+        self._finish_across(now_t_s)
+        exits = [*self._carried, *(exit_of(r) for r in reports)]
+        self._carried = exits  # until the plan is committed: a failed step loses no exit
         # 2-3. Read, plan, write the plan before acting on it.
         with self.store.session() as session:
             given, seen = self._world.read(session, now_t_s, exits, self._last_accrual_t_s)
+            health = self._health_input(session)
+            if health is not None:
+                given = replace(given, health=health)
             began = time.perf_counter()
             plan = lifecycle_step(given, self.config.scheduler, self._cache)
             report.cycle_s = time.perf_counter() - began
@@ -189,9 +227,46 @@ class Loop:
         for spec in specs:
             if self._start(spec):
                 report.started.append(spec.job_id)
+        if self.checks is not None and plan.checks:
+            with self.store.session() as session:
+                report.checks = self.checks.start(session, plan.checks, now_t_s)
+        if plan.group_check:
+            with self.store.session() as session:
+                started = self.across.start(session, plan.group_check, now_t_s)
+            report.checks += [started] if started else []
         report.step_s = time.perf_counter() - step_began
         self.metrics.observe(report.cycle_s, report.step_s, report.waits_s)
         return report
+
+    def _health_input(self, session: Session) -> HealthInput | None:
+        """The checks' part of the step's input: scheduled checks, and an across-node sweep's
+        nodes (held from new jobs) and the group it wants to test next."""
+        health = self.checks.input(session) if self.checks is not None else None
+        held = self.across.held()
+        if not held:
+            return health
+        health = health or health_input(session, ACROSS_ONLY)
+        wanted = self.across.wanted()
+        if wanted and set(wanted) & health.checking:  # a node's own check runs there now
+            wanted = ()
+        return replace(health, checking=health.checking | held, group=wanted)
+
+    def _finish_across(self, now_t_s: float) -> None:
+        try:
+            with self.store.session() as session:
+                for line in self.across.finish(session, now_t_s):
+                    log.info("health: %s", line)
+        except ServiceError as exc:
+            log.warning("health: an across-node sweep's verdict was not applied: %s", exc)
+
+    def _finish_checks(self, now_t_s: float) -> None:
+        assert self.checks is not None
+        try:
+            with self.store.session() as session:
+                for line in self.checks.finish(session, now_t_s):
+                    log.info("health: %s", line)
+        except ServiceError as exc:  # the node changed under the run: it is checked again
+            log.warning("health: a scheduled run was not applied: %s", exc)
 
     # -- acting ---------------------------------------------------------------------------------
 

@@ -31,7 +31,15 @@ from railyard.control.gpumetrics import GpuCollector
 from railyard.control.health import LoopHealth
 from railyard.control.loopmetrics import LoopMetrics
 from railyard.control.store import Store
-from railyard.control.tables import HOLDING_STATES, JobRow, JobState, NodeRow, QueueRow, UsageRow
+from railyard.control.tables import (
+    HOLDING_STATES,
+    HealthRow,
+    JobRow,
+    JobState,
+    NodeRow,
+    QueueRow,
+    UsageRow,
+)
 from railyard.probe import GpuReading
 from railyard.sched import NodeState
 from railyard.sched.quota import QuotaTree
@@ -94,10 +102,48 @@ class StoreCollector(Collector):
 
 
 def node_health_families(session: Session) -> list[Metric]:
-    """Issue 13's node health checks plug in here (built separately): one family per figure,
-    e.g. ``railyard_node_health_check_status{node,check}`` (0 pass, 1 warn, 2 fail) and the
-    measured and expected figures of the last run of each check. None yet."""
-    return []
+    """Each node's last health run: its verdict (one series per verdict, 1 for the current
+    one, as Prometheus' state sets), when it ran, and per check the status (0 pass, 1 warn,
+    2 fail, 3 fatal) and the measured figure over the expected one."""
+    verdict = GaugeMetricFamily(
+        "railyard_node_health",
+        "Verdict of the node's last health run (1 for the current verdict).",
+        labels=["node", "verdict"],
+    )
+    when = GaugeMetricFamily(
+        "railyard_node_health_last_run_timestamp_seconds",
+        "When the node's last health run was reported (Unix time).",
+        labels=["node"],
+    )
+    status = GaugeMetricFamily(
+        "railyard_node_health_check_status",
+        "Status of each check in the node's last run: 0 pass, 1 warn, 2 fail, 3 fatal.",
+        labels=["node", "check"],
+    )
+    ratio = GaugeMetricFamily(
+        "railyard_node_health_check_ratio",
+        "Measured over expected figure of each check in the node's last run.",
+        labels=["node", "check"],
+    )
+    verdicts = ("pass", "warn", "fail", "fatal", "skip")
+    for name, health, health_t_s in session.execute(
+        select(NodeRow.name, NodeRow.health, NodeRow.health_t_s)
+        .where(NodeRow.health.is_not(None))
+        .order_by(NodeRow.name)
+    ):
+        for v in verdicts:
+            verdict.add_metric([name, v], 1.0 if v == health else 0.0)
+        when.add_metric([name], health_t_s or 0.0)
+    last = select(HealthRow).join(
+        NodeRow, (NodeRow.name == HealthRow.node) & (NodeRow.health_t_s == HealthRow.t_s)
+    )
+    for row in session.scalars(last.order_by(HealthRow.node, HealthRow.check)):
+        if row.fatal or row.status != "skip":
+            code = 3 if row.fatal else ("pass", "warn", "fail").index(row.status)
+            status.add_metric([row.node, row.check], code)
+        if row.measured is not None and row.expected:
+            ratio.add_metric([row.node, row.check], row.measured / row.expected)
+    return [verdict, when, status, ratio]
 
 
 def _jobs(session: Session, queue_names: list[str]) -> Iterator[Metric]:

@@ -30,6 +30,8 @@ def list_nodes(session: Session, actor: User) -> list[NodeOut]:
             state=NodeState(n.state),
             reason=n.reason,
             path=n.path,
+            health=n.health,
+            health_t_s=n.health_t_s,
         )
         for n in session.scalars(select(NodeRow).order_by(NodeRow.name))
     ]

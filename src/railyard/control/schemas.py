@@ -392,6 +392,8 @@ class NodeOut(Response):
     state: NodeState
     reason: str
     path: list[str]
+    health: str | None = None  # the verdict of its last health run
+    health_t_s: float | None = None
 
 
 class NodeAction(Request):

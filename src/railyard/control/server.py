@@ -21,10 +21,12 @@ import pwd
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import uvicorn
+from fastapi import APIRouter
 from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
@@ -37,6 +39,7 @@ from railyard.control.client import save_config
 from railyard.control.errors import ServiceError, Unavailable, describe_failure
 from railyard.control.jobs import JOB_COUNTER
 from railyard.control.lock import StoreLock, StoreLocked
+from railyard.control.logs import RemoteLog
 from railyard.control.loop import Loop, LoopConfig
 from railyard.control.metrics import MetricsConfig
 from railyard.control.paths import (
@@ -51,6 +54,7 @@ from railyard.control.paths import (
     spool_owner_path,
 )
 from railyard.control.store import Store, sqlite_url
+from railyard.control.sweeps import Expect, floor_expectation
 from railyard.control.tables import (
     HOLDING_STATES,
     Counter,
@@ -63,9 +67,12 @@ from railyard.control.tables import (
 from railyard.control.users import bootstrap_admin
 from railyard.exec.local import LocalExecutor
 from railyard.exec.nccl import nccl_env
+from railyard.exec.protocol import Executor
+from railyard.health.expect import group_expectation
 from railyard.inventory import scheduler_nodes, this_machine
 from railyard.probe import detect_gpus, read_gpus, resolve_gpus
 from railyard.sched import Node, NodeState, SchedulerConfig
+from railyard.sched.health import HealthPolicy
 
 log = logging.getLogger("railyard.server")
 
@@ -89,6 +96,12 @@ class UpConfig:
     blueprint: str | None = None
     spool_dir: Path | None = None
     metrics_open: bool = False  # /metrics without a token (a trusted network only)
+    health_fail_requeues: bool = False  # a failed health check requeues the node's jobs
+    health: HealthPolicy | None = None  # checks the scheduler runs on idle nodes
+    health_checks: tuple[str, ...] = ()  # which (empty: all)
+    health_across_floor_gbps: float | None = None  # across-node tests' floor (else the twin)
+    ray_address: str | None = None  # run jobs on a Ray cluster (address, or "auto")
+    extra_routers: tuple[APIRouter, ...] = ()  # the dashboard, from `railyard up`
 
     @property
     def url(self) -> str:
@@ -96,6 +109,16 @@ class UpConfig:
 
     def spool(self, run_as: RunAs) -> Path:
         return self.spool_dir or default_spool_dir(self.state_dir, multi_user=run_as.multi_user)
+
+
+def across_expectation(config: UpConfig) -> Expect | None:
+    """What an across-node test is judged against: the admin's floor, else the twin's figure
+    for the group on the blueprint's fabric, else nothing (`control.sweeps`)."""
+    if config.health_across_floor_gbps is not None:
+        return floor_expectation(config.health_across_floor_gbps)
+    if config.blueprint is None:
+        return None
+    return group_expectation(load(config.blueprint).blueprint)
 
 
 class SpoolTaken(Exception):
@@ -137,13 +160,22 @@ def detected_flavor() -> str | None:
     return catalogue_name(found[0].name) if found else None
 
 
-def inventory(config: UpConfig) -> tuple[list[Node], Node]:
+def inventory(config: UpConfig) -> tuple[list[Node], Node | None]:
     """Every node the scheduler knows, and the one this machine serves.
 
     With a blueprint, its nodes (names, flavors, topology paths: `railyard.inventory`) and
     this machine is the one named `node_name`; the others have no live machine here and are
     registered `down`. Without one, this machine alone, with its GPUs from NVML or `--gpus`.
+    Under Ray (`--ray`) this machine serves none: the blueprint's nodes (or none) are the
+    inventory, and machines come up as they join.
     """
+    if config.ray_address is not None:
+        if config.blueprint is None:
+            return [], None
+        try:
+            return scheduler_nodes(load(config.blueprint).blueprint), None
+        except BlueprintError as exc:
+            raise StartupError(str(exc)) from None
     if config.blueprint is None:
         gpus = resolve_gpus(config.gpus)
         flavor = config.flavor or detected_flavor() or VIRTUAL_FLAVOR
@@ -172,7 +204,7 @@ def inventory(config: UpConfig) -> tuple[list[Node], Node]:
 
 
 def bootstrap(
-    store: Store, nodes: list[Node], local: Node, unix_user: str | None = None
+    store: Store, nodes: list[Node], local: Node | None, unix_user: str | None = None
 ) -> str | None:
     """First start: an admin with a token and a default queue. Every start: the inventory,
     this machine ready (unless an admin drained it), other blueprint nodes down.
@@ -190,7 +222,7 @@ def bootstrap(
                 s.add(row)
             row.flavor, row.gpus, row.path = n.flavor, n.gpus, list(n.path)
             row.cpu_cores, row.mem_gb, row.updated_t_s = n.cpu_cores, n.mem_gb, now
-            if n.name != local.name:
+            if local is None or n.name != local.name:  # under Ray, joining brings them up
                 row.state, row.reason = NodeState.DOWN.value, "no live machine"
             elif row.state == NodeState.DOWN.value:
                 row.state, row.reason = NodeState.READY.value, ""
@@ -221,6 +253,30 @@ def adopt_bootstrap_admin(session: Session, unix_user: str) -> None:
     except KeyError:
         admin.unix_user = unix_user
         log.info("user admin now runs jobs as Unix account %s", unix_user)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """What runs jobs: this machine's executor, or Ray's with its inventory and log reader."""
+
+    executor: Executor
+    describe: str
+    refresh: Callable[[], None] | None = None
+    remote_log: RemoteLog | None = None
+
+
+def _cluster(config: UpConfig, store: Store, nodes: list[Node], local: Node | None) -> Cluster:
+    if local is not None:
+        executor = LocalExecutor(local.name, gpus=local.gpus)
+        what = f"node {local.name}, {executor.gpus} x {local.flavor} GPUs"
+        return Cluster(executor, what)
+    from railyard.control.rayserve import ray_cluster  # Ray is an optional extra
+
+    gate = config.health is not None and config.health.gate_joins
+    executor_, refresh, remote_log, what = ray_cluster(
+        store, config.ray_address or "auto", nodes if config.blueprint else None, gate
+    )
+    return Cluster(executor_, what, refresh, remote_log)
 
 
 class StartupError(Exception):
@@ -283,6 +339,13 @@ def serve(config: UpConfig) -> None:
     refused start (:class:`StartupError`) changes nothing: no token, no client.json, no job.
     """
     nodes, local = inventory(config)  # a bad blueprint or node name: nothing touched yet
+    if config.ray_address is not None:
+        from railyard.control.rayserve import RayUnreachable, connect
+
+        try:
+            connect(config.ray_address)  # no Ray cluster there: nothing touched yet either
+        except RayUnreachable as exc:
+            raise StartupError(str(exc)) from None
     os.umask(0o077)  # what the server writes is its own unless it says otherwise
     api_url = f"http://{config.host}:{config.port}"
     sock = bind(config.host, config.port)
@@ -317,7 +380,7 @@ def _first_line(exc: OperationalError) -> str:
 
 
 def _serve_locked(
-    config: UpConfig, sock: socket.socket, api_url: str, nodes: list[Node], local: Node
+    config: UpConfig, sock: socket.socket, api_url: str, nodes: list[Node], local: Node | None
 ) -> None:
     run_as = RunAs.this_process()
     spool = config.spool(run_as)
@@ -325,9 +388,9 @@ def _serve_locked(
     claim_spool(spool, config.state_dir)
     store = open_store(config)
     secure_state_dir(config.state_dir)  # the store's files exist now
-    executor = LocalExecutor(local.name, gpus=local.gpus)
-    flavor = local.flavor
     token = bootstrap(store, nodes, local, unix_user=run_as.server_account)
+    cluster = _cluster(config, store, nodes, local)
+    executor = cluster.executor
     if token is not None:
         path = save_config(api_url, token, client_config_path(config.state_dir))
         print(f"admin token (shown once, saved to {path}): {token}", flush=True)
@@ -342,7 +405,11 @@ def _serve_locked(
             cycle_interval_s=config.cycle_interval_s,
             scheduler=config.scheduler,
             nccl_env=nccl_env(0, "roce"),
+            health=config.health,
+            health_checks=config.health_checks,
+            across_expect=across_expectation(config),
         ),
+        refresh=cluster.refresh,
     )
     adopt, restart = _live_jobs(store)
     settled = loop_.reconcile()
@@ -367,16 +434,19 @@ def _serve_locked(
             open_access=config.metrics_open,
             loop=loop_.metrics,
             loop_health=loop_.health,
-            read_gpus=read_gpus,
-            node_name=local.name,
+            read_gpus=read_gpus if local is not None else None,
+            node_name=local.name if local is not None else "",
         ),
+        health_fail_requeues=config.health_fail_requeues,
+        remote_log=cluster.remote_log,
+        extra_routers=config.extra_routers,
+        across=loop_.across,
     )
-    print(
-        f"railyard up: {api_url} (node {config.node_name}, {executor.gpus} x {flavor} GPUs, "
-        f"store {store.engine.url.render_as_string(hide_password=True)})",
-        flush=True,
-    )
+    store_url = store.engine.url.render_as_string(hide_password=True)
+    print(f"railyard up: {api_url} ({cluster.describe}, store {store_url})", flush=True)
     print(f"railyard up: {run_as.describe()}; job files in {spool}", flush=True)
+    if config.extra_routers:
+        print(f"railyard up: dashboard at {api_url}/ui/ (log in with a token)", flush=True)
     if config.metrics_open:
         print(f"railyard up: {api_url}/metrics is open to anyone who can reach it", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))

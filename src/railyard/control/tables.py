@@ -218,6 +218,31 @@ class NodeRow(Base):
     state: Mapped[str] = mapped_column(String(16), default="ready")
     reason: Mapped[str] = mapped_column(String(256), default="")
     updated_t_s: Mapped[float] = mapped_column(Float)
+    # the verdict of the node's last health run (pass, warn, fail, fatal) and when it came
+    health: Mapped[str | None] = mapped_column(String(8), nullable=True)
+    health_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class HealthRow(Base):
+    """One check's result in one health run of a node (``run_id`` groups a run's checks)."""
+
+    __tablename__ = "health_results"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(String(32), index=True)
+    node: Mapped[str] = mapped_column(String(128), index=True)
+    t_s: Mapped[float] = mapped_column(Float, index=True)
+    check: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(8))
+    fatal: Mapped[bool] = mapped_column(Boolean, default=False)
+    measured: Mapped[float | None] = mapped_column(Float, nullable=True)
+    expected: Mapped[float | None] = mapped_column(Float, nullable=True)
+    unit: Mapped[str] = mapped_column(String(32), default="")
+    fail_below: Mapped[float | None] = mapped_column(Float, nullable=True)
+    warn_below: Mapped[float | None] = mapped_column(Float, nullable=True)
+    source: Mapped[str] = mapped_column(String(256), default="")
+    detail: Mapped[str] = mapped_column(String(512), default="")
+    reporter: Mapped[str] = mapped_column(String(64), default="")
 
 
 class UsageRow(Base):

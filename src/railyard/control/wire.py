@@ -60,6 +60,56 @@ class Node(TypedDict):
     state: str
     reason: str
     path: list[str]
+    health: str | None
+    health_t_s: float | None
+
+
+class HealthResult(TypedDict):
+    check: str
+    status: str
+    fatal: bool
+    measured: float | None
+    expected: float | None
+    unit: str
+    ratio: float | None
+    fail_below: float | None
+    warn_below: float | None
+    source: str
+    detail: str
+
+
+class HealthRun(TypedDict):
+    run_id: str
+    node: str
+    t_s: float
+    verdict: str | None
+    reporter: str
+    results: list[HealthResult]
+
+
+class HealthReport(TypedDict):
+    run: HealthRun
+    state: str
+    reason: str
+    action: str
+
+
+class AcrossTest(TypedDict):
+    group: list[str]
+    busbw_gbps: float | None
+    expected_gbps: float | None
+    source: str
+    ok: bool
+    detail: str
+
+
+class Across(TypedDict):
+    active: bool
+    nodes: list[str]
+    group: list[str]
+    running: bool
+    tests: list[AcrossTest]
+    detail: str
 
 
 class Queue(TypedDict):

@@ -94,8 +94,13 @@ class LocalExecutor:
         *,
         term_grace_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        one_node_of_many: bool = False,
     ) -> None:
+        """``one_node_of_many``: this executor runs this node's share of jobs placed on many
+        (the ranks placed here, wired to ``LaunchSpec.master_addr``/``master_port``), as a
+        node agent of :mod:`railyard.exec.rayexec` does; else it runs whole jobs here."""
         self.node_name = node_name
+        self.one_node_of_many = one_node_of_many
         self.gpus = resolve_gpus(gpus)
         self.term_grace_s = term_grace_s
         self._clock = clock
@@ -118,7 +123,7 @@ class LocalExecutor:
         key = (spec.job_id, spec.restart_count)
         if key in self._started:
             return self._started[key]
-        records = records_dir(spec)
+        records = self._records(spec)
         record = handle_record_path(records, spec.restart_count)
         previous = _read_handle(record)
         if previous is not None and previous.job_id == spec.job_id:
@@ -131,13 +136,13 @@ class LocalExecutor:
         account = resolve(spec.user)
         jobfiles.prepare(spec, account)
         records.mkdir(parents=True, exist_ok=True)
-        here = job_allocation(spec)[0]  # this executor's one node
+        here = next(a for a in job_allocation(spec) if a.name == self.node_name)
         limits = cgroup.Limits(spec.cpus_per_task * here.ntasks, spec.mem_per_node_mb * MIB)
         group, limits_line = cgroup.prepare(f"job_{spec.job_id}", limits)
-        port = _launch_port(launch_record_path(records, spec.restart_count))
+        port = spec.master_port or _launch_port(launch_record_path(records, spec.restart_count))
         ranks: list[RankState] = []
         try:
-            for slot in rank_layout(spec):
+            for slot in self._slots(spec):
                 exit_path = exit_record_path(records, spec.restart_count, slot.rank)
                 claimed = read_claim(start_marker_path(exit_path))
                 if claimed is None:
@@ -239,6 +244,10 @@ class LocalExecutor:
     def running(self) -> set[str]:
         return set(self._jobs)
 
+    def process_groups(self) -> list[int]:
+        """The process group of every live rank (a node agent's tests kill them with it)."""
+        return [r.handle.pgid for job in self._jobs.values() for r in job.live()]
+
     def on_exit(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (from a watcher thread) when any rank exits; see
         :class:`~railyard.exec.protocol.NotifiesExits`. A no-op without pidfds."""
@@ -258,8 +267,20 @@ class LocalExecutor:
 
     # -- launching ----------------------------------------------------------------------------
 
+    def _records(self, spec: LaunchSpec) -> Path:
+        """Records of this node's ranks (per node when nodes share a file system)."""
+        base = records_dir(spec)
+        return base / self.node_name if self.one_node_of_many else base
+
+    def _slots(self, spec: LaunchSpec) -> list[RankSlot]:
+        slots = rank_layout(spec)
+        return [s for s in slots if s.node == self.node_name] if self.one_node_of_many else slots
+
     def _check(self, spec: LaunchSpec) -> None:
-        if set(spec.placement) != {self.node_name}:
+        if self.one_node_of_many:
+            if self.node_name not in spec.placement:
+                raise ExecutorError(f"job {spec.job_id}: nothing placed on {self.node_name}")
+        elif set(spec.placement) != {self.node_name}:
             raise ExecutorError(
                 f"job {spec.job_id}: placed on {sorted(spec.placement)}, this is {self.node_name}"
             )
@@ -283,7 +304,7 @@ class LocalExecutor:
             pgid=claimed.pid,
             start_time_ticks=claimed.start_time_ticks,
             log_path=_log_path(spec, slot, account),
-            exit_path=exit_record_path(records_dir(spec), spec.restart_count, slot.rank),
+            exit_path=exit_record_path(self._records(spec), spec.restart_count, slot.rank),
         )
 
     def _launch(
@@ -297,12 +318,13 @@ class LocalExecutor:
     ) -> RankState:
         """Start one process under the wrapper; its task file says who and how."""
         spool_log = spec.log_dir / f"rank-{slot.rank}.log"
-        exit_path = exit_record_path(records_dir(spec), spec.restart_count, slot.rank)
+        exit_path = exit_record_path(self._records(spec), spec.restart_count, slot.rank)
         task_path = spec.log_dir / f"rank-{slot.rank}.restart-{spec.restart_count}.task.json"
         exit_path.unlink(missing_ok=True)
         srun_dir = jobfiles.install_srun(spec.log_dir / "bin") if spec.batch else None
+        master = spec.master_addr or MASTER_ADDR
         env = process_env(
-            spec, account, slot, master_addr=MASTER_ADDR, master_port=port, srun_dir=srun_dir
+            spec, account, slot, master_addr=master, master_port=port, srun_dir=srun_dir
         )
         stdout, stderr = jobfiles.output_paths(spec, slot, slot.node_rank)
         processes = len(rank_layout(spec))

@@ -90,6 +90,10 @@ class LaunchSpec:
     signal_batch_shell: bool = False
     nccl_env: Mapping[str, str] = field(default_factory=dict)
     records_dir: Path | None = None
+    # Set by an executor spanning machines: the first node's address and a port free there
+    # (None: this machine, a port the launch picks).
+    master_addr: str | None = None
+    master_port: int | None = None
 
     def __post_init__(self) -> None:
         if not self.command:

@@ -13,12 +13,14 @@ on a quiet node it still swings by a quarter between runs.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from railyard import probe
+from railyard.health import expect as expecting
+from railyard.health import gpu_checks, gpu_measure
 from railyard.health import measure as measuring
 from railyard.health.baseline import Baseline
-from railyard.health.result import Result, Status, judge
+from railyard.health.result import VERSIONS, Result, Status, judge
 
 WARN_BELOW = 0.9
 FAIL_BELOW = 0.8
@@ -31,6 +33,7 @@ class Context:
     node: str
     declared_gpus: int | None = None
     baseline: Baseline | None = None
+    flavor: str | None = None  # the node's GPU flavor: the twin's expectations
     fail_below: Mapping[str, float] = field(default_factory=dict)
     warn_below: Mapping[str, float] = field(default_factory=dict)
 
@@ -85,6 +88,18 @@ def gpu_inventory(ctx: Context) -> Result:
     )  # fmt: skip
 
 
+def gpu_versions(ctx: Context) -> Result:
+    """The node's driver and CUDA versions (NVML), in `detail`: the control plane compares
+    them with the other nodes' (`control.nodehealth`), since a node alone cannot know."""
+    found = probe.driver_versions()
+    if found is None:
+        why = probe.nvml_problem() or "NVML reports no driver version"
+        return Result(VERSIONS, ctx.node, Status.SKIP, detail=why)
+    driver, cuda = found
+    return Result(VERSIONS, ctx.node, Status.PASS, source="NVML",
+                  detail=f"driver {driver}, CUDA {cuda}")  # fmt: skip
+
+
 FIGURES = {
     c.name: c
     for c in (
@@ -111,9 +126,68 @@ FIGURES = {
         ),
     )
 }
+
+
+def _twin_check(
+    name: str,
+    unit: str,
+    expect: Callable[[str, int], expecting.Expected],
+    measure: Callable[[], tuple[float, str]],
+) -> Callable[[Context], Result]:
+    """A GPU figure judged against the twin's expectation for the node's flavor."""
+
+    def run(ctx: Context) -> Result:
+        if not ctx.flavor:
+            why = "no GPU flavor to expect figures of (railyard health --flavor F)"
+            return Result(name, ctx.node, Status.SKIP, unit=unit, detail=why)
+        try:
+            expected = expect(ctx.flavor, ctx.declared_gpus or 8)
+        except expecting.UnknownFlavor as exc:
+            return Result(name, ctx.node, Status.SKIP, unit=unit, detail=str(exc))
+        try:
+            measured, detail = measure()
+        except measuring.Unavailable as exc:
+            return Result(name, ctx.node, Status.SKIP, unit=unit, detail=str(exc))
+        fail = ctx.fail_below.get(name, FAIL_BELOW)
+        warn = max(fail, ctx.warn_below.get(name, WARN_BELOW))
+        judged = judge(
+            name, ctx.node, measured, expected.value, unit,
+            fail_below=fail, warn_below=warn, source=expected.source,
+        )  # fmt: skip
+        return replace(judged, detail=detail)
+
+    return run
+
+
+def _slowest_gpu() -> tuple[float, str]:
+    rates = gpu_measure.in_child("gemm_tflops_per_gpu")
+    worst = min(range(len(rates)), key=rates.__getitem__)
+    return float(rates[worst]), f"slowest GPU {worst} of {len(rates)}"
+
+
+def _nccl() -> tuple[float, str]:
+    return float(gpu_measure.in_child("nccl_allreduce_busbw_gbps")), "NCCL, every GPU"
+
+
+def _on_node(run: Callable[[str], Result]) -> Callable[[Context], Result]:
+    return lambda ctx: run(ctx.node)
+
+
+_GPU_STATE = {
+    "gpu-xid": gpu_checks.xid_check,
+    "gpu-ecc": gpu_checks.nvml_check(gpu_checks.judge_ecc, "gpu-ecc"),
+    "gpu-throttle": gpu_checks.nvml_check(gpu_checks.judge_throttle, "gpu-throttle"),
+    "gpu-pcie": gpu_checks.nvml_check(gpu_checks.judge_pcie, "gpu-pcie"),
+}
 CHECKS: dict[str, Callable[[Context], Result]] = {
     **{name: check.run for name, check in FIGURES.items()},
+    "gpu-gemm": _twin_check(
+        "gpu-gemm", "TFLOP/s", lambda f, _: expecting.gemm_tflops(f), _slowest_gpu
+    ),
+    "nccl-allreduce": _twin_check("nccl-allreduce", "GB/s", expecting.allreduce_busbw_gbps, _nccl),
     "gpu-inventory": gpu_inventory,
+    VERSIONS: gpu_versions,
+    **{name: _on_node(run) for name, run in _GPU_STATE.items()},
 }
 
 

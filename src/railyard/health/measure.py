@@ -7,12 +7,16 @@ any node; on a GPU node the compute figure comes from torch in bf16 where torch 
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
+
+from railyard.health.across import best_op_t_s, busbw_gbps
 
 # One BLAS thread: a multi-threaded BLAS on a busy node swings 4x from run to run as its
 # threads wait on each other, which would hide the node's state in noise; one thread per
@@ -25,33 +29,38 @@ class Unavailable(RuntimeError):
 
 
 _CHILD = """
-import sys
+import json, sys
 try:
-    from railyard.health.measure import {name}
+    from {module} import {name}
     value = {name}()
 except ModuleNotFoundError as exc:
     print(f"needs {{exc.name}}, which is not installed", file=sys.stderr)
     sys.exit(3)
-print(repr(value))
+except RuntimeError as exc:
+    print(str(exc), file=sys.stderr)
+    sys.exit(3 if str(exc).startswith("unavailable:") else 1)
+print(json.dumps(value))
 """
+
+
+def run_child(module: str, name: str, *, timeout_s: float, env: dict[str, str]) -> Any:
+    """Run measurement `name` of `module` in a fresh interpreter; its JSON result. Exit 3 (a
+    missing package, or a RuntimeError saying "unavailable: ...") raises `Unavailable`."""
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD.format(module=module, name=name)],
+        capture_output=True, text=True, timeout=timeout_s, check=False, env=env,
+    )  # fmt: skip
+    if done.returncode == 3:
+        raise Unavailable(done.stderr.strip().removeprefix("unavailable: "))
+    if done.returncode != 0:
+        raise RuntimeError(f"{name}: {done.stderr.strip().splitlines()[-1:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def in_child(name: str, timeout_s: float = 60.0) -> float:
     """Run measurement `name` of this module in a fresh interpreter with one BLAS thread."""
-    code = _CHILD.format(name=name)
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-        env={**os.environ, **ONE_THREAD},
-    )
-    if done.returncode == 3:
-        raise Unavailable(done.stderr.strip())
-    if done.returncode != 0:
-        raise RuntimeError(f"{name}: {done.stderr.strip().splitlines()[-1:]}")
-    return float(done.stdout.strip())
+    env = {**os.environ, **ONE_THREAD}
+    return float(run_child(__name__, name, timeout_s=timeout_s, env=env))
 
 
 def _rate(work: Callable[[], float], windows: int, window_s: float) -> float:
@@ -112,16 +121,7 @@ def _allreduce_rank(
     )
     try:
         data = torch.ones(size_bytes // 4, dtype=torch.float32)
-        dist.all_reduce(data)
-        best_t_s = float("inf")
-        for _ in range(windows):
-            dist.barrier()
-            t0 = time.perf_counter()
-            for _ in range(iters):
-                dist.all_reduce(data)
-            elapsed = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
-            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the slowest rank sets the pace
-            best_t_s = min(best_t_s, float(elapsed.item()) / iters)
+        best_t_s = best_op_t_s(dist, data, iters, windows)
         if rank == 0:
             with open(out, "w", encoding="utf-8") as f:
                 f.write(repr(best_t_s))
@@ -167,4 +167,4 @@ def allreduce_busbw_gbps(
             raise RuntimeError(f"all_reduce ranks exited {[proc.exitcode for proc in procs]}")
         with open(out, encoding="utf-8") as f:
             t_s = float(f.read())
-    return size_bytes / t_s / 1e9 * 2 * (ranks - 1) / ranks
+    return busbw_gbps(size_bytes, t_s, ranks)

@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
+VERSIONS = "gpu-versions"  # the check whose figure is compared across nodes, not with one
+
 
 class Status(StrEnum):
     PASS = "pass"
@@ -29,6 +31,7 @@ class Result:
     warn_below: float | None = None
     source: str = ""
     detail: str = ""
+    fatal: bool = False  # the node must stop now (XID 79, uncorrectable ECC): requeue its jobs
 
     @property
     def ratio(self) -> float | None:
@@ -43,7 +46,8 @@ class Result:
                 f"health: {self.check} {self.measured:.3g} {self.unit} < "
                 f"{self.fail_below:g} x expected {self.expected:.3g} {self.unit}"
             )
-        return f"health: {self.check}: {self.detail or self.status.value}"
+        what = "fatal" if self.fatal else self.status.value
+        return f"health: {self.check}: {self.detail or what}"
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

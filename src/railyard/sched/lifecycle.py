@@ -32,6 +32,7 @@ from railyard.sched.config import SchedulerConfig
 from railyard.sched.cycle import cycle
 from railyard.sched.decisions import CycleResult, Reason
 from railyard.sched.dependencies import Verdict, first_of_name, verdict
+from railyard.sched.health import HealthInput, due_checks, group_ready
 from railyard.sched.limits import time_limit_s
 from railyard.sched.model import (
     ClusterState,
@@ -304,6 +305,9 @@ class StepInput:
     no_deadline_before_t_s: float | None = None
     """A driver that kept the last plan's `next_deadline_t_s` may pass it: until then no time
     limit or warning can fall due, and the step skips scanning the running jobs for one."""
+    health: HealthInput | None = None
+    """Health checks the scheduler runs on idle nodes (None: none); a node being checked
+    takes no job."""
 
 
 @dataclass(frozen=True)
@@ -318,6 +322,9 @@ class StepPlan:
     drained: tuple[str, ...]
     usage: Usage
     next_deadline_t_s: float = math.inf  # when the next warning or time limit falls due
+    checks: tuple[str, ...] = ()  # nodes whose health check starts now (idle, due)
+    next_check_t_s: float = math.inf  # when the next periodic check falls due
+    group_check: tuple[str, ...] = ()  # an across-node check's group, idle now: start it
 
     @property
     def reasons(self) -> dict[str, Reason]:
@@ -369,10 +376,16 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
     result = CycleResult()
     if eligible or on_down:  # else the cycle would decide nothing: skip it
         state = ClusterState(
-            given.nodes, given.queues, eligible, running, given.usage, given.runtime_history_s
-        )
+            _unchecked(given), given.queues, eligible, running, given.usage,
+            given.runtime_history_s,
+        )  # fmt: skip
         result = cycle(state, now, config, cache)
     next_t_s = min(limits.next_t_s, _first_deadline(result, eligible, queues, now))
+    checks: tuple[str, ...] = ()
+    group: tuple[str, ...] = ()
+    check_t_s = math.inf
+    if given.health is not None:
+        checks, group, check_t_s = _checks(given, running, result, now)
 
     # 5. Drains: a draining node whose last job has just been settled is drained now.
     draining = any(n.state is NodeState.DRAINING for n in given.nodes)
@@ -395,4 +408,43 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
         drained=tuple(done),
         usage=usage,
         next_deadline_t_s=next_t_s,
+        checks=checks,
+        next_check_t_s=check_t_s,
+        group_check=group,
     )
+
+
+def _unchecked(given: StepInput) -> Sequence[Node]:
+    """The nodes as the cycle sees them: one being checked, or held for its first check (the
+    gate), takes no job, as if draining."""
+    health = given.health
+    if health is None:
+        return given.nodes
+    gate = health.policy.gate_joins
+    last = health.last_check_t_s
+    if not health.checking and not (gate and len(last) < len(given.nodes)):
+        return given.nodes
+    return [
+        replace(n, state=NodeState.DRAINING)
+        if n.state is NodeState.READY
+        and (n.name in health.checking or (gate and n.name not in last))
+        else n
+        for n in given.nodes
+    ]
+
+
+def _checks(
+    given: StepInput, running: Sequence[RunningJob], result: CycleResult, now_t_s: float
+) -> tuple[tuple[str, ...], tuple[str, ...], float]:
+    """Health checks due on nodes that stay idle after this step's decisions, and the
+    across-node group to test now (empty: none, or its nodes are not all idle yet)."""
+    health = given.health
+    assert health is not None
+    busy = {name for r in running for name in r.placement}
+    busy.update(name for s in result.starts for name in s.placement)
+    busy.update(name for r in result.reservations.values() for name in r.placement)
+    reasons = health.reasons
+    nodes = [(n.name, n.state, reasons.get(n.name, "")) for n in given.nodes]
+    due, next_t_s = due_checks(nodes, busy, health, now_t_s)
+    group = health.group if health.group and group_ready(health.group, nodes, busy) else ()
+    return due, group, next_t_s

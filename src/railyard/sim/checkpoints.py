@@ -61,13 +61,18 @@ class CheckpointPolicy:
 
 @dataclass(slots=True)
 class Attempt:
-    """One run of a job: starts at `start_t_s` with `work_s` left, checkpointing as above."""
+    """One run of a job: starts at `start_t_s` with `work_s` left, checkpointing as above.
+
+    `speed` is the fraction of full speed it computes at (a slow node in its placement runs
+    the whole gang at that node's pace); work and intervals are in full-speed seconds,
+    checkpoint writes (`cost_s`) take the same wall time at any speed."""
 
     start_t_s: float
     overhead_s: float
     work_s: float
     interval_s: float
     cost_s: float
+    speed: float = 1.0
 
     @property
     def compute_start_t_s(self) -> float:
@@ -81,12 +86,17 @@ class Attempt:
         return max(0, math.ceil(self.work_s / self.interval_s) - 1)
 
     @property
+    def _segment_s(self) -> float:
+        """Wall time of one interval's work."""
+        return self.interval_s / self.speed
+
+    @property
     def end_t_s(self) -> float:
-        return self.compute_start_t_s + self.work_s + self.checkpoints * self.cost_s
+        return self.compute_start_t_s + self.work_s / self.speed + self.checkpoints * self.cost_s
 
     def checkpoint_t_s(self, k: int) -> float:
         """Time the k-th checkpoint (1-based) completes."""
-        return self.compute_start_t_s + k * (self.interval_s + self.cost_s)
+        return self.compute_start_t_s + k * (self._segment_s + self.cost_s)
 
     def saved_at(self, t_s: float) -> tuple[int, float]:
         """(checkpoints completed by `t_s`, work they saved)."""
@@ -95,7 +105,7 @@ class Attempt:
         e = t_s - self.compute_start_t_s
         if e <= 0:
             return 0, 0.0
-        k = min(int(e // (self.interval_s + self.cost_s)), self.checkpoints)
+        k = min(int(e // (self._segment_s + self.cost_s)), self.checkpoints)
         return k, k * self.interval_s
 
     def progress_at(self, t_s: float) -> float:
@@ -104,10 +114,11 @@ class Attempt:
         if e <= 0:
             return 0.0
         if not math.isfinite(self.interval_s):
-            return min(e, self.work_s)
-        period = self.interval_s + self.cost_s
+            return min(e * self.speed, self.work_s)
+        period = self._segment_s + self.cost_s
         k = min(int(e // period), self.checkpoints)
-        return min(self.work_s, k * self.interval_s + min(self.interval_s, e - k * period))
+        in_segment = min(self.interval_s, (e - k * period) * self.speed)
+        return min(self.work_s, k * self.interval_s + in_segment)
 
     def stop_on_signal(self, t_s: float, grace_s: float) -> tuple[float, float] | None:
         """Asked at `t_s` to checkpoint and stop: (stop time, work saved) if it manages within
@@ -117,11 +128,12 @@ class Attempt:
         e = t_s - self.compute_start_t_s
         if e <= 0:
             return t_s, 0.0  # still loading: nothing new to save
-        period = self.interval_s + self.cost_s
+        segment = self._segment_s
+        period = segment + self.cost_s
         k = min(int(e // period), self.checkpoints)
         in_segment = e - k * period
-        if in_segment <= self.interval_s:
-            done = min(self.work_s, k * self.interval_s + in_segment)
+        if in_segment <= segment:
+            done = min(self.work_s, k * self.interval_s + in_segment * self.speed)
             need_s = self.cost_s
         else:  # already writing a checkpoint: finish it
             done = (k + 1) * self.interval_s

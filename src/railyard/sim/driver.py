@@ -46,6 +46,7 @@ from railyard.sim.cluster import flat_queues
 from railyard.sim.engine import Engine, Event, EventKind
 from railyard.sim.executor import VirtualExecutor
 from railyard.sim.failures import FailureModel, FailureProcess
+from railyard.sim.health import HealthState, HealthWorld
 from railyard.sim.records import JobRecord, RunLog
 from railyard.sim.workload import TraceJob, Workload
 
@@ -86,6 +87,7 @@ class SimConfig:
     record_events: bool = False
     skip_idle_ticks: bool = True
     node_events: tuple[NodeEvent, ...] = ()
+    health: HealthWorld | None = None  # the scheduler's health checks, and slow nodes
 
     def __post_init__(self) -> None:
         if self.cycle_interval_s <= 0 or self.coalesce_s < 0 or self.grace_s < 0:
@@ -149,6 +151,8 @@ class _Run:
         self.down_gpus = 0
         self.repair_s: dict[tuple[str, float], float] = {}
         self.admin: dict[str, NodeEvent] = {}
+        self.health = HealthState(cfg.health) if cfg.health is not None else None
+        self.check_due_at: float | None = None
         self.log: list[tuple[float, str, str]] = []
         seed_nodes = [(n.name, n.gpus) for n in sim.nodes]
         self.failures = (
@@ -196,6 +200,10 @@ class _Run:
                 raise ValueError(f"node event for unknown node {ev.node!r}")
             self.admin[str(k)] = ev
             self.engine.schedule(ev.t_s, Event(EventKind.ADMIN, job_id=str(k), node=ev.node))
+        for k, d in enumerate(self.cfg.health.degradations if self.cfg.health else ()):
+            if d.node not in self.nodes:
+                raise ValueError(f"degradation of unknown node {d.node!r}")
+            self.engine.schedule(d.t_s, Event(EventKind.DEGRADE, job_id=str(k), node=d.node))
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -223,7 +231,21 @@ class _Run:
             events=self.engine.events_processed,
             end_t_s=self.engine.now_t_s,
             event_log=self.log,
+            health=self._health_summary(),
         )
+
+    def _health_summary(self) -> dict[str, float | None] | None:
+        h = self.health
+        if h is None:
+            return None
+        gpus = {n.name: n.gpus for n in self.node_tuple}
+        return {
+            "checks": float(h.checks),
+            "check_gpu_s": float(h.check_gpu_s(gpus)),
+            "slow_nodes_found": float(len(h.detections)),
+            "mean_detection_s": h.mean_detection_s(),
+            "slowed_gpu_s": sum(w.slowed_gpu_s for w in self.executor.work.values()),
+        }
 
     def _note(self, t_s: float, kind: EventKind, what: str) -> None:
         if self.cfg.record_events:
@@ -247,7 +269,7 @@ class _Run:
             return
         if kind is not EventKind.TICK and kind is not EventKind.CHECKPOINT:
             self.changed = True
-        if kind in (EventKind.SUBMIT, EventKind.FAILURE, EventKind.REPAIR):
+        if kind in (EventKind.SUBMIT, EventKind.FAILURE, EventKind.REPAIR, EventKind.DEGRADE):
             self._note(t_s, kind, ev.job_id or ev.node)
         if kind is EventKind.SUBMIT:
             self.pending[ev.job_id] = self.jobs[ev.job_id]
@@ -262,6 +284,14 @@ class _Run:
             self._node_up(t_s, ev.node)
         elif kind is EventKind.ADMIN:
             self._admin(t_s, self.admin[ev.job_id])
+        elif kind is EventKind.DEGRADE:
+            self._degrade(t_s, ev)
+        elif kind is EventKind.CHECKED:
+            self._checked(t_s, ev.node)
+        elif kind is EventKind.CHECK_DUE:
+            if self.check_due_at == t_s:
+                self.check_due_at = None
+                self._want_cycle(t_s)
         elif self.executor.on_event(ev):  # False: an event of an attempt that is over
             self._note(t_s, kind, ev.job_id)
             if kind is EventKind.CHECKPOINT:
@@ -307,6 +337,7 @@ class _Run:
                     self._predictions(),
                     self.cfg.keep_submit_time,
                     no_deadline_before_t_s=self.deadline_at,
+                    health=self.health.input() if self.health is not None else None,
                 ),
                 self.cfg.scheduler,
                 self.cache,
@@ -364,6 +395,12 @@ class _Run:
             self._set_node(replace(self.nodes[name], state=NodeState.DRAINED))
             self._note(now, EventKind.ADMIN, f"{name} drained")
         self._want_deadline(plan.next_deadline_t_s)
+        if self.health is not None:
+            for name in plan.checks:
+                self.health.start(name)
+                check_s = self.health.world.policy.check_s
+                self.engine.schedule(now + check_s, Event(EventKind.CHECKED, node=name))
+            self._want_check(plan.next_check_t_s)
 
     def _start(self, now: float, start: Start) -> None:
         job_id, placement = start.job_id, start.placement
@@ -455,8 +492,48 @@ class _Run:
             return
         state = NodeState.DRAINING if ev.action == "drain" else NodeState.READY
         self._set_node(replace(node, state=state))
+        if self.health is not None:
+            self.health.reasons[ev.node] = (ev.reason or "drained") if ev.action == "drain" else ""
         self._note(t_s, EventKind.ADMIN, f"{ev.node} {ev.action}")
         self._want_cycle(t_s)
+
+    # -- health: slow nodes, checks, repairs (see sim/health.py) ---------------------------------
+
+    def _want_check(self, t_s: float) -> None:
+        if math.isfinite(t_s) and (self.check_due_at is None or t_s < self.check_due_at):
+            self.check_due_at = t_s
+            self.engine.schedule(t_s, Event(EventKind.CHECK_DUE))
+
+    def _degrade(self, t_s: float, ev: Event) -> None:
+        assert self.health is not None
+        assert self.cfg.health is not None
+        if ev.job_id:  # a node turns slow
+            d = self.cfg.health.degradations[int(ev.job_id)]
+            self.health.degrade(d.node, d.speed, t_s)
+            self.executor.speed[d.node] = d.speed
+            return
+        self.executor.speed.pop(ev.node, None)  # repaired
+        change = self.health.repaired(ev.node, self.nodes[ev.node].state)
+        if change is not None:
+            self._want_cycle(t_s)
+
+    def _checked(self, t_s: float, name: str) -> None:
+        assert self.health is not None
+        node = self.nodes[name]
+        slow = name in self.health.speed
+        change = self.health.finish(name, node.state, t_s)
+        self._note(t_s, EventKind.CHECKED, f"{name} {'fail' if slow else 'pass'}")
+        if change is not None and change.state is not node.state:
+            self._set_state(node, change.state)
+            if slow and change.state is not NodeState.READY:  # health hands it to repair
+                repair_t_s = t_s + self.health.world.repair_s
+                self.engine.schedule(repair_t_s, Event(EventKind.DEGRADE, node=name))
+        self._want_cycle(t_s)
+
+    def _set_state(self, node: Node, state: NodeState) -> None:
+        if (node.state is NodeState.DOWN) != (state is NodeState.DOWN):
+            self.down_gpus += node.gpus if state is NodeState.DOWN else -node.gpus
+        self._set_node(replace(node, state=state))
 
     def _set_node(self, node: Node) -> None:
         self.nodes[node.name] = node

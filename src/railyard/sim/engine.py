@@ -20,18 +20,21 @@ class EventKind(IntEnum):
     FAILURE = 0  # a node goes down
     REPAIR = 1  # a node comes back
     ADMIN = 2  # an admin drains or resumes a node
-    FINISH = 3  # an attempt's work is done (or its trace duration is over)
-    GRACE_EXPIRY = 4  # a preempted job that did not stop in its grace is killed
-    PREEMPT_STOP = 5  # a preempted job wrote its checkpoint and stops
-    CHECKPOINT = 6  # a running job completed a checkpoint
-    REQUEUE = 7  # a stopped job goes back to the pending queue
-    SUBMIT = 8  # a job arrives
-    PREEMPT_SIGNAL = 9  # the scheduler asked a job to checkpoint and stop (recorded)
-    START = 10  # the scheduler started a job (recorded)
-    END = 11  # a job reached its final state (recorded)
-    DEADLINE = 12  # a time-limit warning or limit falls due: step then
-    TICK = 13  # the periodic cycle, as the live loop's interval
-    CYCLE = 14  # a scheduler cycle, coalesced per timestamp
+    DEGRADE = 3  # a node turns slow without failing, or is repaired of it
+    CHECKED = 4  # a node's health check ends
+    FINISH = 5  # an attempt's work is done (or its trace duration is over)
+    GRACE_EXPIRY = 6  # a preempted job that did not stop in its grace is killed
+    PREEMPT_STOP = 7  # a preempted job wrote its checkpoint and stops
+    CHECKPOINT = 8  # a running job completed a checkpoint
+    REQUEUE = 9  # a stopped job goes back to the pending queue
+    SUBMIT = 10  # a job arrives
+    PREEMPT_SIGNAL = 11  # the scheduler asked a job to checkpoint and stop (recorded)
+    START = 12  # the scheduler started a job (recorded)
+    END = 13  # a job reached its final state (recorded)
+    DEADLINE = 14  # a time-limit warning or limit falls due: step then
+    CHECK_DUE = 15  # a periodic health check falls due: step then
+    TICK = 16  # the periodic cycle, as the live loop's interval
+    CYCLE = 17  # a scheduler cycle, coalesced per timestamp
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ class Work:
     lost_gpu_s: float = 0.0
     allocated_gpu_s: float = 0.0
     exit_t_s: float | None = None
+    slowed_gpu_s: float = 0.0  # GPU time added by slow nodes in its placements
 
 
 @dataclass(slots=True)
@@ -63,6 +64,7 @@ class VirtualExecutor:
         self._live: dict[str, _Live] = {}
         self._by_node: dict[str, set[str]] = {}
         self._reports: list[ExitReport] = []
+        self.speed: dict[str, float] = {}  # slow nodes: the fraction of full speed they run
 
     # -- the world's side: what the trace says each job needs ----------------------------------
 
@@ -80,15 +82,19 @@ class VirtualExecutor:
             return handle
         work = self.work[spec.job_id]
         now = self.engine.now_t_s
+        nodes = tuple(spec.placement)
+        speed = min((self.speed.get(n, 1.0) for n in nodes), default=1.0) if self.speed else 1.0
         attempt = Attempt(
             start_t_s=now,
             overhead_s=self.checkpoint.restart_s if work.attempts else 0.0,
             work_s=max(0.0, work.total_s - work.saved_s),
             interval_s=self.checkpoint.interval_for(work.gpus),
             cost_s=self.checkpoint.cost_s,
+            speed=speed,
         )
+        if speed < 1.0:  # the gang runs at its slowest node's pace
+            work.slowed_gpu_s += work.gpus * attempt.work_s * (1.0 / speed - 1.0)
         work.attempts += 1
-        nodes = tuple(spec.placement)
         self._live[spec.job_id] = _Live(spec, attempt, nodes=nodes)
         for n in nodes:
             self._by_node.setdefault(n, set()).add(spec.job_id)

@@ -47,3 +47,4 @@ class RunLog:
     events: int
     end_t_s: float
     event_log: list[tuple[float, str, str]] = field(default_factory=list)
+    health: dict[str, float | None] | None = None  # checks, their GPU time, slow nodes found

@@ -19,6 +19,7 @@ from railyard.sim.checkpoints import CheckpointPolicy
 from railyard.sim.cluster import cluster_nodes, flat_queues
 from railyard.sim.driver import Progress, SimConfig, Simulation
 from railyard.sim.failures import FailureModel
+from railyard.sim.health import HealthWorld
 from railyard.sim.metrics import summarize
 from railyard.sim.synthetic import generate
 from railyard.sim.traces import load_trace
@@ -79,6 +80,7 @@ class Scenario:
     priority_preemption: bool = False  # queues let higher priorities preempt (opt-in)
     default_time_s: float | None = None  # queues' DefaultTime: a limit for jobs with none
     quantum_s: float | None = None  # least run before a time slice may end (las)
+    health: HealthWorld | None = None  # scheduled health checks, and nodes that turn slow
 
     @property
     def label(self) -> str:
@@ -118,6 +120,7 @@ def run_scenario(s: Scenario, progress: Progress | None = None) -> dict[str, Any
         cycle_interval_s=s.cycle_interval_s,
         coalesce_s=s.coalesce_s,
         seed=s.seed,
+        health=s.health,
     )
     log = Simulation(nodes, workload, config, queues).run(progress)
     out = summarize(log)
@@ -129,6 +132,8 @@ def run_scenario(s: Scenario, progress: Progress | None = None) -> dict[str, Any
         skipped=workload.skipped,
         gpus=log.total_gpus,
     )
+    if log.health is not None:
+        out["health"] = log.health
     return out
 
 

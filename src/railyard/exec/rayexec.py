@@ -1,0 +1,325 @@
+"""``RayExecutor``: many machines through Ray; railyard places, Ray only runs.
+
+The control plane connects to a Ray cluster as a driver. For each node of a placement it
+starts a node agent (:mod:`railyard.exec.rayagent`), pinned to that node, that launches the
+ranks placed there with the local executor's contract; the first node's agent picks the
+rendezvous port, so every rank gets ``MASTER_ADDR`` = the first node's address. Signals fan
+out to every agent; a job's exit is reported when every node's share has ended, merged into
+one outcome (a failure on one node stops the others, as a gang). An agent that dies with its
+node makes the attempt a node failure (``NODE_FAIL``: requeued per the job's policy); the
+node leaving Ray is seen by :func:`ray_nodes` and marked down by the control plane.
+
+Ray's public API only: actors with ``lifetime="detached"`` and names, custom resources to
+pin them (``railyard_node:<name>``, declared by ``railyard join``), ``ray.nodes()``. Tested
+with Ray 2.60 (``pip install 'railyard[ray]'``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from railyard.exec.exits import NODE_FAIL_SIGNAL
+from railyard.exec.protocol import ExecutorError, ExitReport, JobHandle, LaunchSpec, Outcome
+from railyard.exec.rayagent import (
+    FLAVOR_RESOURCE,
+    GPUS_RESOURCE,
+    NAMESPACE,
+    NODE_RESOURCE,
+    PIN,
+    agent_name,
+    remote_agent_class,
+)
+
+log = logging.getLogger("railyard.ray")
+CALL_TIMEOUT_S = 120.0  # an agent's worker process starts in seconds; a loaded node, longer
+POLL_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class RayNode:
+    """A machine that joined: its railyard name, GPUs and flavor, and whether Ray sees it."""
+
+    name: str
+    gpus: int
+    flavor: str
+    alive: bool
+    address: str
+
+
+def ray_nodes(nodes: Iterable[dict[str, Any]] | None = None) -> list[RayNode]:
+    """The joined machines (`ray.nodes()` entries carrying a ``railyard_node:`` resource);
+    a name seen alive and dead (a machine that rejoined) counts as alive."""
+    if nodes is None:
+        import ray
+
+        nodes = ray.nodes()  # type: ignore[no-untyped-call]
+    found: dict[str, RayNode] = {}
+    for entry in nodes:
+        resources = entry.get("Resources") or {}
+        names = [k[len(NODE_RESOURCE) :] for k in resources if k.startswith(NODE_RESOURCE)]
+        if not names:
+            continue
+        flavors = [k[len(FLAVOR_RESOURCE) :] for k in resources if k.startswith(FLAVOR_RESOURCE)]
+        node = RayNode(
+            name=names[0],
+            gpus=int(resources.get(GPUS_RESOURCE, 0)),
+            flavor=flavors[0] if flavors else "virtual",
+            alive=bool(entry.get("Alive")),
+            address=str(entry.get("NodeManagerAddress", "")),
+        )
+        if node.name not in found or node.alive:
+            found[node.name] = node
+    return sorted(found.values(), key=lambda n: n.name)
+
+
+@dataclass
+class _Job:
+    spec_id: str
+    restart_count: int
+    agents: dict[str, Any]  # node -> actor handle
+    reports: dict[str, ExitReport | None] = field(default_factory=dict)
+    stopping: bool = False
+
+
+class RayExecutor:
+    """The executor protocol over node agents; one calling thread (the control plane's loop)."""
+
+    def __init__(
+        self,
+        address: str | None = "auto",
+        *,
+        term_grace_s: float = 10.0,
+        start_timeout_s: float = CALL_TIMEOUT_S,
+    ) -> None:
+        import ray
+
+        self._ray = ray
+        if not ray.is_initialized():
+            ray.init(
+                address=address,
+                namespace=NAMESPACE,
+                log_to_driver=False,
+                logging_level=logging.ERROR,
+            )
+        self.term_grace_s = term_grace_s
+        self.start_timeout_s = start_timeout_s
+        self._agent_class = remote_agent_class()
+        self._jobs: dict[str, _Job] = {}
+        self._pending: list[ExitReport] = []
+        # Nodes whose agent died under a job: lost before Ray's health checks say so (GCS
+        # takes seconds to minutes), so nothing is started there until a probe answers.
+        self.suspect: set[str] = set()
+
+    # -- the protocol ----------------------------------------------------------------------------
+
+    def start(self, spec: LaunchSpec) -> JobHandle:
+        """Start (or find) each node's agent, pick the port on the first node, launch every
+        node's ranks; idempotent per attempt, like the local executor."""
+        current = self._jobs.get(spec.job_id)
+        if current is not None and current.restart_count != spec.restart_count:
+            raise ExecutorError(f"job {spec.job_id} is still running another attempt")
+        nodes = list(spec.placement)
+        if self.suspect.intersection(nodes):  # placed before the node was seen down
+            self._pending.append(_node_failure(spec.job_id, spec.restart_count))
+            return JobHandle(job_id=spec.job_id, restart_count=spec.restart_count, workers=(),
+                             master_port=0, preempt_signal=spec.preempt_signal)  # fmt: skip
+        gpus = {n: max(spec.placement[n], default=-1) + 1 for n in nodes}
+        agents = {n: self._agent(spec, n, gpus[n]) for n in nodes}
+        ray = self._ray
+        try:
+            wait_s = self.start_timeout_s
+            address, port = ray.get(agents[nodes[0]].endpoint.remote(), timeout=wait_s)
+            wired = replace(spec, master_addr=address, master_port=port)
+            parts = ray.get([agents[n].start.remote(wired) for n in nodes], timeout=wait_s)
+        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError) as exc:
+            # A node that cannot start its share in time (gone, or its raylet stalled) is a
+            # node failure, not the job's: reported by the next poll, requeued per policy.
+            log.warning("job %s: a node did not start its share: %s", spec.job_id, exc)
+            for agent in agents.values():
+                self._fan_out_one(agent, spec.job_id)
+                self._kill(agent)
+            self._pending.append(_node_failure(spec.job_id, spec.restart_count))
+            return JobHandle(job_id=spec.job_id, restart_count=spec.restart_count, workers=(),
+                             master_port=0, preempt_signal=spec.preempt_signal)  # fmt: skip
+        except Exception as exc:
+            for agent in agents.values():
+                self._kill(agent)
+            raise ExecutorError(f"job {spec.job_id}: start on Ray failed: {exc}") from exc
+        self._jobs[spec.job_id] = _Job(
+            spec.job_id, spec.restart_count, agents, dict.fromkeys(nodes)
+        )
+        return JobHandle(
+            job_id=spec.job_id,
+            restart_count=spec.restart_count,
+            workers=tuple(w for part in parts for w in part.workers),
+            master_port=port,
+            preempt_signal=spec.preempt_signal,
+            limits=parts[0].limits if parts else "",
+        )
+
+    def request_checkpoint_stop(self, job_id: str, grace_s: float) -> None:
+        self._fan_out(job_id, "request_checkpoint_stop", grace_s)
+
+    def cancel(self, job_id: str) -> None:
+        job = self._jobs.get(job_id)
+        if job is not None:
+            job.stopping = True
+        self._fan_out(job_id, "cancel")
+
+    def signal(self, job_id: str, signal_name: str | None = None) -> None:
+        self._fan_out(job_id, "signal", signal_name)
+
+    def poll(self) -> list[ExitReport]:
+        """Each agent's report of its share; a job is reported when every share has ended."""
+        reports, self._pending = self._pending, []
+        for job_id, job in list(self._jobs.items()):
+            waiting = {n: a for n, a in job.agents.items() if job.reports.get(n) is None}
+            refs = {n: a.poll.remote() for n, a in waiting.items()}
+            for node, ref in refs.items():
+                try:
+                    found = self._ray.get(ref, timeout=POLL_TIMEOUT_S)
+                except self._ray.exceptions.GetTimeoutError:
+                    continue
+                except self._ray.exceptions.RayActorError:  # the agent died with its node
+                    found = [_node_failure(job_id, job.restart_count)]
+                    self.suspect.add(node)
+                mine = [r for r in found if r.job_id == job_id]
+                if mine:
+                    job.reports[node] = mine[-1]
+            ended = [r for r in job.reports.values() if r is not None]
+            partial = bool(ended) and len(ended) < len(job.reports) and not job.stopping
+            if partial and any(r.outcome is not Outcome.COMPLETED for r in ended):
+                job.stopping = True  # one node's share failed: stop the gang
+                self._fan_out(job_id, "cancel")
+            if len(ended) == len(job.reports):
+                del self._jobs[job_id]
+                reports.append(merge(job_id, job.restart_count, ended))
+                for agent in job.agents.values():
+                    self._kill(agent)
+        return reports
+
+    def adopt(self, handles: Sequence[JobHandle]) -> list[ExitReport]:
+        """Find each attempt's agents by name; a share whose agent is gone is a node
+        failure, reported when the others end."""
+        for handle in handles:
+            if handle.job_id in self._jobs:
+                continue
+            nodes = list(dict.fromkeys(w.node for w in handle.workers))
+            job = _Job(handle.job_id, handle.restart_count, {}, {})
+            for node in nodes:
+                name = agent_name(handle.job_id, handle.restart_count, node)
+                try:
+                    agent = self._ray.get_actor(name, namespace=NAMESPACE)
+                    part = replace(handle, workers=tuple(w for w in handle.workers
+                                                         if w.node == node))  # fmt: skip
+                    early = self._get(agent.adopt.remote([part]))
+                except (ValueError, self._ray.exceptions.RayActorError):
+                    job.reports[node] = _node_failure(handle.job_id, handle.restart_count)
+                    continue
+                job.agents[node] = agent
+                job.reports[node] = early[-1] if early else None
+            self._jobs[handle.job_id] = job
+        return []
+
+    def running(self) -> set[str]:
+        return set(self._jobs)
+
+    def probe(self, node: str, timeout_s: float = 2.0) -> bool:
+        """Whether `node` runs an agent now (its log agent answers within `timeout_s`)."""
+        try:
+            agent = self._log_agent(node)
+            self._ray.get(agent.endpoint.remote(), timeout=timeout_s)
+        except Exception:
+            with contextlib.suppress(Exception):
+                self._ray.kill(self._log_agent(node))  # a stale handle: make a fresh one
+            return False
+        return True
+
+    # -- logs of ranks on other machines ---------------------------------------------------------
+
+    def read_log(
+        self, node: str, path: str, offset: int, limit: int, owner_uid: int | None = None
+    ) -> tuple[bytes, int] | None:
+        """Read a log file on `node` through that node's log agent (one long-lived agent per
+        node, so logs stay readable after the job's agents are gone); None: no file, or the
+        node cannot be reached."""
+        try:
+            agent = self._log_agent(node)
+            found: tuple[bytes, int] | None = self._get(
+                agent.read.remote(path, offset, limit, owner_uid)
+            )
+        except Exception:
+            return None
+        return found
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _agent(self, spec: LaunchSpec, node: str, gpus: int) -> Any:
+        name = agent_name(spec.job_id, spec.restart_count, node)
+        return self._agent_class.options(
+            name=name,
+            namespace=NAMESPACE,
+            lifetime="detached",
+            get_if_exists=True,
+            resources={f"{NODE_RESOURCE}{node}": PIN},
+        ).remote(node, gpus, self.term_grace_s)
+
+    def _log_agent(self, node: str) -> Any:
+        """The node's long-lived agent for reading its logs and answering probes."""
+        return self._agent_class.options(
+            name=f"railyard-logs-{node}",
+            namespace=NAMESPACE,
+            lifetime="detached",
+            get_if_exists=True,
+            resources={f"{NODE_RESOURCE}{node}": PIN},
+        ).remote(node, 0, self.term_grace_s)
+
+    def _get(self, refs: Any) -> Any:
+        return self._ray.get(refs, timeout=CALL_TIMEOUT_S)
+
+    def _fan_out(self, job_id: str, method: str, *args: Any) -> None:
+        job = self._jobs.get(job_id)
+        if job is None:
+            return
+        refs = [getattr(a, method).remote(job_id, *args) for a in job.agents.values()]
+        try:
+            self._ray.wait(refs, num_returns=len(refs), timeout=POLL_TIMEOUT_S)
+        except Exception:  # an agent gone with its node: poll reports it
+            log.warning("%s of %s did not reach every node", method, job_id)
+
+    def _fan_out_one(self, agent: Any, job_id: str) -> None:
+        """Cancel whatever an agent started of a launch that did not finish starting."""
+        with contextlib.suppress(Exception):
+            self._ray.get(agent.cancel.remote(job_id), timeout=POLL_TIMEOUT_S)
+
+    def _kill(self, agent: Any) -> None:
+        with contextlib.suppress(Exception):  # already gone with its node
+            self._ray.kill(agent)
+
+
+_RANK = {Outcome.FAILED: 0, Outcome.LOST: 1, Outcome.KILLED: 2, Outcome.PREEMPTED: 3,
+         Outcome.COMPLETED: 4}  # fmt: skip
+
+
+def _node_failure(job_id: str, restart_count: int) -> ExitReport:
+    return ExitReport(
+        job_id=job_id,
+        exit_code=None,
+        signal=NODE_FAIL_SIGNAL,
+        outcome=Outcome.FAILED,
+        restart_count=restart_count,
+    )
+
+
+def merge(job_id: str, restart_count: int, parts: Sequence[ExitReport]) -> ExitReport:
+    """One job's outcome from its nodes' shares: a node failure first, then the worst share
+    (failed, lost, killed, preempted, completed)."""
+    lost_node = [p for p in parts if p.signal == NODE_FAIL_SIGNAL]
+    if lost_node:
+        return lost_node[0]
+    worst = min(parts, key=lambda p: _RANK[p.outcome])
+    return replace(worst, job_id=job_id, restart_count=restart_count)

@@ -1,0 +1,411 @@
+"""The dashboard's pages and actions (`/ui/...`), each a thin reader of control's use-cases.
+
+A user sees their own jobs and the queues they belong to; an admin sees everything and may
+drain and resume nodes. Other users' jobs are never named to a user: on the fabric map their
+GPUs are grey, and their job pages answer 403. Every action is a POST with the CSRF field and
+a confirmation in the browser, and goes through the same use-case as the API (same checks,
+same audit trail).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from railyard.control import auth, jobs, logs, nodes, queues
+from railyard.control.errors import ServiceError
+from railyard.control.metrics import entitlements
+from railyard.control.tables import EventRow, JobRow, JobState, QueueRow, UsageRow, User
+from railyard.sched import SchedulerConfig
+from railyard.web import fabric
+from railyard.web import figures as fig
+from railyard.web.page import button, esc, page, table
+from railyard.web.session import COOKIE, Viewer, csrf_ok, viewer
+from railyard.web.whatif import expected_starts
+
+PAGE_ROWS = 50
+STATES = [s.value for s in JobState]
+
+
+def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
+    """The dashboard; `scheduler` is the policy the what-if simulates (the server's)."""
+    r = APIRouter(prefix="/ui", include_in_schema=False)
+    policy = scheduler or SchedulerConfig()
+
+    def context(request: Request) -> Any:
+        return request.app.state.railyard
+
+    def guarded(render: Callable[[Request, Session, Viewer, float], Response]) -> Any:
+        """Run `render` for a logged-in viewer; others go to the login page."""
+
+        def handler(request: Request) -> Response:
+            ctx = context(request)
+            now = ctx.clock()
+            with ctx.store.session() as session:
+                who = viewer(request, session, now)
+                if who is None:
+                    return RedirectResponse("/ui/login", status_code=303)
+                return render(request, session, who, now)
+
+        return handler
+
+    # -- logging in ---------------------------------------------------------------------------
+
+    @r.get("/login")
+    def login_form() -> HTMLResponse:
+        form = (
+            '<form method="post" action="/ui/login"><label>Token <input type="password" '
+            'name="token" size="60" autofocus></label> <button>Log in</button></form>'
+            '<p class="muted">The token `railyard up` printed, or one from '
+            "`railyard admin tokens create USER`.</p>"
+        )
+        return page("Log in", form, user=None)
+
+    @r.post("/login")
+    async def login(request: Request) -> Response:
+        token = _form(await request.body()).get("token", "").strip()
+        ctx = context(request)
+
+        def check() -> str | None:
+            with ctx.store.session() as session:
+                user, why = auth.identify(session, token, ctx.clock())
+                return None if user is not None else why
+
+        problem = await run_in_threadpool(check) if token else "no token given"
+        if problem is not None:
+            body = f'<p class="err">{esc(problem)}</p><p><a href="/ui/login">Try again</a></p>'
+            return page("Log in", body, user=None, status=401)
+        done = RedirectResponse("/ui/", status_code=303)
+        done.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/ui")
+        return done
+
+    @r.post("/logout")
+    async def logout(request: Request) -> Response:
+        done = RedirectResponse("/ui/login", status_code=303)
+        if csrf_ok(request, _form(await request.body()).get("csrf")):
+            done.delete_cookie(COOKIE, path="/ui")
+        return done
+
+    # -- pages --------------------------------------------------------------------------------
+
+    def overview(request: Request, session: Session, who: Viewer, now: float) -> Response:
+        flavors = fig.gpus_by_flavor(session)
+        rows = [[esc(f.flavor), _n(f.total), _n(f.in_use), _n(f.free), _n(f.draining),
+                 _n(f.down)] for f in flavors]  # fmt: skip
+        reasons = fig.pending_by_reason(session, None if who.admin else who.user.id)
+        util, waiting = fig.history(session, now, sum(f.total for f in flavors))
+        mine = "" if who.admin else " (yours)"
+        body = (
+            "<h2>GPUs by flavor</h2>"
+            + table(("flavor", "total", "in use", "free", "draining", "down"), rows)
+            + f"<h2>Pending jobs by reason{mine}</h2>"
+            + (table(("reason", "jobs"), [[esc(k), _n(v)] for k, v in reasons])
+               if reasons else "<p class=muted>none waiting</p>")
+            + fig.sparkline(util, label="GPU utilization", percent=True)
+            + fig.sparkline(waiting, label="pending jobs (all users)")
+        )  # fmt: skip
+        return page("Overview", body, user=who.user.name, active="/ui/", csrf=who.csrf)
+
+    def jobs_page(request: Request, session: Session, who: Viewer, now: float) -> Response:
+        q = request.query_params
+        state = q.get("state") or None
+        queue = q.get("queue") or None
+        owner = (q.get("user") or None) if who.admin else None
+        offset = max(0, _int(q.get("offset"), 0))
+        try:
+            found = jobs.list_jobs(
+                session, who.user, states=[state] if state else None, queue=queue, user=owner,
+                now_t_s=now, limit=PAGE_ROWS + 1, offset=offset, newest_first=True,
+            )  # fmt: skip
+        except ServiceError as exc:
+            return page("Jobs", f'<p class="err">{esc(exc)}</p>', user=who.user.name,
+                        status=422, csrf=who.csrf)  # fmt: skip
+        rows = [_job_row(row, name, now) for row, name in found[:PAGE_ROWS]]
+        tbody = table(("job", "name", "user", "queue", "state", "GPUs", "placement", "reason"),
+                      rows, tbody_id="jobs")  # fmt: skip
+        if q.get("partial"):
+            return HTMLResponse(tbody)
+        filters = _filters(session, who, state, queue, owner)
+        more = ""
+        if len(found) > PAGE_ROWS:
+            args = {k: v for k, v in q.items() if k != "partial"} | {"offset": offset + PAGE_ROWS}
+            more = f'<p><a href="/ui/jobs?{esc(urlencode(args))}">older jobs</a></p>'
+        script = (
+            "setInterval(async()=>{const u=new URL(location.href);u.searchParams.set('partial',"
+            "'1');const r=await fetch(u);if(r.ok){document.getElementById('jobs').outerHTML="
+            "(await r.text()).replace(/^[\\s\\S]*?<tbody/,'<tbody').replace(/<\\/tbody>"
+            "[\\s\\S]*$/,'</tbody>');}},2000);"
+        )
+        return page("Jobs", filters + tbody + more, user=who.user.name, active="/ui/jobs",
+                    script=script, csrf=who.csrf)  # fmt: skip
+
+    def fabric_page(request: Request, session: Session, who: Viewer, now: float) -> Response:
+        focus = request.query_params.get("job") or None
+        body = fabric.render(session, who, focus)
+        return page("Fabric", body, user=who.user.name, active="/ui/fabric", csrf=who.csrf)
+
+    def queues_page(request: Request, session: Session, who: Viewer, now: float) -> Response:
+        shown = queues.list_queues(session, who.user)
+        share = entitlements(session.scalars(select(QueueRow)))
+        usage = {u.key.removeprefix("queue:"): u.gpu_s for u in session.scalars(
+            select(UsageRow).where(UsageRow.key.like("queue:%")))}  # fmt: skip
+        total_use = sum(usage.get(k, 0.0) for k in usage if "/" not in k) or 1.0
+        rows = []
+        for q in shown:
+            used = usage.get(q.name, 0.0)
+            rows.append([
+                esc(q.name), esc(q.parent or ""), _quota(q.nominal_gpus), _quota(q.used_gpus),
+                _quota(q.borrowed_gpus), _quota(q.lending_limit_gpus) or "-",
+                f"{used / total_use:.0%}", f"{share.get(q.name, 0.0):.0%}",
+                _n(q.pending_jobs), _n(q.running_jobs),
+            ])  # fmt: skip
+        body = (
+            table(("queue", "parent", "nominal", "in use", "borrowed", "lending limit",
+                   "fair-share usage", "entitlement", "pending", "running"), rows)
+            + '<p><a href="/ui/queues/whatif">What-if: when does each pending job start?</a>'
+            " (the simulator on the live state, under this server's policy)</p>"
+        )  # fmt: skip
+        return page("Queues", body, user=who.user.name, active="/ui/queues", csrf=who.csrf)
+
+    def whatif_page(request: Request, session: Session, who: Viewer, now: float) -> Response:
+        began = time.perf_counter()
+        found = expected_starts(session, policy, now, user_id=None if who.admin else who.user.id)
+        took = time.perf_counter() - began
+        rows = [[f'<a href="/ui/jobs/{esc(e.job_id)}">{esc(e.job_id)}</a>', esc(e.queue),
+                 esc(e.user), _n(e.gpus),
+                 "not within the horizon" if e.start_in_s is None else _duration(e.start_in_s)]
+                for e in found]  # fmt: skip
+        body = (
+            f"<p>The twin ran {policy.ordering} with {policy.backfill} backfill on the live "
+            f"state in {took:.2f} s; jobs without a time limit are taken to run their queue's "
+            "DefaultTime, or an hour.</p>"
+            + (table(("job", "queue", "user", "GPUs", "expected start in"), rows)
+               if rows else "<p class=muted>no pending jobs</p>")
+        )  # fmt: skip
+        return page("What-if", body, user=who.user.name, active="/ui/queues", csrf=who.csrf)
+
+    def job_page(request: Request, session: Session, who: Viewer, now: float) -> Response:
+        job_id = request.path_params["job_id"]
+        row = session.get(JobRow, job_id)
+        if row is None:
+            return page("No such job", f"<p>No job {esc(job_id)}.</p>", user=who.user.name,
+                        status=404, csrf=who.csrf)  # fmt: skip
+        if not who.admin and row.user_id != who.user.id:
+            return page("Not yours", f"<p>Job {esc(job_id)} belongs to another user.</p>",
+                        user=who.user.name, status=403, csrf=who.csrf)  # fmt: skip
+        owner = session.get(User, row.user_id)
+        detail = _job_detail(session, row, owner, who, now)
+        return page(f"Job {job_id}", detail, user=who.user.name, active="/ui/jobs",
+                    script=_LOG_JS, csrf=who.csrf)  # fmt: skip
+
+    for path, render in (("/", overview), ("/jobs", jobs_page), ("/fabric", fabric_page),
+                         ("/queues", queues_page), ("/queues/whatif", whatif_page),
+                         ("/jobs/{job_id}", job_page)):  # fmt: skip
+        r.add_api_route(path, guarded(render), methods=["GET"], response_class=HTMLResponse)
+
+    @r.get("/jobs/{job_id}/log")
+    def job_log(request: Request, job_id: str, rank: int = 0, offset: int = 0) -> Response:
+        ctx = context(request)
+        with ctx.store.session() as session:
+            who = viewer(request, session, ctx.clock())
+            if who is None:
+                return JSONResponse({"detail": "log in first"}, status_code=401)
+            row = session.get(JobRow, job_id)
+            if row is None or (not who.admin and row.user_id != who.user.id):
+                return JSONResponse({"detail": "not your job"}, status_code=403)
+            paths = logs.log_paths(row, ctx.spool_dir)
+            if not 0 <= rank < len(paths) or offset < 0:
+                return JSONResponse({"detail": "no such rank"}, status_code=422)
+            try:
+                text, new = logs.read_rank_log(row, rank, paths[rank], offset, ctx.spool_dir,
+                                               ctx.remote_log)  # fmt: skip
+            except ServiceError as exc:
+                return JSONResponse({"detail": str(exc)}, status_code=403)
+            finished = JobState(row.state).finished and new == offset
+            return JSONResponse({"text": text, "offset": new, "finished": finished})
+
+    # -- actions ------------------------------------------------------------------------------
+
+    def action(name: str, apply: Callable[[Session, Viewer, str, float, dict[str, str]], str]
+               ) -> None:  # fmt: skip
+        async def handler(request: Request) -> Response:
+            form = _form(await request.body())
+            target = request.path_params["target"]
+            ctx = context(request)
+            if not csrf_ok(request, form.get("csrf")):
+                return page("Refused", "<p>The form is stale or forged (CSRF); reload the page."
+                            "</p>", user=None, status=403)  # fmt: skip
+
+            def run() -> tuple[int, str]:
+                with ctx.store.session() as session:
+                    who = viewer(request, session, ctx.clock())
+                    if who is None:
+                        return 401, "/ui/login"
+                    try:
+                        return 303, apply(session, who, target, ctx.clock(), form)
+                    except ServiceError as exc:
+                        return 409 if "admin" not in str(exc) else 403, str(exc)
+
+            status, where = await run_in_threadpool(run)
+            if status == 303:
+                ctx.wake()
+                return RedirectResponse(where, status_code=303)
+            if status == 401:
+                return RedirectResponse(where, status_code=303)
+            return page("Refused", f'<p class="err">{esc(where)}</p>', user=None, status=status)
+
+        r.add_api_route(f"/{name}", handler, methods=["POST"])
+
+    def cancel(session: Session, who: Viewer, job_id: str, now: float, _: dict[str, str]) -> str:
+        jobs.cancel_job(session, who.user, job_id, now)
+        return f"/ui/jobs/{job_id}"
+
+    def hold(session: Session, who: Viewer, job_id: str, now: float, _: dict[str, str]) -> str:
+        jobs.hold_job(session, who.user, job_id, now)
+        return f"/ui/jobs/{job_id}"
+
+    def release(session: Session, who: Viewer, job_id: str, now: float, _: dict[str, str]) -> str:
+        jobs.release_job(session, who.user, job_id, now)
+        return f"/ui/jobs/{job_id}"
+
+    def drain(session: Session, who: Viewer, node: str, now: float, f: dict[str, str]) -> str:
+        nodes.drain_node(session, who.user, node, (f.get("reason") or "drained")[:200], now)
+        return "/ui/fabric"
+
+    def resume(session: Session, who: Viewer, node: str, now: float, _: dict[str, str]) -> str:
+        nodes.resume_node(session, who.user, node, now)
+        return "/ui/fabric"
+
+    for name, apply in (("jobs/{target}/cancel", cancel), ("jobs/{target}/hold", hold),
+                        ("jobs/{target}/release", release), ("nodes/{target}/drain", drain),
+                        ("nodes/{target}/resume", resume)):  # fmt: skip
+        action(name, apply)
+    return r
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+_LOG_JS = """
+let offset=0;const pre=document.getElementById('log');
+async function tail(){const rank=document.getElementById('rank').value;
+const r=await fetch(location.pathname+'/log?rank='+rank+'&offset='+offset);
+if(!r.ok){pre.textContent+='\\n['+r.status+']';return;}const d=await r.json();
+if(d.text){pre.textContent+=d.text;pre.scrollTop=pre.scrollHeight;}offset=d.offset;
+if(!d.finished)setTimeout(tail,1000);}
+document.getElementById('rank').addEventListener('change',()=>{offset=0;pre.textContent='';
+tail();});tail();
+"""
+
+
+def _form(body: bytes) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
+
+
+def _n(value: int | float) -> str:
+    return f'<span class="num">{value}</span>'
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
+
+
+def _quota(values: dict[str, int]) -> str:
+    return esc(", ".join(f"{k}={v}" for k, v in sorted(values.items()) if v))
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    days, rest = divmod(seconds, 86400)
+    text = time.strftime("%H:%M:%S", time.gmtime(rest))
+    return f"{days}-{text}" if days else text
+
+
+def _placement(placement: dict[str, list[int]] | None) -> str:
+    return " ".join(f"{n}:{','.join(map(str, g))}" for n, g in (placement or {}).items())
+
+
+def _job_row(row: JobRow, user: str, now: float) -> list[str]:
+    link = f'<a href="/ui/jobs/{esc(row.id)}">{esc(row.id)}</a>'
+    state = f'<span class="state-{esc(row.state)}">{esc(row.state)}</span>'
+    return [link, esc(row.name), esc(user), esc(row.queue), state,
+            _n(row.workers * row.gpus_per_worker), esc(_placement(row.placement)),
+            esc(row.reason)]  # fmt: skip
+
+
+def _filters(session: Session, who: Viewer, state: str | None, queue: str | None,
+             owner: str | None) -> str:  # fmt: skip
+    def select_box(name: str, values: list[str], current: str | None) -> str:
+        options = "".join(
+            f'<option value="{esc(v)}"{" selected" if v == current else ""}>{esc(v) or "all"}'
+            "</option>"
+            for v in ["", *values]
+        )
+        return f'<label>{name} <select name="{name}">{options}</select></label> '
+
+    names = sorted(session.scalars(select(QueueRow.name)))
+    users = sorted(session.scalars(select(User.name))) if who.admin else []
+    boxes = select_box("state", STATES, state) + select_box("queue", names, queue)
+    if who.admin:
+        boxes += select_box("user", users, owner)
+    return f'<form method="get" action="/ui/jobs">{boxes}<button>Filter</button></form>'
+
+
+def _job_detail(session: Session, row: JobRow, owner: User | None, who: Viewer,
+                now: float) -> str:  # fmt: skip
+    ran = None
+    if row.start_t_s is not None:
+        ran = (row.end_t_s or now) - row.start_t_s
+    facts = [
+        ("state", f'<span class="state-{esc(row.state)}">{esc(row.state)}</span>'),
+        ("reason", esc(row.reason)), ("queue", esc(row.queue)),
+        ("user", esc(owner.name if owner else "?")), ("Unix account", esc(row.unix_user)),
+        ("GPUs", f"{row.workers} x {row.gpus_per_worker} {esc(row.flavor)}"),
+        ("placement", esc(_placement(row.placement)) or "-"),
+        ("restarts", f"{row.restart_count} of at most {row.max_restarts}"),
+        ("run time", _duration(ran) if ran is not None else "-"),
+        ("time limit", _duration(row.walltime_s) if row.walltime_s else "none"),
+        ("command", f"<code>{esc(' '.join(row.command))}</code>" if not row.script
+         else "batch script"),
+        ("environment", esc(f"{len(row.env)} variables exported: "
+                            + ", ".join(sorted(row.env)[:12])
+                            + (", ..." if len(row.env) > 12 else ""))),
+    ]  # fmt: skip
+    summary = table(("", ""), [[esc(k), v] for k, v in facts])
+    events = session.scalars(
+        select(EventRow).where(EventRow.job_id == row.id).order_by(EventRow.t_s, EventRow.id)
+    ).all()
+    history = table(("when", "what", ""), [[
+        esc(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.t_s))), esc(e.kind),
+        esc(e.message)] for e in events[-100:]])  # fmt: skip
+    actions = ""
+    if not JobState(row.state).finished:
+        actions = button(f"/ui/jobs/{row.id}/cancel", "Cancel", who.csrf,
+                         confirm=f"Cancel job {row.id}?")  # fmt: skip
+        if row.state == JobState.PENDING.value:
+            verb = "release" if row.hold else "hold"
+            actions += " " + button(f"/ui/jobs/{row.id}/{verb}", verb.title(), who.csrf,
+                                    confirm=f"{verb.title()} job {row.id}?")  # fmt: skip
+    ranks = max(1, len((row.handle or {}).get("workers") or []))
+    options = "".join(f'<option value="{i}">{i}</option>' for i in range(ranks))
+    gpus = (
+        "<p class=muted>Per-GPU figures of this job (utilization, memory, power) are served "
+        "under dcgm-exporter's names at /metrics where NVML is present.</p>"
+    )
+    return (
+        summary + f"<p>{actions}</p>"
+        + f'<p><a href="/ui/fabric?job={esc(row.id)}">Where its ranks sit</a></p>'
+        + "<h2>History</h2>" + history + "<h2>GPU metrics</h2>" + gpus
+        + f'<h2>Logs</h2><label>rank <select id="rank">{options}</select></label>'
+        + '<pre class="log" id="log"></pre>'
+    )  # fmt: skip

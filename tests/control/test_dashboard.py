@@ -1,0 +1,152 @@
+"""The dashboard over plain HTTP (both stores): log in with a token, each page's content, a
+user sees only their own jobs and queues (403 on another's job page), actions need the CSRF
+field and go through the same checks as the API. tests/web drives it in a real browser."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from railyard.control import jobs
+from railyard.control.api import create_app
+from railyard.control.schemas import JobSubmit
+from railyard.control.store import Store
+from railyard.control.tables import JobRow, NodeRow, User
+from railyard.web.routes import router
+from railyard.web.session import csrf_of
+
+
+def app_for(store: Store, tmp_path: Path) -> TestClient:
+    app = create_app(store, wake=lambda: None, state_dir=tmp_path, extra_routers=[router()])
+    return TestClient(app)
+
+
+def login(client: TestClient, token: str) -> TestClient:
+    done = client.post("/ui/login", data={"token": token}, follow_redirects=False)
+    assert done.status_code == 303, done.text
+    assert "httponly" in done.headers["set-cookie"].lower()
+    assert "samesite=strict" in done.headers["set-cookie"].lower()
+    return client
+
+
+def submit(store: Store, user: str, **fields: object) -> str:
+    with store.session() as session:
+        actor = session.query(User).filter_by(name=user).one()
+        spec = JobSubmit.model_validate({"command": ["true"], "gpus": 1, **fields})
+        [row] = jobs.submit(session, actor, spec, time.time(), spool_dir=Path("/nonexistent"))
+        return row.id
+
+
+@pytest.fixture
+def client(store: Store, tmp_path: Path, tokens: dict[str, str]) -> TestClient:
+    return app_for(store, tmp_path)
+
+
+def test_pages_need_a_login(client: TestClient) -> None:
+    for path in ("/ui/", "/ui/jobs", "/ui/fabric", "/ui/queues", "/ui/jobs/1"):
+        found = client.get(path, follow_redirects=False)
+        assert found.status_code == 303
+        assert found.headers["location"] == "/ui/login"
+    bad = client.post("/ui/login", data={"token": "ry_nope"}, follow_redirects=False)
+    assert bad.status_code == 401
+    assert "invalid" in bad.text or "unknown" in bad.text
+
+
+def test_a_user_sees_only_their_own_jobs(
+    client: TestClient, store: Store, tokens: dict[str, str]
+) -> None:
+    mine = submit(store, "alice", name="alices-run")
+    theirs = submit(store, "bob", name="bobs-run")
+    login(client, tokens["alice"])
+    listed = client.get("/ui/jobs").text
+    assert "alices-run" in listed
+    assert "bobs-run" not in listed
+    assert client.get(f"/ui/jobs/{mine}").status_code == 200
+    other = client.get(f"/ui/jobs/{theirs}")
+    assert other.status_code == 403
+    assert "bobs-run" not in other.text
+    assert client.get(f"/ui/jobs/{theirs}/log").status_code == 403
+    assert client.get("/ui/jobs/999").status_code == 404
+
+
+def test_an_admin_sees_everyone_and_filters(
+    client: TestClient, store: Store, tokens: dict[str, str]
+) -> None:
+    submit(store, "alice", name="alices-run")
+    submit(store, "bob", name="bobs-run")
+    login(client, tokens["root"])
+    listed = client.get("/ui/jobs").text
+    assert "alices-run" in listed
+    assert "bobs-run" in listed
+    only_bob = client.get("/ui/jobs", params={"user": "bob"}).text
+    assert "bobs-run" in only_bob
+    assert "alices-run" not in only_bob
+    partial = client.get("/ui/jobs", params={"partial": "1"}).text
+    assert partial.startswith("<table>")  # the fragment the page polls
+    assert "alices-run" in partial
+
+
+def test_overview_fabric_and_queues(client: TestClient, store: Store, tokens: dict) -> None:
+    job = submit(store, "alice")
+    with store.session() as session:
+        row = session.get(JobRow, job)
+        assert row is not None
+        row.state, row.placement, row.start_t_s = "running", {"n01": [0]}, time.time()
+        node = session.get(NodeRow, "n02")
+        assert node is not None
+        node.state, node.reason = "draining", "new cables"
+    login(client, tokens["alice"])
+    overview = client.get("/ui/").text
+    assert re.search(
+        r"H100-SXM-80GB</td><td><span class=\"num\">16</span></td><td><span "
+        r"class=\"num\">1</span></td><td><span class=\"num\">7</span></td><td>"
+        r"<span class=\"num\">8</span>",
+        overview,
+    )  # total, used, free, draining
+    fabric = client.get("/ui/fabric", params={"job": job}).text
+    assert 'id="node-n02" data-state="draining"' in fabric
+    assert "1 node(s), 1 leaf group(s)" in fabric
+    assert f'title="job {job}"' in fabric
+    assert "drain</button>" not in fabric  # not an admin
+    queues = client.get("/ui/queues").text
+    assert "default" in queues
+    assert "research" not in queues  # alice is not a member
+    whatif = client.get("/ui/queues/whatif")
+    assert whatif.status_code == 200
+
+
+def test_actions_need_the_csrf_field_and_the_right_user(
+    client: TestClient, store: Store, tokens: dict[str, str]
+) -> None:
+    job = submit(store, "alice")
+    login(client, tokens["alice"])
+    forged = client.post(f"/ui/jobs/{job}/cancel", data={}, follow_redirects=False)
+    assert forged.status_code == 403
+    done = client.post(f"/ui/jobs/{job}/hold", data={"csrf": csrf_of(tokens["alice"])},
+                       follow_redirects=False)  # fmt: skip
+    assert done.status_code == 303
+    with store.session() as session:
+        row = session.get(JobRow, job)
+        assert row is not None
+        assert row.hold == "user"
+    drain = client.post("/ui/nodes/n01/drain", data={"csrf": csrf_of(tokens["alice"])})
+    assert drain.status_code == 403  # admins only, as in the API
+    with store.session() as session:
+        node = session.get(NodeRow, "n01")
+        assert node is not None
+        assert node.state == "ready"
+
+
+def test_the_job_page_shows_history_and_not_the_environments_values(
+    client: TestClient, store: Store, tokens: dict[str, str]
+) -> None:
+    job = submit(store, "alice", env={"WANDB_API_KEY": "secret-value"})
+    login(client, tokens["alice"])
+    shown = client.get(f"/ui/jobs/{job}").text
+    assert "WANDB_API_KEY" in shown
+    assert "secret-value" not in shown
+    assert "submit" in shown  # the history's first event

@@ -1,0 +1,73 @@
+"""Bisecting a slow collective to its slow nodes (seed 004's method), over a test where a
+group is slow when it holds a slow node, or spans a bad link between two halves."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pytest
+
+from railyard.health.bisect import Bisection, find_slow
+
+NODES = [f"n{i:02}" for i in range(16)]
+
+
+def slow_with(bad: set[str]) -> tuple[list[list[str]], object]:
+    seen: list[list[str]] = []
+
+    def passes(group: Sequence[str]) -> bool:
+        seen.append(list(group))
+        return not bad.intersection(group)
+
+    return seen, passes
+
+
+@pytest.mark.parametrize("bad", [{"n00"}, {"n07"}, {"n15"}, {"n03", "n12"}, {"n04", "n05"}])
+def test_the_slow_nodes_are_found(bad: set[str]) -> None:
+    seen, passes = slow_with(bad)
+    found, tests = find_slow(NODES, passes)  # type: ignore[arg-type]
+    assert set(found) == bad
+    assert tests == len(seen)
+
+
+def test_one_slow_node_costs_about_two_log2_n_tests_not_all_pairs() -> None:
+    _, passes = slow_with({"n09"})
+    _, tests = find_slow(NODES, passes)  # type: ignore[arg-type]
+    assert tests <= 2 * math.log2(len(NODES)) + 2
+    assert tests < len(NODES) * (len(NODES) - 1) // 2
+
+
+def test_a_healthy_set_takes_one_test() -> None:
+    _, passes = slow_with(set())
+    assert find_slow(NODES, passes) == ([], 1)  # type: ignore[arg-type]
+
+
+def test_a_fault_between_halves_blames_no_node() -> None:
+    def passes(group: Sequence[str]) -> bool:
+        return not ({"n00", "n08"} <= set(group))  # the link between them is bad
+
+    found, _ = find_slow(NODES, passes)
+    assert found == []
+
+
+def test_a_slow_pair_with_no_good_node_blames_both() -> None:
+    _, passes = slow_with({"a", "b"})
+    assert find_slow(["a", "b"], passes)[0] == ["a", "b"]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [set(), {"n05"}, {"n01", "n14"}])
+def test_stepwise_bisection_asks_the_same_tests_and_blames_the_same_nodes(bad: set[str]) -> None:
+    """The loop's driver: one test at a time, its verdict recorded later."""
+    seen, passes = slow_with(bad)
+    expected = find_slow(NODES, passes)  # type: ignore[arg-type]
+    asked = list(seen)
+    search = Bisection(NODES)
+    run: list[list[str]] = []
+    while search.group is not None:
+        run.append(search.group)
+        search.record(not bad.intersection(search.group))
+    assert run == asked
+    assert (search.blamed, len(search.results)) == expected
+    with pytest.raises(AssertionError):
+        search.record(True)

@@ -1,0 +1,63 @@
+"""One local multi-node Ray cluster per test module (Ray's own test utility: several raylets
+on this machine), each worker node joined as railyard's `join` declares it. Skipped, with the
+reason, where Ray is not installed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'railyard[ray]')")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from railyard.exec.rayagent import GPUS_RESOURCE, NODE_RESOURCE  # noqa: E402
+
+NODES = ("n1", "n2", "n3")
+GPUS = 2
+
+
+def join_resources(name: str, gpus: int = GPUS, flavor: str = "virtual") -> dict[str, float]:
+    return {f"{NODE_RESOURCE}{name}": 1000.0, GPUS_RESOURCE: float(gpus),
+            f"railyard_flavor:{flavor}": 1.0}  # fmt: skip
+
+
+class LocalRay:
+    """A head (the driver's, no railyard node) and joined nodes (three of 2 declared GPUs by
+    default), as `railyard join` declares them."""
+
+    def __init__(self, names: tuple[str, ...] = NODES, gpus: int = GPUS) -> None:
+        self.gpus = gpus
+        head = {"num_cpus": 1, "include_dashboard": False}  # as CI, where ray[default] is not
+        self.cluster = Cluster(initialize_head=True, head_node_args=head)
+        self.nodes: dict[str, Any] = {}
+        for name in names:
+            self.add(name)
+        self.cluster.wait_for_nodes()
+        ray.init(address=self.cluster.address, namespace="railyard", log_to_driver=False)
+
+    @property
+    def address(self) -> str:
+        return str(self.cluster.address)
+
+    def add(self, name: str) -> Any:
+        node = self.cluster.add_node(num_cpus=1, resources=join_resources(name, self.gpus))
+        self.nodes[name] = node
+        return node
+
+    def remove(self, name: str) -> None:
+        self.cluster.remove_node(self.nodes.pop(name))
+
+    def shutdown(self) -> None:
+        ray.shutdown()
+        self.cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[LocalRay]:
+    made = LocalRay()
+    try:
+        yield made
+    finally:
+        made.shutdown()

@@ -1,0 +1,193 @@
+"""`railyard up --ray ADDR --blueprint rail-2048` over a local Ray cluster whose machines
+joined as three of the blueprint's nodes (gpu001 in scalable unit 0; gpu017 and gpu018 in unit
+1): a real server process, real jobs. A 2-node DDP job lands in one leaf group and every rank
+gets the launch contract; logs of a rank on a non-head node are readable; a node that leaves
+Ray mid-job is down, its job requeued and resumed from its checkpoint on the others, and the
+node is ready again when it rejoins; a server killed with -9 mid-run and restarted finishes
+every job exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.server_proc import ServerProcess
+from tests.multinode.conftest import LocalRay
+
+NAMES = ("gpu001", "gpu017", "gpu018")
+
+DDP = """
+import json, os, sys, time
+import torch, torch.distributed as dist
+out, steps = sys.argv[1], int(sys.argv[2])
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+ckpt = os.path.join(os.environ["RAILYARD_CHECKPOINT_DIR"], "step.json")
+start = json.load(open(ckpt))["step"] if os.path.exists(ckpt) else 0
+env = {k: os.environ.get(k) for k in ("NODE_RANK", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+       "MASTER_ADDR", "CUDA_VISIBLE_DEVICES", "RAILYARD_RESTART_COUNT")}
+env["start_step"] = start
+open(os.path.join(out, "rank%d-restart%s.json" % (rank, env["RAILYARD_RESTART_COUNT"])),
+     "w").write(json.dumps(env))
+print("rank", rank, "starts at step", start, flush=True)
+for step in range(start, steps):
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    if rank == 0:
+        os.makedirs(os.path.dirname(ckpt), exist_ok=True)
+        json.dump({"step": step + 1}, open(ckpt + ".tmp", "w"))
+        os.replace(ckpt + ".tmp", ckpt)
+    time.sleep(0.25)
+dist.destroy_process_group()
+print("rank", rank, "done", flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def rail_ray() -> Iterator[LocalRay]:
+    made = LocalRay(NAMES, gpus=8)
+    try:
+        yield made
+    finally:
+        made.shutdown()
+
+
+@pytest.fixture
+def server(rail_ray: LocalRay, tmp_path: Path) -> Iterator[ServerProcess]:
+    state = tmp_path / "state"
+    state.mkdir()
+    proc = ServerProcess(state, gpus=None,
+                         extra=("--ray", rail_ray.address, "--blueprint", "rail-2048"))  # fmt: skip
+    proc.start(timeout_s=90)
+    yield proc
+    for job in proc.request("GET", "/v1/jobs"):
+        if job["state"] in ("pending", "running", "starting"):
+            proc.call("DELETE", f"/v1/jobs/{job['id']}")
+    proc.stop()
+
+
+def wait_for(done: Callable[[], bool], timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.25)
+
+
+def job(server: ServerProcess, job_id: str) -> dict[str, Any]:
+    found: dict[str, Any] = server.request("GET", f"/v1/jobs/{job_id}")
+    return found
+
+
+def nodes(server: ServerProcess) -> dict[str, dict[str, Any]]:
+    return {n["name"]: n for n in server.request("GET", "/v1/nodes")}
+
+
+def submit_ddp(server: ServerProcess, out: Path, steps: int, **extra: Any) -> str:
+    body = {"command": [sys.executable, "-c", DDP, str(out), str(steps)], "nodes": 2,
+            "gpus_per_node": 8, "ntasks_per_node": 1, "requeue": True,
+            "env": {"PATH": os.environ["PATH"]}, **extra}  # fmt: skip
+    [made] = server.request("POST", "/v1/jobs", json=body)
+    return str(made["id"])
+
+
+def test_the_inventory_is_the_blueprint_with_the_machines_that_joined(
+    server: ServerProcess,
+) -> None:
+    found = nodes(server)
+    assert len(found) == 256
+    assert {n for n, v in found.items() if v["state"] == "ready"} == set(NAMES)
+    assert {v["reason"] for n, v in found.items() if n not in NAMES} == {"no live machine"}
+
+
+def test_a_two_node_ddp_job_in_one_leaf_group(server: ServerProcess, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    job_id = submit_ddp(server, out, steps=4)
+    wait_for(lambda: job(server, job_id)["state"] == "completed")
+    done = job(server, job_id)
+    assert done["placement"] == {"gpu017": list(range(8)), "gpu018": list(range(8))}
+    ranks = {int(e["RANK"]): e for e in (json.loads(p.read_text()) for p in out.iterdir())}
+    assert sorted(ranks) == [0, 1]
+    for rank, env in ranks.items():
+        assert (env["NODE_RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"]) == (str(rank), "2", "0")
+        assert env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
+        assert env["MASTER_ADDR"] == ranks[0]["MASTER_ADDR"] != "127.0.0.1"
+    second = server.request("GET", f"/v1/jobs/{job_id}/logs", params={"rank": 1})
+    assert "rank 1 done" in second["text"]  # the rank on gpu018, read through its node
+
+
+def test_a_node_that_leaves_requeues_its_job_which_resumes_from_its_checkpoint(
+    server: ServerProcess, rail_ray: LocalRay, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    job_id = submit_ddp(server, out, steps=40)
+    wait_for(lambda: (out / "rank1-restart0.json").exists())
+    time.sleep(2.0)  # a few steps, checkpointed
+    import ray
+
+    [victim] = [n for n in job(server, job_id)["placement"] if n != "gpu001"][-1:]
+    groups = [pg for name in ray.util.list_named_actors(all_namespaces=True)
+              if isinstance(name, dict) and name["name"].endswith(f"-{victim}")
+              for pg in ray.get(ray.get_actor(name["name"], namespace=name["namespace"])
+                                .process_groups.remote())]  # fmt: skip
+    rail_ray.remove(victim)  # the machine goes, and its ranks with it
+    for pgid in groups:
+        os.killpg(pgid, signal.SIGKILL)
+    wait_for(lambda: nodes(server)[victim]["state"] == "down")
+    assert nodes(server)[victim]["reason"] == "ray: node left"
+    wait_for(lambda: job(server, job_id)["restart_count"] >= 1)
+    wait_for(lambda: job(server, job_id)["state"] == "completed", timeout_s=180)
+    assert job(server, job_id)["restart_count"] == 1  # placed off the lost machine at once
+    resumed = [json.loads(p.read_text()) for p in out.glob("*-restart1.json")]
+    assert len(resumed) == 2
+    assert all(e["start_step"] > 0 for e in resumed)  # from the checkpoint, not from zero
+    assert victim not in job(server, job_id)["placement"]
+    rail_ray.add(victim)
+    rail_ray.cluster.wait_for_nodes()
+    wait_for(lambda: nodes(server)[victim]["state"] == "ready")
+
+
+def test_kill_9_of_the_server_mid_run_then_restart_finishes_every_job_once(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    tally = "import os, sys, time; time.sleep(6); open(os.path.join(sys.argv[1], os.environ['RANK'] + '-' + str(os.getpid())), 'w').close()"  # noqa: E501
+    body = {"command": [sys.executable, "-c", tally, str(out)], "nodes": 2, "gpus_per_node": 4,
+            "ntasks_per_node": 1}  # fmt: skip
+    ids = [server.request("POST", "/v1/jobs", json=body)[0]["id"] for _ in range(3)]
+    wait_for(lambda: sum(job(server, i)["state"] == "running" for i in ids) >= 2)
+    server.kill9()
+    server.start(timeout_s=90)
+    wait_for(lambda: all(job(server, i)["state"] == "completed" for i in ids), timeout_s=180)
+    marks = sorted(p.name.split("-")[0] for p in out.iterdir())
+    assert marks == ["0", "0", "0", "1", "1", "1"]  # each rank of each job ran once
+
+
+def test_machines_that_join_are_checked_before_they_take_a_job(
+    rail_ray: LocalRay, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    proc = ServerProcess(state, gpus=None, extra=("--ray", rail_ray.address, "--health-checks",
+                                                  "gpu-xid"))  # fmt: skip
+    proc.start(timeout_s=90)
+    try:
+        wait_for(lambda: all(n["health"] == "pass" and n["state"] == "ready"
+                             for n in nodes(proc).values()))  # fmt: skip
+        assert set(nodes(proc)) == set(NAMES)
+        for name in NAMES:
+            [run] = proc.request("GET", f"/v1/nodes/{name}/health")
+            assert run["reporter"] == "railyard (scheduled)"
+            assert [r["check"] for r in run["results"]] == ["gpu-xid"]
+    finally:
+        proc.stop()

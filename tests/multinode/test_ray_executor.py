@@ -1,0 +1,200 @@
+"""The Ray executor on a local 3-node Ray cluster: a 2-node x 2-GPU job gets the launch
+contract on every rank (and a real gloo rendezvous across the nodes' agents), cancel reaches
+every rank on every node, a node that dies fails the attempt as a node failure, a new
+executor adopts running attempts by their agents' names."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from railyard.exec.exits import NODE_FAIL_SIGNAL, exit_of
+from railyard.exec.protocol import ExitReport, Outcome
+from railyard.exec.rayexec import RayExecutor, merge, ray_nodes
+from railyard.sched.lifecycle import ExitKind
+from tests.exec.exec_helpers import py, spec
+from tests.multinode.conftest import LocalRay
+
+ENV_SCRIPT = """
+import json, os, sys
+keys = ["NODE_RANK", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+        "MASTER_PORT", "CUDA_VISIBLE_DEVICES", "SLURM_NODEID", "SLURM_PROCID"]
+env = {k: os.environ.get(k) for k in keys}
+try:
+    import torch.distributed as dist
+    dist.init_process_group("gloo")  # torchrun's env:// rendezvous on MASTER_ADDR:PORT
+    import torch
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    env["ALLREDUCE"] = float(t.item())
+    dist.destroy_process_group()
+except ImportError:
+    env["ALLREDUCE"] = None
+with open(os.path.join(sys.argv[1], "rank-%s.json" % env["RANK"]), "w") as f:
+    json.dump(env, f)
+"""
+
+
+def wait_report(executor: RayExecutor, job_id: str, timeout_s: float = 120.0) -> ExitReport:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for report in executor.poll():
+            if report.job_id == job_id:
+                return report
+        time.sleep(0.2)
+    raise AssertionError(f"{job_id} not reported in {timeout_s} s")
+
+
+def test_two_nodes_two_gpus_each_get_the_contract(local_ray: LocalRay, tmp_path: Path) -> None:
+    executor = RayExecutor()
+    out = tmp_path / "out"
+    out.mkdir()
+    job = spec(tmp_path, py(ENV_SCRIPT, str(out)), job_id="env", workers=2, gpus_per_worker=2,
+               placement={"n2": (0, 1), "n3": (0, 1)},
+               env={"PATH": os.environ["PATH"]})  # fmt: skip
+    handle = executor.start(job)
+    assert {w.node for w in handle.workers} == {"n2", "n3"}
+    report = wait_report(executor, "env")
+    assert report.outcome is Outcome.COMPLETED, report
+    ranks = {int(r["RANK"]): r for r in (json.loads(p.read_text()) for p in out.glob("*.json"))}
+    assert sorted(ranks) == [0, 1, 2, 3]
+    n2_address = next(n.address for n in ray_nodes() if n.name == "n2")
+    for rank, env in ranks.items():
+        assert env["WORLD_SIZE"] == "4"
+        assert env["NODE_RANK"] == str(rank // 2)  # n2 first: ranks 0-1, then n3: 2-3
+        assert env["LOCAL_RANK"] == str(rank % 2)
+        assert env["LOCAL_WORLD_SIZE"] == "2"
+        assert env["CUDA_VISIBLE_DEVICES"] == "0,1"
+        assert env["MASTER_ADDR"] == n2_address
+        assert env["MASTER_PORT"] == str(handle.master_port)
+        assert env["SLURM_NODEID"] == str(rank // 2)
+    if any(env["ALLREDUCE"] is not None for env in ranks.values()):
+        assert {env["ALLREDUCE"] for env in ranks.values()} == {4.0}
+    assert not executor.running()
+
+
+def test_cancel_reaches_every_rank_on_every_node(local_ray: LocalRay, tmp_path: Path) -> None:
+    executor = RayExecutor()
+    out = tmp_path / "out"
+    out.mkdir()
+    trap = (
+        "import os, signal, sys, time\n"
+        "def bye(*_):\n"
+        "    open(os.path.join(sys.argv[1], os.environ['RANK']), 'w').close(); sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, bye)\n"
+        "open(os.path.join(sys.argv[1], 'up-' + os.environ['RANK']), 'w').close()\n"
+        "time.sleep(600)\n"
+    )
+    job = spec(tmp_path, py(trap, str(out)), job_id="cancel", workers=2, gpus_per_worker=1,
+               placement={"n1": (0,), "n3": (1,)})  # fmt: skip
+    executor.start(job)
+    deadline = time.monotonic() + 60
+    while len(list(out.glob("up-*"))) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    executor.cancel("cancel")
+    report = wait_report(executor, "cancel")
+    assert report.outcome is Outcome.KILLED
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith("up-")) == ["0", "1"]
+
+
+def test_a_node_that_dies_fails_the_attempt_as_a_node_failure(
+    local_ray: LocalRay, tmp_path: Path
+) -> None:
+    executor = RayExecutor()
+    job = spec(tmp_path, py("import time; time.sleep(600)"), job_id="lost", workers=2,
+               gpus_per_worker=1, placement={"n1": (0,), "n3": (0,)})  # fmt: skip
+    executor.start(job)
+    groups = executor_groups(executor, "lost", "n3")
+    local_ray.remove("n3")  # the raylet and its agent die with the machine ...
+    for pgid in groups:  # ... and so would the ranks on it
+        os.killpg(pgid, signal.SIGKILL)
+    report = wait_report(executor, "lost")
+    assert report.signal == NODE_FAIL_SIGNAL
+    assert exit_of(report).kind is ExitKind.NODE_FAIL
+    assert "n3" not in {n.name for n in ray_nodes() if n.alive}
+    local_ray.add("n3")
+    local_ray.cluster.wait_for_nodes()
+
+
+def test_a_new_executor_adopts_running_attempts(local_ray: LocalRay, tmp_path: Path) -> None:
+    first = RayExecutor()
+    job = spec(tmp_path, py("import time; time.sleep(3)"), job_id="adopt", workers=2,
+               gpus_per_worker=1, placement={"n1": (1,), "n2": (1,)})  # fmt: skip
+    handle = first.start(job)
+    second = RayExecutor()  # the control plane after a restart: same agents, by name
+    assert second.adopt([handle]) == []
+    assert second.running() == {"adopt"}
+    report = wait_report(second, "adopt")
+    assert report.outcome is Outcome.COMPLETED
+
+
+def test_outcomes_merge_worst_first() -> None:
+    def r(outcome: Outcome, sig: str | None = None) -> ExitReport:
+        return ExitReport(job_id="j", exit_code=0, signal=sig, outcome=outcome)
+
+    assert merge("j", 1, [r(Outcome.COMPLETED), r(Outcome.FAILED)]).outcome is Outcome.FAILED
+    assert merge("j", 1, [r(Outcome.PREEMPTED), r(Outcome.COMPLETED)]).outcome is (
+        Outcome.PREEMPTED
+    )
+    lost = merge("j", 1, [r(Outcome.KILLED), r(Outcome.FAILED, NODE_FAIL_SIGNAL)])
+    assert lost.signal == NODE_FAIL_SIGNAL
+    assert merge("j", 1, [r(Outcome.COMPLETED)]).restart_count == 1
+
+
+def executor_groups(executor: RayExecutor, job_id: str, node: str) -> list[int]:
+    import ray
+
+    agent = executor._jobs[job_id].agents[node]
+    return list(ray.get(agent.process_groups.remote()))
+
+
+if sys.platform != "linux":  # pragma: no cover
+    pytest.skip("process groups and /proc: Linux only", allow_module_level=True)
+
+
+def test_the_checkpoint_handshake_reaches_every_rank_on_every_node(
+    local_ray: LocalRay, tmp_path: Path
+) -> None:
+    executor = RayExecutor()
+    out = tmp_path / "out"
+    out.mkdir()
+    saver = (
+        "import os, signal, sys, time\n"
+        "def save(*_):\n"
+        "    open(os.path.join(sys.argv[1], 'saved-' + os.environ['RANK']), 'w').close()\n"
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGUSR1, save)\n"
+        "open(os.path.join(sys.argv[1], 'up-' + os.environ['RANK']), 'w').close()\n"
+        "time.sleep(600)\n"
+    )
+    job = spec(tmp_path, py(saver, str(out)), job_id="preempt", workers=2, gpus_per_worker=1,
+               placement={"n2": (0,), "n1": (1,)})  # fmt: skip
+    executor.start(job)
+    deadline = time.monotonic() + 60
+    while len(list(out.glob("up-*"))) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    executor.request_checkpoint_stop("preempt", grace_s=30)
+    report = wait_report(executor, "preempt")
+    assert report.outcome is Outcome.PREEMPTED
+    assert sorted(p.name for p in out.glob("saved-*")) == ["saved-0", "saved-1"]
+
+
+def test_a_node_that_cannot_start_its_share_is_a_node_failure(
+    local_ray: LocalRay, tmp_path: Path
+) -> None:
+    executor = RayExecutor(start_timeout_s=3.0)
+    job = spec(tmp_path, py("pass"), job_id="stuck", workers=2, gpus_per_worker=1,
+               placement={"n1": (0,), "gone": (0,)})  # no machine joined as "gone"  # fmt: skip
+    handle = executor.start(job)
+    assert handle.workers == ()
+    report = wait_report(executor, "stuck", timeout_s=30)
+    assert report.signal == NODE_FAIL_SIGNAL
+    assert exit_of(report).kind is ExitKind.NODE_FAIL
