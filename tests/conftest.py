@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import tempfile
 import textwrap
+from collections.abc import Iterator
 
 import pytest
 
@@ -46,3 +50,30 @@ def blueprint(
 @pytest.fixture
 def make_blueprint() -> object:
     return blueprint
+
+
+@pytest.fixture(autouse=True)
+def _machine_share(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Under pytest-xdist, a test marked ``exclusive`` (it judges this machine's speed: health
+    checks against a baseline, a node slowed on purpose) runs alone: the other worker finishes
+    its test and waits. Every other test shares the machine. A reader-writer lock on files
+    (flock), with a turnstile so an exclusive test is not starved by back-to-back shared ones."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run is None:  # one process: nothing runs beside the test
+        yield
+        return
+    base = os.path.join(tempfile.gettempdir(), f"railyard-tests-{run}")
+    exclusive = request.node.get_closest_marker("exclusive") is not None
+    with open(f"{base}.turnstile", "a") as turnstile, open(f"{base}.lock", "a") as lock:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            if not exclusive:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            if exclusive:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)

@@ -65,3 +65,35 @@ def test_a_sweep_is_asked_by_an_admin_and_holds_its_nodes(store: Store, tmp_path
         assert sorted(status["group"]) == sorted([NODE, OTHER])
     finally:
         stop_all(loop)
+
+
+def test_periodic_sweeps_cover_the_idle_ready_nodes_only(store: Store, tmp_path: Path) -> None:
+    """`--health-across-interval`: at the first step and every interval after, a sweep over
+    the ready nodes with nothing on them; fewer than two such nodes, no sweep until the next."""
+    from dataclasses import replace
+
+    from railyard.control.loop import Loop
+
+    seed_cluster(store, gpus=2)
+    with store.session() as s:
+        for name in (OTHER, "node-c"):
+            s.add(NodeRow(name=name, flavor="H100-SXM-80GB", gpus=2, path=["su0", "su0-lg0"],
+                          updated_t_s=time.time()))  # fmt: skip
+    base = make_loop(store, tmp_path, gpus=2)
+    config = replace(base.config, across_interval_s=3600.0)
+    busy = add_job(store, ["sleep", "30"], gpus_per_worker=2)
+    base.step()  # the job takes NODE before any sweep is asked
+    loop = Loop(store, base.executor, config)
+    try:
+        assert states(store)[busy] == "running"
+        with store.session() as s:  # what the loop's step asks first
+            held = loop.across.held(s, time.time())
+        assert held == {OTHER, "node-c"}  # not NODE: its job runs
+        assert loop.across.sweep is not None
+        assert loop.across.sweep.by == "the schedule (--health-across-interval)"
+        loop.across.sweep = None  # as if it ended: the next comes an interval later
+        with store.session() as s:
+            assert loop.across.held(s, time.time()) == frozenset()
+            assert loop.across.held(s, time.time() + 3601) == {OTHER, "node-c"}
+    finally:
+        stop_all(base)

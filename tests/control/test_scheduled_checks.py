@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import select
 from tests.control.loop_helpers import NODE, add_job, seed_cluster, states, step_until
 
@@ -16,6 +17,8 @@ from railyard.control.store import Store
 from railyard.control.tables import HealthRow, NodeRow
 from railyard.exec.local import LocalExecutor
 from railyard.sched.health import HealthPolicy
+
+pytestmark = pytest.mark.exclusive  # judges this machine's speed (tests/conftest.py)
 
 QUICK = [sys.executable, "-c", "pass"]
 

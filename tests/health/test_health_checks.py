@@ -16,6 +16,8 @@ from railyard.health import baseline as baselines
 from railyard.health.checks import Context, gpu_inventory, run_checks
 from railyard.health.result import Status, judge
 
+pytestmark = pytest.mark.exclusive  # judges this machine's speed (tests/conftest.py)
+
 
 @pytest.mark.parametrize(
     ("measured", "status"),

@@ -19,6 +19,8 @@ import pytest
 
 from tests.integration.server_proc import ServerProcess
 
+pytestmark = pytest.mark.exclusive  # judges this machine's speed (tests/conftest.py)
+
 SPINNERS = 4  # busy processes on a 2-core machine: each gets well under half a core
 
 

@@ -35,6 +35,8 @@ class LocalRay:
         for name in names:
             self.add(name)
         self.cluster.wait_for_nodes()
+        if ray.is_initialized():  # an earlier test in this process left its own Ray session
+            ray.shutdown()
         ray.init(address=self.cluster.address, namespace="railyard", log_to_driver=False)
 
     @property

@@ -1,8 +1,11 @@
 """An across-node sweep on a local multi-node Ray cluster with a really slow node: all_reduce
 over the four nodes, bisected (seed 004's hunt) to the one whose processes get a tenth of a
-core. Everything node a3 runs is held to 10% of one CPU by a cgroup quota, as a node that is
-throttled or whose cores another process takes; the sweep blames a3 alone, drains it with the
-figure in its reason, and a later sweep without the quota resumes it. Real server, real Ray
+core. Every process node a3 runs is held to 10% of one CPU by a cgroup quota, as on a node
+that is throttled or whose cores another process takes, from the moment it has done most of its
+start-up (80% of the CPU time `import torch` takes here, so well before its collective): the
+sweep blames a3 alone, drains it with the figure in its reason, and a later sweep without the
+quota resumes it. (Throttled from its first instruction, each rank on a3 would spend half a
+minute importing torch, for the same verdict.) Real server, real Ray
 nodes, real gloo all_reduce between them; skipped where the cgroup CPU controller is not
 writable (not root, or no cgroup v1 cpu hierarchy)."""
 
@@ -29,11 +32,33 @@ SLOW = "a3"
 CGROUP = Path("/sys/fs/cgroup/cpu")
 
 
-class Throttle:
-    """Moves every process node `node` runs into a cgroup allowed `share` of one CPU."""
+TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
 
-    def __init__(self, node: str, share: float) -> None:
+
+def cpu_s(pid: int) -> float:
+    """CPU time (user + system) a process has used, from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * TICK_S
+
+
+def import_torch_cpu_s() -> float:
+    """CPU time a fresh interpreter takes to import torch and torch.distributed here."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import os, torch, torch.distributed; "
+         "t = os.times(); print(t.user + t.system)"],
+        capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    return float(done.stdout.split()[-1])
+
+
+class Throttle:
+    """Moves every process node `node` runs into a cgroup allowed `share` of one CPU, once it
+    has used `after_cpu_s` of CPU time."""
+
+    def __init__(self, node: str, share: float, after_cpu_s: float) -> None:
         self.node = node.encode()
+        self.after_cpu_s = after_cpu_s
+        self.seen: set[int] = set()  # processes of the node, not moved yet
         self.group = CGROUP / f"railyard-test-{os.getpid()}"
         self.group.mkdir()
         (self.group / "cpu.cfs_period_us").write_text("100000")
@@ -47,14 +72,21 @@ class Throttle:
         marker = b"SLURMD_NODENAME=" + self.node + b"\0"
         while not self._stop.wait(0.02):
             for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
-                if pid in self.moved:
+                if pid in self.seen or pid in self.moved:
                     continue
-                try:
+                try:  # read each round: a forked process gets its own environ at exec
                     if marker in Path(f"/proc/{pid}/environ").read_bytes():
-                        (self.group / "cgroup.procs").write_text(str(pid))
-                        self.moved.add(pid)
+                        self.seen.add(pid)
                 except OSError:  # gone, or not ours to read
                     continue
+            for pid in list(self.seen):
+                try:
+                    if cpu_s(pid) >= self.after_cpu_s:
+                        (self.group / "cgroup.procs").write_text(str(pid))
+                        self.moved.add(pid)
+                        self.seen.discard(pid)
+                except OSError:
+                    self.seen.discard(pid)
 
     def stop(self) -> None:
         self._stop.set()
@@ -75,9 +107,12 @@ def _writable() -> bool:
         return False
 
 
-pytestmark = pytest.mark.skipif(
-    not _writable(), reason="needs a writable cgroup v1 cpu controller (root) and 2 CPUs"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not _writable(), reason="needs a writable cgroup v1 cpu controller (root) and 2 CPUs"
+    ),
+    pytest.mark.exclusive,  # it judges this machine's speed (tests/conftest.py)
+]
 
 
 @pytest.fixture(scope="module")
@@ -100,13 +135,14 @@ def test_a_sweep_bisects_to_the_throttled_node_drains_it_and_a_passing_one_resum
     four: LocalRay, tmp_path: Path
 ) -> None:
     healthy_gbps = allreduce_busbw_gbps(ranks=2)  # two ranks of this machine, no quota
+    start_up_cpu_s = 0.8 * min(import_torch_cpu_s() for _ in range(2))  # warm page cache
     floor_gbps = 0.3 * healthy_gbps  # a group fails under 0.8 x this: 0.24 of a healthy pair
     state = tmp_path / "state"
     state.mkdir()
     server = ServerProcess(state, gpus=None, extra=(
         "--ray", four.address, "--health-across-floor", f"{floor_gbps:.4f}"))  # fmt: skip
     server.start(timeout_s=90)
-    throttle = Throttle(SLOW, share=0.1)
+    throttle = Throttle(SLOW, share=0.1, after_cpu_s=start_up_cpu_s)
     try:
         done = sweep(server, {})
         assert done["detail"] == f"ended; slow: {SLOW}", done
@@ -137,6 +173,7 @@ def test_a_sweep_bisects_to_the_throttled_node_drains_it_and_a_passing_one_resum
         assert "SLOW" in shown.stdout
         assert f"slow: {SLOW}" in shown.stdout
 
+        assert throttle.moved  # the slow node's ranks were really held
         throttle.stop()
         throttle = None
         again = sweep(server, {"nodes": [SLOW, "a1"]})

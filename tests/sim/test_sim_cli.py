@@ -119,7 +119,12 @@ def test_ray_sweep_on_a_local_instance() -> None:
     scenarios = [
         sweep.Scenario("gaggle-h100", "fifo", seed=s, synthetic="philly", jobs=40) for s in (0, 1)
     ]
-    results = sweep.sweep(scenarios, ray_address="local")
+    import ray
+
+    try:
+        results = sweep.sweep(scenarios, ray_address="local")
+    finally:
+        ray.shutdown()  # the local instance goes with the test, not with this worker
     assert [r["seed"] for r in results] == [0, 1]
 
 

@@ -53,6 +53,8 @@ def health(args: argparse.Namespace) -> int:
 
     if args.across or args.across_status:
         return across(args)
+    if args.nodes:
+        fail("--nodes goes with --across (hint: railyard health --across --nodes a,b)")
     if args.history:
         if not 1 <= args.limit <= 500:
             fail(f"--limit: {args.limit} is out of range (hint: 1 to 500)")
@@ -153,7 +155,7 @@ def across(args: argparse.Namespace) -> int:
     bisected to the slow ones (seed 004's hunt). Exit 1 when it blamed a node."""
     nodes = [n.strip() for n in (args.nodes or "").split(",") if n.strip()]
     if nodes and not args.across:
-        fail("--nodes goes with --across (hint: railyard health --across --nodes a,b)")
+        fail("--nodes goes with --across, not --across-status (hint: --across --nodes a,b)")
     with connect() as client:
         state = client.ask_across(nodes) if args.across else client.across()
         print(f"across-node sweep over {len(state['nodes'])} nodes: {state['detail']}")
@@ -170,7 +172,7 @@ def across(args: argparse.Namespace) -> int:
             for t in state["tests"]
         ]  # fmt: skip
         print(table(headers, rows))
-    if not state["active"]:
+    if args.wait and not state["active"]:
         print(state["detail"])
     blamed = state["detail"].startswith("ended;") and not state["detail"].endswith("slow: none")
     return 1 if not state["active"] and blamed else 0

@@ -66,6 +66,11 @@ def up(args: argparse.Namespace) -> None:
         health_fail_requeues=args.health_fail == "requeue",
         health=health,
         health_across_floor_gbps=floor,
+        health_across_interval_s=parse_duration(
+            args.health_across_interval, "up: --health-across-interval"
+        )
+        if args.health_across_interval
+        else None,
         ray_address=args.ray,
         extra_routers=() if args.no_dashboard else (dashboard(scheduler),),
         health_checks=tuple(args.health_checks.split(","))
@@ -195,6 +200,11 @@ def _up_args(p: Parser) -> None:
         "--health-across-floor", type=float, metavar="GBPS",
         help="judge across-node all_reduce tests (railyard health --across) against this bus "
         "bandwidth, GB/s, instead of the twin's prediction for the blueprint's fabric",
+    )  # fmt: skip
+    p.add_argument(
+        "--health-across-interval", metavar="DURATION",
+        help="also sweep the idle ready nodes with across-node all_reduce tests this often, "
+        "from the start (e.g. 24h; default: only when asked)",
     )  # fmt: skip
 
 

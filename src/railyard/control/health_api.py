@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 
 from railyard.control import nodehealth
 from railyard.control.api import ERRORS, ContextDep, CurrentUser, NodePath, SessionDep
-from railyard.control.errors import Unavailable
+from railyard.control.errors import Conflict
 from railyard.control.health_schemas import (
     MAX_HISTORY_RUNS,
     AcrossOut,
@@ -48,9 +48,12 @@ def health_history(
     return nodehealth.history(session, name, limit)
 
 
+NO_LOOP = "this server runs no scheduler loop to run sweeps (`railyard up` does)"
+
+
 def _sweeps(ctx: ContextDep) -> AcrossChecks:
     if ctx.across is None:
-        raise Unavailable("this server runs no scheduler loop", hint="use `railyard up`")
+        raise Conflict(NO_LOOP)
     return ctx.across
 
 
@@ -68,7 +71,7 @@ def ask_across(
     ctx.wake()
     return AcrossOut(
         active=True, nodes=nodes, detail=f"sweep over {len(nodes)} nodes asked; "
-        "`railyard health --across --status` follows it"
+        "`railyard health --across-status` follows it"
     )  # fmt: skip
 
 
@@ -76,4 +79,6 @@ def ask_across(
 def across_status(user: CurrentUser, ctx: ContextDep) -> AcrossOut:
     """The sweep under way: its nodes, the group tested now or next, the tests so far (their
     figures against their expectations). Verdicts land in each node's health history."""
-    return describe(_sweeps(ctx))
+    if ctx.across is None:
+        return AcrossOut(active=False, detail=NO_LOOP)
+    return describe(ctx.across)

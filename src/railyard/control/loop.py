@@ -71,6 +71,7 @@ class LoopConfig:
     health: HealthPolicy | None = None  # health checks the scheduler runs on idle nodes
     health_checks: tuple[str, ...] = ()  # which checks (empty: all)
     across_expect: Expect | None = None  # what an across-node test expects (`control.sweeps`)
+    across_interval_s: float | None = None  # periodic across-node sweeps of idle nodes
 
     @property
     def spool(self) -> Path:
@@ -129,6 +130,7 @@ class Loop:
         self.across = AcrossChecks(
             executor, config.across_expect, state_dir=config.state_dir, spool_dir=config.spool,
             fail_requeues=config.health.fail_requeues if config.health else False,
+            interval_s=config.across_interval_s,
         )  # fmt: skip
 
     # -- driving ------------------------------------------------------------------------------
@@ -242,7 +244,7 @@ class Loop:
         """The checks' part of the step's input: scheduled checks, and an across-node sweep's
         nodes (held from new jobs) and the group it wants to test next."""
         health = self.checks.input(session) if self.checks is not None else None
-        held = self.across.held()
+        held = self.across.held(session, self.clock())
         if not held:
             return health
         health = health or health_input(session, ACROSS_ONLY)

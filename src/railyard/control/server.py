@@ -100,6 +100,7 @@ class UpConfig:
     health: HealthPolicy | None = None  # checks the scheduler runs on idle nodes
     health_checks: tuple[str, ...] = ()  # which (empty: all)
     health_across_floor_gbps: float | None = None  # across-node tests' floor (else the twin)
+    health_across_interval_s: float | None = None  # sweep idle nodes this often (None: never)
     ray_address: str | None = None  # run jobs on a Ray cluster (address, or "auto")
     extra_routers: tuple[APIRouter, ...] = ()  # the dashboard, from `railyard up`
 
@@ -408,6 +409,7 @@ def _serve_locked(
             health=config.health,
             health_checks=config.health_checks,
             across_expect=across_expectation(config),
+            across_interval_s=config.health_across_interval_s,
         ),
         refresh=cluster.refresh,
     )

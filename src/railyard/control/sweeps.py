@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from railyard.control.errors import Conflict, Invalid, NotFound
@@ -37,7 +38,7 @@ from railyard.control.health_schemas import AcrossOut, AcrossTestOut, HealthResu
 from railyard.control.healthjobs import SAFE_PATH
 from railyard.control.nodehealth import apply_run
 from railyard.control.paths import attempts_dir, checkpoint_dir, log_path, logs_dir
-from railyard.control.tables import NodeRow
+from railyard.control.tables import HOLDING_STATES, JobRow, NodeRow
 from railyard.exec.protocol import Executor, ExitReport, LaunchSpec
 from railyard.health.bisect import Bisection
 from railyard.health.expect import Expected
@@ -76,6 +77,7 @@ class Sweep:
     job_id: str | None = None  # the group test under way
     ranks_per_node: int = 1  # of the test under way: every GPU of its smallest node
     tests: list[Test] = field(default_factory=list)
+    stopped: str = ""  # why it ended before its search did
 
 
 def floor_expectation(floor_gbps: float) -> Expect:
@@ -97,8 +99,12 @@ class AcrossChecks:
         spool_dir: Path,
         fail_requeues: bool = False,
         python: str = sys.executable,
+        interval_s: float | None = None,
     ) -> None:
+        """`interval_s`: sweep the idle ready nodes this often (None: on request only)."""
         self.executor = executor
+        self.interval_s = interval_s
+        self._next_t_s = 0.0  # the first periodic sweep: at the first step
         self.expect = expect
         self.state_dir = state_dir
         self.spool = spool_dir / "system"
@@ -133,10 +139,34 @@ class AcrossChecks:
 
     # -- driving (loop thread) ----------------------------------------------------------------
 
-    def held(self) -> frozenset[str]:
+    def held(self, session: Session, now_t_s: float) -> frozenset[str]:
         """Nodes the sweep holds (none take a new job until it ends)."""
+        if self.interval_s is not None and self.sweep is None and now_t_s >= self._next_t_s:
+            self._periodic(session, now_t_s)
         self._begin()
         return frozenset(self.sweep.nodes) if self.sweep else frozenset()
+
+    def _periodic(self, session: Session, now_t_s: float) -> None:
+        """Queue a sweep over the ready nodes with nothing on them now (a busy node waits for
+        the next one: a periodic sweep never holds a node that has work)."""
+        assert self.interval_s is not None
+        busy = {
+            node
+            for placement in session.scalars(
+                select(JobRow.placement).where(JobRow.state.in_(HOLDING_STATES))
+            )
+            for node in placement or {}
+        }
+        idle = session.scalars(
+            select(NodeRow.name)
+            .where(NodeRow.state == NodeState.READY.value)
+            .order_by(NodeRow.name)
+        )
+        nodes = [n for n in idle if n not in busy]
+        with self._lock:
+            if len(nodes) >= 2 and not self._asked:
+                self._asked.append((nodes, "the schedule (--health-across-interval)"))
+        self._next_t_s = now_t_s + self.interval_s
 
     def wanted(self) -> tuple[str, ...]:
         """The group to test next, when no test is under way."""
@@ -279,7 +309,9 @@ class AcrossChecks:
 
     def _abort(self, why: str) -> None:
         log.warning("across-node sweep stopped: %s", why)
-        self.sweep = None
+        if self.sweep is not None:
+            self.sweep.stopped = why[:300]
+        self.sweep, self.last = None, self.sweep
 
 
 def describe(checks: AcrossChecks) -> AcrossOut:
@@ -311,5 +343,9 @@ def describe(checks: AcrossChecks) -> AcrossOut:
         group=list(sweep.search.group or []),
         running=sweep.job_id is not None,
         tests=tests,
-        detail=f"under way, asked by {sweep.by}" if active else f"ended; slow: {blamed}",
+        detail=f"under way, asked by {sweep.by}"
+        if active
+        else f"stopped: {sweep.stopped}"
+        if sweep.stopped
+        else f"ended; slow: {blamed}",
     )
