@@ -63,6 +63,17 @@ def test_a_sweep_is_asked_by_an_admin_and_holds_its_nodes(store: Store, tmp_path
         assert status["active"]
         assert not status["running"]
         assert sorted(status["group"]) == sorted([NODE, OTHER])
+
+        with store.session() as s:  # a node of the group goes down: the sweep lets go
+            row = s.get(NodeRow, OTHER)
+            assert row is not None
+            row.state, row.reason = "down", "not responding"
+        loop.step()
+        status = admin.get("/v1/health/across").json()
+        assert not status["active"]
+        assert status["detail"] == (
+            f"stopped: {OTHER} is down (not responding): its group cannot be tested"
+        )
     finally:
         stop_all(loop)
 

@@ -50,6 +50,7 @@ CHECK = "allreduce-across"
 PREFIX = "health-across-"  # system jobs' ids
 REPORTER = "railyard (across-node sweep)"
 FAIL_BELOW = 0.8  # of the expectation (module docstring)
+TEST_LIMIT_S = 600.0  # a test still running then is stuck (a rank that never joined): cancelled
 Expect = Callable[[Sequence[str], int], Expected | None]  # (group, ranks per node)
 
 
@@ -78,6 +79,8 @@ class Sweep:
     ranks_per_node: int = 1  # of the test under way: every GPU of its smallest node
     tests: list[Test] = field(default_factory=list)
     stopped: str = ""  # why it ended before its search did
+    started_t_s: float = 0.0  # of the test under way
+    cancelled: bool = False  # the test under way ran past its limit
 
 
 def floor_expectation(floor_gbps: float) -> Expect:
@@ -144,7 +147,27 @@ class AcrossChecks:
         if self.interval_s is not None and self.sweep is None and now_t_s >= self._next_t_s:
             self._periodic(session, now_t_s)
         self._begin()
+        if self.sweep is not None:
+            self._watch(session, self.sweep, now_t_s)
         return frozenset(self.sweep.nodes) if self.sweep else frozenset()
+
+    def _watch(self, session: Session, sweep: Sweep, now_t_s: float) -> None:
+        """A test that runs past `TEST_LIMIT_S` is cancelled (it fails: no figure); a group
+        with a node that went down or was drained by an admin cannot be tested: the sweep
+        stops, so it does not hold the other nodes forever."""
+        if sweep.job_id is not None:
+            if now_t_s - sweep.started_t_s > TEST_LIMIT_S and not sweep.cancelled:
+                log.warning("across-node test %s ran past %.0f s: cancelled",
+                            sweep.job_id, TEST_LIMIT_S)  # fmt: skip
+                self.executor.cancel(sweep.job_id)
+                sweep.cancelled = True
+            return
+        for name in sweep.search.group or []:
+            row = session.get(NodeRow, name)
+            if row is None or not checkable(NodeState(row.state), row.reason):
+                state = f"{row.state} ({row.reason})" if row else "gone"
+                self._abort(f"{name} is {state}: its group cannot be tested")
+                return
 
     def _periodic(self, session: Session, now_t_s: float) -> None:
         """Queue a sweep over the ready nodes with nothing on them now (a busy node waits for
@@ -199,7 +222,7 @@ class AcrossChecks:
         except Exception as exc:  # the sweep cannot go on; its nodes are let go
             self._abort(f"the test could not start: {exc}")
             return None
-        sweep.job_id = job_id
+        sweep.job_id, sweep.started_t_s, sweep.cancelled = job_id, now_t_s, False
         return job_id
 
     def _spec(self, job_id: str, rows: Sequence[NodeRow]) -> LaunchSpec:
