@@ -50,6 +50,18 @@ def health_input(
     )
 
 
+def system_output(executor: Executor, path: Path, node: str) -> str:
+    """A system job's rank log (its printed results): on this machine's disk, or read on the
+    node it ran on through the executor (Ray); OSError when there is none."""
+    read = getattr(executor, "read_log", None)
+    if read is not None:
+        found = read(node, str(path), 0, 1 << 20)
+        if found is None:
+            raise OSError(f"no output of {path.name} on {node}")
+        return bytes(found[0]).decode("utf-8", "replace")
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
 class ScheduledChecks:
     """Checks under way, started and finished by the loop's thread only."""
 
@@ -132,20 +144,10 @@ class ScheduledChecks:
         self._ended = []
         return done
 
-    def _output(self, path: Path, node: str) -> str:
-        """The check's output: on this machine's disk, or read on its node (Ray)."""
-        read = getattr(self.executor, "read_log", None)
-        if read is not None:
-            found = read(node, str(path), 0, 1 << 20)
-            if found is None:
-                raise OSError(f"no output of the check on {node}")
-            return bytes(found[0]).decode("utf-8", "replace")
-        return path.read_text(encoding="utf-8", errors="replace")
-
     def _results(self, report: ExitReport, node: str) -> list[HealthResultIn]:
         path = log_path(self.spool, report.job_id, 0)
         try:
-            text = self._output(path, node)
+            text = system_output(self.executor, path, node)
             found = json.loads(text[text.index("{") :])["results"]
             return [
                 HealthResultIn.model_validate(

@@ -198,7 +198,8 @@ class Loop:
             reports = self.checks.take(reports)
             self._finish_checks(now_t_s)
         reports = self.across.take(reports)
-        self._finish_across(now_t_s)
+        if self.across.ended:
+            self._finish_across(now_t_s)
         exits = [*self._carried, *(exit_of(r) for r in reports)]
         self._carried = exits  # until the plan is committed: a failed step loses no exit
         # 2-3. Read, plan, write the plan before acting on it.

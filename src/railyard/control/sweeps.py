@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session
 
 from railyard.control.errors import Conflict, Invalid, NotFound
 from railyard.control.health_schemas import AcrossOut, AcrossTestOut, HealthResultIn, Status
-from railyard.control.healthjobs import SAFE_PATH
+from railyard.control.healthjobs import SAFE_PATH, system_output
 from railyard.control.nodehealth import apply_run
 from railyard.control.paths import attempts_dir, checkpoint_dir, log_path, logs_dir
 from railyard.control.tables import HOLDING_STATES, JobRow, NodeRow
@@ -123,7 +123,7 @@ class AcrossChecks:
 
     def request(self, session: Session, nodes: Sequence[str], by: str) -> list[str]:
         """Queue a sweep over `nodes` (all checkable nodes when empty); the nodes it covers."""
-        rows = {r.name: r for r in session.query(NodeRow)}
+        rows = {r.name: r for r in session.scalars(select(NodeRow))}
         for name in nodes:
             if name not in rows:
                 raise NotFound(f"no node {name!r}", hint="`railyard nodes` lists them")
@@ -241,6 +241,11 @@ class AcrossChecks:
             records_dir=attempts_dir(self.state_dir, job_id),
         )
 
+    @property
+    def ended(self) -> bool:
+        """A test ended and waits for `finish`."""
+        return bool(self._ended)
+
     def take(self, reports: list[ExitReport]) -> list[ExitReport]:
         """Reports of other jobs; the sweep's test's is kept for `finish`."""
         mine = self.sweep.job_id if self.sweep else None
@@ -268,22 +273,13 @@ class AcrossChecks:
     def _judge(self, report: ExitReport, group: list[str], ranks: int) -> Test:
         expected = self.expect(group, ranks) if self.expect is not None else None
         try:
-            text = self._output(report, group[0])
+            path = log_path(self.spool, report.job_id, 0)  # rank 0 prints the figure
+            text = system_output(self.executor, path, group[0])
             line = next(x for x in reversed(text.splitlines()) if x.startswith("{"))
             return Test(group, float(json.loads(line)["busbw_gbps"]), expected)
         except (OSError, StopIteration, ValueError, KeyError, TypeError) as exc:
             why = f"the test printed no figure (exit {report.exit_code}): {exc}"
             return Test(group, None, expected, why[:300])
-
-    def _output(self, report: ExitReport, node: str) -> str:
-        path = log_path(self.spool, report.job_id, 0)  # rank 0 prints the figure
-        read = getattr(self.executor, "read_log", None)
-        if read is not None:
-            found = read(node, str(path), 0, 1 << 20)
-            if found is None:
-                raise OSError(f"no output of the test on {node}")
-            return bytes(found[0]).decode("utf-8", "replace")
-        return path.read_text(encoding="utf-8", errors="replace")
 
     def _conclude(self, session: Session, sweep: Sweep, now_t_s: float) -> list[str]:
         blamed = set(sweep.search.blamed)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from railyard.health.measure import run_child
+from railyard.health.across import busbw_gbps
+from railyard.health.measure import run_child, spawned_ranks_t_s
 
 
 def in_child(name: str, timeout_s: float = 300.0) -> Any:
@@ -85,34 +86,9 @@ def _nccl_rank(rank: int, world: int, port: int, size_bytes: int, out: str) -> N
 def nccl_allreduce_busbw_gbps(size_bytes: int = 1 << 30) -> float:
     """all_reduce bus bandwidth over every GPU of this node with NCCL, GB/s (nccl-tests'
     busbw = bytes / time x 2(n-1)/n)."""
-    import multiprocessing
-    import socket
-    import tempfile
-
     torch = _cuda()
     world = int(torch.cuda.device_count())
     if world < 2:
         raise RuntimeError("unavailable: an all_reduce within a node needs 2 GPUs or more")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    spawn = multiprocessing.get_context("spawn")
-    with tempfile.TemporaryDirectory() as tmp:
-        out = f"{tmp}/t_s"
-        procs = [
-            spawn.Process(target=_nccl_rank, args=(r, world, port, size_bytes, out))
-            for r in range(world)
-        ]
-        for proc in procs:
-            proc.start()
-        for proc in procs:
-            proc.join(timeout=240)
-        for proc in procs:
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-        if any(proc.exitcode != 0 for proc in procs):
-            raise RuntimeError(f"nccl ranks exited {[proc.exitcode for proc in procs]}")
-        with open(out, encoding="utf-8") as f:
-            t_s = float(f.read())
-    return size_bytes / t_s / 1e9 * 2 * (world - 1) / world
+    t_s = spawned_ranks_t_s(_nccl_rank, world, (size_bytes,), timeout_s=240, what="nccl")
+    return busbw_gbps(size_bytes, t_s, world)

@@ -129,6 +129,40 @@ def _allreduce_rank(
         dist.destroy_process_group()
 
 
+def spawned_ranks_t_s(
+    target: Callable[..., None], world: int, args: tuple[Any, ...], *, timeout_s: float, what: str
+) -> float:
+    """Run `world` ranks of `target(rank, world, port, *args, out)` in fresh interpreters
+    (spawn: no forked torch or CUDA state) over a free loopback port; the seconds rank 0
+    wrote to `out`. A rank stuck past `timeout_s` (in the rendezvous, say) is killed."""
+    import multiprocessing
+    import socket
+    import tempfile
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    spawn = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = f"{tmp}/t_s"
+        procs = [
+            spawn.Process(target=target, args=(rank, world, port, *args, out))
+            for rank in range(world)
+        ]
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join(timeout=timeout_s)
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        if any(proc.exitcode != 0 for proc in procs):
+            raise RuntimeError(f"{what} ranks exited {[proc.exitcode for proc in procs]}")
+        with open(out, encoding="utf-8") as f:
+            return float(f.read())
+
+
 def allreduce_busbw_gbps(
     ranks: int = 2, size_bytes: int = 16 * 2**20, iters: int = 8, windows: int = 3
 ) -> float:
@@ -137,34 +171,8 @@ def allreduce_busbw_gbps(
     (https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md). The best of
     `windows` windows: loopback gloo on a small node swings 25% from one window to the next,
     while a node that is really slow is slow in every window."""
-    import multiprocessing
-    import socket
-    import tempfile
-
     import torch  # noqa: F401  (here, so a node without torch skips this check)
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    spawn = multiprocessing.get_context("spawn")  # fresh interpreters: no forked torch state
-    with tempfile.TemporaryDirectory() as tmp:
-        out = f"{tmp}/t_s"
-        procs = [
-            spawn.Process(
-                target=_allreduce_rank, args=(r, ranks, port, size_bytes, iters, windows, out)
-            )
-            for r in range(ranks)
-        ]
-        for proc in procs:
-            proc.start()
-        for proc in procs:
-            proc.join(timeout=100)
-        for proc in procs:
-            if proc.is_alive():  # a rank stuck in the rendezvous: do not leave it behind
-                proc.kill()
-                proc.join()
-        if any(proc.exitcode != 0 for proc in procs):
-            raise RuntimeError(f"all_reduce ranks exited {[proc.exitcode for proc in procs]}")
-        with open(out, encoding="utf-8") as f:
-            t_s = float(f.read())
+    args = (size_bytes, iters, windows)
+    t_s = spawned_ranks_t_s(_allreduce_rank, ranks, args, timeout_s=100, what="all_reduce")
     return busbw_gbps(size_bytes, t_s, ranks)
