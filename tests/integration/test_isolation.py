@@ -12,27 +12,29 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import secrets
-import shutil
 import stat
-import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration.server_proc import ServerProcess
+from tests.integration.tenants import (
+    NEEDS_ROOT,
+    job,
+    private_dir,
+    python_for,
+    runnable_by,
+    scratch_dir,
+    submit,
+    unix_accounts,
+    user,
+    wait,
+)
 
-pytestmark = [
-    pytest.mark.skipif(
-        os.geteuid() != 0, reason="needs root: creates Unix users and runs jobs as them"
-    ),
-    pytest.mark.skipif(shutil.which("useradd") is None, reason="needs useradd"),
-]
+pytestmark = NEEDS_ROOT
 
 IDENTITY = """
 import json, os, sys
@@ -73,79 +75,24 @@ open(sys.argv[3], "w").write(json.dumps(result))
 )
 
 
-def wait(predicate: Callable[[], bool], timeout_s: float = 90) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.2)
-
-
 @pytest.fixture(scope="module")
 def accounts() -> Iterator[list[pwd.struct_passwd]]:
     """Two fresh Unix accounts, removed afterwards."""
-    suffix = secrets.token_hex(3)
-    names = [f"rya{suffix}", f"ryb{suffix}"]
-    try:
-        for name in names:
-            subprocess.run(["useradd", "--create-home", name], check=True, capture_output=True)
-        yield [pwd.getpwnam(name) for name in names]
-    finally:
-        for name in names:
-            subprocess.run(["userdel", "--remove", name], check=False, capture_output=True)
-
-
-def runnable_by(account: pwd.struct_passwd, python: str) -> bool:
-    probe = ["runuser", "-u", account.pw_name, "--", python, "-c", "pass"]
-    return subprocess.run(probe, capture_output=True, check=False).returncode == 0
+    with unix_accounts(2) as made:
+        yield made
 
 
 @pytest.fixture(scope="module")
 def job_python(accounts: list[pwd.struct_passwd]) -> str:
     """A Python both accounts can run (the jobs use the standard library only)."""
-    for python in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3"):
-        if all(runnable_by(a, python) for a in accounts):
-            return python
-    pytest.skip("no Python that the test accounts may run")
+    return python_for(accounts)
 
 
 @pytest.fixture
 def scratch() -> Iterator[Path]:
     """A directory job users can pass through (pytest's own tmp is root's, 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="railyard-iso-"))
-    os.chmod(path, 0o711)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def private_dir(parent: Path, account: pwd.struct_passwd) -> Path:
-    path = parent / account.pw_name
-    path.mkdir(mode=0o700)
-    os.chown(path, account.pw_uid, account.pw_gid)
-    return path
-
-
-def user(server: ServerProcess, name: str, unix_user: str) -> str:
-    """A railyard user mapped to ``unix_user``, member of the default queue; its token."""
-    server.request("POST", "/v1/users", json={"name": name, "unix_user": unix_user})
-    server.request("POST", "/v1/queues/default/members", json={"user": name})
-    token: str = server.request("POST", "/v1/tokens", json={"user": name})["token"]
-    return token
-
-
-def submit(server: ServerProcess, token: str, **body: Any) -> str:
-    body.setdefault("gpus", 1)
-    body.setdefault("export", "ALL")
-    body.setdefault("env", {"PATH": "/usr/local/bin:/usr/bin:/bin"})
-    response = server.call("POST", "/v1/jobs", token=token, json=body)
-    assert response.status_code == 201, response.text
-    job_id: str = response.json()[0]["id"]
-    return job_id
-
-
-def job(server: ServerProcess, job_id: str) -> dict[str, Any]:
-    data: dict[str, Any] = server.request("GET", f"/v1/jobs/{job_id}")
-    return data
+    with scratch_dir() as path:
+        yield path
 
 
 def mode(path: Path) -> int:
