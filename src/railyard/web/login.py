@@ -72,9 +72,9 @@ def router() -> APIRouter:
             return refused(f"login from another site refused: {other} (hint: open "
                            f"{LOGIN_PATH} on this server and log in there)")  # fmt: skip
         if not forms.valid(request.cookies.get(LOGIN_COOKIE), fields.get("csrf"), ctx.clock()):
-            return refused("the login form is stale or was not served here (CSRF) (hint: "
-                           f"reload {LOGIN_PATH} and log in within {LOGIN_FORM_S // 60} "
-                           "minutes)")  # fmt: skip
+            return refused("login refused: the form's CSRF value is missing, stale or not this "
+                           f"server's (hint: reload {LOGIN_PATH} and log in within "
+                           f"{LOGIN_FORM_S // 60} minutes)")  # fmt: skip
         token = fields.get("token", "").strip()
 
         def start() -> tuple[str | None, str]:
