@@ -44,7 +44,9 @@ def measure(kind: str, tmp: Path, jobs: int, repeat: int) -> list[dict[str, obje
         token = seed(store, jobs)
         app = create_app(store, wake=lambda: None, state_dir=tmp, extra_routers=[router()])
         client = TestClient(app)
-        client.post("/ui/login", data={"token": token}).raise_for_status()
+        form = client.get("/ui/login").text  # the login form's CSRF value, as a browser
+        csrf = form.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+        client.post("/ui/login", data={"token": token, "csrf": csrf}).raise_for_status()
         for label, path in PAGES.items():
             size = len(client.get(path).content)
             took = time_runs(lambda path=path: client.get(path).raise_for_status(), repeat)

@@ -17,7 +17,6 @@ from railyard.control.schemas import JobSubmit
 from railyard.control.store import Store
 from railyard.control.tables import JobRow, NodeRow, User
 from railyard.web.routes import router
-from railyard.web.session import csrf_of
 
 
 def app_for(store: Store, tmp_path: Path) -> TestClient:
@@ -25,8 +24,17 @@ def app_for(store: Store, tmp_path: Path) -> TestClient:
     return TestClient(app)
 
 
+def form_csrf(html: str) -> str:
+    """The CSRF value of the first form on a page."""
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found is not None, html
+    return found.group(1)
+
+
 def login(client: TestClient, token: str) -> TestClient:
-    done = client.post("/ui/login", data={"token": token}, follow_redirects=False)
+    """Through the form, as a browser does: its CSRF value goes with the pre-login cookie."""
+    csrf = form_csrf(client.get("/ui/login").text)
+    done = client.post("/ui/login", data={"token": token, "csrf": csrf}, follow_redirects=False)
     assert done.status_code == 303, done.text
     assert "httponly" in done.headers["set-cookie"].lower()
     assert "samesite=strict" in done.headers["set-cookie"].lower()
@@ -51,7 +59,9 @@ def test_pages_need_a_login(client: TestClient) -> None:
         found = client.get(path, follow_redirects=False)
         assert found.status_code == 303
         assert found.headers["location"] == "/ui/login"
-    bad = client.post("/ui/login", data={"token": "ry_nope"}, follow_redirects=False)
+    csrf = form_csrf(client.get("/ui/login").text)
+    bad = client.post("/ui/login", data={"token": "ry_nope", "csrf": csrf},
+                      follow_redirects=False)  # fmt: skip
     assert bad.status_code == 401
     assert "invalid" in bad.text or "unknown" in bad.text
 
@@ -126,14 +136,14 @@ def test_actions_need_the_csrf_field_and_the_right_user(
     login(client, tokens["alice"])
     forged = client.post(f"/ui/jobs/{job}/cancel", data={}, follow_redirects=False)
     assert forged.status_code == 403
-    done = client.post(f"/ui/jobs/{job}/hold", data={"csrf": csrf_of(tokens["alice"])},
-                       follow_redirects=False)  # fmt: skip
+    csrf = form_csrf(client.get(f"/ui/jobs/{job}").text)
+    done = client.post(f"/ui/jobs/{job}/hold", data={"csrf": csrf}, follow_redirects=False)
     assert done.status_code == 303
     with store.session() as session:
         row = session.get(JobRow, job)
         assert row is not None
         assert row.hold == "user"
-    drain = client.post("/ui/nodes/n01/drain", data={"csrf": csrf_of(tokens["alice"])})
+    drain = client.post("/ui/nodes/n01/drain", data={"csrf": csrf})
     assert drain.status_code == 403  # admins only, as in the API
     with store.session() as session:
         node = session.get(NodeRow, "n01")

@@ -265,3 +265,17 @@ class EventRow(Base):
     job_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
     kind: Mapped[str] = mapped_column(String(32))
     message: Mapped[str] = mapped_column(Text, default="")
+
+
+class UiSession(Base):
+    """A dashboard login: the SHA-256 of a random id (the cookie holds the id), the user and
+    the token it was made from (revoking or deleting either ends it), and its times."""
+
+    __tablename__ = "ui_sessions"
+
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_id: Mapped[int] = mapped_column(ForeignKey("tokens.id", ondelete="CASCADE"), index=True)
+    created_t_s: Mapped[float] = mapped_column(Float)
+    last_seen_t_s: Mapped[float] = mapped_column(Float)
+    expires_t_s: Mapped[float] = mapped_column(Float, index=True)  # absolute limit

@@ -6,22 +6,16 @@ says how many nodes and leaf groups it spans. HTML boxes, not a picture: readabl
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from railyard.control.tables import JobRow, NodeRow
+from railyard.web.assets import hue_class
 from railyard.web.figures import placements
 from railyard.web.page import button, esc
 from railyard.web.session import Viewer
-
-
-def color(job_id: str) -> str:
-    """A stable, distinct color per job."""
-    hue = int(hashlib.sha256(job_id.encode()).hexdigest()[:4], 16) % 360
-    return f"hsl({hue},65%,45%)"
 
 
 def render(session: Session, who: Viewer, focus: str | None) -> str:
@@ -69,7 +63,7 @@ def _node(n: NodeRow, held: dict[int, tuple[str, int]], who: Viewer,
         job_id, owner = job
         dim = " dim" if focus is not None and job_id != focus.id else ""
         if who.admin or owner == who.user.id:
-            gpus.append(f'<span class="gpu{dim}" style="background:{color(job_id)}" '
+            gpus.append(f'<span class="gpu {hue_class(job_id)}{dim}" '
                         f'title="job {esc(job_id)}"></span>')  # fmt: skip
         else:
             gpus.append(f'<span class="gpu other{dim}" title="in use"></span>')

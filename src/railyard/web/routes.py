@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
@@ -20,15 +20,17 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from railyard.control import auth, jobs, logs, nodes, queues
+from railyard.control import jobs, logs, nodes, queues
 from railyard.control.errors import ServiceError
 from railyard.control.metrics import entitlements
 from railyard.control.tables import EventRow, JobRow, JobState, QueueRow, UsageRow, User
 from railyard.sched import SchedulerConfig
-from railyard.web import fabric
+from railyard.web import assets, fabric, login
 from railyard.web import figures as fig
+from railyard.web.headers import SecureRoute
+from railyard.web.login import LOGIN_PATH, form, refused
 from railyard.web.page import button, esc, page, table
-from railyard.web.session import COOKIE, Viewer, csrf_ok, viewer
+from railyard.web.session import COOKIE, Viewer, cross_site, csrf_ok, drop_cookie, viewer
 from railyard.web.whatif import expected_starts
 
 PAGE_ROWS = 50
@@ -36,8 +38,9 @@ STATES = [s.value for s in JobState]
 
 
 def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
-    """The dashboard; `scheduler` is the policy the what-if simulates (the server's)."""
-    r = APIRouter(prefix="/ui", include_in_schema=False)
+    """The dashboard; `scheduler` is the policy the what-if simulates (the server's). Every
+    route is a `SecureRoute`; `GET /` leads to it."""
+    r = APIRouter(prefix="/ui", include_in_schema=False, route_class=SecureRoute)
     policy = scheduler or SchedulerConfig()
 
     def context(request: Request) -> Any:
@@ -52,47 +55,13 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
             with ctx.store.session() as session:
                 who = viewer(request, session, now)
                 if who is None:
-                    return RedirectResponse("/ui/login", status_code=303)
+                    away = RedirectResponse(LOGIN_PATH, status_code=303)
+                    if COOKIE in request.cookies:  # an ended session: forget it
+                        drop_cookie(away, request, COOKIE)
+                    return away
                 return render(request, session, who, now)
 
         return handler
-
-    # -- logging in ---------------------------------------------------------------------------
-
-    @r.get("/login")
-    def login_form() -> HTMLResponse:
-        form = (
-            '<form method="post" action="/ui/login"><label>Token <input type="password" '
-            'name="token" size="60" autofocus></label> <button>Log in</button></form>'
-            '<p class="muted">The token `railyard up` printed, or one from '
-            "`railyard admin tokens create USER`.</p>"
-        )
-        return page("Log in", form, user=None)
-
-    @r.post("/login")
-    async def login(request: Request) -> Response:
-        token = _form(await request.body()).get("token", "").strip()
-        ctx = context(request)
-
-        def check() -> str | None:
-            with ctx.store.session() as session:
-                user, why = auth.identify(session, token, ctx.clock())
-                return None if user is not None else why
-
-        problem = await run_in_threadpool(check) if token else "no token given"
-        if problem is not None:
-            body = f'<p class="err">{esc(problem)}</p><p><a href="/ui/login">Try again</a></p>'
-            return page("Log in", body, user=None, status=401)
-        done = RedirectResponse("/ui/", status_code=303)
-        done.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/ui")
-        return done
-
-    @r.post("/logout")
-    async def logout(request: Request) -> Response:
-        done = RedirectResponse("/ui/login", status_code=303)
-        if csrf_ok(request, _form(await request.body()).get("csrf")):
-            done.delete_cookie(COOKIE, path="/ui")
-        return done
 
     # -- pages --------------------------------------------------------------------------------
 
@@ -138,14 +107,8 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
         if len(found) > PAGE_ROWS:
             args = {k: v for k, v in q.items() if k != "partial"} | {"offset": offset + PAGE_ROWS}
             more = f'<p><a href="/ui/jobs?{esc(urlencode(args))}">older jobs</a></p>'
-        script = (
-            "setInterval(async()=>{const u=new URL(location.href);u.searchParams.set('partial',"
-            "'1');const r=await fetch(u);if(r.ok){document.getElementById('jobs').outerHTML="
-            "(await r.text()).replace(/^[\\s\\S]*?<tbody/,'<tbody').replace(/<\\/tbody>"
-            "[\\s\\S]*$/,'</tbody>');}},2000);"
-        )
         return page("Jobs", filters + tbody + more, user=who.user.name, active="/ui/jobs",
-                    script=script, csrf=who.csrf)  # fmt: skip
+                    csrf=who.csrf)  # fmt: skip
 
     def fabric_page(request: Request, session: Session, who: Viewer, now: float) -> Response:
         focus = request.query_params.get("job") or None
@@ -204,7 +167,7 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
         owner = session.get(User, row.user_id)
         detail = _job_detail(session, row, owner, who, now)
         return page(f"Job {job_id}", detail, user=who.user.name, active="/ui/jobs",
-                    script=_LOG_JS, csrf=who.csrf)  # fmt: skip
+                    csrf=who.csrf)  # fmt: skip
 
     for path, render in (("/", overview), ("/jobs", jobs_page), ("/fabric", fabric_page),
                          ("/queues", queues_page), ("/queues/whatif", whatif_page),
@@ -237,20 +200,19 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
     def action(name: str, apply: Callable[[Session, Viewer, str, float, dict[str, str]], str]
                ) -> None:  # fmt: skip
         async def handler(request: Request) -> Response:
-            form = _form(await request.body())
+            fields = form(await request.body())
             target = request.path_params["target"]
             ctx = context(request)
-            if not csrf_ok(request, form.get("csrf")):
-                return page("Refused", "<p>The form is stale or forged (CSRF); reload the page."
-                            "</p>", user=None, status=403)  # fmt: skip
+            if cross_site(request) is not None or not csrf_ok(request, fields.get("csrf")):
+                return refused("the form is stale or forged (CSRF); reload the page")
 
             def run() -> tuple[int, str]:
                 with ctx.store.session() as session:
                     who = viewer(request, session, ctx.clock())
                     if who is None:
-                        return 401, "/ui/login"
+                        return 401, LOGIN_PATH
                     try:
-                        return 303, apply(session, who, target, ctx.clock(), form)
+                        return 303, apply(session, who, target, ctx.clock(), fields)
                     except ServiceError as exc:
                         return 409 if "admin" not in str(exc) else 403, str(exc)
 
@@ -260,7 +222,7 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
                 return RedirectResponse(where, status_code=303)
             if status == 401:
                 return RedirectResponse(where, status_code=303)
-            return page("Refused", f'<p class="err">{esc(where)}</p>', user=None, status=status)
+            return refused(where, status)
 
         r.add_api_route(f"/{name}", handler, methods=["POST"])
 
@@ -288,25 +250,33 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
                         ("jobs/{target}/release", release), ("nodes/{target}/drain", drain),
                         ("nodes/{target}/resume", resume)):  # fmt: skip
         action(name, apply)
-    return r
+
+    @r.get("/static/{name}")
+    def static(name: str) -> Response:
+        found = assets.serve(name)
+        return found if found is not None else _missing()
+
+    @r.api_route("/{rest:path}", methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"])
+    def missing() -> Response:
+        return _missing()
+
+    top = APIRouter(include_in_schema=False, route_class=SecureRoute)
+
+    @top.get("/")
+    @top.get("/ui")
+    def home() -> Response:
+        return RedirectResponse("/ui/", status_code=307)
+
+    top.include_router(login.router())
+    top.include_router(r)  # last: its catch-all answers 404 for any other /ui path
+    return top
 
 
 # -- helpers ------------------------------------------------------------------------------------
 
-_LOG_JS = """
-let offset=0;const pre=document.getElementById('log');
-async function tail(){const rank=document.getElementById('rank').value;
-const r=await fetch(location.pathname+'/log?rank='+rank+'&offset='+offset);
-if(!r.ok){pre.textContent+='\\n['+r.status+']';return;}const d=await r.json();
-if(d.text){pre.textContent+=d.text;pre.scrollTop=pre.scrollHeight;}offset=d.offset;
-if(!d.finished)setTimeout(tail,1000);}
-document.getElementById('rank').addEventListener('change',()=>{offset=0;pre.textContent='';
-tail();});tail();
-"""
 
-
-def _form(body: bytes) -> dict[str, str]:
-    return {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
+def _missing() -> HTMLResponse:
+    return page("Not found", "<p>No such page.</p>", user=None, status=404)
 
 
 def _n(value: int | float) -> str:
