@@ -9,7 +9,7 @@ from collections import defaultdict
 
 from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session, aliased
-from sqlalchemy.sql.selectable import ScalarSelect
+from sqlalchemy.sql.selectable import ScalarSelect, Select
 
 from railyard.control.auth import is_valid, issue_token
 from railyard.control.effects import record
@@ -74,9 +74,12 @@ def _lock_admins(session: Session) -> None:
 
 def _other_admins(user: User) -> ScalarSelect[int]:
     """A count of the admins other than ``user``, evaluated inside the statement that uses it."""
+    return _count_other_admins(user).scalar_subquery()
+
+
+def _count_other_admins(user: User) -> Select[int]:
     other = aliased(User)
-    stmt = select(func.count()).select_from(other).where(other.is_admin, other.id != user.id)
-    return stmt.scalar_subquery()
+    return select(func.count()).select_from(other).where(other.is_admin, other.id != user.id)
 
 
 def _demote(session: Session, user: User) -> None:
@@ -102,6 +105,8 @@ def delete_user(session: Session, actor: User, name: str, now_t_s: float) -> Use
     never a user with jobs in the store (their history names them: 409)."""
     require_admin(actor)
     user = user_by_name(session, name)
+    if user.is_admin and not session.scalar(_count_other_admins(user)):  # the clearer refusal first
+        raise Conflict(f"user {name!r} is the last admin", hint=_LAST_ADMIN_HINT)
     if session.scalars(select(JobRow.id).where(JobRow.user_id == user.id).limit(1)).first():
         raise Conflict(
             f"user {name!r} has jobs in the store",
