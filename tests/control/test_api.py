@@ -53,6 +53,9 @@ def api(store: Store, tokens: dict[str, str], tmp_path: Path) -> Api:
 
 
 def test_submit_list_show_cancel(api: Api) -> None:
+    raised = api.as_["root"].patch("/v1/queues/default", json={"max_priority": "high"})
+    assert raised.status_code == 200  # a plain member asks at most the queue's bound
+    api.wakes = 0
     [job] = api.submit("alice", name="llm", gpus=4, time="1:00:00", priority="high")
     assert api.wakes == 1
     assert job["id"] == "1"

@@ -5,6 +5,7 @@ admin token works (run it as the server's Unix account, which can open the store
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from railyard.cli.args import (
     subcommands,
 )
 from railyard.cli.text import table
-from railyard.control.values import parse_walltime
+from railyard.control.values import parse_priority, parse_walltime
 
 
 def _quota(items: list[str] | None, option: str) -> dict[str, int]:
@@ -80,6 +81,19 @@ def _users_update_args(p: Parser) -> None:
     json_flag(p)
 
 
+def users_remove(args: argparse.Namespace) -> None:
+    """Remove a user with their tokens and queue memberships (never the last admin, never a
+    user whose jobs are in the store)."""
+    with connect() as client:
+        user = client.delete_user(args.name)
+    emit_json(user) if args.json else print(f"user {user['name']} removed")
+
+
+def _users_remove_args(p: Parser) -> None:
+    p.add_argument("name", metavar="USER")
+    json_flag(p)
+
+
 def users_list(args: argparse.Namespace) -> None:
     """Users, their Unix accounts, whether they are admins, and their queues."""
     with connect() as client:
@@ -109,15 +123,22 @@ def parse_lifetime(text: str) -> float:
 
 
 def _local_token(
-    user: str, label: str, expires_in_s: float | None, state_dir: Path | None, url: str | None
-) -> tuple[int, str, float | None]:
-    """(id, plaintext, expiry) of a token written straight into the store."""
+    user: str,
+    label: str,
+    expires_in_s: float | None,
+    state_dir: Path | None,
+    url: str | None,
+    *,
+    make_admin: bool = False,
+) -> tuple[int, str, float | None, str | None]:
+    """(id, plaintext, expiry, what was done to the user) of a token written straight into
+    the store; with ``make_admin`` the user is made (or created as) an admin first."""
     # Only this recovery path opens the store from the CLI: import it here, not for every
     # `railyard admin` call.
     from railyard.control.errors import ServiceError
     from railyard.control.paths import database_path, default_state_dir
     from railyard.control.store import Store, sqlite_url
-    from railyard.control.users import create_token_locally
+    from railyard.control.users import create_token_locally, restore_admin_locally
 
     if url is None:
         db = database_path(state_dir or default_state_dir())
@@ -132,8 +153,9 @@ def _local_token(
         fail(f"cannot open the store: {str(exc).splitlines()[0]}")
     try:
         with store.session() as session:
+            done = restore_admin_locally(session, user, now) if make_admin else None
             token, plaintext = create_token_locally(session, user, label, now, expires_t_s=expires)
-            return token.id, plaintext, token.expires_t_s
+            return token.id, plaintext, token.expires_t_s, done
     except ServiceError as exc:
         fail(exc.line())
     finally:
@@ -144,22 +166,34 @@ def tokens_create(args: argparse.Namespace) -> None:
     """Create a token for USER; it is printed once and stored only as a hash.
 
     With --local the token is written straight into the store, without the API: the way
-    back in when no admin token works. Run it as the server's Unix account.
+    back in when no admin token works. Run it as the server's Unix account. --local --admin
+    also makes USER an admin (creating the user if missing): the way back when no admin is
+    left.
     """
     expires_in_s = parse_lifetime(args.expires) if args.expires is not None else None
     user_arg = args.user_flag or args.user
     if args.local:
         user = user_arg or "admin"
-        token_id, plaintext, expiry = _local_token(
-            user, args.label or "local recovery", expires_in_s, args.state_dir, args.database_url
+        token_id, plaintext, expiry, done = _local_token(
+            user,
+            args.label or "local recovery",
+            expires_in_s,
+            args.state_dir,
+            args.database_url,
+            make_admin=args.admin,
         )
+        if done is not None:
+            print(f"railyard: {done}", file=sys.stderr)
         if args.json:
-            emit_json({"id": token_id, "user": user, "token": plaintext, "expires_t_s": expiry})
+            emit_json({"id": token_id, "user": user, "token": plaintext, "expires_t_s": expiry,
+                       "admin": done})  # fmt: skip
         else:
             print(plaintext)
         return
     if args.state_dir is not None or args.database_url is not None:
         fail("--state-dir and --database-url go with --local")
+    if args.admin:
+        fail("--admin goes with --local (hint: through the API: admin users update USER --admin)")
     if user_arg is None:
         fail("USER: missing (hint: railyard admin tokens create USER)")
     with connect() as client:
@@ -179,6 +213,12 @@ def _tokens_create_args(p: Parser) -> None:
         action="store_true",
         help="write the token straight into the store, without the API: recovery when no "
         "admin token works (run as the server's user)",
+    )
+    p.add_argument(
+        "--admin",
+        action="store_true",
+        help="with --local: make USER an admin (create it if missing), e.g. after the last "
+        "admin lost the flag",
     )
     p.add_argument("--state-dir", type=Path, help="with --local: the server's state directory")
     p.add_argument("--database-url", help="with --local: the server's --database-url")
@@ -245,6 +285,12 @@ def _limit_args(p: Parser) -> None:
         "--max-min-runtime", help=f"bound on a job's protection from preemption ({times})"
     )
     p.add_argument("--max-grace", help=f"bound on a job's checkpoint grace ({times})")
+    p.add_argument(
+        "--max-priority",
+        metavar="PRIORITY",
+        help="the most priority a plain member may ask (admins any): an integer or "
+        "low|normal|high|critical (default normal)",
+    )
 
 
 def _limits(args: argparse.Namespace) -> dict[str, Any]:
@@ -253,6 +299,11 @@ def _limits(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if args.priority_preemption is not None:
         out["priority_preemption"] = args.priority_preemption
+    if args.max_priority is not None:
+        try:
+            out["max_priority"] = parse_priority(args.max_priority)
+        except ValueError as exc:
+            fail(f"--max-priority: {exc}")
     for key, value, option in (
         ("default_time_s", args.default_time, "--default-time"),
         ("max_time_s", args.max_time, "--max-time"),
@@ -374,6 +425,7 @@ def _users_args(p: Parser) -> None:
         p,
         Command("add", users_add, _users_add_args),
         Command("update", users_update, _users_update_args),
+        Command("remove", users_remove, _users_remove_args),
         Command("list", users_list, json_flag),
     )
 

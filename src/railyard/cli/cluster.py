@@ -6,6 +6,7 @@ import argparse
 
 from railyard.cli.args import Command, Parser, connect, emit_json, json_flag, subcommands
 from railyard.cli.text import table
+from railyard.control.values import PRIORITY_CLASSES
 
 
 def nodes(args: argparse.Namespace) -> None:
@@ -61,6 +62,11 @@ def _per_flavor(values: dict[str, int]) -> str:
     return " ".join(f"{f}={n}" for f, n in sorted(values.items())) or "-"
 
 
+def _priority(value: int) -> str:
+    """A class's name (``normal``), else the number."""
+    return next((n for n, v in PRIORITY_CLASSES.items() if v == value), str(value))
+
+
 def queues(args: argparse.Namespace) -> None:
     """Queues: quota per flavor, GPUs in use and borrowed, fair-share usage."""
     with connect() as client:
@@ -69,7 +75,7 @@ def queues(args: argparse.Namespace) -> None:
         emit_json(rows)
         return
     headers = ("QUEUE", "PARENT", "WEIGHT", "NOMINAL", "IN USE", "BORROWED", "USAGE GPU-h",
-               "PENDING", "RUNNING", "MEMBERS")  # fmt: skip
+               "PENDING", "RUNNING", "MAX PRIO", "MEMBERS")  # fmt: skip
     body = [
         [
             q["name"],
@@ -81,6 +87,7 @@ def queues(args: argparse.Namespace) -> None:
             f"{q['usage_gpu_s'] / 3600:,.1f}",
             str(q["pending_jobs"]),
             str(q["running_jobs"]),
+            _priority(q.get("max_priority", PRIORITY_CLASSES["normal"])),
             ",".join(q["members"]),
         ]
         for q in rows

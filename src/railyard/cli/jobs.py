@@ -40,6 +40,7 @@ OPTION_HELP = {
     "--partition": "the same as --queue",
     "--priority": "an integer or low|normal|high|critical",
     "--qos": "low|normal|high|critical",
+    "--nice": "lower the priority by N (Slurm's --nice; below 0: admins only)",
     "--time": "walltime: MM, HH:MM:SS, D-HH:MM:SS ...",
     "--preemptible": "may be preempted by higher priorities",
     "--array": "array tasks, e.g. 0-9%2",

@@ -391,6 +391,12 @@ def update_user(
     return s.UserOut.model_validate(_fields(changed))
 
 
+@v1.delete("/users/{name}")
+def delete_user(name: str, session: SessionDep, user: CurrentUser, ctx: ContextDep) -> s.UserOut:
+    """Remove a user (their tokens and memberships go with them); never the last admin."""
+    return s.UserOut.model_validate(_fields(users.delete_user(session, user, name, ctx.clock())))
+
+
 def _token_out(token: Any, user: str) -> dict[str, Any]:
     return {**_fields(token), "user": user}
 

@@ -286,6 +286,9 @@ class Client:
     def update_user(self, name: str, changes: dict[str, Any]) -> wire.User:
         return cast(wire.User, self._call("PATCH", _path("v1", "users", name), body=changes))
 
+    def delete_user(self, name: str) -> wire.User:
+        return cast(wire.User, self._call("DELETE", _path("v1", "users", name)))
+
     def tokens(self) -> list[wire.Token]:
         return cast(list[wire.Token], self._call("GET", "/v1/tokens"))
 

@@ -21,6 +21,7 @@ from railyard.control.effects import record, request_wake
 from railyard.control.errors import Conflict, Forbidden, Invalid, NotFound
 from railyard.control.jobspec import Shape, match_gpu_type
 from railyard.control.paths import default_output, script_path
+from railyard.control.priority import job_priority
 from railyard.control.queues import member_queues, parent_map, path
 from railyard.control.schemas import JobSubmit
 from railyard.control.tables import (
@@ -299,6 +300,7 @@ def submit(
         grace_s = spec.checkpoint_grace_s
     indices, max_running = parse_array(spec.array) if spec.array else (None, None)
     _check_bounds(session, spec.queue, spec.min_runtime_s, grace_s)
+    priority = job_priority(session, user, spec)
     topology = (
         TopologyRequirement(Level.parse(level), TopologyMode(mode)) if level and mode else None
     )
@@ -356,7 +358,8 @@ def submit(
             output=output,
             error=spec.error,
             dependency=spec.dependency,
-            priority=spec.priority_value(),
+            priority=priority,
+            nice=spec.nice,
             preemptible=spec.preemptible,
             walltime_s=spec.walltime_s(),
             topology_level=level,

@@ -181,6 +181,7 @@ def list_queues(session: Session, actor: User) -> list[QueueOut]:
             max_time_s=r.max_time_s,
             max_min_runtime_s=r.max_min_runtime_s,
             max_checkpoint_grace_s=r.max_checkpoint_grace_s,
+            max_priority=r.max_priority,
             members=members[r.name],
             used_gpus=dict(used[r.name]),
             borrowed_gpus={

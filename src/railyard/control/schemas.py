@@ -13,7 +13,14 @@ from __future__ import annotations
 import difflib
 from typing import TYPE_CHECKING, Annotated, Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from railyard.control.bounds import (
     INT32_MAX,
@@ -53,7 +60,7 @@ from railyard.control.limits import (
     Workdir,
     utf8_len,
 )
-from railyard.control.tables import JobState
+from railyard.control.tables import DEFAULT_MAX_PRIORITY, JobState
 from railyard.control.values import (
     parse_array,
     parse_priority,
@@ -65,6 +72,18 @@ from railyard.sched.model import NodeState, PriorityClass
 
 if TYPE_CHECKING:
     from railyard.control.tables import JobRow
+
+
+def _priority_in(value: object) -> object:
+    """A class name or an integer to the integer (other types fail pydantic's int check)."""
+    if isinstance(value, int | str) and not isinstance(value, bool):
+        return parse_priority(value)
+    return value
+
+
+Priority = Annotated[int, BeforeValidator(_priority_in), Field(ge=0, le=INT32_MAX)]
+"""A priority as ``--priority`` spells it (an integer or low|normal|high|critical), stored as
+the integer."""
 
 
 class Request(BaseModel):
@@ -104,6 +123,12 @@ class JobSubmit(Request):
     flavor: Flavor | None = None
     priority: int | Short | None = Field(
         None, description=f"0..{INT32_MAX}, or low|normal|high|critical"
+    )
+    nice: int = Field(
+        0,
+        ge=-INT32_MAX,
+        le=INT32_MAX,
+        description="lowers the priority by this much (Slurm's --nice; below 0: admins only)",
     )
     time: Short | int | None = None
     preemptible: bool = False
@@ -296,6 +321,7 @@ class JobOut(Response):
     mem_per_node_mb: int = 0
     limits: str | None = None
     priority: int
+    nice: int = 0
     preemptible: bool
     placement: dict[str, list[int]] | None
     command: list[str]
@@ -346,6 +372,7 @@ class JobOut(Response):
             mem_per_node_mb=row.mem_per_node_mb,
             limits=str(limits) if limits else None,
             priority=row.priority,
+            nice=row.nice,
             preemptible=row.preemptible,
             placement=row.placement,
             command=row.command,
@@ -424,6 +451,11 @@ class QueueCreate(Request):
     max_checkpoint_grace_s: float | None = Field(
         None, ge=0, le=MAX_GRACE_S, description="bound on the checkpoint grace its jobs claim"
     )
+    max_priority: Priority = Field(
+        DEFAULT_MAX_PRIORITY,
+        description="the most priority a plain member may ask (admins any): an integer or "
+        "low|normal|high|critical; default normal, the class a job gets by default",
+    )
 
 
 class QueueUpdate(Request):
@@ -440,6 +472,7 @@ class QueueUpdate(Request):
     max_time_s: float | None = Field(None, gt=0, le=MAX_WALLTIME_S)
     max_min_runtime_s: float | None = Field(None, ge=0, le=MAX_WALLTIME_S)
     max_checkpoint_grace_s: float | None = Field(None, ge=0, le=MAX_GRACE_S)
+    max_priority: Priority | None = None
 
 
 class QueueOut(Response):
@@ -454,6 +487,7 @@ class QueueOut(Response):
     max_time_s: float | None = None
     max_min_runtime_s: float | None = None
     max_checkpoint_grace_s: float | None = None
+    max_priority: int = DEFAULT_MAX_PRIORITY
     members: list[str]
     used_gpus: dict[str, int]
     borrowed_gpus: dict[str, int]

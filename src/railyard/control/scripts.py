@@ -23,6 +23,7 @@ from typing import Any
 from railyard.control.jobspec import parse_dependency, parse_mem
 from railyard.control.values import (
     parse_array,
+    parse_nice,
     parse_priority,
     parse_signal,
     parse_topology,
@@ -119,6 +120,13 @@ def _checked(parse: Callable[[str], object]) -> Callable[[str], str]:
     return check
 
 
+def _nice(value: str) -> int:
+    try:
+        return parse_nice(value)
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+
+
 def check_export(value: str) -> str:
     """Slurm's ``--export`` syntax: ``ALL``, ``NONE``, or ``[ALL,]NAME[=VALUE],...``."""
     items = [i.strip() for i in value.split(",")]
@@ -170,6 +178,7 @@ _OPTIONS: dict[str, Option] = {
     "--partition": Option("queue"),
     "--priority": Option("priority", _checked(parse_priority)),
     "--qos": Option("priority", _checked(parse_priority)),
+    "--nice": Option("nice", _nice),
     "--time": Option("time", _checked(parse_walltime)),
     "--preemptible": Option("preemptible", None),
     "--exclusive": Option(

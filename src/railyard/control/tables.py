@@ -14,6 +14,8 @@ from typing import Any
 from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from railyard.control.values import PRIORITY_CLASSES
+
 
 class Base(DeclarativeBase):
     pass
@@ -54,6 +56,9 @@ ACTIVE_STATES = tuple(s.value for s in JobState if not s.finished)
 # JobRow.hold -> Slurm's reason for a held job (an admin's hold only an admin releases)
 HOLD_REASONS = {"user": "JobHeldUser", "admin": "JobHeldAdmin"}
 HOLDING_STATES = tuple(s.value for s in JobState if s.holds_gpus)
+# a queue's bound on its members' priority unless an admin sets one: the class a job gets by
+# default, so a plain member may not go above what every job asks
+DEFAULT_MAX_PRIORITY = PRIORITY_CLASSES["normal"]
 
 
 def _same_as_name(context: Any) -> str:
@@ -103,6 +108,10 @@ class QueueRow(Base):
     max_time_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     max_min_runtime_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     max_checkpoint_grace_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # the most priority a plain member may ask (admins any)
+    max_priority: Mapped[int] = mapped_column(
+        Integer, default=DEFAULT_MAX_PRIORITY, server_default=str(DEFAULT_MAX_PRIORITY)
+    )
     created_t_s: Mapped[float] = mapped_column(Float)
 
 
@@ -154,7 +163,8 @@ class JobRow(Base):
     flavor: Mapped[str] = mapped_column(String(64))
     workers: Mapped[int] = mapped_column(Integer, default=1)
     gpus_per_worker: Mapped[int] = mapped_column(Integer, default=1)
-    priority: Mapped[int] = mapped_column(Integer, default=0)
+    priority: Mapped[int] = mapped_column(Integer, default=0)  # after nice
+    nice: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # Slurm's --nice
     preemptible: Mapped[bool] = mapped_column(Boolean, default=False)
     walltime_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     topology_level: Mapped[str | None] = mapped_column(String(32), nullable=True)

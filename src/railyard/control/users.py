@@ -7,14 +7,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy.orm import Session, aliased
+from sqlalchemy.sql.selectable import ScalarSelect, Select
 
 from railyard.control.auth import is_valid, issue_token
 from railyard.control.effects import record
 from railyard.control.errors import Conflict, Forbidden, NotFound
 from railyard.control.schemas import TokenCreate, UserCreate, UserUpdate
-from railyard.control.tables import QueueMember, Token, User
+from railyard.control.tables import JobRow, QueueMember, Token, User
 
 
 def require_admin(actor: User) -> None:
@@ -52,9 +53,74 @@ def update_user(session: Session, actor: User, name: str, spec: UserUpdate, now_
         user.unix_user = spec.unix_user
     if spec.is_admin is not None and spec.is_admin != user.is_admin:
         changes.append(f"admin {user.is_admin} -> {spec.is_admin}")
-        user.is_admin = spec.is_admin
+        if spec.is_admin:
+            user.is_admin = True
+        else:
+            _demote(session, user)
     if changes:
         record(session, now_t_s, "user", f"{actor.name} changed {name}: {'; '.join(changes)}", None)
+    return user
+
+
+_LAST_ADMIN_HINT = "make another user an admin first (railyard admin users update USER --admin)"
+
+
+def _lock_admins(session: Session) -> None:
+    """Lock every admin's row (PostgreSQL; SQLite's write lock is the statement's own), in id
+    order, so two admins demoting each other run one after the other and the second sees the
+    first's change."""
+    session.execute(select(User.id).where(User.is_admin).order_by(User.id).with_for_update())
+
+
+def _other_admins(user: User) -> ScalarSelect[int]:
+    """A count of the admins other than ``user``, evaluated inside the statement that uses it."""
+    return _count_other_admins(user).scalar_subquery()
+
+
+def _count_other_admins(user: User) -> Select[int]:
+    other = aliased(User)
+    return select(func.count()).select_from(other).where(other.is_admin, other.id != user.id)
+
+
+def _demote(session: Session, user: User) -> None:
+    """Compare-and-set: take ``user``'s admin flag only while another admin stays (409
+    otherwise), in one statement, so no interleaving of demotions leaves no admin."""
+    _lock_admins(session)
+    stmt = (
+        update(User)
+        .where(User.id == user.id, User.is_admin, _other_admins(user) > 0)
+        .values(is_admin=False)
+        .returning(User.id)
+        .execution_options(synchronize_session=False)
+    )
+    if session.scalars(stmt).first() is None:
+        session.refresh(user)
+        if user.is_admin:
+            raise Conflict(f"user {user.name!r} is the last admin", hint=_LAST_ADMIN_HINT)
+    session.refresh(user)
+
+
+def delete_user(session: Session, actor: User, name: str, now_t_s: float) -> User:
+    """Remove a user with their tokens and queue memberships; never the last admin (409), and
+    never a user with jobs in the store (their history names them: 409)."""
+    require_admin(actor)
+    user = user_by_name(session, name)
+    if user.is_admin and not session.scalar(_count_other_admins(user)):  # the clearer refusal first
+        raise Conflict(f"user {name!r} is the last admin", hint=_LAST_ADMIN_HINT)
+    if session.scalars(select(JobRow.id).where(JobRow.user_id == user.id).limit(1)).first():
+        raise Conflict(
+            f"user {name!r} has jobs in the store",
+            hint="revoke their tokens and remove them from their queues instead",
+        )
+    _lock_admins(session)
+    stmt = delete(User).where(
+        User.id == user.id, or_(User.is_admin.is_(False), _other_admins(user) > 0)
+    )
+    deleted = session.execute(stmt.returning(User.id).execution_options(synchronize_session=False))
+    if deleted.first() is None:
+        raise Conflict(f"user {name!r} is the last admin", hint=_LAST_ADMIN_HINT)
+    session.expunge(user)
+    record(session, now_t_s, "user", f"{actor.name} removed user {name}", None)
     return user
 
 
@@ -102,6 +168,24 @@ def create_token_locally(
     token, plaintext = issue_token(session, user, label, now_t_s, expires_t_s=expires_t_s)
     record(session, now_t_s, "token", f"token {token.id} for {name} created locally", None)
     return token, plaintext
+
+
+def restore_admin_locally(session: Session, name: str, now_t_s: float) -> str:
+    """Make ``name`` an admin, creating the user (Unix account: the same name) if missing: the
+    way back when no admin is left. Only for someone who can open the store directly (root on
+    the server's machine); no API permission applies. Returns what it did, in words."""
+    user = session.scalars(select(User).where(User.name == name)).one_or_none()
+    if user is None:
+        session.add(User(name=name, is_admin=True, unix_user=name, created_t_s=now_t_s))
+        session.flush()
+        done = f"created admin {name!r} (Unix account {name})"
+    elif user.is_admin:
+        done = f"{name!r} is already an admin"
+    else:
+        user.is_admin = True
+        done = f"made {name!r} an admin again"
+    record(session, now_t_s, "user", f"{done}, locally", None)
+    return done
 
 
 def list_tokens(session: Session, actor: User) -> list[tuple[Token, str]]:

@@ -134,6 +134,24 @@ def parse_priority(value: int | str) -> int:
     return PRIORITY_CLASSES[text.lower()]
 
 
+def priority_label(value: int) -> str:
+    """How a priority is named in a refusal: ``'normal' (500)`` for a class, else the number."""
+    names = [n for n, v in PRIORITY_CLASSES.items() if v == value]
+    return f"'{names[0]}' ({value})" if names else str(value)
+
+
+def parse_nice(value: int | str) -> int:
+    """Slurm's ``--nice`` adjustment: an integer, negative only for admins (checked at submit)."""
+    text = str(value).strip()
+    try:
+        out = int(text)
+    except ValueError:
+        raise ValueError(f"bad nice {text[:MAX_SHORT]!r} (hint: an integer, e.g. 100)") from None
+    if not -INT32_MAX <= out <= INT32_MAX:
+        raise ValueError(f"nice must be -{INT32_MAX}..{INT32_MAX}")
+    return out
+
+
 def parse_topology(value: str) -> tuple[str, str]:
     """``leaf-group`` (required), ``required:leaf-group`` or ``preferred:scalable-unit``."""
     mode, _, level = value.strip().rpartition(":")

@@ -119,6 +119,7 @@ class Queue(TypedDict):
     borrowing_limit_gpus: dict[str, int]
     lending_limit_gpus: dict[str, int]
     weight: float
+    max_priority: int
     members: list[str]
     used_gpus: dict[str, int]
     borrowed_gpus: dict[str, int]
