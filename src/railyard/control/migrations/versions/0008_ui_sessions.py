@@ -1,7 +1,7 @@
 """dashboard sessions (ui_sessions): a random id's hash mapped to its user and token
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0007
 Create Date: 2026-11-26
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0008"
-down_revision = "0006"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 
