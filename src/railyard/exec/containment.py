@@ -11,7 +11,7 @@ way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,9 +67,9 @@ class Containment:
             devices_line=devices_line,
         )
 
-    def signal(self, step: str, sig: int) -> None:
-        """``sig`` to every tracked process of the step, detached ones included."""
-        self.tracking.signal(step, sig)
+    def signal(self, step: str, sig: int, skip_pgids: Collection[int] = ()) -> None:
+        """``sig`` to every tracked process of the step outside ``skip_pgids``."""
+        self.tracking.signal(step, sig, skip_pgids)
 
     def kill(self, step: str) -> None:
         """SIGKILL every tracked process of the step (the groups stay until :meth:`end`)."""

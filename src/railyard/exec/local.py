@@ -428,7 +428,8 @@ class LocalExecutor:
         self._signal_live(job, signal.SIGTERM)
         step = self._step(job.handle)
         if step is not None:  # a detached process gets its grace too, as in Slurm
-            self.containment.signal(step, signal.SIGTERM)
+            pgids = {rank.handle.pgid for rank in job.ranks}
+            self.containment.signal(step, signal.SIGTERM, skip_pgids=pgids)
         job.stage = Stage.TERMINATING
         job.deadline = self._clock() + self.term_grace_s
 

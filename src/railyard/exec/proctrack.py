@@ -30,6 +30,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,11 +88,13 @@ class Tracking:
         group = self.group(step)
         return [] if group is None else procs(group)
 
-    def signal(self, step: str, sig: int) -> None:
-        """Send ``sig`` to every process of the step (detached ones too)."""
+    def signal(self, step: str, sig: int, skip_pgids: Collection[int] = ()) -> None:
+        """Send ``sig`` to every process of the step outside ``skip_pgids`` (the groups the
+        caller signalled already: a handler must not run twice)."""
         for pid in self.pids(step):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, sig)
+            if _pgid(pid) not in skip_pgids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
 
     def kill(self, step: str, timeout_s: float = KILL_TIMEOUT_S) -> bool:
         """SIGKILL every process of the step; True once the group is empty (or absent)."""
@@ -114,6 +117,14 @@ class Tracking:
                 except OSError:
                     return False
         return True
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2 :].split()[2])
 
 
 def procs(group: Path) -> list[int]:
