@@ -191,3 +191,20 @@ def test_the_subreaper_fallback_kills_what_the_command_left(
     assert wait_report(executor, "job").outcome == Outcome.COMPLETED
     daemon = int(pid_file.read_text())
     wait_for(lambda: not Path(f"/proc/{daemon}").exists(), 10)
+
+
+def test_old_empty_step_groups_are_swept(tmp_path: Path) -> None:
+    """Groups left by jobs ended behind a server's back go at the next start; a young one
+    (maybe another server's start in flight) and one with processes stay. Plain directories
+    stand in for cgroups here (a mock)."""
+    tracking, dev = tmp_path / "tracking", tmp_path / "devices"
+    for parent in (tracking, dev):
+        (parent / "old").mkdir(parents=True)
+        (parent / "young").mkdir()
+        (parent / "busy").mkdir()
+        (parent / "busy" / "cgroup.procs").write_text("4242\n")
+        for name in ("old", "busy"):
+            os.utime(parent / name, (0, 0))
+    containment = Containment(Tracking("cgroup2", tracking), Confinement(dev))
+    assert containment.sweep() == [str(tracking / "old"), str(dev / "old")]
+    assert sorted(p.name for p in tracking.iterdir()) == ["busy", "young"]

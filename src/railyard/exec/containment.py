@@ -11,12 +11,14 @@ way.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from railyard.exec import cgroup, devices, proctrack
 
+STALE_AFTER_S = 600.0  # an empty step group this old is no start in flight
 RETRY_TIMEOUT_S = 0.05  # the loop's thread must not wait long on a stuck process
 
 
@@ -85,6 +87,24 @@ class Containment:
         cgroup.remove(self.limits_root / cgroup.PARENT / step)
         self.leftover.discard(step)
         return True
+
+    def sweep(self, min_age_s: float = STALE_AFTER_S) -> list[str]:
+        """Remove empty step groups older than ``min_age_s``: left by a server whose jobs were
+        ended behind its back (killed with it, then killed by hand). A young empty group may
+        be a start in flight of another server on this machine, so it stays."""
+        removed = []
+        now = time.time()
+        for parent in (self.tracking.parent, self.confinement.parent):
+            for group in parent.iterdir() if parent is not None else ():
+                try:
+                    if not group.is_dir() or now - group.stat().st_mtime < min_age_s:
+                        continue
+                    if not proctrack.procs(group):
+                        group.rmdir()
+                        removed.append(str(group))
+                except OSError:  # busy, or gone meanwhile
+                    continue
+        return removed
 
     def retry(self) -> None:
         """End the steps an earlier :meth:`end` could not (a process stuck in the kernel)."""

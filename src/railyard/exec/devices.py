@@ -18,6 +18,7 @@ Kernel reference: https://docs.kernel.org/admin-guide/cgroup-v1/devices.html
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,4 +96,6 @@ def choose(root: Path = DEVICES) -> Confinement:
         parent.mkdir(exist_ok=True)
     except OSError as exc:
         return Confinement(None, f"cannot make {parent}: {exc.strerror or exc}")
+    if not os.access(parent, os.W_OK):  # made by root earlier; this server is not root
+        return Confinement(None, f"{parent} is not writable by this server")
     return Confinement(parent)

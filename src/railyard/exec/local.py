@@ -109,6 +109,7 @@ class LocalExecutor:
         self.gpus = resolve_gpus(gpus)
         self.gpu_minors = gpu_minors(self.gpus)
         self.containment = containment if containment is not None else Containment()
+        self.containment.sweep()
         self.term_grace_s = term_grace_s
         self._clock = clock
         self._jobs: dict[str, JobState] = {}

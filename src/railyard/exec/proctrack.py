@@ -178,6 +178,8 @@ def _try_parent(root: Path, probe: str) -> tuple[Path | None, str]:
         return None, f"cannot make {parent}: {exc.strerror or exc}"
     if not (parent / probe).exists():
         return None, f"{parent} has no {probe}"
+    if not os.access(parent, os.W_OK):  # made by root earlier; this server is not root
+        return None, f"{parent} is not writable by this server"
     return parent, ""
 
 
