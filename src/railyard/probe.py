@@ -108,6 +108,28 @@ def resolve_gpus(declared: int | None, nvml: ModuleType | None = None) -> int:
     return len(detect_gpus(nvml))
 
 
+def gpu_minors(count: int, nvml: ModuleType | None = None) -> list[int]:
+    """The device minor (``/dev/nvidia<minor>``) of GPU index 0..count-1: NVML's where it
+    knows the GPU (minors need not follow indices), else the index (virtual GPUs)."""
+    minors = list(range(count))
+    lib = nvml if nvml is not None else _pynvml
+    if lib is None or count == 0:
+        return minors
+    try:
+        lib.nvmlInit()
+    except Exception:  # NVMLError_LibraryNotFound, _DriverNotLoaded, ...
+        return minors
+    try:
+        for index in range(min(count, int(lib.nvmlDeviceGetCount()))):
+            dev = lib.nvmlDeviceGetHandleByIndex(index)
+            minors[index] = int(lib.nvmlDeviceGetMinorNumber(dev))
+    except Exception:  # an NVMLError: keep the indices
+        return list(range(count))
+    finally:
+        lib.nvmlShutdown()
+    return minors
+
+
 @dataclass(frozen=True)
 class GpuReading:
     """One GPU's live figures, in dcgm-exporter's units (MiB, W, C, MHz, %); a figure this

@@ -14,6 +14,7 @@ from exec_helpers import MakeExecutor, logs, py, spec, wait_report
 
 from railyard.exec import Outcome
 from railyard.exec.cgroup import CGROUP_ROOT, Limits, prepare, unavailable
+from railyard.exec.proctrack import step_name
 
 
 def fake_root(tmp_path: Path, controllers: str = "cpuset cpu io memory pids") -> Path:
@@ -65,4 +66,5 @@ def test_the_job_header_says_whether_limits_hold(
         assert handle.limits == expected
         assert f"==== limits: {expected}\n" in logs(tmp_path)
     else:  # a machine with writable cgroup v2: the job ran inside its group
-        assert handle.limits.endswith(f"(cgroup v2 {CGROUP_ROOT}/railyard/job_job)")
+        step = step_name("job", 0, tmp_path / "logs" / "job")  # the step's records directory
+        assert handle.limits.endswith(f"(cgroup v2 {CGROUP_ROOT}/railyard/{step})")

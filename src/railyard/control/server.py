@@ -264,13 +264,16 @@ class Cluster:
     describe: str
     refresh: Callable[[], None] | None = None
     remote_log: RemoteLog | None = None
+    confinement: tuple[str, ...] = (
+        "process tracking and GPU confinement: chosen by each node's agent on its machine",
+    )
 
 
 def _cluster(config: UpConfig, store: Store, nodes: list[Node], local: Node | None) -> Cluster:
     if local is not None:
         executor = LocalExecutor(local.name, gpus=local.gpus)
         what = f"node {local.name}, {executor.gpus} x {local.flavor} GPUs"
-        return Cluster(executor, what)
+        return Cluster(executor, what, confinement=tuple(executor.containment.lines()))
     from railyard.control.rayserve import ray_cluster  # Ray is an optional extra
 
     gate = config.health is not None and config.health.gate_joins
@@ -447,6 +450,8 @@ def _serve_locked(
     store_url = store.engine.url.render_as_string(hide_password=True)
     print(f"railyard up: {api_url} ({cluster.describe}, store {store_url})", flush=True)
     print(f"railyard up: {run_as.describe()}; job files in {spool}", flush=True)
+    for line in cluster.confinement:
+        print(f"railyard up: {line}", flush=True)
     if config.extra_routers:
         print(f"railyard up: dashboard at {api_url}/ui/ (log in with a token)", flush=True)
     if config.metrics_open:

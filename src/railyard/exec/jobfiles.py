@@ -139,8 +139,10 @@ def header(
     processes: int,
     port: int,
     limits: str,
+    devices: str = "",
 ) -> str:
-    """The lines each process's log starts with: who, where, which GPUs, which limits."""
+    """The lines each process's log starts with: who, where, which GPUs, which limits, and
+    whether the GPUs are confined."""
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     what = "batch script" if spec.batch else f"rank {slot.rank}/{processes}"
     wiring = "" if spec.batch else f" port {port}"  # a batch script's srun picks its own
@@ -148,5 +150,5 @@ def header(
         f"==== railyard {stamp} job {spec.job_id} restart {spec.restart_count} {what} "
         f"node {slot.node} gpus [{env.get('CUDA_VISIBLE_DEVICES', '')}]{wiring} "
         f"user {account.name}: {shlex.join(spec.command)}\n"
-        f"==== {limits}\n"
+        f"==== {limits}\n" + (f"==== {devices}\n" if devices else "")
     )

@@ -4,7 +4,9 @@ Each process of a job (every task of a command job, or the one batch step of a s
 under :mod:`railyard.exec.wrapper` in a new session (``start_new_session``), so one ``killpg``
 reaches it and everything it spawned (a batch script's ``srun`` tasks included). The wrapper
 runs the command as the job's Unix account with the job's environment (never this
-process's), in the job's cgroup where limits can be enforced (:mod:`railyard.exec.cgroup`).
+process's), inside the step's cgroups (:mod:`railyard.exec.containment`): every process it
+starts, however it detaches, is killed when the step ends (cancel, time limit, preemption,
+requeue, a rank's exit), and reaches only the job's GPUs' device files.
 Our own children are reaped with ``waitpid``; ranks adopted after a restart are not our
 children, so they are watched through ``/proc`` (pid plus start time) and their exit codes
 come from the wrapper's exit file.
@@ -32,8 +34,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from railyard.exec import cgroup, jobfiles, procfs
+from railyard.exec import cgroup, jobfiles, procfs, proctrack
 from railyard.exec.attempt import Claim, exit_record_path, read_claim, seal, start_marker_path
+from railyard.exec.containment import Containment, StepGroups
 from railyard.exec.exitfile import UNKNOWN, RankExit, read_exit
 from railyard.exec.exitwatch import SUPPORTED as CAN_WATCH_EXITS
 from railyard.exec.exitwatch import ExitWatcher
@@ -57,7 +60,7 @@ from railyard.exec.protocol import (
     WorkerHandle,
 )
 from railyard.exec.taskfile import Task
-from railyard.probe import resolve_gpus
+from railyard.probe import gpu_minors, resolve_gpus
 
 MASTER_ADDR = "127.0.0.1"
 WRAPPER_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}  # the wrapper's own, not the job's
@@ -95,20 +98,24 @@ class LocalExecutor:
         term_grace_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
         one_node_of_many: bool = False,
+        containment: Containment | None = None,
     ) -> None:
         """``one_node_of_many``: this executor runs this node's share of jobs placed on many
         (the ranks placed here, wired to ``LaunchSpec.master_addr``/``master_port``), as a
-        node agent of :mod:`railyard.exec.rayexec` does; else it runs whole jobs here."""
+        node agent of :mod:`railyard.exec.rayexec` does; else it runs whole jobs here.
+        ``containment``: how steps are tracked and confined (chosen here when None)."""
         self.node_name = node_name
         self.one_node_of_many = one_node_of_many
         self.gpus = resolve_gpus(gpus)
+        self.gpu_minors = gpu_minors(self.gpus)
+        self.containment = containment if containment is not None else Containment()
+        self.containment.sweep()
         self.term_grace_s = term_grace_s
         self._clock = clock
         self._jobs: dict[str, JobState] = {}
         self._started: dict[tuple[str, int], JobHandle] = {}
         self._pending: list[ExitReport] = []
         self._watcher: ExitWatcher | None = None
-        self._cgroups: dict[str, Path] = {}
 
     # -- the protocol -------------------------------------------------------------------------
 
@@ -138,7 +145,9 @@ class LocalExecutor:
         records.mkdir(parents=True, exist_ok=True)
         here = next(a for a in job_allocation(spec) if a.name == self.node_name)
         limits = cgroup.Limits(spec.cpus_per_task * here.ntasks, spec.mem_per_node_mb * MIB)
-        group, limits_line = cgroup.prepare(f"job_{spec.job_id}", limits)
+        step = proctrack.step_name(spec.job_id, spec.restart_count, records)
+        minors = [self.gpu_minors[g] for g in spec.placement[self.node_name]]
+        groups = self.containment.enter(step, minors, limits)
         port = spec.master_port or _launch_port(launch_record_path(records, spec.restart_count))
         ranks: list[RankState] = []
         try:
@@ -146,7 +155,7 @@ class LocalExecutor:
                 exit_path = exit_record_path(records, spec.restart_count, slot.rank)
                 claimed = read_claim(start_marker_path(exit_path))
                 if claimed is None:
-                    ranks.append(self._launch(spec, slot, port, account, group, limits_line))
+                    ranks.append(self._launch(spec, slot, port, account, groups))
                 elif claimed.sealed:
                     raise ExecutorError(
                         f"job {spec.job_id}: attempt {spec.restart_count} was sealed when it "
@@ -160,16 +169,15 @@ class LocalExecutor:
                 procfs.signal_group(rank.handle.pgid, rank.handle.start_time_ticks, signal.SIGKILL)
                 if rank.proc is not None:
                     rank.proc.wait()
+            self.containment.end(step)
             raise
-        if group is not None:
-            self._cgroups[spec.job_id] = group
         handle = JobHandle(
             job_id=spec.job_id,
             restart_count=spec.restart_count,
             workers=tuple(r.handle for r in ranks),
             master_port=port,
             preempt_signal=spec.preempt_signal,
-            limits=limits_line.removeprefix("limits: "),
+            limits=groups.limits_line.removeprefix("limits: "),
         )
         _write_handle(record, handle)
         self._jobs[spec.job_id] = JobState(handle, ranks)
@@ -208,15 +216,14 @@ class LocalExecutor:
         """Reap exited ranks, terminate the gang of a failed rank, escalate overdue stops, and
         report each job whose last rank has exited. Never blocks."""
         reports, self._pending = self._pending, []
+        self.containment.retry()
         for job in list(self._jobs.values()):
             self._observe(job)
             self._advance(job)
             if job.done():
                 del self._jobs[job.handle.job_id]
+                self._end_step(job.handle)  # what the ranks left behind ends with them
                 reports.append(_report(job))
-                group = self._cgroups.pop(job.handle.job_id, None)
-                if group is not None:
-                    cgroup.remove(group)
         return reports
 
     def adopt(self, handles: Sequence[JobHandle]) -> list[ExitReport]:
@@ -235,6 +242,7 @@ class LocalExecutor:
             self._started.setdefault((handle.job_id, handle.restart_count), handle)
             self._observe(job)
             if job.done():
+                self._end_step(handle)
                 reports.append(_report(job))
             else:
                 self._jobs[handle.job_id] = job
@@ -259,6 +267,18 @@ class LocalExecutor:
         for job in self._jobs.values():
             for rank in job.live():
                 self._watcher.watch(rank.handle.pid)
+
+    def _step(self, handle: JobHandle) -> str | None:
+        """The step's cgroup name, from where its records are (as :meth:`start` named it)."""
+        if not handle.workers:
+            return None
+        records = handle.workers[0].exit_path.parent
+        return proctrack.step_name(handle.job_id, handle.restart_count, records)
+
+    def _end_step(self, handle: JobHandle) -> None:
+        step = self._step(handle)
+        if step is not None:
+            self.containment.end(step)
 
     def _watch(self, ranks: Sequence[RankState]) -> None:
         if self._watcher is not None:
@@ -313,8 +333,7 @@ class LocalExecutor:
         slot: RankSlot,
         port: int,
         account: Account,
-        group: Path | None,
-        limits: str,
+        groups: StepGroups,
     ) -> RankState:
         """Start one process under the wrapper; its task file says who and how."""
         spool_log = spec.log_dir / f"rank-{slot.rank}.log"
@@ -341,10 +360,18 @@ class LocalExecutor:
             # Only the first process truncates a shared --output file; the others append.
             truncate=spec.restart_count == 0 and slot.rank == 0,
             header=jobfiles.header(
-                spec, slot, account, env, processes=processes, port=port, limits=limits
+                spec,
+                slot,
+                account,
+                env,
+                processes=processes,
+                port=port,
+                limits=groups.limits_line,
+                devices=groups.devices_line,
             ),
             ignore_signals=ignore,
-            cgroup=str(group) if group is not None else None,
+            cgroups=groups.paths,
+            subreaper=groups.subreaper,
         )
         task.write(task_path)
         log_fd = jobfiles.open_spool_log(spool_log, account)
@@ -392,11 +419,18 @@ class LocalExecutor:
                 self._terminate(job)
             elif job.stage == Stage.TERMINATING:
                 self._signal_live(job, signal.SIGKILL)
+                step = self._step(job.handle)
+                if step is not None:
+                    self.containment.kill(step)
                 job.stage = Stage.KILLING
                 job.deadline = None
 
     def _terminate(self, job: JobState) -> None:
         self._signal_live(job, signal.SIGTERM)
+        step = self._step(job.handle)
+        if step is not None:  # a detached process gets its grace too, as in Slurm
+            pgids = {rank.handle.pgid for rank in job.ranks}
+            self.containment.signal(step, signal.SIGTERM, skip_pgids=pgids)
         job.stage = Stage.TERMINATING
         job.deadline = self._clock() + self.term_grace_s
 

@@ -20,7 +20,9 @@ class Task:
     the wrapper. ``account`` None: run as the wrapper's own account. ``stdout``/``stderr``:
     files to open as the user (None: keep the inherited descriptor, the spool log);
     ``truncate`` on a first attempt, append after a restart. ``ignore_signals`` are set to
-    SIG_IGN for the command (a batch shell ignores the preempt signal meant for its tasks)."""
+    SIG_IGN for the command (a batch shell ignores the preempt signal meant for its tasks).
+    ``cgroups``: the step's groups (tracking, devices, limits) the wrapper joins before it runs
+    anything; ``subreaper``: no tracking group, the wrapper reaps and kills orphans itself."""
 
     env: dict[str, str]
     cwd: str
@@ -31,7 +33,8 @@ class Task:
     truncate: bool = True
     header: str = ""
     ignore_signals: tuple[str, ...] = ()
-    cgroup: str | None = None
+    cgroups: tuple[str, ...] = ()
+    subreaper: bool = False
 
     def write(self, path: Path) -> None:
         data = {
@@ -44,7 +47,8 @@ class Task:
             "truncate": self.truncate,
             "header": self.header,
             "ignore_signals": list(self.ignore_signals),
-            "cgroup": self.cgroup,
+            "cgroups": list(self.cgroups),
+            "subreaper": self.subreaper,
         }
         tmp = path.with_name(path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -66,5 +70,6 @@ class Task:
             truncate=bool(data.get("truncate", True)),
             header=str(data.get("header", "")),
             ignore_signals=tuple(data.get("ignore_signals", ())),
-            cgroup=data.get("cgroup"),
+            cgroups=tuple(str(g) for g in data.get("cgroups", ())),
+            subreaper=bool(data.get("subreaper", False)),
         )

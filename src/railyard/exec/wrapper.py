@@ -10,11 +10,14 @@ code, or the same signal), so its parent sees what a bare command would show. On
 stops it from writing the record; readers then treat the exit as unknown.
 
 With a task file (:class:`Task`, written by the executor, readable only by it) the wrapper
-does what slurmstepd does between fork and exec, in the child: join the job's cgroup (before
-the fork, so the wrapper is counted too), switch to the job's Unix account (supplementary
-groups through ``initgroups``, then gid, then uid), set the umask, change to the working
-directory (``/tmp`` if that fails, as slurmstepd does), open ``--output``/``--error`` files,
-write the log header, and exec the command with the job's environment. Everything that
+does what slurmstepd does between fork and exec: before the fork it joins the step's cgroups
+(:mod:`railyard.exec.proctrack` tracking, :mod:`railyard.exec.devices` confinement, limits;
+the wrapper is counted too, and a wrapper that cannot join runs nothing), or marks itself a
+child subreaper where no cgroup could be made and kills what the command left when it ends;
+then, in the child, it switches to the job's Unix account (supplementary groups through
+``initgroups``, then gid, then uid), sets the umask, changes to the working directory
+(``/tmp`` if that fails, as slurmstepd does), opens ``--output``/``--error`` files, writes
+the log header, and execs the command with the job's environment. Everything that
 touches a user's path happens after the switch, so a symlink cannot make root read or write
 anywhere. The wrapper itself stays with the executor's account, so the job can neither signal
 it nor forge its exit record, and it never sees the user's environment: it runs in isolated
@@ -42,7 +45,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from railyard.exec import cgroup, procfs
+from railyard.exec import cgroup, procfs, proctrack
 from railyard.exec.attempt import STOOD_DOWN_EXIT, claim, read_claim, start_marker_path
 from railyard.exec.exitfile import RankExit, signal_name, write_exit
 from railyard.exec.taskfile import Task
@@ -98,17 +101,32 @@ def run(exit_file: Path, command: list[str], task: Task | None = None) -> int:
             return EXEC_FAILED
         returncode = proc.wait()  # retried across signals (PEP 475)
     else:
-        if task.cgroup:
-            try:
-                cgroup.join(Path(task.cgroup))
-            except OSError as exc:
-                print(f"railyard wrapper: cannot join {task.cgroup}: {exc}", file=sys.stderr)
+        if not enter_step(task):  # untracked or unconfined: do not run at all
+            record(exit_file, RankExit(EXEC_FAILED, None, tuple(received)))
+            return EXEC_FAILED
         pid = os.fork()
         if pid == 0:  # the child: never returns
             exec_as(task, command)
         returncode = wait_child(pid)
+        if task.subreaper:
+            proctrack.kill_descendants()  # what the command left behind ends with it
     record(exit_file, RankExit.from_returncode(returncode, tuple(received)))
     return returncode
+
+
+def enter_step(task: Task) -> bool:
+    """Join the step's cgroups (or become a subreaper) before any fork, so that every process
+    of the command is tracked and confined; False, said on stderr, if that failed."""
+    for group in task.cgroups:
+        try:
+            cgroup.join(Path(group))
+        except OSError as exc:
+            print(f"railyard wrapper: cannot join {group}: {exc}", file=sys.stderr, flush=True)
+            return False
+    if task.subreaper and not proctrack.become_subreaper():
+        print("railyard wrapper: cannot become a child subreaper", file=sys.stderr, flush=True)
+        return False
+    return True
 
 
 def wait_child(pid: int) -> int:

@@ -1,0 +1,112 @@
+"""A job step's cgroups as one thing: made before its processes start, ended with it.
+
+Per step (job, attempt, node) the executor makes a tracking group
+(:mod:`railyard.exec.proctrack`), a devices group confining it to its GPUs
+(:mod:`railyard.exec.devices`) and, where cgroup v2 takes them, a CPU/memory limits group
+(:mod:`railyard.exec.cgroup`, the same directory as the tracking group on a v2-only host);
+the wrapper joins them all before it runs anything as the user. The names are derived from
+the step, never stored, so an executor that adopts a step after a restart ends it the same
+way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from railyard.exec import cgroup, devices, proctrack
+
+STALE_AFTER_S = 600.0  # an empty step group this old is no start in flight
+RETRY_TIMEOUT_S = 0.05  # the loop's thread must not wait long on a stuck process
+
+
+@dataclass(frozen=True)
+class StepGroups:
+    """What the wrapper of a step is told: the groups it joins, whether it must reap orphans
+    itself, and the header lines that say what holds."""
+
+    paths: tuple[str, ...]
+    subreaper: bool
+    limits_line: str
+    devices_line: str
+
+
+@dataclass
+class Containment:
+    """This machine's tracking and device confinement, chosen once (at start-up)."""
+
+    tracking: proctrack.Tracking = field(default_factory=proctrack.choose)
+    confinement: devices.Confinement = field(default_factory=devices.choose)
+    limits_root: Path = cgroup.CGROUP_ROOT
+    leftover: set[str] = field(default_factory=set)  # steps whose groups are not gone yet
+
+    def lines(self) -> list[str]:
+        """What ``railyard up`` says."""
+        return [self.tracking.describe(), self.confinement.describe()]
+
+    def enter(self, step: str, gpu_minors: Iterable[int], limits: cgroup.Limits) -> StepGroups:
+        """Make the step's groups; an OSError leaves nothing half made."""
+        made: list[Path] = []
+        try:
+            group = self.tracking.make(step)
+            if group is not None:
+                made.append(group)
+            devices_line = self.confinement.describe()
+            if self.confinement.parent is not None:
+                made.append(self.confinement.make(step, gpu_minors))
+            limits_group, limits_line = cgroup.prepare(step, limits, self.limits_root)
+        except OSError:
+            self.end(step)
+            raise
+        if limits_group is not None and limits_group not in made:
+            made.append(limits_group)
+        return StepGroups(
+            paths=tuple(str(p) for p in made),
+            subreaper=group is None,
+            limits_line=limits_line,
+            devices_line=devices_line,
+        )
+
+    def signal(self, step: str, sig: int, skip_pgids: Collection[int] = ()) -> None:
+        """``sig`` to every tracked process of the step outside ``skip_pgids``."""
+        self.tracking.signal(step, sig, skip_pgids)
+
+    def kill(self, step: str) -> None:
+        """SIGKILL every tracked process of the step (the groups stay until :meth:`end`)."""
+        self.tracking.kill(step)
+
+    def end(self, step: str, timeout_s: float = proctrack.KILL_TIMEOUT_S) -> bool:
+        """Kill every process of the step and remove its groups; False (and retried by
+        :meth:`retry`) when a process would not die in time."""
+        if not self.tracking.end(step, timeout_s):
+            self.leftover.add(step)
+            return False
+        self.confinement.remove(step)
+        cgroup.remove(self.limits_root / cgroup.PARENT / step)
+        self.leftover.discard(step)
+        return True
+
+    def sweep(self, min_age_s: float = STALE_AFTER_S) -> list[str]:
+        """Remove empty step groups older than ``min_age_s``: left by a server whose jobs were
+        ended behind its back (killed with it, then killed by hand). A young empty group may
+        be a start in flight of another server on this machine, so it stays."""
+        removed = []
+        now = time.time()
+        for parent in (self.tracking.parent, self.confinement.parent):
+            for group in parent.iterdir() if parent is not None else ():
+                try:
+                    if not group.is_dir() or now - group.stat().st_mtime < min_age_s:
+                        continue
+                    if not proctrack.procs(group):
+                        group.rmdir()
+                        removed.append(str(group))
+                except OSError:  # busy, or gone meanwhile
+                    continue
+        return removed
+
+    def retry(self) -> None:
+        """End the steps an earlier :meth:`end` could not (a process stuck in the kernel)."""
+        for step in list(self.leftover):
+            self.end(step, timeout_s=RETRY_TIMEOUT_S)
