@@ -153,7 +153,7 @@ def shared_site(state_dir: Path, *, gpus: int = 4, extra: tuple[str, ...] = ()) 
     with unix_accounts(2) as accounts, scratch_dir("railyard-sec-") as scratch:
         python = python_for(accounts)
         server = ServerProcess(state_dir, gpus=gpus, spool_dir=scratch / "spool", extra=extra)
-        server.start()
+        server.start(timeout_s=90)  # a loaded machine (two test workers) starts it slowly
         try:
             tenants = [
                 Tenant(
