@@ -92,8 +92,9 @@ def join(args: argparse.Namespace) -> int:
     if done.returncode == 0 and args.head:
         where = f"{bind}:{args.port}" if bind else f"THIS-HOST:{args.port}"
         print(
-            f"railyard join: Ray requires the cluster token ({token}); its ports listen on "
-            f"every interface: firewall them to the cluster network",
+            f"railyard join: this Ray cluster requires its token ({token}): whoever has it runs "
+            "code as Ray's user on every node; Ray's ports listen on every interface: "
+            "firewall them to the cluster network",
             flush=True,
         )
         copy = f"the same {TOKEN_ENV}" if token == TOKEN_ENV else f"a copy of {token} (0600)"
