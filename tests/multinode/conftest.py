@@ -43,6 +43,12 @@ class LocalRay:
     def address(self) -> str:
         return str(self.cluster.address)
 
+    @property
+    def up_args(self) -> tuple[str, ...]:
+        """`railyard up`'s flags for this cluster: Ray's test Cluster has no token
+        authentication (on this machine's loopback only), so --insecure-ray accepts that."""
+        return ("--ray", self.address, "--insecure-ray")
+
     def add(self, name: str) -> Any:
         node = self.cluster.add_node(num_cpus=1, resources=join_resources(name, self.gpus))
         self.nodes[name] = node

@@ -65,7 +65,7 @@ def server(rail_ray: LocalRay, tmp_path: Path) -> Iterator[ServerProcess]:
     state = tmp_path / "state"
     state.mkdir()
     proc = ServerProcess(state, gpus=None,
-                         extra=("--ray", rail_ray.address, "--blueprint", "rail-2048"))  # fmt: skip
+                         extra=(*rail_ray.up_args, "--blueprint", "rail-2048"))  # fmt: skip
     proc.start(timeout_s=90)
     yield proc
     for job in proc.request("GET", "/v1/jobs"):
@@ -178,7 +178,7 @@ def test_machines_that_join_are_checked_before_they_take_a_job(
 ) -> None:
     state = tmp_path / "state"
     state.mkdir()
-    proc = ServerProcess(state, gpus=None, extra=("--ray", rail_ray.address, "--health-checks",
+    proc = ServerProcess(state, gpus=None, extra=(*rail_ray.up_args, "--health-checks",
                                                   "gpu-xid"))  # fmt: skip
     proc.start(timeout_s=90)
     try:

@@ -140,7 +140,7 @@ def test_a_sweep_bisects_to_the_throttled_node_drains_it_and_a_passing_one_resum
     state = tmp_path / "state"
     state.mkdir()
     server = ServerProcess(state, gpus=None, extra=(
-        "--ray", four.address, "--health-across-floor", f"{floor_gbps:.4f}"))  # fmt: skip
+        *four.up_args, "--health-across-floor", f"{floor_gbps:.4f}"))  # fmt: skip
     server.start(timeout_s=90)
     throttle = Throttle(SLOW, share=0.1, after_cpu_s=start_up_cpu_s)
     try:

@@ -51,6 +51,8 @@ def up(args: argparse.Namespace) -> None:
         fail(f"up: --health-across-floor: {floor:g} GB/s is out of range (hint: e.g. 40)")
     if args.ray is not None:
         _check_ray(args)
+    elif args.insecure_ray:
+        fail("up: --insecure-ray: only with --ray (hint: railyard up --ray HOST:PORT)")
     config = UpConfig(
         state_dir=args.state_dir or default_state_dir(),
         database_url=args.database_url,
@@ -72,6 +74,7 @@ def up(args: argparse.Namespace) -> None:
         if args.health_across_interval
         else None,
         ray_address=args.ray,
+        ray_insecure=args.insecure_ray,
         extra_routers=() if args.no_dashboard else (dashboard(scheduler),),
         health_checks=tuple(args.health_checks.split(","))
         if health and args.health_checks not in ("all", "")
@@ -163,6 +166,12 @@ def _up_args(p: Parser) -> None:
         metavar="ADDRESS",
         help="run jobs on the machines of a Ray cluster: its address, or auto (RAY_ADDRESS or "
         "the head on this machine); machines join with `railyard join`",
+    )
+    p.add_argument(
+        "--insecure-ray",
+        action="store_true",
+        help="with --ray, accept a Ray cluster without token authentication (anyone who "
+        "reaches its ports runs code as its user: a trusted network only)",
     )
     p.add_argument("--cycle-interval", type=float, default=2.0, help="seconds between idle cycles")
     p.add_argument(

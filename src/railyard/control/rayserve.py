@@ -4,11 +4,13 @@ machines that joined, and logs read on the machine a rank ran on."""
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
 
 from railyard.control.logs import RemoteLog
+from railyard.control.rayauth import MODE_ENV, TOKEN_HINT, ProbeFailed, probe
 from railyard.control.raynodes import RayInventory
 from railyard.control.store import Store
 from railyard.exec.rayagent import NAMESPACE
@@ -31,17 +33,54 @@ def _unless_lost(executor: RayExecutor, node: RayNode) -> RayNode:
 
 
 class RayUnreachable(Exception):
-    """No Ray cluster at the address; one line for `railyard up`."""
+    """No Ray cluster at the address, or one railyard must not use; one line for `railyard up`."""
 
 
-def connect(address: str) -> None:
-    """Join the Ray cluster as a driver, before `railyard up` writes anything."""
+def connect(address: str, insecure: bool = False) -> str:
+    """Join the Ray cluster as a driver, before `railyard up` writes anything; says in one
+    line how the cluster is protected.
+
+    A cluster without token authentication runs code for anyone who reaches its ports, as
+    the user Ray runs as: refused unless the operator accepts that (``--insecure-ray``). Its
+    GCS is asked without a token (:func:`railyard.control.rayauth.probe`), since a client
+    holding one is answered either way.
+    """
+    try:
+        found = probe(address)
+    except ProbeFailed as exc:
+        raise RayUnreachable(
+            f"--ray {address}: cannot reach a Ray cluster: {exc} (hint: start the head with "
+            "`railyard join --head`, or give --ray HOST:PORT)"
+        ) from None
+    if found.mode != "token":
+        if not insecure:
+            raise RayUnreachable(
+                f"--ray {address}: the Ray cluster at {found.address} runs without token "
+                "authentication: anyone who reaches its ports runs code as its user (hint: "
+                "start it with `railyard join --head`, or accept that with --insecure-ray)"
+            )
+        line = (f"Ray cluster at {found.address} has NO token authentication (--insecure-ray): "
+                "anyone who reaches its ports runs code as its user")  # fmt: skip
+    elif found.token != "accepted":
+        what = "none was found" if found.token == "missing" else "it refused this one"
+        raise RayUnreachable(
+            f"--ray {address}: the Ray cluster at {found.address} requires its token and "
+            f"{what} (hint: {TOKEN_HINT})"
+        )
+    else:
+        os.environ[MODE_ENV] = "token"  # before Ray reads it: this driver presents the token
+        line = f"Ray cluster at {found.address} requires its token (token authentication on)"
+    _init(address)
+    return line
+
+
+def _init(address: str) -> None:
     import ray
 
     try:
         ray.init(address=address, namespace=NAMESPACE, log_to_driver=False,
                  logging_level=logging.ERROR)  # fmt: skip
-    except (ConnectionError, RuntimeError, ValueError) as exc:
+    except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise RayUnreachable(
             f"--ray {address}: cannot reach a Ray cluster: {first} (hint: start the head with "

@@ -102,6 +102,7 @@ class UpConfig:
     health_across_floor_gbps: float | None = None  # across-node tests' floor (else the twin)
     health_across_interval_s: float | None = None  # sweep idle nodes this often (None: never)
     ray_address: str | None = None  # run jobs on a Ray cluster (address, or "auto")
+    ray_insecure: bool = False  # accept a Ray cluster without token authentication
     extra_routers: tuple[APIRouter, ...] = ()  # the dashboard, from `railyard up`
 
     @property
@@ -347,9 +348,11 @@ def serve(config: UpConfig) -> None:
         from railyard.control.rayserve import RayUnreachable, connect
 
         try:
-            connect(config.ray_address)  # no Ray cluster there: nothing touched yet either
+            # no Ray cluster there, or one without a token: nothing touched yet either
+            ray_line = connect(config.ray_address, insecure=config.ray_insecure)
         except RayUnreachable as exc:
             raise StartupError(str(exc)) from None
+        print(f"railyard up: {ray_line}", flush=True)
     os.umask(0o077)  # what the server writes is its own unless it says otherwise
     api_url = f"http://{config.host}:{config.port}"
     sock = bind(config.host, config.port)

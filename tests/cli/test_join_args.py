@@ -1,0 +1,131 @@
+"""`railyard join` and `railyard up --insecure-ray` argument handling: the token is made or
+required before `ray start` runs (here a recorder: no Ray is started), and Ray is started with
+token authentication on, its dashboard on loopback, advertising the address named."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from railyard.cli import join as join_module
+from railyard.cli.main import main
+
+
+class RayStart:
+    """Stands in for `ray start`: records its command and environment, succeeds."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[str], dict[str, str]]] = []
+
+    def __call__(self, command: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+        self.calls.append((command, kw["env"]))
+        return subprocess.CompletedProcess(command, 0)
+
+
+@pytest.fixture
+def ray_start(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> RayStart:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS"):
+        monkeypatch.delenv(name, raising=False)
+    recorder = RayStart()
+    monkeypatch.setattr(join_module.subprocess, "run", recorder)
+    return recorder
+
+
+def one_line(err: str) -> str:
+    assert err.count("\n") == 1, err
+    return err
+
+
+def test_head_makes_a_0600_token_and_starts_ray_with_token_auth(
+    ray_start: RayStart, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["join", "--head", "--bind", "10.0.0.7", "--port", "6380", "--gpus", "0"]) == 0
+    token = tmp_path / ".ray" / "auth_token"
+    assert token.stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / ".ray").stat().st_mode & 0o777 == 0o700
+    [(command, env)] = ray_start.calls
+    assert env["RAY_AUTH_MODE"] == "token"
+    joined = " ".join(command)
+    assert "--node-ip-address 10.0.0.7" in joined
+    assert "--dashboard-host 127.0.0.1" in joined
+    said = capsys.readouterr().out
+    assert f"created the cluster token {token}" in said
+    assert "railyard join 10.0.0.7:6380" in said
+
+
+def test_head_keeps_an_existing_token(
+    ray_start: RayStart, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token = tmp_path / ".ray" / "auth_token"
+    token.parent.mkdir()
+    token.write_text("a" * 64)
+    token.chmod(0o600)
+    assert main(["join", "--head", "--gpus", "0"]) == 0
+    assert token.read_text() == "a" * 64
+    assert "created" not in capsys.readouterr().out
+    assert ray_start.calls[0][1]["RAY_AUTH_MODE"] == "token"
+
+
+def test_head_uses_the_token_path_named(
+    ray_start: RayStart, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tmp_path / "cluster" / "token"))
+    assert main(["join", "--head", "--gpus", "0"]) == 0
+    assert (tmp_path / "cluster" / "token").stat().st_mode & 0o777 == 0o600
+    assert not (tmp_path / ".ray").exists()
+
+
+def test_a_token_file_others_can_read_is_refused(
+    ray_start: RayStart, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text("b" * 64)
+    (tmp_path / ".ray" / "auth_token").chmod(0o644)
+    assert main(["join", "--head", "--gpus", "0"]) == 2
+    assert "chmod 600" in one_line(capsys.readouterr().err)
+    assert ray_start.calls == []
+
+
+def test_auth_turned_off_is_refused(
+    ray_start: RayStart, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    assert main(["join", "--head", "--gpus", "0"]) == 2
+    assert "RAY_AUTH_MODE=disabled" in one_line(capsys.readouterr().err)
+    assert ray_start.calls == []
+
+
+def test_a_worker_without_the_token_is_refused(
+    ray_start: RayStart, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["join", "10.0.0.1:6379", "--gpus", "0"]) == 2
+    err = one_line(capsys.readouterr().err)
+    assert err.startswith("railyard: join: no token for the Ray cluster at 10.0.0.1:6379")
+    assert "hint:" in err
+    assert ray_start.calls == []
+    assert not (tmp_path / ".ray").exists()  # a worker never makes a token
+
+
+@pytest.mark.parametrize(
+    "flag", ["--head", "--address=x:1", "--port 7", "--dashboard-host 0.0.0.0"]
+)
+def test_ray_start_args_cannot_take_railyards_flags(
+    ray_start: RayStart, flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["join", "--head", "--gpus", "0", "--ray-start-args", f"--num-cpus 2 {flag}"]) == 2
+    assert "is railyard's to set" in one_line(capsys.readouterr().err)
+    assert ray_start.calls == []
+
+
+def test_ray_start_args_are_passed_on(ray_start: RayStart) -> None:
+    assert main(["join", "--head", "--gpus", "0", "--ray-start-args", "--num-cpus 2"]) == 0
+    assert ray_start.calls[0][0][-2:] == ["--num-cpus", "2"]
+
+
+def test_insecure_ray_needs_ray(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["up", "--insecure-ray"]) == 2
+    assert "--insecure-ray: only with --ray" in one_line(capsys.readouterr().err)
