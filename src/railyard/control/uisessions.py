@@ -63,17 +63,20 @@ def current(session: Session, session_id: str, now_t_s: float) -> User | None:
     if not session_id or len(session_id) > MAX_ID_CHARS:
         return None
     digest = hash_id(session_id)
-    row = session.get(UiSession, digest)
-    if row is None or not hmac.compare_digest(row.id_hash, digest):
+    found = session.execute(
+        select(UiSession, Token, User)  # one query: the request pays one round trip
+        .join(Token, Token.id == UiSession.token_id)
+        .join(User, User.id == UiSession.user_id)
+        .where(UiSession.id_hash == digest)
+    ).one_or_none()
+    if found is None:
         return None
-    token = session.get(Token, row.token_id)
-    user = session.get(User, row.user_id)
+    row, token, user = found.tuple()
     alive = (
-        now_t_s < row.expires_t_s
+        hmac.compare_digest(row.id_hash, digest)
+        and now_t_s < row.expires_t_s
         and now_t_s - row.last_seen_t_s < IDLE_S
-        and token is not None
         and auth.is_valid(token, now_t_s)
-        and user is not None
         and token.user_id == user.id
     )
     if not alive:
