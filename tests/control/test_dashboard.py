@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from railyard.control import jobs
 from railyard.control.api import create_app
+from railyard.control.health import LoopHealth
 from railyard.control.schemas import JobSubmit
 from railyard.control.store import Store
 from railyard.control.tables import JobRow, NodeRow, User
@@ -160,3 +161,25 @@ def test_the_job_page_shows_history_and_not_the_environments_values(
     assert "WANDB_API_KEY" in shown
     assert "secret-value" not in shown
     assert "submit" in shown  # the history's first event
+
+
+def test_the_overview_says_when_the_loop_is_failing(
+    store: Store, tmp_path: Path, tokens: dict[str, str]
+) -> None:
+    health = LoopHealth()
+    app = create_app(
+        store, wake=lambda: None, state_dir=tmp_path, loop_health=health, extra_routers=[router()]
+    )
+    job = submit(store, "bob")
+    admin, alice = login(TestClient(app), tokens["root"]), login(TestClient(app), tokens["alice"])
+    assert "scheduler loop: ok" in admin.get("/ui/").text
+    with store.session() as session:  # a cancel whose processes never reported an end
+        row = session.get(JobRow, job)
+        assert row is not None
+        row.state, row.updated_t_s = "cancelling", time.time() - 3600
+    seen = admin.get("/ui/").text
+    assert "Scheduler loop: failing" in seen
+    assert f"1 job stuck past their deadline: 1 cancelling (ids {job})" in seen
+    theirs = alice.get("/ui/").text  # another user's job is counted, never named
+    assert "scheduler loop: 1 jobs stuck (1 cancelling)" in theirs
+    assert f"ids {job}" not in theirs

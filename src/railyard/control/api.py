@@ -55,7 +55,7 @@ from railyard.control.errors import (
     describe_failure,
     error_body,
 )
-from railyard.control.health import LoopHealth
+from railyard.control.health import LoopHealth, loop_status
 from railyard.control.logs import read_log as read_log
 from railyard.control.metrics import MetricsConfig
 from railyard.control.metrics_api import metrics_router
@@ -541,19 +541,27 @@ def create_app(
         "/healthz", tags=["health"], response_model=s.Health, responses={503: {"model": s.Health}}
     )
     def healthz() -> Any:
-        """``ok``, or 503 ``failing`` with why: the store does not answer, or the scheduler
-        loop's last steps failed (or none finished for a long time)."""
+        """``ok``, or 503 ``failing`` with why: the store does not answer, a step of the
+        scheduler loop failed in the last minute, the loop is behind, or jobs are stuck in a
+        transient state past their deadline (how many, which)."""
         now = clock()
         problem = _store_problem(store)
         health = loop_health
+        status = None
         if problem is None and health is not None:
-            problem = health.problem(now)
+            with store.session() as session:
+                status = loop_status(session, health, now)
+            problem = status.reason()
         body = s.Health(
             status="failing" if problem else "ok",
             version=__version__,
             reason=problem,
             last_step_t_s=health.last_ok_t_s if health else None,
             failing_steps=health.failing_steps if health else 0,
+            last_failed_t_s=health.last_failed_t_s if health else None,
+            behind_s=status.behind_s if status else None,
+            stuck_jobs=status.stuck.total if status else 0,
+            stuck=list(status.stuck.ids) if status else [],
         )
         if problem:
             return JSONResponse(body.model_dump(), status_code=503)

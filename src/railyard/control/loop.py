@@ -17,6 +17,12 @@ Because the decision is durable before the act, a restart reconciles instead of 
 idempotent per attempt), RUNNING and stopping jobs are adopted by pid and start time, and
 exits that happened while we were away are read from the ranks' exit files.
 
+While the server runs, a sweep every few seconds does the same for rows stranded past their
+deadline (`control.stuck`): a STARTING row whose launch or record failed is started again
+(once more per attempt: the start markers make a second launch a no-op), a CANCELLING or
+PREEMPTING row whose processes the executor no longer has is settled. Each launch is its own
+(`control.starts`): one job's failure never strands the rest of the step.
+
 Only the loop's thread touches the executor; the API writes rows and calls :meth:`wake`.
 """
 
@@ -32,23 +38,24 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from railyard.control.apply import Written, cas, write_plan
+from railyard.control.apply import Written, write_plan
 from railyard.control.errors import ServiceError
-from railyard.control.health import STALLED_AFTER_S, LoopHealth
+from railyard.control.health import FAILURE_WINDOW_S, LoopHealth
 from railyard.control.healthjobs import ScheduledChecks, health_input
 from railyard.control.launchspec import launch_spec
 from railyard.control.loopmetrics import LoopMetrics
 from railyard.control.paths import attempts_dir
+from railyard.control.starts import Starter
 from railyard.control.store import Store
+from railyard.control.stuck import Overdue, overdue
 from railyard.control.sweeps import AcrossChecks, Expect
 from railyard.control.tables import HOLDING_STATES, JobRow, JobState
-from railyard.control.transitions import transition
 from railyard.control.world import WorldReader
 from railyard.exec.exits import exit_of
 from railyard.exec.protocol import Executor, JobHandle, LaunchSpec, NotifiesExits
 from railyard.sched import CycleCache, SchedulerConfig
 from railyard.sched.health import HealthInput, HealthPolicy
-from railyard.sched.lifecycle import Exit, StepPlan
+from railyard.sched.lifecycle import Exit, ExitKind, StepPlan
 from railyard.sched.lifecycle import step as lifecycle_step
 
 log = logging.getLogger("railyard.loop")
@@ -72,6 +79,8 @@ class LoopConfig:
     health_checks: tuple[str, ...] = ()  # which checks (empty: all)
     across_expect: Expect | None = None  # what an across-node test expects (`control.sweeps`)
     across_interval_s: float | None = None  # periodic across-node sweeps of idle nodes
+    sweep_interval_s: float = 5.0  # how often stranded rows are looked for (`control.stuck`)
+    failure_window_s: float = FAILURE_WINDOW_S  # /healthz fails this long after a failed step
 
     @property
     def spool(self) -> Path:
@@ -90,6 +99,8 @@ class StepReport:
     step_s: float = 0.0  # the whole step: read, decide, write, act
     waits_s: list[float] = field(default_factory=list)  # submit to first start, per start
     checks: list[str] = field(default_factory=list)  # health checks (system jobs) started
+    relaunched: list[str] = field(default_factory=list)  # stranded STARTING rows started again
+    settled_stuck: list[str] = field(default_factory=list)  # stranded stops settled as ended
 
 
 class Loop:
@@ -112,7 +123,9 @@ class Loop:
         self.config = config
         self.clock = clock
         self._wake = threading.Event()
-        self.health = LoopHealth(stalled_after_s=max(STALLED_AFTER_S, 30 * config.cycle_interval_s))
+        self.health = LoopHealth.for_interval(config.cycle_interval_s, config.failure_window_s)
+        self.starter = Starter(store, executor, self.health, clock)
+        self._next_sweep_t_s = clock() + config.sweep_interval_s
         self.metrics = LoopMetrics()
         self._last_accrual_t_s: float | None = None
         self._world = WorldReader(config.scheduler)
@@ -147,18 +160,23 @@ class Loop:
         self.health.begin(self.clock())
         while not stop.is_set():
             began = time.perf_counter()
-            try:
-                self.step()
-                self.health.ok(self.clock())
-            except Exception as exc:  # keep serving; the next step retries from the store
-                log.exception("loop step failed")
-                self.health.failed(exc)
+            self.step_or_report()
             took_s = time.perf_counter() - began
             if self._wake.wait(self.config.cycle_interval_s):
                 # Coalesce a burst of events (a thousand submits) into one cycle, and leave
                 # the API at least as much time as the last step took.
                 stop.wait(max(self.config.event_coalesce_s, took_s))
             self._wake.clear()
+
+    def step_or_report(self) -> StepReport | None:
+        """One step; a failure is logged and told to /healthz, and the next step retries
+        from the store (nothing was committed)."""
+        try:
+            return self.step()
+        except Exception as exc:  # keep serving
+            log.exception("loop step failed")
+            self.health.failed(exc, self.clock())
+            return None
 
     def reconcile(self) -> list[Exit]:
         """After a restart: re-attach to what is running, start what was decided but maybe
@@ -167,15 +185,14 @@ class Loop:
             rows = session.scalars(select(JobRow).where(JobRow.state.in_(HOLDING_STATES))).all()
             handles = [JobHandle.from_dict(r.handle) for r in rows if r.handle is not None]
             starting = [r for r in rows if r.handle is None]
-            specs = [self._launch_spec(r) for r in starting]
+            specs = self._specs_of(starting)
             stopping = [
                 (r.id, r.state, r.preempt_deadline_t_s)
                 for r in rows
                 if r.state in (JobState.PREEMPTING.value, JobState.CANCELLING.value)
             ]
         exits = [exit_of(r) for r in self.executor.adopt(handles)]
-        for spec in specs:  # decided and committed, maybe launched: start is idempotent
-            self._start(spec)
+        self.starter.start(specs)  # decided and committed, maybe launched: start is idempotent
         for job_id, state, deadline in stopping:
             if state == JobState.PREEMPTING.value:
                 grace_s = max(0.0, (deadline or 0.0) - self.clock())
@@ -201,6 +218,9 @@ class Loop:
         if self.across.ended:
             self._finish_across(now_t_s)
         exits = [*self._carried, *(exit_of(r) for r in reports)]
+        if now_t_s >= self._next_sweep_t_s:
+            self._next_sweep_t_s = now_t_s + self.config.sweep_interval_s
+            exits += self._sweep(now_t_s, exits, report)
         self._carried = exits  # until the plan is committed: a failed step loses no exit
         # 2-3. Read, plan, write the plan before acting on it.
         with self.store.session() as session:
@@ -212,7 +232,7 @@ class Loop:
             plan = lifecycle_step(given, self.config.scheduler, self._cache)
             report.cycle_s = time.perf_counter() - began
             written = write_plan(session, plan, seen, now_t_s)
-            specs = self._specs(session, written)
+        specs = self._specs(written)  # after the commit: the write lock is held no longer
         self._last_accrual_t_s = now_t_s
         self.last_plan = plan
         if written.started:
@@ -227,9 +247,7 @@ class Loop:
         report.finished, report.requeued = written.finished, written.requeued
         # 4. Act, then record what the executor returned.
         self._act(written, report)
-        for spec in specs:
-            if self._start(spec):
-                report.started.append(spec.job_id)
+        report.started = self.starter.start(specs)
         if self.checks is not None and plan.checks:
             with self.store.session() as session:
                 report.checks = self.checks.start(session, plan.checks, now_t_s)
@@ -239,7 +257,41 @@ class Loop:
             report.checks += [started] if started else []
         report.step_s = time.perf_counter() - step_began
         self.metrics.observe(report.cycle_s, report.step_s, report.waits_s)
+        self.health.ok(self.clock())
         return report
+
+    def _sweep(self, now_t_s: float, exits: list[Exit], report: StepReport) -> list[Exit]:
+        """Rows stranded past their deadline: STARTING is started again (the executor
+        returns the running attempt's handle if it was launched), a stop whose processes the
+        executor no longer has is settled by an exit this step; returns those exits."""
+        reported = {e.job_id for e in exits}  # settled by this step: not started again
+        with self.store.session() as session:
+            stranded = overdue(session, now_t_s, self.health.deadlines)
+            ids = [
+                r.job_id
+                for r in stranded
+                if r.state == JobState.STARTING.value and r.job_id not in reported
+            ]
+            rows: list[JobRow] = []
+            if ids:
+                rows = list(session.scalars(select(JobRow).where(JobRow.id.in_(ids))))
+            specs = self._specs_of([r for r in rows if r.handle is None])
+        if specs:
+            log.warning("starting again %d jobs stranded in STARTING: %s", len(specs),
+                        ", ".join(s.job_id for s in specs[:20]))  # fmt: skip
+            report.relaunched = [s.job_id for s in specs]
+            self.starter.start(specs)
+        running = self.executor.running()
+        stops = [r for r in stranded if r.state != JobState.STARTING.value]
+        for r in stops:
+            if r.job_id in running:  # still there: ask again (a repeat is harmless)
+                self.executor.cancel(r.job_id)
+        gone = [r for r in stops if r.job_id not in running and r.job_id not in reported]
+        if gone:
+            log.warning("settling %d stops whose processes are gone: %s", len(gone),
+                        ", ".join(r.job_id for r in gone[:20]))  # fmt: skip
+        report.settled_stuck = [r.job_id for r in gone]
+        return [_gone(r, now_t_s) for r in gone]
 
     def _health_input(self, session: Session) -> HealthInput | None:
         """The checks' part of the step's input: scheduled checks, and an across-node sweep's
@@ -286,37 +338,24 @@ class Loop:
             self.executor.request_checkpoint_stop(job_id, grace_s)
             report.preempted.append(job_id)
 
-    def _specs(self, session: Session, written: Written) -> list[LaunchSpec]:
+    def _specs(self, written: Written) -> list[LaunchSpec]:
         if not written.started:
             return []
-        rows = session.scalars(select(JobRow).where(JobRow.id.in_(written.started)))
-        by_id = {r.id: r for r in rows}
-        return [self._launch_spec(by_id[j]) for j in written.started]
+        with self.store.session() as session:
+            rows = session.scalars(select(JobRow).where(JobRow.id.in_(written.started)))
+            by_id = {r.id: r for r in rows}
+            return self._specs_of([by_id[j] for j in written.started if j in by_id])
 
-    def _start(self, spec: LaunchSpec) -> bool:
-        """Launch through the executor and record the handle; a failure fails the job."""
-        try:
-            handle = self.executor.start(spec)
-        except Exception as exc:  # a launch that cannot happen must not wedge the queue
-            log.exception("start of %s failed", spec.job_id)
-            with self.store.session() as session:
-                cas(
-                    session,
-                    spec.job_id,
-                    JobState.STARTING.value,
-                    state=JobState.FAILED.value,
-                    reason=f"LaunchFailed: {exc}"[:256],
-                    end_t_s=self.clock(),
-                    updated_t_s=self.clock(),
-                )
-            return False
-        with self.store.session() as session:  # maybe cancelled or preempted meanwhile
-            values = {"handle": handle.to_dict(), "updated_t_s": self.clock()}
-            running = {**values, "state": JobState.RUNNING.value}
-            attempt = spec.restart_count  # a later attempt's row is not this launch's
-            if not transition(session, spec.job_id, [JobState.STARTING], running, attempt=attempt):
-                transition(session, spec.job_id, _STOPPING, values, attempt=attempt)
-        return True
+    def _specs_of(self, rows: list[JobRow]) -> list[LaunchSpec]:
+        """Launch specs of STARTING rows; a row that makes none fails alone."""
+        specs = []
+        for row in rows:
+            try:
+                specs.append(self._launch_spec(row))
+            except Exception as exc:  # a bad row must not fail every step from now on
+                log.exception("no launch spec for %s", row.id)
+                self.starter.fail(row.id, row.restart_count, f"{type(exc).__name__}: {exc}")
+        return specs
 
     def _launch_spec(self, row: JobRow) -> LaunchSpec:
         config = self.config
@@ -324,6 +363,7 @@ class Loop:
         return launch_spec(row, config.spool, config.nccl_env, config.cluster_name, records=records)
 
 
-# Where a launch's handle still belongs when the row is no longer STARTING: asked to stop
-# meanwhile (or already RUNNING, when a restart started it again).
-_STOPPING = (JobState.RUNNING, JobState.PREEMPTING, JobState.CANCELLING)
+def _gone(row: Overdue, now_t_s: float) -> Exit:
+    """The end of a stop whose processes are gone: cancelled, or preempted (requeued)."""
+    kind = ExitKind.KILLED if row.state == JobState.CANCELLING.value else ExitKind.LOST
+    return Exit(row.job_id, row.restart_count, kind, t_s=now_t_s)

@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 from railyard import __version__
 from railyard.control.convert import to_queue
 from railyard.control.gpumetrics import GpuCollector
-from railyard.control.health import LoopHealth
+from railyard.control.health import LoopHealth, LoopStatus, loop_status
 from railyard.control.loopmetrics import LoopMetrics
 from railyard.control.store import Store
 from railyard.control.tables import (
@@ -95,10 +95,11 @@ class StoreCollector(Collector):
             yield from _fairshare(session, queues)
             yield from _nodes(session)
             yield from node_health_families(session)
+            if self.config.loop_health is not None:
+                status = loop_status(session, self.config.loop_health, self.clock())
+                yield from _loop_health(self.config.loop_health, status)
         if self.config.loop is not None:
             yield from self.config.loop.collect()
-        if self.config.loop_health is not None:
-            yield from _loop_health(self.config.loop_health, self.clock())
 
 
 def node_health_families(session: Session) -> list[Metric]:
@@ -301,14 +302,42 @@ def _nodes(session: Session) -> Iterator[Metric]:
     yield from (nodes, gpus)
 
 
-def _loop_health(health: LoopHealth, now_t_s: float) -> Iterator[Metric]:
-    last = GaugeMetricFamily(
-        "railyard_loop_last_ok_step_timestamp_seconds",
-        "Unix time the scheduler loop last finished a step without error.",
+def _loop_health(health: LoopHealth, status: LoopStatus) -> Iterator[Metric]:
+    """The facts /healthz judges by (`control.health.loop_status`), as series."""
+    for name, help_text, t_s in (
+        (
+            "railyard_loop_last_ok_step_timestamp_seconds",
+            "Unix time the scheduler loop last finished a step without error.",
+            health.last_ok_t_s,
+        ),
+        (
+            "railyard_loop_last_step_timestamp_seconds",
+            "Unix time the scheduler loop last finished a step, failed or not.",
+            health.last_step_t_s,
+        ),
+        (
+            "railyard_loop_last_failed_step_timestamp_seconds",
+            "Unix time a step of the scheduler loop (or a write within one) last failed.",
+            health.last_failed_t_s,
+        ),
+    ):
+        family = GaugeMetricFamily(name, help_text)
+        if t_s is not None:
+            family.add_metric([], t_s)
+        yield family
+    yield GaugeMetricFamily(
+        "railyard_loop_behind_seconds",
+        "Seconds since the scheduler loop last finished a step (it runs every few seconds).",
+        value=status.behind_s,
     )
-    if health.last_ok_t_s is not None:
-        last.add_metric([], health.last_ok_t_s)
-    yield last
+    stuck = GaugeMetricFamily(
+        "railyard_loop_stuck_jobs",
+        "Jobs in a transient state (starting, cancelling, preempting) past its deadline.",
+        labels=["state"],
+    )
+    for state, count in sorted(status.stuck.by_state.items()):
+        stuck.add_metric([state], count)
+    yield stuck
     consecutive = GaugeMetricFamily(
         "railyard_loop_consecutive_failed_steps",
         "Loop steps failed in a row (reset by a good step).",
@@ -322,6 +351,6 @@ def _loop_health(health: LoopHealth, now_t_s: float) -> Iterator[Metric]:
     )
     yield GaugeMetricFamily(
         "railyard_loop_healthy",
-        "1 when /healthz would say the loop is fine, else 0 (failing or stalled).",
-        value=0 if health.problem(now_t_s) else 1,
+        "1 when /healthz would say the loop is fine, else 0 (failed, behind or stuck jobs).",
+        value=1 if status.ok else 0,
     )

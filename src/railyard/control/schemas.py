@@ -544,14 +544,19 @@ class TokenCreated(TokenOut):
 
 
 class Health(Response):
-    """``ok``, or ``failing`` (503) with the reason: the scheduler loop's last steps failed,
-    or the store does not answer."""
+    """``ok``, or ``failing`` (503) with the reason: the store does not answer, a step of the
+    scheduler loop failed in the last minute, the loop is behind, or jobs are stuck in a
+    transient state (starting, cancelling, preempting) past their deadline."""
 
     status: str = Field(json_schema_extra={"enum": ["ok", "failing"]})
     version: str
     reason: str | None = None
     last_step_t_s: Annotated[float | None, Field(description="end of the last good step")] = None
     failing_steps: int = 0
+    last_failed_t_s: Annotated[float | None, Field(description="when a step last failed")] = None
+    behind_s: Annotated[float | None, Field(description="seconds since a step ended")] = None
+    stuck_jobs: Annotated[int, Field(description="jobs past a transient state's deadline")] = 0
+    stuck: Annotated[list[str], Field(description="the oldest stuck jobs' ids (20 at most)")] = []
 
 
 class ErrorOut(Response):

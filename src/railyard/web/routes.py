@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from railyard.control import jobs, logs, nodes, queues
 from railyard.control.errors import ServiceError
+from railyard.control.health import LoopStatus, loop_status
 from railyard.control.metrics import entitlements
 from railyard.control.tables import EventRow, JobRow, JobState, QueueRow, UsageRow, User
 from railyard.sched import SchedulerConfig
@@ -72,8 +73,11 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
         reasons = fig.pending_by_reason(session, None if who.admin else who.user.id)
         util, waiting = fig.history(session, now, sum(f.total for f in flavors))
         mine = "" if who.admin else " (yours)"
+        health = context(request).loop_health
+        loop = loop_status(session, health, now) if health is not None else None
         body = (
-            "<h2>GPUs by flavor</h2>"
+            (_loop_box(loop, who.admin) if loop is not None else "")
+            + "<h2>GPUs by flavor</h2>"
             + table(("flavor", "total", "in use", "free", "draining", "down"), rows)
             + f"<h2>Pending jobs by reason{mine}</h2>"
             + (table(("reason", "jobs"), [[esc(k), _n(v)] for k, v in reasons])
@@ -277,6 +281,21 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
 
 def _missing() -> HTMLResponse:
     return page("Not found", "<p>No such page.</p>", user=None, status=404)
+
+
+def _loop_box(status: LoopStatus, admin: bool) -> str:
+    """The scheduler loop as /healthz judges it; stuck jobs' ids for an admin only (a user
+    never sees another user's job named)."""
+    if status.ok:
+        return "<p class=muted>scheduler loop: ok</p>"
+    if admin:
+        lines = list(status.problems)
+    else:  # the loop's own lines; stuck jobs as counts by state
+        lines = [p for p in status.problems if "stuck past their deadline" not in p]
+        stuck = ", ".join(f"{n} {state}" for state, n in sorted(status.stuck.by_state.items()) if n)
+        lines += [f"scheduler loop: {status.stuck.total} jobs stuck ({stuck})"] if stuck else []
+    items = "".join(f"<li>{esc(line)}</li>" for line in lines)
+    return f"<h2>Scheduler loop: failing</h2><ul class=loop-problems>{items}</ul>"
 
 
 def _n(value: int | float) -> str:
