@@ -71,7 +71,7 @@ def current(session: Session, session_id: str, now_t_s: float) -> User | None:
     ).one_or_none()
     if found is None:
         return None
-    row, token, user = found.tuple()
+    row, token, user = found
     alive = (
         hmac.compare_digest(row.id_hash, digest)
         and now_t_s < row.expires_t_s
