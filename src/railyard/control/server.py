@@ -19,6 +19,7 @@ import logging
 import os
 import pwd
 import socket
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -126,11 +127,15 @@ class SpoolTaken(Exception):
     """The spool directory serves another state directory; one line for the CLI."""
 
 
-def claim_spool(spool_dir: Path, state_dir: Path) -> None:
+def claim_spool(spool_dir: Path, state_dir: Path, *, multi_user: bool = False) -> None:
     """Create the spool (0711: job users pass through, nobody lists) and mark it as this state
-    directory's; refuse one that serves another (its job ids would collide with ours)."""
+    directory's; refuse one that serves another (its job ids would collide with ours) and, in
+    multi-user mode, one that job users cannot reach (their jobs could not use their
+    checkpoint directory)."""
     spool_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(spool_dir, SPOOL_DIR_MODE)
+    if multi_user:
+        check_traversable(spool_dir)
     marker = spool_owner_path(spool_dir)
     mine = str(state_dir.resolve())
     try:
@@ -143,6 +148,19 @@ def claim_spool(spool_dir: Path, state_dir: Path) -> None:
             f"spool directory {spool_dir} holds the jobs of state directory {owner} "
             f"(hint: give this one its own: railyard up --spool-dir DIR)"
         )
+
+
+def check_traversable(spool_dir: Path) -> None:
+    """Every directory above the spool must let others pass (o+x): jobs run as their users'
+    accounts and reach their files there (``$RAILYARD_CHECKPOINT_DIR``)."""
+    for level in spool_dir.resolve().parents:
+        mode = level.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            raise SpoolTaken(
+                f"--spool-dir: job users cannot reach {spool_dir}: {level} is mode "
+                f"{stat.S_IMODE(mode):04o} (hint: a spool outside the state directory whose "
+                "parents others may pass through (o+x), such as /var/spool/railyard)"
+            )
 
 
 def secure_state_dir(state_dir: Path) -> None:
@@ -386,7 +404,7 @@ def _serve_locked(
     run_as = RunAs.this_process()
     spool = config.spool(run_as)
     secure_state_dir(config.state_dir)
-    claim_spool(spool, config.state_dir)
+    claim_spool(spool, config.state_dir, multi_user=run_as.multi_user)
     store = open_store(config)
     secure_state_dir(config.state_dir)  # the store's files exist now
     token = bootstrap(store, nodes, local, unix_user=run_as.server_account)
@@ -395,6 +413,12 @@ def _serve_locked(
     if token is not None:
         path = save_config(api_url, token, client_config_path(config.state_dir))
         print(f"admin token (shown once, saved to {path}): {token}", flush=True)
+        if run_as.multi_user:
+            print(
+                f"user admin runs its jobs as Unix account {run_as.server_account} (uid 0); "
+                "to change it: railyard admin users update admin --unix-user ACCOUNT",
+                flush=True,
+            )
         if config.state_dir != default_state_dir():
             print(f"for the CLI: export RAILYARD_HOME={config.state_dir}", flush=True)
     loop_ = Loop(
