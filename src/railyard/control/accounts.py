@@ -24,6 +24,7 @@ class RunAs:
 
     server_account: str
     multi_user: bool
+    unreachable_spool: str | None = None  # why job users cannot reach the spool, if they cannot
 
     @classmethod
     def this_process(cls) -> RunAs:
@@ -44,6 +45,10 @@ class RunAs:
                     f"create it (useradd {unix_user}), or map the user to an existing account: "
                     f"railyard admin users update {user} --unix-user ACCOUNT",
                 ) from None
+            if entry.pw_uid != 0 and self.unreachable_spool:
+                raise Forbidden(
+                    f"user {user!r} (Unix account {unix_user!r}): {self.unreachable_spool}"
+                )
             if entry.pw_uid == 0 and not is_admin:
                 raise Forbidden(
                     f"user {user!r} maps to Unix account {unix_user!r} (uid 0); only an "

@@ -15,6 +15,7 @@ spool, ``/var/spool/railyard``); run as anyone else, single-user (see
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pwd
@@ -23,7 +24,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import uvicorn
@@ -127,15 +128,11 @@ class SpoolTaken(Exception):
     """The spool directory serves another state directory; one line for the CLI."""
 
 
-def claim_spool(spool_dir: Path, state_dir: Path, *, multi_user: bool = False) -> None:
+def claim_spool(spool_dir: Path, state_dir: Path) -> None:
     """Create the spool (0711: job users pass through, nobody lists) and mark it as this state
-    directory's; refuse one that serves another (its job ids would collide with ours) and, in
-    multi-user mode, one that job users cannot reach (their jobs could not use their
-    checkpoint directory)."""
+    directory's; refuse one that serves another (its job ids would collide with ours)."""
     spool_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(spool_dir, SPOOL_DIR_MODE)
-    if multi_user:
-        check_traversable(spool_dir)
     marker = spool_owner_path(spool_dir)
     mine = str(state_dir.resolve())
     try:
@@ -150,17 +147,35 @@ def claim_spool(spool_dir: Path, state_dir: Path, *, multi_user: bool = False) -
         )
 
 
-def check_traversable(spool_dir: Path) -> None:
-    """Every directory above the spool must let others pass (o+x): jobs run as their users'
-    accounts and reach their files there (``$RAILYARD_CHECKPOINT_DIR``)."""
+def unreachable_spool(spool_dir: Path) -> str | None:
+    """Why job users cannot reach the spool (a directory above it others may not pass, such
+    as the state directory, 0700), or None: their jobs need their files there
+    (``$RAILYARD_CHECKPOINT_DIR``)."""
     for level in spool_dir.resolve().parents:
         mode = level.stat().st_mode
         if not mode & stat.S_IXOTH:
-            raise SpoolTaken(
+            return (
                 f"--spool-dir: job users cannot reach {spool_dir}: {level} is mode "
                 f"{stat.S_IMODE(mode):04o} (hint: a spool outside the state directory whose "
                 "parents others may pass through (o+x), such as /var/spool/railyard)"
             )
+    return None
+
+
+def check_spool_reach(store: Store, spool_dir: Path, run_as: RunAs) -> RunAs:
+    """Multi-user mode: refuse a spool job users cannot reach when users map to accounts
+    other than root; with none yet, start, and refuse each such job at submit instead."""
+    why = unreachable_spool(spool_dir) if run_as.multi_user else None
+    if why is None:
+        return run_as
+    with store.session() as s:
+        accounts = set(s.scalars(select(User.unix_user)))
+    for name in accounts:
+        with contextlib.suppress(KeyError):
+            if pwd.getpwnam(name).pw_uid != 0:
+                raise SpoolTaken(why)
+    print(f"railyard up: only root's jobs can run: {why}", flush=True)
+    return replace(run_as, unreachable_spool=why)
 
 
 def secure_state_dir(state_dir: Path) -> None:
@@ -404,10 +419,11 @@ def _serve_locked(
     run_as = RunAs.this_process()
     spool = config.spool(run_as)
     secure_state_dir(config.state_dir)
-    claim_spool(spool, config.state_dir, multi_user=run_as.multi_user)
+    claim_spool(spool, config.state_dir)
     store = open_store(config)
     secure_state_dir(config.state_dir)  # the store's files exist now
     token = bootstrap(store, nodes, local, unix_user=run_as.server_account)
+    run_as = check_spool_reach(store, spool, run_as)
     cluster = _cluster(config, store, nodes, local)
     executor = cluster.executor
     if token is not None:
