@@ -14,7 +14,11 @@ does what slurmstepd does between fork and exec, in the child: join the job's cg
 the fork, so the wrapper is counted too), switch to the job's Unix account (supplementary
 groups through ``initgroups``, then gid, then uid), set the umask, change to the working
 directory (``/tmp`` if that fails, as slurmstepd does), open ``--output``/``--error`` files,
-write the log header, and exec the command with the job's environment. Everything that
+write the log header, and exec the command with the job's environment. Just before the exec the
+child tells the wrapper, over a pipe that the exec closes, the (device, inode) of its stdout
+and stderr; the wrapper records them beside the exit record (the executor's directory), and
+`railyard logs` shows no other file (:mod:`railyard.exec.logread`). An output file the child
+cannot open is named on the spool log, as slurmstepd names it. Everything that
 touches a user's path happens after the switch, so a symlink cannot make root read or write
 anywhere. The wrapper itself stays with the executor's account, so the job can neither signal
 it nor forge its exit record, and it never sees the user's environment: it runs in isolated
