@@ -24,16 +24,19 @@ class RunAs:
 
     server_account: str
     multi_user: bool
+    unreachable_spool: str | None = None  # why job users cannot reach the spool, if they cannot
 
     @classmethod
     def this_process(cls) -> RunAs:
         return cls(Account.current().name, os.geteuid() == 0)
 
-    def check(self, user: str, unix_user: str) -> None:
-        """Refuse a job of ``user`` (mapped to ``unix_user``) this server cannot run."""
+    def check(self, user: str, unix_user: str, *, is_admin: bool = False) -> None:
+        """Refuse a job of ``user`` (mapped to ``unix_user``) this server cannot run, and, in
+        multi-user mode, a plain user's job as uid 0 (a user named after a root account gets
+        it by default): only an admin's jobs run as root, and only by its explicit mapping."""
         if self.multi_user:
             try:
-                pwd.getpwnam(unix_user)
+                entry = pwd.getpwnam(unix_user)
             except KeyError:
                 raise Invalid(
                     "unix_user",
@@ -42,6 +45,17 @@ class RunAs:
                     f"create it (useradd {unix_user}), or map the user to an existing account: "
                     f"railyard admin users update {user} --unix-user ACCOUNT",
                 ) from None
+            if entry.pw_uid != 0 and self.unreachable_spool:
+                raise Forbidden(
+                    f"user {user!r} (Unix account {unix_user!r}): {self.unreachable_spool}"
+                )
+            if entry.pw_uid == 0 and not is_admin:
+                raise Forbidden(
+                    f"user {user!r} maps to Unix account {unix_user!r} (uid 0); only an "
+                    "admin's jobs may run as root",
+                    hint=f"map the user to its own account: railyard admin users update {user} "
+                    "--unix-user ACCOUNT",
+                )
         elif unix_user != self.server_account:
             raise Forbidden(
                 f"single-user mode: this server runs as {self.server_account!r} and runs only "

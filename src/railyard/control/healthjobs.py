@@ -55,7 +55,7 @@ def system_output(executor: Executor, path: Path, node: str) -> str:
     node it ran on through the executor (Ray); OSError when there is none."""
     read = getattr(executor, "read_log", None)
     if read is not None:
-        found = read(node, str(path), 0, 1 << 20)
+        found = read(node, str(path), 0, 1 << 20, anchor=str(path.parent))
         if found is None:
             raise OSError(f"no output of {path.name} on {node}")
         return bytes(found[0]).decode("utf-8", "replace")

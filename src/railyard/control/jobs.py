@@ -237,19 +237,22 @@ def _check_feasible(session: Session, job: Job) -> None:
         raise Invalid("gpus", why, hint)
 
 
-def _check_dependency(session: Session, dependency: str | None) -> None:
+def _check_dependency(session: Session, actor: User, dependency: str | None) -> None:
     """Every job a dependency names must exist (a job id, or an array's number), as sbatch
-    refuses with "Job dependency problem": a typo would otherwise wait forever."""
+    refuses with "Job dependency problem": a typo would otherwise wait forever. Another
+    user's job is "no job" too (admins excepted), as for `show`: whether it exists and when
+    it ends is not this user's to learn."""
     if dependency is None:
         return
     wanted = job_ids(parse_dependency(dependency)[0])
     if not wanted:
         return
-    found = session.execute(
-        select(JobRow.id, JobRow.array_parent).where(
-            or_(JobRow.id.in_(wanted), JobRow.array_parent.in_(wanted))
-        )
+    stmt = select(JobRow.id, JobRow.array_parent).where(
+        or_(JobRow.id.in_(wanted), JobRow.array_parent.in_(wanted))
     )
+    if not actor.is_admin:
+        stmt = stmt.where(JobRow.user_id == actor.id)
+    found = session.execute(stmt)
     missing = wanted - {i for row in found for i in row if i is not None}
     if missing:
         raise Invalid(
@@ -292,7 +295,7 @@ def submit(
     _check_queue(session, user, spec.queue)
     res = _check_shape(session, spec, known_flavors)
     if run_as is not None:
-        run_as.check(user.name, user.unix_user)
+        run_as.check(user.name, user.unix_user, is_admin=user.is_admin)
     _check_workdir(spec.workdir)
     level, mode = parse_topology(spec.topology) if spec.topology else (None, None)
     signal_name, grace_s = parse_signal(spec.signal) if spec.signal else ("SIGUSR1", 30.0)
@@ -316,7 +319,7 @@ def submit(
         topology=topology,
     )
     _check_feasible(session, shape)
-    _check_dependency(session, spec.dependency)
+    _check_dependency(session, user, spec.dependency)
     count = len(indices) if indices is not None else 1
     _check_stored(spec, count)
     number = _next_number(session, count)

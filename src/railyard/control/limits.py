@@ -9,6 +9,7 @@ Linux's ``ARG_MAX`` (2 MiB with the default 8 MiB stack; one string at most 128 
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Annotated
 
 from pydantic import AfterValidator, Field
@@ -47,6 +48,17 @@ def clean_text(value: str) -> str:
     return value
 
 
+def one_line(value: str) -> str:
+    """Refuse control characters (newline, carriage return, escape...): a name or a path
+    with them would forge lines in `railyard queue`, in logs and in the wrapper's records."""
+    bad = next((c for c in value if unicodedata.category(c) == "Cc"), None)
+    if bad is not None:
+        raise ValueError(
+            f"contains the control character U+{ord(bad):04X} (hint: one line of printable text)"
+        )
+    return value
+
+
 def env_name(value: str) -> str:
     """A name ``execve`` can pass: not empty, no ``=`` (exported shell functions such as
     ``BASH_FUNC_module%%`` are fine)."""
@@ -60,14 +72,17 @@ def utf8_len(value: str) -> int:
 
 
 _CLEAN = AfterValidator(clean_text)
+_ONE_LINE = AfterValidator(one_line)
 Text = Annotated[str, _CLEAN]
-Name = Annotated[str, Field(max_length=MAX_NAME), _CLEAN]
+Name = Annotated[str, Field(max_length=MAX_NAME), _CLEAN, _ONE_LINE]
 Short = Annotated[str, Field(max_length=MAX_SHORT), _CLEAN]
 Label = Annotated[str, Field(max_length=MAX_LABEL), _CLEAN]
 Arg = Annotated[str, Field(max_length=MAX_ARG_BYTES), _CLEAN]
 Script = Annotated[str, Field(max_length=MAX_SCRIPT_BYTES), _CLEAN]
 ArraySpec = Annotated[str, Field(max_length=MAX_ARRAY_SPEC), _CLEAN]
-Workdir = Annotated[str, Field(max_length=MAX_WORKDIR), _CLEAN]
+Workdir = Annotated[str, Field(max_length=MAX_WORKDIR), _CLEAN, _ONE_LINE]
+"""An ``--output``/``--error`` pattern: a path, relative to the job's working directory."""
+OutputPath = Annotated[str, Field(min_length=1, max_length=MAX_WORKDIR), _CLEAN, _ONE_LINE]
 Flavor = Annotated[str, Field(min_length=1, max_length=MAX_FLAVOR), _CLEAN]
 EnvName = Annotated[
     str, Field(min_length=1, max_length=MAX_ENV_NAME), _CLEAN, AfterValidator(env_name)

@@ -1,22 +1,23 @@
-"""Reading a job's logs for `railyard logs`: where each process writes, whose file it must
-be, and the text from an offset, here or, through the executor, on another machine."""
+"""Reading a job's logs for `railyard logs`: where each process writes, and the text from an
+offset, read with the job's user's rights (:mod:`railyard.exec.logread`), here or, through
+the executor, on the machine the process ran on."""
 
 from __future__ import annotations
 
 import codecs
-import os
-import stat
 from collections.abc import Callable
 from pathlib import Path
 
 from railyard.control.errors import Forbidden
 from railyard.control.paths import log_path
 from railyard.control.tables import JobRow
-from railyard.exec.identity import Account
+from railyard.exec.logread import LogRefused, LogSource, outputs_record_path, read_chunk
+from railyard.exec.protocol import ExecutorError
 
 LOG_CHUNK_BYTES = 1 << 20
-# (node, path, offset, limit, owner uid) -> (bytes from offset, file size), None: no file
-RemoteLog = Callable[[str, str, int, int, int | None], tuple[bytes, int] | None]
+# (node, source, offset, limit) -> (bytes from offset, file size), None: no file yet;
+# raises LogRefused for a file that must not be shown
+RemoteLog = Callable[[str, LogSource, int, int], tuple[bytes, int] | None]
 
 
 def log_paths(row: JobRow, spool_dir: Path) -> list[Path]:
@@ -28,42 +29,33 @@ def log_paths(row: JobRow, spool_dir: Path) -> list[Path]:
     return [log_path(spool_dir, row.id, rank) for rank in range(count)]
 
 
-def owner_uid(row: JobRow, path: Path, spool_dir: Path) -> int | None:
-    """The uid a log outside the spool must belong to (the job's account): the user chose its
-    path, so a symlink or someone else's file there must not be read for them."""
-    if path.is_relative_to(spool_dir):
-        return None  # the spool's directories are the server's: nothing there can be swapped
-    if os.geteuid() != 0:
-        return os.geteuid()  # single-user mode: the job ran as this very account
-    try:
-        return Account.lookup(row.unix_user).uid
-    except Exception:
-        raise Forbidden(
-            f"cannot check who owns {path}: no Unix account {row.unix_user!r}"
-        ) from None
+def log_source(row: JobRow, rank: int, path: Path, spool_dir: Path) -> LogSource:
+    """How rank ``rank``'s log may be read: the spool log (the executor's own file, in its own
+    directories) from the spool down without following symlinks; any other path (the user's
+    ``--output``) as the job's Unix account, and only the file its wrapper recorded."""
+    if path == log_path(spool_dir, row.id, rank):
+        return LogSource(str(path), None, None, anchor=str(spool_dir))
+    workers = (row.handle or {}).get("workers") or []
+    exit_path = workers[rank].get("exit_path") if rank < len(workers) else None
+    if not exit_path:
+        raise Forbidden(f"{path}: no record of the job's output files; not shown")
+    outputs = str(outputs_record_path(Path(exit_path)))
+    return LogSource(str(path), row.unix_user or None, outputs)
 
 
 def read_log(
-    path: Path, offset: int, owner_uid: int | None = None, limit: int = LOG_CHUNK_BYTES
+    source: LogSource | Path, offset: int, limit: int = LOG_CHUNK_BYTES
 ) -> tuple[str, int]:
-    """Decoded text from ``offset``; a UTF-8 character cut by the chunk end waits for the next
-    call, so followers never see mangled characters. With ``owner_uid``, only a regular file
-    of that owner is read, never through a symlink."""
+    """Decoded text from ``offset`` of a log on this machine's disk; see :func:`decode`. A
+    bare path is a file the server itself wrote, opened from its directory, not followed if
+    it is a symlink."""
+    if isinstance(source, Path):
+        source = LogSource(str(source), None, None, anchor=str(source.parent))
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return "", offset
-    except OSError as exc:
-        raise Forbidden(f"cannot read {path}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or (owner_uid is not None and info.st_uid != owner_uid):
-            raise Forbidden(f"{path} is not a file of the job's user; not shown")
-        if offset > info.st_size:  # past the end (a rotated log, a bad offset): resume at the end
-            return "", info.st_size
-        f.seek(offset)
-        data = f.read(limit)
-    return decode(data, offset)
+        found = read_chunk(source, offset, limit)
+    except (LogRefused, ExecutorError) as exc:
+        raise Forbidden(str(exc)) from None
+    return _text(found, offset)
 
 
 def decode(data: bytes, offset: int) -> tuple[str, int]:
@@ -84,16 +76,23 @@ def read_rank_log(
     remote: RemoteLog | None,
 ) -> tuple[str, int]:
     """A process's log from `offset`: from this machine's disk, or, with `remote` (the Ray
-    executor), from the node the rank ran on, with the same ownership rule."""
-    uid = owner_uid(row, path, spool_dir)
+    executor), from the node the rank ran on, with the same rule."""
+    source = log_source(row, rank, path, spool_dir)
     workers = (row.handle or {}).get("workers") or []
     node = workers[rank].get("node") if rank < len(workers) else None
     if remote is None or node is None:
-        return read_log(path, offset, uid)
-    found = remote(str(node), str(path), offset, LOG_CHUNK_BYTES, uid)
+        return read_log(source, offset)
+    try:
+        found = remote(str(node), source, offset, LOG_CHUNK_BYTES)
+    except (LogRefused, ExecutorError) as exc:
+        raise Forbidden(str(exc)) from None
+    return _text(found, offset)
+
+
+def _text(found: tuple[bytes, int] | None, offset: int) -> tuple[str, int]:
     if found is None:
         return "", offset
     data, size = found
-    if offset > size:
+    if offset > size:  # past the end (a rotated log, a bad offset): resume at the end
         return "", size
     return decode(data, offset)

@@ -13,6 +13,7 @@ from railyard.control.logs import RemoteLog
 from railyard.control.rayauth import MODE_ENV, TOKEN_HINT, ProbeFailed, probe
 from railyard.control.raynodes import RayInventory
 from railyard.control.store import Store
+from railyard.exec.logread import LogSource
 from railyard.exec.rayagent import NAMESPACE
 from railyard.exec.rayexec import RayExecutor, RayNode, ray_nodes
 from railyard.sched import Node
@@ -122,8 +123,10 @@ def ray_cluster(
     what = f"Ray cluster at {address}, {len(joined)} machine(s) joined: {shown or 'none yet'}"
 
     def remote_log(
-        node: str, path: str, offset: int, limit: int, owner_uid: int | None
+        node: str, source: LogSource, offset: int, limit: int
     ) -> tuple[bytes, int] | None:
-        return executor.read_log(node, path, offset, limit, owner_uid)
+        return executor.read_log(
+            node, source.path, offset, limit, source.user, source.outputs, source.anchor
+        )
 
     return executor, refresh, remote_log, what

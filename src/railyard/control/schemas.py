@@ -49,6 +49,7 @@ from railyard.control.limits import (
     Flavor,
     Label,
     Name,
+    OutputPath,
     QueueName,
     Quota,
     Script,
@@ -139,10 +140,10 @@ class JobSubmit(Request):
     workdir: Workdir = Field(
         "", description="an existing absolute directory on the node ('' for the default)"
     )
-    submit_dir: str = Field("", max_length=1024)
+    submit_dir: Workdir = ""
     submit_host: str = Field("", max_length=256)
-    output: str | None = Field(None, min_length=1, max_length=1024)
-    error: str | None = Field(None, min_length=1, max_length=1024)
+    output: OutputPath | None = None
+    error: OutputPath | None = None
     dependency: str | None = Field(None, max_length=1024)
     topology: Short | None = None
     checkpoint_grace_s: float | None = Field(None, ge=0, le=MAX_GRACE_S)

@@ -15,14 +15,16 @@ spool, ``/var/spool/railyard``); run as anyone else, single-user (see
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pwd
 import socket
+import stat
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import uvicorn
@@ -144,6 +146,37 @@ def claim_spool(spool_dir: Path, state_dir: Path) -> None:
             f"spool directory {spool_dir} holds the jobs of state directory {owner} "
             f"(hint: give this one its own: railyard up --spool-dir DIR)"
         )
+
+
+def unreachable_spool(spool_dir: Path) -> str | None:
+    """Why job users cannot reach the spool (a directory above it others may not pass, such
+    as the state directory, 0700), or None: their jobs need their files there
+    (``$RAILYARD_CHECKPOINT_DIR``)."""
+    for level in spool_dir.resolve().parents:
+        mode = level.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            return (
+                f"--spool-dir: job users cannot reach {spool_dir}: {level} is mode "
+                f"{stat.S_IMODE(mode):04o} (hint: a spool outside the state directory whose "
+                "parents others may pass through (o+x), such as /var/spool/railyard)"
+            )
+    return None
+
+
+def check_spool_reach(store: Store, spool_dir: Path, run_as: RunAs) -> RunAs:
+    """Multi-user mode: refuse a spool job users cannot reach when users map to accounts
+    other than root; with none yet, start, and refuse each such job at submit instead."""
+    why = unreachable_spool(spool_dir) if run_as.multi_user else None
+    if why is None:
+        return run_as
+    with store.session() as s:
+        accounts = set(s.scalars(select(User.unix_user)))
+    for name in accounts:
+        with contextlib.suppress(KeyError):
+            if pwd.getpwnam(name).pw_uid != 0:
+                raise SpoolTaken(why)
+    print(f"railyard up: only root's jobs can run: {why}", flush=True)
+    return replace(run_as, unreachable_spool=why)
 
 
 def secure_state_dir(state_dir: Path) -> None:
@@ -396,11 +429,18 @@ def _serve_locked(
     store = open_store(config)
     secure_state_dir(config.state_dir)  # the store's files exist now
     token = bootstrap(store, nodes, local, unix_user=run_as.server_account)
+    run_as = check_spool_reach(store, spool, run_as)
     cluster = _cluster(config, store, nodes, local)
     executor = cluster.executor
     if token is not None:
         path = save_config(api_url, token, client_config_path(config.state_dir))
         print(f"admin token (shown once, saved to {path}): {token}", flush=True)
+        if run_as.multi_user:
+            print(
+                f"user admin runs its jobs as Unix account {run_as.server_account} (uid 0); "
+                "to change it: railyard admin users update admin --unix-user ACCOUNT",
+                flush=True,
+            )
         if config.state_dir != default_state_dir():
             print(f"for the CLI: export RAILYARD_HOME={config.state_dir}", flush=True)
     loop_ = Loop(

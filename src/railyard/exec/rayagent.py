@@ -12,15 +12,14 @@ adopts what runs.
 
 from __future__ import annotations
 
-import os
 import socket
-import stat
 from collections.abc import Sequence
 from typing import Any
 
 from railyard.exec.launch import free_port
 from railyard.exec.local import LocalExecutor
-from railyard.exec.protocol import ExitReport, JobHandle, LaunchSpec
+from railyard.exec.logread import LogRefused, LogSource, read_chunk
+from railyard.exec.protocol import ExecutorError, ExitReport, JobHandle, LaunchSpec
 
 NODE_RESOURCE = "railyard_node:"  # + node name: one per joined machine
 GPUS_RESOURCE = "railyard_gpus"  # its GPU count
@@ -71,23 +70,21 @@ class NodeAgent:
         return self.executor.adopt(handles)
 
     def read(
-        self, path: str, offset: int, limit: int, owner_uid: int | None = None
-    ) -> tuple[bytes, int] | None:
-        """Bytes of a log file on this node from `offset`, and its size (None: no such file,
-        or not a regular file of `owner_uid`, never through a symlink): `railyard logs` of a
-        rank on another machine, with the rule the control plane applies to its own disk."""
+        self,
+        path: str,
+        offset: int,
+        limit: int,
+        user: str | None = None,
+        outputs: str | None = None,
+        anchor: str | None = None,
+    ) -> tuple[bytes, int] | str | None:
+        """Bytes of a log file on this node from `offset`, and its size; None: no such file
+        yet; a string: why it is not shown. Read as `user` with the rule the control plane
+        applies to its own disk (:func:`railyard.exec.logread.read_chunk`)."""
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return None
-        with os.fdopen(fd, "rb") as f:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                return None
-            if owner_uid is not None and info.st_uid != owner_uid:
-                return None
-            f.seek(min(offset, info.st_size))
-            return f.read(limit), info.st_size
+            return read_chunk(LogSource(path, user, outputs, anchor), offset, limit)
+        except (LogRefused, ExecutorError) as exc:
+            return str(exc)
 
     def process_groups(self) -> list[int]:
         """The process groups of the ranks this agent runs (tests kill them with the node)."""

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from railyard.exec.exits import NODE_FAIL_SIGNAL
+from railyard.exec.logread import LogRefused
 from railyard.exec.protocol import ExecutorError, ExitReport, JobHandle, LaunchSpec, Outcome
 from railyard.exec.rayagent import (
     FLAVOR_RESOURCE,
@@ -242,18 +243,28 @@ class RayExecutor:
     # -- logs of ranks on other machines ---------------------------------------------------------
 
     def read_log(
-        self, node: str, path: str, offset: int, limit: int, owner_uid: int | None = None
+        self,
+        node: str,
+        path: str,
+        offset: int,
+        limit: int,
+        user: str | None = None,
+        outputs: str | None = None,
+        anchor: str | None = None,
     ) -> tuple[bytes, int] | None:
         """Read a log file on `node` through that node's log agent (one long-lived agent per
-        node, so logs stay readable after the job's agents are gone); None: no file, or the
-        node cannot be reached."""
+        node, so logs stay readable after the job's agents are gone), as `user` and only a
+        file the job's wrapper recorded in `outputs` (see :mod:`railyard.exec.logread`);
+        None: no file, or the node cannot be reached. LogRefused: the file is not shown."""
         try:
             agent = self._log_agent(node)
-            found: tuple[bytes, int] | None = self._get(
-                agent.read.remote(path, offset, limit, owner_uid)
+            found: tuple[bytes, int] | str | None = self._get(
+                agent.read.remote(path, offset, limit, user, outputs, anchor)
             )
         except Exception:
             return None
+        if isinstance(found, str):
+            raise LogRefused(found)
         return found
 
     # -- internals -------------------------------------------------------------------------------

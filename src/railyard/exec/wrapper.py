@@ -17,7 +17,11 @@ child subreaper where no cgroup could be made and kills what the command left wh
 then, in the child, it switches to the job's Unix account (supplementary groups through
 ``initgroups``, then gid, then uid), sets the umask, changes to the working directory
 (``/tmp`` if that fails, as slurmstepd does), opens ``--output``/``--error`` files, writes
-the log header, and execs the command with the job's environment. Everything that
+the log header, and execs the command with the job's environment. Just before the exec the
+child tells the wrapper, over a pipe that the exec closes, the (device, inode) of its stdout
+and stderr; the wrapper records them beside the exit record (the executor's directory), and
+`railyard logs` shows no other file (:mod:`railyard.exec.logread`). An output file the child
+cannot open is named on the spool log, as slurmstepd names it. Everything that
 touches a user's path happens after the switch, so a symlink cannot make root read or write
 anywhere. The wrapper itself stays with the executor's account, so the job can neither signal
 it nor forge its exit record, and it never sees the user's environment: it runs in isolated
@@ -48,6 +52,7 @@ from types import FrameType
 from railyard.exec import cgroup, procfs, proctrack
 from railyard.exec.attempt import STOOD_DOWN_EXIT, claim, read_claim, start_marker_path
 from railyard.exec.exitfile import RankExit, signal_name, write_exit
+from railyard.exec.logread import outputs_record_path, record_outputs
 from railyard.exec.taskfile import Task
 
 NOTED_SIGNALS = (
@@ -104,9 +109,13 @@ def run(exit_file: Path, command: list[str], task: Task | None = None) -> int:
         if not enter_step(task):  # untracked or unconfined: do not run at all
             record(exit_file, RankExit(EXEC_FAILED, None, tuple(received)))
             return EXEC_FAILED
+        report, told = os.pipe()  # the child tells which files it opened, then execs (CLOEXEC)
         pid = os.fork()
         if pid == 0:  # the child: never returns
-            exec_as(task, command)
+            os.close(report)
+            exec_as(task, command, told)
+        os.close(told)
+        note_outputs(exit_file, report)
         returncode = wait_child(pid)
         if task.subreaper:
             proctrack.kill_descendants()  # what the command left behind ends with it
@@ -135,8 +144,25 @@ def wait_child(pid: int) -> int:
     return os.waitstatus_to_exitcode(status)
 
 
-def exec_as(task: Task, command: list[str]) -> None:
-    """In the forked child: become the job's process, then exec. Exits 127 on any failure."""
+def note_outputs(exit_file: Path, report: int) -> None:
+    """Record the (device, inode) of the files the child's output goes to, as it reports them
+    before its exec: `railyard logs` shows only those (:mod:`railyard.exec.logread`)."""
+    chunks = []
+    with os.fdopen(report, "rb") as pipe:
+        while chunk := pipe.read(4096):  # EOF at the child's exec (or its end)
+            chunks.append(chunk)
+    if not chunks:
+        return  # it never opened its output: nothing of it may be shown
+    try:
+        files = [(int(d), int(i)) for d, i in (p.split(b":") for p in b"".join(chunks).split())]
+        record_outputs(outputs_record_path(exit_file), files)
+    except (OSError, ValueError) as exc:
+        print(f"railyard wrapper: cannot record the output files: {exc}", file=sys.stderr)
+
+
+def exec_as(task: Task, command: list[str], told: int | None = None) -> None:
+    """In the forked child: become the job's process, then exec. Exits 127 on any failure.
+    ``told``: where to write the (device, inode) of stdout and stderr once they are open."""
     try:
         for sig in NOTED_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
@@ -155,7 +181,13 @@ def exec_as(task: Task, command: list[str]) -> None:
             _say(f"railyard: could not chdir to {task.cwd}: {exc.strerror}: going to /tmp instead")
             os.chdir(FALLBACK_DIR)
         env["PWD"] = os.getcwd()
-        _redirect(task)
+        if not _redirect(task):
+            return  # named the file; the finally below exits 127
+        if told is not None:
+            os.write(
+                told, " ".join(f"{i.st_dev}:{i.st_ino}" for i in map(os.fstat, (1, 2))).encode()
+            )
+            os.close(told)
         if task.header:
             os.write(1, task.header.encode())
         env["SLURM_TASK_PID"] = str(os.getpid())
@@ -168,21 +200,27 @@ def exec_as(task: Task, command: list[str]) -> None:
         os._exit(EXEC_FAILED)
 
 
-def _redirect(task: Task) -> None:
-    """Open the user's output files, as the user, onto fd 1 and 2."""
+def _redirect(task: Task) -> bool:
+    """Open the user's output files, as the user, onto fd 1 and 2; False (and, as
+    slurmstepd, a line naming the file on the spool log) when one cannot be opened."""
     # O_APPEND always: the tasks of a command job may share one file, and each write must land
     # at its end. Only the first task truncates (a new job writes over an old file, as sbatch).
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if task.truncate else 0)
-    if task.stdout:
-        fd = os.open(task.stdout, flags, 0o600)
-        os.dup2(fd, 1)
-        if not task.stderr:
-            os.dup2(fd, 2)
+    for name, path, targets in (
+        ("stdout", task.stdout, (1,) if task.stderr else (1, 2)),
+        ("stderr", task.stderr, (2,)),
+    ):
+        if not path:
+            continue
+        try:
+            fd = os.open(path, flags, 0o600)
+        except OSError as exc:
+            _say(f"railyard: error: Could not open {name} file {path}: {exc.strerror or exc}")
+            return False
+        for target in targets:
+            os.dup2(fd, target)
         os.close(fd)
-    if task.stderr:
-        fd = os.open(task.stderr, flags, 0o600)
-        os.dup2(fd, 2)
-        os.close(fd)
+    return True
 
 
 def _say(line: str) -> None:
