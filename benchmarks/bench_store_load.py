@@ -34,7 +34,6 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.bench_api import drained_server
 from tests.control.conftest import fresh_pg_database
 from tests.integration.server_proc import ServerProcess
 
@@ -144,6 +143,16 @@ def batch_rate(server: ServerProcess, jobs: int, per_request: int = 1000) -> flo
 def print_rows(rows: list[dict[str, object]]) -> None:
     for row in rows:
         print(f"{row['figure']:42} {row['value']:>10.3f} {row['target']:>9}", flush=True)
+
+
+def drained_server(state_dir: Path, database_url: str | None) -> ServerProcess:
+    """``bench_api.drained_server``, with time to start on a loaded machine."""
+    server = ServerProcess(state_dir, gpus=8, database_url=database_url)
+    server.state_dir.mkdir()
+    server.start(timeout_s=300)
+    (node,) = server.request("GET", "/v1/nodes")
+    server.request("POST", f"/v1/nodes/{node['name']}/drain", json={"reason": "bench"})
+    return server
 
 
 def store_rows(store: str, tmp: Path, args: argparse.Namespace) -> list[dict[str, object]]:

@@ -1,4 +1,5 @@
-"""Many jobs in a few statements: an array's (or a batch's) rows and their audit events.
+"""Many jobs in a few statements: an array's (or a batch's) rows, their audit events, an
+array's cancel, and the reads a batch makes once.
 
 A 10,000-task array stored through the ORM built 20,000 instrumented objects and flushed
 them one by one, holding the store's write lock for tens of seconds. Here rows are plain
@@ -12,15 +13,20 @@ re-read.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import JSON, Table, bindparam, insert
+from sqlalchemy import JSON, Table, bindparam, insert, select
 from sqlalchemy.orm import Session
 
-from railyard.control.tables import EventRow, JobRow
+from railyard.control.effects import request_wake
+from railyard.control.errors import NotFound
+from railyard.control.tables import EventRow, JobRow, JobState, NodeRow, User
+from railyard.control.transitions import transition_where
+
+_T = TypeVar("_T")
 
 
 class JobView(SimpleNamespace):
@@ -93,3 +99,62 @@ def insert_events(
     common = {"t_s": now_t_s, "kind": kind, "message": message}
     events = [{"job_id": i} for i in job_ids]
     _executemany(session, EventRow.__table__, common, events)  # type: ignore[arg-type]
+
+
+def once(session: Session, key: str, read: Callable[[], _T]) -> _T:
+    """``read()`` once per transaction: a batch of 1,000 submissions reads the queues and
+    nodes once, not 1,000 times (they cannot change under a write transaction that holds
+    SQLite's lock, and a batch is one decision on PostgreSQL too)."""
+    memo = session.info.get("submit_reads")
+    if memo is None or memo[0] is not session.get_transaction():
+        memo = session.info["submit_reads"] = (session.get_transaction(), {})
+    cache: dict[str, Any] = memo[1]
+    if key not in cache:
+        cache[key] = read()
+    return cast(_T, cache[key])
+
+
+def node_sizes(session: Session) -> list[tuple[str, str, int]]:
+    return [
+        (n, f, g) for n, f, g in session.execute(select(NodeRow.name, NodeRow.flavor, NodeRow.gpus))
+    ]
+
+
+def cancel_array(
+    session: Session,
+    actor: User,
+    parent: str,
+    now_t_s: float,
+    ended_values: dict[str, Any],
+    stopping_values: dict[str, Any],
+    started: Sequence[JobState],
+) -> list[tuple[Any, str]]:
+    """Every task of array ``parent`` the actor may cancel: one ``UPDATE ... WHERE
+    array_parent AND state IN (...)`` per target state (no ids read first, no row loaded),
+    then the tasks as they are now, read in one query of plain rows."""
+    where = [JobRow.array_parent == parent]
+    if not actor.is_admin:
+        where.append(JobRow.user_id == actor.id)
+    ended = transition_where(session, where, [JobState.PENDING], ended_values, retry_conflicts=True)
+    stopping = transition_where(session, where, started, stopping_values, retry_conflicts=True)
+    stmt = (
+        select(*JobRow.__table__.columns, User.name.label("user_name"))
+        .join(User, JobRow.user_id == User.id)
+        .where(*where)
+        .order_by(JobRow.array_index)
+    )
+    targets = [(row, row.user_name) for row in session.execute(stmt)]
+    if not targets:
+        raise NotFound(f"no job {parent!r}")
+    cancelled(session, actor, now_t_s, ended, stopping)
+    return targets
+
+
+def cancelled(
+    session: Session, actor: User, now_t_s: float, ended: list[str], stopping: list[str]
+) -> None:
+    """The audit events of a cancel, and the loop's wake-up if anything changed."""
+    for changed, to in ((ended, JobState.CANCELLED), (stopping, JobState.CANCELLING)):
+        insert_events(session, now_t_s, "cancel", f"{actor.name}: -> {to.value}", changed)
+    if ended or stopping:
+        request_wake(session)

@@ -17,7 +17,15 @@ from sqlalchemy.orm import Session
 
 from railyard.control.accounts import RunAs
 from railyard.control.bounds import JOB_ID_PATTERN, MAX_SUBMIT_STORED_BYTES
-from railyard.control.bulk import JobView, insert_events, insert_jobs
+from railyard.control.bulk import (
+    JobView,
+    cancel_array,
+    cancelled,
+    insert_events,
+    insert_jobs,
+    node_sizes,
+    once,
+)
 from railyard.control.convert import to_node
 from railyard.control.effects import record, request_wake
 from railyard.control.errors import Conflict, Forbidden, Invalid, NotFound
@@ -35,7 +43,7 @@ from railyard.control.tables import (
     QueueRow,
     User,
 )
-from railyard.control.transitions import transition_many, transition_where
+from railyard.control.transitions import transition_many
 from railyard.control.values import parse_array, parse_signal, parse_topology
 from railyard.sched.dependencies import job_ids, parse_dependency
 from railyard.sched.feasible import never_placeable, over_every_node
@@ -119,8 +127,12 @@ def _next_number(session: Session, count: int = 1) -> int:
 def _check_queue(session: Session, user: User, queue: str) -> None:
     """The queue exists, is a leaf, and the user may submit to it. Hints name only the queues
     the user may see (their own and those below), never the rest of the tree."""
-    parents = parent_map(session)
-    mine = set() if user.is_admin else member_queues(session, user)
+    parents = once(session, "queues", lambda: parent_map(session))
+    mine = (
+        set()
+        if user.is_admin
+        else once(session, f"mine:{user.id}", lambda: member_queues(session, user))
+    )
 
     def visible() -> list[str]:
         return sorted(q for q in parents if user.is_admin or mine.intersection(path(parents, q)))
@@ -159,7 +171,7 @@ def _check_stored(spec: JobSubmit, tasks: int) -> None:
 def _check_shape(session: Session, spec: JobSubmit, known: set[str] | None) -> Resources:
     """The job's flavor, chunks and tasks, checked against the nodes table."""
     shape = spec.shape()
-    nodes = list(session.execute(select(NodeRow.name, NodeRow.flavor, NodeRow.gpus)))
+    nodes = once(session, "node_sizes", lambda: node_sizes(session))
     flavors = set(known) if known is not None else {f for _, f, _ in nodes}
     flavor = spec.flavor
     if spec.gpu_type is not None:
@@ -225,7 +237,7 @@ _RESOURCE_FIELDS = {"--cpus-per-task": "cpus_per_task", "--mem": "mem"}
 def _check_feasible(session: Session, job: Job) -> None:
     """The gang must fit the real topology (all nodes up and idle), not just the counts; each
     worker's cores and memory must fit the largest node of its flavor that declares them."""
-    nodes = [to_node(r) for r in session.scalars(select(NodeRow))]
+    nodes = once(session, "nodes", lambda: [to_node(r) for r in session.scalars(select(NodeRow))])
     too_big = over_every_node([n for n in nodes if n.flavor == job.flavor], job)
     if too_big is not None:
         option, line = too_big
@@ -492,56 +504,17 @@ def cancel_job(session: Session, actor: User, job_id: str, now_t_s: float) -> li
     stopping_values = {"state": JobState.CANCELLING.value, "reason": reason,
                        "updated_t_s": now_t_s}  # fmt: skip
     if session.get(JobRow, job_id) is None and job_id.isdigit():
-        return _cancel_array(session, actor, job_id, now_t_s, ended_values, stopping_values)
+        return cancel_array(
+            session, actor, job_id, now_t_s, ended_values, stopping_values, CANCELLABLE_STARTED
+        )
     targets = [get_job(session, actor, job_id)]
     ids = [row.id for row, _ in targets]
     ended = transition_many(session, ids, [JobState.PENDING], ended_values, retry_conflicts=True)
     stopping = transition_many(
         session, ids, CANCELLABLE_STARTED, stopping_values, retry_conflicts=True
     )
-    _cancelled(session, actor, now_t_s, ended, stopping)
+    cancelled(session, actor, now_t_s, ended, stopping)
     return targets
-
-
-def _cancel_array(
-    session: Session,
-    actor: User,
-    parent: str,
-    now_t_s: float,
-    ended_values: dict[str, Any],
-    stopping_values: dict[str, Any],
-) -> list[tuple[Any, str]]:
-    """Every task of array ``parent`` the actor may cancel: one ``UPDATE ... WHERE
-    array_parent AND state IN (...)`` per target state (no ids read first, no row loaded),
-    then the tasks as they are now, read in one query of plain rows."""
-    where = [JobRow.array_parent == parent]
-    if not actor.is_admin:
-        where.append(JobRow.user_id == actor.id)
-    ended = transition_where(session, where, [JobState.PENDING], ended_values, retry_conflicts=True)
-    stopping = transition_where(
-        session, where, CANCELLABLE_STARTED, stopping_values, retry_conflicts=True
-    )
-    stmt = (
-        select(*JobRow.__table__.columns, User.name.label("user_name"))
-        .join(User, JobRow.user_id == User.id)
-        .where(*where)
-        .order_by(JobRow.array_index)
-    )
-    targets = [(row, row.user_name) for row in session.execute(stmt)]
-    if not targets:
-        raise NotFound(f"no job {parent!r}")
-    _cancelled(session, actor, now_t_s, ended, stopping)
-    return targets
-
-
-def _cancelled(
-    session: Session, actor: User, now_t_s: float, ended: list[str], stopping: list[str]
-) -> None:
-    """The audit events of a cancel, and the loop's wake-up if anything changed."""
-    for changed, to in ((ended, JobState.CANCELLED), (stopping, JobState.CANCELLING)):
-        insert_events(session, now_t_s, "cancel", f"{actor.name}: -> {to.value}", changed)
-    if ended or stopping:
-        request_wake(session)
 
 
 CANCELLABLE_STARTED = (JobState.STARTING, JobState.RUNNING, JobState.PREEMPTING)

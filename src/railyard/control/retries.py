@@ -15,6 +15,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable, Coroutine
+from contextlib import AsyncExitStack
 from typing import Any
 
 from fastapi.routing import APIRoute
@@ -26,9 +27,26 @@ from railyard.control.errors import is_transient
 
 ATTEMPTS = 3  # runs of one request in all
 BACKOFF_S = (0.05, 0.2)  # before the second and third run, each times a jitter of 0.5-1.5
-RETRY_AFTER_S = 1  # what a 503 for a busy store tells the client to wait
+RETRY_AFTER_S = 1
+_FUNCTION_STACK = "fastapi_function_astack"  # what a 503 for a busy store tells the client to wait
 
 log = logging.getLogger("railyard.api")
+
+
+async def _one_run(
+    handler: Callable[[Request], Coroutine[Any, Any, Response]], request: Request
+) -> Response:
+    """One run of the route with its own exit stack for the request's function-scoped
+    dependencies (FastAPI keeps it in ``scope["fastapi_function_astack"]``), so the store
+    session of a failed run is rolled back, and its lock let go, before the next run, and a
+    failure to commit is caught here too."""
+    outer = request.scope.get(_FUNCTION_STACK)
+    try:
+        async with AsyncExitStack() as stack:
+            request.scope[_FUNCTION_STACK] = stack
+            return await handler(request)
+    finally:
+        request.scope[_FUNCTION_STACK] = outer
 
 
 class RetryRoute(APIRoute):
@@ -40,7 +58,7 @@ class RetryRoute(APIRoute):
         async def retrying(request: Request) -> Response:
             for attempt in range(ATTEMPTS):
                 try:
-                    return await handler(request)
+                    return await _one_run(handler, request)
                 except DBAPIError as exc:
                     if attempt == ATTEMPTS - 1 or not is_transient(exc):
                         raise
