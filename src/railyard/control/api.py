@@ -6,8 +6,9 @@ is :class:`~railyard.control.schemas.ErrorOut`, one line in ``detail``: 400 (a b
 cannot be read), 401 (no, bad, revoked or expired token, with ``WWW-Authenticate: Bearer``),
 403 (not allowed), 404 (missing, or another user's job: ids of others' jobs do not leak), 409
 (exists, or would lock admins out), 413 (body over the limit), 422 (bad input, naming the
-field and a hint), 503 (the store is unreachable or read-only), 507 (no space left). No input
-of a client's is answered with a 500.
+field and a hint), 503 (the store is unreachable, read-only, or still busy after the request
+was run again: ``Retry-After``), 507 (no space left). No input of a client's is answered with
+a 500.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from railyard.control.health import LoopHealth, loop_status
 from railyard.control.logs import read_log as read_log
 from railyard.control.metrics import MetricsConfig
 from railyard.control.metrics_api import metrics_router
+from railyard.control.retries import RETRY_AFTER_S, RetryRoute
 from railyard.control.store import Store
 from railyard.control.tables import JobState, User
 
@@ -75,6 +77,7 @@ _STATUS = {
     StorageFull: 507,
 }
 _BEARER = {"WWW-Authenticate": "Bearer"}
+_READS = {"GET", "HEAD", "OPTIONS"}
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": s.ErrorOut, "description": what}
     for code, what in (
@@ -85,7 +88,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (409, "conflicts with what exists"),
         (413, f"request body over {MAX_REQUEST_BYTES} bytes"),
         (422, "invalid input: detail names the field, what is wrong and a hint"),
-        (503, "the store is unreachable or read-only"),
+        (503, "the store is unreachable, read-only or busy (see Retry-After)"),
         (507, "no space left for the store or the job files"),
     )
 }
@@ -111,9 +114,10 @@ def _ctx(request: Request) -> Context:
 
 
 def get_db(request: Request) -> Iterator[Session]:
-    """One transaction per request; the service loop is woken after a commit that needs it."""
+    """One transaction per request; the service loop is woken after a commit that needs it.
+    A request that may write takes SQLite's write lock first (``Store.session(write=True)``)."""
     ctx = _ctx(request)
-    with ctx.store.session() as session:
+    with ctx.store.session(write=request.method not in _READS) as session:
         yield session
         wake = wants_wake(session)
     if wake:
@@ -142,7 +146,7 @@ QueuePath = Annotated[
 ]
 UserPath = Annotated[str, PathParam(max_length=MAX_USER_NAME, pattern=USER_NAME_PATTERN)]
 NodePath = Annotated[str, PathParam(max_length=128, pattern=r"^[A-Za-z0-9_.:@-]+$")]
-v1 = APIRouter(prefix="/v1", responses=ERRORS)
+v1 = APIRouter(prefix="/v1", responses=ERRORS, route_class=RetryRoute)
 
 
 @v1.get("/whoami")
@@ -161,7 +165,7 @@ def submit_job(
     rows = jobs.submit(
         session, user, spec, now, spool_dir=ctx.spool_dir, known_flavors=flavors, run_as=ctx.run_as
     )
-    return [s.JobOut.from_row(r, user.name, now) for r in rows]
+    return s.JobOut.from_submitted(rows, user.name, now)
 
 
 @v1.post("/jobs/batch", status_code=201)
@@ -185,7 +189,7 @@ def submit_batch(
             )
         except Invalid as exc:  # name the element, so the one line says which job
             raise Invalid(f"jobs[{i}].{exc.field}", exc.message, exc.hint) from None
-        out += [s.JobOut.from_row(r, user.name, now) for r in rows]
+        out += s.JobOut.from_submitted(rows, user.name, now)
     return out
 
 
@@ -434,7 +438,9 @@ def revoke_token(
 
 def _refusal(exc: ServiceError) -> JSONResponse:
     code = next((c for t, c in _STATUS.items() if isinstance(exc, t)), 400)
-    return JSONResponse(error_body(exc.line(), field=exc.field, hint=exc.hint), status_code=code)
+    headers = {"Retry-After": str(RETRY_AFTER_S)} if isinstance(exc, Unavailable) else None
+    body = error_body(exc.line(), field=exc.field, hint=exc.hint)
+    return JSONResponse(body, status_code=code, headers=headers)
 
 
 def _install_errors(app: FastAPI) -> None:

@@ -76,7 +76,25 @@ def describe_failure(exc: BaseException) -> ServiceError | None:
         return Invalid(None, f"a value the store cannot hold: {text}")
     if any(m in lowered for m in _READ_ONLY):
         return Unavailable(f"store is read-only: {text}", hint="check the state directory")
+    if is_transient(exc):
+        return Unavailable(f"store busy: {text}", hint="retry after the Retry-After seconds")
     return Unavailable(f"store unavailable: {text}", hint="check the database server")
+
+
+# Failures a re-run of the same transaction may not meet again: SQLite's lock (the busy timeout
+# ran out, or a snapshot went stale), PostgreSQL's serialization failure, deadlock and lock
+# timeout (SQLSTATEs of Appendix A of its manual).
+_TRANSIENT_SQLSTATES = {"40001", "40P01", "55P03"}
+_TRANSIENT_TEXT = ("database is locked", "database is busy", "database table is locked")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for a store failure that says "not now" rather than "never" (lost a race or a lock)."""
+    orig = getattr(exc, "orig", None)
+    if orig is None:
+        return False
+    sqlstate = str(getattr(orig, "sqlstate", "") or getattr(orig, "pgcode", "") or "")
+    return sqlstate in _TRANSIENT_SQLSTATES or any(t in str(orig).lower() for t in _TRANSIENT_TEXT)
 
 
 def error_body(detail: str, **extra: Any) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -16,6 +17,15 @@ from sqlalchemy.orm import Session
 
 from railyard.control.accounts import RunAs
 from railyard.control.bounds import JOB_ID_PATTERN, MAX_SUBMIT_STORED_BYTES
+from railyard.control.bulk import (
+    JobView,
+    cancel_array,
+    cancelled,
+    insert_events,
+    insert_jobs,
+    node_sizes,
+    once,
+)
 from railyard.control.convert import to_node
 from railyard.control.effects import record, request_wake
 from railyard.control.errors import Conflict, Forbidden, Invalid, NotFound
@@ -36,7 +46,6 @@ from railyard.control.tables import (
 )
 from railyard.control.transitions import transition_many
 from railyard.control.values import parse_array, parse_signal, parse_topology
-from railyard.sched.accounting import expand_array
 from railyard.sched.dependencies import job_ids, parse_dependency
 from railyard.sched.feasible import never_placeable, over_every_node
 from railyard.sched.model import Job, Level, TopologyMode, TopologyRequirement
@@ -119,8 +128,12 @@ def _next_number(session: Session, count: int = 1) -> int:
 def _check_queue(session: Session, user: User, queue: str) -> None:
     """The queue exists, is a leaf, and the user may submit to it. Hints name only the queues
     the user may see (their own and those below), never the rest of the tree."""
-    parents = parent_map(session)
-    mine = set() if user.is_admin else member_queues(session, user)
+    parents = once(session, "queues", lambda: parent_map(session))
+    mine = (
+        set()
+        if user.is_admin
+        else once(session, f"mine:{user.id}", lambda: member_queues(session, user))
+    )
 
     def visible() -> list[str]:
         return sorted(q for q in parents if user.is_admin or mine.intersection(path(parents, q)))
@@ -159,7 +172,7 @@ def _check_stored(spec: JobSubmit, tasks: int) -> None:
 def _check_shape(session: Session, spec: JobSubmit, known: set[str] | None) -> Resources:
     """The job's flavor, chunks and tasks, checked against the nodes table."""
     shape = spec.shape()
-    nodes = list(session.execute(select(NodeRow.name, NodeRow.flavor, NodeRow.gpus)))
+    nodes = once(session, "node_sizes", lambda: node_sizes(session))
     flavors = set(known) if known is not None else {f for _, f, _ in nodes}
     flavor = spec.flavor
     if spec.gpu_type is not None:
@@ -225,7 +238,7 @@ _RESOURCE_FIELDS = {"--cpus-per-task": "cpus_per_task", "--mem": "mem"}
 def _check_feasible(session: Session, job: Job) -> None:
     """The gang must fit the real topology (all nodes up and idle), not just the counts; each
     worker's cores and memory must fit the largest node of its flavor that declares them."""
-    nodes = [to_node(r) for r in session.scalars(select(NodeRow))]
+    nodes = once(session, "nodes", lambda: [to_node(r) for r in session.scalars(select(NodeRow))])
     too_big = over_every_node([n for n in nodes if n.flavor == job.flavor], job)
     if too_big is not None:
         option, line = too_big
@@ -288,8 +301,9 @@ def submit(
     spool_dir: Path,
     known_flavors: set[str] | None = None,
     run_as: RunAs | None = None,
-) -> list[JobRow]:
-    """Validate and store one job, or one row per array task (ids ``<n>_<i>``).
+) -> list[JobView]:
+    """Validate and store one job, or one row per array task (ids ``<n>_<i>``), in one
+    multi-row ``INSERT`` (:mod:`railyard.control.bulk`); returns the stored rows' views.
 
     ``run_as`` None skips the Unix-account check (an embedded API with no executor)."""
     _check_queue(session, user, spec.queue)
@@ -324,71 +338,71 @@ def submit(
     _check_stored(spec, count)
     number = _next_number(session, count)
     numbers = _task_numbers(number, count)
-    base = Job(id=str(number), queue=spec.queue, flavor=res.flavor, workers=res.workers)
-    ids = [j.id for j in expand_array(base, indices)] if indices is not None else [base.id]
+    # expand_array's naming (Slurm's): task ``<number>_<index>``
+    ids = [f"{number}_{i}" for i in indices] if indices is not None else [str(number)]
     output = spec.output
     if output is None and spec.script is not None:
         output = default_output(indices is not None)
-    rows = []
-    for i, job_id in enumerate(ids):
-        command = spec.command or [str(script_path(spool_dir, job_id))]
-        row = JobRow(
-            id=job_id,
-            number=number,
-            task_number=numbers[i],
-            user_id=user.id,
-            unix_user=user.unix_user,
-            queue=spec.queue,
-            name=spec.name,
-            state=JobState.PENDING.value,
-            reason="",
-            command=list(command),
-            script=spec.script,
-            workdir=spec.workdir,
-            submit_dir=spec.submit_dir or spec.workdir,
-            submit_host=spec.submit_host,
-            export=spec.export,
-            env=dict(spec.env),
-            flavor=res.flavor,
-            workers=res.workers,
-            gpus_per_worker=res.gpus_per_worker,
-            distinct_nodes=res.distinct_nodes,
-            ntasks_per_node=res.ntasks_per_node,
-            cpus_per_task=spec.cpus_per_task or 0,
-            mem_per_node_mb=spec.mem_mb(),
-            cpus_per_worker=res.cpus_per_worker,
-            mem_per_worker_gb=res.mem_per_worker_gb,
-            output=output,
-            error=spec.error,
-            dependency=spec.dependency,
-            priority=priority,
-            nice=spec.nice,
-            preemptible=spec.preemptible,
-            walltime_s=spec.walltime_s(),
-            topology_level=level,
-            topology_mode=mode,
-            min_runtime_s=spec.min_runtime_s,
-            checkpoint_grace_s=grace_s,
-            warn_before_s=parse_signal(spec.signal)[1] if spec.signal else None,
-            preempt_signal=signal_name,
-            signal_batch_shell=(spec.signal or "").strip().upper().startswith("B:"),
-            requeue=spec.requeue,
-            requeue_on_failure=False,  # Slurm's --requeue: node failure and preemption only
-            restart_count=0,
-            array_parent=str(number) if indices is not None else None,
-            array_index=indices[i] if indices is not None else None,
-            array_max_running=max_running,
-            array_spec=spec.array if indices is not None else None,
-            submit_t_s=now_t_s,
-            updated_t_s=now_t_s,
-        )
-        session.add(row)
-        rows.append(row)
-        gpus = res.workers * res.gpus_per_worker
-        record(session, now_t_s, "submitted", f"{user.name} -> {spec.queue}: {gpus} GPUs", job_id)
-    session.flush()
+    common = {
+        "number": number,
+        "user_id": user.id,
+        "unix_user": user.unix_user,
+        "queue": spec.queue,
+        "name": spec.name,
+        "state": JobState.PENDING.value,
+        "reason": "",
+        "script": spec.script,
+        "workdir": spec.workdir,
+        "submit_dir": spec.submit_dir or spec.workdir,
+        "submit_host": spec.submit_host,
+        "export": spec.export,
+        "env": dict(spec.env),
+        "flavor": res.flavor,
+        "workers": res.workers,
+        "gpus_per_worker": res.gpus_per_worker,
+        "distinct_nodes": res.distinct_nodes,
+        "ntasks_per_node": res.ntasks_per_node,
+        "cpus_per_task": spec.cpus_per_task or 0,
+        "mem_per_node_mb": spec.mem_mb(),
+        "cpus_per_worker": res.cpus_per_worker,
+        "mem_per_worker_gb": res.mem_per_worker_gb,
+        "output": output,
+        "error": spec.error,
+        "dependency": spec.dependency,
+        "priority": priority,
+        "nice": spec.nice,
+        "preemptible": spec.preemptible,
+        "walltime_s": spec.walltime_s(),
+        "topology_level": level,
+        "topology_mode": mode,
+        "min_runtime_s": spec.min_runtime_s,
+        "checkpoint_grace_s": grace_s,
+        "warn_before_s": parse_signal(spec.signal)[1] if spec.signal else None,
+        "preempt_signal": signal_name,
+        "signal_batch_shell": (spec.signal or "").strip().upper().startswith("B:"),
+        "requeue": spec.requeue,
+        "requeue_on_failure": False,  # Slurm's --requeue: node failure and preemption only
+        "restart_count": 0,
+        "array_parent": str(number) if indices is not None else None,
+        "array_max_running": max_running,
+        "array_spec": spec.array if indices is not None else None,
+        "submit_t_s": now_t_s,
+        "updated_t_s": now_t_s,
+    }
+    rows = [
+        {
+            "id": job_id,
+            "task_number": numbers[i],
+            "command": list(spec.command or [str(script_path(spool_dir, job_id))]),
+            "array_index": indices[i] if indices is not None else None,
+        }
+        for i, job_id in enumerate(ids)
+    ]
+    stored = insert_jobs(session, common, rows)
+    gpus = res.workers * res.gpus_per_worker
+    insert_events(session, now_t_s, "submitted", f"{user.name} -> {spec.queue}: {gpus} GPUs", ids)
     request_wake(session)
-    return rows
+    return stored
 
 
 def list_jobs(
@@ -480,40 +494,32 @@ def _targets(session: Session, actor: User, job_id: str) -> list[tuple[JobRow, s
     return targets
 
 
-def cancel_job(
-    session: Session, actor: User, job_id: str, now_t_s: float
-) -> list[tuple[JobRow, str]]:
+def cancel_job(session: Session, actor: User, job_id: str, now_t_s: float) -> list[tuple[Any, str]]:
     """Pending jobs end at once; started ones become CANCELLING and the loop stops them.
 
-    An array's parent id (``12`` for ``12_0..12_9``) cancels every task. Cancelling a finished
-    job changes nothing (like a repeated ``scancel``). Each change is a compare-and-set from
-    the states a cancel may leave (:mod:`railyard.control.transitions`): a job the loop
-    finished or started since we read it is never overwritten with a stale state.
+    An array's parent id (``12`` for ``12_0..12_9``) cancels every task, in two bulk
+    statements (:func:`_cancel_array`). Cancelling a finished job changes nothing (like a
+    repeated ``scancel``). Each change is a compare-and-set from the states a cancel may leave
+    (:mod:`railyard.control.transitions`): a job the loop finished or started since we read it
+    is never overwritten with a stale state. Returns each job as it is now, with its user.
     """
     _check_id(job_id)
-    targets = _targets(session, actor, job_id)
-    ids = [row.id for row, _ in targets]
     reason = f"cancelled by {actor.name}"[:256]
-    ended = transition_many(
-        session,
-        ids,
-        [JobState.PENDING],
-        {"state": JobState.CANCELLED.value, "end_t_s": now_t_s, "reason": reason,
-         "updated_t_s": now_t_s},
-        retry_conflicts=True,
-    )  # fmt: skip
+    ended_values = {"state": JobState.CANCELLED.value, "end_t_s": now_t_s, "reason": reason,
+                    "updated_t_s": now_t_s}  # fmt: skip
+    stopping_values = {"state": JobState.CANCELLING.value, "reason": reason,
+                       "updated_t_s": now_t_s}  # fmt: skip
+    if session.get(JobRow, job_id) is None and job_id.isdigit():
+        return cancel_array(
+            session, actor, job_id, now_t_s, ended_values, stopping_values, CANCELLABLE_STARTED
+        )
+    targets = [get_job(session, actor, job_id)]
+    ids = [row.id for row, _ in targets]
+    ended = transition_many(session, ids, [JobState.PENDING], ended_values, retry_conflicts=True)
     stopping = transition_many(
-        session,
-        ids,
-        CANCELLABLE_STARTED,
-        {"state": JobState.CANCELLING.value, "reason": reason, "updated_t_s": now_t_s},
-        retry_conflicts=True,
+        session, ids, CANCELLABLE_STARTED, stopping_values, retry_conflicts=True
     )
-    for changed, to in ((ended, JobState.CANCELLED), (stopping, JobState.CANCELLING)):
-        for changed_id in changed:
-            record(session, now_t_s, "cancel", f"{actor.name}: -> {to.value}", changed_id)
-    if ended or stopping:
-        request_wake(session)
+    cancelled(session, actor, now_t_s, ended, stopping)
     return targets
 
 

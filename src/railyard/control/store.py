@@ -19,6 +19,9 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS = "railyard.control:migrations"
+# How long a SQLite writer waits for another's lock before "database is locked"; transactions
+# are short (bulk statements), so this is only reached when the store is wedged.
+BUSY_TIMEOUT_S = 5.0
 
 
 def sqlite_url(path: Path) -> str:
@@ -31,14 +34,15 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
     cursor.close()
 
 
 def make_engine(url: str) -> Engine:
     """An engine for ``url``; SQLite connections get the pragmas above."""
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 10})
+        connect = {"check_same_thread": False, "timeout": BUSY_TIMEOUT_S}
+        engine = create_engine(url, connect_args=connect)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     return create_engine(url, pool_pre_ping=True)
@@ -71,7 +75,16 @@ def current_revision(engine: Engine) -> str | None:
 
 
 class Store:
-    """The engine and a session factory; ``session()`` commits on success, rolls back on error."""
+    """The engine and a session factory; ``session()`` commits on success, rolls back on error.
+
+    ``session(write=True)`` is for a transaction that reads and then writes (an API request that
+    changes rows): on SQLite it starts with ``BEGIN IMMEDIATE``, so it waits for the write lock
+    up front (under ``busy_timeout``) and what it read stays true until it commits. A deferred
+    transaction that read first could not take the lock after another writer committed
+    (``SQLITE_BUSY_SNAPSHOT``, which no busy timeout waits out). Without ``write``, pysqlite
+    begins at the first write, as before: reads run outside it and never hold the lock.
+    PostgreSQL needs neither: its row locks and compare-and-set ``UPDATE``s keep this order.
+    """
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -79,9 +92,15 @@ class Store:
         migrate(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 
+    @property
+    def is_sqlite(self) -> bool:
+        return self.engine.dialect.name == "sqlite"
+
     @contextmanager
-    def session(self) -> Iterator[Session]:
+    def session(self, *, write: bool = False) -> Iterator[Session]:
         with self._sessions() as session, session.begin():
+            if write and self.is_sqlite:
+                session.connection().exec_driver_sql("BEGIN IMMEDIATE")
             yield session
 
     def close(self) -> None:

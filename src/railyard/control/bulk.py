@@ -1,0 +1,160 @@
+"""Many jobs in a few statements: an array's (or a batch's) rows, their audit events, an
+array's cancel, and the reads a batch makes once.
+
+A 10,000-task array stored through the ORM built 20,000 instrumented objects and flushed
+them one by one, holding the store's write lock for tens of seconds. Here rows are plain
+dicts sent with one driver-level ``executemany`` per table: the statement is compiled once
+and each row is a tuple (JSON columns serialized as SQLAlchemy's ``JSON`` type does), so
+SQLAlchemy's per-row parameter processing (most of the time, measured with cProfile) is
+skipped. What the API answers is built from those same dicts (:class:`JobView`), never
+re-read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from functools import cache
+from types import SimpleNamespace
+from typing import Any, TypeVar, cast
+
+from sqlalchemy import JSON, Table, bindparam, insert, select
+from sqlalchemy.orm import Session
+
+from railyard.control.effects import request_wake
+from railyard.control.errors import NotFound
+from railyard.control.tables import EventRow, JobRow, JobState, NodeRow, User
+from railyard.control.transitions import transition_where
+
+_T = TypeVar("_T")
+
+
+class JobView(SimpleNamespace):
+    """A stored job's columns by name, like a ``JobRow`` (what ``JobOut.from_row`` reads)."""
+
+
+@cache
+def _defaults() -> dict[str, Any]:
+    """Every ``jobs`` column's value when a submit does not set it (the table's defaults)."""
+    out: dict[str, Any] = {}
+    for column in JobRow.__table__.columns:
+        default = column.default
+        arg = getattr(default, "arg", None) if default is not None else None
+        out[column.key] = arg(None) if callable(arg) else arg
+    return out
+
+
+def _executemany(
+    session: Session, table: Table, common: dict[str, Any], rows: Sequence[dict[str, Any]]
+) -> None:
+    """``INSERT`` one row per item of ``rows`` (all with the same keys), each with the values
+    of ``common`` too, in one ``executemany`` through the driver. Columns named nowhere get
+    the table's Python-side defaults (which the driver would not apply)."""
+    if not rows:
+        return
+    defaults = _defaults() if table is JobRow.__table__ else {}
+    varying = list(rows[0])
+    fixed = dict(common)
+    for column in table.columns:
+        key = column.key
+        if key not in fixed and key not in varying and defaults.get(key) is not None:
+            fixed[key] = defaults[key]
+    as_json = {c.key for c in table.columns if isinstance(c.type, JSON)}
+    for key in as_json & fixed.keys():
+        fixed[key] = None if fixed[key] is None else json.dumps(fixed[key])
+    keys = [*fixed, *varying]
+    connection = session.connection()
+    compiled = (
+        insert(table).values({k: bindparam(k) for k in keys}).compile(dialect=connection.dialect)
+    )
+    order = list(compiled.positiontup or []) if compiled.positional else keys
+    slots = [(n, k) for n, k in enumerate(order) if k in varying]
+    template = [fixed.get(k) for k in order]
+    json_varying = as_json.intersection(varying)
+    params: list[Any] = []
+    for row in rows:
+        values = template.copy()
+        for n, key in slots:
+            v = row[key]
+            values[n] = json.dumps(v) if key in json_varying and v is not None else v
+        params.append(
+            tuple(values) if compiled.positional else dict(zip(order, values, strict=True))
+        )
+    connection.exec_driver_sql(compiled.string, params)
+
+
+def insert_jobs(
+    session: Session, common: dict[str, Any], rows: Sequence[dict[str, Any]]
+) -> list[JobView]:
+    """Store one job per item of ``rows`` (its own values), each with ``common``'s values."""
+    _executemany(session, JobRow.__table__, common, rows)  # type: ignore[arg-type]
+    base = {**_defaults(), **common}
+    return [JobView(**{**base, **row}) for row in rows]
+
+
+def insert_events(
+    session: Session, now_t_s: float, kind: str, message: str, job_ids: Iterable[str]
+) -> None:
+    """One audit event per job (``effects.record`` for many), in one ``executemany``."""
+    common = {"t_s": now_t_s, "kind": kind, "message": message}
+    events = [{"job_id": i} for i in job_ids]
+    _executemany(session, EventRow.__table__, common, events)  # type: ignore[arg-type]
+
+
+def once(session: Session, key: str, read: Callable[[], _T]) -> _T:
+    """``read()`` once per transaction: a batch of 1,000 submissions reads the queues and
+    nodes once, not 1,000 times (they cannot change under a write transaction that holds
+    SQLite's lock, and a batch is one decision on PostgreSQL too)."""
+    memo = session.info.get("submit_reads")
+    if memo is None or memo[0] is not session.get_transaction():
+        memo = session.info["submit_reads"] = (session.get_transaction(), {})
+    cache: dict[str, Any] = memo[1]
+    if key not in cache:
+        cache[key] = read()
+    return cast(_T, cache[key])
+
+
+def node_sizes(session: Session) -> list[tuple[str, str, int]]:
+    return [
+        (n, f, g) for n, f, g in session.execute(select(NodeRow.name, NodeRow.flavor, NodeRow.gpus))
+    ]
+
+
+def cancel_array(
+    session: Session,
+    actor: User,
+    parent: str,
+    now_t_s: float,
+    ended_values: dict[str, Any],
+    stopping_values: dict[str, Any],
+    started: Sequence[JobState],
+) -> list[tuple[Any, str]]:
+    """Every task of array ``parent`` the actor may cancel: one ``UPDATE ... WHERE
+    array_parent AND state IN (...)`` per target state (no ids read first, no row loaded),
+    then the tasks as they are now, read in one query of plain rows."""
+    where = [JobRow.array_parent == parent]
+    if not actor.is_admin:
+        where.append(JobRow.user_id == actor.id)
+    ended = transition_where(session, where, [JobState.PENDING], ended_values, retry_conflicts=True)
+    stopping = transition_where(session, where, started, stopping_values, retry_conflicts=True)
+    stmt = (
+        select(*JobRow.__table__.columns, User.name.label("user_name"))
+        .join(User, JobRow.user_id == User.id)
+        .where(*where)
+        .order_by(JobRow.array_index)
+    )
+    targets = [(row, row.user_name) for row in session.execute(stmt)]
+    if not targets:
+        raise NotFound(f"no job {parent!r}")
+    cancelled(session, actor, now_t_s, ended, stopping)
+    return targets
+
+
+def cancelled(
+    session: Session, actor: User, now_t_s: float, ended: list[str], stopping: list[str]
+) -> None:
+    """The audit events of a cancel, and the loop's wake-up if anything changed."""
+    for changed, to in ((ended, JobState.CANCELLED), (stopping, JobState.CANCELLING)):
+        insert_events(session, now_t_s, "cancel", f"{actor.name}: -> {to.value}", changed)
+    if ended or stopping:
+        request_wake(session)
