@@ -56,11 +56,10 @@ def read_only_dir(tmp_path: Path) -> Iterator[Path]:
 def _fill(disk: Path) -> Path:
     """Write until the file system refuses: ENOSPC from here on."""
     filler = disk / "filler"
-    with filler.open("wb") as f:
+    with filler.open("wb", buffering=0) as f:  # unbuffered: closing has nothing left to flush
         try:
             while True:
                 f.write(b"\0" * 65536)
-                f.flush()
         except OSError:
             pass
     return filler

@@ -23,7 +23,7 @@ from railyard.control import jobs, uisessions
 from railyard.control.api import create_app
 from railyard.control.schemas import JobSubmit
 from railyard.control.store import Store, sqlite_url
-from railyard.control.tables import UiSession, User
+from railyard.control.tables import JobRow, UiSession, User
 from railyard.web.routes import router
 from railyard.web.session import COOKIE, LOGIN_COOKIE
 from tests.control.conftest import Seeder, fresh_pg_database
@@ -309,8 +309,10 @@ def test_pages_have_no_inline_script_or_style(store: Store, tmp_path: Path) -> N
     with store.session() as session:
         root = session.scalars(select(User).where(User.name == "root")).one()
         spec = JobSubmit.model_validate({"command": ["true"], "gpus": 1})
-        [row] = jobs.submit(session, root, spec, time.time(), spool_dir=Path("/nonexistent"))
-        job_id = row.id
+        [submitted] = jobs.submit(session, root, spec, time.time(), spool_dir=Path("/x"))
+        job_id = submitted.id
+        row = session.get(JobRow, job_id)  # submit answers with plain values, not rows
+        assert row is not None
         row.state, row.placement, row.start_t_s = "running", {"n01": [0]}, time.time()
     pages = ["/ui/login", "/ui/", "/ui/jobs", "/ui/fabric", "/ui/queues", "/ui/queues/whatif",
              f"/ui/jobs/{job_id}"]  # fmt: skip
