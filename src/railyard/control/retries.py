@@ -27,8 +27,10 @@ from railyard.control.errors import is_transient
 
 ATTEMPTS = 3  # runs of one request in all
 BACKOFF_S = (0.05, 0.2)  # before the second and third run, each times a jitter of 0.5-1.5
-RETRY_AFTER_S = 1
-_FUNCTION_STACK = "fastapi_function_astack"  # what a 503 for a busy store tells the client to wait
+RETRY_AFTER_S = 1  # what a 503 for a busy store tells the client to wait
+# where FastAPI keeps the exit stack of a request's function-scoped dependencies (an internal
+# name: tests/control/test_store_busy.py fails if a FastAPI upgrade moves it)
+_FUNCTION_STACK = "fastapi_function_astack"
 
 log = logging.getLogger("railyard.api")
 
