@@ -267,6 +267,8 @@ def test_up_refuses_a_cluster_without_authentication(scratch: Scratch, open_head
             str(state),
             "--port",
             str(free_port()),
+            "--spool-dir",  # never the machine's /var/spool/railyard
+            str(scratch.root / "spool-open"),
         ],
         scratch.env(scratch.home("op")),
     )
@@ -275,6 +277,7 @@ def test_up_refuses_a_cluster_without_authentication(scratch: Scratch, open_head
     assert "without token authentication" in done.stderr
     assert "--insecure-ray" in done.stderr
     assert not (state / "client.json").exists()  # refused before anything was written
+    assert not (scratch.root / "spool-open").exists()
 
 
 def test_up_takes_a_cluster_without_authentication_with_insecure_ray(
@@ -293,14 +296,16 @@ def test_up_needs_the_token_of_a_cluster_with_authentication(
     scratch: Scratch, head: tuple[str, Path, str]
 ) -> None:
     state = scratch.root / "up-token"
+    where = ["--state-dir", str(state), "--spool-dir", str(scratch.root / "spool-token")]
     done = scratch.run(
-        [*RAILYARD, "up", "--ray", head[0], "--state-dir", str(state), "--port", str(free_port())],
-        scratch.env(scratch.home("op2")),
+        [*RAILYARD, "up", "--ray", head[0], *where, "--port", str(free_port())],
+        scratch.env(scratch.home("op2")),  # --spool-dir: never the machine's /var/spool/railyard
     )
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.count("\n") == 1
     assert "requires its token and none was found" in done.stderr
     assert not (state / "client.json").exists()
+    assert not (scratch.root / "spool-token").exists()
 
 
 def test_up_connects_with_the_token(
