@@ -135,6 +135,24 @@ def test_a_new_executor_adopts_running_attempts(local_ray: LocalRay, tmp_path: P
     assert report.outcome is Outcome.COMPLETED
 
 
+def test_an_attempt_reported_but_not_recorded_is_adopted_from_its_exit_files(
+    local_ray: LocalRay, tmp_path: Path
+) -> None:
+    """The control plane polled the exit (and let the agents go), then died before its write:
+    the next one must find the attempt ended, from the exit records on the node, and never
+    call it a node failure (which would run the job again)."""
+    first = RayExecutor()
+    job = spec(tmp_path, py("pass"), job_id="told", workers=2, gpus_per_worker=1,
+               placement={"n1": (0,), "n3": (1,)})  # fmt: skip
+    handle = first.start(job)
+    assert wait_report(first, "told").outcome is Outcome.COMPLETED  # agents gone with it
+    second = RayExecutor()
+    second.adopt([handle])
+    report = wait_report(second, "told")
+    assert report.signal != NODE_FAIL_SIGNAL
+    assert report.outcome is Outcome.COMPLETED
+
+
 def test_outcomes_merge_worst_first() -> None:
     def r(outcome: Outcome, sig: str | None = None) -> ExitReport:
         return ExitReport(job_id="j", exit_code=0, signal=sig, outcome=outcome)
@@ -168,6 +186,7 @@ def test_the_checkpoint_handshake_reaches_every_rank_on_every_node(
     saver = (
         "import os, signal, sys, time\n"
         "def save(*_):\n"
+        "    time.sleep(3 * int(os.environ['RANK']))  # one node saves later than the other\n"
         "    open(os.path.join(sys.argv[1], 'saved-' + os.environ['RANK']), 'w').close()\n"
         "    sys.exit(0)\n"
         "signal.signal(signal.SIGUSR1, save)\n"

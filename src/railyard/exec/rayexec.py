@@ -163,6 +163,11 @@ class RayExecutor:
         )
 
     def request_checkpoint_stop(self, job_id: str, grace_s: float) -> None:
+        """Every node's ranks checkpoint and stop; one node's share ending first is the
+        handshake going as asked, not a failure that stops the others."""
+        job = self._jobs.get(job_id)
+        if job is not None:
+            job.stopping = True
         self._fan_out(job_id, "request_checkpoint_stop", grace_s)
 
     def cancel(self, job_id: str) -> None:
@@ -204,21 +209,34 @@ class RayExecutor:
         return reports
 
     def adopt(self, handles: Sequence[JobHandle]) -> list[ExitReport]:
-        """Find each attempt's agents by name; a share whose agent is gone is a node
-        failure, reported when the others end."""
+        """Each attempt's agents by name, or a fresh agent on the node where one is gone (a
+        control plane that polled the exit and let its agents go, then died before writing
+        it): the node's exit records tell how the share ended. Only a share whose node is
+        not in Ray, or does not answer, is a node failure, reported when the others end."""
+        if not handles:
+            return []
+        alive = {n.name: n for n in ray_nodes() if n.alive}
         for handle in handles:
             if handle.job_id in self._jobs:
                 continue
             nodes = list(dict.fromkeys(w.node for w in handle.workers))
             job = _Job(handle.job_id, handle.restart_count, {}, {})
             for node in nodes:
-                name = agent_name(handle.job_id, handle.restart_count, node)
+                if node not in alive:
+                    job.reports[node] = _node_failure(handle.job_id, handle.restart_count)
+                    continue
+                agent = self._agent_of(handle.job_id, handle.restart_count, node,
+                                       alive[node].gpus)  # fmt: skip
+                part = replace(handle, workers=tuple(w for w in handle.workers
+                                                     if w.node == node))  # fmt: skip
                 try:
-                    agent = self._ray.get_actor(name, namespace=NAMESPACE)
-                    part = replace(handle, workers=tuple(w for w in handle.workers
-                                                         if w.node == node))  # fmt: skip
-                    early = self._get(agent.adopt.remote([part]))
-                except (ValueError, self._ray.exceptions.RayActorError):
+                    early = self._ray.get(agent.adopt.remote([part]),
+                                          timeout=self.start_timeout_s)  # fmt: skip
+                except (self._ray.exceptions.GetTimeoutError,
+                        self._ray.exceptions.RayActorError) as exc:  # fmt: skip
+                    log.warning("job %s: %s did not answer adoption: %s", handle.job_id,
+                                node, exc)  # fmt: skip
+                    self._kill(agent)
                     job.reports[node] = _node_failure(handle.job_id, handle.restart_count)
                     continue
                 job.agents[node] = agent
@@ -270,7 +288,11 @@ class RayExecutor:
     # -- internals -------------------------------------------------------------------------------
 
     def _agent(self, spec: LaunchSpec, node: str, gpus: int) -> Any:
-        name = agent_name(spec.job_id, spec.restart_count, node)
+        return self._agent_of(spec.job_id, spec.restart_count, node, gpus)
+
+    def _agent_of(self, job_id: str, restart_count: int, node: str, gpus: int) -> Any:
+        """The attempt's agent on `node`: the running one by name, else a new one there."""
+        name = agent_name(job_id, restart_count, node)
         return self._agent_class.options(
             name=name,
             namespace=NAMESPACE,
