@@ -1,19 +1,26 @@
-"""How fast the `railyard` command answers, against a real `railyard up` on loopback (SQLite).
+"""How fast the `railyard` command answers, beside Slurm's commands in the same minutes.
 
-- start time of `railyard --help` and of `railyard queue` (target < 0.3 s each);
-- one `railyard submit -- true` end to end, a new process per job as users type it (target
-  < 0.15 s), and what that is in submissions per second;
+Against a real `railyard up` on loopback (SQLite), each a new process as users type it (the
+``railyard`` console script next to this interpreter):
+
+- ``railyard --help``, ``railyard queue`` and ``railyard submit -- true``, each beside its Slurm
+  peer (``sbatch --help``, ``squeue``, ``sbatch --hold --wrap true``) when a Slurm controller
+  answers here (``benchmarks/slurm/setup_local_slurm.sh``); the runs alternate, one of each per
+  round, so both see the same load. Target (issue 21): within 2x of Slurm.
+- the floor under any Python command: the interpreter starting and doing nothing
+  (``python -c pass``), and with ``-I -S`` (no site, no ``.pth`` files);
 - single submissions per second through the REST API, one request per job: over one
   keep-alive connection, and with a new connection per job.
 
-Beside each wall time, the CPU time of the ``railyard`` process itself: on this shared 2-core
-machine the wall time follows everyone's load, the CPU time is what the command costs.
+Beside each wall time, the CPU time of the process itself (user + system): on a shared machine
+the wall time follows everyone's load, the CPU time is what the command costs. The server's
+node is drained first, so submitted jobs stay pending (as Slurm's are held) and no job process
+competes for the cores. Each figure is the median of ``--repeat`` rounds (after one warm-up).
 
-The server's node is drained first, so submitted jobs stay pending and no job processes compete
-with the measurement for this machine's cores. Each figure is the median of ``--repeat`` runs
-(after one warm-up). Run: ``python benchmarks/bench_cli.py [--repeat 20]``; prints a table and
-writes ``benchmarks/results/bench_cli.json``. ``--src DIR`` runs another checkout's ``src``
-(e.g. a baseline) for a before/after comparison.
+    python benchmarks/bench_cli.py [--repeat 30] [--src OTHER_CHECKOUT/src --label before]
+
+prints a table and writes ``benchmarks/results/bench_cli[-LABEL].json``. The Slurm jobs it
+submitted are cancelled at the end.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import http.client
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,22 +43,62 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.integration.server_proc import ServerProcess
 
 RESULTS = Path(__file__).parent / "results"
+RAILYARD = str(Path(sys.executable).with_name("railyard"))
+SLURM_JOB_NAME = "railyard-bench-cli"
+
+# figure -> (railyard's command, Slurm's peer or None)
+CASES: dict[str, tuple[list[str], list[str] | None]] = {
+    "--help": ([RAILYARD, "--help"], ["sbatch", "--help"]),
+    "submit": (
+        [RAILYARD, "submit", "--priority", "low", "--", "true"],
+        ["sbatch", "--hold", "-J", SLURM_JOB_NAME, "-o", "/dev/null", "--wrap", "true"],
+    ),
+    "queue": ([RAILYARD, "queue"], ["squeue"]),
+    "python -c pass": ([sys.executable, "-c", "pass"], None),
+    "python -I -S -c pass": ([sys.executable, "-I", "-S", "-c", "pass"], None),
+}
+Samples = dict[str, list[float]]
 
 
-def timed_cli(args: list[str], env: dict[str, str], repeat: int) -> tuple[list[float], list[float]]:
-    """Wall seconds of ``python -m railyard ARGS`` as a fresh process, ``repeat`` times, and the
-    CPU seconds that process used (user + system: what the command costs whatever the load)."""
-    cmd = [sys.executable, "-m", "railyard", *args]
-    subprocess.run(cmd, env=env, check=True, capture_output=True)  # warm the page cache
-    wall, cpu = [], []
-    for _ in range(repeat):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        subprocess.run(cmd, env=env, check=True, capture_output=True)
-        wall.append(time.perf_counter() - start)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-    return wall, cpu
+def slurm_answers() -> bool:
+    """A controller is up and answers ``squeue`` here."""
+    if shutil.which("sbatch") is None or shutil.which("squeue") is None:
+        return False
+    try:
+        return subprocess.run(["squeue", "-h"], capture_output=True, timeout=10).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system) of one run of ``cmd`` as a fresh process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: {done.stderr[-500:]!r}")
+    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def rounds(env: dict[str, str], repeat: int, slurm: bool) -> dict[str, dict[str, Samples]]:
+    """``repeat`` rounds, each running every command once, railyard's and Slurm's in turn."""
+    out: dict[str, dict[str, Samples]] = {}
+    for figure, (_, peer) in CASES.items():
+        out[figure] = {"railyard": {"wall_s": [], "cpu_s": []}}
+        if slurm and peer is not None:
+            out[figure]["slurm"] = {"wall_s": [], "cpu_s": []}
+    for i in range(repeat + 1):  # round 0 warms the page cache
+        for figure, (ours, peer) in CASES.items():
+            for side, cmd in (("railyard", ours), ("slurm", peer)):
+                if side not in out[figure] or cmd is None:
+                    continue
+                wall, cpu = timed(cmd, env)
+                if i:
+                    out[figure][side]["wall_s"].append(wall)
+                    out[figure][side]["cpu_s"].append(cpu)
+    return out
 
 
 def api_submits(server: ServerProcess, count: int, *, keep_alive: bool) -> float:
@@ -73,18 +121,59 @@ def api_submits(server: ServerProcess, count: int, *, keep_alive: bool) -> float
     return count / (time.perf_counter() - start)
 
 
+def table_rows(figures: dict[str, dict[str, Samples]]) -> list[dict[str, Any]]:
+    rows = []
+    for figure, sides in figures.items():
+        ours = sides["railyard"]
+        peer = sides.get("slurm")
+        wall = statistics.median(ours["wall_s"])
+        peer_wall = statistics.median(peer["wall_s"]) if peer else None
+        rows.append(
+            {
+                "figure": figure,
+                "railyard_wall_s": wall,
+                "railyard_cpu_s": statistics.median(ours["cpu_s"]),
+                "slurm_wall_s": peer_wall,
+                "slurm_cpu_s": statistics.median(peer["cpu_s"]) if peer else None,
+                "ratio": wall / peer_wall if peer_wall else None,
+            }
+        )
+    return rows
+
+
+def print_table(rows: list[dict[str, Any]], api: dict[str, float]) -> None:
+    def ms(value: float | None) -> str:
+        return "" if value is None else f"{value * 1e3:.1f}"
+
+    print(f"{'median of a new process':24} {'wall ms':>8} {'cpu ms':>7} "
+          f"{'Slurm wall':>10} {'Slurm cpu':>9} {'ratio':>6}")  # fmt: skip
+    for r in rows:
+        ratio = "" if r["ratio"] is None else f"{r['ratio']:.1f}x"
+        print(
+            f"{r['figure']:24} {ms(r['railyard_wall_s']):>8} {ms(r['railyard_cpu_s']):>7} "
+            f"{ms(r['slurm_wall_s']):>10} {ms(r['slurm_cpu_s']):>9} {ratio:>6}"
+        )
+    for name, value in api.items():
+        print(f"{name:40} {value:>9.0f}")
+
+
+def cancel_slurm_jobs() -> None:
+    subprocess.run(["scancel", "--name", SLURM_JOB_NAME], capture_output=True, check=False)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--api-jobs", type=int, default=500)
     parser.add_argument("--src", type=Path, help="run this src directory instead")
     parser.add_argument("--label", default="", help="suffix of the results file")
+    parser.add_argument("--no-slurm", action="store_true", help="skip Slurm even if it runs")
     args = parser.parse_args()
     env = dict(os.environ)
     if args.src is not None:
         env["PYTHONPATH"] = str(args.src.resolve())
         os.environ["PYTHONPATH"] = env["PYTHONPATH"]  # the server process too
-    figures: dict[str, tuple[list[float], list[float]]] = {}
+    slurm = not args.no_slurm and slurm_answers()
     with tempfile.TemporaryDirectory() as tmp:
         server = ServerProcess(Path(tmp) / "state", gpus=8, cycle_interval_s=2.0)  # up default
         server.state_dir.mkdir()
@@ -95,42 +184,37 @@ def main() -> None:
         try:
             (node,) = server.request("GET", "/v1/nodes")
             server.request("POST", f"/v1/nodes/{node['name']}/drain", json={"reason": "bench"})
-            figures["help"] = timed_cli(["--help"], env, args.repeat)
-            submit = ["submit", "--priority", "low", "--", "true"]
-            figures["submit"] = timed_cli(submit, env, args.repeat)
-            figures["queue"] = timed_cli(["queue"], env, args.repeat)
-            api_keep = api_submits(server, args.api_jobs, keep_alive=True)
-            api_new = api_submits(server, args.api_jobs, keep_alive=False)
+            figures = rounds(env, args.repeat, slurm)
+            api = {
+                "API submissions/s, keep-alive": api_submits(
+                    server, args.api_jobs, keep_alive=True
+                ),
+                "API submissions/s, new connection": api_submits(
+                    server, args.api_jobs, keep_alive=False
+                ),
+            }
         finally:
             server.stop()
-    wall = {k: statistics.median(w) for k, (w, _) in figures.items()}
-    cpu = {k: statistics.median(c) for k, (_, c) in figures.items()}
-
-    def row(figure: str, value: float, used: float | None, target: str = "") -> dict[str, Any]:
-        return {"figure": figure, "value": value, "cpu": used, "target": target}
-
-    rows = [
-        row("railyard --help, s", wall["help"], cpu["help"], "< 0.3"),
-        row("railyard queue, s", wall["queue"], cpu["queue"], "< 0.3"),
-        row("railyard submit, s", wall["submit"], cpu["submit"], "< 0.15"),
-        row("CLI submissions/s", 1 / wall["submit"], None),
-        row("API submissions/s, keep-alive", api_keep, None),
-        row("API submissions/s, new connection", api_new, None),
-    ]
-    print(f"{'figure':36} {'value':>9} {'CLI cpu s':>9} {'target':>7}")
-    for row in rows:
-        used = "" if row["cpu"] is None else f"{row['cpu']:.3f}"
-        print(f"{row['figure']:36} {row['value']:>9.3f} {used:>9} {row['target']:>7}")
-    name = f"bench_cli{'-' + args.label if args.label else ''}.json"
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    samples = {k: {"wall_s": [round(x, 4) for x in w], "cpu_s": [round(x, 4) for x in c]}
-               for k, (w, c) in figures.items()}  # fmt: skip
+            if slurm:
+                cancel_slurm_jobs()
+    rows = table_rows(figures)
+    print_table(rows, api)
+    samples = {
+        f: {side: {k: [round(x, 5) for x in v] for k, v in s.items()} for side, s in sides.items()}
+        for f, sides in figures.items()
+    }
     out = {
         "benchmark": "cli",
         "src": str(args.src or "installed"),
+        "slurm": slurm,
+        "repeat": args.repeat,
+        "load_avg": os.getloadavg(),
         "rows": rows,
+        "api": api,
         "samples": samples,
     }
+    name = f"bench_cli{'-' + args.label if args.label else ''}.json"
+    RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / name).write_text(json.dumps(out, indent=2))
     print(f"wrote {RESULTS / name}")
 

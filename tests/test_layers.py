@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -38,21 +39,28 @@ for _below in FORBIDDEN.values():  # the dashboard sits on top, beside cli
 FORBIDDEN["web"] = {"cli"}
 # health reads the hardware through probe alone, and takes its expectations from the twin
 FORBIDDEN["health"] = {"sched", "exec", "control", "sim", "cli", "inventory", "plan"}
+# The client is a leaf: a `railyard submit` must load none of the server. The server may use
+# its vocabulary (wire types, value spellings, bounds); the client uses nothing of railyard's.
+PACKAGES = {p.stem for p in SRC.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
+FORBIDDEN["client"] = PACKAGES - {"client", "__init__", "__main__"}
+# The control-plane commands that users run in loops reach the server through the client only.
+CLIENT_COMMANDS = ("main", "args", "jobs", "history", "cluster", "text", "timespec")
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Every absolute module an ``import`` names, at any depth (a lazy import counts too)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
 
 
 def _railyard_imports(path: Path) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        names = []
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
-        for name in names:
-            parts = name.split(".")
-            if parts[0] == "railyard" and len(parts) > 1:
-                found.add(parts[1])
-    return found
+    parts = (name.split(".") for name in _imported_modules(path))
+    return {p[1] for p in parts if p[0] == "railyard" and len(p) > 1}
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
@@ -65,3 +73,20 @@ def test_imports_point_down(package: str) -> None:
             continue
         bad = _railyard_imports(path) & FORBIDDEN[package]
         assert not bad, f"{path.relative_to(SRC)} imports railyard.{sorted(bad)}"
+
+
+def test_the_client_imports_the_standard_library_only() -> None:
+    """No third-party package either: pydantic or httpx would cost a CLI call more than the
+    request itself (benchmarks/bench_cli.py)."""
+    files = sorted((SRC / "client").rglob("*.py"))
+    assert files
+    for path in files:
+        tops = {name.split(".")[0] for name in _imported_modules(path)}
+        bad = tops - set(sys.stdlib_module_names) - {"__future__", "railyard"}
+        assert not bad, f"{path.relative_to(SRC)} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("module", CLIENT_COMMANDS)
+def test_client_commands_reach_the_server_through_the_client(module: str) -> None:
+    bad = _railyard_imports(SRC / "cli" / f"{module}.py") - {"client", "cli"}
+    assert not bad, f"cli/{module}.py imports railyard.{sorted(bad)}"

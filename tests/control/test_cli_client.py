@@ -22,8 +22,8 @@ import uvicorn
 from sqlalchemy import select
 
 from railyard.cli.main import main
+from railyard.client.client import Client, ClientError, save_config
 from railyard.control.api import create_app
-from railyard.control.client import Client, ClientError, save_config
 from railyard.control.paths import log_path
 from railyard.control.store import Store
 from railyard.control.tables import JobRow

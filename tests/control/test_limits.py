@@ -13,10 +13,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from tests.control.loop_helpers import add_job, make_loop, seed_cluster, states, step_until
 
-from railyard.control.api import create_app
-from railyard.control.bounds import (
+from railyard.client.bounds import (
     MAX_REQUEST_BYTES,
 )
+from railyard.control.api import create_app
 from railyard.control.paths import log_path
 from railyard.control.store import Store
 from railyard.control.tables import JobRow, QueueRow

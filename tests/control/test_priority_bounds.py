@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from railyard.client.scripts import parse_script
 from railyard.control.api import create_app
-from railyard.control.scripts import parse_script
 from railyard.control.store import Store
 
 REFUSED_1M = (

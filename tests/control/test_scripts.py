@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from railyard.control import values
-from railyard.control.jobspec import parse_mem
+from railyard.client import values
+from railyard.client.scripts import ScriptErrors, merge, parse_script, resolve_export
+from railyard.client.values import parse_mem
 from railyard.control.schemas import (
     JobSubmit,
     parse_array,
@@ -16,7 +17,6 @@ from railyard.control.schemas import (
     parse_topology,
     parse_walltime,
 )
-from railyard.control.scripts import ScriptErrors, merge, parse_script, resolve_export
 from railyard.sched.model import Level, PriorityClass, TopologyMode
 
 DIRECTIVES: list[tuple[str, dict[str, Any]]] = [
@@ -283,7 +283,7 @@ def test_submission_shapes() -> None:
 
 
 def test_value_names_are_the_schedulers() -> None:
-    """control.values spells the scheduler's names itself (the CLI must not import sched)."""
+    """client.values spells the scheduler's names itself (the CLI must not import sched)."""
     assert {c.name.lower(): c.value for c in PriorityClass} == values.PRIORITY_CLASSES
     assert tuple(lv.label for lv in Level if lv is not Level.FABRIC) == values.TOPOLOGY_LEVELS
     assert set(values.TOPOLOGY_MODES) == {m.value for m in TopologyMode}

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import pytest
 
-from railyard.control.transport import Connection
+from railyard.client.transport import Connection
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -7,7 +7,8 @@ from typing import NotRequired, get_type_hints
 import pytest
 from pydantic import BaseModel
 
-from railyard.control import schemas, wire
+from railyard.client import wire
+from railyard.control import schemas
 
 PAIRS = [
     (wire.Job, schemas.JobOut),

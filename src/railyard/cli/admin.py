@@ -21,7 +21,7 @@ from railyard.cli.args import (
     subcommands,
 )
 from railyard.cli.text import table
-from railyard.control.values import parse_priority, parse_walltime
+from railyard.client.values import parse_priority, parse_walltime
 
 
 def _quota(items: list[str] | None, option: str) -> dict[str, int]:
@@ -135,8 +135,9 @@ def _local_token(
     the store; with ``make_admin`` the user is made (or created as) an admin first."""
     # Only this recovery path opens the store from the CLI: import it here, not for every
     # `railyard admin` call.
+    from railyard.client.config import default_state_dir
     from railyard.control.errors import ServiceError
-    from railyard.control.paths import database_path, default_state_dir
+    from railyard.control.paths import database_path
     from railyard.control.store import Store, sqlite_url
     from railyard.control.users import create_token_locally, restore_admin_locally
 

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 if TYPE_CHECKING:
-    from railyard.control.client import Client
+    from railyard.client.client import Client
 
 Run = Callable[[argparse.Namespace], int | None]
 
@@ -115,7 +115,7 @@ def emit_json(data: Any) -> None:
 @contextmanager
 def connect() -> Iterator[Client]:
     """A client from the environment; server refusals become one-line exits."""
-    from railyard.control.client import Client, ClientError
+    from railyard.client.client import Client, ClientError
 
     try:
         with Client.from_env() as client:

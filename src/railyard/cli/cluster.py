@@ -6,7 +6,7 @@ import argparse
 
 from railyard.cli.args import Command, Parser, connect, emit_json, json_flag, subcommands
 from railyard.cli.text import table
-from railyard.control.values import PRIORITY_CLASSES
+from railyard.client.values import PRIORITY_CLASSES
 
 
 def nodes(args: argparse.Namespace) -> None:

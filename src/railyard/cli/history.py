@@ -19,7 +19,7 @@ from railyard.cli.text import clock, table
 from railyard.cli.timespec import parse_time
 
 if TYPE_CHECKING:
-    from railyard.control.wire import Job
+    from railyard.client.wire import Job
 
 PAGE = 1000
 

@@ -1,5 +1,5 @@
 """Job commands against a running control plane: submit, queue, show, cancel, hold, release,
-logs. Thin: parse, call :class:`~railyard.control.client.Client`, print.
+logs. Thin: parse, call :class:`~railyard.client.client.Client`, print.
 
 ``submit`` reads its options as sbatch does (options first, then the script or ``--`` and the
 command) through the same table as ``#SBATCH`` directives, so a flag and a directive can never
@@ -21,8 +21,8 @@ from railyard.cli.args import Command, Parser, connect, describe, emit_json, fai
 from railyard.cli.text import clock, iso, pairs, placement, squeue_time, table
 
 if TYPE_CHECKING:
-    from railyard.control.client import Client
-    from railyard.control.wire import Job
+    from railyard.client.client import Client
+    from railyard.client.wire import Job
 
 MIN_JOB_AGE_S = 300.0  # squeue shows a finished job this long (Slurm's MinJobAge default)
 
@@ -66,7 +66,7 @@ OPTION_HELP = {
 
 def submit_usage(prog: str) -> str:
     """The help of ``railyard submit``, from the same option table as the directives."""
-    from railyard.control import scripts
+    from railyard.client import scripts
 
     shorts: dict[str, list[str]] = {}
     for short, long in scripts.short_names().items():
@@ -87,7 +87,7 @@ def submit_usage(prog: str) -> str:
 def split_submit_argv(argv: list[str]) -> tuple[list[str], list[str], set[str]]:
     """(option words, the script or command, the CLI's own switches ``--json``/``--help``):
     options come first, as with sbatch; ``--`` or the first other word ends them."""
-    from railyard.control import scripts
+    from railyard.client import scripts
 
     options: list[str] = []
     own: set[str] = set()
@@ -143,7 +143,7 @@ def submit(args: argparse.Namespace) -> int:
     its tasks; a command runs as one task per GPU. The job gets this shell's environment and
     directory (--export=ALL), never the server's. Prints the job id (one per array task).
     """
-    from railyard.control import scripts  # the directive table: only submit pays for it
+    from railyard.client import scripts  # the directive table: only submit pays for it
 
     options_words, rest, own = split_submit_argv(args.argv)
     if "--help" in own:
@@ -308,7 +308,7 @@ def _show_array(parent: str, tasks: list[Job]) -> str:
 
 def show(args: argparse.Namespace) -> None:
     """Everything about one job; an array's id shows a summary of its tasks and each task."""
-    from railyard.control.client import ClientError
+    from railyard.client.client import ClientError
 
     with connect() as client:
         try:
@@ -338,7 +338,7 @@ def _show_args(p: Parser) -> None:
 
 def _each(args: argparse.Namespace, act: str, done: str) -> int:
     """Apply ``act`` to every id; report each result, and exit 1 if any was refused."""
-    from railyard.control.client import ClientError
+    from railyard.client.client import ClientError
 
     results: list[Job] = []
     failed = 0

@@ -14,27 +14,55 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from difflib import get_close_matches
+from typing import TYPE_CHECKING
 
 from railyard import __version__
-from railyard.cli.args import Command
 
-# name -> module defining it (its COMMANDS), in the order `railyard --help` lists them.
+if TYPE_CHECKING:
+    from railyard.cli.args import Command
+
+# name -> (module defining it (its COMMANDS), its summary), in the order `railyard --help`
+# lists them. The summary is the first line of the command's docstring, spelled here so that
+# `railyard --help` imports no command (tests/cli/test_cli_imports.py keeps the two equal).
 CONTROL = {
-    "up": "up",
-    "join": "join",
-    "submit": "jobs",
-    "queue": "jobs",
-    "show": "jobs",
-    "history": "history",
-    "cancel": "jobs",
-    "hold": "jobs",
-    "release": "jobs",
-    "logs": "jobs",
-    "nodes": "cluster",
-    "queues": "cluster",
-    "health": "health",
-    "admin": "admin",
+    "up": ("up", "Start the control plane: store, scheduler loop and REST API, on this machine."),
+    "join": (
+        "join",
+        "Join this machine to the Ray cluster at HEAD (or start the head here with --head).",
+    ),
+    "submit": (
+        "jobs",
+        "Submit a job: a batch script (#SBATCH / #RAILYARD directives), or a command after --.",
+    ),
+    "queue": (
+        "jobs",
+        "Jobs waiting and running, like squeue: why each pending job waits is in REASON.",
+    ),
+    "show": (
+        "jobs",
+        "Everything about one job; an array's id shows a summary of its tasks and each task.",
+    ),
+    "history": (
+        "history",
+        "Jobs that ran or are running, like sacct: state, exit code, elapsed, GPU-hours.",
+    ),
+    "cancel": (
+        "jobs",
+        "Cancel jobs: pending ones end at once, running ones are stopped by the scheduler loop.",
+    ),
+    "hold": (
+        "jobs",
+        "Keep pending jobs from starting (scontrol hold); an array's id holds its pending tasks.",
+    ),
+    "release": ("jobs", "Let held jobs start again (scontrol release)."),
+    "logs": ("jobs", "Print one rank's log; with -f, keep printing until the job finishes."),
+    "nodes": ("cluster", "Nodes, their GPUs in use, and draining."),
+    "queues": ("cluster", "Queues: quota per flavor, GPUs in use and borrowed, fair-share usage."),
+    "health": (
+        "health",
+        "Check this node against its own baseline (NHC-style; --drain acts on the result).",
+    ),
+    "admin": ("admin", "Administer users, tokens and queues (admin token needed)."),
 }
 DESIGN = {
     "plan": "Bill of materials, cost, power and network figures of a cluster.",
@@ -47,7 +75,7 @@ ABOUT = "railyard: plan, predict, schedule and operate shared GPU training clust
 
 
 def command(name: str) -> Command:
-    module = importlib.import_module(f"railyard.cli.{CONTROL[name]}")
+    module = importlib.import_module(f"railyard.cli.{CONTROL[name][0]}")
     commands: tuple[Command, ...] = module.COMMANDS
     return next(c for c in commands if c.name == name)
 
@@ -57,7 +85,7 @@ def root_help() -> str:
         return [f"{title}:", *(f"  {name:<10}{summary}" for name, summary in rows), ""]
 
     lines = ["usage: railyard COMMAND [ARGS...]", "", ABOUT, ""]
-    lines += section("operate a cluster", [(n, command(n).summary) for n in CONTROL])
+    lines += section("operate a cluster", [(n, summary) for n, (_, summary) in CONTROL.items()])
     lines += section("plan and predict", list(DESIGN.items()))
     lines += section("other", [("version", "Print the railyard version.")])
     lines.append("`railyard COMMAND --help` shows a command's options.")
@@ -80,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
 
             return design.run(args)
         if name not in CONTROL:
+            from difflib import get_close_matches  # a typo alone pays for difflib
+
             close = get_close_matches(name, [*CONTROL, *DESIGN, "version"], n=1)
             hint = f"did you mean {close[0]!r}?" if close else "see railyard --help"
             print(f"railyard: unknown command {name!r} (hint: {hint})", file=sys.stderr)

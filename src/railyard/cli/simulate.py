@@ -20,7 +20,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from railyard.blueprint import BlueprintError, load
-from railyard.control.values import parse_walltime
+from railyard.client.values import parse_walltime
 from railyard.sched.health import HealthPolicy
 from railyard.sim.checkpoints import CheckpointPolicy, IntervalRule
 from railyard.sim.cluster import cluster_nodes

@@ -19,10 +19,10 @@ def up(args: argparse.Namespace) -> None:
     holds the state directory or database. Stopping it (Ctrl-C) leaves jobs running; the next
     `railyard up` adopts them.
     """
+    from railyard.client.config import default_state_dir
+    from railyard.client.values import parse_walltime
     from railyard.control.errors import ServiceError
-    from railyard.control.paths import default_state_dir
     from railyard.control.server import SpoolTaken, StartupError, UpConfig, serve
-    from railyard.control.values import parse_walltime
     from railyard.sched import SchedulerConfig
     from railyard.web.routes import router as dashboard
 

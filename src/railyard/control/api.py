@@ -32,10 +32,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from railyard import __version__
-from railyard.control import auth, jobs, logs, nodes, queues, users
-from railyard.control import schemas as s
-from railyard.control.accounts import RunAs
-from railyard.control.bounds import (
+from railyard.client.bounds import (
     INT32_MAX,
     MAX_LOG_OFFSET,
     MAX_QUEUE_NAME,
@@ -44,6 +41,9 @@ from railyard.control.bounds import (
     QUEUE_NAME_PATTERN,
     USER_NAME_PATTERN,
 )
+from railyard.control import auth, jobs, logs, nodes, queues, users
+from railyard.control import schemas as s
+from railyard.control.accounts import RunAs
 from railyard.control.effects import wants_wake
 from railyard.control.errors import (
     Conflict,

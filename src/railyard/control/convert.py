@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from railyard.control.bounds import (
+from railyard.client.bounds import (
     MAX_WEIGHT,
     MIN_WEIGHT,
 )

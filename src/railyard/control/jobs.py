@@ -15,8 +15,9 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from railyard.client.bounds import JOB_ID_PATTERN, MAX_SUBMIT_STORED_BYTES
+from railyard.client.values import parse_array, parse_signal, parse_topology
 from railyard.control.accounts import RunAs
-from railyard.control.bounds import JOB_ID_PATTERN, MAX_SUBMIT_STORED_BYTES
 from railyard.control.bulk import (
     JobView,
     cancel_array,
@@ -45,7 +46,6 @@ from railyard.control.tables import (
     User,
 )
 from railyard.control.transitions import transition_many
-from railyard.control.values import parse_array, parse_signal, parse_topology
 from railyard.sched.dependencies import job_ids, parse_dependency
 from railyard.sched.feasible import never_placeable, over_every_node
 from railyard.sched.model import Job, Level, TopologyMode, TopologyRequirement

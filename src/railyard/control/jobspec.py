@@ -1,61 +1,23 @@
-"""Slurm-style values of a job request that the API, batch directives and CLI flags share:
-memory sizes, dependencies, the exported environment's bounds, and a job's shape (chunks the
-scheduler places, tasks per node). Kept apart from :mod:`railyard.control.schemas` so each
-file stays small; the schemas import them.
+"""What the server checks of a job request beyond its spellings: the exported environment's
+bounds, the GPU type against the nodes, and a job's shape (chunks the scheduler places, tasks
+per node). Kept apart from :mod:`railyard.control.schemas` so each file stays small; the
+spellings the CLI checks too (memory, dependencies) are in :mod:`railyard.client.values`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from railyard.control.bounds import MAX_ARG_BYTES, MAX_ENV_BYTES, MAX_ENV_ENTRIES
+from railyard.client.bounds import MAX_ARG_BYTES, MAX_ENV_BYTES, MAX_ENV_ENTRIES
 from railyard.control.errors import Invalid as ServiceInvalid
 
-_MEM_RE = re.compile(r"^(\d+)([KMGT]?)B?$", re.IGNORECASE)
-_MEM_MIB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
-DEPENDENCY_TYPES = ("after", "afterany", "afternotok", "afterok")  # as sched.dependencies
-_DEP_ID_RE = re.compile(r"^\d+(?:_\d+)?$")
 UNIX_NAME_RE = r"^[a-z_][a-z0-9_.-]{0,31}\$?$"  # useradd's portable names
 # The API's bounds (README "Limits"): argv and environment together stay far below Linux's
 # ARG_MAX (about 2 MiB), and no one "NAME=value" string passes MAX_ARG_STRLEN.
 ENV_MAX_VARS = MAX_ENV_ENTRIES
 ENV_MAX_BYTES = MAX_ENV_BYTES
 ENV_MAX_VALUE_BYTES = MAX_ARG_BYTES
-
-
-def parse_mem(value: str | int) -> int:
-    """Slurm ``--mem`` to MiB: a number with an optional unit K, M (the default), G or T."""
-    match = _MEM_RE.match(str(value).strip())
-    if not match:
-        raise ValueError(f"bad memory size {value!r} (hint: e.g. 16G, 512M, 64000)")
-    number, unit = int(match.group(1)), match.group(2).upper()
-    return max(1, round(number * _MEM_MIB[unit])) if number else 0
-
-
-def parse_dependency(value: str) -> str:
-    """Slurm ``--dependency``: ``TYPE:ID[:ID...]`` terms joined by ``,`` (all) or ``?`` (any),
-    or ``singleton``. Returns the value, checked with the scheduler's own rules (the client
-    checks the spelling; `railyard.sched.dependencies` holds what each type means)."""
-    text = value.strip()
-    hint = "(hint: e.g. afterok:12, afterany:12:13, afternotok:12_3, singleton)"
-    if "," in text and "?" in text:
-        raise ValueError(f"bad dependency {value!r}: use ',' (all) or '?' (any), not both {hint}")
-    for term in re.split(r"[,?]", text):
-        kind, _, ids = term.partition(":")
-        if kind == "singleton" and not ids:
-            continue
-        if kind in ("aftercorr", "afterburstbuffer"):
-            raise ValueError(f"dependency type {kind!r} is not supported {hint}")
-        if kind not in DEPENDENCY_TYPES:
-            raise ValueError(f"unknown dependency type {kind!r} in {value!r} {hint}")
-        parts = ids.split(":") if ids else []
-        if any("+" in p for p in parts):
-            raise ValueError(f"'+MINUTES' after a job id is not supported, in {value!r} {hint}")
-        if not parts or not all(_DEP_ID_RE.match(p) for p in parts):
-            raise ValueError(f"bad job ids {ids!r} in dependency {value!r} {hint}")
-    return text
 
 
 def check_env(env: Mapping[str, str]) -> None:

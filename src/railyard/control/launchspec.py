@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from railyard.client.values import array_stats
 from railyard.control.paths import checkpoint_dir, logs_dir, script_path, steps_dir
 from railyard.control.tables import JobRow
-from railyard.control.values import array_stats
 from railyard.exec.protocol import LaunchSpec, Output
 
 

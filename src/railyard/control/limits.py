@@ -14,7 +14,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from railyard.control.bounds import (
+from railyard.client.bounds import (
     INT32_MAX,
     MAX_ARG_BYTES,
     MAX_ARRAY_SPEC,

@@ -25,7 +25,6 @@ account): losing a job directory must never make a job run twice.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
 
 from railyard.control.errors import Unavailable
@@ -34,11 +33,6 @@ STATE_DIR_MODE = 0o700
 SECRET_FILE_MODE = 0o600
 SPOOL_DIR_MODE = 0o711
 ROOT_SPOOL_DIR = Path("/var/spool/railyard")
-
-
-def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if environ is None else environ
-    return Path(env.get("RAILYARD_HOME") or Path.home() / ".railyard")
 
 
 def default_spool_dir(state_dir: Path, *, multi_user: bool) -> Path:
@@ -63,10 +57,6 @@ def ensure_state_dir(state_dir: Path) -> None:
 
 def database_path(state_dir: Path) -> Path:
     return state_dir / "railyard.db"
-
-
-def client_config_path(state_dir: Path) -> Path:
-    return state_dir / "client.json"
 
 
 def spool_owner_path(spool_dir: Path) -> Path:

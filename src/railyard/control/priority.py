@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from railyard.control.bounds import INT32_MAX
+from railyard.client.bounds import INT32_MAX
+from railyard.client.values import PRIORITY_CLASSES, priority_label
 from railyard.control.errors import Forbidden
 from railyard.control.schemas import JobSubmit
 from railyard.control.tables import DEFAULT_MAX_PRIORITY, QueueRow, User
-from railyard.control.values import PRIORITY_CLASSES, priority_label
 
 DEFAULT_PRIORITY = PRIORITY_CLASSES["normal"]  # railyard.sched.model.PriorityClass.NORMAL
 

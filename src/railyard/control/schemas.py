@@ -4,7 +4,7 @@ Requests use ``extra="forbid"`` so a typo (``gpu`` for ``gpus``) is an error, no
 default, and every field is bounded (:mod:`railyard.control.limits`): what is accepted can be
 stored on both stores and launched. Responses ignore unknown fields so an older client keeps
 working against a newer server. The value parsers (walltime, signal, array, priority,
-topology) are those of :mod:`railyard.control.values`, so the API, batch-script directives and
+topology) are those of :mod:`railyard.client.values`, so the API, batch-script directives and
 CLI flags accept exactly the same spellings.
 """
 
@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from railyard.control.bounds import (
+from railyard.client.bounds import (
     INT32_MAX,
     MAX_ARG_BYTES,
     MAX_COMMAND_ARGS,
@@ -35,12 +35,19 @@ from railyard.control.bounds import (
     MAX_TOKEN_LIFETIME_S,
     MAX_WALLTIME_S,
 )
+from railyard.client.values import (
+    parse_array,
+    parse_dependency,
+    parse_mem,
+    parse_priority,
+    parse_signal,
+    parse_topology,
+    parse_walltime,
+)
 from railyard.control.jobspec import (
     UNIX_NAME_RE,
     Shape,
     check_env,
-    parse_dependency,
-    parse_mem,
 )
 from railyard.control.limits import (
     Arg,
@@ -63,13 +70,6 @@ from railyard.control.limits import (
     utf8_len,
 )
 from railyard.control.tables import DEFAULT_MAX_PRIORITY, JobState
-from railyard.control.values import (
-    parse_array,
-    parse_priority,
-    parse_signal,
-    parse_topology,
-    parse_walltime,
-)
 from railyard.sched.model import NodeState, PriorityClass
 
 

@@ -35,9 +35,10 @@ from sqlalchemy.orm import Session
 
 from railyard.blueprint import BlueprintError, load
 from railyard.blueprint.local import catalogue_name
+from railyard.client.client import save_config
+from railyard.client.config import client_config_path, default_state_dir
 from railyard.control.accounts import RunAs
 from railyard.control.api import create_app
-from railyard.control.client import save_config
 from railyard.control.errors import ServiceError, Unavailable, describe_failure
 from railyard.control.jobs import JOB_COUNTER
 from railyard.control.lock import StoreLock, StoreLocked
@@ -48,10 +49,8 @@ from railyard.control.paths import (
     SECRET_FILE_MODE,
     SPOOL_DIR_MODE,
     STATE_DIR_MODE,
-    client_config_path,
     database_path,
     default_spool_dir,
-    default_state_dir,
     ensure_state_dir,
     spool_owner_path,
 )

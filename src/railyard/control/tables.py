@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from railyard.control.values import PRIORITY_CLASSES
+from railyard.client.values import PRIORITY_CLASSES
 
 
 class Base(DeclarativeBase):

@@ -14,15 +14,14 @@ node, ``--gpus`` per job, ``--mem`` per node in MiB unless a unit (K, M, G, T) s
 
 from __future__ import annotations
 
-import difflib
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from railyard.control.jobspec import parse_dependency, parse_mem
-from railyard.control.values import (
+from railyard.client.values import (
     parse_array,
+    parse_dependency,
+    parse_mem,
     parse_nice,
     parse_priority,
     parse_signal,
@@ -148,10 +147,10 @@ def _env_pair(value: str) -> dict[str, str]:
     return {key: val}
 
 
-@dataclass(frozen=True)
-class Option:
+class Option(NamedTuple):
     """How one option sets submission fields: ``convert`` turns the value into the field's
-    value (or, with ``multi``, into several fields); a switch takes no value."""
+    value (or, with ``multi``, into several fields); a switch takes no value. (A NamedTuple,
+    not a dataclass: ``dataclasses`` costs a ``railyard submit`` more than this module.)"""
 
     field: str  # "": not stored (a note says so)
     convert: Callable[[str], Any] | None = str  # None: a switch, takes no value
@@ -248,6 +247,8 @@ def apply_option(options: dict[str, Any], name: str, value: str | None, notes: l
         raise OptionError(f"unsupported option {name!r}", _UNSUPPORTED[long])
     opt = _OPTIONS.get(long)
     if opt is None:
+        import difflib  # only a mistyped option pays for it
+
         close = difflib.get_close_matches(long, list(_OPTIONS), n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}?" if close else "see `railyard submit --help`"
         raise OptionError(f"unknown option {name!r}", hint)
@@ -347,16 +348,15 @@ def _parse_tokens(
     return errors
 
 
-@dataclass
-class ParsedScript:
+class ParsedScript(NamedTuple):
     options: dict[str, Any]
-    notes: list[str] = field(default_factory=list)
+    notes: list[str]
 
 
 def parse_script(text: str, filename: str = "script") -> ParsedScript:
     """Directives of a batch script, read up to its first command line (as sbatch does).
     Raises :class:`ScriptErrors` naming every bad directive."""
-    parsed = ParsedScript(options={})
+    parsed = ParsedScript(options={}, notes=[])
     errors: list[ScriptError] = []
     for line_no, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()

@@ -5,8 +5,8 @@ Where the server is: ``RAILYARD_URL`` and ``RAILYARD_TOKEN``, else
 ``railyard up`` writes for its admin (:func:`save_config`). Every refusal is a
 :class:`ClientError` carrying the server's one-line ``detail`` and the HTTP status.
 
-It speaks HTTP/1.1 over one keep-alive socket (:mod:`railyard.control.transport`) and returns
-the server's JSON as the typed dicts of :mod:`railyard.control.wire`: a CLI call must answer
+It speaks HTTP/1.1 over one keep-alive socket (:mod:`railyard.client.transport`) and returns
+the server's JSON as the typed dicts of :mod:`railyard.client.wire`: a CLI call must answer
 in milliseconds, and httpx plus pydantic cost more to import than the request takes
 (``benchmarks/bench_cli.py``).
 """
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, Self, cast
 from urllib.parse import quote, urlencode, urlsplit
 
-from railyard.control import wire
-from railyard.control.paths import client_config_path, default_state_dir
-from railyard.control.transport import Connection
+from railyard.client import wire
+from railyard.client.config import client_config_path, default_state_dir
+from railyard.client.transport import Connection
 
 IDEMPOTENT = ("GET", "DELETE", "PUT")
 IDLE_RECONNECT_S = 4.0  # under uvicorn's 5 s keep-alive: never reuse a socket it may close

@@ -1,5 +1,6 @@
 """Slurm-style values shared by the API, batch-script directives and CLI flags: walltime,
-signal, array, priority and topology, so all three accept exactly the same spellings.
+signal, array, priority, topology, memory and dependencies, so all three accept exactly the
+same spellings.
 
 Standard library only: the ``railyard`` command checks flags with these before it sends
 anything, and must not pay for pydantic or the scheduler to do so (importing ``railyard.sched``
@@ -12,7 +13,7 @@ from __future__ import annotations
 import re
 import signal as signals
 
-from railyard.control.bounds import (
+from railyard.client.bounds import (
     INT32_MAX,
     MAX_ARRAY_SPEC,
     MAX_GRACE_S,
@@ -32,6 +33,10 @@ TOPOLOGY_MODES = ("required", "preferred")  # the first is the default
 _TIME_RE = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 _SIGNAL_RE = re.compile(r"^(?:([RB]):)?([A-Za-z0-9]+)(?:@(\d+))?$")
 _ARRAY_PART_RE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
+_MEM_RE = re.compile(r"^(\d+)([KMGT]?)B?$", re.IGNORECASE)
+_MEM_MIB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
+DEPENDENCY_TYPES = ("after", "afterany", "afternotok", "afterok")  # as sched.dependencies
+_DEP_ID_RE = re.compile(r"^\d+(?:_\d+)?$")
 
 
 def parse_walltime(value: str | int) -> float | None:
@@ -162,3 +167,36 @@ def parse_topology(value: str) -> tuple[str, str]:
     if level not in TOPOLOGY_LEVELS:
         raise ValueError(f"unknown topology level {level!r} {hint}")
     return level, mode
+
+
+def parse_mem(value: str | int) -> int:
+    """Slurm ``--mem`` to MiB: a number with an optional unit K, M (the default), G or T."""
+    match = _MEM_RE.match(str(value).strip())
+    if not match:
+        raise ValueError(f"bad memory size {value!r} (hint: e.g. 16G, 512M, 64000)")
+    number, unit = int(match.group(1)), match.group(2).upper()
+    return max(1, round(number * _MEM_MIB[unit])) if number else 0
+
+
+def parse_dependency(value: str) -> str:
+    """Slurm ``--dependency``: ``TYPE:ID[:ID...]`` terms joined by ``,`` (all) or ``?`` (any),
+    or ``singleton``. Returns the value, checked with the scheduler's own rules (the client
+    checks the spelling; `railyard.sched.dependencies` holds what each type means)."""
+    text = value.strip()
+    hint = "(hint: e.g. afterok:12, afterany:12:13, afternotok:12_3, singleton)"
+    if "," in text and "?" in text:
+        raise ValueError(f"bad dependency {value!r}: use ',' (all) or '?' (any), not both {hint}")
+    for term in re.split(r"[,?]", text):
+        kind, _, ids = term.partition(":")
+        if kind == "singleton" and not ids:
+            continue
+        if kind in ("aftercorr", "afterburstbuffer"):
+            raise ValueError(f"dependency type {kind!r} is not supported {hint}")
+        if kind not in DEPENDENCY_TYPES:
+            raise ValueError(f"unknown dependency type {kind!r} in {value!r} {hint}")
+        parts = ids.split(":") if ids else []
+        if any("+" in p for p in parts):
+            raise ValueError(f"'+MINUTES' after a job id is not supported, in {value!r} {hint}")
+        if not parts or not all(_DEP_ID_RE.match(p) for p in parts):
+            raise ValueError(f"bad job ids {ids!r} in dependency {value!r} {hint}")
+    return text

@@ -1,6 +1,6 @@
 """The numbers behind every bound of the API (see :mod:`railyard.control.limits` for why).
 
-Standard library only, so the CLI's value parsers (:mod:`railyard.control.values`) apply the
+Standard library only, so the CLI's value parsers (:mod:`railyard.client.values`) apply the
 same bounds without importing pydantic.
 """
 
