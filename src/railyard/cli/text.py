@@ -7,7 +7,6 @@ Columns are separated by two spaces and never wrapped, like ``squeue`` and ``sac
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]], right: Iterable[str] = ()) -> str:
@@ -59,6 +58,8 @@ def iso(t_s: float | None) -> str:
     """A Unix time as an ISO date in local time with its offset, to the second."""
     if t_s is None:
         return ""
+    from datetime import datetime  # `show` pays for it, not `queue` or `submit`
+
     return datetime.fromtimestamp(t_s).astimezone().isoformat(timespec="seconds")
 
 

@@ -60,13 +60,33 @@ class Connection:
         return Response(status, data)
 
     def _connect(self) -> None:
-        sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
+        sock = self._open()
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.scheme == "https":
             import ssl  # only for https: it costs as much to import as the rest of a call
 
             sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self.host)
         self._sock, self._buffer = sock, b""
+
+    def _open(self) -> socket.socket:
+        """``socket.create_connection``, but an ASCII host name goes to ``getaddrinfo`` as
+        bytes: a ``str`` is IDNA-encoded first, and importing that codec (with
+        ``unicodedata`` and ``stringprep``) costs a ``railyard`` call more than its request."""
+        host = self.host.encode("ascii") if self.host.isascii() else self.host
+        error: OSError | None = None
+        for family, kind, proto, _, address in socket.getaddrinfo(
+            host, self.port, type=socket.SOCK_STREAM
+        ):
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.settimeout(self.timeout_s)
+                sock.connect(address)
+            except OSError as exc:
+                sock.close()
+                error = exc
+                continue
+            return sock
+        raise error or OSError(f"{self.host}: no address")
 
     # -- reading ------------------------------------------------------------------------------
 
