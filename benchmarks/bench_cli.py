@@ -26,6 +26,7 @@ submitted are cancelled at the end.
 from __future__ import annotations
 
 import argparse
+import compileall
 import http.client
 import json
 import os
@@ -170,9 +171,11 @@ def main() -> None:
     parser.add_argument("--no-slurm", action="store_true", help="skip Slurm even if it runs")
     args = parser.parse_args()
     env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: every module has its bytecode
     if args.src is not None:
         env["PYTHONPATH"] = str(args.src.resolve())
         os.environ["PYTHONPATH"] = env["PYTHONPATH"]  # the server process too
+    compileall.compile_dir(args.src or Path(__file__).parents[1] / "src", quiet=1)
     slurm = not args.no_slurm and slurm_answers()
     with tempfile.TemporaryDirectory() as tmp:
         server = ServerProcess(Path(tmp) / "state", gpus=8, cycle_interval_s=2.0)  # up default
