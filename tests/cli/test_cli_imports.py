@@ -51,6 +51,8 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
             "true",
         ],
         ["queue"],
+        ["cancel", "12"],
+        ["logs", "12"],
     ],
 )
 def test_control_commands_import_nothing_heavy(argv: list[str]) -> None:
