@@ -11,7 +11,6 @@ costs more than the rest of a CLI call). So the scheduler's names are spelled he
 from __future__ import annotations
 
 import re
-import signal as signals
 
 from railyard.client.bounds import (
     INT32_MAX,
@@ -67,6 +66,8 @@ def parse_signal(value: str) -> tuple[str, float]:
     match = _SIGNAL_RE.match(value.strip()) if len(value) <= MAX_SHORT else None
     if not match:
         raise ValueError(f"bad signal {value!r} (hint: use [B:]NAME[@SECONDS], e.g. USR1@60)")
+    import signal as signals  # its enums cost every `railyard submit`; only --signal pays
+
     _, sig, at = match.groups()
     if at is not None and int(at) > MAX_GRACE_S:
         raise ValueError(f"signal time @{at} is over {MAX_GRACE_S:.0f} seconds")
