@@ -15,7 +15,7 @@ from railyard.cli.main import CONTROL, command
 HEAVY = ["fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "pydantic", "numpy",
          "httpx", "typer", "rich", "railyard.sched", "railyard.control", "railyard.exec",
          "railyard.sim", "railyard.web", "difflib", "dataclasses",
-         "encodings.idna"]  # fmt: skip
+         "encodings.idna", "shutil"]  # fmt: skip
 
 PROBE = """
 import contextlib, io, json, sys

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import textwrap
@@ -33,6 +34,36 @@ def fail(message: str, code: int = 2) -> NoReturn:
     """One line on stderr, then exit: 2 for bad input, 1 for a refusal."""
     print(f"railyard: {message}", file=sys.stderr)
     raise SystemExit(code)
+
+
+def terminal_columns() -> int:
+    """``shutil.get_terminal_size().columns``, without importing shutil (and with it zlib,
+    bz2 and lzma): argparse builds a formatter for every ``add_argument``, so each command
+    would pay for it. ``COLUMNS`` first, then the terminal on stdout, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0 and sys.__stdout__ is not None:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's help layout (descriptions as written), its width found without shutil."""
+
+    def __init__(
+        self,
+        prog: str,
+        indent_increment: int = 2,
+        max_help_position: int = 24,
+        width: int | None = None,
+    ) -> None:
+        width = terminal_columns() - 2 if width is None else width
+        super().__init__(prog, indent_increment, max_help_position, width)
 
 
 class Parser(argparse.ArgumentParser):
@@ -69,7 +100,7 @@ class Command(NamedTuple):
         parser = Parser(
             prog=f"{prog} {self.name}",
             description=describe(self.run),
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=HelpFormatter,
         )
         parser.set_defaults(run=self.run)
         if self.arguments is not None:
@@ -85,7 +116,7 @@ def subcommands(parser: Parser, *commands: Command, required: bool = True) -> No
             command.name,
             help=command.summary,
             description=describe(command.run),
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=HelpFormatter,
         )
         child.set_defaults(run=command.run)
         if command.arguments is not None:
