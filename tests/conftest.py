@@ -53,6 +53,7 @@ def make_blueprint() -> object:
     return blueprint
 
 
+@pytest.hookimpl(tryfirst=True)  # before the test's fixtures are set up
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """``@needs(...)`` (tests/parts.py): skip, saying why, where a part is absent."""
     for marker in item.iter_markers("needs"):

@@ -58,7 +58,9 @@ def test_tests_skip_for_an_optional_part_only_through_tests_parts() -> None:
 
 
 # Source that runs torch, in the test's process or in a job's script.
-RUNS_TORCH = re.compile(r"import (os, )?torch|ddp_train|railyard\.health\.measure")
+RUNS_TORCH = re.compile(
+    r"import (os, )?torch|ddp_train|railyard\.health\.measure|railyard\.twin\.calibrate import"
+)
 ASKS_TORCH = re.compile(r"(needs|require)\(\"torch\"\)|except ImportError")
 
 
