@@ -3,7 +3,7 @@ admin and as a plain user, seeded and bounded: no 5xx, and every response (error
 matches the schema. Then one scheduler step over whatever the fuzzing stored must succeed.
 
 The main tier fuzzes 8 examples per operation and mode; the extended tier (``pytest -m slow``)
-100. ``benchmarks/fuzz_api.py`` runs the same with many more examples, on both stores.
+60. ``benchmarks/fuzz_api.py`` runs the same with many more examples, on both stores.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class RecordingExecutor:
         return set()
 
 
-@tiered("examples", 8, 100)
+@tiered("examples", 8, 60)
 def test_fuzzed_api_has_no_5xx_and_keeps_its_schema(tmp_path: Path, examples: int) -> None:
     store = Store(sqlite_url(tmp_path / "railyard.db"))
     try:
