@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from railyard.blueprint import Blueprint, load_text
+from tests import parts
 
 
 def blueprint(
@@ -50,6 +51,26 @@ def blueprint(
 @pytest.fixture
 def make_blueprint() -> object:
     return blueprint
+
+
+@pytest.hookimpl(tryfirst=True)  # before the test's fixtures are set up
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """``@needs(...)`` (tests/parts.py): skip, saying why, where a part is absent."""
+    for marker in item.iter_markers("needs"):
+        parts.require(*marker.args)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The PostgreSQL copy of a test is in the extended tier, unless its module is marked
+    ``stores`` (it tests what the store does: locks, compare-and-set, migrations, types):
+    store-agnostic behaviour runs on SQLite in the main tier."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or "postgresql" not in callspec.params.values():
+            continue
+        if item.get_closest_marker("stores") is None:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)

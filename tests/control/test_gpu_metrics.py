@@ -8,16 +8,15 @@ real NVML path runs where ``pynvml`` and a GPU exist and is skipped elsewhere.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import types
 from pathlib import Path
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 from tests.control.loop_helpers import NODE, job
 from tests.control.metrics_helpers import Live, live, samples, scrape
+from tests.parts import needs
 
 from railyard import probe
 from railyard.control.api import create_app
@@ -136,11 +135,9 @@ def test_without_nvml_the_gpu_families_are_absent(live: Live, tmp_path: Path) ->
     assert "DCGM_" not in text
 
 
-@pytest.mark.skipif(probe._pynvml is None, reason="pynvml (nvidia-ml-py) is not installed")
+@needs("gpu")
 def test_real_nvml_readings() -> None:
     readings = probe.read_gpus()
-    if not readings:
-        pytest.skip("NVML finds no GPU on this machine (no driver or no device)")
     for r in readings:
         assert r.uuid.startswith(("GPU-", "MIG-"))
         assert r.name
@@ -149,7 +146,7 @@ def test_real_nvml_readings() -> None:
         assert r.fb_used_mib + r.fb_free_mib > 1024  # every datacenter GPU has over 1 GiB
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
+@needs("promtool")
 def test_promtool_objects_only_to_dcgm_exporters_own_label_names(
     live: Live, tmp_path: Path
 ) -> None:

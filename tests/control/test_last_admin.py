@@ -24,6 +24,8 @@ from railyard.control.store import Store, sqlite_url
 from railyard.control.tables import User
 from railyard.control.users import update_user, user_by_name
 
+pytestmark = pytest.mark.stores  # its PostgreSQL copies stay in the main tier
+
 LAST = "user 'root' is the last admin (hint: make another user an admin first (railyard admin "
 LAST += "users update USER --admin))"
 

@@ -21,6 +21,8 @@ from railyard.control.paths import log_path
 from railyard.control.store import Store
 from railyard.control.tables import JobRow, QueueRow
 
+pytestmark = pytest.mark.stores  # its PostgreSQL copies stay in the main tier
+
 
 @pytest.fixture
 def client(store: Store, tokens: dict[str, str], tmp_path: Path) -> dict[str, TestClient]:

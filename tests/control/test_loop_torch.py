@@ -7,7 +7,6 @@ import re
 import sys
 from pathlib import Path
 
-import pytest
 from tests.control.loop_helpers import (
     Cluster,
     add_job,
@@ -17,10 +16,11 @@ from tests.control.loop_helpers import (
     states,
     step_until,
 )
+from tests.parts import needs
 
 from railyard.control.store import Store
 
-pytest.importorskip("torch")
+pytestmark = needs("torch")
 
 ROOT = Path(__file__).resolve().parents[2]
 DDP = [sys.executable, str(ROOT / "examples" / "ddp_train.py")]

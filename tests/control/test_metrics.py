@@ -4,14 +4,13 @@ only an admin's token (or ``--metrics-open``) reads them. On SQLite and PostgreS
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from tests.control.metrics_helpers import Live, live, samples, scrape, value
+from tests.parts import needs
 
 from railyard.control.api import create_app
 from railyard.control.metrics import MetricsConfig, entitlements, reason_label
@@ -103,7 +102,7 @@ def test_reason_labels_and_entitlements() -> None:
     assert entitlements(queues) == {"root": 1.0, "a": 0.25, "b": 0.75, "b1": 0.375, "b2": 0.375}
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
+@needs("promtool")
 def test_promtool_accepts_the_exposition(live: Live, tmp_path: Path) -> None:
     config = MetricsConfig(loop=live.loop.metrics, loop_health=live.loop.health)
     app = create_app(live.store, wake=lambda: None, state_dir=tmp_path, metrics=config)

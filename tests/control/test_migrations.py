@@ -19,6 +19,8 @@ from railyard.control.store import (
     sqlite_url,
 )
 
+pytestmark = pytest.mark.stores  # its PostgreSQL copies stay in the main tier
+
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from railyard.control.store import Store, current_revision, head_revision
 from railyard.control.tables import Base
+
+pytestmark = pytest.mark.stores  # its PostgreSQL copies stay in the main tier
 
 
 def test_migrations_match_the_tables(store: Store) -> None:

@@ -18,6 +18,8 @@ from railyard.control.server import adopt_bootstrap_admin
 from railyard.control.store import Store, _alembic_config, make_engine, sqlite_url
 from railyard.control.tables import Base, User
 
+pytestmark = pytest.mark.stores  # its PostgreSQL copies stay in the main tier
+
 
 def test_revisions_match_the_tables(store: Store) -> None:
     with store.engine.connect() as connection:

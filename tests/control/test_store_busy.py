@@ -21,6 +21,8 @@ from tests.control.test_api import Api, api  # noqa: F401 - the fixture is used 
 from railyard.control.store import Store
 from railyard.control.tables import EventRow, JobRow
 
+pytestmark = pytest.mark.stores  # its PostgreSQL copies stay in the main tier
+
 
 @contextmanager
 def _busy_on_job_insert(store: Store, times: int) -> Iterator[list[str]]:

@@ -18,6 +18,8 @@ from railyard.control.auth import authenticate
 from railyard.control.paths import database_path
 from railyard.control.store import Store, sqlite_url
 
+pytestmark = pytest.mark.stores  # its PostgreSQL copies stay in the main tier
+
 
 class Clock:
     def __init__(self, t_s: float) -> None:

@@ -25,6 +25,8 @@ from railyard.control.transitions import transition, transition_many
 from railyard.exec.protocol import ExitReport
 from railyard.sched.lifecycle import Exit, ExitKind, StepInput, StepPlan
 
+pytestmark = pytest.mark.stores  # its PostgreSQL copies stay in the main tier
+
 PY = sys.executable
 
 

@@ -7,12 +7,12 @@ import re
 import sys
 from pathlib import Path
 
-import pytest
 from exec_helpers import MakeExecutor, logs, spec, wait_for, wait_report
+from tests.parts import needs
 
 from railyard.exec import LocalExecutor, Outcome
 
-pytest.importorskip("torch")
+pytestmark = needs("torch")
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "ddp_train.py"
 JOB = "ddp"

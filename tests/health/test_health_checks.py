@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from railyard import probe
 from railyard.health import baseline as baselines
 from railyard.health.checks import Context, gpu_inventory, run_checks
 from railyard.health.result import Status, judge
+from tests.parts import needs
 
 pytestmark = pytest.mark.exclusive  # judges this machine's speed (tests/conftest.py)
 
@@ -106,7 +106,7 @@ def test_gpu_inventory_skips_without_nvml(monkeypatch):
     assert "pynvml is not installed" in result.detail
 
 
-@pytest.mark.skipif(probe.nvml_problem() is not None, reason=str(probe.nvml_problem()))
+@needs("gpu")
 def test_gpu_inventory_on_a_real_gpu_node():
     result = gpu_inventory(Context("here", declared_gpus=len(probe.detect_gpus())))
     assert result.status is Status.PASS
@@ -150,7 +150,7 @@ def test_record_then_judge_in_json(tmp_path: Path):
     assert result["source"].startswith("baseline of n0 recorded ")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (gloo)")
+@needs("torch")
 def test_allreduce_runs_two_real_gloo_ranks_and_is_judged_loosely():
     known = baselines.Baseline("n0", 0.0, {"allreduce": 1e-3})  # 1 MB/s: any real run passes
     [result] = run_checks(["allreduce"], Context("n0", baseline=known))

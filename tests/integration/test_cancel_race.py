@@ -11,7 +11,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from tests.integration.server_proc import ServerProcess
+
+pytestmark = pytest.mark.stores  # its PostgreSQL copies stay in the main tier
 
 TASKS = int(os.environ.get("RAILYARD_CANCEL_TASKS", "2000"))
 HOLDING = {"starting", "running", "preempting", "cancelling"}

@@ -5,7 +5,6 @@ shipped example's bearer-token config."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.server_proc import ServerProcess, free_port
+from tests.parts import needs
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "prometheus" / "prometheus.yml"
 
@@ -74,7 +74,7 @@ def test_metrics_open_needs_no_token(tmp_path: Path) -> None:
         proc.stop()
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
+@needs("promtool")
 def test_promtool_passes_on_a_real_servers_metrics(server: ServerProcess) -> None:
     (job,) = server.request("POST", "/v1/jobs", json={"command": ["true"]})
     wait_for(lambda: server.request("GET", f"/v1/jobs/{job['id']}")["state"] == "completed")
@@ -86,7 +86,7 @@ def test_promtool_passes_on_a_real_servers_metrics(server: ServerProcess) -> Non
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-@pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus is not installed")
+@needs("prometheus")
 def test_a_real_prometheus_scrapes_it(server: ServerProcess, tmp_path: Path) -> None:
     token_file = tmp_path / "railyard.token"
     token_file.write_text(server.token)

@@ -17,6 +17,8 @@ from sqlalchemy.engine import make_url
 from tests.integration.server_proc import ServerProcess, free_port
 from tests.integration.test_up import up
 
+pytestmark = pytest.mark.stores  # its PostgreSQL copies stay in the main tier
+
 
 @pytest.fixture
 def first(tmp_path: Path, database_url: str | None) -> ServerProcess:

@@ -2,12 +2,12 @@
 admin and as a plain user, seeded and bounded: no 5xx, and every response (errors included)
 matches the schema. Then one scheduler step over whatever the fuzzing stored must succeed.
 
-``benchmarks/fuzz_api.py`` runs the same with many more examples, on both stores.
+The main tier fuzzes 8 examples per operation and mode; the extended tier (``pytest -m slow``)
+60. ``benchmarks/fuzz_api.py`` runs the same with many more examples, on both stores.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,8 +18,7 @@ from railyard.control.store import Store, sqlite_url
 from railyard.exec.protocol import ExitReport, JobHandle, LaunchSpec
 from tests.control.conftest import Seeder
 from tests.integration.fuzz_api import fuzz
-
-EXAMPLES = int(os.environ.get("RAILYARD_FUZZ_EXAMPLES", "25"))
+from tests.tiers import tiered
 
 
 class RecordingExecutor:
@@ -51,7 +50,8 @@ class RecordingExecutor:
         return set()
 
 
-def test_fuzzed_api_has_no_5xx_and_keeps_its_schema(tmp_path: Path) -> None:
+@tiered("examples", 8, 60)
+def test_fuzzed_api_has_no_5xx_and_keeps_its_schema(tmp_path: Path, examples: int) -> None:
     store = Store(sqlite_url(tmp_path / "railyard.db"))
     try:
         tokens = Seeder(store).cluster()
@@ -59,12 +59,12 @@ def test_fuzzed_api_has_no_5xx_and_keeps_its_schema(tmp_path: Path) -> None:
         failures: dict[str, Any] = {}
         requests = 0
         for who in ("alice", "root"):
-            report = fuzz(app, tokens[who], examples=EXAMPLES, fuzz_seed=20261123)
+            report = fuzz(app, tokens[who], examples=examples, fuzz_seed=20261123)
             requests += report.requests
             failures.update({f"{who}: {k}": v for k, v in report.failures.items()})
             assert report.server_errors == 0, report.failures
         assert failures == {}
-        assert requests > 200 * EXAMPLES / 25  # every operation was exercised
+        assert requests > 200 * examples / 25  # every operation was exercised
         executor = RecordingExecutor()
         loop = Loop(store, executor, LoopConfig(state_dir=tmp_path))
         loop.step()  # whatever was stored, the scheduler cycles over it without raising

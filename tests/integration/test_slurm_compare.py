@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 from benchmarks.slurm.compare_env import compare, slurm_version
 
+from tests.parts import needs
+
 VERSION = slurm_version()
 pytestmark = [
-    pytest.mark.skipif(VERSION is None, reason="no working Slurm on this machine"),
+    needs("slurm"),
+    pytest.mark.slow,  # the extended tier: a comparison with a real Slurm
     pytest.mark.skipif(os.geteuid() != 0, reason="the comparison runs both systems as root"),
 ]
 # Variables that must agree exactly (the launch contract, in Slurm's words).

@@ -13,7 +13,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.integration.server_proc import ServerProcess, free_port
+
+pytestmark = pytest.mark.stores  # its PostgreSQL copies stay in the main tier
 
 
 def up(

@@ -9,7 +9,10 @@ from typing import Any
 
 import pytest
 
-ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'railyard[ray]')")
+from tests.parts import require
+
+require("ray")
+import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from railyard.exec.rayagent import GPUS_RESOURCE, NODE_RESOURCE  # noqa: E402

@@ -21,6 +21,7 @@ import pytest
 
 from tests.integration.server_proc import ServerProcess
 from tests.multinode.conftest import LocalRay
+from tests.parts import needs
 
 NAMES = ("gpu001", "gpu017", "gpu018")
 
@@ -107,6 +108,7 @@ def test_the_inventory_is_the_blueprint_with_the_machines_that_joined(
     assert {v["reason"] for n, v in found.items() if n not in NAMES} == {"no live machine"}
 
 
+@needs("torch")  # the DDP script
 def test_a_two_node_ddp_job_in_one_leaf_group(server: ServerProcess, tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
@@ -124,6 +126,7 @@ def test_a_two_node_ddp_job_in_one_leaf_group(server: ServerProcess, tmp_path: P
     assert "rank 1 done" in second["text"]  # the rank on gpu018, read through its node
 
 
+@needs("torch")  # the DDP script
 def test_a_node_that_leaves_requeues_its_job_which_resumes_from_its_checkpoint(
     server: ServerProcess, rail_ray: LocalRay, tmp_path: Path
 ) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from lifecycle_driver import drive, fits_empty_cluster
 from sched_fakes import flat_queues, job, nodes, running, schedule, state
@@ -18,6 +18,7 @@ from test_sched_properties import (
     assert_backfill_keeps_reservations,
     cluster_states,
 )
+from tests.tiers import examples
 
 from railyard.sched import (
     ClusterState,
@@ -230,7 +231,7 @@ def booked(placement, j: Job) -> dict[str, tuple[int, float]]:
     return out
 
 
-@SETTINGS
+@examples(25, 100, SETTINGS)
 @given(states_with_cores(), CONFIGS)
 def test_no_node_is_given_more_cores_or_memory_than_it_declares(s, config):
     result = cycle(s, NOW, config)
@@ -250,13 +251,13 @@ def test_no_node_is_given_more_cores_or_memory_than_it_declares(s, config):
         assert not n.mem_gb or used[n.name][1] <= n.mem_gb + 1e-9
 
 
-@SETTINGS
+@examples(25, 100, SETTINGS)
 @given(states_with_cores(), st.sampled_from(["easy", "conservative"]))
 def test_backfill_never_delays_a_reservation_of_cores(s, backfill):
     assert_backfill_keeps_reservations(s, backfill)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@examples(10, 50, SETTINGS)
 @given(states_with_cores(), LIVENESS_CONFIGS)
 def test_driven_to_the_end_every_job_that_fits_its_cores_ends(s, config):
     s = _finite(s)

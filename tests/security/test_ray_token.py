@@ -26,8 +26,9 @@ from pathlib import Path
 import pytest
 
 from tests.integration.server_proc import ServerProcess, free_port
+from tests.parts import require
 
-pytest.importorskip("ray", reason="ray is not installed (pip install 'railyard[ray]')")
+require("ray")
 
 RAILYARD = [sys.executable, "-m", "railyard"]
 RAY = str(Path(sys.executable).parent / "ray")

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from railyard.cli.simulate import register
 from railyard.sim import plots, sweep
+from tests.parts import needs
 
 FIXTURES = Path(__file__).parent / "fixtures"
 runner = CliRunner(env={"COLUMNS": "160"})
@@ -114,7 +115,7 @@ def test_process_sweep_matches_in_process_runs() -> None:
     assert [r["jct"] for r in parallel] == [r["jct"] for r in serial]
 
 
-@pytest.mark.skipif(not sweep.ray_available(), reason="ray is an optional extra")
+@needs("ray")
 def test_ray_sweep_on_a_local_instance() -> None:
     scenarios = [
         sweep.Scenario("gaggle-h100", "fifo", seed=s, synthetic="philly", jobs=40) for s in (0, 1)

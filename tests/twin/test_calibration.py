@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.parts import needs
 from tests.twin.test_train import FakeComm
 
 from railyard.blueprint.catalog import GPUS
@@ -32,6 +33,7 @@ def measured() -> Calibration:
                    head_dims=(16,))  # fmt: skip
 
 
+@needs("torch")  # measure() times torch kernels
 def test_cpu_calibration_measures_every_figure(measured: Calibration, tmp_path: Path) -> None:
     assert measured.device
     assert measured.torch_version

@@ -17,12 +17,10 @@ from pathlib import Path
 import pytest
 
 from tests.integration.server_proc import ServerProcess
+from tests.parts import require
 
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
-if shutil.which("chromedriver") is None or shutil.which("chromium") is None:
-    pytest.skip("Chromium and its driver are not installed (apt-get install chromium "
-                "chromium-driver)", allow_module_level=True)  # fmt: skip
-
+require("chromium")
+from selenium import webdriver  # noqa: E402
 from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait as _Wait  # noqa: E402

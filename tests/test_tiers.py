@@ -1,0 +1,50 @@
+"""The two tiers (tests/tiers.py, tests/conftest.py): the main tier runs store-agnostic tests
+on SQLite and the store's own tests on both stores, each tiered test at its main size; the
+extended tier (`-m slow`) holds the rest, so the two together run everything once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+AGNOSTIC = "tests/control/test_auth.py"  # tests the API's rules, whatever the store
+STORES = "tests/control/test_transitions.py"  # compare-and-set: what the store itself does
+TIERED = "tests/sched/test_sched_properties.py"
+
+
+@cache  # three collections (main, extended, all) for the module
+def collected(*args: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-n0", "-p", "no:cacheprovider",
+         *args, AGNOSTIC, STORES, TIERED],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
+def of(items: list[str], path: str, marker: str) -> list[str]:
+    return [i for i in items if i.startswith(path) and marker in i]
+
+
+def test_the_main_tier_runs_store_agnostic_tests_on_sqlite_only() -> None:
+    main = collected()
+    assert of(main, AGNOSTIC, "sqlite") != []
+    assert of(main, AGNOSTIC, "postgresql") == []
+    assert of(main, STORES, "sqlite") != []
+    assert of(main, STORES, "postgresql") != []
+    assert of(main, TIERED, "[main]") != []
+    assert of(main, TIERED, "[extended]") == []
+
+
+def test_the_extended_tier_holds_the_rest_and_the_two_make_the_whole() -> None:
+    main, extended, everything = collected(), collected("-m", "slow"), collected("-m", "")
+    assert of(extended, AGNOSTIC, "postgresql") != []
+    assert of(extended, AGNOSTIC, "sqlite") == []
+    assert of(extended, STORES, "") == []
+    assert of(extended, TIERED, "[extended]") != []
+    assert of(extended, TIERED, "[main]") == []
+    assert sorted(main + extended) == sorted(everything)
