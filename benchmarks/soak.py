@@ -1,9 +1,10 @@
 """The soak (issue 21, item 6): a real `railyard up` under seeded random load for a bounded
 time, on SQLite and PostgreSQL: single jobs, batches and arrays of real short processes,
 cancels, holds and releases, node drains and resumes, time limits, and kill -9 of the server
-at random moments. Then every job must settle exactly once (judged from the jobs' own mark
-files, the store's rows and events, and /proc), none stuck, /healthz green, the store's check
-clean (SQLite ``PRAGMA integrity_check``; PostgreSQL rows that agree with their events).
+at random moments, and storms (an array of 1,000 tasks in and out while the rest goes on).
+Then every job must settle exactly once (judged from the jobs' own mark files, the store's
+rows and events, and /proc), none stuck, /healthz green, the store's check clean (SQLite
+``PRAGMA integrity_check``; PostgreSQL rows that agree with their events).
 
 Run: ``python benchmarks/soak.py [--minutes 5] [--seed N] [--stores sqlite,postgresql]``
 (PostgreSQL as in the tests: ``RAILYARD_TEST_PG``). Prints the seed first and again on a
@@ -45,11 +46,14 @@ def main() -> int:
     parser.add_argument("--stores", default="sqlite,postgresql")
     parser.add_argument("--kill-every", type=float, default=20.0, help="mean seconds between kills")
     parser.add_argument("--max-active", type=int, default=40, help="backlog bound, jobs")
+    parser.add_argument("--storm-tasks", type=int, default=1000, help="a storm's array size")
+    parser.add_argument("--storm-every", type=float, default=45.0, help="mean seconds between")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     print(f"soak seed {seed}, {args.minutes} min per store", flush=True)
     plan = SoakPlan(seconds=args.minutes * 60, seed=seed, kill_every_s=args.kill_every,
-                    max_active=args.max_active)  # fmt: skip
+                    max_active=args.max_active, storm_tasks=args.storm_tasks,
+                    storm_every_s=args.storm_every)  # fmt: skip
     rows = []
     for store in args.stores.split(","):
         result = soak_one(store, plan)

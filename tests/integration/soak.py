@@ -37,12 +37,16 @@ from tests.integration.soak_verdict import (
 
 @dataclass(frozen=True)
 class SoakPlan:
-    """How hard and how long. ``max_active`` bounds the backlog so that it can drain."""
+    """How hard and how long. ``max_active`` bounds the backlog so that it can drain; a
+    storm is an array of ``storm_tasks`` submitted and cancelled a few seconds later (the
+    store's bulk paths under the loop, as in issue 21), outside that bound."""
 
     seconds: float
     seed: int
     gpus: int = 8
     max_active: int = 40
+    storm_tasks: int = 1000
+    storm_every_s: float = 45.0
     kill_every_s: float = 15.0
     settle_s: float = 180.0
     short_s: tuple[float, float] = (0.05, 0.8)
@@ -100,6 +104,7 @@ class Soak:
         self.api = Api(self.server, self.result.tally)
         self.world: dict[str, int] = {}  # job id -> ranks it asked for
         self.arrays: list[str] = []
+        self.storms: list[tuple[float, str]] = []  # (cancel at, monotonic s; array parent)
         self.finished: set[str] = set()  # seen settled: none of their processes may live
         self.outlived: set[str] = set()  # jobs named once for processes that outlived them
         self.node = ""
@@ -128,6 +133,7 @@ class Soak:
     def _chaos(self, until: float) -> None:
         next_kill = time.monotonic() + self.rng.uniform(0.3, 1.0) * self.plan.kill_every_s
         next_health = 0.0
+        next_storm = time.monotonic() + self.rng.uniform(0.2, 0.8) * self.plan.storm_every_s
         while time.monotonic() < until:
             active = self.api.active_jobs()
             if active is None:  # the server is down: it is being restarted
@@ -138,6 +144,9 @@ class Soak:
                 self.api.health()
                 next_health = time.monotonic() + 2.0
             self._act(active)
+            if time.monotonic() >= next_storm and self.plan.storm_tasks and not self.storms:
+                self._storm()
+                next_storm = time.monotonic() + self.rng.uniform(0.5, 1.5) * self.plan.storm_every_s
             if time.monotonic() >= next_kill and self._killer is None:
                 self._kill_soon(self.rng.uniform(0.0, 0.4))
                 next_kill = time.monotonic() + self.rng.uniform(0.5, 1.5) * self.plan.kill_every_s
@@ -145,7 +154,9 @@ class Soak:
             time.sleep(self.rng.uniform(0.02, 0.3))
 
     def _act(self, active: list[dict[str, Any]]) -> None:
-        room = len(active) < self.plan.max_active
+        self._end_storms(time.monotonic())
+        storming = {parent for _, parent in self.storms}
+        room = sum(j["array_parent"] not in storming for j in active) < self.plan.max_active
         choices: list[tuple[str, float]] = [
             ("submit", 4.0 if room else 0.0),
             ("batch", 1.0 if room else 0.0),
@@ -199,6 +210,20 @@ class Soak:
         if jobs:
             self.arrays.append(jobs[0]["array_parent"])
         self._submitted(jobs, "array")
+
+    def _storm(self) -> None:
+        spec = {**self._spec(), "gpus": 1, "array": f"0-{self.plan.storm_tasks - 1}"}
+        jobs = self.api.json("POST", "/v1/jobs", json=spec)
+        if jobs:
+            cancel_at = time.monotonic() + self.rng.uniform(1.0, 5.0)
+            self.storms.append((cancel_at, jobs[0]["array_parent"]))
+        self._submitted(jobs, "storm")
+
+    def _end_storms(self, now: float) -> None:
+        for cancel_at, parent in list(self.storms):
+            if now >= cancel_at and self.api.json("DELETE", f"/v1/jobs/{parent}") is not None:
+                self.storms.remove((cancel_at, parent))
+                self.result.actions["cancel_storm"] += 1
 
     def _cancel(self, active: list[dict[str, Any]]) -> None:
         """Half the cancels aim at started jobs, which are few beside the pending ones."""
@@ -279,6 +304,7 @@ class Soak:
         deadline = began + self.plan.settle_s
         while time.monotonic() < deadline:
             self.api.call("POST", f"/v1/nodes/{self.node}/resume")
+            self._end_storms(float("inf"))
             active = self.api.active_jobs()
             if active is None:
                 time.sleep(0.5)

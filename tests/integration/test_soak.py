@@ -18,9 +18,12 @@ SEED = int(os.environ.get("RAILYARD_SOAK_SEED", "21"))
 
 
 def test_soak_settles_every_job_exactly_once(tmp_path: Path, database_url: str | None) -> None:
-    plan = SoakPlan(seconds=SECONDS, seed=SEED, kill_every_s=SECONDS / 3, settle_s=120)
+    plan = SoakPlan(
+        seconds=SECONDS, seed=SEED, kill_every_s=SECONDS / 3, storm_every_s=SECONDS, settle_s=120
+    )
     result = run_soak(tmp_path, database_url, plan)
     summary = json.dumps(result.summary(), indent=1)
     assert result.clean, f"soak seed {SEED} ({result.store}): {summary}"
     assert result.tally.errors_5xx == [], f"soak seed {SEED}: {summary}"
     assert result.actions["kill"] >= 2, summary
+    assert result.actions["storm"] >= 1, summary
