@@ -8,7 +8,8 @@ rows and events, and /proc), none stuck, /healthz green, the store's check clean
 
 Run: ``python benchmarks/soak.py [--minutes 5] [--seed N] [--stores sqlite,postgresql]``
 (PostgreSQL as in the tests: ``RAILYARD_TEST_PG``). Prints the seed first and again on a
-failure (``--seed`` replays the same actions), a table, and writes
+failure (``--seed`` replays the same random choices; which jobs they hit still depends on the
+server's timing), a table, and writes
 ``benchmarks/results/soak.json``; exits 1 if a store's soak found a violation. The default
 test suite runs a short form (``tests/integration/test_soak.py``).
 """

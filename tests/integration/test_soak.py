@@ -1,8 +1,9 @@
 """The soak's short form, on SQLite and PostgreSQL: the same code as ``benchmarks/soak.py``
-(arrays, cancels, holds, drains, time limits, kill -9 of the server) with a small budget, then
+(arrays, storms, cancels, holds, drains, time limits, kill -9 of the server) with a small budget:
 every job settled exactly once, nothing stuck or left running, ``/healthz`` green and the
 store's check clean. ``RAILYARD_SOAK_S`` and ``RAILYARD_SOAK_SEED`` change the budget and the
-seed; a failure prints the seed, so ``benchmarks/soak.py --seed`` replays its actions.
+seed; a failure prints the seed, so ``benchmarks/soak.py --seed`` replays its random choices
+(which jobs they hit still depends on the server's timing).
 """
 
 from __future__ import annotations
