@@ -21,7 +21,7 @@ from sqlalchemy import create_engine, text
 FINISHED = frozenset({"completed", "failed", "cancelled", "timeout", "node_fail"})
 TRANSIENT = frozenset({"starting", "cancelling", "preempting"})
 SHOWN = 8  # ids named in one violation line; the count is exact
-DRAIN_GRACE_S = 5.0  # a loop step that read the node before the drain may still start there
+DRAIN_GRACE_S = 5.0  # events carry the clock a request began at, not when it committed
 
 
 def mark_command(marks_dir: Path, sleep_s: float) -> list[str]:
@@ -187,7 +187,7 @@ def _drained_start(trail: list[tuple[str, str, float]], drains: list[tuple[float
         if kind != "start":
             continue
         closed_since = None  # when the node's current closed period began, if closed
-        for d_t_s, closed in drains:
+        for d_t_s, closed in sorted(drains):  # clock order: a request's clock, not its commit
             if d_t_s > t_s:
                 break
             closed_since = (closed_since or d_t_s) if closed else None
