@@ -15,6 +15,7 @@ from typing import Any, cast
 from sqlalchemy import Executable, select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from railyard.control.convert import NODE_DOWN, TIME_LIMIT_REASON, usage_keys
 from railyard.control.effects import record
@@ -43,12 +44,19 @@ def changed_rows(session: Session, stmt: Executable) -> int:
     return result.rowcount
 
 
-def cas(session: Session, job_id: str, expected: str | tuple[str, ...], **values: Any) -> bool:
-    """Set `values` on the job if its state is still `expected`; True if it was."""
+def cas(
+    session: Session,
+    job_id: str,
+    expected: str | tuple[str, ...],
+    *also: ColumnElement[bool],
+    **values: Any,
+) -> bool:
+    """Set `values` on the job if its state is still `expected` (and the conditions ``also``
+    hold); True if it was."""
     states = (expected,) if isinstance(expected, str) else expected
     stmt = (
         update(JobRow)
-        .where(JobRow.id == job_id, JobRow.state.in_(states))
+        .where(JobRow.id == job_id, JobRow.state.in_(states), *also)
         .values(**values)
         .execution_options(synchronize_session=False)
     )
@@ -164,6 +172,7 @@ def _decisions(session: Session, plan: StepPlan, seen: Seen, now_t_s: float, out
             session,
             start.job_id,
             pending,
+            *_still_startable(placement),
             state=JobState.STARTING.value,
             placement=placement,
             start_t_s=now_t_s,
@@ -209,6 +218,15 @@ def _decisions(session: Session, plan: StepPlan, seen: Seen, now_t_s: float, out
         *((j, False) for j in seen.nominated - result.nominated - started),
     ]:
         cas(session, job_id, pending, nominated=flag, updated_t_s=now_t_s)
+
+
+def _still_startable(placement: Mapping[str, list[int]]) -> tuple[ColumnElement[bool], ...]:
+    """What the API may have changed since the step read it and a start must still find: the
+    job unheld, and every node of its placement ready (a hold or a drain wins the race)."""
+    closed = select(NodeRow.name).where(
+        NodeRow.name.in_(list(placement)), NodeRow.state != NodeState.READY.value
+    )
+    return JobRow.hold.is_(None), ~closed.exists()
 
 
 def _reasons(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> None:
