@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-STRICT_PACKAGES = ["blueprint", "fabric", "plan", "sched", "exec", "control", "client", "twin", "sim"]
+STRICT_PACKAGES = [
+    "blueprint", "fabric", "plan", "sched", "exec", "control", "client", "twin", "sim", "health",
+    "web",
+]  # fmt: skip
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
