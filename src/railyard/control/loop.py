@@ -232,6 +232,7 @@ class Loop:
             plan = lifecycle_step(given, self.config.scheduler, self._cache)
             report.cycle_s = time.perf_counter() - began
             written = write_plan(session, plan, seen, now_t_s)
+        self._world.wrote(written.reasons)  # committed: the cache holds what the rows say
         specs = self._specs(written)  # after the commit: the write lock is held no longer
         self._last_accrual_t_s = now_t_s
         self.last_plan = plan
