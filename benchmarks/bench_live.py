@@ -92,7 +92,8 @@ class World:
             rows.append(JobRow(id=job_id, number=self.number, user_id=q + 2, queue=QUEUES[q],
                                command=["train"], flavor=self.flavor, workers=workers,
                                gpus_per_worker=per, walltime_s=run_s * 1.5, submit_t_s=now,
-                               priority=self.rng.choice((0, 0, 0, 10)), updated_t_s=now))  # fmt: skip
+                               priority=self.rng.choice((0, 0, 0, 10)),
+                               updated_t_s=now))  # fmt: skip
         with self.store.session() as s:
             s.add_all(rows)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -36,7 +37,7 @@ def drain(server: ServerProcess, jobs: int, job_s: float, marks: Path) -> dict[s
     script = (
         f'b=$(date +%s.%N); sleep {job_s:g}; echo "$b $(date +%s.%N)" > {marks}/$RAILYARD_JOB_ID'
     )
-    spec = {"command": ["sh", "-c", script], "priority": "low"}
+    spec = {"command": ["sh", "-c", script], "gpus": 1, "priority": "low"}
     for first in range(0, jobs, 500):
         batch = {"jobs": [spec] * min(500, jobs - first)}
         server.request("POST", "/v1/jobs/batch", json=batch)
@@ -55,11 +56,30 @@ def drain(server: ServerProcess, jobs: int, job_s: float, marks: Path) -> dict[s
     makespan = max(end for _, end in spans) - min(begin for begin, _ in spans)
     held_s = sum(r["end_t_s"] - r["start_t_s"] for r in rows)
     held_span = max(r["end_t_s"] for r in rows) - min(r["start_t_s"] for r in rows)
+    steps = _histogram(server, "railyard_loop_step_duration_seconds")
+    paired = list(zip(rows, spans, strict=True))
     return {
         "makespan_s": makespan,
         "busy_gpus": sum(end - begin for begin, end in spans) / makespan,
         "held_gpus": held_s / held_span,
+        # where a GPU's time between two jobs goes: the decision to the command's first line,
+        # and the command's end to the store's settlement
+        "launch_s": statistics.median(b - r["start_t_s"] for r, (b, _) in paired),
+        "settle_s": statistics.median(r["end_t_s"] - e for r, (_, e) in paired),
+        "steps": steps[1],
+        "step_mean_s": steps[0] / max(1.0, steps[1]),
     }
+
+
+def _histogram(server: ServerProcess, name: str) -> tuple[float, float]:
+    """(sum, count) of a histogram in the server's /metrics."""
+    text = server.call("GET", "/metrics").text
+    values = {}
+    for line in text.splitlines():
+        for part in ("_sum", "_count"):
+            if line.startswith(name + part + " "):
+                values[part] = float(line.split()[1])
+    return values.get("_sum", 0.0), values.get("_count", 0.0)
 
 
 def main() -> None:
@@ -90,6 +110,10 @@ def main() -> None:
         {"figure": "makespan s", "value": figures["makespan_s"], "ideal": ideal},
         {"figure": "average busy GPUs", "value": figures["busy_gpus"], "ideal": args.gpus},
         {"figure": "average held GPUs", "value": figures["held_gpus"], "ideal": args.gpus},
+        {"figure": "launch s (median)", "value": figures["launch_s"], "ideal": 0.0},
+        {"figure": "settle s (median)", "value": figures["settle_s"], "ideal": 0.0},
+        {"figure": "loop steps", "value": figures["steps"], "ideal": args.jobs / args.gpus},
+        {"figure": "step s (mean)", "value": figures["step_mean_s"], "ideal": 0.0},
     ]
     shape = f"{args.jobs} jobs of {args.job_s:g} s on {args.gpus} GPUs"
     print(f"{shape}, idle cycle {args.cycle_interval:g} s")

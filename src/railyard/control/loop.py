@@ -71,6 +71,7 @@ class LoopConfig:
     state_dir: Path
     cycle_interval_s: float = 2.0
     event_coalesce_s: float = 0.05
+    exit_coalesce_s: float = 0.01  # after exits alone: a gang's ranks end within this
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     nccl_env: Mapping[str, str] = field(default_factory=dict)
     spool_dir: Path | None = None
@@ -123,6 +124,7 @@ class Loop:
         self.config = config
         self.clock = clock
         self._wake = threading.Event()
+        self._asked = False  # woken by wake() (the API), not only by exits
         self.health = LoopHealth.for_interval(config.cycle_interval_s, config.failure_window_s)
         self.starter = Starter(store, executor, self.health, clock)
         self._next_sweep_t_s = clock() + config.sweep_interval_s
@@ -150,23 +152,30 @@ class Loop:
 
     def wake(self) -> None:
         """Ask for a step now (a submit, a cancel, a node change)."""
+        self._asked = True
         self._wake.set()
 
     def run(self, stop: threading.Event) -> None:
         """Step on events (a submit, a cancel, a job's exit) and at the interval until
         ``stop`` is set."""
         if isinstance(self.executor, NotifiesExits):  # a freed GPU need not wait for the poll
-            self.executor.on_exit(self.wake)
+            self.executor.on_exit(self._wake.set)
         self.health.begin(self.clock())
         while not stop.is_set():
             began = time.perf_counter()
             self.step_or_report()
             took_s = time.perf_counter() - began
             if self._wake.wait(self.config.cycle_interval_s):
-                # Coalesce a burst of events (a thousand submits) into one cycle, and leave
-                # the API at least as much time as the last step took.
-                stop.wait(max(self.config.event_coalesce_s, took_s))
+                # Coalesce a burst of events into one cycle. After a request (a thousand
+                # submits), leave the API at least as much time as the last step took; after
+                # exits alone, GPUs are idle: only a short window, so that a gang's ranks
+                # ending together are settled together.
+                if self._asked:
+                    stop.wait(max(self.config.event_coalesce_s, took_s))
+                else:
+                    stop.wait(self.config.exit_coalesce_s)
             self._wake.clear()
+            self._asked = False
 
     def step_or_report(self) -> StepReport | None:
         """One step; a failure is logged and told to /healthz, and the next step retries

@@ -107,14 +107,16 @@ class WorldReader:
 
     def _live(self, session: Session, users: dict[int, str], seen: Seen, now_t_s: float) -> None:
         keys = session.execute(
-            select(JobRow.id, JobRow.updated_t_s).where(JobRow.state.in_(HOLDING_STATES))
+            select(JobRow.id, JobRow.updated_t_s, JobRow.state).where(
+                JobRow.state.in_(HOLDING_STATES)
+            )
         ).all()
         got = _fresh(self._live_cache, keys, now_t_s)
-        for r in _rows(session, [i for i, _ in keys if i not in got]):
+        for r in _rows(session, [i for i, _, _ in keys if i not in got]):
             if r.state in HOLDING_STATES:  # else it ended between the two reads
                 got[r.id] = (r.updated_t_s, r.state, to_running(r, users.get(r.user_id, "?")))
         self._live_cache = _cacheable(got, now_t_s)
-        for job_id, _ in keys:
+        for job_id, _, _ in keys:
             if job_id in got:
                 _, state, run = got[job_id]
                 seen.running[job_id] = run
@@ -124,17 +126,17 @@ class WorldReader:
         self, session: Session, users: dict[int, str], seen: Seen, now_t_s: float
     ) -> list[Job]:
         keys = session.execute(
-            select(JobRow.id, JobRow.updated_t_s)
+            select(JobRow.id, JobRow.updated_t_s, JobRow.reason)
             .where(JobRow.state == JobState.PENDING.value)
             .order_by(JobRow.submit_t_s, JobRow.id)
         ).all()
         got = _fresh(self._pending_cache, keys, now_t_s)
-        for r in _rows(session, [i for i, _ in keys if i not in got]):
+        for r in _rows(session, [i for i, _, _ in keys if i not in got]):
             if r.state == JobState.PENDING.value:  # else it left between the two reads
                 got[r.id] = (r.updated_t_s, r.reason, to_job(r, users.get(r.user_id, "?")))
         self._pending_cache = _cacheable(got, now_t_s)
         out = []
-        for job_id, _ in keys:
+        for job_id, _, _ in keys:
             if job_id not in got:
                 continue
             _, reason, job = got[job_id]
@@ -172,13 +174,14 @@ _Entry = TypeVar("_Entry", bound=tuple[float, str, object])
 
 
 def _fresh(
-    cache: dict[str, _Entry], keys: Sequence[Row[str, float]], now_t_s: float
+    cache: dict[str, _Entry], keys: Sequence[Row[str, float, str]], now_t_s: float
 ) -> dict[str, _Entry]:
-    """The cached rows that still stand: same stamp, written before this step's instant."""
+    """The cached rows that still stand: same stamp and same state or reason (a writer that
+    changes either without the stamp is seen too), written before this step's instant."""
     out = {}
-    for job_id, updated_t_s in keys:
+    for job_id, updated_t_s, word in keys:
         entry = cache.get(job_id)
-        if entry is not None and entry[0] == updated_t_s and updated_t_s < now_t_s:
+        if entry is not None and entry[:2] == (updated_t_s, word) and updated_t_s < now_t_s:
             out[job_id] = entry
     return out
 
