@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.bench_metrics import open_store
 from benchmarks.common import rail_optimized
 
-from railyard.control.loop import Loop, LoopConfig
+from railyard.control.loop import Loop, LoopConfig, freeze_heap
 from railyard.control.store import Store
 from railyard.control.tables import JobRow, NodeRow, QueueRow, User
 from railyard.inventory import scheduler_nodes
@@ -114,6 +114,7 @@ def measure(kind: str, tmp: Path, pending: int, steps: int, tick_s: float,
         cycle: list[float] = []
         started = finished = 0
         profiler = cProfile.Profile() if profile else None
+        freeze_heap()  # as Loop.run does when the server starts
         for i in range(steps + 1):
             engine.run(lambda _t, ev: executor.on_event(ev), until_t_s=engine.now_t_s + tick_s)
             engine.now_t_s += tick_s

@@ -4,6 +4,7 @@ short exit window. Checked on the waits the loop asks of its stop event, not on 
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections.abc import Callable
@@ -68,3 +69,16 @@ def test_an_exit_alone_waits_only_the_exit_window(tmp_path: Path) -> None:
 def test_a_request_leaves_the_api_the_last_steps_time(tmp_path: Path) -> None:
     (wait,) = _waits(tmp_path, "request")
     assert wait >= STEP_S
+
+
+def test_the_running_loop_leaves_start_up_objects_out_of_full_collections(
+    tmp_path: Path,
+) -> None:
+    """What the process held when the loop started is frozen (`gc.freeze`), so a full
+    collection in a step scans only what came later."""
+    gc.unfreeze()
+    try:
+        _waits(tmp_path, "exit")
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
