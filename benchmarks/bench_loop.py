@@ -8,7 +8,14 @@ ended, and reports from the jobs' recorded start and end times:
 - average busy GPUs: the sum of the jobs' real run times over the makespan;
 - average held GPUs: the same from the store's start and end times, i.e. what the scheduler
   counted as taken (a GPU stays held from a job's exit until the loop settles it);
-- the ideal makespan (jobs x job_s / gpus) for comparison.
+- the ideal makespan (jobs x job_s / gpus) for comparison;
+- where a GPU's time between two jobs goes, as medians over the jobs: launch (the store's
+  start time, i.e. the step's decision, to the command's first line: the rest of the step,
+  the executor's start, the wrapper's interpreter) and settle (the command's last line to the
+  store's end time: the wrapper's exit, the exit watcher's wake-up, the next step);
+- the loop's steps and their mean time, from the server's own ``/metrics``.
+
+The issue's target (issue 21): 500 one-second jobs on 8 GPUs in at most 70 s (ideal 62.5 s).
 
 Run: ``python benchmarks/bench_loop.py [--jobs 500] [--gpus 8] [--job-s 1]``; prints a table and
 writes ``benchmarks/results/bench_loop.json``.
