@@ -8,7 +8,14 @@ ended, and reports from the jobs' recorded start and end times:
 - average busy GPUs: the sum of the jobs' real run times over the makespan;
 - average held GPUs: the same from the store's start and end times, i.e. what the scheduler
   counted as taken (a GPU stays held from a job's exit until the loop settles it);
-- the ideal makespan (jobs x job_s / gpus) for comparison.
+- the ideal makespan (jobs x job_s / gpus) for comparison;
+- where a GPU's time between two jobs goes, as medians over the jobs: launch (the store's
+  start time, i.e. the step's decision, to the command's first line: the rest of the step,
+  the executor's start, the wrapper's interpreter) and settle (the command's last line to the
+  store's end time: the wrapper's exit, the exit watcher's wake-up, the next step);
+- the loop's steps and their mean time, from the server's own ``/metrics``.
+
+The issue's target (issue 21): 500 one-second jobs on 8 GPUs in at most 70 s (ideal 62.5 s).
 
 Run: ``python benchmarks/bench_loop.py [--jobs 500] [--gpus 8] [--job-s 1]``; prints a table and
 writes ``benchmarks/results/bench_loop.json``.
@@ -19,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -36,7 +44,7 @@ def drain(server: ServerProcess, jobs: int, job_s: float, marks: Path) -> dict[s
     script = (
         f'b=$(date +%s.%N); sleep {job_s:g}; echo "$b $(date +%s.%N)" > {marks}/$RAILYARD_JOB_ID'
     )
-    spec = {"command": ["sh", "-c", script], "priority": "low"}
+    spec = {"command": ["sh", "-c", script], "gpus": 1, "priority": "low"}
     for first in range(0, jobs, 500):
         batch = {"jobs": [spec] * min(500, jobs - first)}
         server.request("POST", "/v1/jobs/batch", json=batch)
@@ -55,11 +63,30 @@ def drain(server: ServerProcess, jobs: int, job_s: float, marks: Path) -> dict[s
     makespan = max(end for _, end in spans) - min(begin for begin, _ in spans)
     held_s = sum(r["end_t_s"] - r["start_t_s"] for r in rows)
     held_span = max(r["end_t_s"] for r in rows) - min(r["start_t_s"] for r in rows)
+    steps = _histogram(server, "railyard_loop_step_duration_seconds")
+    paired = list(zip(rows, spans, strict=True))
     return {
         "makespan_s": makespan,
         "busy_gpus": sum(end - begin for begin, end in spans) / makespan,
         "held_gpus": held_s / held_span,
+        # where a GPU's time between two jobs goes: the decision to the command's first line,
+        # and the command's end to the store's settlement
+        "launch_s": statistics.median(b - r["start_t_s"] for r, (b, _) in paired),
+        "settle_s": statistics.median(r["end_t_s"] - e for r, (_, e) in paired),
+        "steps": steps[1],
+        "step_mean_s": steps[0] / max(1.0, steps[1]),
     }
+
+
+def _histogram(server: ServerProcess, name: str) -> tuple[float, float]:
+    """(sum, count) of a histogram in the server's /metrics."""
+    text = server.call("GET", "/metrics").text
+    values = {}
+    for line in text.splitlines():
+        for part in ("_sum", "_count"):
+            if line.startswith(name + part + " "):
+                values[part] = float(line.split()[1])
+    return values.get("_sum", 0.0), values.get("_count", 0.0)
 
 
 def main() -> None:
@@ -90,6 +117,10 @@ def main() -> None:
         {"figure": "makespan s", "value": figures["makespan_s"], "ideal": ideal},
         {"figure": "average busy GPUs", "value": figures["busy_gpus"], "ideal": args.gpus},
         {"figure": "average held GPUs", "value": figures["held_gpus"], "ideal": args.gpus},
+        {"figure": "launch s (median)", "value": figures["launch_s"], "ideal": 0.0},
+        {"figure": "settle s (median)", "value": figures["settle_s"], "ideal": 0.0},
+        {"figure": "loop steps", "value": figures["steps"], "ideal": args.jobs / args.gpus},
+        {"figure": "step s (mean)", "value": figures["step_mean_s"], "ideal": 0.0},
     ]
     shape = f"{args.jobs} jobs of {args.job_s:g} s on {args.gpus} GPUs"
     print(f"{shape}, idle cycle {args.cycle_interval:g} s")

@@ -1,7 +1,8 @@
 """How long one ``GET /metrics`` takes with 10,000 jobs in the store.
 
-The store holds 256 eight-GPU nodes, 8 queues, 10,000 jobs (1,500 pending with a reason,
-500 running with placements, the rest finished) and fair-share usage; the scrape goes
+The store holds 256 eight-GPU nodes, 8 queues, 10,000 jobs (``--pending`` of them waiting
+with a reason: 1,500, and 9,500 for the live loop's world of 10,000 jobs in the queue; 500
+running with placements, the rest finished) and fair-share usage; the scrape goes
 through the app's real route (TestClient: routing, the admin token's lookup, every
 aggregate query, the text encoding), with made-up readings of 8 GPUs on the first node so the
 per-GPU (DCGM) path and its placement lookup run too. On SQLite and PostgreSQL
@@ -46,8 +47,8 @@ REASONS = ["Resources", "Priority", "QOSGrpGRES", "Dependency", "JobHeldUser"]
 FINISHED = ["completed", "failed", "cancelled", "timeout"]
 
 
-def seed(store: Store, jobs: int) -> str:
-    """The cluster above; returns an admin token."""
+def seed(store: Store, jobs: int, pending: int = 1500) -> str:
+    """The cluster above (``pending`` of the jobs waiting); returns an admin token."""
     now = time.time()
     with store.session() as s:
         admin = User(name="admin", is_admin=True, created_t_s=now)
@@ -69,7 +70,7 @@ def seed(store: Store, jobs: int) -> str:
                 gpus = list(range(4)) if i < NODES else list(range(4, 8))
                 placement: dict[str, list[int]] | None = {node: gpus}
                 reason, workers, per = "Fits", 1, 4
-            elif i < 2000:
+            elif i < 500 + pending:
                 state, placement, reason, workers, per = "pending", None, REASONS[i % 5], 2, 8
             else:
                 state, placement, reason, workers, per = FINISHED[i % 4], None, "Completed", 1, 1
@@ -109,9 +110,9 @@ def open_store(kind: str, tmp: Path) -> Iterator[Store]:
         store.close()
 
 
-def measure(kind: str, tmp: Path, jobs: int, repeat: int) -> dict[str, object]:
+def measure(kind: str, tmp: Path, jobs: int, repeat: int, pending: int) -> dict[str, object]:
     with open_store(kind, tmp) as store:
-        token = seed(store, jobs)
+        token = seed(store, jobs, pending)
         loop = LoopMetrics()
         for i in range(1000):  # histograms with something in them
             loop.observe(0.01 * (i % 7), 0.02 * (i % 5), [float(i)])
@@ -123,6 +124,7 @@ def measure(kind: str, tmp: Path, jobs: int, repeat: int) -> dict[str, object]:
     return {
         "store": kind,
         "jobs": jobs,
+        "pending": pending,
         "p50_ms": statistics.median(took) * 1e3,
         "max_ms": max(took) * 1e3,
         "bytes": size,
@@ -134,15 +136,17 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--stores", default="sqlite,postgresql")
+    parser.add_argument("--pending", default="1500,9500", help="pending jobs of the --jobs")
     args = parser.parse_args()
     rows = []
     for kind in args.stores.split(","):
-        with tempfile.TemporaryDirectory() as tmp:
-            rows.append(measure(kind, Path(tmp), args.jobs, args.repeat))
-    print(f"{'store':12} {'jobs':>7} {'p50 ms':>8} {'max ms':>8} {'bytes':>8}")
+        for pending in map(int, args.pending.split(",")):
+            with tempfile.TemporaryDirectory() as tmp:
+                rows.append(measure(kind, Path(tmp), args.jobs, args.repeat, pending))
+    print(f"{'store':12} {'jobs':>7} {'pending':>8} {'p50 ms':>8} {'max ms':>8} {'bytes':>8}")
     for r in rows:
-        line = f"{r['store']:12} {r['jobs']:>7} {r['p50_ms']:>8.1f} {r['max_ms']:>8.1f}"
-        print(f"{line} {r['bytes']:>8}")
+        line = f"{r['store']:12} {r['jobs']:>7} {r['pending']:>8} {r['p50_ms']:>8.1f}"
+        print(f"{line} {r['max_ms']:>8.1f} {r['bytes']:>8}")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"benchmark": "metrics", "rows": rows}, indent=2))
     print(f"wrote {RESULTS}")

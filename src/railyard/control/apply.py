@@ -24,6 +24,8 @@ from railyard.control.world import Seen
 from railyard.sched import NodeState, Usage
 from railyard.sched.lifecycle import Settlement, StepPlan
 
+REASON_CHUNK = 5000  # ids one reason UPDATE sends (SQLite allows 32,766 variables)
+
 
 @dataclass
 class Written:
@@ -36,6 +38,7 @@ class Written:
     finished: list[tuple[str, str]] = field(default_factory=list)  # (job, end state)
     requeued: list[str] = field(default_factory=list)
     unsettled: list[str] = field(default_factory=list)  # changed since read: settle again
+    reasons: dict[str, str] = field(default_factory=dict)  # pending job -> reason written
 
 
 def changed_rows(session: Session, stmt: Executable) -> int:
@@ -84,7 +87,7 @@ def write_plan(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> 
             record(session, now_t_s, "time_limit", "time limit reached: stopping", job_id)
             out.stopped.append(job_id)
     _decisions(session, plan, seen, now_t_s, out)
-    _reasons(session, plan, seen, now_t_s)
+    out.reasons = _reasons(session, plan, seen, now_t_s)
     for name in plan.drained:
         stmt = (
             update(NodeRow)
@@ -229,19 +232,32 @@ def _still_startable(placement: Mapping[str, list[int]]) -> tuple[ColumnElement[
     return JobRow.hold.is_(None), ~closed.exists()
 
 
-def _reasons(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> None:
-    """Changed reasons of pending jobs, one UPDATE per distinct reason."""
+def _reasons(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> dict[str, str]:
+    """Changed reasons of pending jobs, one UPDATE per distinct reason (and 5,000 jobs).
+
+    A reason is what the loop says of a row, not a change to the job: it leaves
+    ``updated_t_s`` alone, so the loop's cache of pending jobs (`control.world`) stays valid
+    when a cycle turns ten thousand reasons at once, and any other writer's change still
+    shows. Returns the reasons written, for that cache."""
     changed: dict[str, list[str]] = {}
     for job_id, reason in plan.reasons.items():
-        if job_id in seen.reasons and seen.reasons[job_id] != reason.value:
+        stored = seen.reasons.get(job_id)
+        if stored is not None and stored != reason.value:
             changed.setdefault(reason.value, []).append(job_id)
+    written: dict[str, str] = {}
     for text, ids in changed.items():
-        session.execute(
-            update(JobRow)
-            .where(JobRow.id.in_(ids), JobRow.state == JobState.PENDING.value)
-            .values(reason=text, updated_t_s=now_t_s)
-            .execution_options(synchronize_session=False)
-        )
+        for chunk in range(0, len(ids), REASON_CHUNK):
+            session.execute(
+                update(JobRow)
+                .where(
+                    JobRow.id.in_(ids[chunk : chunk + REASON_CHUNK]),
+                    JobRow.state == JobState.PENDING.value,
+                )
+                .values(reason=text)
+                .execution_options(synchronize_session=False)
+            )
+        written.update(dict.fromkeys(ids, text))
+    return written
 
 
 def _usage(session: Session, usage: Usage, now_t_s: float) -> None:

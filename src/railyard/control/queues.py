@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from railyard.control.effects import record, request_wake
@@ -147,20 +147,22 @@ def list_queues(session: Session, actor: User) -> list[QueueOut]:
         for ancestor in paths[r.name]:
             for flavor, gpus in r.nominal_gpus.items():
                 nominal[ancestor][flavor] += gpus
-    jobs = select(
-        JobRow.queue,
-        JobRow.state,
-        JobRow.flavor,
-        JobRow.placement,
-        JobRow.workers,
-        JobRow.gpus_per_worker,
-    ).where(JobRow.state.in_(ACTIVE_STATES))
-    for queue, state, flavor, placement, workers, per_worker in session.execute(jobs):
+    # Counts in SQL: ten thousand pending jobs are one row per queue and state, not ten
+    # thousand rows (the dashboard's queues page, GET /v1/queues); placements only of the jobs
+    # that hold GPUs.
+    by_state = select(JobRow.queue, JobRow.state, func.count()).where(
+        JobRow.state.in_(ACTIVE_STATES)
+    )
+    for queue, state, count in session.execute(by_state.group_by(JobRow.queue, JobRow.state)):
+        running = state in HOLDING_STATES
         for ancestor in paths.get(queue, [queue]):
-            running = state in HOLDING_STATES
-            counts[(ancestor, "running" if running else "pending")] += 1
-            if running:
-                used[ancestor][flavor] += _job_gpus(placement, workers, per_worker)
+            counts[(ancestor, "running" if running else "pending")] += count
+    holding = select(
+        JobRow.queue, JobRow.flavor, JobRow.placement, JobRow.workers, JobRow.gpus_per_worker
+    ).where(JobRow.state.in_(HOLDING_STATES))
+    for queue, flavor, placement, workers, per_worker in session.execute(holding):
+        for ancestor in paths.get(queue, [queue]):
+            used[ancestor][flavor] += _job_gpus(placement, workers, per_worker)
     usage_keys = {"queue:" + "/".join(p): n for n, p in paths.items()}
     usage = {
         usage_keys[k]: v

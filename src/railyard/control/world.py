@@ -1,17 +1,25 @@
 """The store as the lifecycle sees it: rows in, a `sched.lifecycle.StepInput` out.
 
-Converting ten thousand pending rows on every step would starve the API, so pending jobs are
-cached by id and ``updated_t_s`` (every write to a job row bumps it) and only new or changed
-rows are read in full; run-time predictions are refreshed from recent completions at most
-once a minute.
+Converting ten thousand pending rows on every step would starve the API, so pending and live
+jobs are cached by id and ``updated_t_s`` (every write to a job row bumps it) and only new or
+changed rows are read in full; run-time predictions are refreshed from recent completions at
+most once a minute.
+
+A cached row is trusted only if it was written strictly before the step that read it and
+before the step that uses it: every later write, the loop's own included, then carries a
+newer ``updated_t_s``, even on a virtual clock where several steps share one instant. The one
+write that leaves the stamp alone is the loop's own reason of a pending job (`control.apply`),
+which the cache takes from the loop (:meth:`WorldReader.wrote`): a cycle that turns ten
+thousand reasons costs one UPDATE, not a full read of those rows on the next step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
-from sqlalchemy import or_, select
+from sqlalchemy import Row, or_, select
 from sqlalchemy.orm import Session
 
 from railyard.control.convert import (
@@ -51,7 +59,9 @@ class Seen:
 class WorldReader:
     def __init__(self, scheduler: SchedulerConfig) -> None:
         self.scheduler = scheduler
-        self._pending_cache: dict[str, tuple[float, Job]] = {}
+        self._users: dict[int, str] = {}
+        self._pending_cache: dict[str, tuple[float, str, Job]] = {}  # (updated, reason, job)
+        self._live_cache: dict[str, tuple[float, str, RunningJob]] = {}  # (updated, state, run)
         self._history: dict[tuple[str, str | None], float] = {}
         self._history_t_s: float | None = None
 
@@ -63,15 +73,14 @@ class WorldReader:
         last_accrual_t_s: float | None,
     ) -> tuple[StepInput, Seen]:
         users = {u.id: u.name for u in session.scalars(select(User))}
+        if users != self._users:  # a job carries its user's name: convert again
+            self._users = users
+            self._pending_cache, self._live_cache = {}, {}
         nodes = [to_node(r) for r in session.scalars(select(NodeRow).order_by(NodeRow.name))]
         queues = [to_queue(r) for r in session.scalars(select(QueueRow))]
-        live = session.execute(select(*SCHED_COLUMNS).where(JobRow.state.in_(HOLDING_STATES)))
         seen = Seen()
-        for r in live:
-            run = to_running(r, users.get(r.user_id, "?"))
-            seen.running[run.id] = run
-            seen.states[run.id] = r.state
-        pending = self._pending(session, users, seen)
+        self._live(session, users, seen, now_t_s)
+        pending = self._pending(session, users, seen, now_t_s)
         usage = usage_from_rows(session.scalars(select(UsageRow)))
         wanted = {i for job in pending for d in job.dependencies for i in d.job_ids}
         given = StepInput(
@@ -88,25 +97,49 @@ class WorldReader:
         )
         return given, seen
 
-    def _pending(self, session: Session, users: dict[int, str], seen: Seen) -> list[Job]:
-        keys = [
-            (r[0], r[1], r[2])
-            for r in session.execute(
-                select(JobRow.id, JobRow.updated_t_s, JobRow.reason)
-                .where(JobRow.state == JobState.PENDING.value)
-                .order_by(JobRow.submit_t_s, JobRow.id)
-            )
-        ]
+    def wrote(self, reasons: Mapping[str, str]) -> None:
+        """The loop wrote these pending jobs' reasons (and left their stamps alone)."""
         cache = self._pending_cache
-        stale = [job_id for job_id, updated, _ in keys if cache.get(job_id, (None,))[0] != updated]
-        for chunk in range(0, len(stale), 500):
-            ids = stale[chunk : chunk + 500]
-            for r in session.execute(select(*SCHED_COLUMNS).where(JobRow.id.in_(ids))):
-                cache[r.id] = (r.updated_t_s, to_job(r, users.get(r.user_id, "?")))
-        self._pending_cache = {job_id: cache[job_id] for job_id, _, _ in keys}
+        for job_id, reason in reasons.items():
+            if job_id in cache:
+                updated_t_s, _, job = cache[job_id]
+                cache[job_id] = (updated_t_s, reason, job)
+
+    def _live(self, session: Session, users: dict[int, str], seen: Seen, now_t_s: float) -> None:
+        keys = session.execute(
+            select(JobRow.id, JobRow.updated_t_s, JobRow.state).where(
+                JobRow.state.in_(HOLDING_STATES)
+            )
+        ).all()
+        got = _fresh(self._live_cache, keys, now_t_s)
+        for r in _rows(session, [i for i, _, _ in keys if i not in got]):
+            if r.state in HOLDING_STATES:  # else it ended between the two reads
+                got[r.id] = (r.updated_t_s, r.state, to_running(r, users.get(r.user_id, "?")))
+        self._live_cache = _cacheable(got, now_t_s)
+        for job_id, _, _ in keys:
+            if job_id in got:
+                _, state, run = got[job_id]
+                seen.running[job_id] = run
+                seen.states[job_id] = state
+
+    def _pending(
+        self, session: Session, users: dict[int, str], seen: Seen, now_t_s: float
+    ) -> list[Job]:
+        keys = session.execute(
+            select(JobRow.id, JobRow.updated_t_s, JobRow.reason)
+            .where(JobRow.state == JobState.PENDING.value)
+            .order_by(JobRow.submit_t_s, JobRow.id)
+        ).all()
+        got = _fresh(self._pending_cache, keys, now_t_s)
+        for r in _rows(session, [i for i, _, _ in keys if i not in got]):
+            if r.state == JobState.PENDING.value:  # else it left between the two reads
+                got[r.id] = (r.updated_t_s, r.reason, to_job(r, users.get(r.user_id, "?")))
+        self._pending_cache = _cacheable(got, now_t_s)
         out = []
-        for job_id, _, reason in keys:
-            job = cache[job_id][1]
+        for job_id, _, _ in keys:
+            if job_id not in got:
+                continue
+            _, reason, job = got[job_id]
             seen.reasons[job_id] = reason
             if job.nominated:
                 seen.nominated.add(job_id)
@@ -135,6 +168,37 @@ class WorldReader:
         self._history = predict_runtimes(done)
         self._history_t_s = now_t_s
         return self._history
+
+
+_Entry = TypeVar("_Entry", bound=tuple[float, str, object])
+
+
+def _fresh(
+    cache: dict[str, _Entry], keys: Sequence[Row[str, float, str]], now_t_s: float
+) -> dict[str, _Entry]:
+    """The cached rows that still stand: same stamp and same state or reason (a writer that
+    changes either without the stamp is seen too), written before this step's instant."""
+    out = {}
+    for job_id, updated_t_s, word in keys:
+        entry = cache.get(job_id)
+        if entry is not None and entry[:2] == (updated_t_s, word) and updated_t_s < now_t_s:
+            out[job_id] = entry
+    return out
+
+
+def _cacheable(got: dict[str, _Entry], now_t_s: float) -> dict[str, _Entry]:
+    """What may be kept for later steps: rows written before this step's instant (a later
+    write at this same instant, on a virtual clock, would carry the same stamp)."""
+    return {i: e for i, e in got.items() if e[0] < now_t_s}
+
+
+def _rows(session: Session, ids: list[str]) -> Iterator[Any]:
+    """The scheduler's columns of these jobs, 500 ids a query; a row stamped at or after the
+    step's instant is read every time (see the module docstring)."""
+    for chunk in range(0, len(ids), 500):
+        yield from session.execute(
+            select(*SCHED_COLUMNS).where(JobRow.id.in_(ids[chunk : chunk + 500]))
+        )
 
 
 def job_states(session: Session, ids: set[str]) -> dict[str, str]:

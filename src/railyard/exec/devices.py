@@ -76,8 +76,14 @@ class Confinement:
         assert self.parent is not None
         group = self.parent / step
         group.mkdir(exist_ok=True)
-        for rule in deny_rules(minors, char_majors(proc_devices)):
-            (group / "devices.deny").write_text(rule)
+        # One rule per write(2), as the controller wants, but one open for all 250 of them:
+        # a launch paid an open and a close per rule (about 25 ms a job on a busy machine).
+        fd = os.open(group / "devices.deny", os.O_WRONLY)
+        try:
+            for rule in deny_rules(minors, char_majors(proc_devices)):
+                os.write(fd, rule.encode())
+        finally:
+            os.close(fd)
         return group
 
     def remove(self, step: str) -> None:

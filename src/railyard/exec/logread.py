@@ -7,7 +7,7 @@ wrapper does before it runs the job) and opens the path with ``O_NOFOLLOW|O_NONB
 descriptor comes back over a Unix socket (``SCM_RIGHTS``), so the kernel checked the access as
 the user. The parent then refuses anything but a regular file, and any file the job's own
 wrapper did not create: the wrapper records the (device, inode) of the files it wrote the
-job's output to (:func:`record_outputs`), and only those are read. Each read is one bounded
+job's output to (:mod:`railyard.exec.outputs`), and only those are read. Each read is one bounded
 ``pread``, so a FIFO or a ``/proc`` file can never hang or loop the server. When this process
 already is the job's account (single-user mode) nothing is forked.
 """
@@ -24,11 +24,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from railyard.exec.identity import Account
+from railyard.exec.outputs import outputs_record_path, record_outputs
+
+__all__ = [  # the record's helpers moved to `exec.outputs`; still offered here
+    "OPEN_FLAGS",
+    "OPEN_TIMEOUT_S",
+    "LogRefused",
+    "LogSource",
+    "open_as",
+    "open_under",
+    "outputs_record_path",
+    "read_chunk",
+    "record_outputs",
+    "recorded_outputs",
+]
 
 OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 OPEN_TIMEOUT_S = 10.0  # a path on a hung file system: the reader gives up, the server goes on
-OUTPUTS_SUFFIX = ".outputs.json"
-EXIT_SUFFIX = ".exit.json"
 
 
 class LogRefused(Exception):
@@ -47,21 +59,6 @@ class LogSource:
     user: str | None
     outputs: str | None
     anchor: str | None = None
-
-
-def outputs_record_path(exit_path: Path) -> Path:
-    """The record of a rank's output files, beside its exit record."""
-    return exit_path.with_name(exit_path.name.removesuffix(EXIT_SUFFIX) + OUTPUTS_SUFFIX)
-
-
-def record_outputs(path: Path, files: list[tuple[int, int]]) -> None:
-    """Write which (device, inode) pairs a rank's output went to; written by the wrapper as
-    the executor's account, in the executor's own directory, so the job cannot forge it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"files": [list(pair) for pair in files]}, f)
-    os.replace(tmp, path)
 
 
 def recorded_outputs(path: Path) -> set[tuple[int, int]] | None:

@@ -52,7 +52,7 @@ from types import FrameType
 from railyard.exec import cgroup, procfs, proctrack
 from railyard.exec.attempt import STOOD_DOWN_EXIT, claim, read_claim, start_marker_path
 from railyard.exec.exitfile import RankExit, signal_name, write_exit
-from railyard.exec.logread import outputs_record_path, record_outputs
+from railyard.exec.outputs import outputs_record_path, record_outputs
 from railyard.exec.taskfile import Task
 
 NOTED_SIGNALS = (

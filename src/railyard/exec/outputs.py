@@ -1,0 +1,30 @@
+"""The record of the files a rank's output went to, written by the wrapper beside the rank's
+exit record and read by :mod:`railyard.exec.logread` (which shows no other file).
+
+A module of its own, on the standard library alone, because every rank's wrapper is a fresh
+interpreter: it should not pay for the log reader's sockets to write one small JSON file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+OUTPUTS_SUFFIX = ".outputs.json"
+EXIT_SUFFIX = ".exit.json"
+
+
+def outputs_record_path(exit_path: Path) -> Path:
+    """The record of a rank's output files, beside its exit record."""
+    return exit_path.with_name(exit_path.name.removesuffix(EXIT_SUFFIX) + OUTPUTS_SUFFIX)
+
+
+def record_outputs(path: Path, files: list[tuple[int, int]]) -> None:
+    """Write which (device, inode) pairs a rank's output went to; written by the wrapper as
+    the executor's account, in the executor's own directory, so the job cannot forge it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"files": [list(pair) for pair in files]}, f)
+    os.replace(tmp, path)

@@ -1,0 +1,84 @@
+"""How long the loop lets events gather before it steps: a request (a submit) leaves the API
+at least the last step's time, while an exit alone, which leaves GPUs idle, waits only the
+short exit window. Checked on the waits the loop asks of its stop event, not on a clock."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from railyard.control.loop import Loop, LoopConfig
+from railyard.control.store import Store, sqlite_url
+from railyard.sim.checkpoints import CheckpointPolicy, IntervalRule
+from railyard.sim.engine import Engine
+from railyard.sim.executor import VirtualExecutor
+
+STEP_S = 0.3  # what each fake step takes; far above both windows
+
+
+class Exits(VirtualExecutor):
+    """A virtual executor that also says when a job exits (`NotifiesExits`)."""
+
+    def on_exit(self, callback: Callable[[], None]) -> None:
+        self.exited = callback
+
+
+class Stop(threading.Event):
+    """Records every wait the loop asks for; ends the loop after ``rounds`` of them."""
+
+    def __init__(self, rounds: int) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+        self.rounds = rounds
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout or 0.0)
+        if len(self.waits) >= self.rounds:
+            self.set()
+        return self.is_set()
+
+
+def _waits(tmp_path: Path, event: str) -> list[float]:
+    store = Store(sqlite_url(tmp_path / "railyard.db"))
+    executor = Exits(Engine(), CheckpointPolicy(rule=IntervalRule.NONE, restart_s=0))
+    config = LoopConfig(state_dir=tmp_path, cycle_interval_s=600.0)
+    loop = Loop(store, executor, config)
+    steps = 0
+
+    def step() -> None:
+        nonlocal steps
+        steps += 1
+        time.sleep(STEP_S)
+        if steps == 1:  # an event arrives while the first step runs
+            executor.exited() if event == "exit" else loop.wake()
+
+    loop.step_or_report = step  # type: ignore[method-assign,assignment]
+    stop = Stop(rounds=1)
+    loop.run(stop)
+    store.close()
+    return stop.waits
+
+
+def test_an_exit_alone_waits_only_the_exit_window(tmp_path: Path) -> None:
+    assert _waits(tmp_path, "exit") == [LoopConfig(state_dir=tmp_path).exit_coalesce_s]
+
+
+def test_a_request_leaves_the_api_the_last_steps_time(tmp_path: Path) -> None:
+    (wait,) = _waits(tmp_path, "request")
+    assert wait >= STEP_S
+
+
+def test_the_running_loop_leaves_start_up_objects_out_of_full_collections(
+    tmp_path: Path,
+) -> None:
+    """What the process held when the loop started is frozen (`gc.freeze`), so a full
+    collection in a step scans only what came later."""
+    gc.unfreeze()
+    try:
+        _waits(tmp_path, "exit")
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
