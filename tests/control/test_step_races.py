@@ -22,6 +22,7 @@ from railyard.control.store import Store
 from railyard.control.tables import User
 from railyard.control.world import WorldReader
 
+pytestmark = pytest.mark.stores  # a race between transactions: both stores in the main tier
 Change = Callable[[Session, str], object]
 
 
@@ -46,6 +47,9 @@ class ChangeAfterRead(WorldReader):
         with self.store.session(write=True) as session:
             self.change(session, self.job_id)
         return seen
+
+    def wrote(self, reasons: Any) -> None:
+        self.inner.wrote(reasons)
 
 
 @pytest.mark.parametrize("change", [_hold, _drain], ids=["hold", "drain"])
