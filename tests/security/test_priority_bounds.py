@@ -102,7 +102,8 @@ def test_bobs_priority_no_longer_preempts_alices_job(site: Site) -> None:
         server.request("DELETE", f"/v1/jobs/{bobs}")
         # an admin's higher priority does evict her job here: preemption is live in this queue
         admins = submit(server, server.token, command=["true"], priority="critical")
-        wait(lambda: job(server, long)["state"] != "running")
+        # evicted: requeued, and it may be running again before a poll sees it pending
+        wait(lambda: job(server, long)["restart_count"] >= 1)
         assert finished(server, admins)["state"] == "completed"
     finally:
         server.request("DELETE", f"/v1/jobs/{long}")
