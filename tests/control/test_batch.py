@@ -9,10 +9,10 @@ def test_batch_stores_every_job(api: Api) -> None:  # noqa: F811
     body = {"jobs": [{"command": ["true"], "gpus": 1}, {"command": ["true"], "array": "0-2"}]}
     response = api.as_["alice"].post("/v1/jobs/batch", json=body)
     assert response.status_code == 201, response.text
-    ids = [job["id"] for job in response.json()]
-    assert len(ids) == 4
-    assert ids[1:] == [f"{ids[1].split('_')[0]}_{i}" for i in range(3)]
-    assert api.jobs_and_counter()[0] == 4
+    assert [(j["id"], j["array"]) for j in response.json()] == [("1", None), ("2", "0-2")]
+    tasks = api.as_["alice"].get("/v1/jobs", params={"array": "2"}).json()
+    assert [j["id"] for j in tasks] == ["2_0", "2_1", "2_2"]
+    assert api.jobs_and_counter() == (4, 4)
 
 
 def test_batch_is_all_or_nothing(api: Api) -> None:  # noqa: F811

@@ -35,6 +35,7 @@ from railyard import __version__
 from railyard.control import auth, jobs, logs, nodes, queues, users
 from railyard.control import schemas as s
 from railyard.control.accounts import RunAs
+from railyard.control.admission import admit
 from railyard.control.bounds import (
     INT32_MAX,
     MAX_LOG_OFFSET,
@@ -63,6 +64,7 @@ from railyard.control.metrics_api import metrics_router
 from railyard.control.retries import RETRY_AFTER_S, RetryRoute
 from railyard.control.store import Store
 from railyard.control.tables import JobState, User
+from railyard.control.validation import validation_line
 
 if TYPE_CHECKING:
     from railyard.control.sweeps import AcrossChecks
@@ -159,38 +161,35 @@ def whoami(session: SessionDep, user: CurrentUser) -> s.UserOut:
 def submit_job(
     spec: s.JobSubmit, session: SessionDep, user: CurrentUser, ctx: ContextDep
 ) -> list[s.JobOut]:
-    """Submit a job (or an array); returns one record per job id."""
+    """Submit a job, or an array: one record either way. An array's record is the array as
+    squeue shows a pending one (id ``1234``, ``array`` ``0-9999%2``), as sbatch prints one
+    job id; its tasks are ``GET /v1/jobs?array=1234``."""
     now = ctx.clock()
     flavors = ctx.known_flavors() if ctx.known_flavors else None
     rows = jobs.submit(
         session, user, spec, now, spool_dir=ctx.spool_dir, known_flavors=flavors, run_as=ctx.run_as
     )
-    return s.JobOut.from_submitted(rows, user.name, now)
+    return [s.JobOut.from_submitted(rows, user.name, now)]
 
 
 @v1.post("/jobs/batch", status_code=201)
 def submit_batch(
     batch: s.JobBatch, session: SessionDep, user: CurrentUser, ctx: ContextDep
 ) -> list[s.JobOut]:
-    """Submit up to 1,000 jobs at once, for tools and workflow engines; all or nothing."""
+    """Submit up to 1,000 jobs at once, for tools and workflow engines; all or nothing. One
+    record per job (an array's as ``POST /v1/jobs`` answers it), in order."""
     now = ctx.clock()
     flavors = ctx.known_flavors() if ctx.known_flavors else None
-    out: list[s.JobOut] = []
+    admitted = []
     for i, spec in enumerate(batch.jobs):
         try:
-            rows = jobs.submit(
-                session,
-                user,
-                spec,
-                now,
-                spool_dir=ctx.spool_dir,
-                known_flavors=flavors,
-                run_as=ctx.run_as,
+            admitted.append(
+                admit(session, user, spec, now, known_flavors=flavors, run_as=ctx.run_as)
             )
         except Invalid as exc:  # name the element, so the one line says which job
             raise Invalid(f"jobs[{i}].{exc.field}", exc.message, exc.hint) from None
-        out += s.JobOut.from_submitted(rows, user.name, now)
-    return out
+    stored = jobs.store_admitted(session, admitted, now, ctx.spool_dir)
+    return [s.JobOut.from_submitted(rows, user.name, now) for rows in stored]
 
 
 @v1.get("/jobs")
@@ -450,7 +449,7 @@ def _install_errors(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        line, field = s.validation_line(list(exc.errors()))
+        line, field = validation_line(list(exc.errors()))
         return JSONResponse(error_body(line, field=field), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)

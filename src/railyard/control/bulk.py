@@ -13,7 +13,7 @@ re-read.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 from types import SimpleNamespace
 from typing import Any, TypeVar, cast
@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from railyard.control.effects import request_wake
 from railyard.control.errors import NotFound
-from railyard.control.tables import EventRow, JobRow, JobState, NodeRow, User
+from railyard.control.tables import ACTIVE_STATES, EventRow, JobRow, JobState, NodeRow, User
 from railyard.control.transitions import transition_where
 
 _T = TypeVar("_T")
@@ -71,12 +71,17 @@ def _executemany(
     slots = [(n, k) for n, k in enumerate(order) if k in varying]
     template = [fixed.get(k) for k in order]
     json_varying = as_json.intersection(varying)
+    dumped: dict[int, str] = {}  # by object: a batch's rows share one env dict
     params: list[Any] = []
     for row in rows:
         values = template.copy()
         for n, key in slots:
             v = row[key]
-            values[n] = json.dumps(v) if key in json_varying and v is not None else v
+            if key in json_varying and v is not None:
+                if id(v) not in dumped:
+                    dumped[id(v)] = json.dumps(v)
+                v = dumped[id(v)]
+            values[n] = v
         params.append(
             tuple(values) if compiled.positional else dict(zip(order, values, strict=True))
         )
@@ -93,11 +98,11 @@ def insert_jobs(
 
 
 def insert_events(
-    session: Session, now_t_s: float, kind: str, message: str, job_ids: Iterable[str]
+    session: Session, now_t_s: float, kind: str, events: Sequence[dict[str, Any]]
 ) -> None:
-    """One audit event per job (``effects.record`` for many), in one ``executemany``."""
-    common = {"t_s": now_t_s, "kind": kind, "message": message}
-    events = [{"job_id": i} for i in job_ids]
+    """Audit events (``effects.record`` for many), each ``{"job_id", "message"}``, in one
+    ``executemany``."""
+    common = {"t_s": now_t_s, "kind": kind}
     _executemany(session, EventRow.__table__, common, events)  # type: ignore[arg-type]
 
 
@@ -130,22 +135,25 @@ def cancel_array(
     started: Sequence[JobState],
 ) -> list[tuple[Any, str]]:
     """Every task of array ``parent`` the actor may cancel: one ``UPDATE ... WHERE
-    array_parent AND state IN (...)`` per target state (no ids read first, no row loaded),
-    then the tasks as they are now, read in one query of plain rows."""
+    array_parent AND state IN (...)`` per target state (no ids read first, no row loaded).
+
+    Answers as squeue shows an array: one record for the array (id ``parent``; a task this
+    cancel ended, else its first task), then each task still active (being stopped), read
+    in one query of plain rows: a handful, never the 10,000 the array may hold."""
     where = [JobRow.array_parent == parent]
     if not actor.is_admin:
         where.append(JobRow.user_id == actor.id)
     ended = transition_where(session, where, [JobState.PENDING], ended_values, retry_conflicts=True)
     stopping = transition_where(session, where, started, stopping_values, retry_conflicts=True)
-    stmt = (
-        select(*JobRow.__table__.columns, User.name.label("user_name"))
-        .join(User, JobRow.user_id == User.id)
-        .where(*where)
-        .order_by(JobRow.array_index)
-    )
-    targets = [(row, row.user_name) for row in session.execute(stmt)]
-    if not targets:
+    columns = (*JobRow.__table__.columns, User.name.label("user_name"))
+    base = select(*columns).join(User, JobRow.user_id == User.id).where(*where)
+    one = base.where(JobRow.id == ended[0]) if ended else base.order_by(JobRow.array_index)
+    head = session.execute(one.limit(1)).first()
+    if head is None:
         raise NotFound(f"no job {parent!r}")
+    array = JobView(**{**head._asdict(), "id": parent, "array_index": None, "task_number": None})
+    active = base.where(JobRow.state.in_(ACTIVE_STATES)).order_by(JobRow.array_index)
+    targets = [(array, head.user_name)] + [(r, r.user_name) for r in session.execute(active)]
     cancelled(session, actor, now_t_s, ended, stopping)
     return targets
 
@@ -155,6 +163,7 @@ def cancelled(
 ) -> None:
     """The audit events of a cancel, and the loop's wake-up if anything changed."""
     for changed, to in ((ended, JobState.CANCELLED), (stopping, JobState.CANCELLING)):
-        insert_events(session, now_t_s, "cancel", f"{actor.name}: -> {to.value}", changed)
+        line = f"{actor.name}: -> {to.value}"
+        insert_events(session, now_t_s, "cancel", [{"job_id": i, "message": line} for i in changed])
     if ended or stopping:
         request_wake(session)
