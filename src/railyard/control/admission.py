@@ -181,17 +181,24 @@ _RESOURCE_FIELDS = {"--cpus-per-task": "cpus_per_task", "--mem": "mem"}
 
 def _check_feasible(session: Session, job: Job) -> None:
     """The gang must fit the real topology (all nodes up and idle), not just the counts; each
-    worker's cores and memory must fit the largest node of its flavor that declares them."""
+    worker's cores and memory must fit the largest node of its flavor that declares them.
+    Judged once per shape in a transaction (a batch of 1,000 alike jobs: once)."""
+    problem = once(session, f"feasible:{job!r}", lambda: _infeasible(session, job))
+    if problem is not None:
+        raise Invalid(*problem)
+
+
+def _infeasible(session: Session, job: Job) -> tuple[str, str, str] | None:
     nodes = once(session, "nodes", lambda: [to_node(r) for r in session.scalars(select(NodeRow))])
     too_big = over_every_node([n for n in nodes if n.flavor == job.flavor], job)
     if too_big is not None:
         option, line = too_big
         hint = "ask for less; a worker's share counts every task it runs on its node"
-        raise Invalid(_RESOURCE_FIELDS[option], line, hint)
+        return _RESOURCE_FIELDS[option], line, hint
     why = never_placeable(nodes, job, PLACEMENT.get("fabric-aware")) if nodes else None
     if why is not None:
-        hint = "fewer workers, smaller workers, or a looser --topology"
-        raise Invalid("gpus", why, hint)
+        return "gpus", why, "fewer workers, smaller workers, or a looser --topology"
+    return None
 
 
 def _check_dependency(session: Session, actor: User, dependency: str | None) -> None:
@@ -221,7 +228,9 @@ def _check_dependency(session: Session, actor: User, dependency: str | None) -> 
 
 def _check_bounds(session: Session, queue: str, min_runtime_s: float, grace_s: float) -> None:
     """What a job may claim for itself is bounded by its queue (an admin's setting)."""
-    row = session.get(QueueRow, queue)
+    # Kept in the transaction's memo: the session's identity map holds rows weakly, so a
+    # batch would read the queue again per job (here and in ``job_priority``).
+    row = once(session, f"queue:{queue}", lambda: session.get(QueueRow, queue))
     if row is None:
         return
     for field, value, bound in (
