@@ -247,12 +247,11 @@ def _check_bounds(session: Session, queue: str, min_runtime_s: float, grace_s: f
 
 @dataclass(frozen=True)
 class Admitted:
-    """A job that passed every check: the values its rows share (all but number and ids),
-    its array indices (None for one job), and the line of its ``submitted`` event."""
+    """A job that passed every check: the values its rows share (all but number and ids) and
+    its array indices (None for one job)."""
 
     common: dict[str, Any]
     indices: list[int] | None
-    message: str
     spec: JobSubmit
 
     @property
@@ -348,5 +347,4 @@ def admit(
         "submit_t_s": now_t_s,
         "updated_t_s": now_t_s,
     }
-    gpus = res.workers * res.gpus_per_worker
-    return Admitted(common, indices, f"{user.name} -> {spec.queue}: {gpus} GPUs", spec)
+    return Admitted(common, indices, spec)

@@ -188,7 +188,7 @@ def submit_batch(
             )
         except Invalid as exc:  # name the element, so the one line says which job
             raise Invalid(f"jobs[{i}].{exc.field}", exc.message, exc.hint) from None
-    stored = jobs.store_admitted(session, admitted, now, ctx.spool_dir)
+    stored = jobs.store_admitted(session, user, admitted, now, ctx.spool_dir)
     return [s.JobOut.from_submitted(rows, user.name, now) for rows in stored]
 
 

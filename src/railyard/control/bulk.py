@@ -18,7 +18,8 @@ from functools import cache, lru_cache
 from types import SimpleNamespace
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import JSON, Dialect, Table, bindparam, insert, select
+from sqlalchemy import JSON, Dialect, String, Table, bindparam, insert, literal, select
+from sqlalchemy import cast as cast_
 from sqlalchemy.orm import Session
 
 from railyard.control.effects import request_wake
@@ -97,10 +98,64 @@ def _executemany(
 def insert_jobs(
     session: Session, common: dict[str, Any], rows: Sequence[dict[str, Any]]
 ) -> list[JobView]:
-    """Store one job per item of ``rows`` (its own values), each with ``common``'s values."""
-    _executemany(session, JobRow.__table__, common, rows)  # type: ignore[arg-type]
+    """Store one job per item of ``rows`` (its own values), each with ``common``'s values.
+
+    An array's tasks (rows that vary only in :data:`TASK_KEYS`) go in as their first row, then
+    one ``INSERT ... SELECT`` that copies it once per other task: the store expands the array
+    from four short lists, as Slurm expands an array's one record, instead of taking 10,000
+    rows of 50 columns from the driver (PostgreSQL's pipeline runs one statement per row)."""
+    table: Table = JobRow.__table__  # type: ignore[assignment]
+    if len(rows) > 1 and set(rows[0]) == set(TASK_KEYS):
+        _executemany(session, table, common, rows[:1])
+        _copy_first(session, rows[0]["id"], rows[1:])
+    else:
+        _executemany(session, table, common, rows)
     base = {**_defaults(), **common}
     return [JobView(**{**base, **row}) for row in rows]
+
+
+TASK_KEYS = ("id", "task_number", "command", "array_index")
+"""What differs between the tasks of one array (its rows' other columns are equal)."""
+
+
+def _copy_first(session: Session, first_id: str, tasks: Sequence[dict[str, Any]]) -> None:
+    """``INSERT INTO jobs SELECT`` the row ``first_id`` once per task, with the task's
+    :data:`TASK_KEYS`: PostgreSQL reads them from ``unnest`` of four arrays, SQLite from
+    ``json_each`` of one list."""
+    connection = session.connection()
+    dialect = connection.dialect
+    quote = dialect.identifier_preparer.quote
+    columns = [c.name for c in JobRow.__table__.columns]
+    ids = [t["id"] for t in tasks]
+    numbers = [t["task_number"] for t in tasks]
+    commands = [json.dumps(t["command"]) for t in tasks]
+    indices = [t["array_index"] for t in tasks]
+    if dialect.name == "postgresql":
+        source = (
+            "unnest(CAST(%(ids)s AS text[]), CAST(%(numbers)s AS integer[]), "
+            "CAST(%(commands)s AS text[]), CAST(%(indices)s AS integer[])) "
+            "AS t(id, task_number, command, array_index)"
+        )
+        taken = {"id": "t.id", "task_number": "t.task_number",
+                 "command": "CAST(t.command AS json)", "array_index": "t.array_index"}  # fmt: skip
+        params: Any = {"ids": ids, "numbers": numbers, "commands": commands,
+                       "indices": indices, "first": first_id}  # fmt: skip
+        first = "%(first)s"
+    else:
+        source = (
+            "(SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS "
+            "task_number, json_extract(value, '$[2]') AS command, json_extract(value, '$[3]') "
+            "AS array_index FROM json_each(?)) AS t"
+        )
+        taken = {k: f"t.{k}" for k in TASK_KEYS}
+        params = (json.dumps(list(zip(ids, numbers, commands, indices, strict=True))), first_id)
+        first = "?"
+    picked = ", ".join(taken.get(c, f"f.{quote(c)}") for c in columns)
+    sql = (
+        f"INSERT INTO jobs ({', '.join(quote(c) for c in columns)}) "
+        f"SELECT {picked} FROM jobs AS f, {source} WHERE f.id = {first}"
+    )
+    connection.exec_driver_sql(sql, params)
 
 
 def insert_events(
@@ -110,6 +165,20 @@ def insert_events(
     ``executemany``."""
     common = {"t_s": now_t_s, "kind": kind}
     _executemany(session, EventRow.__table__, common, events)  # type: ignore[arg-type]
+
+
+def submitted_events(session: Session, user: str, first: int, end: int, now_t_s: float) -> None:
+    """The ``submitted`` event of every job numbered ``first`` to ``end - 1`` (one submit's,
+    reserved together), written by the store from the rows just inserted: one ``INSERT ...
+    SELECT``, no row sent from here."""
+    gpus = cast_(JobRow.workers * JobRow.gpus_per_worker, String)
+    message = literal(f"{user} -> ") + JobRow.queue + literal(": ") + gpus + literal(" GPUs")
+    rows = (
+        select(literal(now_t_s), literal("submitted"), message, JobRow.id)
+        .where(JobRow.number >= first, JobRow.number < end)
+        .order_by(JobRow.number, JobRow.array_index)
+    )
+    session.execute(insert(EventRow).from_select(["t_s", "kind", "message", "job_id"], rows))
 
 
 def once(session: Session, key: str, read: Callable[[], _T]) -> _T:

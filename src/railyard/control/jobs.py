@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from sqlalchemy.orm import Session
 from railyard.control.accounts import RunAs
 from railyard.control.admission import Admitted, admit
 from railyard.control.bounds import JOB_ID_PATTERN
-from railyard.control.bulk import JobView, cancel_array, cancelled, insert_events, insert_jobs
+from railyard.control.bulk import JobView, cancel_array, cancelled, insert_jobs, submitted_events
 from railyard.control.effects import record, request_wake
 from railyard.control.errors import Conflict, Forbidden, Invalid, NotFound
 from railyard.control.paths import script_path
@@ -75,19 +76,17 @@ def submit(
 
     ``run_as`` None skips the Unix-account check (an embedded API with no executor)."""
     admitted = admit(session, user, spec, now_t_s, known_flavors=known_flavors, run_as=run_as)
-    return store_admitted(session, [admitted], now_t_s, spool_dir)[0]
+    return store_admitted(session, user, [admitted], now_t_s, spool_dir)[0]
 
 
 def store_admitted(
-    session: Session, admitted: Sequence[Admitted], now_t_s: float, spool_dir: Path
+    session: Session, user: User, admitted: Sequence[Admitted], now_t_s: float, spool_dir: Path
 ) -> list[list[JobView]]:
-    """Store admitted jobs (a batch's, or one): their numbers reserved in one ``UPDATE``, their
-    rows in one multi-row ``INSERT`` and their events in another, whatever their count; returns
-    each job's stored rows, in order."""
-    number = _next_number(session, sum(a.count for a in admitted))
-    rows: list[dict[str, Any]] = []
-    events: list[dict[str, Any]] = []
-    bounds = []
+    """Store a user's admitted jobs (a batch's, or one): their numbers reserved in one
+    ``UPDATE``, their rows in one multi-row ``INSERT`` and their events in one ``INSERT ...
+    SELECT``, whatever their count; returns each job's stored rows, in order."""
+    first = number = _next_number(session, sum(a.count for a in admitted))
+    per_job: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
     for job in admitted:
         count, indices = job.count, job.indices
         numbers = _task_numbers(number, count)
@@ -96,10 +95,8 @@ def store_admitted(
         shared = {**job.common, "number": number,
                   "array_parent": str(number) if indices is not None else None}  # fmt: skip
         command = job.spec.command
-        bounds.append((len(rows), len(rows) + count))
-        rows += [
+        tasks = [
             {
-                **shared,
                 "id": job_id,
                 "task_number": numbers[i],
                 "command": list(command or [str(script_path(spool_dir, job_id))]),
@@ -107,12 +104,17 @@ def store_admitted(
             }
             for i, job_id in enumerate(ids)
         ]
-        events += [{"job_id": job_id, "message": job.message} for job_id in ids]
+        per_job.append((shared, tasks))
         number += count
-    stored = insert_jobs(session, {}, rows)
-    insert_events(session, now_t_s, "submitted", events)
+    if len(per_job) == 1:  # the shared columns once, not once per task
+        stored = [insert_jobs(session, *per_job[0])]
+    else:
+        merged = insert_jobs(session, {}, [{**c, **t} for c, tasks in per_job for t in tasks])
+        ends = list(accumulate(len(tasks) for _, tasks in per_job))
+        stored = [merged[end - len(t) : end] for end, (_, t) in zip(ends, per_job, strict=True)]
+    submitted_events(session, user.name, first, number, now_t_s)
     request_wake(session)
-    return [stored[a:b] for a, b in bounds]
+    return stored
 
 
 def list_jobs(
