@@ -142,7 +142,14 @@ def get_current_user(session: SessionDep, credentials: CredentialsDep, request: 
 
 
 CurrentUser = Annotated[User, Depends(get_current_user)]
-ContextDep = Annotated[Context, Depends(_ctx)]
+
+
+async def _context(request: Request) -> Context:
+    """``_ctx`` as an async dependency: no hop to a worker thread for it."""
+    return _ctx(request)
+
+
+ContextDep = Annotated[Context, Depends(_context)]
 QueuePath = Annotated[
     str, PathParam(max_length=MAX_QUEUE_NAME, pattern=QUEUE_NAME_PATTERN, description="a queue")
 ]
@@ -161,9 +168,8 @@ def whoami(session: SessionDep, user: CurrentUser) -> s.UserOut:
 def submit_job(
     spec: s.JobSubmit, session: SessionDep, user: CurrentUser, ctx: ContextDep
 ) -> list[s.JobOut]:
-    """Submit a job, or an array: one record either way. An array's record is the array as
-    squeue shows a pending one (id ``1234``, ``array`` ``0-9999%2``), as sbatch prints one
-    job id; its tasks are ``GET /v1/jobs?array=1234``."""
+    """Submit a job or an array; one record either way (an array's: id ``1234``, ``array``
+    ``0-9999%2``, as sbatch prints one id); its tasks are ``GET /v1/jobs?array=1234``."""
     now = ctx.clock()
     flavors = ctx.known_flavors() if ctx.known_flavors else None
     rows = jobs.submit(
@@ -176,8 +182,7 @@ def submit_job(
 def submit_batch(
     batch: s.JobBatch, session: SessionDep, user: CurrentUser, ctx: ContextDep
 ) -> list[s.JobOut]:
-    """Submit up to 1,000 jobs at once, for tools and workflow engines; all or nothing. One
-    record per job (an array's as ``POST /v1/jobs`` answers it), in order."""
+    """Submit up to 1,000 jobs at once, all or nothing; one record per job, as ``/v1/jobs``."""
     now = ctx.clock()
     flavors = ctx.known_flavors() if ctx.known_flavors else None
     admitted = []

@@ -229,16 +229,30 @@ def cancel_array(
     array = JobView(**{**head._asdict(), "id": parent, "array_index": None, "task_number": None})
     active = base.where(JobRow.state.in_(ACTIVE_STATES)).order_by(JobRow.array_index)
     targets = [(array, head.user_name)] + [(r, r.user_name) for r in session.execute(active)]
-    cancelled(session, actor, now_t_s, ended, stopping)
+    if ended:  # 10,000 events written by the store from the rows this cancel just ended
+        line = literal(f"{actor.name}: -> {JobState.CANCELLED.value}")
+        rows = (
+            select(literal(now_t_s), literal("cancel"), line, JobRow.id)
+            .where(*where, *(getattr(JobRow, k) == v for k, v in ended_values.items()))
+            .order_by(JobRow.array_index)
+        )
+        session.execute(insert(EventRow).from_select(["t_s", "kind", "message", "job_id"], rows))
+    cancelled(session, actor, now_t_s, [], stopping, wake=bool(ended))
     return targets
 
 
 def cancelled(
-    session: Session, actor: User, now_t_s: float, ended: list[str], stopping: list[str]
+    session: Session,
+    actor: User,
+    now_t_s: float,
+    ended: list[str],
+    stopping: list[str],
+    *,
+    wake: bool = False,
 ) -> None:
     """The audit events of a cancel, and the loop's wake-up if anything changed."""
     for changed, to in ((ended, JobState.CANCELLED), (stopping, JobState.CANCELLING)):
         line = f"{actor.name}: -> {to.value}"
         insert_events(session, now_t_s, "cancel", [{"job_id": i, "message": line} for i in changed])
-    if ended or stopping:
+    if ended or stopping or wake:
         request_wake(session)
