@@ -8,6 +8,7 @@ store stays busy, the client gets 503 with ``Retry-After``, and nothing is store
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -126,3 +127,28 @@ def test_an_array_is_stored_and_cancelled_with_the_same_rows_and_events(
     ]  # fmt: skip
     again = api.as_["alice"].delete("/v1/jobs/1")  # a repeated scancel changes nothing
     assert [j["state"] for j in again.json()] == [s for _, s in states]
+
+
+def test_sqlite_writers_queue_in_the_process_not_on_sqlites_poll(store: Store) -> None:
+    """A second writer waits on the store's gate until the first commits, and only then
+    reaches SQLite (whose own wait is a poll that a writer can lose again and again)."""
+    if not store.is_sqlite:
+        pytest.skip("SQLite's write lock")
+    order: list[str] = []
+    event.listen(store.engine, "before_cursor_execute", lambda *a: order.append(a[2].split()[0]))
+    event.listen(store.engine, "commit", lambda conn: order.append("COMMIT"))
+    first_wrote = threading.Event()
+
+    def second() -> None:
+        first_wrote.wait()
+        with store.session() as session:
+            session.execute(text("INSERT INTO counters (name, value) VALUES ('second', 1)"))
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    with store.session(write=True) as session:
+        session.execute(text("INSERT INTO counters (name, value) VALUES ('first', 1)"))
+        first_wrote.set()
+        thread.join(timeout=0.5)  # the second writer is blocked meanwhile, wherever it waits
+    thread.join()
+    assert order == ["BEGIN", "INSERT", "COMMIT", "INSERT", "COMMIT"]
