@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from railyard.control.accounts import RunAs
 from railyard.control.bounds import MAX_SUBMIT_STORED_BYTES
-from railyard.control.bulk import node_sizes, once
+from railyard.control.bulk import once
 from railyard.control.convert import to_node
 from railyard.control.errors import Forbidden, Invalid
 from railyard.control.jobspec import Shape, match_gpu_type
@@ -26,7 +26,7 @@ from railyard.control.tables import JobRow, JobState, NodeRow, QueueRow, User
 from railyard.control.values import parse_array, parse_signal, parse_topology
 from railyard.sched.dependencies import job_ids, parse_dependency
 from railyard.sched.feasible import never_placeable, over_every_node
-from railyard.sched.model import Job, Level, TopologyMode, TopologyRequirement
+from railyard.sched.model import Job, Level, Node, TopologyMode, TopologyRequirement
 from railyard.sched.policies import PLACEMENT
 
 MIB_PER_GB = 1024
@@ -122,7 +122,7 @@ def _check_stored(spec: JobSubmit, tasks: int) -> None:
 def _check_shape(session: Session, spec: JobSubmit, known: set[str] | None) -> Resources:
     """The job's flavor, chunks and tasks, checked against the nodes table."""
     shape = spec.shape()
-    nodes = once(session, "node_sizes", lambda: node_sizes(session))
+    nodes = [(n.name, n.flavor, n.gpus) for n in _nodes(session)]
     flavors = set(known) if known is not None else {f for _, f, _ in nodes}
     flavor = spec.flavor
     if spec.gpu_type is not None:
@@ -179,6 +179,11 @@ def _check_shape(session: Session, spec: JobSubmit, known: set[str] | None) -> R
 _RESOURCE_FIELDS = {"--cpus-per-task": "cpus_per_task", "--mem": "mem"}
 
 
+def _nodes(session: Session) -> list[Node]:
+    """The nodes, read once per transaction (the shape check and the placement check)."""
+    return once(session, "nodes", lambda: [to_node(r) for r in session.scalars(select(NodeRow))])
+
+
 def _check_feasible(session: Session, job: Job) -> None:
     """The gang must fit the real topology (all nodes up and idle), not just the counts; each
     worker's cores and memory must fit the largest node of its flavor that declares them.
@@ -189,7 +194,7 @@ def _check_feasible(session: Session, job: Job) -> None:
 
 
 def _infeasible(session: Session, job: Job) -> tuple[str, str, str] | None:
-    nodes = once(session, "nodes", lambda: [to_node(r) for r in session.scalars(select(NodeRow))])
+    nodes = _nodes(session)
     too_big = over_every_node([n for n in nodes if n.flavor == job.flavor], job)
     if too_big is not None:
         option, line = too_big

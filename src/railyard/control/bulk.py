@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from railyard.control.effects import request_wake
 from railyard.control.errors import NotFound
-from railyard.control.tables import ACTIVE_STATES, EventRow, JobRow, JobState, NodeRow, User
+from railyard.control.tables import ACTIVE_STATES, EventRow, JobRow, JobState, User
 from railyard.control.transitions import transition_where
 
 _T = TypeVar("_T")
@@ -192,12 +192,6 @@ def once(session: Session, key: str, read: Callable[[], _T]) -> _T:
     if key not in cache:
         cache[key] = read()
     return cast(_T, cache[key])
-
-
-def node_sizes(session: Session) -> list[tuple[str, str, int]]:
-    return [
-        (n, f, g) for n, f, g in session.execute(select(NodeRow.name, NodeRow.flavor, NodeRow.gpus))
-    ]
 
 
 def cancel_array(
