@@ -3,7 +3,8 @@
 Figures, on SQLite and on PostgreSQL (``--stores``; PostgreSQL as in the tests):
 
 - a 10,000-task array (``--array=0-9999%2``): the submit's and the cancel's wall time, one
-  request each (target < 0.5 s);
+  request each (target < 0.5 s); the same through ``railyard submit`` / ``cancel`` as new
+  processes (Python's start-up included);
 - 8 keep-alive clients submitting single jobs: jobs/s, p50 and p99 latency (targets: >= 1,000/s
   on SQLite, >= 500/s on PostgreSQL);
 - the same 8 clients while the array is submitted and cancelled: errors (any non-201) and p99
@@ -23,7 +24,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -43,6 +46,23 @@ CLIENTS = 8
 
 def _client(server: ServerProcess) -> httpx.Client:
     return api_client(server.url, server.token)
+
+
+def cli_round(server: ServerProcess, tasks: int) -> tuple[float, float]:
+    """``railyard submit --array=0-<tasks-1>%2 -- true`` and ``railyard cancel`` of it, each a
+    new process as a user runs them: wall seconds of each (Python's start-up included)."""
+    env = {**os.environ, "RAILYARD_URL": server.url, "RAILYARD_TOKEN": server.token}
+    command = [sys.executable, "-m", "railyard"]
+    began = time.perf_counter()
+    out = subprocess.run(
+        [*command, "submit", f"--array=0-{tasks - 1}%2", "--", "true"],
+        env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    submit_s = time.perf_counter() - began
+    began = time.perf_counter()
+    subprocess.run([*command, "cancel", out.stdout.split()[0]], env=env, check=True,
+                   capture_output=True)  # fmt: skip
+    return submit_s, time.perf_counter() - began
 
 
 def array_round(server: ServerProcess, tasks: int) -> tuple[float, float, int]:
@@ -129,6 +149,7 @@ def store_rows(store: str, tmp: Path, args: argparse.Namespace) -> list[dict[str
         try:
             submit_s, cancel_s, rows = array_round(server, args.array)
             assert rows == args.array, rows
+            cli_submit_s, cli_cancel_s = cli_round(server, args.array)
             rate, took = submit_rate(server.url, server.token, args.singles, CLIENTS)
             loaded = array_under_load(server, args.array)
             bulk = batch_rate(server.url, server.token, args.batch_jobs)
@@ -139,6 +160,10 @@ def store_rows(store: str, tmp: Path, args: argparse.Namespace) -> list[dict[str
     return [
         {"figure": f"{store}: {n}-task array submit s", "value": submit_s, "target": "< 0.5"},
         {"figure": f"{store}: {n}-task array cancel s", "value": cancel_s, "target": "< 0.5"},
+        {"figure": f"{store}: CLI array submit s (process)", "value": cli_submit_s,
+         "target": ""},
+        {"figure": f"{store}: CLI array cancel s (process)", "value": cli_cancel_s,
+         "target": ""},
         {"figure": f"{store}: singles/s, 8 clients", "value": rate, "target": single_target},
         {"figure": f"{store}: p50 single s, 8 clients", "value": statistics.median(took),
          "target": ""},
@@ -168,7 +193,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for store in args.stores.split(","):
             rows += store_rows(store, Path(tmp), args)
-            print_rows(rows[-12:])  # as it goes: a slow store takes minutes
+            print_rows(rows[-14:])  # as it goes: a slow store takes minutes
     print(f"{'figure':42} {'value':>10} {'target':>9}")
     print_rows(rows)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
