@@ -19,41 +19,17 @@ import statistics
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import batch_rate, p99, submit_rate
 from tests.control.conftest import fresh_pg_database
 from tests.integration.server_proc import ServerProcess
 
 RESULTS = Path(__file__).parent / "results" / "bench_api.json"
-
-
-def submit_rate(server: ServerProcess, jobs: int, clients: int) -> tuple[float, list[float]]:
-    """Jobs/s for ``jobs`` submissions spread over ``clients`` keep-alive connections, and
-    every request's latency in seconds."""
-    headers = {"Authorization": f"Bearer {server.token}"}
-    payload = {"command": ["true"], "gpus": 1, "queue": "default", "priority": "low"}
-
-    def run(count: int) -> list[float]:
-        took = []
-        with httpx.Client(base_url=server.url, headers=headers, timeout=60) as client:
-            for _ in range(count):
-                began = time.perf_counter()
-                client.post("/v1/jobs", json=payload).raise_for_status()
-                took.append(time.perf_counter() - began)
-        return took
-
-    start = time.perf_counter()
-    with ThreadPoolExecutor(clients) as pool:
-        latencies = [t for part in pool.map(run, [jobs // clients] * clients) for t in part]
-    return len(latencies) / (time.perf_counter() - start), latencies
-
-
-def p99(samples: list[float]) -> float:
-    return statistics.quantiles(samples, n=100)[-1]
+API_SINGLE = {"command": ["true"], "gpus": 1, "queue": "default", "priority": "low"}
 
 
 def drained_server(state_dir: Path, database_url: str | None) -> ServerProcess:
@@ -73,10 +49,10 @@ def store_rows(store: str, tmp: Path, jobs: int) -> list[dict[str, object]]:
         url = None if store == "sqlite" else stack.enter_context(fresh_pg_database())
         server = drained_server(tmp / f"rate-{store}", url)
         try:
-            one, _ = submit_rate(server, jobs, 1)
-            four, _ = submit_rate(server, jobs, 4)
-            eight, took = submit_rate(server, jobs, 8)
-            bulk = batch_rate(server, jobs * 5)
+            one, _ = submit_rate(server.url, server.token, jobs, 1, API_SINGLE)
+            four, _ = submit_rate(server.url, server.token, jobs, 4, API_SINGLE)
+            eight, took = submit_rate(server.url, server.token, jobs, 8, API_SINGLE)
+            bulk = batch_rate(server.url, server.token, jobs * 5, per_request=500)
         finally:
             server.stop()
     return [
@@ -88,17 +64,6 @@ def store_rows(store: str, tmp: Path, jobs: int) -> list[dict[str, object]]:
         {"figure": f"{store}: p99 submit s, 8 clients", "value": p99(took), "target": ""},
         {"figure": f"{store}: jobs/s, batch of 500", "value": bulk, "target": ">= 500"},
     ]  # fmt: skip
-
-
-def batch_rate(server: ServerProcess, jobs: int, per_request: int = 500) -> float:
-    """Jobs/s through ``POST /v1/jobs/batch`` (one transaction per request)."""
-    headers = {"Authorization": f"Bearer {server.token}"}
-    batch = {"jobs": [{"command": ["true"], "gpus": 1, "priority": "low"}] * per_request}
-    start = time.perf_counter()
-    with httpx.Client(base_url=server.url, headers=headers, timeout=60) as client:
-        for _ in range(jobs // per_request):
-            client.post("/v1/jobs/batch", json=batch).raise_for_status()
-    return (jobs // per_request * per_request) / (time.perf_counter() - start)
 
 
 def start_latency(server: ServerProcess, count: int) -> list[float]:

@@ -3,7 +3,8 @@
 Figures, on SQLite and on PostgreSQL (``--stores``; PostgreSQL as in the tests):
 
 - a 10,000-task array (``--array=0-9999%2``): the submit's and the cancel's wall time, one
-  request each (target < 0.5 s);
+  request each (target < 0.5 s); the same through ``railyard submit`` / ``cancel`` as new
+  processes (Python's start-up included);
 - 8 keep-alive clients submitting single jobs: jobs/s, p50 and p99 latency (targets: >= 1,000/s
   on SQLite, >= 500/s on PostgreSQL);
 - the same 8 clients while the array is submitted and cancelled: errors (any non-201) and p99
@@ -23,65 +24,61 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import SINGLE, api_client, batch_rate, p99, submit_rate
 from tests.control.conftest import fresh_pg_database
 from tests.integration.server_proc import ServerProcess
 
 RESULTS = Path(__file__).parent / "results" / "bench_store_load.json"
-SINGLE = {"command": ["true"], "gpus": 1, "priority": "low"}
 CLIENTS = 8
 
 
-def p99(samples: list[float]) -> float:
-    return statistics.quantiles(samples, n=100)[-1] if len(samples) > 1 else float("nan")
-
-
 def _client(server: ServerProcess) -> httpx.Client:
-    headers = {"Authorization": f"Bearer {server.token}"}
-    return httpx.Client(base_url=server.url, headers=headers, timeout=600)
+    return api_client(server.url, server.token)
 
 
-def singles(server: ServerProcess, jobs: int, clients: int = CLIENTS) -> tuple[float, list[float]]:
-    """Jobs/s for ``jobs`` single submissions over ``clients`` connections, and latencies."""
-
-    def run(count: int) -> list[float]:
-        took = []
-        with _client(server) as client:
-            for _ in range(count):
-                began = time.perf_counter()
-                client.post("/v1/jobs", json=SINGLE).raise_for_status()
-                took.append(time.perf_counter() - began)
-        return took
-
-    start = time.perf_counter()
-    with ThreadPoolExecutor(clients) as pool:
-        latencies = [t for part in pool.map(run, [jobs // clients] * clients) for t in part]
-    return len(latencies) / (time.perf_counter() - start), latencies
+def cli_round(server: ServerProcess, tasks: int) -> tuple[float, float]:
+    """``railyard submit --array=0-<tasks-1>%2 -- true`` and ``railyard cancel`` of it, each a
+    new process as a user runs them: wall seconds of each (Python's start-up included)."""
+    env = {**os.environ, "RAILYARD_URL": server.url, "RAILYARD_TOKEN": server.token}
+    command = [sys.executable, "-m", "railyard"]
+    began = time.perf_counter()
+    out = subprocess.run(
+        [*command, "submit", f"--array=0-{tasks - 1}%2", "--", "true"],
+        env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    submit_s = time.perf_counter() - began
+    began = time.perf_counter()
+    subprocess.run([*command, "cancel", out.stdout.split()[0]], env=env, check=True,
+                   capture_output=True)  # fmt: skip
+    return submit_s, time.perf_counter() - began
 
 
 def array_round(server: ServerProcess, tasks: int) -> tuple[float, float, int]:
-    """Submit one ``tasks``-task array, then cancel it; both wall times and the rows back."""
+    """Submit one ``tasks``-task array, then cancel it; both wall times and its task count."""
     with _client(server) as client:
         began = time.perf_counter()
         response = client.post("/v1/jobs", json={**SINGLE, "array": f"0-{tasks - 1}%2"})
         submit_s = time.perf_counter() - began
         response.raise_for_status()
-        parent = response.json()[0]["array_parent"]
+        [array] = response.json()  # the array's record, as sbatch prints one id
         began = time.perf_counter()
-        cancelled = client.delete(f"/v1/jobs/{parent}")
+        cancelled = client.delete(f"/v1/jobs/{array['id']}")
         cancel_s = time.perf_counter() - began
         cancelled.raise_for_status()
-    return submit_s, cancel_s, len(response.json())
+        tasks = client.get("/v1/jobs", params={"array": array["id"]}).json()
+    return submit_s, cancel_s, len(tasks)
 
 
 def array_under_load(server: ServerProcess, tasks: int) -> dict[str, float]:
@@ -130,16 +127,6 @@ def array_under_load(server: ServerProcess, tasks: int) -> dict[str, float]:
     }
 
 
-def batch_rate(server: ServerProcess, jobs: int, per_request: int = 1000) -> float:
-    """Jobs/s through ``POST /v1/jobs/batch``, ``per_request`` jobs per request."""
-    batch = {"jobs": [SINGLE] * per_request}
-    start = time.perf_counter()
-    with _client(server) as client:
-        for _ in range(jobs // per_request):
-            client.post("/v1/jobs/batch", json=batch).raise_for_status()
-    return (jobs // per_request * per_request) / (time.perf_counter() - start)
-
-
 def print_rows(rows: list[dict[str, object]]) -> None:
     for row in rows:
         print(f"{row['figure']:42} {row['value']:>10.3f} {row['target']:>9}", flush=True)
@@ -162,9 +149,10 @@ def store_rows(store: str, tmp: Path, args: argparse.Namespace) -> list[dict[str
         try:
             submit_s, cancel_s, rows = array_round(server, args.array)
             assert rows == args.array, rows
-            rate, took = singles(server, args.singles)
+            cli_submit_s, cli_cancel_s = cli_round(server, args.array)
+            rate, took = submit_rate(server.url, server.token, args.singles, CLIENTS)
             loaded = array_under_load(server, args.array)
-            bulk = batch_rate(server, args.batch_jobs)
+            bulk = batch_rate(server.url, server.token, args.batch_jobs)
         finally:
             server.stop()
     single_target = ">= 1000" if store == "sqlite" else ">= 500"
@@ -172,6 +160,10 @@ def store_rows(store: str, tmp: Path, args: argparse.Namespace) -> list[dict[str
     return [
         {"figure": f"{store}: {n}-task array submit s", "value": submit_s, "target": "< 0.5"},
         {"figure": f"{store}: {n}-task array cancel s", "value": cancel_s, "target": "< 0.5"},
+        {"figure": f"{store}: CLI array submit s (process)", "value": cli_submit_s,
+         "target": ""},
+        {"figure": f"{store}: CLI array cancel s (process)", "value": cli_cancel_s,
+         "target": ""},
         {"figure": f"{store}: singles/s, 8 clients", "value": rate, "target": single_target},
         {"figure": f"{store}: p50 single s, 8 clients", "value": statistics.median(took),
          "target": ""},
@@ -201,7 +193,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for store in args.stores.split(","):
             rows += store_rows(store, Path(tmp), args)
-            print_rows(rows[-12:])  # as it goes: a slow store takes minutes
+            print_rows(rows[-14:])  # as it goes: a slow store takes minutes
     print(f"{'figure':42} {'value':>10} {'target':>9}")
     print_rows(rows)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

@@ -1,11 +1,19 @@
-"""Pieces the benchmark scripts share: a large cluster to measure on and a timing loop."""
+"""Pieces the benchmark scripts share: a large cluster to measure on, a timing loop, and
+keep-alive clients submitting jobs to a real server."""
 
 from __future__ import annotations
 
+import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
 
 from railyard.blueprint import Blueprint, load_text
+
+SINGLE = {"command": ["true"], "gpus": 1, "priority": "low"}
 
 
 def rail_optimized(gpus: int, switch: str = "QM9700", su_gpus: int = 1024) -> Blueprint:
@@ -34,3 +42,44 @@ def time_runs(fn: Callable[[], object], repeat: int) -> list[float]:
         fn()
         samples.append(time.perf_counter() - start)
     return samples
+
+
+def p99(samples: list[float]) -> float:
+    return statistics.quantiles(samples, n=100)[-1] if len(samples) > 1 else float("nan")
+
+
+def api_client(url: str, token: str, timeout_s: float = 600) -> httpx.Client:
+    """A keep-alive client with the bearer token."""
+    headers = {"Authorization": f"Bearer {token}"}
+    return httpx.Client(base_url=url, headers=headers, timeout=timeout_s)
+
+
+def submit_rate(
+    url: str, token: str, jobs: int, clients: int, body: Mapping[str, Any] = SINGLE
+) -> tuple[float, list[float]]:
+    """Jobs/s for ``jobs`` single submissions (``POST /v1/jobs``) spread over ``clients``
+    keep-alive connections, and every request's latency in seconds."""
+
+    def run(count: int) -> list[float]:
+        took = []
+        with api_client(url, token) as client:
+            for _ in range(count):
+                began = time.perf_counter()
+                client.post("/v1/jobs", json=dict(body)).raise_for_status()
+                took.append(time.perf_counter() - began)
+        return took
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        latencies = [t for part in pool.map(run, [jobs // clients] * clients) for t in part]
+    return len(latencies) / (time.perf_counter() - start), latencies
+
+
+def batch_rate(url: str, token: str, jobs: int, per_request: int = 1000) -> float:
+    """Jobs/s through ``POST /v1/jobs/batch``, ``per_request`` jobs per request."""
+    batch = {"jobs": [SINGLE] * per_request}
+    start = time.perf_counter()
+    with api_client(url, token) as client:
+        for _ in range(jobs // per_request):
+            client.post("/v1/jobs/batch", json=batch).raise_for_status()
+    return (jobs // per_request * per_request) / (time.perf_counter() - start)

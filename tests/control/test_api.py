@@ -86,9 +86,11 @@ def test_job_numbers_count_up_across_users(api: Api) -> None:
 
 
 def test_array_expands_to_tasks(api: Api) -> None:
-    jobs = api.submit("alice", array="0-9%2", gpus=1)
+    [array] = api.submit("alice", array="0-9%2", gpus=1)  # one record, as sbatch's one id
+    assert (array["id"], array["array"], array["array_index"]) == ("1", "0-9%2", None)
+    jobs = api.as_["alice"].get("/v1/jobs", params={"array": "1"}).json()
     assert [j["id"] for j in jobs] == [f"1_{i}" for i in range(10)]
-    assert {j["array_parent"] for j in jobs} == {"1"}
+    assert {(j["array_parent"], j["array"]) for j in jobs} == {("1", "0-9%2")}
     assert [j["array_index"] for j in jobs] == list(range(10))
     with api.store.session() as session:
         limits = set(session.scalars(select(JobRow.array_max_running)))
@@ -97,8 +99,9 @@ def test_array_expands_to_tasks(api: Api) -> None:
     assert [j["task_number"] for j in jobs] == [*range(2, 11), 1]
     assert api.submit("alice")[0]["id"] == "11"
     cancelled = api.as_["alice"].delete("/v1/jobs/1").json()  # the parent cancels every task
-    assert len(cancelled) == 10
-    assert {j["state"] for j in cancelled} == {"cancelled"}
+    assert [(j["id"], j["state"]) for j in cancelled] == [("1", "cancelled")]
+    tasks = api.as_["alice"].get("/v1/jobs", params={"array": "1"}).json()
+    assert {j["state"] for j in tasks} == {"cancelled"}
 
 
 def test_users_cannot_see_or_cancel_each_others_jobs(api: Api) -> None:
@@ -375,7 +378,7 @@ def test_slurm_fields_are_stored_and_shown(api: Api) -> None:
         assert (row.cpus_per_worker, row.mem_per_worker_gb) == (16, 64.0)
         assert row.requeue_on_failure is False  # --requeue is Slurm's: node failure, preemption
         assert row.env == {"PATH": "/opt/bin:/usr/bin", "LANG": "C.UTF-8"}
-    [array] = api.submit("alice", script="#!/bin/sh\n", command=None, array="0-1")[:1]
+    [array] = api.submit("alice", script="#!/bin/sh\n", command=None, array="0-1")
     assert array["output"] == "slurm-%A_%a.out"
     assert api.submit("alice", gpus=1)[0]["output"] is None  # a command job: the spool log
 

@@ -100,7 +100,8 @@ def test_hold_refusals(api: Api) -> None:
 
 
 def test_hold_an_array_holds_its_pending_tasks(api: Api) -> None:
-    tasks = api.submit("alice", array="0-3")
+    assert api.submit("alice", array="0-3") == ["1"]  # the array's record
+    tasks = api.ids("alice", array="1")
     api.set_row(tasks[0], state="running")
     status, held = api.post("alice", "/v1/jobs/1/hold")
     assert status == 200

@@ -44,6 +44,7 @@ from railyard.client.bounds import (
 from railyard.control import auth, jobs, logs, nodes, queues, users
 from railyard.control import schemas as s
 from railyard.control.accounts import RunAs
+from railyard.control.admission import admit
 from railyard.control.effects import wants_wake
 from railyard.control.errors import (
     Conflict,
@@ -63,6 +64,7 @@ from railyard.control.metrics_api import metrics_router
 from railyard.control.retries import RETRY_AFTER_S, RetryRoute
 from railyard.control.store import Store
 from railyard.control.tables import JobState, User
+from railyard.control.validation import validation_line
 
 if TYPE_CHECKING:
     from railyard.control.sweeps import AcrossChecks
@@ -140,7 +142,14 @@ def get_current_user(session: SessionDep, credentials: CredentialsDep, request: 
 
 
 CurrentUser = Annotated[User, Depends(get_current_user)]
-ContextDep = Annotated[Context, Depends(_ctx)]
+
+
+async def _context(request: Request) -> Context:
+    """``_ctx`` as an async dependency: no hop to a worker thread for it."""
+    return _ctx(request)
+
+
+ContextDep = Annotated[Context, Depends(_context)]
 QueuePath = Annotated[
     str, PathParam(max_length=MAX_QUEUE_NAME, pattern=QUEUE_NAME_PATTERN, description="a queue")
 ]
@@ -159,38 +168,33 @@ def whoami(session: SessionDep, user: CurrentUser) -> s.UserOut:
 def submit_job(
     spec: s.JobSubmit, session: SessionDep, user: CurrentUser, ctx: ContextDep
 ) -> list[s.JobOut]:
-    """Submit a job (or an array); returns one record per job id."""
+    """Submit a job or an array; one record either way (an array's: id ``1234``, ``array``
+    ``0-9999%2``, as sbatch prints one id); its tasks are ``GET /v1/jobs?array=1234``."""
     now = ctx.clock()
     flavors = ctx.known_flavors() if ctx.known_flavors else None
     rows = jobs.submit(
         session, user, spec, now, spool_dir=ctx.spool_dir, known_flavors=flavors, run_as=ctx.run_as
     )
-    return s.JobOut.from_submitted(rows, user.name, now)
+    return [s.JobOut.from_submitted(rows, user.name, now)]
 
 
 @v1.post("/jobs/batch", status_code=201)
 def submit_batch(
     batch: s.JobBatch, session: SessionDep, user: CurrentUser, ctx: ContextDep
 ) -> list[s.JobOut]:
-    """Submit up to 1,000 jobs at once, for tools and workflow engines; all or nothing."""
+    """Submit up to 1,000 jobs at once, all or nothing; one record per job, as ``/v1/jobs``."""
     now = ctx.clock()
     flavors = ctx.known_flavors() if ctx.known_flavors else None
-    out: list[s.JobOut] = []
+    admitted = []
     for i, spec in enumerate(batch.jobs):
         try:
-            rows = jobs.submit(
-                session,
-                user,
-                spec,
-                now,
-                spool_dir=ctx.spool_dir,
-                known_flavors=flavors,
-                run_as=ctx.run_as,
+            admitted.append(
+                admit(session, user, spec, now, known_flavors=flavors, run_as=ctx.run_as)
             )
         except Invalid as exc:  # name the element, so the one line says which job
             raise Invalid(f"jobs[{i}].{exc.field}", exc.message, exc.hint) from None
-        out += s.JobOut.from_submitted(rows, user.name, now)
-    return out
+    stored = jobs.store_admitted(session, user, admitted, now, ctx.spool_dir)
+    return [s.JobOut.from_submitted(rows, user.name, now) for rows in stored]
 
 
 @v1.get("/jobs")
@@ -450,7 +454,7 @@ def _install_errors(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        line, field = s.validation_line(list(exc.errors()))
+        line, field = validation_line(list(exc.errors()))
         return JSONResponse(error_body(line, field=field), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)

@@ -213,7 +213,7 @@ def inventory(config: UpConfig) -> tuple[list[Node], Node | None]:
     if config.blueprint is None:
         gpus = resolve_gpus(config.gpus)
         flavor = config.flavor or detected_flavor() or VIRTUAL_FLAVOR
-        # GiB, the unit a job's --mem is booked in (jobs.MIB_PER_GB), so the two compare
+        # GiB, the unit a job's --mem is booked in (admission.MIB_PER_GB), so the two compare
         mem_gb = (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) / 2**30
         node = this_machine(config.node_name, flavor, gpus, os.cpu_count() or 1, mem_gb)
         return [node], node
