@@ -16,9 +16,11 @@ from tests.control.loop_helpers import add_job, job, make_loop, seed_cluster, st
 
 from railyard.control.store import Store
 
-# Append "<job> <attempt>" to argv[1] after argv[2] seconds; exit with argv[3].
+# Touch argv[1].<job>.up, append "<job> <attempt>" to argv[1] after argv[2] seconds; exit with
+# argv[3].
 RUN = """
 import os, sys, time
+open(sys.argv[1] + "." + os.environ["RAILYARD_JOB_ID"] + ".up", "w").close()
 time.sleep(float(sys.argv[2]))
 with open(sys.argv[1], "a") as f:
     f.write(f"{os.environ['RAILYARD_JOB_ID']} {os.environ['RAILYARD_RESTART_COUNT']}\\n")
@@ -37,6 +39,9 @@ def test_losing_the_job_directory_runs_nothing_twice(
     ok = add_job(store, [sys.executable, "-c", RUN, str(out), "1.0", "0"])
     bad = add_job(store, [sys.executable, "-c", RUN, str(out), "1.0", "3"])
     step_until(first, lambda: set(states(store).values()) == {"running"})
+    # running commands, not only launched wrappers (which still read their task file there)
+    up = [tmp_path / f"out.{j}.up" for j in (ok, bad)]
+    step_until(first, lambda: all(p.exists() for p in up))
     del first
     gc.collect()
     shutil.rmtree(tmp_path / "jobs")
