@@ -115,15 +115,6 @@ class Fabric:
     def endpoint(self, node: int, nic: int) -> int:
         return int(self.node_nic_offset[node]) + nic
 
-    def switch_vertex(self, switch: int) -> int:
-        return self.num_endpoints + switch
-
-    def switches_in(self, tier: Tier) -> list[Switch]:
-        return [s for s in self.switches if s.tier == tier]
-
-    def links_in(self, tier: Tier) -> int:
-        return int(np.count_nonzero(self.link_tier == tier))
-
     @property
     def top_tier(self) -> Tier:
         return max((s.tier for s in self.switches), default=Tier.HOST)

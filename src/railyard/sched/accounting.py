@@ -6,7 +6,7 @@ exactly the same way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from railyard.sched.model import Job, Queue, RunningJob, Usage
@@ -59,10 +59,3 @@ def accrue_usage(
 def expand_array(job: Job, indices: Iterable[int]) -> list[Job]:
     """An array job becomes independent jobs `<id>_<index>` (Slurm's naming)."""
     return [replace(job, id=f"{job.id}_{i}", array_parent=job.id, array_index=i) for i in indices]
-
-
-def gpu_shares(usage_gpu_s: Mapping[str, float], names: Iterable[str]) -> dict[str, float]:
-    """Fraction of the summed usage per name; handy for reports and fair-share tests."""
-    wanted = list(names)
-    total = sum(usage_gpu_s.get(n, 0.0) for n in wanted)
-    return {n: (usage_gpu_s.get(n, 0.0) / total if total else 0.0) for n in wanted}

@@ -276,11 +276,6 @@ class RunningJob:
             cause = StopCause.NODE_DOWN if self.preempt_for == "NodeDown" else StopCause.PREEMPTED
             object.__setattr__(self, "stop_cause", cause)
 
-    def end_estimate_t_s(self, default_walltime_s: float | None = None) -> float:
-        """Estimated end; `inf` when the job has no estimate and no default applies."""
-        walltime_s = self.job.walltime_s if self.job.walltime_s is not None else default_walltime_s
-        return math.inf if walltime_s is None else self.start_t_s + walltime_s
-
     def lost_gpu_s(self, now_t_s: float) -> float:
         """GPU-seconds of work lost if stopped now: time since the last checkpoint (or start)."""
         since_t_s = max(self.start_t_s, self.last_checkpoint_t_s or self.start_t_s)

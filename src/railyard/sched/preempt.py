@@ -85,9 +85,6 @@ class Preemption:
         self._queue_searches: dict[str, int] = {}
         self.decisions: list[Preempt] = []
 
-    def waits_on_victims(self, job: Job) -> bool:
-        return job.id in self.signalled_for
-
     def preemptor_class(self, job: Job) -> Hashable:
         """What besides queue, priority and shape decides which victims a job may take: its
         service level under time slicing, its age while backfilled jobs might yield to it."""

@@ -68,9 +68,6 @@ class Engine:
         self._seq += 1
         heapq.heappush(self._heap, (t_s, int(event.kind), self._seq, event))
 
-    def peek_t_s(self) -> float | None:
-        return self._heap[0][0] if self._heap else None
-
     def stop(self) -> None:
         """Ask `run` to return after the current event."""
         self._stopped = True

@@ -106,10 +106,6 @@ class KernelModel:
             best = min(best, (waves * k + k_fill) * 2.0 * tm * tn / sm_flops_s)
         return best
 
-    def gemm_efficiency(self, m: float, n: float, k: float) -> float:
-        """Achieved fraction of the dense peak for one GEMM of this shape."""
-        return 2.0 * m * n * k / self.gemm_s(m, n, k) / self.peak_flops_s
-
     def gemm_fwd_bwd_s(self, m: float, n: float, k: float) -> tuple[float, float]:
         """Forward GEMM, and backward's data-gradient and weight-gradient GEMMs."""
         return self.gemm_s(m, n, k), self.gemm_s(m, k, n) + self.gemm_s(k, n, m)

@@ -8,13 +8,11 @@ stated assumption written in the row itself, never a number chosen to match the 
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import difflib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from railyard.blueprint.catalog import GPUS
 from railyard.blueprint.models import StorageSystem
@@ -95,11 +93,6 @@ class ValidationResult:
     @property
     def within_target(self) -> bool:
         return abs(self.error) <= self.target + 1e-9
-
-
-def load_reference(path: str | Path) -> list[dict[str, str]]:
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(fh))
 
 
 def _num(pattern: str, text: str, default: int | None = None) -> int:
