@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,11 +13,13 @@ from typing import Any
 
 import httpx
 
+from railyard.exec.launch import free_port as launch_free_port
+
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port below the ephemeral range, so a restart after kill -9 finds it free (an outgoing
+    connection of a Ray worker once took a port from bind-to-0 in that gap)."""
+    return launch_free_port("127.0.0.1")
 
 
 class ServerProcess:

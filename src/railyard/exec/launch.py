@@ -24,6 +24,7 @@ script and a task of a command job see the same variables.
 from __future__ import annotations
 
 import json
+import random
 import re
 import socket
 import sys
@@ -399,10 +400,34 @@ def wrapped_command(
     ]
 
 
+PORT_SPAN = 8000  # ports tried below the kernel's ephemeral range
+EPHEMERAL_RANGE_PATH = "/proc/sys/net/ipv4/ip_local_port_range"
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (bind to port 0). Another process may take it
-    before the ranks bind it; torchrun accepts the same race."""
+    """A TCP port free now, below the kernel's ephemeral range (``ip_local_port_range``), so
+    no outgoing connection of another process (Ray's workers open many) is given it in the
+    seconds before the ranks bind it; Slurm's ``MpiParams=ports=`` keeps MPI ports apart for
+    the same reason. Any free port (bind to 0) when none is free there."""
+    low = _ephemeral_low()
+    first = max(1024, low - PORT_SPAN)
+    for port in random.sample(range(first, low), min(64, max(0, low - first))):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        any_port: int = sock.getsockname()[1]
+        return any_port
+
+
+def _ephemeral_low() -> int:
+    """The first port the kernel hands out to outgoing connections (Linux; 32768 elsewhere)."""
+    try:
+        with open(EPHEMERAL_RANGE_PATH) as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
