@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from railyard.exec.logread import LogRefused, LogSource, outputs_record_path, read_chunk
+from railyard.exec.logread import LogRefused, LogSource, read_chunk
+from railyard.exec.outputs import outputs_record_path
 from railyard.exec.taskfile import Task
 
 

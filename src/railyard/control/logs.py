@@ -11,7 +11,8 @@ from pathlib import Path
 from railyard.control.errors import Forbidden
 from railyard.control.paths import log_path
 from railyard.control.tables import JobRow
-from railyard.exec.logread import LogRefused, LogSource, outputs_record_path, read_chunk
+from railyard.exec.logread import LogRefused, LogSource, read_chunk
+from railyard.exec.outputs import outputs_record_path
 from railyard.exec.protocol import ExecutorError
 
 LOG_CHUNK_BYTES = 1 << 20

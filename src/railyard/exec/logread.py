@@ -24,20 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from railyard.exec.identity import Account
-from railyard.exec.outputs import outputs_record_path, record_outputs
-
-__all__ = [  # the record's helpers moved to `exec.outputs`; still offered here
-    "OPEN_FLAGS",
-    "OPEN_TIMEOUT_S",
-    "LogRefused",
-    "LogSource",
-    "open_as",
-    "open_under",
-    "outputs_record_path",
-    "read_chunk",
-    "record_outputs",
-    "recorded_outputs",
-]
 
 OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 OPEN_TIMEOUT_S = 10.0  # a path on a hung file system: the reader gives up, the server goes on

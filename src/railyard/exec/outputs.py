@@ -11,8 +11,9 @@ import json
 import os
 from pathlib import Path
 
+from railyard.exec.attempt import EXIT_SUFFIX
+
 OUTPUTS_SUFFIX = ".outputs.json"
-EXIT_SUFFIX = ".exit.json"
 
 
 def outputs_record_path(exit_path: Path) -> Path:
