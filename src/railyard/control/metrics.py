@@ -14,8 +14,7 @@ guide (https://prometheus.io/docs/practices/naming/).
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
@@ -40,11 +39,11 @@ from railyard.control.tables import (
     QueueRow,
     UsageRow,
 )
+from railyard.control.usecases.overview import pending_counts
+from railyard.control.usecases.queueviews import entitlements
 from railyard.probe import GpuReading
 from railyard.sched import NodeState
 from railyard.sched.quota import QuotaTree
-
-_REASON_WORD = re.compile(r"[A-Za-z]+")
 
 
 @dataclass(frozen=True)
@@ -165,26 +164,10 @@ def _jobs(session: Session, queue_names: list[str]) -> Iterator[Metric]:
         "Pending jobs by queue and why they wait (squeue's reason; None before the first cycle).",
         labels=["queue", "reason"],
     )
-    reasons: dict[tuple[str, str], int] = {}
-    rows = session.execute(
-        select(JobRow.queue, JobRow.reason, func.count())
-        .where(JobRow.state == JobState.PENDING.value)
-        .group_by(JobRow.queue, JobRow.reason)
-    )
-    for queue, reason, count in rows:
-        key = (queue, reason_label(reason))
-        reasons[key] = reasons.get(key, 0) + int(count)
+    reasons = pending_counts(session)
     for (queue, reason), count in sorted(reasons.items()):
         pending.add_metric([queue, reason], count)
     yield pending
-
-
-def reason_label(reason: str) -> str:
-    """The reason's leading word ("Resources", "Priority", "QOSGrpGRES"...), so a detail in
-    the stored text never makes a label value of its own; "None" for a job not yet looked at
-    (Slurm's word for it)."""
-    found = _REASON_WORD.match(reason.strip())
-    return found.group(0)[:64] if found else "None"
 
 
 def _gpus(session: Session, queues: list[QueueRow]) -> Iterator[Metric]:
@@ -261,22 +244,6 @@ def _fairshare(session: Session, queues: list[QueueRow]) -> Iterator[Metric]:
     for name, ratio in entitlements(queues).items():
         entitled.add_metric([name], ratio)
     yield from (usage, user_usage, share, entitled)
-
-
-def entitlements(queues: Iterable[QueueRow]) -> dict[str, float]:
-    """Per queue, the product over its path of weight / sum of its siblings' weights."""
-    tree = QuotaTree([to_queue(q) for q in queues])
-    weight = {n: q.weight for n, q in tree.queues.items()}
-    siblings: dict[str | None, float] = {}
-    for name, parent in tree.parent.items():
-        siblings[parent] = siblings.get(parent, 0.0) + weight[name]
-    out = {}
-    for name, path in sorted(tree.paths.items()):
-        share = 1.0
-        for q in path:
-            share *= weight[q] / siblings[tree.parent[q]]
-        out[name] = share
-    return out
 
 
 def _nodes(session: Session) -> Iterator[Metric]:

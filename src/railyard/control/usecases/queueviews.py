@@ -1,0 +1,51 @@
+"""The queues page: each queue the actor may see (`queues.list_queues` decides which) with its
+share of the cluster's fair-share usage and its entitlement. `entitlements` is the one
+definition, which ``/metrics`` serves too."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from railyard.control import queues
+from railyard.control.convert import to_queue
+from railyard.control.schemas import QueueOut
+from railyard.control.tables import QueueRow, UsageRow, User
+from railyard.sched.quota import QuotaTree
+
+
+@dataclass(frozen=True)
+class QueueShare:
+    queue: QueueOut
+    usage_ratio: float  # the queue subtree's decayed GPU-seconds over the top-level queues'
+    entitlement: float  # its fair share of the whole cluster
+
+
+def queue_shares(session: Session, actor: User) -> list[QueueShare]:
+    shown = queues.list_queues(session, actor)
+    share = entitlements(session.scalars(select(QueueRow)))
+    usage = {u.key.removeprefix("queue:"): u.gpu_s for u in session.scalars(
+        select(UsageRow).where(UsageRow.key.like("queue:%")))}  # fmt: skip
+    total_use = sum(usage.get(k, 0.0) for k in usage if "/" not in k) or 1.0
+    return [
+        QueueShare(q, usage.get(q.name, 0.0) / total_use, share.get(q.name, 0.0)) for q in shown
+    ]
+
+
+def entitlements(rows: Iterable[QueueRow]) -> dict[str, float]:
+    """Per queue, the product over its path of weight / sum of its siblings' weights."""
+    tree = QuotaTree([to_queue(q) for q in rows])
+    weight = {n: q.weight for n, q in tree.queues.items()}
+    siblings: dict[str | None, float] = {}
+    for name, parent in tree.parent.items():
+        siblings[parent] = siblings.get(parent, 0.0) + weight[name]
+    out = {}
+    for name, path in sorted(tree.paths.items()):
+        share = 1.0
+        for q in path:
+            share *= weight[q] / siblings[tree.parent[q]]
+        out[name] = share
+    return out
