@@ -17,25 +17,39 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from railyard.control import jobs, logs, nodes, queues
-from railyard.control.errors import ServiceError
-from railyard.control.health import LoopStatus, loop_status
-from railyard.control.metrics import entitlements
-from railyard.control.tables import EventRow, JobRow, JobState, QueueRow, UsageRow, User
+from railyard.control import jobs, nodes
+from railyard.control.errors import Forbidden, Invalid, NotFound, ServiceError
+from railyard.control.usecases.fabric import fabric_view
+from railyard.control.usecases.history import history
+from railyard.control.usecases.jobviews import (
+    JobDetail,
+    JobFilters,
+    JobLine,
+    job_detail,
+    job_filters,
+    job_lines,
+    read_job_log,
+)
+from railyard.control.usecases.overview import (
+    LoopReport,
+    gpus_by_flavor,
+    loop_report,
+    pending_by_reason,
+)
+from railyard.control.usecases.queueviews import queue_shares
+from railyard.control.usecases.whatif import expected_starts
 from railyard.sched import SchedulerConfig
 from railyard.web import assets, fabric, login
-from railyard.web import figures as fig
+from railyard.web.figures import sparkline
 from railyard.web.headers import SecureRoute
 from railyard.web.login import LOGIN_PATH, form, refused
 from railyard.web.page import button, esc, page, table
 from railyard.web.session import COOKIE, Viewer, cross_site, csrf_ok, drop_cookie, viewer
-from railyard.web.whatif import expected_starts
+from railyard.web.whatif import twin
 
 PAGE_ROWS = 50
-STATES = [s.value for s in JobState]
 
 
 def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
@@ -43,6 +57,7 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
     route is a `SecureRoute`; `GET /` leads to it."""
     r = APIRouter(prefix="/ui", include_in_schema=False, route_class=SecureRoute)
     policy = scheduler or SchedulerConfig()
+    simulate = twin(policy)
 
     def context(request: Request) -> Any:
         return request.app.state.railyard
@@ -67,23 +82,22 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
     # -- pages --------------------------------------------------------------------------------
 
     def overview(request: Request, session: Session, who: Viewer, now: float) -> Response:
-        flavors = fig.gpus_by_flavor(session)
+        flavors = gpus_by_flavor(session)
         rows = [[esc(f.flavor), _n(f.total), _n(f.in_use), _n(f.free), _n(f.draining),
                  _n(f.down)] for f in flavors]  # fmt: skip
-        reasons = fig.pending_by_reason(session, None if who.admin else who.user.id)
-        util, waiting = fig.history(session, now, sum(f.total for f in flavors))
+        reasons = pending_by_reason(session, who.user)
+        util, waiting = history(session, now, sum(f.total for f in flavors))
         mine = "" if who.admin else " (yours)"
-        health = context(request).loop_health
-        loop = loop_status(session, health, now) if health is not None else None
+        loop = loop_report(session, context(request).loop_health, who.user, now)
         body = (
-            (_loop_box(loop, who.admin) if loop is not None else "")
+            (_loop_box(loop) if loop is not None else "")
             + "<h2>GPUs by flavor</h2>"
             + table(("flavor", "total", "in use", "free", "draining", "down"), rows)
             + f"<h2>Pending jobs by reason{mine}</h2>"
             + (table(("reason", "jobs"), [[esc(k), _n(v)] for k, v in reasons])
                if reasons else "<p class=muted>none waiting</p>")
-            + fig.sparkline(util, label="GPU utilization", percent=True)
-            + fig.sparkline(waiting, label="pending jobs (all users)")
+            + sparkline(util, label="GPU utilization", percent=True)
+            + sparkline(waiting, label="pending jobs (all users)")
         )  # fmt: skip
         return page("Overview", body, user=who.user.name, active="/ui/", csrf=who.csrf)
 
@@ -94,19 +108,19 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
         owner = (q.get("user") or None) if who.admin else None
         offset = max(0, _int(q.get("offset"), 0))
         try:
-            found = jobs.list_jobs(
-                session, who.user, states=[state] if state else None, queue=queue, user=owner,
-                now_t_s=now, limit=PAGE_ROWS + 1, offset=offset, newest_first=True,
+            found = job_lines(
+                session, who.user, state=state, queue=queue, user=owner, now_t_s=now,
+                limit=PAGE_ROWS + 1, offset=offset,
             )  # fmt: skip
         except ServiceError as exc:
             return page("Jobs", f'<p class="err">{esc(exc)}</p>', user=who.user.name,
                         status=422, csrf=who.csrf)  # fmt: skip
-        rows = [_job_row(row, name, now) for row, name in found[:PAGE_ROWS]]
+        rows = [_job_row(line) for line in found[:PAGE_ROWS]]
         tbody = table(("job", "name", "user", "queue", "state", "GPUs", "placement", "reason"),
                       rows, tbody_id="jobs")  # fmt: skip
         if q.get("partial"):
             return HTMLResponse(tbody)
-        filters = _filters(session, who, state, queue, owner)
+        filters = _filters(job_filters(session, who.user), state, queue, owner)
         more = ""
         if len(found) > PAGE_ROWS:
             args = {k: v for k, v in q.items() if k != "partial"} | {"offset": offset + PAGE_ROWS}
@@ -116,22 +130,17 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
 
     def fabric_page(request: Request, session: Session, who: Viewer, now: float) -> Response:
         focus = request.query_params.get("job") or None
-        body = fabric.render(session, who, focus)
+        body = fabric.render(fabric_view(session, who.user, focus), who, focus)
         return page("Fabric", body, user=who.user.name, active="/ui/fabric", csrf=who.csrf)
 
     def queues_page(request: Request, session: Session, who: Viewer, now: float) -> Response:
-        shown = queues.list_queues(session, who.user)
-        share = entitlements(session.scalars(select(QueueRow)))
-        usage = {u.key.removeprefix("queue:"): u.gpu_s for u in session.scalars(
-            select(UsageRow).where(UsageRow.key.like("queue:%")))}  # fmt: skip
-        total_use = sum(usage.get(k, 0.0) for k in usage if "/" not in k) or 1.0
         rows = []
-        for q in shown:
-            used = usage.get(q.name, 0.0)
+        for found in queue_shares(session, who.user):
+            q = found.queue
             rows.append([
                 esc(q.name), esc(q.parent or ""), _quota(q.nominal_gpus), _quota(q.used_gpus),
                 _quota(q.borrowed_gpus), _quota(q.lending_limit_gpus) or "-",
-                f"{used / total_use:.0%}", f"{share.get(q.name, 0.0):.0%}",
+                f"{found.usage_ratio:.0%}", f"{found.entitlement:.0%}",
                 _n(q.pending_jobs), _n(q.running_jobs),
             ])  # fmt: skip
         body = (
@@ -144,7 +153,7 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
 
     def whatif_page(request: Request, session: Session, who: Viewer, now: float) -> Response:
         began = time.perf_counter()
-        found = expected_starts(session, policy, now, user_id=None if who.admin else who.user.id)
+        found = expected_starts(session, who.user, now, simulate)
         took = time.perf_counter() - began
         rows = [[f'<a href="/ui/jobs/{esc(e.job_id)}">{esc(e.job_id)}</a>', esc(e.queue),
                  esc(e.user), _n(e.gpus),
@@ -161,15 +170,15 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
 
     def job_page(request: Request, session: Session, who: Viewer, now: float) -> Response:
         job_id = request.path_params["job_id"]
-        row = session.get(JobRow, job_id)
-        if row is None:
+        try:
+            found = job_detail(session, who.user, job_id, now)
+        except NotFound:
             return page("No such job", f"<p>No job {esc(job_id)}.</p>", user=who.user.name,
                         status=404, csrf=who.csrf)  # fmt: skip
-        if not who.admin and row.user_id != who.user.id:
+        except Forbidden:
             return page("Not yours", f"<p>Job {esc(job_id)} belongs to another user.</p>",
                         user=who.user.name, status=403, csrf=who.csrf)  # fmt: skip
-        owner = session.get(User, row.user_id)
-        detail = _job_detail(session, row, owner, who, now)
+        detail = _job_detail(found, who)
         return page(f"Job {job_id}", detail, user=who.user.name, active="/ui/jobs",
                     csrf=who.csrf)  # fmt: skip
 
@@ -185,19 +194,16 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
             who = viewer(request, session, ctx.clock())
             if who is None:
                 return JSONResponse({"detail": "log in first"}, status_code=401)
-            row = session.get(JobRow, job_id)
-            if row is None or (not who.admin and row.user_id != who.user.id):
-                return JSONResponse({"detail": "not your job"}, status_code=403)
-            paths = logs.log_paths(row, ctx.spool_dir)
-            if not 0 <= rank < len(paths) or offset < 0:
-                return JSONResponse({"detail": "no such rank"}, status_code=422)
             try:
-                text, new = logs.read_rank_log(row, rank, paths[rank], offset, ctx.spool_dir,
-                                               ctx.remote_log)  # fmt: skip
+                piece = read_job_log(session, who.user, job_id, rank, offset, ctx.spool_dir,
+                                     ctx.remote_log)  # fmt: skip
+            except Invalid as exc:
+                return JSONResponse({"detail": str(exc)}, status_code=422)
             except ServiceError as exc:
                 return JSONResponse({"detail": str(exc)}, status_code=403)
-            finished = JobState(row.state).finished and new == offset
-            return JSONResponse({"text": text, "offset": new, "finished": finished})
+            return JSONResponse(
+                {"text": piece.text, "offset": piece.offset, "finished": piece.finished}
+            )
 
     # -- actions ------------------------------------------------------------------------------
 
@@ -283,18 +289,11 @@ def _missing() -> HTMLResponse:
     return page("Not found", "<p>No such page.</p>", user=None, status=404)
 
 
-def _loop_box(status: LoopStatus, admin: bool) -> str:
-    """The scheduler loop as /healthz judges it; stuck jobs' ids for an admin only (a user
-    never sees another user's job named)."""
-    if status.ok:
+def _loop_box(report: LoopReport) -> str:
+    """The scheduler loop as /healthz judges it, in the lines this viewer may read."""
+    if report.ok:
         return "<p class=muted>scheduler loop: ok</p>"
-    if admin:
-        lines = list(status.problems)
-    else:  # the loop's own lines; stuck jobs as counts by state
-        lines = [p for p in status.problems if "stuck past their deadline" not in p]
-        stuck = ", ".join(f"{n} {state}" for state, n in sorted(status.stuck.by_state.items()) if n)
-        lines += [f"scheduler loop: {status.stuck.total} jobs stuck ({stuck})"] if stuck else []
-    items = "".join(f"<li>{esc(line)}</li>" for line in lines)
+    items = "".join(f"<li>{esc(line)}</li>" for line in report.lines)
     return f"<h2>Scheduler loop: failing</h2><ul class=loop-problems>{items}</ul>"
 
 
@@ -324,15 +323,14 @@ def _placement(placement: dict[str, list[int]] | None) -> str:
     return " ".join(f"{n}:{','.join(map(str, g))}" for n, g in (placement or {}).items())
 
 
-def _job_row(row: JobRow, user: str, now: float) -> list[str]:
-    link = f'<a href="/ui/jobs/{esc(row.id)}">{esc(row.id)}</a>'
-    state = f'<span class="state-{esc(row.state)}">{esc(row.state)}</span>'
-    return [link, esc(row.name), esc(user), esc(row.queue), state,
-            _n(row.workers * row.gpus_per_worker), esc(_placement(row.placement)),
-            esc(row.reason)]  # fmt: skip
+def _job_row(line: JobLine) -> list[str]:
+    link = f'<a href="/ui/jobs/{esc(line.id)}">{esc(line.id)}</a>'
+    state = f'<span class="state-{esc(line.state)}">{esc(line.state)}</span>'
+    return [link, esc(line.name), esc(line.user), esc(line.queue), state, _n(line.gpus),
+            esc(_placement(line.placement)), esc(line.reason)]  # fmt: skip
 
 
-def _filters(session: Session, who: Viewer, state: str | None, queue: str | None,
+def _filters(choices: JobFilters, state: str | None, queue: str | None,
              owner: str | None) -> str:  # fmt: skip
     def select_box(name: str, values: list[str], current: str | None) -> str:
         options = "".join(
@@ -342,58 +340,49 @@ def _filters(session: Session, who: Viewer, state: str | None, queue: str | None
         )
         return f'<label>{name} <select name="{name}">{options}</select></label> '
 
-    names = sorted(session.scalars(select(QueueRow.name)))
-    users = sorted(session.scalars(select(User.name))) if who.admin else []
-    boxes = select_box("state", STATES, state) + select_box("queue", names, queue)
-    if who.admin:
-        boxes += select_box("user", users, owner)
+    boxes = select_box("state", choices.states, state) + select_box("queue", choices.queues, queue)
+    if choices.users:
+        boxes += select_box("user", choices.users, owner)
     return f'<form method="get" action="/ui/jobs">{boxes}<button>Filter</button></form>'
 
 
-def _job_detail(session: Session, row: JobRow, owner: User | None, who: Viewer,
-                now: float) -> str:  # fmt: skip
-    ran = None
-    if row.start_t_s is not None:
-        ran = (row.end_t_s or now) - row.start_t_s
+def _job_detail(job: JobDetail, who: Viewer) -> str:
+    line = job.line
+    env = job.env_names
     facts = [
-        ("state", f'<span class="state-{esc(row.state)}">{esc(row.state)}</span>'),
-        ("reason", esc(row.reason)), ("queue", esc(row.queue)),
-        ("user", esc(owner.name if owner else "?")), ("Unix account", esc(row.unix_user)),
-        ("GPUs", f"{row.workers} x {row.gpus_per_worker} {esc(row.flavor)}"),
-        ("placement", esc(_placement(row.placement)) or "-"),
-        ("restarts", f"{row.restart_count} of at most {row.max_restarts}"),
-        ("run time", _duration(ran) if ran is not None else "-"),
-        ("time limit", _duration(row.walltime_s) if row.walltime_s else "none"),
-        ("command", f"<code>{esc(' '.join(row.command))}</code>" if not row.script
+        ("state", f'<span class="state-{esc(line.state)}">{esc(line.state)}</span>'),
+        ("reason", esc(line.reason)), ("queue", esc(line.queue)),
+        ("user", esc(line.user)), ("Unix account", esc(job.unix_user)),
+        ("GPUs", f"{job.workers} x {job.gpus_per_worker} {esc(job.flavor)}"),
+        ("placement", esc(_placement(line.placement)) or "-"),
+        ("restarts", f"{job.restart_count} of at most {job.max_restarts}"),
+        ("run time", _duration(job.run_s) if job.run_s is not None else "-"),
+        ("time limit", _duration(job.walltime_s) if job.walltime_s else "none"),
+        ("command", f"<code>{esc(' '.join(job.command))}</code>" if job.command is not None
          else "batch script"),
-        ("environment", esc(f"{len(row.env)} variables exported: "
-                            + ", ".join(sorted(row.env)[:12])
-                            + (", ..." if len(row.env) > 12 else ""))),
+        ("environment", esc(f"{len(env)} variables exported: " + ", ".join(env[:12])
+                            + (", ..." if len(env) > 12 else ""))),
     ]  # fmt: skip
     summary = table(("", ""), [[esc(k), v] for k, v in facts])
-    events = session.scalars(
-        select(EventRow).where(EventRow.job_id == row.id).order_by(EventRow.t_s, EventRow.id)
-    ).all()
     history = table(("when", "what", ""), [[
         esc(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.t_s))), esc(e.kind),
-        esc(e.message)] for e in events[-100:]])  # fmt: skip
+        esc(e.message)] for e in job.events])  # fmt: skip
     actions = ""
-    if not JobState(row.state).finished:
-        actions = button(f"/ui/jobs/{row.id}/cancel", "Cancel", who.csrf,
-                         confirm=f"Cancel job {row.id}?")  # fmt: skip
-        if row.state == JobState.PENDING.value:
-            verb = "release" if row.hold else "hold"
-            actions += " " + button(f"/ui/jobs/{row.id}/{verb}", verb.title(), who.csrf,
-                                    confirm=f"{verb.title()} job {row.id}?")  # fmt: skip
-    ranks = max(1, len((row.handle or {}).get("workers") or []))
-    options = "".join(f'<option value="{i}">{i}</option>' for i in range(ranks))
+    if not job.finished:
+        actions = button(f"/ui/jobs/{line.id}/cancel", "Cancel", who.csrf,
+                         confirm=f"Cancel job {line.id}?")  # fmt: skip
+        if job.pending:
+            verb = "release" if job.hold else "hold"
+            actions += " " + button(f"/ui/jobs/{line.id}/{verb}", verb.title(), who.csrf,
+                                    confirm=f"{verb.title()} job {line.id}?")  # fmt: skip
+    options = "".join(f'<option value="{i}">{i}</option>' for i in range(job.ranks))
     gpus = (
         "<p class=muted>Per-GPU figures of this job (utilization, memory, power) are served "
         "under dcgm-exporter's names at /metrics where NVML is present.</p>"
     )
     return (
         summary + f"<p>{actions}</p>"
-        + f'<p><a href="/ui/fabric?job={esc(row.id)}">Where its ranks sit</a></p>'
+        + f'<p><a href="/ui/fabric?job={esc(line.id)}">Where its ranks sit</a></p>'
         + "<h2>History</h2>" + history + "<h2>GPU metrics</h2>" + gpus
         + f'<h2>Logs</h2><label>rank <select id="rank">{options}</select></label>'
         + '<pre class="log" id="log"></pre>'

@@ -21,7 +21,7 @@ from fastapi import Request, Response
 from sqlalchemy.orm import Session
 
 from railyard.control import uisessions
-from railyard.control.tables import User
+from railyard.control.usecases.actor import Actor
 
 COOKIE = "railyard_session"
 LOGIN_COOKIE = "railyard_login"
@@ -33,7 +33,7 @@ SAME_ORIGIN = ("same-origin", "none")  # Sec-Fetch-Site values of our own pages 
 class Viewer:
     """Who is looking: the user, and the CSRF value their forms carry."""
 
-    user: User
+    user: Actor
     csrf: str
 
     @property
