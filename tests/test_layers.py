@@ -90,3 +90,46 @@ def test_the_client_imports_the_standard_library_only() -> None:
 def test_client_commands_reach_the_server_through_the_client(module: str) -> None:
     bad = _railyard_imports(SRC / "cli" / f"{module}.py") - {"client", "cli"}
     assert not bad, f"cli/{module}.py imports railyard.{sorted(bad)}"
+
+
+# The dashboard reads the store through control's use-cases only (issue 22): never the tables,
+# the row converters, /healthz or /metrics internals, nor SQL of its own, so who-may-see-what
+# is decided in one place for the API and the pages alike.
+WEB_MAY_USE = {"usecases", "jobs", "logs", "nodes", "queues", "uisessions", "errors", "schemas"}
+SESSION_QUERIES = {"execute", "scalars", "scalar", "get", "query", "add", "delete", "merge"}
+
+
+def _dashboard_breaches(path: Path) -> list[str]:
+    """Each import of control beyond WEB_MAY_USE, each use of SQLAlchemy but the Session type
+    it passes on, and each query run on a variable named ``session``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            modules = [(alias.name, "") for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules = [(node.module, alias.name) for alias in node.names]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "session"
+            and node.func.attr in SESSION_QUERIES
+        ):
+            found.append(f"line {node.lineno}: session.{node.func.attr}(...)")
+            continue
+        else:
+            continue
+        for module, name in modules:
+            parts = module.split(".") + ([name] if name else [])
+            if parts[:2] == ["railyard", "control"]:
+                if len(parts) < 3 or parts[2] not in WEB_MAY_USE:
+                    found.append(f"line {node.lineno}: {'.'.join(parts)}")
+            elif parts[0] == "sqlalchemy" and parts != ["sqlalchemy", "orm", "Session"]:
+                found.append(f"line {node.lineno}: {'.'.join(parts)}")
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(p.name for p in (SRC / "web").glob("*.py")))
+def test_the_dashboard_reads_through_use_cases_only(module: str) -> None:
+    bad = _dashboard_breaches(SRC / "web" / module)
+    assert not bad, f"web/{module}: {bad}"
