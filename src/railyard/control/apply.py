@@ -21,7 +21,7 @@ from railyard.control.convert import NODE_DOWN, TIME_LIMIT_REASON, usage_keys
 from railyard.control.effects import record
 from railyard.control.tables import JobRow, JobState, NodeRow, UsageRow
 from railyard.control.world import Seen
-from railyard.sched import NodeState, Usage
+from railyard.sched import NodeState, StopCause, Usage
 from railyard.sched.lifecycle import Settlement, StepPlan
 
 REASON_CHUNK = 5000  # ids one reason UPDATE sends (SQLite allows 32,766 variables)
@@ -81,6 +81,7 @@ def write_plan(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> 
             (JobState.RUNNING.value, JobState.STARTING.value),
             state=JobState.CANCELLING.value,
             reason=TIME_LIMIT_REASON,
+            stop_cause=StopCause.TIME_LIMIT.value,
             updated_t_s=now_t_s,
         )
         if ok:
@@ -126,6 +127,7 @@ def _settle(
                 start_t_s=None,
                 preempt_for=None,
                 preempt_deadline_t_s=None,
+                stop_cause=None,
                 last_checkpoint_t_s=None,
                 warned=False,
                 nominated=False,
@@ -195,6 +197,7 @@ def _decisions(session: Session, plan: StepPlan, seen: Seen, now_t_s: float, out
             state=JobState.PREEMPTING.value,
             preempt_for=p.for_job_id,
             preempt_deadline_t_s=now_t_s + p.grace_s,
+            stop_cause=StopCause.PREEMPTED.value,
             reason=why,
             updated_t_s=now_t_s,
         )
@@ -209,6 +212,7 @@ def _decisions(session: Session, plan: StepPlan, seen: Seen, now_t_s: float, out
             state=JobState.PREEMPTING.value,
             preempt_for=NODE_DOWN,
             preempt_deadline_t_s=now_t_s,
+            stop_cause=StopCause.NODE_DOWN.value,
             reason=rq.reason,
             updated_t_s=now_t_s,
         )
