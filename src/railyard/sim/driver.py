@@ -31,13 +31,13 @@ from railyard.sched import (
     StopCause,
     Usage,
 )
+from railyard.sched.history import RuntimeHistory
 from railyard.sched.lifecycle import (
-    EndState,
     ExitKind,
-    RuntimeHistory,
     Settlement,
     StepInput,
     StepPlan,
+    history_run,
     time_limits,
 )
 from railyard.sched.lifecycle import step as lifecycle_step
@@ -135,9 +135,7 @@ class _Run:
         self.nominated: set[str] = set()
         self.records: dict[str, JobRecord] = {}
         self.jobs: dict[str, Job] = {}
-        self.history = RuntimeHistory()
-        self.history_changed = False
-        self.predicted: dict[tuple[str, str | None], float] = {}
+        self.history = RuntimeHistory.of(cfg.scheduler)
         self.busy_gpus = 0
         self.timeline: list[tuple[float, int, int, int]] = []
         self.queue_gpu_s: dict[str, float] = {}
@@ -334,7 +332,7 @@ class _Run:
                     now,
                     self.usage,
                     self.last_accrual_t_s,
-                    self._predictions(),
+                    self.history.predictions_at(now),
                     self.cfg.keep_submit_time,
                     no_deadline_before_t_s=self.deadline_at,
                     health=self.health.input() if self.health is not None else None,
@@ -351,12 +349,6 @@ class _Run:
         if not self.cfg.skip_idle_ticks:
             self._want_tick(now)
         self._report_progress()
-
-    def _predictions(self) -> dict[tuple[str, str | None], float]:
-        if self.history_changed and self.cfg.scheduler.estimate_from_history:
-            self.predicted = dict(self.history.predictions)  # a step must see a fixed copy
-            self.history_changed = False
-        return self.predicted
 
     def _apply(self, now: float, plan: StepPlan) -> None:
         self.usage = plan.usage
@@ -454,9 +446,9 @@ class _Run:
         rec.state = end.value
         self.done += 1
         self._note(now, EventKind.END, job_id)
-        if end is EndState.COMPLETED and r.job.restart_count == 0:
-            self.history.record(q, r.job.user, end_t_s - r.start_t_s)
-            self.history_changed = True
+        run = history_run(s, r, now)
+        if run is not None:
+            self.history.record(*run)
 
     # -- the world: failures, repairs, admins -----------------------------------------------------
 
