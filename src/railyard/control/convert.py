@@ -33,9 +33,6 @@ from railyard.sched import (
 from railyard.sched.dependencies import parse_dependency
 from railyard.sched.model import Dependency, DependencyKind
 
-NODE_DOWN = "NodeDown"  # `preempt_for` of a job stopped because its node is down
-TIME_LIMIT_REASON = "TimeLimit"  # `reason` shown for a job stopped at its time limit
-
 log = logging.getLogger("railyard.loop")
 
 

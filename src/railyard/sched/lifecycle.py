@@ -43,6 +43,7 @@ from railyard.sched.model import (
     Usage,
 )
 from railyard.sched.snapshot import CycleCache
+from railyard.sched.stops import Stop, stop_intents
 
 
 class ExitKind(StrEnum):
@@ -302,6 +303,9 @@ class StepPlan:
     checks: tuple[str, ...] = ()  # nodes whose health check starts now (idle, due)
     next_check_t_s: float = math.inf  # when the next periodic check falls due
     group_check: tuple[str, ...] = ()  # an across-node check's group, idle now: start it
+    stops: tuple[Stop, ...] = ()
+    """Every stop this step asks for, typed (`sched.stops`): time limits (also in `stop`),
+    preemptions and node-down requeues (also in `result`); a driver acts on these alone."""
 
     @property
     def reasons(self) -> dict[str, Reason]:
@@ -388,6 +392,7 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
         checks=checks,
         next_check_t_s=check_t_s,
         group_check=group,
+        stops=stop_intents(limits.stop, result),
     )
 
 

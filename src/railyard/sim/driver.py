@@ -357,24 +357,15 @@ class _Run:
             self._settled(now, s)
         for job_id in plan.warn:
             self.running[job_id] = replace(self.running[job_id], warned=True)
-        for job_id in plan.stop:
-            self.running[job_id] = replace(self.running[job_id], stop_cause=StopCause.TIME_LIMIT)
-            self.executor.cancel(job_id)
+        for stop in plan.stops:
+            self.running[stop.job_id] = stop.applied(self.running[stop.job_id])
+            if stop.handshake:
+                self.records[stop.job_id].preemptions += 1
+                self._note(now, EventKind.PREEMPT_SIGNAL, stop.job_id)
+                self.executor.request_checkpoint_stop(stop.job_id, stop.grace_s)
+            else:
+                self.executor.cancel(stop.job_id)
         result = plan.result
-        for p in result.preemptions:
-            r = self.running[p.job_id]
-            self.running[p.job_id] = replace(
-                r, preempt_for=p.for_job_id, stop_cause=StopCause.PREEMPTED
-            )
-            self.records[p.job_id].preemptions += 1
-            self._note(now, EventKind.PREEMPT_SIGNAL, p.job_id)
-            self.executor.request_checkpoint_stop(p.job_id, p.grace_s)
-        for rq in result.requeues:
-            r = self.running[rq.job_id]
-            self.running[rq.job_id] = replace(
-                r, preempt_for=rq.reason, stop_cause=StopCause.NODE_DOWN
-            )
-            self.executor.cancel(rq.job_id)
         for start in result.starts:
             self._start(now, start)
         for job_id in self.nominated - result.nominated:
