@@ -12,10 +12,20 @@ Scenario on two 4-GPU nodes, one queue that opted in to priority preemption:
 - `4` (1 GPU, limit 60 s, needs 500 s) ends TIMEOUT;
 - n1 drained at 20 takes no new work while `5` runs on; drained at 600, it is DRAINED at once;
 - `5` (1 GPU, at most 1 restart) is hit by both failures of n1 and ends NODE_FAIL.
+
+A second scenario estimates run times from history (`sched.history`), where the two drivers
+once refreshed predictions differently (the simulator after every completion, the loop every
+60 s), on one 4-GPU node:
+- `1` (1 GPU, 20 s, no limit) completes at 20: alice's runs now take 20 s;
+- `2` (3 GPUs, limit 200 s, needs 500 s) ends TIMEOUT at 200 and adds nothing to the history;
+- `3` (4 GPUs, no limit) waits from 30 for `2`'s limit: its reservation is at 200;
+- `4` (1 GPU, no limit, 30 s) backfills at 40 on the history's 20 s estimate (ending at 60,
+  before the reservation); without that estimate it could not start before 200.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlalchemy import select
@@ -48,7 +58,8 @@ ADMIN = (
 )
 
 # id, submit, gpus, runtime, fields (as the trace and as the job row)
-JOBS: list[tuple[str, float, int, float, dict[str, object]]] = [
+Jobs = list[tuple[str, float, int, float, dict[str, object]]]
+JOBS: Jobs = [
     ("1", 0.0, 4, 500.0, {"priority": 0, "preemptible": True}),  # low
     ("2", 300.0, 8, 100.0, {"priority": 1000}),  # high
     ("3_0", 0.0, 1, 50.0, {"array": ("3", 0, 1)}),
@@ -59,9 +70,33 @@ JOBS: list[tuple[str, float, int, float, dict[str, object]]] = [
 ]
 
 
-def simulated() -> list[tuple[float, str, str]]:
+@dataclass(frozen=True)
+class Scenario:
+    jobs: Jobs
+    sched: SchedulerConfig = SCHED
+    nodes: list[Node] = field(default_factory=lambda: NODES)
+    failures: tuple[tuple[float, str], ...] = FAILURES
+    admin: tuple[NodeEvent, ...] = ADMIN
+
+
+ALL_RULES = Scenario(JOBS)
+HISTORY = Scenario(
+    [
+        ("1", 0.0, 1, 20.0, {}),
+        ("2", 0.0, 3, 500.0, {"walltime_s": 200.0}),
+        ("3", 30.0, 4, 50.0, {}),
+        ("4", 40.0, 1, 30.0, {}),
+    ],
+    sched=SchedulerConfig(ordering="fifo", backfill="easy", estimate_from_history=True),
+    nodes=NODES[:1],
+    failures=(),
+    admin=(),
+)
+
+
+def simulated(scenario: Scenario) -> list[tuple[float, str, str]]:
     trace = []
-    for job_id, submit, gpus, runtime, f in JOBS:
+    for job_id, submit, gpus, runtime, f in scenario.jobs:
         parent, index, limit = f.get("array", (None, None, None))  # type: ignore[misc]
         trace.append(
             TraceJob(
@@ -70,6 +105,7 @@ def simulated() -> list[tuple[float, str, str]]:
                 gpus,
                 runtime,
                 queue="q",
+                user="alice",
                 priority=int(f.get("priority", 0)),  # type: ignore[call-overload]
                 preemptible=bool(f.get("preemptible", False)),
                 walltime_s=f.get("walltime_s"),  # type: ignore[arg-type]
@@ -82,19 +118,19 @@ def simulated() -> list[tuple[float, str, str]]:
         )
     failures = FailureModel(
         random_failures=False,
-        injected=tuple(InjectedFailure(t, node, 10.0) for t, node in FAILURES),
+        injected=tuple(InjectedFailure(t, node, 10.0) for t, node in scenario.failures),
     )
     config = SimConfig(
-        scheduler=SCHED,
+        scheduler=scenario.sched,
         checkpoint=NO_CKPT,
         failures=failures,
         grace_s=GRACE_S,
         cycle_interval_s=GRID_S,
         skip_idle_ticks=False,
         record_events=True,
-        node_events=ADMIN,
+        node_events=scenario.admin,
     )
-    log = Simulation(NODES, Workload.of("same", trace), config, QUEUES).run()
+    log = Simulation(scenario.nodes, Workload.of("same", trace), config, QUEUES).run()
     out = []
     for t, kind, what in log.event_log:
         if kind == "end":
@@ -108,9 +144,9 @@ def simulated() -> list[tuple[float, str, str]]:
     return sorted(out)
 
 
-def live(store: Store, state_dir: Path) -> list[tuple[float, str, str]]:
+def live(scenario: Scenario, store: Store, state_dir: Path) -> list[tuple[float, str, str]]:
     with store.session() as s:
-        for n in NODES:
+        for n in scenario.nodes:
             s.add(NodeRow(name=n.name, flavor=FLAVOR, gpus=4, path=list(n.path), updated_t_s=0))
         s.add(User(id=1, name="admin", is_admin=True, created_t_s=0.0))
         s.add(User(id=2, name="alice", is_admin=False, created_t_s=0.0))
@@ -128,12 +164,12 @@ def live(store: Store, state_dir: Path) -> list[tuple[float, str, str]]:
         s.add(Counter(name="job", value=0))
     engine = Engine()
     executor = VirtualExecutor(engine, NO_CKPT)
-    for job_id, _, gpus, runtime, _ in JOBS:
+    for job_id, _, gpus, runtime, _ in scenario.jobs:
         executor.register(job_id, runtime, gpus, FinalState.COMPLETED)
     loop = Loop(
         store,
         executor,
-        LoopConfig(state_dir=state_dir, scheduler=SCHED),
+        LoopConfig(state_dir=state_dir, scheduler=scenario.sched),
         clock=lambda: engine.now_t_s,
     )
     repairs: dict[float, str] = {}
@@ -141,17 +177,17 @@ def live(store: Store, state_dir: Path) -> list[tuple[float, str, str]]:
     while t <= END_S:
         engine.run(lambda _t, ev: executor.on_event(ev), until_t_s=t)
         engine.now_t_s = t
-        for job_id, submit, gpus, _, f in JOBS:
+        for job_id, submit, gpus, _, f in scenario.jobs:
             if submit == t:
                 _submit(store, job_id, gpus, submit, f)
-        for fail_t, node in FAILURES:
+        for fail_t, node in scenario.failures:
             if fail_t == t:
                 _set_node(store, node, NodeState.DOWN)
                 executor.fail_node(node)
                 repairs[t + 10.0] = node
         if t in repairs:
             _set_node(store, repairs.pop(t), NodeState.READY)
-        for ev in ADMIN:
+        for ev in scenario.admin:
             if ev.t_s == t:
                 _set_node(
                     store, ev.node, NodeState.DRAINING if ev.action == "drain" else NodeState.READY
@@ -205,7 +241,7 @@ def _set_node(store: Store, name: str, state: NodeState) -> None:
 
 
 def test_simulator_and_live_loop_write_the_same_history(store: Store, tmp_path: Path) -> None:
-    sim, real = simulated(), live(store, tmp_path)
+    sim, real = simulated(ALL_RULES), live(ALL_RULES, store, tmp_path)
     assert real == sim
     kinds = {kind for _, kind, _ in sim}
     assert {"preempt", "requeue", "end:timeout", "end:node_fail", "drained"} <= kinds
@@ -217,3 +253,10 @@ def test_simulator_and_live_loop_write_the_same_history(store: Store, tmp_path: 
     with store.session() as s:  # the rows the live history came from agree
         states = {job_id: state for job_id, state in s.execute(select(JobRow.id, JobRow.state))}
     assert (states["4"], states["5"]) == ("timeout", "node_fail")
+
+
+def test_history_estimates_and_time_limits_agree(store: Store, tmp_path: Path) -> None:
+    sim, real = simulated(HISTORY), live(HISTORY, store, tmp_path)
+    assert real == sim
+    assert (40.0, "start", "4") in sim  # backfilled on the estimate from `1`'s run
+    assert (200.0, "end:timeout", "2") in sim

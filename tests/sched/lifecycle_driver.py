@@ -92,23 +92,14 @@ def drive(
                 assert s.end is not None
                 run.ended[s.job_id] = s.end.value
                 run.log.append((now, "end", s.job_id, s.end.value))
-        for job_id in plan.stop:
-            run.running[job_id] = replace(run.running[job_id], stop_cause=StopCause.TIME_LIMIT)
-            asked[job_id] = now
-            run.log.append((now, "timeout", job_id, ""))
+        for stop in plan.stops:
+            run.running[stop.job_id] = stop.applied(run.running[stop.job_id])
+            asked[stop.job_id] = now
+            if stop.cause is StopCause.TIME_LIMIT:
+                run.log.append((now, "timeout", stop.job_id, ""))
+            elif stop.handshake:
+                run.log.append((now, "preempt", stop.job_id, stop.preempt_for or ""))
         result = plan.result
-        for p in result.preemptions:
-            r = run.running[p.job_id]
-            run.running[p.job_id] = replace(
-                r, preempt_for=p.for_job_id, stop_cause=StopCause.PREEMPTED
-            )
-            asked[p.job_id] = now
-            run.log.append((now, "preempt", p.job_id, p.for_job_id))
-        for rq in result.requeues:
-            run.running[rq.job_id] = replace(
-                run.running[rq.job_id], preempt_for="NodeDown", stop_cause=StopCause.NODE_DOWN
-            )
-            asked[rq.job_id] = now
         for s in result.starts:
             job = replace(run.pending.pop(s.job_id), nominated=False)
             backfilled = s.reason is StartReason.BACKFILL

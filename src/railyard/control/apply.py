@@ -17,12 +17,13 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from railyard.control.convert import NODE_DOWN, TIME_LIMIT_REASON, usage_keys
+from railyard.control.convert import usage_keys
 from railyard.control.effects import record
 from railyard.control.tables import JobRow, JobState, NodeRow, UsageRow
 from railyard.control.world import Seen
-from railyard.sched import NodeState, Usage
+from railyard.sched import NodeState, StopCause, Usage
 from railyard.sched.lifecycle import Settlement, StepPlan
+from railyard.sched.stops import Stop
 
 REASON_CHUNK = 5000  # ids one reason UPDATE sends (SQLite allows 32,766 variables)
 
@@ -74,18 +75,8 @@ def write_plan(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> 
         if cas(session, job_id, JobState.RUNNING.value, warned=True, updated_t_s=now_t_s):
             record(session, now_t_s, "warn", "time limit warning signal", job_id)
             out.warned.append(job_id)
-    for job_id in plan.stop:
-        ok = cas(
-            session,
-            job_id,
-            (JobState.RUNNING.value, JobState.STARTING.value),
-            state=JobState.CANCELLING.value,
-            reason=TIME_LIMIT_REASON,
-            updated_t_s=now_t_s,
-        )
-        if ok:
-            record(session, now_t_s, "time_limit", "time limit reached: stopping", job_id)
-            out.stopped.append(job_id)
+    for stop in plan.stops:
+        _stop(session, stop, now_t_s, out)
     _decisions(session, plan, seen, now_t_s, out)
     out.reasons = _reasons(session, plan, seen, now_t_s)
     for name in plan.drained:
@@ -126,6 +117,7 @@ def _settle(
                 start_t_s=None,
                 preempt_for=None,
                 preempt_deadline_t_s=None,
+                stop_cause=None,
                 last_checkpoint_t_s=None,
                 warned=False,
                 nominated=False,
@@ -186,41 +178,43 @@ def _decisions(session: Session, plan: StepPlan, seen: Seen, now_t_s: float, out
         if ok:
             record(session, now_t_s, "start", f"{reason} on {placement}", start.job_id)
             out.started.append(start.job_id)
-    for p in result.preemptions:
-        why = f"Preempted ({p.reason.value} for {p.for_job_id})"
-        ok = cas(
-            session,
-            p.job_id,
-            (JobState.RUNNING.value, JobState.STARTING.value),
-            state=JobState.PREEMPTING.value,
-            preempt_for=p.for_job_id,
-            preempt_deadline_t_s=now_t_s + p.grace_s,
-            reason=why,
-            updated_t_s=now_t_s,
-        )
-        if ok:
-            record(session, now_t_s, "preempt", why, p.job_id)
-            out.preempted.append((p.job_id, p.grace_s))
-    for rq in result.requeues:
-        ok = cas(
-            session,
-            rq.job_id,
-            (JobState.RUNNING.value, JobState.STARTING.value),
-            state=JobState.PREEMPTING.value,
-            preempt_for=NODE_DOWN,
-            preempt_deadline_t_s=now_t_s,
-            reason=rq.reason,
-            updated_t_s=now_t_s,
-        )
-        if ok:
-            record(session, now_t_s, "requeue", rq.reason, rq.job_id)
-            out.stopped.append(rq.job_id)
     started = set(out.started)
     for job_id, flag in [
         *((j, True) for j in result.nominated - seen.nominated),
         *((j, False) for j in seen.nominated - result.nominated - started),
     ]:
         cas(session, job_id, pending, nominated=flag, updated_t_s=now_t_s)
+
+
+# the audit event of each stop: (kind, message; None: the stop's reason)
+_STOP_EVENTS = {
+    StopCause.TIME_LIMIT: ("time_limit", "time limit reached: stopping"),
+    StopCause.PREEMPTED: ("preempt", None),
+    StopCause.NODE_DOWN: ("requeue", None),
+}
+
+
+def _stop(session: Session, stop: Stop, now_t_s: float, out: Written) -> None:
+    """Persist a step's stop on a job still started; a requeueing stop is PREEMPTING (with
+    its deadline), any other CANCELLING."""
+    values: dict[str, Any] = {"stop_cause": stop.cause.value}
+    if stop.requeues:
+        values.update(
+            state=JobState.PREEMPTING.value,
+            preempt_for=stop.preempt_for,
+            preempt_deadline_t_s=now_t_s + stop.grace_s,
+        )
+    else:
+        values.update(state=JobState.CANCELLING.value)
+    started = (JobState.RUNNING.value, JobState.STARTING.value)
+    if not cas(session, stop.job_id, started, reason=stop.reason, updated_t_s=now_t_s, **values):
+        return
+    kind, message = _STOP_EVENTS[stop.cause]
+    record(session, now_t_s, kind, message or stop.reason, stop.job_id)
+    if stop.handshake:
+        out.preempted.append((stop.job_id, stop.grace_s))
+    else:
+        out.stopped.append(stop.job_id)
 
 
 def _still_startable(placement: Mapping[str, list[int]]) -> tuple[ColumnElement[bool], ...]:

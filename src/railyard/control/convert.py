@@ -33,9 +33,6 @@ from railyard.sched import (
 from railyard.sched.dependencies import parse_dependency
 from railyard.sched.model import Dependency, DependencyKind
 
-NODE_DOWN = "NodeDown"  # `preempt_for` of a job stopped because its node is down
-TIME_LIMIT_REASON = "TimeLimit"  # `reason` of a job stopped at its time limit
-
 log = logging.getLogger("railyard.loop")
 
 
@@ -110,6 +107,7 @@ class JobFields(Protocol):
     start_t_s: float | None
     last_checkpoint_t_s: float | None
     preempt_for: str | None
+    stop_cause: str | None
     warned: bool
     hold: str | None
     name: str
@@ -152,6 +150,7 @@ SCHED_COLUMNS: tuple[Any, ...] = (
     JobRow.start_t_s,
     JobRow.last_checkpoint_t_s,
     JobRow.preempt_for,
+    JobRow.stop_cause,
     JobRow.updated_t_s,
 )
 """Selected without the ORM (no identity map, no large command/env/script columns): a cycle
@@ -207,13 +206,20 @@ def _dependencies(text: str | None) -> dict[str, Any]:
     return {"dependencies": dependencies, "dependency_any": any_of}
 
 
-def stop_cause(state: str, reason: str, preempt_for: str | None) -> StopCause | None:
-    """Why a live job is being stopped, from its row (see `sched.lifecycle.settle`)."""
+def stop_cause(state: str, stored: str | None) -> StopCause | None:
+    """Why a live job is being stopped (see `sched.lifecycle.settle`): the cause written with
+    the stop. A stopping row without a known one (written by hand) is taken as its state's
+    usual cause. The row's reason is for display and never read here."""
     if state == JobState.PREEMPTING.value:
-        return StopCause.NODE_DOWN if preempt_for == NODE_DOWN else StopCause.PREEMPTED
-    if state == JobState.CANCELLING.value:
-        return StopCause.TIME_LIMIT if reason == TIME_LIMIT_REASON else StopCause.CANCELLED
-    return None
+        usual = StopCause.PREEMPTED
+    elif state == JobState.CANCELLING.value:
+        usual = StopCause.CANCELLED
+    else:
+        return None
+    return StopCause(stored) if stored in _CAUSES else usual
+
+
+_CAUSES = frozenset(c.value for c in StopCause)
 
 
 def to_running(row: JobFields, user: str) -> RunningJob:
@@ -224,7 +230,7 @@ def to_running(row: JobFields, user: str) -> RunningJob:
         start_t_s=row.start_t_s if row.start_t_s is not None else row.submit_t_s,
         last_checkpoint_t_s=row.last_checkpoint_t_s,
         preempt_for=row.preempt_for,
-        stop_cause=stop_cause(row.state, row.reason, row.preempt_for),
+        stop_cause=stop_cause(row.state, row.stop_cause),
         warned=row.warned,
         backfilled=row.reason.startswith(StartReason.BACKFILL.value),
     )

@@ -25,6 +25,7 @@ from railyard.control.paths import script_path
 from railyard.control.schemas import JobSubmit
 from railyard.control.tables import ACTIVE_STATES, HOLD_REASONS, Counter, JobRow, JobState, User
 from railyard.control.transitions import transition_many
+from railyard.sched import StopCause
 
 JOB_COUNTER = "job"
 
@@ -221,6 +222,7 @@ def cancel_job(session: Session, actor: User, job_id: str, now_t_s: float) -> li
     ended_values = {"state": JobState.CANCELLED.value, "end_t_s": now_t_s, "reason": reason,
                     "updated_t_s": now_t_s}  # fmt: skip
     stopping_values = {"state": JobState.CANCELLING.value, "reason": reason,
+                       "stop_cause": StopCause.CANCELLED.value,
                        "updated_t_s": now_t_s}  # fmt: skip
     if session.get(JobRow, job_id) is None and job_id.isdigit():
         return cancel_array(

@@ -246,6 +246,7 @@ class Loop:
             report.cycle_s = time.perf_counter() - began
             written = write_plan(session, plan, seen, now_t_s)
         self._world.wrote(written.reasons)  # committed: the cache holds what the rows say
+        self._world.settled(plan, seen, [job_id for job_id, _ in written.finished], now_t_s)
         specs = self._specs(written)  # after the commit: the write lock is held no longer
         self._last_accrual_t_s = now_t_s
         self.last_plan = plan

@@ -26,7 +26,7 @@ import json
 import logging
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,7 +42,13 @@ from railyard.control.tables import HOLDING_STATES, JobRow, NodeRow
 from railyard.exec.protocol import Executor, ExitReport, LaunchSpec
 from railyard.health.bisect import Bisection
 from railyard.health.expect import Expected
-from railyard.sched.health import checkable
+from railyard.sched.health import (
+    ACROSS_TEST_LIMIT_S,
+    across_test_overdue,
+    group_blocked,
+    periodic_sweep_nodes,
+    sweep_nodes,
+)
 from railyard.sched.model import NodeState
 
 log = logging.getLogger("railyard.health")
@@ -50,7 +56,6 @@ CHECK = "allreduce-across"
 PREFIX = "health-across-"  # system jobs' ids
 REPORTER = "railyard (across-node sweep)"
 FAIL_BELOW = 0.8  # of the expectation (module docstring)
-TEST_LIMIT_S = 600.0  # a test still running then is stuck (a rank that never joined): cancelled
 Expect = Callable[[Sequence[str], int], Expected | None]  # (group, ranks per node)
 
 
@@ -127,9 +132,8 @@ class AcrossChecks:
         for name in nodes:
             if name not in rows:
                 raise NotFound(f"no node {name!r}", hint="`railyard nodes` lists them")
-        names = list(dict.fromkeys(nodes)) or sorted(rows)
-        names = [n for n in names if checkable(NodeState(rows[n].state), rows[n].reason)]
-        if len(names) < 2:
+        names = list(sweep_nodes(_states(rows.values()), nodes))
+        if not names:
             raise Invalid(
                 "nodes", "an across-node check needs 2 nodes or more that are ready (or held "
                 "by health)", hint="name them, or resume drained nodes first",
@@ -152,26 +156,23 @@ class AcrossChecks:
         return frozenset(self.sweep.nodes) if self.sweep else frozenset()
 
     def _watch(self, session: Session, sweep: Sweep, now_t_s: float) -> None:
-        """A test that runs past `TEST_LIMIT_S` is cancelled (it fails: no figure); a group
-        with a node that went down or was drained by an admin cannot be tested: the sweep
-        stops, so it does not hold the other nodes forever."""
+        """Acts on the rules of `sched.health`: an overdue test is cancelled; a group that can
+        never be tested stops the sweep."""
         if sweep.job_id is not None:
-            if now_t_s - sweep.started_t_s > TEST_LIMIT_S and not sweep.cancelled:
+            if across_test_overdue(sweep.started_t_s, now_t_s) and not sweep.cancelled:
                 log.warning("across-node test %s ran past %.0f s: cancelled",
-                            sweep.job_id, TEST_LIMIT_S)  # fmt: skip
+                            sweep.job_id, ACROSS_TEST_LIMIT_S)  # fmt: skip
                 self.executor.cancel(sweep.job_id)
                 sweep.cancelled = True
             return
-        for name in sweep.search.group or []:
-            row = session.get(NodeRow, name)
-            if row is None or not checkable(NodeState(row.state), row.reason):
-                state = f"{row.state} ({row.reason})" if row else "gone"
-                self._abort(f"{name} is {state}: its group cannot be tested")
-                return
+        group = sweep.search.group or []
+        rows = session.scalars(select(NodeRow).where(NodeRow.name.in_(group)))
+        why = group_blocked(group, {r.name: (NodeState(r.state), r.reason) for r in rows})
+        if why is not None:
+            self._abort(why)
 
     def _periodic(self, session: Session, now_t_s: float) -> None:
-        """Queue a sweep over the ready nodes with nothing on them now (a busy node waits for
-        the next one: a periodic sweep never holds a node that has work)."""
+        """Queue a sweep over the nodes `sched.health.periodic_sweep_nodes` picks now."""
         assert self.interval_s is not None
         busy = {
             node
@@ -180,15 +181,10 @@ class AcrossChecks:
             )
             for node in placement or {}
         }
-        idle = session.scalars(
-            select(NodeRow.name)
-            .where(NodeRow.state == NodeState.READY.value)
-            .order_by(NodeRow.name)
-        )
-        nodes = [n for n in idle if n not in busy]
+        nodes = periodic_sweep_nodes(_states(session.scalars(select(NodeRow))), busy)
         with self._lock:
-            if len(nodes) >= 2 and not self._asked:
-                self._asked.append((nodes, "the schedule (--health-across-interval)"))
+            if nodes and not self._asked:
+                self._asked.append((list(nodes), "the schedule (--health-across-interval)"))
         self._next_t_s = now_t_s + self.interval_s
 
     def wanted(self) -> tuple[str, ...]:
@@ -331,6 +327,10 @@ class AcrossChecks:
         if self.sweep is not None:
             self.sweep.stopped = why[:300]
         self.sweep, self.last = None, self.sweep
+
+
+def _states(rows: Iterable[NodeRow]) -> list[tuple[str, NodeState, str]]:
+    return [(r.name, NodeState(r.state), r.reason) for r in rows]
 
 
 def describe(checks: AcrossChecks) -> AcrossOut:

@@ -206,6 +206,9 @@ class JobRow(Base):
     outcome: Mapped[str | None] = mapped_column(String(16), nullable=True)
     preempt_for: Mapped[str | None] = mapped_column(String(64), nullable=True)
     preempt_deadline_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # why a started job is being stopped (`sched.StopCause`), written with the stop; the
+    # reason is for display only
+    stop_cause: Mapped[str | None] = mapped_column(String(16), nullable=True)
     last_checkpoint_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     warn_before_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     warned: Mapped[bool] = mapped_column(Boolean, default=False)

@@ -2,8 +2,9 @@
 
 Converting ten thousand pending rows on every step would starve the API, so pending and live
 jobs are cached by id and ``updated_t_s`` (every write to a job row bumps it) and only new or
-changed rows are read in full; run-time predictions are refreshed from recent completions at
-most once a minute.
+changed rows are read in full. The run-time history (`sched.history`) is read from the store
+once, when the loop starts; after that the loop records each completion it writes, by the
+same rule as the simulator.
 
 A cached row is trusted only if it was written strictly before the step that read it and
 before the step that uses it: every later write, the loop's own included, then carries a
@@ -40,10 +41,10 @@ from railyard.control.tables import (
     User,
 )
 from railyard.sched import Job, RunningJob, SchedulerConfig
-from railyard.sched.lifecycle import Exit, StepInput, predict_runtimes
+from railyard.sched.history import Predictions, RuntimeHistory
+from railyard.sched.lifecycle import Exit, StepInput, StepPlan, history_run
 
-HISTORY_JOBS = 2000  # completed jobs the run-time predictions look at
-HISTORY_REFRESH_S = 60.0
+HISTORY_JOBS = 2000  # completed jobs a starting loop seeds the run-time history with
 
 
 @dataclass
@@ -62,8 +63,8 @@ class WorldReader:
         self._users: dict[int, str] = {}
         self._pending_cache: dict[str, tuple[float, str, Job]] = {}  # (updated, reason, job)
         self._live_cache: dict[str, tuple[float, str, RunningJob]] = {}  # (updated, state, run)
-        self._history: dict[tuple[str, str | None], float] = {}
-        self._history_t_s: float | None = None
+        self._history = RuntimeHistory.of(scheduler)
+        self._history_seeded = False
 
     def read(
         self,
@@ -146,28 +147,28 @@ class WorldReader:
             out.append(job)
         return out
 
-    def _predictions(
-        self, session: Session, users: dict[int, str], now_t_s: float
-    ) -> dict[tuple[str, str | None], float]:
-        if not self.scheduler.estimate_from_history:
-            return {}
-        last = self._history_t_s
-        if last is not None and 0 <= now_t_s - last < HISTORY_REFRESH_S:
-            return self._history
-        rows = session.execute(
-            select(JobRow.queue, JobRow.user_id, JobRow.start_t_s, JobRow.end_t_s)
-            .where(JobRow.state == JobState.COMPLETED.value, JobRow.restart_count == 0)
-            .order_by(JobRow.end_t_s.desc())
-            .limit(HISTORY_JOBS)
-        ).all()
-        done = [
-            (queue, users.get(user_id, "?"), end - start)
-            for queue, user_id, start, end in reversed(rows)
-            if start is not None and end is not None
-        ]
-        self._history = predict_runtimes(done)
-        self._history_t_s = now_t_s
-        return self._history
+    def settled(self, plan: StepPlan, seen: Seen, finished: Sequence[str], now_t_s: float) -> None:
+        """The loop committed these jobs' ends: the runs among them enter the history."""
+        done = set(finished)
+        for s in plan.settled:
+            run = seen.running.get(s.job_id)
+            counted = history_run(s, run, now_t_s) if run is not None and s.job_id in done else None
+            if counted is not None:
+                self._history.record(*counted)
+
+    def _predictions(self, session: Session, users: dict[int, str], now_t_s: float) -> Predictions:
+        if self._history.enabled and not self._history_seeded:
+            self._history_seeded = True
+            rows = session.execute(
+                select(JobRow.queue, JobRow.user_id, JobRow.start_t_s, JobRow.end_t_s)
+                .where(JobRow.state == JobState.COMPLETED.value, JobRow.restart_count == 0)
+                .order_by(JobRow.end_t_s.desc())
+                .limit(HISTORY_JOBS)
+            ).all()
+            for queue, user_id, start, end in reversed(rows):
+                if start is not None and end is not None:
+                    self._history.record(queue, users.get(user_id, "?"), end - start)
+        return self._history.predictions_at(now_t_s)
 
 
 _Entry = TypeVar("_Entry", bound=tuple[float, str, object])

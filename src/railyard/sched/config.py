@@ -34,6 +34,8 @@ class SchedulerConfig:
       `KillWait`, 30 s by default); read by reservations and by the lifecycle.
     - `estimate_from_history`: drivers hand the cycle run-time predictions from each
       queue's completed jobs, used where a job has no time limit (`limits.Estimates`).
+    - `history_refresh_s`: how often those predictions may change (`history.RuntimeHistory`;
+      0: at the first step after each completion), the same in both drivers.
     """
 
     ordering: str = "fairshare"
@@ -55,6 +57,7 @@ class SchedulerConfig:
     time_slice_quantum_s: float = 600.0
     kill_wait_s: float = 30.0
     estimate_from_history: bool = True
+    history_refresh_s: float = 0.0
 
     def __post_init__(self) -> None:
         ORDERING.get(self.ordering)
@@ -74,6 +77,6 @@ class SchedulerConfig:
         levels = self.service_levels_gpu_s
         if any(not 0 < x < math.inf for x in levels) or list(levels) != sorted(set(levels)):
             raise ValueError("service_levels_gpu_s must be increasing positive finite numbers")
-        for name in ("time_slice_quantum_s", "kill_wait_s"):
+        for name in ("time_slice_quantum_s", "kill_wait_s", "history_refresh_s"):
             if not 0 <= getattr(self, name) < math.inf:
                 raise ValueError(f"{name} must be a finite number >= 0")

@@ -202,3 +202,53 @@ def due_checks(
             else:
                 next_t_s = min(next_t_s, at)
     return tuple(sorted(out)), next_t_s
+
+
+# -- across-node sweeps ----------------------------------------------------------------------
+# A sweep tests a set of nodes group by group (`health.bisect`). Its gating is policy, the same
+# for every driver: which nodes one may cover, when a periodic one runs, when a group's test
+# starts (`group_ready`), when a test is overdue, and when the sweep must stop. The drivers
+# launch the tests and read their figures.
+
+SWEEP_MIN_NODES = 2  # an all_reduce across nodes needs two
+ACROSS_TEST_LIMIT_S = 600.0  # a test still running then is stuck (a rank that never joined)
+
+
+def sweep_nodes(
+    nodes: Iterable[tuple[str, NodeState, str]], asked: Iterable[str] = ()
+) -> tuple[str, ...]:
+    """The nodes a sweep asked over `asked` (every node when empty) covers: the checkable
+    ones, in the order asked; empty when fewer than `SWEEP_MIN_NODES` are."""
+    found = {name: checkable(state, reason) for name, state, reason in nodes}
+    names = list(dict.fromkeys(asked)) or sorted(found)
+    covered = tuple(n for n in names if found.get(n, False))
+    return covered if len(covered) >= SWEEP_MIN_NODES else ()
+
+
+def periodic_sweep_nodes(
+    nodes: Iterable[tuple[str, NodeState, str]], busy: Set[str]
+) -> tuple[str, ...]:
+    """The nodes a periodic sweep covers now: the ready ones with nothing on them (a busy node
+    waits for the next sweep: a periodic sweep never holds a node that has work), sorted;
+    empty when fewer than `SWEEP_MIN_NODES` are."""
+    idle = sorted(n for n, state, _ in nodes if state is NodeState.READY and n not in busy)
+    return tuple(idle) if len(idle) >= SWEEP_MIN_NODES else ()
+
+
+def group_blocked(group: Iterable[str], nodes: Mapping[str, tuple[NodeState, str]]) -> str | None:
+    """Why a sweep's next group can never be tested (a node of it went down, left, or an
+    admin took it out), so the sweep stops rather than hold its other nodes forever; None
+    while it can."""
+    for name in group:
+        found = nodes.get(name)
+        if found is None:
+            return f"{name} is gone: its group cannot be tested"
+        state, reason = found
+        if not checkable(state, reason):
+            return f"{name} is {state.value} ({reason}): its group cannot be tested"
+    return None
+
+
+def across_test_overdue(started_t_s: float, now_t_s: float) -> bool:
+    """A group's test has run past `ACROSS_TEST_LIMIT_S`: cancel it (it fails: no figure)."""
+    return now_t_s - started_t_s > ACROSS_TEST_LIMIT_S

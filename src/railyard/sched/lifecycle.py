@@ -21,8 +21,6 @@ or stop lives here or in the cycle, so the digital twin answers for the live clu
 from __future__ import annotations
 
 import math
-import statistics
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -45,6 +43,7 @@ from railyard.sched.model import (
     Usage,
 )
 from railyard.sched.snapshot import CycleCache
+from railyard.sched.stops import Stop, stop_intents
 
 
 class ExitKind(StrEnum):
@@ -253,34 +252,13 @@ def drained(nodes: Iterable[Node], running: Iterable[RunningJob]) -> list[str]:
     return sorted(n.name for n in nodes if n.state is NodeState.DRAINING and n.name not in busy)
 
 
-class RuntimeHistory:
-    """Run-time predictions from completed jobs, kept current one completion at a time: per
-    user and queue the mean of the last two run times (Tsafrir, Etsion and Feitelson, IEEE
-    TPDS 18(6), 2007), per queue the median of the last 100."""
-
-    def __init__(self, per_queue: int = 100) -> None:
-        self._by_user: dict[tuple[str, str], deque[float]] = {}
-        self._by_queue: dict[str, deque[float]] = {}
-        self._per_queue = per_queue
-        self.predictions: dict[tuple[str, str | None], float] = {}
-
-    def record(self, queue: str, user: str, run_s: float) -> None:
-        mine = self._by_user.setdefault((queue, user), deque(maxlen=2))
-        mine.append(run_s)
-        self.predictions[queue, user] = statistics.fmean(mine)
-        theirs = self._by_queue.setdefault(queue, deque(maxlen=self._per_queue))
-        theirs.append(run_s)
-        self.predictions[queue, None] = statistics.median(theirs)
-
-
-def predict_runtimes(
-    completed: Iterable[tuple[str, str, float]],
-) -> dict[tuple[str, str | None], float]:
-    """Predictions from completed jobs `(queue, user, run_s)`, oldest first."""
-    history = RuntimeHistory()
-    for queue, user, run_s in completed:
-        history.record(queue, user, run_s)
-    return history.predictions
+def history_run(s: Settlement, run: RunningJob, now_t_s: float) -> tuple[str, str, float] | None:
+    """The run a settlement adds to the run-time history, `(queue, user, run_s)`: a first
+    attempt that completed (a restarted job's last attempt is not its run time)."""
+    if s.end is not EndState.COMPLETED or run.job.restart_count != 0:
+        return None
+    end_t_s = s.exit.t_s if s.exit is not None and s.exit.t_s is not None else now_t_s
+    return run.job.queue, run.job.user, end_t_s - run.start_t_s
 
 
 # -- the step -------------------------------------------------------------------------------------
@@ -325,6 +303,9 @@ class StepPlan:
     checks: tuple[str, ...] = ()  # nodes whose health check starts now (idle, due)
     next_check_t_s: float = math.inf  # when the next periodic check falls due
     group_check: tuple[str, ...] = ()  # an across-node check's group, idle now: start it
+    stops: tuple[Stop, ...] = ()
+    """Every stop this step asks for, typed (`sched.stops`): time limits (also in `stop`),
+    preemptions and node-down requeues (also in `result`); a driver acts on these alone."""
 
     @property
     def reasons(self) -> dict[str, Reason]:
@@ -411,6 +392,7 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
         checks=checks,
         next_check_t_s=check_t_s,
         group_check=group,
+        stops=stop_intents(limits.stop, result),
     )
 
 

@@ -31,13 +31,13 @@ from railyard.sched import (
     StopCause,
     Usage,
 )
+from railyard.sched.history import RuntimeHistory
 from railyard.sched.lifecycle import (
-    EndState,
     ExitKind,
-    RuntimeHistory,
     Settlement,
     StepInput,
     StepPlan,
+    history_run,
     time_limits,
 )
 from railyard.sched.lifecycle import step as lifecycle_step
@@ -135,9 +135,7 @@ class _Run:
         self.nominated: set[str] = set()
         self.records: dict[str, JobRecord] = {}
         self.jobs: dict[str, Job] = {}
-        self.history = RuntimeHistory()
-        self.history_changed = False
-        self.predicted: dict[tuple[str, str | None], float] = {}
+        self.history = RuntimeHistory.of(cfg.scheduler)
         self.busy_gpus = 0
         self.timeline: list[tuple[float, int, int, int]] = []
         self.queue_gpu_s: dict[str, float] = {}
@@ -334,7 +332,7 @@ class _Run:
                     now,
                     self.usage,
                     self.last_accrual_t_s,
-                    self._predictions(),
+                    self.history.predictions_at(now),
                     self.cfg.keep_submit_time,
                     no_deadline_before_t_s=self.deadline_at,
                     health=self.health.input() if self.health is not None else None,
@@ -352,12 +350,6 @@ class _Run:
             self._want_tick(now)
         self._report_progress()
 
-    def _predictions(self) -> dict[tuple[str, str | None], float]:
-        if self.history_changed and self.cfg.scheduler.estimate_from_history:
-            self.predicted = dict(self.history.predictions)  # a step must see a fixed copy
-            self.history_changed = False
-        return self.predicted
-
     def _apply(self, now: float, plan: StepPlan) -> None:
         self.usage = plan.usage
         self.last_accrual_t_s = now
@@ -365,24 +357,15 @@ class _Run:
             self._settled(now, s)
         for job_id in plan.warn:
             self.running[job_id] = replace(self.running[job_id], warned=True)
-        for job_id in plan.stop:
-            self.running[job_id] = replace(self.running[job_id], stop_cause=StopCause.TIME_LIMIT)
-            self.executor.cancel(job_id)
+        for stop in plan.stops:
+            self.running[stop.job_id] = stop.applied(self.running[stop.job_id])
+            if stop.handshake:
+                self.records[stop.job_id].preemptions += 1
+                self._note(now, EventKind.PREEMPT_SIGNAL, stop.job_id)
+                self.executor.request_checkpoint_stop(stop.job_id, stop.grace_s)
+            else:
+                self.executor.cancel(stop.job_id)
         result = plan.result
-        for p in result.preemptions:
-            r = self.running[p.job_id]
-            self.running[p.job_id] = replace(
-                r, preempt_for=p.for_job_id, stop_cause=StopCause.PREEMPTED
-            )
-            self.records[p.job_id].preemptions += 1
-            self._note(now, EventKind.PREEMPT_SIGNAL, p.job_id)
-            self.executor.request_checkpoint_stop(p.job_id, p.grace_s)
-        for rq in result.requeues:
-            r = self.running[rq.job_id]
-            self.running[rq.job_id] = replace(
-                r, preempt_for=rq.reason, stop_cause=StopCause.NODE_DOWN
-            )
-            self.executor.cancel(rq.job_id)
         for start in result.starts:
             self._start(now, start)
         for job_id in self.nominated - result.nominated:
@@ -454,9 +437,9 @@ class _Run:
         rec.state = end.value
         self.done += 1
         self._note(now, EventKind.END, job_id)
-        if end is EndState.COMPLETED and r.job.restart_count == 0:
-            self.history.record(q, r.job.user, end_t_s - r.start_t_s)
-            self.history_changed = True
+        run = history_run(s, r, now)
+        if run is not None:
+            self.history.record(*run)
 
     # -- the world: failures, repairs, admins -----------------------------------------------------
 
