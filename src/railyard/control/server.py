@@ -428,7 +428,6 @@ class Service:
     run_as: RunAs
     spool: Path
     token: str | None  # the admin token when this start made one (shown once)
-    local: Node | None
 
 
 def joined_sink(store: Store, source: str, gate: bool) -> NodeSink:
@@ -502,7 +501,7 @@ def compose(
         extra_routers=config.extra_routers,
         across=loop_.across,
     )
-    return Service(store, backend, loop_, app, run_as, spool, token, local)
+    return Service(store, backend, loop_, app, run_as, spool, token)
 
 
 def _serve_locked(config: UpConfig, sock: socket.socket, api_url: str, service: Service) -> None:
