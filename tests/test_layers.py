@@ -133,3 +133,43 @@ def _dashboard_breaches(path: Path) -> list[str]:
 def test_the_dashboard_reads_through_use_cases_only(module: str) -> None:
     bad = _dashboard_breaches(SRC / "web" / module)
     assert not bad, f"web/{module}: {bad}"
+
+
+# Each way of running jobs is a backend in exec (`railyard.exec.backend`): control composes
+# one by name and speaks the protocol alone, so adding one changes nothing in control.
+CONCRETE_BACKENDS = {
+    "railyard.exec.localbackend", "railyard.exec.local",  # the embedded backend
+    "railyard.exec.raybackend", "railyard.exec.rayexec", "railyard.exec.rayagent",
+    "railyard.exec.rayauth",  # Ray's
+}  # fmt: skip
+
+
+def _exec_modules(path: Path) -> set[str]:
+    """The exec modules a file imports, a name from the package resolved to its module."""
+    from railyard.exec import _LAZY
+
+    found = {m for m in _imported_modules(path) if m.startswith("railyard.exec.")}
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module == "railyard.exec":
+            found.update(_LAZY.get(a.name, f"railyard.exec.{a.name}") for a in node.names)
+    return found
+
+
+def test_every_registered_backend_is_a_concrete_one() -> None:
+    from railyard.exec.backend import _REGISTRY
+
+    modules = {str(target).split(":")[0] for target in _REGISTRY.values()}
+    assert modules <= CONCRETE_BACKENDS, sorted(modules - CONCRETE_BACKENDS)
+
+
+@pytest.mark.parametrize("module", sorted(CONCRETE_BACKENDS))
+def test_concrete_backends_exist(module: str) -> None:
+    assert (SRC.parent / (module.replace(".", "/") + ".py")).exists()
+
+
+def test_control_imports_no_concrete_backend() -> None:
+    """Nor does the protocol's module: it names them, and imports the one chosen."""
+    files = [SRC / "exec" / "backend.py", *sorted((SRC / "control").rglob("*.py"))]
+    for path in files:
+        bad = _exec_modules(path) & CONCRETE_BACKENDS
+        assert not bad, f"{path.relative_to(SRC)} imports {sorted(bad)}: use railyard.exec.backend"

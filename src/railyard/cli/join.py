@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from railyard.cli.args import Command, Parser, fail
-from railyard.control.rayauth import (
+from railyard.exec.rayauth import (
     MODE_ENV,
     TOKEN_ENV,
     TOKEN_HINT,

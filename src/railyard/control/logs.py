@@ -5,20 +5,18 @@ the executor, on the machine the process ran on."""
 from __future__ import annotations
 
 import codecs
-from collections.abc import Callable
 from pathlib import Path
 
 from railyard.control.errors import Forbidden
 from railyard.control.paths import log_path
 from railyard.control.tables import JobRow
+from railyard.exec.backend import LogReader
 from railyard.exec.logread import LogRefused, LogSource, read_chunk
 from railyard.exec.outputs import outputs_record_path
 from railyard.exec.protocol import ExecutorError
 
 LOG_CHUNK_BYTES = 1 << 20
-# (node, source, offset, limit) -> (bytes from offset, file size), None: no file yet;
-# raises LogRefused for a file that must not be shown
-RemoteLog = Callable[[str, LogSource, int, int], tuple[bytes, int] | None]
+RemoteLog = LogReader  # a backend's reader of logs on the machine a rank ran on
 
 
 def log_paths(row: JobRow, spool_dir: Path) -> list[Path]:

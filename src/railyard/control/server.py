@@ -23,12 +23,12 @@ import socket
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import uvicorn
-from fastapi import APIRouter
+from fastapi import APIRouter, FastAPI
 from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
@@ -41,8 +41,8 @@ from railyard.control.accounts import RunAs
 from railyard.control.api import create_app
 from railyard.control.errors import ServiceError, Unavailable, describe_failure
 from railyard.control.jobs import JOB_COUNTER
+from railyard.control.joined import NOT_JOINED, JoinedNodes
 from railyard.control.lock import StoreLock, StoreLocked
-from railyard.control.logs import RemoteLog
 from railyard.control.loop import Loop, LoopConfig
 from railyard.control.metrics import MetricsConfig
 from railyard.control.paths import (
@@ -66,9 +66,15 @@ from railyard.control.tables import (
     User,
 )
 from railyard.control.users import bootstrap_admin
-from railyard.exec.local import LocalExecutor
+from railyard.exec.backend import (
+    Backend,
+    BackendKind,
+    BackendRequest,
+    BackendUnavailable,
+    NodeSink,
+    backend_kind,
+)
 from railyard.exec.nccl import nccl_env
-from railyard.exec.protocol import Executor
 from railyard.health.expect import group_expectation
 from railyard.inventory import scheduler_nodes, this_machine
 from railyard.probe import detect_gpus, read_gpus, resolve_gpus
@@ -102,9 +108,17 @@ class UpConfig:
     health_checks: tuple[str, ...] = ()  # which (empty: all)
     health_across_floor_gbps: float | None = None  # across-node tests' floor (else the twin)
     health_across_interval_s: float | None = None  # sweep idle nodes this often (None: never)
+    backend: str | None = None  # how jobs run (`railyard.exec.backend`); None: local or ray
     ray_address: str | None = None  # run jobs on a Ray cluster (address, or "auto")
     ray_insecure: bool = False  # accept a Ray cluster without token authentication
     extra_routers: tuple[APIRouter, ...] = ()  # the dashboard, from `railyard up`
+
+    @property
+    def backend_name(self) -> str:
+        """The backend asked for; without one, Ray when given an address, else local."""
+        if self.backend is not None:
+            return self.backend
+        return "ray" if self.ray_address is not None else "local"
 
     @property
     def url(self) -> str:
@@ -194,16 +208,16 @@ def detected_flavor() -> str | None:
     return catalogue_name(found[0].name) if found else None
 
 
-def inventory(config: UpConfig) -> tuple[list[Node], Node | None]:
+def inventory(config: UpConfig, machines_join: bool) -> tuple[list[Node], Node | None]:
     """Every node the scheduler knows, and the one this machine serves.
 
     With a blueprint, its nodes (names, flavors, topology paths: `railyard.inventory`) and
     this machine is the one named `node_name`; the others have no live machine here and are
     registered `down`. Without one, this machine alone, with its GPUs from NVML or `--gpus`.
-    Under Ray (`--ray`) this machine serves none: the blueprint's nodes (or none) are the
-    inventory, and machines come up as they join.
+    Under a backend whose machines join (Ray: `--ray`) this machine serves none: the
+    blueprint's nodes (or none) are the inventory, and machines come up as they join.
     """
-    if config.ray_address is not None:
+    if machines_join:
         if config.blueprint is None:
             return [], None
         try:
@@ -256,8 +270,8 @@ def bootstrap(
                 s.add(row)
             row.flavor, row.gpus, row.path = n.flavor, n.gpus, list(n.path)
             row.cpu_cores, row.mem_gb, row.updated_t_s = n.cpu_cores, n.mem_gb, now
-            if local is None or n.name != local.name:  # under Ray, joining brings them up
-                row.state, row.reason = NodeState.DOWN.value, "no live machine"
+            if local is None or n.name != local.name:  # joining brings them up
+                row.state, row.reason = NodeState.DOWN.value, NOT_JOINED
             elif row.state == NodeState.DOWN.value:
                 row.state, row.reason = NodeState.READY.value, ""
         if s.get(Counter, JOB_COUNTER) is None:
@@ -287,33 +301,6 @@ def adopt_bootstrap_admin(session: Session, unix_user: str) -> None:
     except KeyError:
         admin.unix_user = unix_user
         log.info("user admin now runs jobs as Unix account %s", unix_user)
-
-
-@dataclass(frozen=True)
-class Cluster:
-    """What runs jobs: this machine's executor, or Ray's with its inventory and log reader."""
-
-    executor: Executor
-    describe: str
-    refresh: Callable[[], None] | None = None
-    remote_log: RemoteLog | None = None
-    confinement: tuple[str, ...] = (
-        "process tracking and GPU confinement: chosen by each node's agent on its machine",
-    )
-
-
-def _cluster(config: UpConfig, store: Store, nodes: list[Node], local: Node | None) -> Cluster:
-    if local is not None:
-        executor = LocalExecutor(local.name, gpus=local.gpus)
-        what = f"node {local.name}, {executor.gpus} x {local.flavor} GPUs"
-        return Cluster(executor, what, confinement=tuple(executor.containment.lines()))
-    from railyard.control.rayserve import ray_cluster  # Ray is an optional extra
-
-    gate = config.health is not None and config.health.gate_joins
-    executor_, refresh, remote_log, what = ray_cluster(
-        store, config.ray_address or "auto", nodes if config.blueprint else None, gate
-    )
-    return Cluster(executor_, what, refresh, remote_log)
 
 
 class StartupError(Exception):
@@ -372,19 +359,22 @@ def open_store(config: UpConfig) -> Store:
 def serve(config: UpConfig) -> None:
     """Run until interrupted. Jobs keep running when the server stops.
 
-    Order matters: the port is bound and the store locked before anything is written, so a
-    refused start (:class:`StartupError`) changes nothing: no token, no client.json, no job.
+    Order matters: the backend is reached, the port bound and the store locked before
+    anything is written, so a refused start (:class:`StartupError`) changes nothing: no
+    token, no client.json, no job.
     """
-    nodes, local = inventory(config)  # a bad blueprint or node name: nothing touched yet
-    if config.ray_address is not None:
-        from railyard.control.rayserve import RayUnreachable, connect
-
-        try:
-            # no Ray cluster there, or one without a token: nothing touched yet either
-            ray_line = connect(config.ray_address, insecure=config.ray_insecure)
-        except RayUnreachable as exc:
-            raise StartupError(str(exc)) from None
-        print(f"railyard up: {ray_line}", flush=True)
+    try:
+        kind = backend_kind(config.backend_name)
+    except BackendUnavailable as exc:
+        raise StartupError(str(exc)) from None
+    nodes, local = inventory(config, kind.machines_join)  # a bad blueprint: nothing touched
+    request = backend_request(config, nodes, local)
+    try:
+        # no cluster there, or one without a token: nothing touched yet either
+        for line in kind.preflight(request):
+            print(f"railyard up: {line}", flush=True)
+    except BackendUnavailable as exc:
+        raise StartupError(str(exc)) from None
     os.umask(0o077)  # what the server writes is its own unless it says otherwise
     api_url = f"http://{config.host}:{config.port}"
     sock = bind(config.host, config.port)
@@ -408,19 +398,58 @@ def serve(config: UpConfig) -> None:
         sock.close()
         raise StartupError(f"cannot open the store: {_first_line(exc)}") from None
     try:
-        _serve_locked(config, sock, api_url, nodes, local)
+        _serve_locked(config, sock, api_url, compose(config, kind, request, nodes, local))
     finally:
         sock.close()
         lock.release()
+
+
+def backend_request(config: UpConfig, nodes: list[Node], local: Node | None) -> BackendRequest:
+    """What the chosen backend is told: this machine's node, the blueprint's, the cluster."""
+    blueprint = {n.name: n for n in nodes} if config.blueprint is not None else None
+    return BackendRequest(
+        local=local, blueprint=blueprint, address=config.ray_address, insecure=config.ray_insecure
+    )
 
 
 def _first_line(exc: OperationalError) -> str:
     return str(exc.orig or exc).strip().splitlines()[0]
 
 
-def _serve_locked(
-    config: UpConfig, sock: socket.socket, api_url: str, nodes: list[Node], local: Node | None
-) -> None:
+@dataclass
+class Service:
+    """What `railyard up` composed: the store, the backend, the loop over them and the API.
+    Nothing runs until :func:`serve` starts the loop's thread and the HTTP server."""
+
+    store: Store
+    backend: Backend
+    loop: Loop
+    app: FastAPI
+    run_as: RunAs
+    spool: Path
+    token: str | None  # the admin token when this start made one (shown once)
+
+
+def joined_sink(store: Store, source: str, gate: bool) -> NodeSink:
+    """Where a backend reports the machines up now: the nodes table (`control.joined`)."""
+    nodes = JoinedNodes(source, gate)
+
+    def sink(joined: Sequence[Node], now_t_s: float) -> list[str]:
+        with store.session() as session:
+            return nodes.sync(session, joined, now_t_s)
+
+    return sink
+
+
+def compose(
+    config: UpConfig,
+    kind: BackendKind,
+    request: BackendRequest,
+    nodes: list[Node],
+    local: Node | None,
+) -> Service:
+    """Open the store, bootstrap it, open the backend and wire the loop and the API to it,
+    through the :class:`Backend` protocol alone (the one composition root)."""
     run_as = RunAs.this_process()
     spool = config.spool(run_as)
     secure_state_dir(config.state_dir)
@@ -429,22 +458,17 @@ def _serve_locked(
     secure_state_dir(config.state_dir)  # the store's files exist now
     token = bootstrap(store, nodes, local, unix_user=run_as.server_account)
     run_as = check_spool_reach(store, spool, run_as)
-    cluster = _cluster(config, store, nodes, local)
-    executor = cluster.executor
-    if token is not None:
-        path = save_config(api_url, token, client_config_path(config.state_dir))
-        print(f"admin token (shown once, saved to {path}): {token}", flush=True)
-        if run_as.multi_user:
-            print(
-                f"user admin runs its jobs as Unix account {run_as.server_account} (uid 0); "
-                "to change it: railyard admin users update admin --unix-user ACCOUNT",
-                flush=True,
-            )
-        if config.state_dir != default_state_dir():
-            print(f"for the CLI: export RAILYARD_HOME={config.state_dir}", flush=True)
+    try:
+        backend = kind.open(request)
+    except BackendUnavailable as exc:
+        store.close()
+        raise StartupError(str(exc)) from None
+    gate = config.health is not None and config.health.gate_joins
+    sink = joined_sink(store, config.backend_name, gate)
+    backend.refresh(sink, time.time())  # the machines already joined, before adoption
     loop_ = Loop(
         store,
-        executor,
+        backend.executor,
         LoopConfig(
             state_dir=config.state_dir,
             spool_dir=spool,
@@ -456,20 +480,8 @@ def _serve_locked(
             across_expect=across_expectation(config),
             across_interval_s=config.health_across_interval_s,
         ),
-        refresh=cluster.refresh,
+        refresh=lambda: backend.refresh(sink, time.time()),
     )
-    adopt, restart = _live_jobs(store)
-    settled = loop_.reconcile()
-    if adopt or restart:
-        print(
-            f"railyard up: adopted {_jobs(len(adopt) - len(settled))} still running, settled "
-            f"{len(settled)} that ended while the server was down, restarted {len(restart)} "
-            f"that were starting ({_ids(adopt + restart)})",
-            flush=True,
-        )
-    stop = threading.Event()
-    thread = threading.Thread(target=loop_.run, args=(stop,), name="railyard-loop", daemon=True)
-    thread.start()
     app = create_app(
         store,
         wake=loop_.wake,
@@ -485,20 +497,51 @@ def _serve_locked(
             node_name=local.name if local is not None else "",
         ),
         health_fail_requeues=config.health_fail_requeues,
-        remote_log=cluster.remote_log,
+        remote_log=backend.log_reader,
         extra_routers=config.extra_routers,
         across=loop_.across,
     )
+    return Service(store, backend, loop_, app, run_as, spool, token)
+
+
+def _serve_locked(config: UpConfig, sock: socket.socket, api_url: str, service: Service) -> None:
+    store, loop_, run_as, spool, token = (
+        service.store, service.loop, service.run_as, service.spool, service.token
+    )  # fmt: skip
+    if token is not None:
+        path = save_config(api_url, token, client_config_path(config.state_dir))
+        print(f"admin token (shown once, saved to {path}): {token}", flush=True)
+        if run_as.multi_user:
+            print(
+                f"user admin runs its jobs as Unix account {run_as.server_account} (uid 0); "
+                "to change it: railyard admin users update admin --unix-user ACCOUNT",
+                flush=True,
+            )
+        if config.state_dir != default_state_dir():
+            print(f"for the CLI: export RAILYARD_HOME={config.state_dir}", flush=True)
+    adopt, restart = _live_jobs(store)
+    settled = loop_.reconcile()
+    if adopt or restart:
+        print(
+            f"railyard up: adopted {_jobs(len(adopt) - len(settled))} still running, settled "
+            f"{len(settled)} that ended while the server was down, restarted {len(restart)} "
+            f"that were starting ({_ids(adopt + restart)})",
+            flush=True,
+        )
+    what = service.backend.describe()  # before the loop's thread uses the backend
+    stop = threading.Event()
+    thread = threading.Thread(target=loop_.run, args=(stop,), name="railyard-loop", daemon=True)
+    thread.start()
     store_url = store.engine.url.render_as_string(hide_password=True)
-    print(f"railyard up: {api_url} ({cluster.describe}, store {store_url})", flush=True)
+    print(f"railyard up: {api_url} ({what}, store {store_url})", flush=True)
     print(f"railyard up: {run_as.describe()}; job files in {spool}", flush=True)
-    for line in cluster.confinement:
+    for line in service.backend.confinement_lines():
         print(f"railyard up: {line}", flush=True)
     if config.extra_routers:
         print(f"railyard up: dashboard at {api_url}/ui/ (log in with a token)", flush=True)
     if config.metrics_open:
         print(f"railyard up: {api_url}/metrics is open to anyone who can reach it", flush=True)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(service.app, log_level="warning"))
     try:
         server.run(sockets=[sock])
     finally:

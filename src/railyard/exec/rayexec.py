@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from railyard.exec.backend import Machine
 from railyard.exec.exits import NODE_FAIL_SIGNAL
 from railyard.exec.logread import LogRefused
 from railyard.exec.protocol import ExecutorError, ExitReport, JobHandle, LaunchSpec, Outcome
@@ -40,32 +41,21 @@ CALL_TIMEOUT_S = 120.0  # an agent's worker process starts in seconds; a loaded 
 POLL_TIMEOUT_S = 5.0
 
 
-@dataclass(frozen=True)
-class RayNode:
-    """A machine that joined: its railyard name, GPUs and flavor, and whether Ray sees it."""
-
-    name: str
-    gpus: int
-    flavor: str
-    alive: bool
-    address: str
-
-
-def ray_nodes(nodes: Iterable[dict[str, Any]] | None = None) -> list[RayNode]:
+def ray_nodes(nodes: Iterable[dict[str, Any]] | None = None) -> list[Machine]:
     """The joined machines (`ray.nodes()` entries carrying a ``railyard_node:`` resource);
     a name seen alive and dead (a machine that rejoined) counts as alive."""
     if nodes is None:
         import ray
 
         nodes = ray.nodes()  # type: ignore[no-untyped-call]
-    found: dict[str, RayNode] = {}
+    found: dict[str, Machine] = {}
     for entry in nodes:
         resources = entry.get("Resources") or {}
         names = [k[len(NODE_RESOURCE) :] for k in resources if k.startswith(NODE_RESOURCE)]
         if not names:
             continue
         flavors = [k[len(FLAVOR_RESOURCE) :] for k in resources if k.startswith(FLAVOR_RESOURCE)]
-        node = RayNode(
+        node = Machine(
             name=names[0],
             gpus=int(resources.get(GPUS_RESOURCE, 0)),
             flavor=flavors[0] if flavors else "virtual",

@@ -1,65 +1,58 @@
-"""The live inventory under Ray: the machines that joined, matched to the blueprint's nodes.
+"""The live inventory of a backend whose machines join (Ray; Kubernetes to come): the nodes
+table kept in step with what the backend reports (`railyard.exec.backend.NodeSink`).
 
-With a blueprint (`railyard up --ray ADDR --blueprint FILE|PRESET`) its nodes are the
-inventory (names, flavors, topology paths); a blueprint node no machine has joined as is
-`down` ("no live machine"); a machine that joined under a name the blueprint lacks is refused
-(logged once, never scheduled). Without one, each joined machine is a node of its own leaf
-group, with the GPUs and flavor `railyard join` declared. A node whose machine leaves Ray goes
-`down` ("ray: node left"), so the cycle requeues its jobs; when it rejoins it is `ready` again
-(or, under a health gate, drained until its first check passes). An admin's drain of a live
-node is kept. Every change is a compare-and-set on the state and reason read.
+The backend says which machines are up now, as scheduler nodes it has admitted (with a
+blueprint, its nodes; a machine the blueprint lacks never gets here). A node first reported
+is added (and the default queue grows with it); a node that is no longer reported goes
+`down` ("<source>: node left"), so the cycle requeues its jobs; when it is reported again it
+is `ready` (or, under a health gate, drained until its first check passes). A blueprint node
+no machine has joined as was registered `down` ("no live machine") and comes up the same
+way. An admin's drain of a live node is kept. Every change is a compare-and-set on the state
+and reason read.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from railyard.control.effects import record, request_wake
 from railyard.control.tables import NodeRow, QueueRow
-from railyard.exec.rayexec import RayNode
 from railyard.sched import Node, NodeState
 from railyard.sched.health import joining_state
 
-log = logging.getLogger("railyard.ray")
-LEFT = "ray: node left"
 NOT_JOINED = "no live machine"
-_OURS = (LEFT, NOT_JOINED)
+
+
+def left_reason(source: str) -> str:
+    """The reason a node that left is down with (``ray: node left``): stored, so kept."""
+    return f"{source}: node left"
 
 
 @dataclass
-class RayInventory:
-    """Keeps the nodes table in step with the Ray cluster (called by the loop's thread)."""
+class JoinedNodes:
+    """Keeps the nodes table in step with a backend's machines (called by the loop's thread).
 
-    blueprint: dict[str, Node] | None = None
-    gate: bool = False  # a node that joins waits for its first health check
-    refused: set[str] = field(default_factory=set)
+    ``source`` names the backend in reasons and events; ``gate``: a node that joins waits for
+    its first health check."""
 
-    def sync(self, session: Session, found: Sequence[RayNode], now_t_s: float) -> list[str]:
-        """Apply what Ray sees now; returns one line per change."""
-        alive = {n.name: n for n in found if n.alive}
+    source: str
+    gate: bool = False
+
+    def sync(self, session: Session, joined: Sequence[Node], now_t_s: float) -> list[str]:
+        """Apply what the backend sees now; returns one line per change."""
+        alive = {n.name: n for n in joined}
         rows = {r.name: r for r in session.scalars(select(NodeRow))}
         known = list(rows.values())  # and the nodes this sync adds, for the default quota
+        ours = (left_reason(self.source), NOT_JOINED)
         changes: list[str] = []
-        for name, machine in sorted(alive.items()):
-            if self.blueprint is not None and name not in self.blueprint:
-                if name not in self.refused:
-                    self.refused.add(name)
-                    some = ", ".join(sorted(self.blueprint)[:4])
-                    log.warning(
-                        "a machine joined Ray as %r, which the blueprint has no node of; "
-                        "it takes no job (hint: railyard join --node-name one of %s, ...)",
-                        name, some,
-                    )  # fmt: skip
-                continue
+        for name, node in sorted(alive.items()):
             row = rows.get(name)
             state, reason = joining_state(self.gate)
             if row is None:
-                node = self._node(machine)
                 made = NodeRow(
                     name=name, flavor=node.flavor, gpus=node.gpus, cpu_cores=node.cpu_cores,
                     mem_gb=node.mem_gb, path=list(node.path), state=state.value,
@@ -71,25 +64,20 @@ class RayInventory:
                 changes.append(f"node {name} joined ({node.gpus} x {node.flavor})")
             elif (
                 row.state == NodeState.DOWN.value
-                and row.reason in _OURS
+                and row.reason in ours
                 and _cas(session, row, state.value, reason, now_t_s)
             ):
                 changes.append(f"node {name} rejoined")
         for name, row in sorted(rows.items()):
             if name in alive or row.state == NodeState.DOWN.value:
                 continue
-            if _cas(session, row, NodeState.DOWN.value, LEFT, now_t_s):
-                changes.append(f"node {name} left Ray: down, its jobs requeued")
+            if _cas(session, row, NodeState.DOWN.value, ours[0], now_t_s):
+                changes.append(f"node {name} left: down, its jobs requeued")
         for line in changes:
-            record(session, now_t_s, "node", f"ray: {line}", None)
+            record(session, now_t_s, "node", f"{self.source}: {line}", None)
         if changes:
             request_wake(session)
         return changes
-
-    def _node(self, machine: RayNode) -> Node:
-        if self.blueprint is not None:
-            return self.blueprint[machine.name]
-        return Node(machine.name, machine.flavor, machine.gpus, path=("su0", machine.name))
 
 
 def _cas(session: Session, row: NodeRow, state: str, reason: str, now_t_s: float) -> bool:
