@@ -42,7 +42,7 @@ from railyard.client.bounds import (
 from railyard.control import auth, jobs, logs, nodes, queues, users
 from railyard.control import schemas as s
 from railyard.control.accounts import RunAs
-from railyard.control.admission import admit
+from railyard.control.admission import admit_batch
 from railyard.control.api_errors import BodyLimit, install_errors
 from railyard.control.effects import wants_wake
 from railyard.control.errors import (
@@ -196,14 +196,9 @@ async def submit_batch(batch: s.JobBatch, user: Submitter, ctx: ContextDep) -> l
     """Submit up to 1,000 jobs at once, all or nothing; one record per job, as ``/v1/jobs``."""
 
     def store(session: Session, now: float, flavors: set[str] | None) -> list[s.JobOut]:
-        admitted = []
-        for i, spec in enumerate(batch.jobs):
-            try:
-                admitted.append(
-                    admit(session, user, spec, now, known_flavors=flavors, run_as=ctx.run_as)
-                )
-            except Invalid as exc:  # name the element, so the one line says which job
-                raise Invalid(f"jobs[{i}].{exc.field}", exc.message, exc.hint) from None
+        admitted = admit_batch(
+            session, user, batch.jobs, now, known_flavors=flavors, run_as=ctx.run_as
+        )
         stored = jobs.store_admitted(session, user, admitted, now, ctx.spool_dir)
         return [s.JobOut.from_submitted(rows, user.name, now) for rows in stored]
 
