@@ -176,3 +176,28 @@ def test_a_revoked_token_cannot_submit_and_a_bad_token_is_401_whatever_the_body(
     assert alice.post("/v1/jobs/batch", json={"jobs": [GOOD]}).status_code == 401
     assert alice.post("/v1/jobs", json={"gpus": "many"}).status_code == 401
     assert TestClient(app).post("/v1/jobs", json={"gpus": "many"}).status_code == 401
+
+
+def test_equal_specs_share_an_admission_only_for_the_same_user(
+    store: Store, tokens: dict[str, str], tmp_path: Path
+) -> None:
+    """Equal specs in a row are admitted once, per user: root's equal spec after alice's is
+    stored as root's, and alice's refused spec is refused for each request that asks it."""
+    stored = SubmitStore(store, lambda: None, tmp_path, time.time)
+    alice, root = _user(store, "alice"), _user(store, "root")
+    spec = JobSubmit.model_validate(GOOD)
+    barred = JobSubmit.model_validate({**GOOD, "queue": "research"})
+    group = [
+        Pending(SubmitRequest(alice, spec)),
+        Pending(SubmitRequest(alice, JobSubmit.model_validate(GOOD))),
+        Pending(SubmitRequest(root, spec)),
+        Pending(SubmitRequest(alice, barred)),
+        Pending(SubmitRequest(alice, barred)),
+    ]
+    stored(group)
+    owners = {p.outcome()[0][0].id: p.outcome()[0][0].user_id for p in group[:3]}
+    assert owners == {"1": alice.id, "2": alice.id, "3": root.id}
+    assert all(isinstance(p.error, Forbidden) for p in group[3:])
+    with store.session() as session:
+        rows = session.execute(select(JobRow.id, JobRow.user_id).order_by(JobRow.id)).all()
+    assert [tuple(r) for r in rows] == [("1", alice.id), ("2", alice.id), ("3", root.id)]

@@ -136,16 +136,21 @@ class SubmitStore:
         with self.store.session(write=True) as session:
             now_t_s = self.clock()
             by_user: dict[int, tuple[User, list[tuple[Pending[Any, Any], Admitted]]]] = {}
+            last: tuple[int, JobSubmit, Admitted] | None = None
             for pending in group:
                 user, spec = pending.request.user, pending.request.spec
-                try:
-                    job = admit(session, user, spec, now_t_s, known_flavors=flavors,
-                                run_as=self.run_as)  # fmt: skip
-                except SQLAlchemyError:  # the transaction's failure: every member's
-                    raise
-                except Exception as exc:  # admission only reads: this request fails alone
-                    pending.error = exc
-                    continue
+                if last is not None and last[0] == user.id and last[1] == spec:
+                    job = last[2]  # as admission.admit_batch: equal specs, one admission
+                else:
+                    try:
+                        job = admit(session, user, spec, now_t_s, known_flavors=flavors,
+                                    run_as=self.run_as)  # fmt: skip
+                    except SQLAlchemyError:  # the transaction's failure: every member's
+                        raise
+                    except Exception as exc:  # admission only reads: this one fails alone
+                        pending.error = exc
+                        continue
+                    last = (user.id, spec, job)
                 by_user.setdefault(user.id, (user, []))[1].append((pending, job))
             for user, members in by_user.values():
                 rows = store_admitted(
