@@ -46,3 +46,21 @@ def test_a_batch_is_stored_in_one_statement_per_table(api: Api) -> None:  # noqa
     assert sorted(writes) == ["INSERT INTO events", "INSERT INTO jobs", "UPDATE counters"]
     assert [j["name"] for j in response.json()][:3] == ["j0", "j1", "j2"]
     assert api.jobs_and_counter() == (51, 51)
+
+
+def test_alike_jobs_share_an_admission_but_not_their_ids(api: Api) -> None:  # noqa: F811
+    """Equal specs in a row are admitted once (admission.admit_batch): each still gets its own
+    id and the same values, and a refused spec after them is named by its own index."""
+    alike = {"command": ["true"], "gpus": 2, "name": "same"}
+    response = api.as_["alice"].post("/v1/jobs/batch", json={"jobs": [alike] * 3})
+    assert response.status_code == 201, response.text
+    jobs = response.json()
+    assert [j["id"] for j in jobs] == ["1", "2", "3"]
+    assert {(j["name"], j["gpus"], j["priority"], j["flavor"]) for j in jobs} == {
+        ("same", 2, jobs[0]["priority"], jobs[0]["flavor"])
+    }
+    refused = {**alike, "gpus": 1000}
+    response = api.as_["alice"].post("/v1/jobs/batch", json={"jobs": [alike, alike, refused]})
+    assert response.status_code == 422
+    assert response.json()["detail"].startswith("jobs[2].gpus")
+    assert api.jobs_and_counter() == (3, 3)

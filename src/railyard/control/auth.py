@@ -19,7 +19,7 @@ import secrets
 import time
 from datetime import UTC, datetime
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from railyard.control.tables import Token, User
@@ -47,14 +47,26 @@ def identify(session: Session, token: str, now_t_s: float | None = None) -> tupl
     if not token.startswith(PREFIX) or len(token) > 128:
         return None, INVALID
     digest = hash_token(token)
-    row = session.scalars(select(Token).where(Token.token_hash == digest)).one_or_none()
-    if row is None or row.revoked or not hmac.compare_digest(row.token_hash, digest):
+    found = session.execute(_BY_HASH, {"digest": digest}).one_or_none()
+    if found is None:
+        return None, INVALID
+    user, token_id, stored, revoked, expires_t_s = found
+    if revoked or not hmac.compare_digest(stored, digest):
         return None, INVALID
     now = time.time() if now_t_s is None else now_t_s
-    if row.expires_t_s is not None and now >= row.expires_t_s:
-        when = datetime.fromtimestamp(row.expires_t_s, UTC).isoformat(timespec="seconds")
-        return None, f"token {row.id} expired at {when} (hint: an admin creates a new one)"
-    return session.get(User, row.user_id), ""
+    if expires_t_s is not None and now >= expires_t_s:
+        when = datetime.fromtimestamp(expires_t_s, UTC).isoformat(timespec="seconds")
+        return None, f"token {token_id} expired at {when} (hint: an admin creates a new one)"
+    return user, ""
+
+
+# The token and its user in one query, built once: every request runs it (two ORM queries,
+# each built anew, were a fifth of a single submit's CPU time, measured with cProfile).
+_BY_HASH = (
+    select(User, Token.id, Token.token_hash, Token.revoked, Token.expires_t_s)
+    .join(Token, Token.user_id == User.id)
+    .where(Token.token_hash == bindparam("digest"))
+)
 
 
 def is_valid(token: Token, now_t_s: float) -> bool:
