@@ -84,6 +84,10 @@ class LoopConfig:
     sweep_interval_s: float = 5.0  # how often stranded rows are looked for (`control.stuck`)
     failure_window_s: float = FAILURE_WINDOW_S  # /healthz fails this long after a failed step
     freeze_heap: bool = True  # see freeze_heap()
+    # New pending rows one step converts; more wait for the next step (`Loop._converting`),
+    # for at most `converting_steps_max` steps in a row.
+    convert_max_rows: int | None = 2000
+    converting_steps_max: int = 8
 
     @property
     def spool(self) -> Path:
@@ -132,7 +136,8 @@ class Loop:
         self._next_sweep_t_s = clock() + config.sweep_interval_s
         self.metrics = LoopMetrics()
         self._last_accrual_t_s: float | None = None
-        self._world = WorldReader(config.scheduler)
+        self._world = WorldReader(config.scheduler, config.convert_max_rows)
+        self._converting_steps = 0  # steps in a row that only converted new rows
         self._cache = CycleCache()
         self._carried: list[Exit] = []  # exits adoption found, settled by the next step
         self.last_plan: StepPlan | None = None
@@ -237,7 +242,12 @@ class Loop:
         self._carried = exits  # until the plan is committed: a failed step loses no exit
         # 2-3. Read, plan, write the plan before acting on it.
         with self.store.session() as session:
+            bounded = self._converting_steps < self.config.converting_steps_max
+            self._world.convert_max_rows = self.config.convert_max_rows if bounded else None
             given, seen = self._world.read(session, now_t_s, exits, self._last_accrual_t_s)
+            if self._world.backlog:
+                return self._converting(report, step_began)
+            self._converting_steps = 0
             health = self._health_input(session)
             if health is not None:
                 given = replace(given, health=health)
@@ -271,6 +281,23 @@ class Loop:
             report.checks += [started] if started else []
         report.step_s = time.perf_counter() - step_began
         self.metrics.observe(report.cycle_s, report.step_s, report.waits_s)
+        self.health.ok(self.clock())
+        return report
+
+    def _converting(self, report: StepReport, step_began: float) -> StepReport:
+        """A step that only converted new pending rows (a 10,000-task array has just landed)
+        and left more than ``convert_max_rows`` for the next: no plan is made until every
+        pending job is seen, so a later job of higher priority is never passed over, and the
+        next step comes as soon as the API has had as much time as this one took (`run`).
+        Its exits are carried to that step. The steps that convert, each bounded, are what
+        keeps other clients' requests fast while a big array lands (the whole conversion in
+        one step held the process for most of a second). After ``converting_steps_max`` of
+        them in a row (rows arriving or changing faster than steps read them) one step reads
+        them all and plans: the loop never stops deciding."""
+        self._converting_steps += 1
+        log.debug("%d new pending jobs left to read", self._world.backlog)
+        self.wake()
+        report.step_s = time.perf_counter() - step_began
         self.health.ok(self.clock())
         return report
 
