@@ -53,6 +53,7 @@ class Virtual:
             converting_steps_max=steps_max,
         )
         self.loop = Loop(store, self.executor, config, clock=lambda: self.engine.now_t_s)
+        self.backlog = 0  # the last step's
 
     def submit(self, run_s: float, **fields: Any) -> list[str]:
         with self.store.session() as session:
@@ -71,7 +72,9 @@ class Virtual:
         until = self.engine.now_t_s + TICK_S
         self.engine.run(lambda _t, ev: self.executor.on_event(ev), until_t_s=until)
         self.engine.now_t_s = until
-        return self.loop.step().started
+        report = self.loop.step()
+        self.backlog = report.backlog
+        return report.started
 
     def rows(self) -> dict[str, tuple[str, str]]:
         """Every job's (state, reason), as `railyard queue` reads them."""
@@ -103,15 +106,17 @@ def test_a_step_converts_at_most_convert_max_rows_and_plans_once_all_are_seen(
 
     monkeypatch.setattr(world, "job_of_columns", counted)
     cluster.submit(3600.0, array=f"0-{TASKS - 1}%2")
-    per_step, started = [], []
+    per_step, started, left = [], [], []
     for _ in range(TASKS // PER_STEP):
         converted[0] = 0
         started.append(cluster.step())
         per_step.append(converted[0])
+        left.append(cluster.backlog)
     assert per_step == [PER_STEP] * (TASKS // PER_STEP)
+    assert left == [TASKS - PER_STEP * (i + 1) for i in range(TASKS // PER_STEP)]
     assert started[:-1] == [[]] * (TASKS // PER_STEP - 1)  # no plan while rows are unseen
     assert started[-1] == ["1_0", "1_1"]
-    assert cluster.loop._world.backlog == 0
+    assert cluster.backlog == 0
 
 
 def test_throttled_array_starts_in_index_order_never_more_than_n(cluster: Virtual) -> None:
@@ -172,6 +177,6 @@ def test_after_converting_steps_max_steps_one_step_reads_all_and_plans(
     cluster.submit(3600.0, array=f"0-{TASKS - 1}%2")
     started = [cluster.step() for _ in range(3)]
     assert started == [[], [], ["1_0", "1_1"]]
-    assert cluster.loop._world.backlog == 0
+    assert cluster.backlog == 0
     second = cluster.submit(3600.0, array=f"0-{TASKS - 1}%2")  # the count starts again
     assert [cluster.step() for _ in range(3)] == [[], [], second[:2]]

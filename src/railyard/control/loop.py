@@ -104,6 +104,7 @@ class StepReport:
     requeued: list[str] = field(default_factory=list)
     cycle_s: float = 0.0  # the scheduling decision alone
     step_s: float = 0.0  # the whole step: read, decide, write, act
+    backlog: int = 0  # new pending rows left for the next step, which this one did not plan
     waits_s: list[float] = field(default_factory=list)  # submit to first start, per start
     checks: list[str] = field(default_factory=list)  # health checks (system jobs) started
     relaunched: list[str] = field(default_factory=list)  # stranded STARTING rows started again
@@ -136,7 +137,7 @@ class Loop:
         self._next_sweep_t_s = clock() + config.sweep_interval_s
         self.metrics = LoopMetrics()
         self._last_accrual_t_s: float | None = None
-        self._world = WorldReader(config.scheduler, config.convert_max_rows)
+        self._world = WorldReader(config.scheduler)
         self._converting_steps = 0  # steps in a row that only converted new rows
         self._cache = CycleCache()
         self._carried: list[Exit] = []  # exits adoption found, settled by the next step
@@ -243,10 +244,12 @@ class Loop:
         # 2-3. Read, plan, write the plan before acting on it.
         with self.store.session() as session:
             bounded = self._converting_steps < self.config.converting_steps_max
-            self._world.convert_max_rows = self.config.convert_max_rows if bounded else None
-            given, seen = self._world.read(session, now_t_s, exits, self._last_accrual_t_s)
-            if self._world.backlog:
-                return self._converting(report, step_began)
+            limit = self.config.convert_max_rows if bounded else None
+            given, seen = self._world.read(
+                session, now_t_s, exits, self._last_accrual_t_s, convert_max_rows=limit
+            )
+            if seen.backlog:
+                return self._converting(report, seen.backlog, step_began)
             self._converting_steps = 0
             health = self._health_input(session)
             if health is not None:
@@ -284,7 +287,7 @@ class Loop:
         self.health.ok(self.clock())
         return report
 
-    def _converting(self, report: StepReport, step_began: float) -> StepReport:
+    def _converting(self, report: StepReport, backlog: int, step_began: float) -> StepReport:
         """A step that only converted new pending rows (a 10,000-task array has just landed)
         and left more than ``convert_max_rows`` for the next: no plan is made until every
         pending job is seen, so a later job of higher priority is never passed over, and the
@@ -295,7 +298,8 @@ class Loop:
         them in a row (rows arriving or changing faster than steps read them) one step reads
         them all and plans: the loop never stops deciding."""
         self._converting_steps += 1
-        log.debug("%d new pending jobs left to read", self._world.backlog)
+        report.backlog = backlog
+        log.debug("%d new pending jobs left to read", backlog)
         self.wake()
         report.step_s = time.perf_counter() - step_began
         self.health.ok(self.clock())

@@ -55,16 +55,12 @@ class Seen:
     nominated: set[str] = field(default_factory=set)
     running: dict[str, RunningJob] = field(default_factory=dict)
     states: dict[str, str] = field(default_factory=dict)  # started job -> stored state
+    backlog: int = 0  # new pending rows left unread by a bounded read (`WorldReader._pending`)
 
 
 class WorldReader:
-    """Reads the step's input; ``convert_max_rows`` bounds the new pending rows one read
-    converts (see :meth:`_pending`), ``backlog`` is how many it left for the next."""
-
-    def __init__(self, scheduler: SchedulerConfig, convert_max_rows: int | None = None) -> None:
+    def __init__(self, scheduler: SchedulerConfig) -> None:
         self.scheduler = scheduler
-        self.convert_max_rows = convert_max_rows
-        self.backlog = 0
         self._users: dict[int, str] = {}
         self._pending_cache: dict[str, tuple[float, str, Job]] = {}  # (updated, reason, job)
         self._live_cache: dict[str, tuple[float, str, RunningJob]] = {}  # (updated, state, run)
@@ -77,7 +73,10 @@ class WorldReader:
         now_t_s: float,
         exits: Sequence[Exit],
         last_accrual_t_s: float | None,
+        convert_max_rows: int | None = None,
     ) -> tuple[StepInput, Seen]:
+        """The step's input; at most ``convert_max_rows`` new pending rows are converted, the
+        number left is ``Seen.backlog``."""
         users = {u.id: u.name for u in session.scalars(select(User))}
         if users != self._users:  # a job carries its user's name: convert again
             self._users = users
@@ -86,7 +85,7 @@ class WorldReader:
         queues = [to_queue(r) for r in session.scalars(select(QueueRow))]
         seen = Seen()
         self._live(session, users, seen, now_t_s)
-        pending = self._pending(session, users, seen, now_t_s)
+        pending = self._pending(session, users, seen, now_t_s, convert_max_rows)
         usage = usage_from_rows(session.scalars(select(UsageRow)))
         wanted = {i for job in pending for d in job.dependencies for i in d.job_ids}
         given = StepInput(
@@ -126,11 +125,16 @@ class WorldReader:
                 seen.states[job_id] = state
 
     def _pending(
-        self, session: Session, users: dict[int, str], seen: Seen, now_t_s: float
+        self,
+        session: Session,
+        users: dict[int, str],
+        seen: Seen,
+        now_t_s: float,
+        convert_max_rows: int | None,
     ) -> list[Job]:
         """The pending jobs, in submit order. New or changed rows are converted, at most
         ``convert_max_rows`` of those that can be kept for later steps; the rest are counted
-        in ``backlog`` and left for the next read (the loop makes no plan until it has seen
+        in ``seen.backlog`` and left for the next read (the loop makes no plan until it has seen
         every pending job, see `control.loop`)."""
         where = JobRow.state == JobState.PENDING.value
         keys = _core(
@@ -140,8 +144,10 @@ class WorldReader:
             .order_by(JobRow.submit_t_s, JobRow.id),
         )
         got = _fresh(self._pending_cache, keys, now_t_s)
-        missing = self._budget([(i, t) for i, t, _ in keys if i not in got], now_t_s)
-        for r in _rows(session, missing, len(keys), where):
+        missing = [(i, t) for i, t, _ in keys if i not in got]
+        if convert_max_rows is not None and len(missing) > convert_max_rows:
+            missing, seen.backlog = _budget(missing, now_t_s, convert_max_rows)
+        for r in _rows(session, [i for i, _ in missing], len(keys), where):
             if r.state == JobState.PENDING.value:  # else it left between the two reads
                 job = job_of_columns(r, users.get(r.user_id, "?"))
                 got[r.id] = (r.updated_t_s, r.reason, job)
@@ -156,18 +162,6 @@ class WorldReader:
                 seen.nominated.add(job_id)
             out.append(job)
         return out
-
-    def _budget(self, missing: list[tuple[str, float]], now_t_s: float) -> list[str]:
-        """Which of the missing rows to convert now: every row stamped at or after the step's
-        instant (it is read every step anyway, so leaving it would never end a backlog), and
-        the first ``convert_max_rows`` others, in submit order."""
-        limit = self.convert_max_rows
-        self.backlog = 0
-        if limit is None or len(missing) <= limit:
-            return [i for i, _ in missing]
-        older = [i for i, stamp in missing if stamp < now_t_s]
-        self.backlog = max(0, len(older) - limit)
-        return [i for i, stamp in missing if stamp >= now_t_s] + older[:limit]
 
     def _predictions(
         self, session: Session, users: dict[int, str], now_t_s: float
@@ -220,6 +214,16 @@ def _core(session: Session, stmt: Select[*_Ts]) -> Sequence[Row[*_Ts]]:
     """``stmt``'s rows through the session's connection, without the ORM's result layer
     (a third of the time of reading ten thousand rows; cProfile)."""
     return session.connection().execute(stmt).all()
+
+
+def _budget(
+    missing: list[tuple[str, float]], now_t_s: float, limit: int
+) -> tuple[list[tuple[str, float]], int]:
+    """Which of the missing rows to convert now, and how many are left: every row stamped at
+    or after the step's instant (it is read every step anyway, so leaving it would never end a
+    backlog), and the first ``limit`` others, in submit order."""
+    older = [m for m in missing if m[1] < now_t_s]
+    return [m for m in missing if m[1] >= now_t_s] + older[:limit], max(0, len(older) - limit)
 
 
 def _rows(
