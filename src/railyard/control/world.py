@@ -11,6 +11,10 @@ newer ``updated_t_s``, even on a virtual clock where several steps share one ins
 write that leaves the stamp alone is the loop's own reason of a pending job (`control.apply`),
 which the cache takes from the loop (:meth:`WorldReader.wrote`): a cycle that turns ten
 thousand reasons costs one UPDATE, not a full read of those rows on the next step.
+
+A read may be bounded (``convert_max_rows``): a 10,000-task array that has just landed is then
+converted over several steps, the number left in ``Seen.backlog``; the loop plans only once
+nothing is left (`control.loop`).
 """
 
 from __future__ import annotations
