@@ -33,7 +33,7 @@ class Counted:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.jobs = self.running = 0
-        to_job, to_running = world.to_job, world.to_running
+        to_job, to_running = world.job_of_columns, world.to_running
 
         def job(*a: Any) -> Any:
             self.jobs += 1
@@ -43,7 +43,7 @@ class Counted:
             self.running += 1
             return to_running(*a)
 
-        monkeypatch.setattr(world, "to_job", job)
+        monkeypatch.setattr(world, "job_of_columns", job)
         monkeypatch.setattr(world, "to_running", run)
 
     def reset(self) -> None:

@@ -84,6 +84,10 @@ class LoopConfig:
     sweep_interval_s: float = 5.0  # how often stranded rows are looked for (`control.stuck`)
     failure_window_s: float = FAILURE_WINDOW_S  # /healthz fails this long after a failed step
     freeze_heap: bool = True  # see freeze_heap()
+    # New pending rows one step converts; more wait for the next step (`Loop._converting`),
+    # for at most `converting_steps_max` steps in a row.
+    convert_max_rows: int | None = 2000
+    converting_steps_max: int = 8
 
     @property
     def spool(self) -> Path:
@@ -100,6 +104,7 @@ class StepReport:
     requeued: list[str] = field(default_factory=list)
     cycle_s: float = 0.0  # the scheduling decision alone
     step_s: float = 0.0  # the whole step: read, decide, write, act
+    backlog: int = 0  # new pending rows left for the next step, which this one did not plan
     waits_s: list[float] = field(default_factory=list)  # submit to first start, per start
     checks: list[str] = field(default_factory=list)  # health checks (system jobs) started
     relaunched: list[str] = field(default_factory=list)  # stranded STARTING rows started again
@@ -133,6 +138,7 @@ class Loop:
         self.metrics = LoopMetrics()
         self._last_accrual_t_s: float | None = None
         self._world = WorldReader(config.scheduler)
+        self._converting_steps = 0  # steps in a row that only converted new rows
         self._cache = CycleCache()
         self._carried: list[Exit] = []  # exits adoption found, settled by the next step
         self.last_plan: StepPlan | None = None
@@ -237,7 +243,14 @@ class Loop:
         self._carried = exits  # until the plan is committed: a failed step loses no exit
         # 2-3. Read, plan, write the plan before acting on it.
         with self.store.session() as session:
-            given, seen = self._world.read(session, now_t_s, exits, self._last_accrual_t_s)
+            bounded = self._converting_steps < self.config.converting_steps_max
+            limit = self.config.convert_max_rows if bounded else None
+            given, seen = self._world.read(
+                session, now_t_s, exits, self._last_accrual_t_s, convert_max_rows=limit
+            )
+            if seen.backlog:
+                return self._converting(report, seen.backlog, step_began)
+            self._converting_steps = 0
             health = self._health_input(session)
             if health is not None:
                 given = replace(given, health=health)
@@ -272,6 +285,24 @@ class Loop:
             report.checks += [started] if started else []
         report.step_s = time.perf_counter() - step_began
         self.metrics.observe(report.cycle_s, report.step_s, report.waits_s)
+        self.health.ok(self.clock())
+        return report
+
+    def _converting(self, report: StepReport, backlog: int, step_began: float) -> StepReport:
+        """A step that only converted new pending rows (a 10,000-task array has just landed)
+        and left more than ``convert_max_rows`` for the next: no plan is made until every
+        pending job is seen, so a later job of higher priority is never passed over, and the
+        next step comes as soon as the API has had as much time as this one took (`run`).
+        Its exits are carried to that step. The steps that convert, each bounded, are what
+        keeps other clients' requests fast while a big array lands (the whole conversion in
+        one step held the process for most of a second). After ``converting_steps_max`` of
+        them in a row (rows arriving or changing faster than steps read them) one step reads
+        them all and plans: the loop never stops deciding."""
+        self._converting_steps += 1
+        report.backlog = backlog
+        log.debug("%d new pending jobs left to read", backlog)
+        self.wake()
+        report.step_s = time.perf_counter() - step_began
         self.health.ok(self.clock())
         return report
 
