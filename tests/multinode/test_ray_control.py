@@ -23,6 +23,8 @@ from tests.integration.server_proc import ServerProcess
 from tests.multinode.conftest import LocalRay
 from tests.parts import needs
 
+pytestmark = pytest.mark.long  # few tests, long ones: handed out first (tests/conftest.py)
+
 NAMES = ("gpu001", "gpu017", "gpu018")
 ACTIVE = ("pending", "starting", "running", "preempting", "cancelling")
 
