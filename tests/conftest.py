@@ -6,6 +6,7 @@ import fcntl
 import os
 import tempfile
 import textwrap
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
@@ -71,6 +72,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             continue
         if item.get_closest_marker("stores") is None:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")  # after `-m`
+def pytest_collection_modifyitems_long_first(items: list[pytest.Item]) -> None:
+    """The order pytest-xdist hands modules to its workers (`--dist loadfile` with
+    `--no-loadscope-reorder`, pyproject): modules marked ``long`` (a few tests that run for
+    long: real servers, Ray clusters, torch in child processes) first, then the rest, most
+    tests first. xdist alone orders by test count only, so a long module of three tests was
+    handed out last and ran for a minute on one worker while the other sat idle."""
+
+    def module(item: pytest.Item) -> str:
+        return item.nodeid.split("::")[0]
+
+    counts = Counter(module(item) for item in items)
+    long_modules = {module(item) for item in items if item.get_closest_marker("long")}
+    items.sort(key=lambda item: (module(item) not in long_modules, -counts[module(item)]))
 
 
 @pytest.fixture(autouse=True)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.long  # few tests, long ones: handed out first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 STRICT_PACKAGES = [
     "blueprint", "fabric", "plan", "sched", "exec", "control", "client", "twin", "sim", "health",

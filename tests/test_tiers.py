@@ -9,6 +9,10 @@ import sys
 from functools import cache
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.long  # few tests, long ones: handed out first (tests/conftest.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 AGNOSTIC = "tests/control/test_auth.py"  # tests the API's rules, whatever the store
 STORES = "tests/control/test_transitions.py"  # compare-and-set: what the store itself does

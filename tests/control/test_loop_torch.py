@@ -7,6 +7,7 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
 from tests.control.loop_helpers import (
     Cluster,
     add_job,
@@ -20,7 +21,7 @@ from tests.parts import needs
 
 from railyard.control.store import Store
 
-pytestmark = needs("torch")
+pytestmark = [needs("torch"), pytest.mark.long]
 
 ROOT = Path(__file__).resolve().parents[2]
 DDP = [sys.executable, str(ROOT / "examples" / "ddp_train.py")]

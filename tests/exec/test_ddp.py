@@ -7,12 +7,13 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
 from exec_helpers import MakeExecutor, logs, spec, wait_for, wait_report
 from tests.parts import needs
 
 from railyard.exec import LocalExecutor, Outcome
 
-pytestmark = needs("torch")
+pytestmark = [needs("torch"), pytest.mark.long]
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "ddp_train.py"
 JOB = "ddp"

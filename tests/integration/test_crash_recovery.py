@@ -16,7 +16,7 @@ import pytest
 from tests.integration.crash_campaign import run_campaign
 from tests.tiers import tiered
 
-pytestmark = pytest.mark.stores  # its PostgreSQL copies stay in the main tier
+pytestmark = [pytest.mark.stores, pytest.mark.long]  # its PostgreSQL copies stay in the main tier
 
 
 @tiered("campaign", (60, 3), (300, 8))

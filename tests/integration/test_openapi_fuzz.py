@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from railyard.control.api import create_app
 from railyard.control.loop import Loop, LoopConfig
 from railyard.control.store import Store, sqlite_url
@@ -19,6 +21,8 @@ from railyard.exec.protocol import ExitReport, JobHandle, LaunchSpec
 from tests.control.conftest import Seeder
 from tests.integration.fuzz_api import fuzz
 from tests.tiers import tiered
+
+pytestmark = pytest.mark.long  # few tests, long ones: handed out first (tests/conftest.py)
 
 
 class RecordingExecutor:

@@ -12,7 +12,11 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from tests.integration.soak import SoakPlan, run_soak
+
+pytestmark = pytest.mark.long  # few tests, long ones: handed out first (tests/conftest.py)
 
 SECONDS = float(os.environ.get("RAILYARD_SOAK_S", "30"))
 SEED = int(os.environ.get("RAILYARD_SOAK_SEED", "21"))

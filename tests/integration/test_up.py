@@ -17,7 +17,7 @@ import pytest
 
 from tests.integration.server_proc import ServerProcess, free_port
 
-pytestmark = pytest.mark.stores  # its PostgreSQL copies stay in the main tier
+pytestmark = [pytest.mark.stores, pytest.mark.long]  # its PostgreSQL copies stay in the main tier
 
 
 def up(

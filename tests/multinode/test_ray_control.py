@@ -23,7 +23,10 @@ from tests.integration.server_proc import ServerProcess
 from tests.multinode.conftest import LocalRay
 from tests.parts import needs
 
+pytestmark = pytest.mark.long  # few tests, long ones: handed out first (tests/conftest.py)
+
 NAMES = ("gpu001", "gpu017", "gpu018")
+ACTIVE = ("pending", "starting", "running", "preempting", "cancelling")
 
 DDP = """
 import json, os, sys, time
@@ -61,18 +64,33 @@ def rail_ray() -> Iterator[LocalRay]:
         made.shutdown()
 
 
-@pytest.fixture
-def server(rail_ray: LocalRay, tmp_path: Path) -> Iterator[ServerProcess]:
-    state = tmp_path / "state"
-    state.mkdir()
+@pytest.fixture(scope="module")
+def rail_server(
+    rail_ray: LocalRay, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    """One `railyard up` for the module's tests (a start over Ray takes seconds): each test
+    leaves no job active, and a test that kills it starts it again on the same state."""
+    state = tmp_path_factory.mktemp("rail-server")
     proc = ServerProcess(state, gpus=None,
                          extra=(*rail_ray.up_args, "--blueprint", "rail-2048"))  # fmt: skip
     proc.start(timeout_s=90)
-    yield proc
-    for job in proc.request("GET", "/v1/jobs"):
-        if job["state"] in ("pending", "running", "starting"):
-            proc.call("DELETE", f"/v1/jobs/{job['id']}")
-    proc.stop()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+def server(rail_server: ServerProcess) -> Iterator[ServerProcess]:
+    """The module's server, with every job the test left active cancelled and gone after it,
+    so the next test finds the machines free."""
+    yield rail_server
+    if rail_server.proc is None or rail_server.proc.poll() is not None:
+        rail_server.start(timeout_s=90)  # a test that failed between its kill and its restart
+    left = [j["id"] for j in rail_server.request("GET", "/v1/jobs") if j["state"] in ACTIVE]
+    for job_id in left:
+        rail_server.call("DELETE", f"/v1/jobs/{job_id}")
+    wait_for(lambda: all(job(rail_server, i)["state"] not in ACTIVE for i in left))
 
 
 def wait_for(done: Callable[[], bool], timeout_s: float = 120.0) -> None:

@@ -21,6 +21,8 @@ from railyard.sched.lifecycle import ExitKind
 from tests.exec.exec_helpers import py, spec
 from tests.multinode.conftest import LocalRay
 
+pytestmark = pytest.mark.long  # few tests, long ones: handed out first (tests/conftest.py)
+
 ENV_SCRIPT = """
 import json, os, sys
 keys = ["NODE_RANK", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",

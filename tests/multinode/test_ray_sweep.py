@@ -111,6 +111,7 @@ def _writable() -> bool:
 
 
 pytestmark = [
+    pytest.mark.long,  # few tests, long ones: handed out first (tests/conftest.py)
     pytest.mark.skipif(
         not _writable(), reason="needs a writable cgroup v1 cpu controller (root) and 2 CPUs"
     ),

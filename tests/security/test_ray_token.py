@@ -30,6 +30,8 @@ from tests.parts import require
 
 require("ray")
 
+pytestmark = pytest.mark.long  # few tests, long ones: handed out first (tests/conftest.py)
+
 RAILYARD = [sys.executable, "-m", "railyard"]
 RAY = str(Path(sys.executable).parent / "ray")
 

@@ -12,7 +12,11 @@ from __future__ import annotations
 import functools
 import statistics
 
+import pytest
+
 from railyard.sim.sweep import Scenario, run_scenario
+
+pytestmark = pytest.mark.long  # few tests, long ones: handed out first (tests/conftest.py)
 
 SEEDS = (0, 1, 2, 3)
 

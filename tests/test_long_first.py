@@ -1,0 +1,24 @@
+"""Modules marked ``long`` are handed to the xdist workers first (tests/conftest.py), so the
+run does not end with one long module on one worker while the other sits idle."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHORT = "tests/test_parts.py"  # five quick tests
+LONG = "tests/test_lint.py"  # marked long: three, one of them mypy
+
+
+def test_a_long_module_is_handed_out_before_a_module_of_more_tests() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-n0", "-p", "no:cacheprovider",
+         SHORT, LONG],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    modules = [line.split("::")[0] for line in done.stdout.splitlines() if "::" in line]
+    assert modules.index(LONG) < modules.index(SHORT)
+    assert sorted(set(modules)) == sorted({SHORT, LONG})
