@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.bench_metrics import open_store, seed
 from benchmarks.common import time_runs
 
-from railyard.control.api import create_app
+from railyard.control.api.app import create_app
 from railyard.web.routes import router
 
 RESULTS = Path(__file__).parent / "results" / "bench_dashboard.json"

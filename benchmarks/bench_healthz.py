@@ -29,11 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.bench_metrics import open_store, seed
 from benchmarks.common import time_runs
 
-from railyard.control.api import create_app
-from railyard.control.health import LoopHealth
-from railyard.control.store import Store
-from railyard.control.stuck import Deadlines, overdue
-from railyard.control.tables import JobRow
+from railyard.control.api.app import create_app
+from railyard.control.store.database import Store
+from railyard.control.store.stuck import Deadlines, overdue
+from railyard.control.store.tables import JobRow
+from railyard.control.usecases.loopstatus import LoopHealth
 
 RESULTS = Path(__file__).parent / "results" / "bench_healthz.json"
 

@@ -37,9 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.bench_metrics import open_store
 from benchmarks.common import rail_optimized
 
-from railyard.control.loop import Loop, LoopConfig, freeze_heap
-from railyard.control.store import Store
-from railyard.control.tables import JobRow, NodeRow, QueueRow, User
+from railyard.control.loop.service import Loop, LoopConfig, freeze_heap
+from railyard.control.store.database import Store
+from railyard.control.store.tables import JobRow, NodeRow, QueueRow, User
 from railyard.inventory import scheduler_nodes
 from railyard.sched import SchedulerConfig
 from railyard.sim.checkpoints import CheckpointPolicy, IntervalRule

@@ -31,12 +31,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import time_runs
 from tests.control.conftest import fresh_pg_database
 
-from railyard.control.api import create_app
-from railyard.control.auth import issue_token
-from railyard.control.loopmetrics import LoopMetrics
-from railyard.control.metrics import MetricsConfig
-from railyard.control.store import Store, sqlite_url
-from railyard.control.tables import JobRow, NodeRow, QueueRow, UsageRow, User
+from railyard.control.api.app import create_app
+from railyard.control.metrics.loopstats import LoopMetrics
+from railyard.control.metrics.prometheus import MetricsConfig
+from railyard.control.store.database import Store, sqlite_url
+from railyard.control.store.tables import JobRow, NodeRow, QueueRow, UsageRow, User
+from railyard.control.usecases.auth import issue_token
 from railyard.probe import GpuReading
 
 RESULTS = Path(__file__).parent / "results" / "bench_metrics.json"

@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.bench_metrics import open_store
 from benchmarks.common import time_runs
 
-from railyard.control import auth, uisessions
-from railyard.control.store import Store
-from railyard.control.tables import User
+from railyard.control.store.database import Store
+from railyard.control.store.tables import User
+from railyard.control.usecases import auth, uisessions
 
 RESULTS = Path(__file__).parent / "results" / "bench_uisession.json"
 

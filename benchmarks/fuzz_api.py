@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.control.conftest import Seeder, fresh_pg_database
 from tests.integration.fuzz_api import FuzzReport, fuzz
 
-from railyard.control.api import create_app
-from railyard.control.store import Store, sqlite_url
+from railyard.control.api.app import create_app
+from railyard.control.store.database import Store, sqlite_url
 
 RESULTS = Path(__file__).parent / "results" / "fuzz_api.json"
 

@@ -95,7 +95,7 @@ def test_client_commands_reach_the_server_through_the_client(module: str) -> Non
 # The dashboard reads the store through control's use-cases only (issue 22): never the tables,
 # the row converters, /healthz or /metrics internals, nor SQL of its own, so who-may-see-what
 # is decided in one place for the API and the pages alike.
-WEB_MAY_USE = {"usecases", "jobs", "logs", "nodes", "queues", "uisessions", "errors", "schemas"}
+WEB_MAY_USE = {"usecases", "errors", "schemas"}
 SESSION_QUERIES = {"execute", "scalars", "scalar", "get", "query", "add", "delete", "merge"}
 
 
@@ -173,3 +173,46 @@ def test_control_imports_no_concrete_backend() -> None:
     for path in files:
         bad = _exec_modules(path) & CONCRETE_BACKENDS
         assert not bad, f"{path.relative_to(SRC)} imports {sorted(bad)}: use railyard.exec.backend"
+
+
+# Inside control, rooms with doors (issue 22): the API calls use-cases, use-cases call the
+# store, the loop reads the store and calls use-cases, and nothing but `server.py` (the one
+# composition root) imports the API. The shared vocabulary beside them (errors, schemas,
+# jobspec) leans on the store's tables alone.
+CONTROL = SRC / "control"
+CONTROL_ROOMS = {"store", "usecases", "api", "loop", "metrics"}
+CONTROL_FORBIDDEN = {
+    "store": {"usecases", "api", "loop", "metrics", "server"},
+    "usecases": {"api", "loop", "metrics", "server"},
+    "metrics": {"api", "loop", "server"},
+    "loop": {"api", "server"},
+    "api": {"server"},
+    "shared": {"usecases", "api", "loop", "metrics", "server"},
+}
+
+
+def _control_room(path: Path) -> str:
+    first = path.relative_to(CONTROL).parts[0]
+    return first if first in CONTROL_ROOMS else "server" if first == "server.py" else "shared"
+
+
+def _control_imports(path: Path) -> set[str]:
+    parts = (name.split(".") for name in _imported_modules(path))
+    return {p[2] for p in parts if p[:2] == ["railyard", "control"] and len(p) > 2}
+
+
+@pytest.mark.parametrize("room", sorted(CONTROL_FORBIDDEN))
+def test_control_rooms_import_inward_only(room: str) -> None:
+    files = [p for p in sorted(CONTROL.rglob("*.py")) if _control_room(p) == room]
+    files = [p for p in files if "migrations" not in p.parts or room != "store"]
+    assert files
+    for path in files:
+        bad = _control_imports(path) & CONTROL_FORBIDDEN[room]
+        assert not bad, f"{path.relative_to(SRC)} ({room}) imports control.{sorted(bad)}"
+
+
+def test_control_keeps_its_modules_in_rooms() -> None:
+    """A new module goes in a room: only the composition root and the shared vocabulary sit
+    at control's top level."""
+    top = {p.stem for p in CONTROL.glob("*.py")}
+    assert top <= {"__init__", "server", "errors", "schemas", "health_schemas", "jobspec"}, top

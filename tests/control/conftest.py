@@ -23,9 +23,9 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
-from railyard.control.auth import issue_token
-from railyard.control.store import Store, sqlite_url
-from railyard.control.tables import Base, NodeRow, QueueMember, QueueRow, User
+from railyard.control.store.database import Store, sqlite_url
+from railyard.control.store.tables import Base, NodeRow, QueueMember, QueueRow, User
+from railyard.control.usecases.auth import issue_token
 
 PG_URL = os.environ.get(
     "RAILYARD_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test?connect_timeout=3"

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
 
-from railyard.control.store import Store
+from railyard.control.store.database import Store
 from railyard.exec.protocol import Executor, ExecutorError, JobHandle, LaunchSpec
 
 

@@ -10,11 +10,11 @@ from typing import Any
 
 from sqlalchemy import select
 
-from railyard.control import jobs
-from railyard.control.loop import Loop, LoopConfig
+from railyard.control.loop.service import Loop, LoopConfig
 from railyard.control.schemas import JobSubmit
-from railyard.control.store import Store, sqlite_url
-from railyard.control.tables import Counter, JobRow, NodeRow, QueueMember, QueueRow, User
+from railyard.control.store.database import Store, sqlite_url
+from railyard.control.store.tables import Counter, JobRow, NodeRow, QueueMember, QueueRow, User
+from railyard.control.usecases import jobs
 from railyard.exec.identity import Account
 from railyard.exec.local import LocalExecutor
 from railyard.sched import SchedulerConfig

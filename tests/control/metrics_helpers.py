@@ -19,10 +19,10 @@ from tests.control.loop_helpers import (
     stop_all,
 )
 
-from railyard.control.auth import issue_token
-from railyard.control.loop import Loop
-from railyard.control.store import Store
-from railyard.control.tables import User
+from railyard.control.loop.service import Loop
+from railyard.control.store.database import Store
+from railyard.control.store.tables import User
+from railyard.control.usecases.auth import issue_token
 
 PY = sys.executable
 SLEEP = [PY, "-c", "import time; time.sleep(60)"]

@@ -12,10 +12,10 @@ from fastapi.testclient import TestClient
 from tests.control.loop_helpers import NODE, add_job, make_loop, seed_cluster, states, stop_all
 from tests.control.metrics_helpers import admin_token
 
-from railyard.control.api import create_app
-from railyard.control.auth import issue_token
-from railyard.control.store import Store
-from railyard.control.tables import NodeRow, User
+from railyard.control.api.app import create_app
+from railyard.control.store.database import Store
+from railyard.control.store.tables import NodeRow, User
+from railyard.control.usecases.auth import issue_token
 
 OTHER = "node-b"
 
@@ -83,7 +83,7 @@ def test_periodic_sweeps_cover_the_idle_ready_nodes_only(store: Store, tmp_path:
     the ready nodes with nothing on them; fewer than two such nodes, no sweep until the next."""
     from dataclasses import replace
 
-    from railyard.control.loop import Loop
+    from railyard.control.loop.service import Loop
 
     seed_cluster(store, gpus=2)
     with store.session() as s:

@@ -10,12 +10,12 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from railyard.control.accounts import RunAs
-from railyard.control.api import create_app, read_log
-from railyard.control.jobs import JOB_COUNTER
-from railyard.control.paths import log_path
-from railyard.control.store import Store
-from railyard.control.tables import Counter, EventRow, JobRow, UsageRow
+from railyard.control.api.app import create_app, read_log
+from railyard.control.store.database import Store
+from railyard.control.store.paths import log_path
+from railyard.control.store.tables import Counter, EventRow, JobRow, UsageRow
+from railyard.control.usecases.accounts import RunAs
+from railyard.control.usecases.jobs import JOB_COUNTER
 
 
 class Api:

@@ -10,9 +10,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import update
 
-from railyard.control.api import create_app
-from railyard.control.store import Store
-from railyard.control.tables import EventRow, JobRow
+from railyard.control.api.app import create_app
+from railyard.control.store.database import Store
+from railyard.control.store.tables import EventRow, JobRow
 
 
 class Api:

@@ -19,12 +19,12 @@ import pytest
 from sqlalchemy import select
 from tests.control.loop_helpers import seed_cluster
 
-import railyard.control.world as world
-from railyard.control import jobs
-from railyard.control.loop import Loop, LoopConfig
+import railyard.control.loop.world as world
+from railyard.control.loop.service import Loop, LoopConfig
 from railyard.control.schemas import JobSubmit
-from railyard.control.store import Store
-from railyard.control.tables import JobRow, User
+from railyard.control.store.database import Store
+from railyard.control.store.tables import JobRow, User
+from railyard.control.usecases import jobs
 from railyard.sched import SchedulerConfig
 from railyard.sim.checkpoints import CheckpointPolicy, IntervalRule
 from railyard.sim.engine import Engine

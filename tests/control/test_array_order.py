@@ -7,10 +7,10 @@ from pathlib import Path
 
 from tests.control.loop_helpers import make_loop, seed_cluster, states, step_until
 
-from railyard.control import jobs
 from railyard.control.schemas import JobSubmit
-from railyard.control.store import Store
-from railyard.control.tables import User
+from railyard.control.store.database import Store
+from railyard.control.store.tables import User
+from railyard.control.usecases import jobs
 
 
 def _submit_array(store: Store, tmp_path: Path, array: str) -> list[str]:

@@ -9,10 +9,10 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from railyard.control.api import create_app
-from railyard.control.auth import PREFIX, authenticate, hash_token, new_token
-from railyard.control.store import Store
-from railyard.control.tables import Token
+from railyard.control.api.app import create_app
+from railyard.control.store.database import Store
+from railyard.control.store.tables import Token
+from railyard.control.usecases.auth import PREFIX, authenticate, hash_token, new_token
 
 
 def test_tokens_are_prefixed_random_and_hashed() -> None:

@@ -23,7 +23,7 @@ from railyard.control.server import (
     inventory,
     serve,
 )
-from railyard.control.tables import EventRow, JobRow, NodeRow
+from railyard.control.store.tables import EventRow, JobRow, NodeRow
 from railyard.exec.backend import (
     Backend,
     BackendRequest,

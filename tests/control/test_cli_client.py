@@ -23,10 +23,10 @@ from sqlalchemy import select
 
 from railyard.cli.main import main
 from railyard.client.client import Client, ClientError, save_config
-from railyard.control.api import create_app
-from railyard.control.paths import log_path
-from railyard.control.store import Store
-from railyard.control.tables import JobRow
+from railyard.control.api.app import create_app
+from railyard.control.store.database import Store
+from railyard.control.store.paths import log_path
+from railyard.control.store.tables import JobRow
 
 
 def _free_port() -> int:

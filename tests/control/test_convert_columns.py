@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import select
 from tests.control.loop_helpers import seed_cluster
 
-from railyard.control.convert import SCHED_COLUMNS, job_of_columns, to_job
-from railyard.control.store import Store
-from railyard.control.tables import JobRow
+from railyard.control.store.convert import SCHED_COLUMNS, job_of_columns, to_job
+from railyard.control.store.database import Store
+from railyard.control.store.tables import JobRow
 
 pytestmark = pytest.mark.stores
 

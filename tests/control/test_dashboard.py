@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from railyard.control import jobs
-from railyard.control.api import create_app
-from railyard.control.health import LoopHealth
+from railyard.control.api.app import create_app
 from railyard.control.schemas import JobSubmit
-from railyard.control.store import Store
-from railyard.control.tables import JobRow, NodeRow, User
+from railyard.control.store.database import Store
+from railyard.control.store.tables import JobRow, NodeRow, User
+from railyard.control.usecases import jobs
+from railyard.control.usecases.loopstatus import LoopHealth
 from railyard.web.routes import router
 
 

@@ -14,11 +14,11 @@ from tests.control.metrics_helpers import samples, scrape, value
 from tests.control.test_dashboard import app_for, login, submit
 
 from railyard.control.errors import Forbidden, Invalid, NotFound
-from railyard.control.health import LoopHealth
-from railyard.control.store import Store
-from railyard.control.tables import JobRow, User
+from railyard.control.store.database import Store
+from railyard.control.store.tables import JobRow, User
 from railyard.control.usecases.fabric import fabric_view
 from railyard.control.usecases.jobviews import job_detail, job_filters, read_job_log
+from railyard.control.usecases.loopstatus import LoopHealth
 from railyard.control.usecases.overview import loop_report, pending_by_reason, pending_counts
 from railyard.control.usecases.whatif import WhatIfInput, expected_starts
 

@@ -19,9 +19,9 @@ from tests.control.metrics_helpers import Live, live, samples, scrape
 from tests.parts import needs
 
 from railyard import probe
-from railyard.control.api import create_app
-from railyard.control.gpumetrics import DCGM_NAMES
-from railyard.control.metrics import MetricsConfig
+from railyard.control.api.app import create_app
+from railyard.control.metrics.gpus import DCGM_NAMES
+from railyard.control.metrics.prometheus import MetricsConfig
 
 __all__ = ["live"]  # the fixture
 MIB = 1024 * 1024

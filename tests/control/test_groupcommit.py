@@ -1,5 +1,5 @@
-"""Group commit of single submissions (control/groupcommit.py): requests that wait share one
-transaction, yet each gets its own answer; a refused one never fails another's."""
+"""Group commit of single submissions (control/usecases/groupcommit.py): requests that wait
+share one transaction, yet each gets its own answer; a refused one never fails another's."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from railyard.control.api import create_app
+from railyard.control.api.app import create_app
 from railyard.control.errors import Forbidden, Invalid
-from railyard.control.groupcommit import GroupCommit, Pending, SubmitRequest, SubmitStore
 from railyard.control.schemas import JobSubmit
-from railyard.control.store import Store
-from railyard.control.tables import EventRow, JobRow, User
+from railyard.control.store.database import Store
+from railyard.control.store.tables import EventRow, JobRow, User
+from railyard.control.usecases.groupcommit import GroupCommit, Pending, SubmitRequest, SubmitStore
 
 pytestmark = pytest.mark.stores  # it tests one transaction on each store
 

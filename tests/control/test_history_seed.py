@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from tests.control.loop_helpers import add_job, seed_cluster
 
-from railyard.control.store import Store
-from railyard.control.world import WorldReader
+from railyard.control.loop.world import WorldReader
+from railyard.control.store.database import Store
 from railyard.sched import SchedulerConfig
 
 

@@ -9,9 +9,9 @@ import time
 
 from sqlalchemy import select
 
-from railyard.control.joined import NOT_JOINED, JoinedNodes, left_reason
-from railyard.control.store import Store
-from railyard.control.tables import NodeRow, QueueRow
+from railyard.control.store.database import Store
+from railyard.control.store.tables import NodeRow, QueueRow
+from railyard.control.usecases.joined import NOT_JOINED, JoinedNodes, left_reason
 from railyard.sched import Node
 from railyard.sched.health import AWAITING_CHECK
 

@@ -15,14 +15,14 @@ from sqlalchemy import select
 from tests.control.conftest import Seeder
 
 from railyard.cli.main import main
-from railyard.control.api import create_app
-from railyard.control.auth import authenticate
+from railyard.control.api.app import create_app
 from railyard.control.errors import Conflict
-from railyard.control.paths import database_path
 from railyard.control.schemas import UserUpdate
-from railyard.control.store import Store, sqlite_url
-from railyard.control.tables import User
-from railyard.control.users import update_user, user_by_name
+from railyard.control.store.database import Store, sqlite_url
+from railyard.control.store.paths import database_path
+from railyard.control.store.tables import User
+from railyard.control.usecases.auth import authenticate
+from railyard.control.usecases.users import update_user, user_by_name
 
 pytestmark = pytest.mark.stores  # its PostgreSQL copies stay in the main tier
 

@@ -16,10 +16,10 @@ import pytest
 from sqlalchemy import select
 from tests.control.loop_helpers import Cluster, states
 
-from railyard.control.convert import SCHED_COLUMNS, to_job
 from railyard.control.errors import Invalid
 from railyard.control.schemas import JobSubmit
-from railyard.control.tables import JobRow, NodeRow
+from railyard.control.store.convert import SCHED_COLUMNS, to_job
+from railyard.control.store.tables import JobRow, NodeRow
 from railyard.exec.identity import Account
 
 DUMP = (

@@ -16,10 +16,10 @@ from tests.control.loop_helpers import add_job, make_loop, seed_cluster, states,
 from railyard.client.bounds import (
     MAX_REQUEST_BYTES,
 )
-from railyard.control.api import create_app
-from railyard.control.paths import log_path
-from railyard.control.store import Store
-from railyard.control.tables import JobRow, QueueRow
+from railyard.control.api.app import create_app
+from railyard.control.store.database import Store
+from railyard.control.store.paths import log_path
+from railyard.control.store.tables import JobRow, QueueRow
 
 pytestmark = pytest.mark.stores  # its PostgreSQL copies stay in the main tier
 

@@ -15,8 +15,8 @@ from tests.control.loop_helpers import (
     step_until,
 )
 
-from railyard.control.store import Store
-from railyard.control.tables import EventRow
+from railyard.control.store.database import Store
+from railyard.control.store.tables import EventRow
 
 PY = sys.executable
 

@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import update
 from tests.control.loop_helpers import add_job, job, make_loop, seed_cluster, states, step_until
 
-from railyard.control.loop import Loop, LoopConfig
-from railyard.control.store import Store
-from railyard.control.tables import JobRow
+from railyard.control.loop.service import Loop, LoopConfig
+from railyard.control.store.database import Store
+from railyard.control.store.tables import JobRow
 from railyard.exec.exitwatch import SUPPORTED
 from railyard.exec.local import LocalExecutor
 

@@ -18,11 +18,11 @@ from tests.control.faults import Clock, FailingWrites, RefusingExecutor, failing
 from tests.control.loop_helpers import NODE, add_job, job, seed_cluster, states, step_until
 from tests.control.metrics_helpers import samples, value
 
-from railyard.control.api import create_app
-from railyard.control.loop import Loop, LoopConfig, StepReport
-from railyard.control.metrics import MetricsConfig
-from railyard.control.store import Store
-from railyard.control.tables import JobRow
+from railyard.control.api.app import create_app
+from railyard.control.loop.service import Loop, LoopConfig, StepReport
+from railyard.control.metrics.prometheus import MetricsConfig
+from railyard.control.store.database import Store
+from railyard.control.store.tables import JobRow
 from railyard.exec.local import LocalExecutor
 
 # Append "<job> <attempt>" to argv[1], then run until argv[2] exists (at most a minute).

@@ -19,7 +19,7 @@ from tests.control.loop_helpers import (
 )
 from tests.parts import needs
 
-from railyard.control.store import Store
+from railyard.control.store.database import Store
 
 pytestmark = [needs("torch"), pytest.mark.long]
 

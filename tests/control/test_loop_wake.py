@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from railyard.control.loop import Loop, LoopConfig
-from railyard.control.store import Store, sqlite_url
+from railyard.control.loop.service import Loop, LoopConfig
+from railyard.control.store.database import Store, sqlite_url
 from railyard.sim.checkpoints import CheckpointPolicy, IntervalRule
 from railyard.sim.engine import Engine
 from railyard.sim.executor import VirtualExecutor

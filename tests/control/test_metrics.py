@@ -12,10 +12,10 @@ from sqlalchemy import select
 from tests.control.metrics_helpers import Live, live, samples, scrape, value
 from tests.parts import needs
 
-from railyard.control.api import create_app
-from railyard.control.metrics import MetricsConfig
-from railyard.control.store import Store
-from railyard.control.tables import QueueRow, UsageRow
+from railyard.control.api.app import create_app
+from railyard.control.metrics.prometheus import MetricsConfig
+from railyard.control.store.database import Store
+from railyard.control.store.tables import QueueRow, UsageRow
 from railyard.control.usecases.overview import reason_label
 from railyard.control.usecases.queueviews import entitlements
 

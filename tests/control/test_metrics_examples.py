@@ -15,10 +15,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.control.loop_helpers import add_job, make_loop, seed_cluster
 from tests.control.metrics_helpers import admin_token, scrape
 
-from railyard.control.api import create_app
-from railyard.control.gpumetrics import DCGM_NAMES, LABELS
-from railyard.control.metrics import MetricsConfig
-from railyard.control.store import Store, sqlite_url
+from railyard.control.api.app import create_app
+from railyard.control.metrics.gpus import DCGM_NAMES, LABELS
+from railyard.control.metrics.prometheus import MetricsConfig
+from railyard.control.store.database import Store, sqlite_url
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NAME = re.compile(r"\b(railyard_[a-z0-9_]+|DCGM_FI_[A-Z0-9_]+)\b")

@@ -11,7 +11,7 @@ from alembic import command
 from sqlalchemy import Engine, MetaData, insert, inspect, text
 from tests.control.conftest import fresh_pg_database
 
-from railyard.control.store import (
+from railyard.control.store.database import (
     _alembic_config,
     current_revision,
     make_engine,

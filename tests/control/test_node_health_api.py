@@ -25,11 +25,11 @@ from tests.control.loop_helpers import (
 )
 from tests.control.metrics_helpers import admin_token, samples, scrape, value
 
-from railyard.control.api import create_app
-from railyard.control.auth import issue_token
-from railyard.control.loop import Loop
-from railyard.control.store import Store
-from railyard.control.tables import EventRow, HealthRow, JobRow, NodeRow, User
+from railyard.control.api.app import create_app
+from railyard.control.loop.service import Loop
+from railyard.control.store.database import Store
+from railyard.control.store.tables import EventRow, HealthRow, JobRow, NodeRow, User
+from railyard.control.usecases.auth import issue_token
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
 PASS = {"check": "compute", "status": "pass", "measured": 97.0, "expected": 95.0,

@@ -13,9 +13,9 @@ from fastapi.testclient import TestClient
 from tests.control.loop_helpers import seed_cluster
 from tests.control.metrics_helpers import admin_token
 
-from railyard.control.api import create_app
-from railyard.control.store import Store
-from railyard.control.tables import NodeRow
+from railyard.control.api.app import create_app
+from railyard.control.store.database import Store
+from railyard.control.store.tables import NodeRow
 
 NEW = "driver 550.54.15, CUDA 12.4"
 OLD = "driver 535.104.05, CUDA 12.2"

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from railyard.control.api import create_app
-from railyard.control.store import Store, sqlite_url
-from railyard.control.tables import JobState
+from railyard.control.api.app import create_app
+from railyard.control.store.database import Store, sqlite_url
+from railyard.control.store.tables import JobState
 
 DOCUMENTED = {"400", "401", "403", "404", "409", "422", "503"}
 

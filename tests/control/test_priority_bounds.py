@@ -10,8 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from railyard.client.scripts import parse_script
-from railyard.control.api import create_app
-from railyard.control.store import Store
+from railyard.control.api.app import create_app
+from railyard.control.store.database import Store
 
 REFUSED_1M = (
     "priority 1000000 is above what queue 'default' allows its members "

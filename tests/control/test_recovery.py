@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from tests.control.loop_helpers import add_job, job, make_loop, seed_cluster, states, step_until
 
-from railyard.control.store import Store
+from railyard.control.store.database import Store
 
 # Touch argv[1].<job>.up, append "<job> <attempt>" to argv[1] after argv[2] seconds; exit with
 # argv[3].

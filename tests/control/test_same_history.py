@@ -31,9 +31,9 @@ from pathlib import Path
 from sqlalchemy import select
 from tests.control.loop_helpers import add_job
 
-from railyard.control.loop import Loop, LoopConfig
-from railyard.control.store import Store
-from railyard.control.tables import Counter, EventRow, JobRow, NodeRow, QueueRow, User
+from railyard.control.loop.service import Loop, LoopConfig
+from railyard.control.store.database import Store
+from railyard.control.store.tables import Counter, EventRow, JobRow, NodeRow, QueueRow, User
 from railyard.sched import Node, NodeState, Queue, SchedulerConfig
 from railyard.sim.checkpoints import CheckpointPolicy, IntervalRule
 from railyard.sim.driver import NodeEvent, SimConfig, Simulation

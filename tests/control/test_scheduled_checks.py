@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import select
 from tests.control.loop_helpers import NODE, add_job, seed_cluster, states, step_until
 
-from railyard.control.loop import Loop, LoopConfig
-from railyard.control.store import Store
-from railyard.control.tables import HealthRow, NodeRow
+from railyard.control.loop.service import Loop, LoopConfig
+from railyard.control.store.database import Store
+from railyard.control.store.tables import HealthRow, NodeRow
 from railyard.exec.local import LocalExecutor
 from railyard.sched.health import HealthPolicy
 

@@ -6,8 +6,8 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from railyard.control.store import Store, current_revision, head_revision
-from railyard.control.tables import Base
+from railyard.control.store.database import Store, current_revision, head_revision
+from railyard.control.store.tables import Base
 
 pytestmark = pytest.mark.stores  # its PostgreSQL copies stay in the main tier
 

@@ -15,8 +15,8 @@ from sqlalchemy import Engine, select, text
 from tests.control.conftest import fresh_pg_database
 
 from railyard.control.server import adopt_bootstrap_admin
-from railyard.control.store import Store, _alembic_config, make_engine, sqlite_url
-from railyard.control.tables import Base, User
+from railyard.control.store.database import Store, _alembic_config, make_engine, sqlite_url
+from railyard.control.store.tables import Base, User
 
 pytestmark = pytest.mark.stores  # its PostgreSQL copies stay in the main tier
 

@@ -17,10 +17,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from tests.control.loop_helpers import NODE, add_job, job, make_loop, seed_cluster
 
-from railyard.control import jobs, nodes
-from railyard.control.store import Store
-from railyard.control.tables import User
-from railyard.control.world import WorldReader
+from railyard.control.loop.world import WorldReader
+from railyard.control.store.database import Store
+from railyard.control.store.tables import User
+from railyard.control.usecases import jobs, nodes
 
 pytestmark = pytest.mark.stores  # a race between transactions: both stores in the main tier
 Change = Callable[[Session, str], object]

@@ -18,9 +18,9 @@ from tests.control.conftest import fresh_pg_database
 from tests.control.loop_helpers import add_job, job, make_loop, seed_cluster, states, step_until
 from tests.control.test_migrations import JOB_AT_0001
 
-from railyard.control.convert import SCHED_COLUMNS, to_running
-from railyard.control.store import Store, _alembic_config, make_engine, migrate, sqlite_url
-from railyard.control.tables import JobRow
+from railyard.control.store.convert import SCHED_COLUMNS, to_running
+from railyard.control.store.database import Store, _alembic_config, make_engine, migrate, sqlite_url
+from railyard.control.store.tables import JobRow
 from railyard.sched import StopCause
 
 pytestmark = pytest.mark.stores  # a column and its back-fill: both stores in the main tier

@@ -19,8 +19,8 @@ import pytest
 from sqlalchemy import event, func, select, text, update
 from tests.control.test_api import Api, api  # noqa: F401 - the fixture is used by name
 
-from railyard.control.store import Store
-from railyard.control.tables import EventRow, JobRow
+from railyard.control.store.database import Store
+from railyard.control.store.tables import EventRow, JobRow
 
 pytestmark = pytest.mark.stores  # its PostgreSQL copies stay in the main tier
 

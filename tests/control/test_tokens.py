@@ -13,10 +13,10 @@ from fastapi.testclient import TestClient
 from tests.control.conftest import Seeder
 
 from railyard.cli.main import main
-from railyard.control.api import create_app
-from railyard.control.auth import authenticate
-from railyard.control.paths import database_path
-from railyard.control.store import Store, sqlite_url
+from railyard.control.api.app import create_app
+from railyard.control.store.database import Store, sqlite_url
+from railyard.control.store.paths import database_path
+from railyard.control.usecases.auth import authenticate
 
 pytestmark = pytest.mark.stores  # its PostgreSQL copies stay in the main tier
 

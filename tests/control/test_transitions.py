@@ -17,11 +17,12 @@ import pytest
 from sqlalchemy import select
 from tests.control.loop_helpers import add_job, job, make_loop, seed_cluster, states, step_until
 
-from railyard.control import jobs, loop
-from railyard.control.nodes import list_nodes
-from railyard.control.store import Store
-from railyard.control.tables import EventRow, JobRow, JobState, User
-from railyard.control.transitions import transition, transition_many
+from railyard.control.loop import service as loop
+from railyard.control.store.database import Store
+from railyard.control.store.tables import EventRow, JobRow, JobState, User
+from railyard.control.store.transitions import transition, transition_many
+from railyard.control.usecases import jobs
+from railyard.control.usecases.nodes import list_nodes
 from railyard.exec.protocol import ExitReport
 from railyard.sched.lifecycle import Exit, ExitKind, StepInput, StepPlan
 

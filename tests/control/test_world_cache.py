@@ -14,10 +14,10 @@ import pytest
 from sqlalchemy import select, update
 from tests.control.loop_helpers import add_job
 
-import railyard.control.world as world
-from railyard.control.loop import Loop, LoopConfig
-from railyard.control.store import Store
-from railyard.control.tables import Counter, JobRow, NodeRow, QueueRow, User
+import railyard.control.loop.world as world
+from railyard.control.loop.service import Loop, LoopConfig
+from railyard.control.store.database import Store
+from railyard.control.store.tables import Counter, JobRow, NodeRow, QueueRow, User
 from railyard.sched import NodeState, SchedulerConfig
 from railyard.sim.checkpoints import CheckpointPolicy, IntervalRule
 from railyard.sim.engine import Engine

@@ -20,9 +20,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from railyard.control.api import create_app
-from railyard.control.loop import Loop, LoopConfig
-from railyard.control.store import Store, sqlite_url
+from railyard.control.api.app import create_app
+from railyard.control.loop.service import Loop, LoopConfig
+from railyard.control.store.database import Store, sqlite_url
 from railyard.exec.local import LocalExecutor
 from tests.control.conftest import Seeder
 from tests.integration.server_proc import free_port

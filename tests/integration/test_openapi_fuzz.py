@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from railyard.control.api import create_app
-from railyard.control.loop import Loop, LoopConfig
-from railyard.control.store import Store, sqlite_url
+from railyard.control.api.app import create_app
+from railyard.control.loop.service import Loop, LoopConfig
+from railyard.control.store.database import Store, sqlite_url
 from railyard.exec.protocol import ExitReport, JobHandle, LaunchSpec
 from tests.control.conftest import Seeder
 from tests.integration.fuzz_api import fuzz

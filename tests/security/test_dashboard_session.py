@@ -19,11 +19,11 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
-from railyard.control import jobs, uisessions
-from railyard.control.api import create_app
+from railyard.control.api.app import create_app
 from railyard.control.schemas import JobSubmit
-from railyard.control.store import Store, sqlite_url
-from railyard.control.tables import JobRow, UiSession, User
+from railyard.control.store.database import Store, sqlite_url
+from railyard.control.store.tables import JobRow, UiSession, User
+from railyard.control.usecases import jobs, uisessions
 from railyard.web.routes import router
 from railyard.web.session import COOKIE, LOGIN_COOKIE
 from tests.control.conftest import Seeder, fresh_pg_database

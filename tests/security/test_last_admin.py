@@ -9,7 +9,7 @@ import sqlite3
 import subprocess
 import sys
 
-from railyard.control.paths import database_path
+from railyard.control.store.paths import database_path
 from tests.integration.tenants import NEEDS_ROOT, Site
 
 pytestmark = NEEDS_ROOT

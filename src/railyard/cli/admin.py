@@ -137,9 +137,9 @@ def _local_token(
     # `railyard admin` call.
     from railyard.client.config import default_state_dir
     from railyard.control.errors import ServiceError
-    from railyard.control.paths import database_path
-    from railyard.control.store import Store, sqlite_url
-    from railyard.control.users import create_token_locally, restore_admin_locally
+    from railyard.control.store.database import Store, sqlite_url
+    from railyard.control.store.paths import database_path
+    from railyard.control.usecases.users import create_token_locally, restore_admin_locally
 
     if url is None:
         db = database_path(state_dir or default_state_dir())

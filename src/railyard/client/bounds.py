@@ -1,4 +1,4 @@
-"""The numbers behind every bound of the API (see :mod:`railyard.control.limits` for why).
+"""The numbers behind every bound of the API (see :mod:`railyard.control.store.limits` for why).
 
 Standard library only, so the CLI's value parsers (:mod:`railyard.client.values`) apply the
 same bounds without importing pydantic.

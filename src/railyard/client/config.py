@@ -1,7 +1,7 @@
 """Where the client finds its server: the state directory's ``client.json``.
 
 The state directory is ``$RAILYARD_HOME`` or ``~/.railyard``; the server keeps its store there
-too (:mod:`railyard.control.paths`), so both sides read its default from here.
+too (:mod:`railyard.control.store.paths`), so both sides read its default from here.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from railyard.control.limits import Label, Name, Text
 from railyard.control.schemas import Request, Response
+from railyard.control.store.limits import Label, Name, Text
 from railyard.sched.model import NodeState
 
 MAX_RESULTS_PER_RUN = 64

@@ -1,7 +1,7 @@
 """Request and response models of the REST API, and the parsers for Slurm-style values.
 
 Requests use ``extra="forbid"`` so a typo (``gpu`` for ``gpus``) is an error, not a silent
-default, and every field is bounded (:mod:`railyard.control.limits`): what is accepted can be
+default, and every field is bounded (:mod:`railyard.control.store.limits`): what is accepted can be
 stored on both stores and launched. Responses ignore unknown fields so an older client keeps
 working against a newer server. The value parsers (walltime, signal, array, priority,
 topology) are those of :mod:`railyard.client.values`, so the API, batch-script directives and
@@ -48,7 +48,7 @@ from railyard.control.jobspec import (
     Shape,
     check_env,
 )
-from railyard.control.limits import (
+from railyard.control.store.limits import (
     Arg,
     ArraySpec,
     Count,
@@ -68,7 +68,7 @@ from railyard.control.limits import (
     Workdir,
     utf8_len,
 )
-from railyard.control.tables import DEFAULT_MAX_PRIORITY, JobState
+from railyard.control.store.tables import DEFAULT_MAX_PRIORITY, JobState
 from railyard.sched.model import NodeState, PriorityClass
 
 

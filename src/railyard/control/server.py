@@ -9,7 +9,7 @@ server, a bad blueprint) is refused before anything is written.
 
 Run as root it is multi-user (each job runs as its user's Unix account; job files in the
 spool, ``/var/spool/railyard``); run as anyone else, single-user (see
-:mod:`railyard.control.accounts`). The state directory is 0700 and the store and
+:mod:`railyard.control.usecases.accounts`). The state directory is 0700 and the store and
 ``client.json`` 0600 either way: no job, of any user, can read a token from them.
 """
 
@@ -37,15 +37,14 @@ from railyard.blueprint import BlueprintError, load
 from railyard.blueprint.local import catalogue_name
 from railyard.client.client import save_config
 from railyard.client.config import client_config_path, default_state_dir
-from railyard.control.accounts import RunAs
-from railyard.control.api import create_app
+from railyard.control.api.app import create_app
 from railyard.control.errors import ServiceError, Unavailable, describe_failure
-from railyard.control.jobs import JOB_COUNTER
-from railyard.control.joined import NOT_JOINED, JoinedNodes
-from railyard.control.lock import StoreLock, StoreLocked
-from railyard.control.loop import Loop, LoopConfig
-from railyard.control.metrics import MetricsConfig
-from railyard.control.paths import (
+from railyard.control.loop.service import Loop, LoopConfig
+from railyard.control.loop.sweeps import Expect, floor_expectation
+from railyard.control.metrics.prometheus import MetricsConfig
+from railyard.control.store.database import Store, sqlite_url
+from railyard.control.store.lock import StoreLock, StoreLocked
+from railyard.control.store.paths import (
     SECRET_FILE_MODE,
     SPOOL_DIR_MODE,
     STATE_DIR_MODE,
@@ -54,9 +53,7 @@ from railyard.control.paths import (
     ensure_state_dir,
     spool_owner_path,
 )
-from railyard.control.store import Store, sqlite_url
-from railyard.control.sweeps import Expect, floor_expectation
-from railyard.control.tables import (
+from railyard.control.store.tables import (
     HOLDING_STATES,
     Counter,
     JobRow,
@@ -65,7 +62,10 @@ from railyard.control.tables import (
     QueueRow,
     User,
 )
-from railyard.control.users import bootstrap_admin
+from railyard.control.usecases.accounts import RunAs
+from railyard.control.usecases.jobs import JOB_COUNTER
+from railyard.control.usecases.joined import NOT_JOINED, JoinedNodes
+from railyard.control.usecases.users import bootstrap_admin
 from railyard.exec.backend import (
     Backend,
     BackendKind,

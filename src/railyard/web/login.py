@@ -15,7 +15,7 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from railyard.control import uisessions
+from railyard.control.usecases import uisessions
 from railyard.web.headers import SecureRoute
 from railyard.web.page import esc, page
 from railyard.web.session import (

@@ -19,8 +19,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from sqlalchemy.orm import Session
 
-from railyard.control import jobs, nodes
 from railyard.control.errors import Forbidden, Invalid, NotFound, ServiceError
+from railyard.control.usecases import jobs, nodes
 from railyard.control.usecases.fabric import fabric_view
 from railyard.control.usecases.history import history
 from railyard.control.usecases.jobviews import (

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from fastapi import Request, Response
 from sqlalchemy.orm import Session
 
-from railyard.control import uisessions
+from railyard.control.usecases import uisessions
 from railyard.control.usecases.actor import Actor
 
 COOKIE = "railyard_session"

@@ -4,6 +4,6 @@ the caller reading the store."""
 
 from __future__ import annotations
 
-from railyard.control.tables import User
+from railyard.control.store.tables import User
 
 Actor = User

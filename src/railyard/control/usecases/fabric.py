@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from railyard.control.tables import HOLDING_STATES, JobRow, NodeRow, User
+from railyard.control.store.tables import HOLDING_STATES, JobRow, NodeRow, User
 
 
 @dataclass(frozen=True)

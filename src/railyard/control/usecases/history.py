@@ -10,7 +10,7 @@ import numpy as np
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from railyard.control.tables import JobRow
+from railyard.control.store.tables import JobRow
 
 HISTORY_S = 6 * 3600.0
 BUCKETS = 36  # ten minutes each

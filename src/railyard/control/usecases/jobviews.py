@@ -10,9 +10,9 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from railyard.control import jobs, logs
 from railyard.control.errors import Forbidden, Invalid, NotFound
-from railyard.control.tables import EventRow, JobRow, JobState, QueueRow, User
+from railyard.control.store.tables import EventRow, JobRow, JobState, QueueRow, User
+from railyard.control.usecases import jobs, logs
 
 STATES = [s.value for s in JobState]
 HISTORY_EVENTS = 100  # the newest events a job page shows

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from railyard.control.health import LoopHealth, loop_status
-from railyard.control.tables import HOLDING_STATES, JobRow, JobState, NodeRow, User
+from railyard.control.store.tables import HOLDING_STATES, JobRow, JobState, NodeRow, User
+from railyard.control.usecases.loopstatus import LoopHealth, loop_status
 
 _REASON_WORD = re.compile(r"[A-Za-z]+")
 STUCK_LINE = "stuck past their deadline"  # the loop's line naming stuck jobs' ids

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from railyard.control import queues
-from railyard.control.convert import to_queue
 from railyard.control.schemas import QueueOut
-from railyard.control.tables import QueueRow, UsageRow, User
+from railyard.control.store.convert import to_queue
+from railyard.control.store.tables import QueueRow, UsageRow, User
+from railyard.control.usecases import queues
 from railyard.sched.quota import QuotaTree
 
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from railyard.control.convert import to_node, to_queue
-from railyard.control.tables import HOLDING_STATES, JobRow, JobState, NodeRow, QueueRow, User
+from railyard.control.store.convert import to_node, to_queue
+from railyard.control.store.tables import HOLDING_STATES, JobRow, JobState, NodeRow, QueueRow, User
 from railyard.sched import Node, Queue
 
 DEFAULT_RUN_S = 3600.0

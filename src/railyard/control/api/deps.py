@@ -1,0 +1,162 @@
+"""What every route depends on: the app's context, one transaction per request, the
+caller from its bearer token, path parameters, the error responses, and the ``/v1`` router
+each noun's module makes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import Path as PathParam
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
+
+from railyard.client.bounds import (
+    MAX_QUEUE_NAME,
+    MAX_REQUEST_BYTES,
+    MAX_USER_NAME,
+    QUEUE_NAME_PATTERN,
+    USER_NAME_PATTERN,
+)
+from railyard.control import schemas as s
+from railyard.control.store.database import Store
+from railyard.control.store.effects import wants_wake
+from railyard.control.store.retries import RetryRoute
+from railyard.control.store.tables import User
+from railyard.control.usecases import auth, logs
+from railyard.control.usecases.accounts import RunAs
+from railyard.control.usecases.groupcommit import (
+    SubmitGroup,
+)
+from railyard.control.usecases.logs import read_log as read_log
+from railyard.control.usecases.loopstatus import LoopHealth
+
+if TYPE_CHECKING:
+    from railyard.control.loop.sweeps import AcrossChecks
+
+
+_T = TypeVar("_T")
+
+
+_BEARER = {"WWW-Authenticate": "Bearer"}
+
+
+_READS = {"GET", "HEAD", "OPTIONS"}
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": s.ErrorOut, "description": what}
+    for code, what in (
+        (400, "the request body cannot be read"),
+        (401, "no, invalid, revoked or expired bearer token"),
+        (403, "not allowed to this user"),
+        (404, "no such object (or another user's job)"),
+        (409, "conflicts with what exists"),
+        (413, f"request body over {MAX_REQUEST_BYTES} bytes"),
+        (422, "invalid input: detail names the field, what is wrong and a hint"),
+        (503, "the store is unreachable, read-only or busy (see Retry-After)"),
+        (507, "no space left for the store or the job files"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Context:
+    store: Store
+    wake: Callable[[], None]
+    spool_dir: Path
+    known_flavors: Callable[[], set[str]] | None
+    clock: Callable[[], float]
+    run_as: RunAs | None = None
+    loop_health: LoopHealth | None = None
+    health_fail_requeues: bool = False
+    remote_log: logs.RemoteLog | None = None  # reads a log on another machine (Ray)
+    across: AcrossChecks | None = None  # across-node sweeps (the loop's)
+    submits: SubmitGroup | None = None  # single submits, committed in groups
+
+
+def _ctx(request: Request) -> Context:
+    ctx: Context = request.app.state.railyard
+    return ctx
+
+
+def get_db(request: Request) -> Iterator[Session]:
+    """One transaction per request; the service loop is woken after a commit that needs it.
+    A request that may write takes SQLite's write lock first (``Store.session(write=True)``)."""
+    ctx = _ctx(request)
+    with ctx.store.session(write=request.method not in _READS) as session:
+        yield session
+        wake = wants_wake(session)
+    if wake:
+        ctx.wake()
+
+
+SessionDep = Annotated[Session, Depends(get_db, scope="function")]
+
+
+CredentialsDep = Annotated[
+    HTTPAuthorizationCredentials | None, Depends(HTTPBearer(auto_error=False))
+]
+
+
+def get_current_user(session: SessionDep, credentials: CredentialsDep, request: Request) -> User:
+    if credentials is None:
+        raise HTTPException(401, "missing bearer token", headers=_BEARER)
+    user, why = auth.identify(session, credentials.credentials, _ctx(request).clock())
+    if user is None:
+        raise HTTPException(401, why, headers=_BEARER)
+    return user
+
+
+CurrentUser = Annotated[User, Depends(get_current_user)]
+
+
+def _identify(ctx: Context, token: str) -> User:
+    with ctx.store.session() as session:
+        user, why = auth.identify(session, token, ctx.clock())
+    if user is None:
+        raise HTTPException(401, why, headers=_BEARER)
+    return user
+
+
+async def get_submitter(credentials: CredentialsDep, request: Request) -> User:
+    """The caller of a submit, as ``get_current_user`` but read in its own short read
+    transaction (one thread hop): the submit's write transaction (:func:`_write`) then holds
+    the store's write lock only while it writes. A revoked token is refused by every request
+    that begins after the revocation commits; the user is read before the body is judged, so
+    a bad token is still 401 whatever the body."""
+    if credentials is None:
+        raise HTTPException(401, "missing bearer token", headers=_BEARER)
+    return await run_in_threadpool(_identify, _ctx(request), credentials.credentials)
+
+
+Submitter = Annotated[User, Depends(get_submitter)]
+
+
+async def _context(request: Request) -> Context:
+    """``_ctx`` as an async dependency: no hop to a worker thread for it."""
+    return _ctx(request)
+
+
+ContextDep = Annotated[Context, Depends(_context)]
+
+
+QueuePath = Annotated[
+    str, PathParam(max_length=MAX_QUEUE_NAME, pattern=QUEUE_NAME_PATTERN, description="a queue")
+]
+
+
+UserPath = Annotated[str, PathParam(max_length=MAX_USER_NAME, pattern=USER_NAME_PATTERN)]
+
+
+NodePath = Annotated[str, PathParam(max_length=128, pattern=r"^[A-Za-z0-9_.:@-]+$")]
+
+
+def v1_router() -> APIRouter:
+    """A router for one noun's routes under ``/v1``: the shared error responses, and a retry
+    of a request whose transaction lost a race for the store."""
+    return APIRouter(prefix="/v1", responses=ERRORS, route_class=RetryRoute)

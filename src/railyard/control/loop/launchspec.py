@@ -1,0 +1,130 @@
+"""A job row as the executor sees it (:class:`~railyard.exec.protocol.LaunchSpec`), and the
+job-wide Slurm variables its processes get.
+
+Compared with sbatch/srun 22.05 on Debian 12 (``benchmarks/slurm/compare_env.py``): the
+variables about the job (``SLURM_JOB_ID``, ``SLURM_JOB_NAME``, ``SLURM_SUBMIT_DIR``,
+``SLURM_ARRAY_*``...) are set here; the ones about the allocation and each task
+(``SLURM_JOB_NODELIST``, ``SLURM_NTASKS``, ``SLURM_PROCID``...) by the executor, which knows
+the layout (:mod:`railyard.exec.launch`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from railyard.client.values import array_stats
+from railyard.control.store.paths import checkpoint_dir, logs_dir, script_path, steps_dir
+from railyard.control.store.tables import JobRow
+from railyard.exec.protocol import LaunchSpec, Output
+
+
+def launch_spec(
+    row: JobRow,
+    spool: Path,
+    nccl_env: Mapping[str, str],
+    cluster: str = "railyard",
+    *,
+    records: Path | None = None,
+) -> LaunchSpec:
+    """The executor's view of a job row: who, where, with what environment and files.
+
+    ``records`` holds the attempts' start markers and exit records
+    (:func:`railyard.control.store.paths.attempts_dir`, the server's own directory)."""
+    batch = row.script is not None
+    script = script_path(spool, row.id) if batch else None
+    fields = {"j": str(row.task_number or row.number), "x": row.name or _default_name(row),
+              "u": row.unix_user}  # fmt: skip
+    if row.array_parent is not None:
+        fields |= {"A": row.array_parent, "a": str(row.array_index)}
+    command = tuple(row.command)
+    if script is not None and row.script is not None:
+        # Run by its #! line, as sbatch does; a script without one (sbatch refuses it) by bash.
+        command = (str(script),) if row.script.startswith("#!") else ("bash", str(script))
+    return LaunchSpec(
+        job_id=row.id,
+        command=command,
+        placement={node: tuple(gpus) for node, gpus in (row.placement or {}).items()},
+        gpus_per_worker=row.gpus_per_worker,
+        workers=row.workers,
+        restart_count=row.restart_count,
+        env=dict(row.env),
+        job_env=slurm_compat_env(row, cluster),
+        login_env=row.export.split(",")[0].strip().upper() != "ALL",
+        user=row.unix_user or None,
+        batch=batch,
+        ntasks_per_node=row.ntasks_per_node,
+        workdir=Path(row.workdir),  # empty: the account's home (the executor's choice)
+        log_dir=logs_dir(spool, row.id),
+        checkpoint_dir=checkpoint_dir(spool, row.id),
+        steps_dir=steps_dir(spool, row.id) if batch else None,
+        script=row.script,
+        script_path=script,
+        output=Output(stdout=row.output, stderr=row.error, fields=fields),
+        cpus_per_task=row.cpus_per_task,
+        mem_per_node_mb=row.mem_per_node_mb,
+        preempt_signal=row.preempt_signal,
+        signal_batch_shell=row.signal_batch_shell,
+        nccl_env=dict(nccl_env),
+        records_dir=records,
+    )
+
+
+def _default_name(row: JobRow) -> str:
+    """sbatch names a job after its script (``sbatch``'s ``--wrap`` jobs are "wrap")."""
+    if row.script is not None:
+        return "script.sh"
+    return Path(row.command[0]).name if row.command else "railyard"
+
+
+def slurm_compat_env(row: JobRow, cluster: str = "railyard") -> dict[str, str]:
+    """The job-wide variables sbatch 22.05 sets, so #SBATCH scripts run unchanged.
+
+    The allocation's (``SLURM_JOB_NODELIST``, ``SLURM_NTASKS``...) and each task's
+    (``SLURM_PROCID``...) come from the executor, which knows the layout. An array task's
+    ``SLURM_JOB_ID`` is its own number, as in Slurm; the ``3_1`` spelling is railyard's id
+    (``RAILYARD_JOB_ID``).
+    """
+    number = str(row.task_number or row.number)
+    env = {
+        "SLURM_JOB_ID": number,
+        "SLURM_JOBID": number,
+        "SLURM_JOB_NAME": row.name or _default_name(row),
+        "SLURM_JOB_PARTITION": row.queue,
+        "SLURM_CLUSTER_NAME": cluster,
+        "SLURM_PRIO_PROCESS": "0",
+    }
+    if row.restart_count:
+        env["SLURM_RESTART_COUNT"] = str(row.restart_count)  # sbatch: only once requeued
+    if row.submit_dir:
+        env["SLURM_SUBMIT_DIR"] = row.submit_dir
+    if row.submit_host:
+        env["SLURM_SUBMIT_HOST"] = row.submit_host
+    if row.cpus_per_task:
+        env["SLURM_CPUS_PER_TASK"] = str(row.cpus_per_task)
+    if row.mem_per_node_mb:
+        env["SLURM_MEM_PER_NODE"] = str(row.mem_per_node_mb)
+    if row.export.strip().upper() != "ALL":
+        env["SLURM_EXPORT_ENV"] = row.export
+    if row.array_parent is not None and row.array_index is not None:
+        env |= array_env(row.array_parent, row.array_index, row.array_spec)
+    return env
+
+
+def array_env(parent: str, index: int, spec: str | None) -> dict[str, str]:
+    """SLURM_ARRAY_* as sbatch sets them: MIN/MAX/COUNT over the whole array, STEP of a
+    ``first-last:step`` range (1 for a list)."""
+    env = {
+        "SLURM_ARRAY_JOB_ID": parent,
+        "SLURM_ARRAY_TASK_ID": str(index),
+        "RAILYARD_ARRAY_TASK_ID": str(index),
+    }
+    if spec:
+        count, low, high, step = array_stats(spec)
+        env |= {
+            "SLURM_ARRAY_TASK_COUNT": str(count),
+            "SLURM_ARRAY_TASK_MIN": str(low),
+            "SLURM_ARRAY_TASK_MAX": str(high),
+            "SLURM_ARRAY_TASK_STEP": str(step),
+        }
+    return env

@@ -1,0 +1,1 @@
+"""What ``/metrics`` exports: the control plane's state and the GPUs' figures."""

@@ -1,0 +1,1 @@
+"""The durable store: schema, migrations, opening it, compare-and-set writes, bulk writes."""

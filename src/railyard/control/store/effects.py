@@ -1,0 +1,25 @@
+"""What a use-case leaves behind besides rows: an audit event, and a wake-up for the loop.
+
+Use-cases flush but never commit; the caller's ``Store.session()`` commits once. A change the
+loop must see marks the session (:func:`request_wake`); the API wakes the loop after commit.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from railyard.control.store.tables import EventRow
+
+
+def request_wake(session: Session) -> None:
+    session.info["wake"] = True
+
+
+def wants_wake(session: Session) -> bool:
+    """True once after a change the loop must see; the caller wakes it after commit."""
+    return bool(session.info.pop("wake", False))
+
+
+def record(session: Session, now_t_s: float, kind: str, message: str, job: str | None) -> None:
+    """Append to the audit trail (``events`` table)."""
+    session.add(EventRow(t_s=now_t_s, job_id=job, kind=kind, message=message))

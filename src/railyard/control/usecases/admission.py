@@ -1,0 +1,383 @@
+"""Admission: every check a job must pass before it is stored, and the column values its
+rows share. ``jobs.submit`` and ``jobs.submit_many`` store what :func:`admit` returns; a
+batch admits each job first and stores them all in one statement per table.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from railyard.client.bounds import MAX_SUBMIT_STORED_BYTES
+from railyard.client.values import parse_array, parse_signal, parse_topology
+from railyard.control.errors import Forbidden, Invalid
+from railyard.control.jobspec import Shape, match_gpu_type
+from railyard.control.schemas import JobSubmit
+from railyard.control.store.bulk import once
+from railyard.control.store.convert import to_node
+from railyard.control.store.paths import default_output
+from railyard.control.store.tables import JobRow, JobState, NodeRow, QueueRow, User
+from railyard.control.usecases.accounts import RunAs
+from railyard.control.usecases.priority import job_priority
+from railyard.control.usecases.queues import member_queues, parent_map, path
+from railyard.sched.dependencies import job_ids, parse_dependency
+from railyard.sched.feasible import never_placeable, over_every_node
+from railyard.sched.model import Job, Level, Node, TopologyMode, TopologyRequirement
+from railyard.sched.policies import PLACEMENT
+
+MIB_PER_GB = 1024
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What the scheduler books for a job: its flavor, chunks, and per-chunk CPUs and memory."""
+
+    flavor: str
+    workers: int
+    gpus_per_worker: int
+    distinct_nodes: bool
+    ntasks_per_node: int | None
+    cpus_per_worker: int
+    mem_per_worker_gb: float
+
+
+def resources(spec: JobSubmit, shape: Shape, flavor: str) -> Resources:
+    """Per-chunk CPUs and memory from Slurm's per-task CPUs and per-node memory.
+
+    Tasks: a command job runs one per GPU unless told (like srun); a batch script's srun runs
+    one per node unless told (sbatch's default without ``--ntasks``), so Slurm scripts that
+    call ``srun torchrun`` start one torchrun per node, as under Slurm.
+
+    A chunk that is a whole node (``--nodes``, or a job on one node) books ``--mem`` and
+    ``--cpus-per-task`` times its tasks. One-GPU chunks the scheduler may spread (``--gpus N``)
+    run one task each, so each books ``--cpus-per-task`` and an even share of ``--mem``.
+    """
+    if spec.script is not None and shape.ntasks_per_node is None:
+        shape = shape._replace(ntasks_per_node=1)
+    one_node_per_chunk = shape.distinct_nodes or shape.workers == 1
+    if shape.ntasks_per_node and one_node_per_chunk:
+        tasks = shape.ntasks_per_node
+    else:
+        tasks = shape.gpus_per_worker or shape.ntasks_per_node or 1
+    mem_gb = spec.mem_mb() / MIB_PER_GB
+    return Resources(
+        flavor=flavor,
+        workers=shape.workers,
+        gpus_per_worker=shape.gpus_per_worker,
+        distinct_nodes=shape.distinct_nodes,
+        ntasks_per_node=shape.ntasks_per_node,
+        cpus_per_worker=(spec.cpus_per_task or 0) * tasks,
+        mem_per_worker_gb=mem_gb if one_node_per_chunk else mem_gb / shape.workers,
+    )
+
+
+def _check_queue(session: Session, user: User, queue: str) -> None:
+    """The queue exists, is a leaf, and the user may submit to it. Hints name only the queues
+    the user may see (their own and those below), never the rest of the tree."""
+    parents = once(session, "queues", lambda: parent_map(session))
+    mine = (
+        set()
+        if user.is_admin
+        else once(session, f"mine:{user.id}", lambda: member_queues(session, user))
+    )
+
+    def visible() -> list[str]:
+        return sorted(q for q in parents if user.is_admin or mine.intersection(path(parents, q)))
+
+    if queue not in parents:
+        known = ", ".join(visible()) or "none you may use (an admin adds you to one)"
+        raise Invalid("queue", f"unknown queue {queue!r}", f"known queues: {known}")
+    if not user.is_admin and not mine.intersection(path(parents, queue)):
+        raise Forbidden(f"user {user.name!r} may not submit to queue {queue!r}")
+    if queue in {p for p in parents.values() if p is not None}:
+        leaves = [n for n in visible() if n not in parents.values()]
+        raise Invalid("queue", f"queue {queue!r} has sub-queues", f"submit to one of {leaves}")
+
+
+def _check_workdir(workdir: str) -> None:
+    """A job must be able to start where it asks to: an existing absolute directory."""
+    if not workdir:
+        return
+    if not os.path.isabs(workdir):
+        raise Invalid("workdir", f"{workdir!r} is not an absolute path", "give the full path")
+    if not os.path.isdir(workdir):
+        raise Invalid("workdir", f"no directory {workdir!r} on the node", "create it first")
+
+
+def _check_stored(spec: JobSubmit, tasks: int) -> None:
+    stored = spec.stored_bytes() * tasks
+    if stored > MAX_SUBMIT_STORED_BYTES:
+        raise Invalid(
+            "script" if spec.script else "command",
+            f"{tasks} tasks x {spec.stored_bytes()} bytes of command, env and script is over "
+            f"{MAX_SUBMIT_STORED_BYTES} bytes",
+            "put large inputs in a file the job reads, or submit fewer tasks",
+        )
+
+
+def _check_shape(session: Session, spec: JobSubmit, known: set[str] | None) -> Resources:
+    """The job's flavor, chunks and tasks, checked against the nodes table."""
+    shape = spec.shape()
+    nodes = [(n.name, n.flavor, n.gpus) for n in _nodes(session)]
+    flavors = set(known) if known is not None else {f for _, f, _ in nodes}
+    flavor = spec.flavor
+    if spec.gpu_type is not None:
+        by_type = match_gpu_type(spec.gpu_type, flavors)
+        if flavor is not None and flavor != by_type:
+            raise Invalid("flavor", f"flavor {flavor!r} is not GPU type {spec.gpu_type!r}")
+        flavor = by_type
+    if flavor is None:
+        cpu_nodes = sorted(n for n in nodes if n[2] == 0)
+        if shape.gpus_per_worker == 0 and cpu_nodes:
+            flavor = cpu_nodes[0][1]  # a CPU job goes to CPU nodes where there are some
+        elif nodes:
+            flavor = min(nodes)[1]
+        elif len(flavors) == 1:
+            flavor = next(iter(flavors))
+        else:
+            raise Invalid("flavor", "no nodes are registered", "name a flavor, or add nodes")
+    if flavor not in flavors:
+        raise Invalid(
+            "flavor", f"no node has flavor {flavor!r}", f"known flavors: {sorted(flavors)}"
+        )
+    sizes = [g for _, f, g in nodes if f == flavor]
+    per_worker, workers = shape.gpus_per_worker, shape.workers
+    if sizes and per_worker > max(sizes):
+        raise Invalid(
+            "gpus_per_worker",
+            f"{per_worker} GPUs per worker, but the largest {flavor} node has {max(sizes)}",
+            f"use more workers with at most {max(sizes)} GPUs each",
+        )
+    fitting = [g for g in sizes if g >= per_worker]
+    if shape.distinct_nodes and nodes and workers > len(fitting):
+        raise Invalid(
+            "nodes",
+            f"{workers} nodes asked, the cluster has {len(fitting)} {flavor} node(s) with "
+            f"at least {per_worker} GPUs",
+            f"ask for at most {len(fitting)} nodes, or fewer GPUs per node",
+        )
+    if sizes and workers * per_worker > sum(sizes):
+        raise Invalid(
+            "gpus",
+            f"{workers * per_worker} GPUs asked, the cluster has {sum(sizes)} {flavor}",
+            f"ask for at most {sum(sizes)}",
+        )
+    if spec.exclusive and sizes and per_worker < max(sizes):
+        raise Invalid(
+            "exclusive",
+            f"--exclusive asks for whole nodes, but the job takes {per_worker} of "
+            f"{max(sizes)} GPUs per node",
+            f"ask for --gpus-per-node {max(sizes)}, or drop --exclusive",
+        )
+    return resources(spec, shape, flavor)
+
+
+_RESOURCE_FIELDS = {"--cpus-per-task": "cpus_per_task", "--mem": "mem"}
+
+
+def _nodes(session: Session) -> list[Node]:
+    """The nodes, read once per transaction (the shape check and the placement check)."""
+    return once(session, "nodes", lambda: [to_node(r) for r in session.scalars(select(NodeRow))])
+
+
+def _check_feasible(session: Session, job: Job) -> None:
+    """The gang must fit the real topology (all nodes up and idle), not just the counts; each
+    worker's cores and memory must fit the largest node of its flavor that declares them.
+    Judged once per shape in a transaction (a batch of 1,000 alike jobs: once)."""
+    problem = once(session, f"feasible:{job!r}", lambda: _infeasible(session, job))
+    if problem is not None:
+        raise Invalid(*problem)
+
+
+def _infeasible(session: Session, job: Job) -> tuple[str, str, str] | None:
+    nodes = _nodes(session)
+    too_big = over_every_node([n for n in nodes if n.flavor == job.flavor], job)
+    if too_big is not None:
+        option, line = too_big
+        hint = "ask for less; a worker's share counts every task it runs on its node"
+        return _RESOURCE_FIELDS[option], line, hint
+    why = never_placeable(nodes, job, PLACEMENT.get("fabric-aware")) if nodes else None
+    if why is not None:
+        return "gpus", why, "fewer workers, smaller workers, or a looser --topology"
+    return None
+
+
+def _check_dependency(session: Session, actor: User, dependency: str | None) -> None:
+    """Every job a dependency names must exist (a job id, or an array's number), as sbatch
+    refuses with "Job dependency problem": a typo would otherwise wait forever. Another
+    user's job is "no job" too (admins excepted), as for `show`: whether it exists and when
+    it ends is not this user's to learn."""
+    if dependency is None:
+        return
+    wanted = job_ids(parse_dependency(dependency)[0])
+    if not wanted:
+        return
+    stmt = select(JobRow.id, JobRow.array_parent).where(
+        or_(JobRow.id.in_(wanted), JobRow.array_parent.in_(wanted))
+    )
+    if not actor.is_admin:
+        stmt = stmt.where(JobRow.user_id == actor.id)
+    found = session.execute(stmt)
+    missing = wanted - {i for row in found for i in row if i is not None}
+    if missing:
+        raise Invalid(
+            "dependency",
+            f"no job {', '.join(sorted(missing, key=lambda i: (len(i), i)))}",
+            "name jobs that were submitted (railyard queue --all, railyard history)",
+        )
+
+
+def _check_bounds(session: Session, queue: str, min_runtime_s: float, grace_s: float) -> None:
+    """What a job may claim for itself is bounded by its queue (an admin's setting)."""
+    # Kept in the transaction's memo: the session's identity map holds rows weakly, so a
+    # batch would read the queue again per job (here and in ``job_priority``).
+    row = once(session, f"queue:{queue}", lambda: session.get(QueueRow, queue))
+    if row is None:
+        return
+    for field, value, bound in (
+        ("min_runtime_s", min_runtime_s, row.max_min_runtime_s),
+        ("checkpoint_grace_s", grace_s, row.max_checkpoint_grace_s),
+    ):
+        if bound is not None and value > bound:
+            raise Invalid(
+                field,
+                f"{value:g} s is above queue {queue}'s bound of {bound:g} s",
+                f"ask for at most {bound:g}",
+            )
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A job that passed every check: the values its rows share (all but number and ids) and
+    its array indices (None for one job)."""
+
+    common: dict[str, Any]
+    indices: list[int] | None
+    spec: JobSubmit
+
+    @property
+    def count(self) -> int:
+        return len(self.indices) if self.indices is not None else 1
+
+
+def admit(
+    session: Session,
+    user: User,
+    spec: JobSubmit,
+    now_t_s: float,
+    *,
+    known_flavors: set[str] | None = None,
+    run_as: RunAs | None = None,
+) -> Admitted:
+    """Check ``spec`` for ``user`` (raises Invalid, Forbidden) and compute its stored columns.
+
+    ``run_as`` None skips the Unix-account check (an embedded API with no executor)."""
+    _check_queue(session, user, spec.queue)
+    res = _check_shape(session, spec, known_flavors)
+    if run_as is not None:
+        run_as.check(user.name, user.unix_user, is_admin=user.is_admin)
+    _check_workdir(spec.workdir)
+    level, mode = parse_topology(spec.topology) if spec.topology else (None, None)
+    signal_name, grace_s = parse_signal(spec.signal) if spec.signal else ("SIGUSR1", 30.0)
+    if spec.checkpoint_grace_s is not None:
+        grace_s = spec.checkpoint_grace_s
+    indices, max_running = parse_array(spec.array) if spec.array else (None, None)
+    _check_bounds(session, spec.queue, spec.min_runtime_s, grace_s)
+    priority = job_priority(session, user, spec)
+    topology = (
+        TopologyRequirement(Level.parse(level), TopologyMode(mode)) if level and mode else None
+    )
+    shape = Job(
+        id="new",
+        queue=spec.queue,
+        flavor=res.flavor,
+        workers=res.workers,
+        gpus_per_worker=res.gpus_per_worker,
+        cpus_per_worker=res.cpus_per_worker,
+        mem_per_worker_gb=res.mem_per_worker_gb,
+        distinct_nodes=res.distinct_nodes,
+        topology=topology,
+    )
+    _check_feasible(session, shape)
+    _check_dependency(session, user, spec.dependency)
+    _check_stored(spec, len(indices) if indices is not None else 1)
+    output = spec.output
+    if output is None and spec.script is not None:
+        output = default_output(indices is not None)
+    common = {
+        "user_id": user.id,
+        "unix_user": user.unix_user,
+        "queue": spec.queue,
+        "name": spec.name,
+        "state": JobState.PENDING.value,
+        "reason": "",
+        "script": spec.script,
+        "workdir": spec.workdir,
+        "submit_dir": spec.submit_dir or spec.workdir,
+        "submit_host": spec.submit_host,
+        "export": spec.export,
+        "env": dict(spec.env),
+        "flavor": res.flavor,
+        "workers": res.workers,
+        "gpus_per_worker": res.gpus_per_worker,
+        "distinct_nodes": res.distinct_nodes,
+        "ntasks_per_node": res.ntasks_per_node,
+        "cpus_per_task": spec.cpus_per_task or 0,
+        "mem_per_node_mb": spec.mem_mb(),
+        "cpus_per_worker": res.cpus_per_worker,
+        "mem_per_worker_gb": res.mem_per_worker_gb,
+        "output": output,
+        "error": spec.error,
+        "dependency": spec.dependency,
+        "priority": priority,
+        "nice": spec.nice,
+        "preemptible": spec.preemptible,
+        "walltime_s": spec.walltime_s(),
+        "topology_level": level,
+        "topology_mode": mode,
+        "min_runtime_s": spec.min_runtime_s,
+        "checkpoint_grace_s": grace_s,
+        "warn_before_s": parse_signal(spec.signal)[1] if spec.signal else None,
+        "preempt_signal": signal_name,
+        "signal_batch_shell": (spec.signal or "").strip().upper().startswith("B:"),
+        "requeue": spec.requeue,
+        "requeue_on_failure": False,  # Slurm's --requeue: node failure and preemption only
+        "restart_count": 0,
+        "array_max_running": max_running,
+        "array_spec": spec.array if indices is not None else None,
+        "submit_t_s": now_t_s,
+        "updated_t_s": now_t_s,
+    }
+    return Admitted(common, indices, spec)
+
+
+def admit_batch(
+    session: Session,
+    user: User,
+    specs: Sequence[JobSubmit],
+    now_t_s: float,
+    *,
+    known_flavors: set[str] | None = None,
+    run_as: RunAs | None = None,
+) -> list[Admitted]:
+    """:func:`admit` of each of a batch's jobs, all or nothing; a refusal names the element
+    (``jobs[3].queue``). A spec equal to the one before it shares that one's admission: the
+    same user, transaction and checks give the same answer, and its rows differ only in the
+    numbers ``store_admitted`` gives them (1,000 alike jobs were 30 % of a batch's CPU)."""
+    admitted: list[Admitted] = []
+    for i, spec in enumerate(specs):
+        if admitted and spec == specs[i - 1]:
+            admitted.append(admitted[-1])  # immutable; no value of its own per job
+            continue
+        try:
+            admitted.append(
+                admit(session, user, spec, now_t_s, known_flavors=known_flavors, run_as=run_as)
+            )
+        except Invalid as exc:  # name the element, so the one line says which job
+            raise Invalid(f"jobs[{i}].{exc.field}", exc.message, exc.hint) from None
+    return admitted
