@@ -80,14 +80,23 @@ def pytest_collection_modifyitems_long_first(items: list[pytest.Item]) -> None:
     `--no-loadscope-reorder`, pyproject): modules marked ``long`` (a few tests that run for
     long: real servers, Ray clusters, torch in child processes) first, then the rest, most
     tests first. xdist alone orders by test count only, so a long module of three tests was
-    handed out last and ran for a minute on one worker while the other sat idle."""
+    handed out last and ran for a minute on one worker while the other sat idle. Modules
+    marked ``exclusive`` go last: one runs alone, so early on it idled the other worker
+    (100 s behind the Ray sweep), while at the end that worker has little left to do."""
 
     def module(item: pytest.Item) -> str:
         return item.nodeid.split("::")[0]
 
     counts = Counter(module(item) for item in items)
     long_modules = {module(item) for item in items if item.get_closest_marker("long")}
-    items.sort(key=lambda item: (module(item) not in long_modules, -counts[module(item)]))
+    alone = {module(item) for item in items if item.get_closest_marker("exclusive")}
+    items.sort(
+        key=lambda item: (
+            module(item) in alone,
+            module(item) not in long_modules,
+            -counts[module(item)],
+        )
+    )
 
 
 @pytest.fixture(autouse=True)

@@ -22,3 +22,17 @@ def test_a_long_module_is_handed_out_before_a_module_of_more_tests() -> None:
     modules = [line.split("::")[0] for line in done.stdout.splitlines() if "::" in line]
     assert modules.index(LONG) < modules.index(SHORT)
     assert sorted(set(modules)) == sorted({SHORT, LONG})
+
+
+def test_a_module_that_runs_alone_is_handed_out_last() -> None:
+    """An ``exclusive`` module idles the other worker while it runs: at the end of the run
+    that worker has little left to do."""
+    alone = "tests/control/test_scheduled_checks.py"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-n0", "-p", "no:cacheprovider",
+         alone, SHORT, LONG],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    modules = [line.split("::")[0] for line in done.stdout.splitlines() if "::" in line]
+    assert modules.index(alone) > max(modules.index(SHORT), modules.index(LONG))
