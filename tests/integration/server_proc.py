@@ -89,7 +89,9 @@ class ServerProcess:
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
-        raise RuntimeError("server did not come up")
+        self.stop()  # a server that came up too late must not outlive the test that gave up
+        log_tail = (self.state_dir / "server.log").read_text()[-2000:]
+        raise RuntimeError(f"server did not come up within {timeout_s:.0f} s:\n{log_tail}")
 
     @property
     def url(self) -> str:
