@@ -132,7 +132,24 @@ def job_of_columns(values: Sequence[Any], user: str) -> Job:
     """:func:`to_job` of a row of :data:`SCHED_COLUMNS` as a plain tuple: a third of its time
     (a new 10,000-task array's first step spent 0.3 s in ``to_job``, mostly reading a
     ``Row``'s attributes one by one; cProfile)."""
-    f = dict(zip(SCHED_NAMES, values, strict=True))
+    return _job(dict(zip(SCHED_NAMES, values, strict=True)), user)
+
+
+def to_job(row: JobFields, user: str) -> Job:
+    return _job({name: getattr(row, name) for name in _JOB_NAMES}, user)
+
+
+_JOB_NAMES = (
+    "id", "queue", "flavor", "workers", "gpus_per_worker", "cpus_per_worker",
+    "mem_per_worker_gb", "distinct_nodes", "priority", "preemptible", "walltime_s",
+    "topology_level", "topology_mode", "submit_t_s", "min_runtime_s", "checkpoint_grace_s",
+    "restart_count", "max_restarts", "array_parent", "array_index", "array_max_running",
+    "warn_before_s", "attained_gpu_s", "nominated", "hold", "name", "dependency",
+)  # fmt: skip
+
+
+def _job(f: Mapping[str, Any], user: str) -> Job:
+    """The scheduler's job from a row's columns by name (both readers above)."""
     level = f["topology_level"]
     return Job(
         id=f["id"],
@@ -161,45 +178,12 @@ def job_of_columns(values: Sequence[Any], user: str) -> Job:
         nominated=f["nominated"],
         hold=f["hold"],
         name=f["name"],
-        **(_dependencies(f["dependency"]) if f["dependency"] else {}),
+        **_dependencies(f["dependency"]),
     )
 
 
 def _topology(level: str, mode: str | None) -> TopologyRequirement:
     return TopologyRequirement(Level.parse(level), TopologyMode(mode or "required"))
-
-
-def to_job(row: JobFields, user: str) -> Job:
-    topology = _topology(row.topology_level, row.topology_mode) if row.topology_level else None
-    return Job(
-        id=row.id,
-        queue=row.queue,
-        flavor=row.flavor,
-        workers=row.workers,
-        gpus_per_worker=row.gpus_per_worker,
-        cpus_per_worker=row.cpus_per_worker,
-        mem_per_worker_gb=row.mem_per_worker_gb,
-        distinct_nodes=row.distinct_nodes,
-        user=user,
-        priority=row.priority,
-        preemptible=row.preemptible,
-        walltime_s=row.walltime_s,
-        topology=topology,
-        submit_t_s=row.submit_t_s,
-        min_runtime_s=row.min_runtime_s,
-        checkpoint_grace_s=row.checkpoint_grace_s,
-        restart_count=row.restart_count,
-        max_restarts=row.max_restarts,
-        array_parent=row.array_parent,
-        array_index=row.array_index,
-        array_max_running=row.array_max_running,
-        warn_before_s=row.warn_before_s,
-        attained_gpu_s=row.attained_gpu_s,
-        nominated=row.nominated,
-        hold=row.hold,
-        name=row.name,
-        **_dependencies(row.dependency),
-    )
 
 
 def _dependencies(text: str | None) -> dict[str, Any]:
