@@ -51,10 +51,9 @@ def test_a_step_is_denied_every_gpu_but_its_own_and_mig_caps() -> None:
 
 def test_where_the_controller_is_missing_one_line_says_so(tmp_path: Path) -> None:
     chosen = choose(tmp_path)
-    assert chosen == Confinement(None, f"no cgroup v1 devices controller at {tmp_path}")
-    assert chosen.describe() == (
-        f"devices: GPUs not confined (no cgroup v1 devices controller at {tmp_path})"
-    )
+    why = f"no cgroup v1 devices controller at {tmp_path} and no cgroup v2 tracking"
+    assert chosen == Confinement(None, why)
+    assert chosen.describe() == f"devices: GPUs not confined ({why})"
 
 
 def fake_nvml(minors: list[int]) -> SimpleNamespace:

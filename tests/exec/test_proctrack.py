@@ -167,7 +167,7 @@ def test_preemption_ends_a_detached_daemon(make_executor: MakeExecutor, tmp_path
     report = wait_report(executor, "job")
     assert (report.outcome, report.signal) == (Outcome.KILLED, "SIGKILL")
     wait_for(lambda: not Path(f"/proc/{daemon}").exists(), 10)
-    assert f"==== {executor.containment.confinement.describe()}\n" in logs(tmp_path)
+    assert f"==== {executor.containment.device_guard.describe()}\n" in logs(tmp_path)
 
 
 def test_the_subreaper_fallback_kills_what_the_command_left(

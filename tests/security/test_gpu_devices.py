@@ -18,11 +18,14 @@ from pathlib import Path
 import pytest
 
 from railyard.exec import devices
+from railyard.exec.containment import Containment
 from tests.integration.tenants import NEEDS_ROOT, Site, finished, submit
 
 pytestmark = [
     *NEEDS_ROOT,
-    pytest.mark.skipif(devices.choose().parent is None, reason="no cgroup v1 devices here"),
+    pytest.mark.skipif(
+        Containment().device_guard.parent is None, reason="GPUs cannot be confined here"
+    ),
 ]
 
 NODES = {f"nvidia{i}": i for i in range(4)} | {"nvidia-modeset": 254, "nvidiactl": 255}

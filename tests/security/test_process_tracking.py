@@ -12,7 +12,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from railyard.exec import devices, proctrack
+from railyard.exec import proctrack
+from railyard.exec.containment import Containment
 from tests.integration.tenants import NEEDS_ROOT, Site, finished, job, submit, wait
 
 pytestmark = NEEDS_ROOT
@@ -77,7 +78,7 @@ def no_cgroups_left(site: Site, job_id: str) -> None:
     records = site.server.state_dir / "attempts" / job_id
     step = proctrack.step_name(job_id, 0, records)
     tracking = proctrack.choose().group(step)
-    confinement = devices.choose().parent
+    confinement = Containment().device_guard.parent
     for group in (tracking, confinement / step if confinement else None):
         if group is not None:
             wait(lambda g=group: not g.exists(), 10)  # type: ignore[misc]
@@ -141,4 +142,4 @@ def test_server_killed_then_cancel_ends_detached_processes(site: Site) -> None:
 def test_up_says_how_processes_are_tracked(site: Site) -> None:
     log = (site.server.state_dir / "server.log").read_text()
     assert f"railyard up: {proctrack.choose().describe()}\n" in log
-    assert f"railyard up: {devices.choose().describe()}\n" in log
+    assert f"railyard up: {Containment().device_guard.describe()}\n" in log

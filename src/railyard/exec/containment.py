@@ -38,13 +38,23 @@ class Containment:
     """This machine's tracking and device confinement, chosen once (at start-up)."""
 
     tracking: proctrack.Tracking = field(default_factory=proctrack.choose)
-    confinement: devices.Confinement = field(default_factory=devices.choose)
+    confinement: devices.Confinement | None = None  # None: chosen for this tracking
     limits_root: Path = cgroup.CGROUP_ROOT
     leftover: set[str] = field(default_factory=set)  # steps whose groups are not gone yet
 
+    def __post_init__(self) -> None:
+        if self.confinement is None:
+            v2 = self.tracking.parent if self.tracking.kind == "cgroup2" else None
+            self.confinement = devices.choose(v2_parent=v2)
+
+    @property
+    def device_guard(self) -> devices.Confinement:
+        assert self.confinement is not None  # set in __post_init__
+        return self.confinement
+
     def lines(self) -> list[str]:
         """What ``railyard up`` says."""
-        return [self.tracking.describe(), self.confinement.describe()]
+        return [self.tracking.describe(), self.device_guard.describe()]
 
     def enter(self, step: str, gpu_minors: Iterable[int], limits: cgroup.Limits) -> StepGroups:
         """Make the step's groups; an OSError leaves nothing half made."""
@@ -53,9 +63,11 @@ class Containment:
             group = self.tracking.make(step)
             if group is not None:
                 made.append(group)
-            devices_line = self.confinement.describe()
-            if self.confinement.parent is not None:
-                made.append(self.confinement.make(step, gpu_minors))
+            devices_line = self.device_guard.describe()
+            if self.device_guard.parent is not None:
+                confined = self.device_guard.make(step, gpu_minors)
+                if confined not in made:  # bpf: the tracking group itself
+                    made.append(confined)
             limits_group, limits_line = cgroup.prepare(step, limits, self.limits_root)
         except OSError:
             self.end(step)
@@ -83,7 +95,7 @@ class Containment:
         if not self.tracking.end(step, timeout_s):
             self.leftover.add(step)
             return False
-        self.confinement.remove(step)
+        self.device_guard.remove(step)
         cgroup.remove(self.limits_root / cgroup.PARENT / step)
         self.leftover.discard(step)
         return True
@@ -94,7 +106,7 @@ class Containment:
         be a start in flight of another server on this machine, so it stays."""
         removed = []
         now = time.time()
-        for parent in (self.tracking.parent, self.confinement.parent):
+        for parent in dict.fromkeys((self.tracking.parent, self.device_guard.parent)):
             for group in parent.iterdir() if parent is not None else ():
                 try:
                     if not group.is_dir() or now - group.stat().st_mtime < min_age_s:

@@ -10,8 +10,9 @@ parent's (allow everything) and gets one deny line per excluded minor: under a d
 list a later allow cannot punch a hole in a wildcard deny (Linux's devices controller only
 removes exact exceptions).
 
-Cgroup v2 has no devices controller (it needs an eBPF program); there, and wherever the v1
-controller is not writable, one line says that GPUs are not confined.
+Cgroup v2 has no devices controller: there the same rule is an eBPF program attached to the
+step's tracking group (:mod:`railyard.exec.devfilter`). Where neither can be had, one line
+says that GPUs are not confined.
 Kernel reference: https://docs.kernel.org/admin-guide/cgroup-v1/devices.html
 """
 
@@ -22,6 +23,8 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from railyard.exec import devfilter
 
 DEVICES = Path("/sys/fs/cgroup/devices")
 PROC_DEVICES = Path("/proc/devices")
@@ -60,22 +63,32 @@ def deny_rules(allowed_minors: Iterable[int], majors: dict[str, int]) -> list[st
 
 @dataclass(frozen=True)
 class Confinement:
-    """Where step device groups go (``parent``; None: GPUs are not confined, ``why``)."""
+    """Where step device groups go (``parent``; None: GPUs are not confined, ``why``) and how
+    they deny: ``v1`` writes ``devices.deny``, ``bpf`` attaches a device program to the step's
+    cgroup v2 group (the tracking group, so ``parent`` is the tracking parent)."""
 
     parent: Path | None
     why: str = ""
+    kind: str = "v1"
 
     def describe(self) -> str:
         """One line for ``railyard up`` and each job's log header."""
         if self.parent is None:
             return f"devices: GPUs not confined ({self.why})"
-        return f"devices: each job reaches only its own GPUs (cgroup v1 devices, {self.parent})"
+        how = "cgroup v2 eBPF device filter" if self.kind == "bpf" else "cgroup v1 devices"
+        return f"devices: each job reaches only its own GPUs ({how}, {self.parent})"
 
     def make(self, step: str, minors: Iterable[int], proc_devices: Path = PROC_DEVICES) -> Path:
         """The step's devices group, denying every NVIDIA device but ``minors``."""
         assert self.parent is not None
         group = self.parent / step
         group.mkdir(exist_ok=True)
+        if self.kind == "bpf":
+            majors = char_majors(proc_devices)
+            denied = [majors[name] for name in DENIED_MAJORS if name in majors]
+            allowed = set(minors) | {MODESET_MINOR, CTL_MINOR}
+            devfilter.attach(group, devfilter.program(NVIDIA_MAJOR, allowed, denied))
+            return group
         # One rule per write(2), as the controller wants, but one open for all 250 of them:
         # a launch paid an open and a close per rule (about 25 ms a job on a busy machine).
         fd = os.open(group / "devices.deny", os.O_WRONLY)
@@ -93,10 +106,17 @@ class Confinement:
                 (self.parent / step).rmdir()
 
 
-def choose(root: Path = DEVICES) -> Confinement:
-    """The v1 devices controller if this server can make groups in it."""
+def choose(root: Path = DEVICES, v2_parent: Path | None = None) -> Confinement:
+    """The v1 devices controller if this server can make groups in it, else a device program
+    on the steps' cgroup v2 groups (``v2_parent``: where process tracking makes them)."""
     if not (root / "devices.allow").is_file():
-        return Confinement(None, f"no cgroup v1 devices controller at {root}")
+        why = f"no cgroup v1 devices controller at {root}"
+        if v2_parent is None:
+            return Confinement(None, f"{why} and no cgroup v2 tracking")
+        refused = devfilter.available()
+        if refused:
+            return Confinement(None, f"{why}; {refused}")
+        return Confinement(v2_parent, kind="bpf")
     parent = root / PARENT
     try:
         parent.mkdir(exist_ok=True)
