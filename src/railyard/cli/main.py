@@ -34,6 +34,10 @@ CONTROL = {
         "jobs",
         "Submit a job: a batch script (#SBATCH / #RAILYARD directives), or a command after --.",
     ),
+    "run": (
+        "run",
+        "Run a command as a job with this terminal joined to it (srun); --pty for a shell.",
+    ),
     "queue": (
         "jobs",
         "Jobs waiting and running, like squeue: why each pending job waits is in REASON.",

@@ -45,6 +45,8 @@ def up(args: argparse.Namespace) -> None:
         fail(f"up: --port: {args.port} is not a port number (0-65535)")
     if args.cycle_interval <= 0:
         fail("up: --cycle-interval: must be > 0")
+    if not 0 < args.terminal_linger <= 86400:
+        fail("up: --terminal-linger: must be in (0, 86400] seconds")
     health = _health_policy(args)
     floor = args.health_across_floor
     if floor is not None and not 0 < floor < 1e6:
@@ -61,6 +63,7 @@ def up(args: argparse.Namespace) -> None:
         gpus=args.gpus,
         flavor=args.flavor,
         cycle_interval_s=args.cycle_interval,
+        terminal_linger_s=args.terminal_linger,
         scheduler=scheduler,
         blueprint=args.blueprint,
         spool_dir=args.spool_dir,
@@ -174,6 +177,12 @@ def _up_args(p: Parser) -> None:
         "reaches its ports runs code as its user: a trusted network only)",
     )
     p.add_argument("--cycle-interval", type=float, default=2.0, help="seconds between idle cycles")
+    p.add_argument(
+        "--terminal-linger",
+        type=float,
+        default=30.0,
+        help="seconds a `railyard run` job outlives its lost client (then it is hung up)",
+    )
     p.add_argument(
         "--metrics-open",
         action="store_true",

@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Self, cast
+from typing import TYPE_CHECKING, Any, Self, cast
 from urllib.parse import quote, urlencode, urlsplit
 
 from railyard.client import wire
@@ -27,6 +27,10 @@ from railyard.client.transport import Connection
 
 IDEMPOTENT = ("GET", "DELETE", "PUT")
 IDLE_RECONNECT_S = 4.0  # under uvicorn's 5 s keep-alive: never reuse a socket it may close
+
+
+if TYPE_CHECKING:
+    from railyard.client.websocket import WebSocket
 
 
 class ClientError(Exception):
@@ -196,6 +200,14 @@ class Client:
 
     def job(self, job_id: str) -> wire.Job:
         return cast(wire.Job, self._call("GET", _path("v1", "jobs", job_id)))
+
+    def terminal(self, job_id: str) -> WebSocket:
+        """A WebSocket to an interactive job's terminal (``railyard run``)."""
+        from railyard.client.websocket import WebSocket
+
+        url = f"{self.url}{_path('v1', 'jobs', job_id, 'terminal')}"
+        auth = {k: v for k, v in self._headers.items() if k == "Authorization"}
+        return WebSocket.connect(url, auth)
 
     def cancel(self, job_id: str) -> list[wire.Job]:
         return cast(list[wire.Job], self._call("DELETE", _path("v1", "jobs", job_id)))

@@ -11,7 +11,7 @@ CLI flags accept exactly the same spellings.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -147,6 +147,9 @@ class JobSubmit(Request):
     min_runtime_s: Seconds = 0.0
     signal: Short | None = None
     requeue: bool = False
+    terminal: Literal["", "pipes", "pty"] = Field(
+        "", description="railyard run: rank 0's stdio relayed to the client (pipes or a pty)"
+    )
 
     @field_validator("time")
     @classmethod

@@ -108,6 +108,7 @@ class UpConfig:
     health_checks: tuple[str, ...] = ()  # which (empty: all)
     health_across_floor_gbps: float | None = None  # across-node tests' floor (else the twin)
     health_across_interval_s: float | None = None  # sweep idle nodes this often (None: never)
+    terminal_linger_s: float = 30.0  # an interactive job outlives its lost client this long
     backend: str | None = None  # how jobs run (`railyard.exec.backend`); None: local or ray
     ray_address: str | None = None  # run jobs on a Ray cluster (address, or "auto")
     ray_insecure: bool = False  # accept a Ray cluster without token authentication
@@ -479,6 +480,7 @@ def compose(
             health_checks=config.health_checks,
             across_expect=across_expectation(config),
             across_interval_s=config.health_across_interval_s,
+            terminal_linger_s=config.terminal_linger_s,
         ),
         refresh=lambda: backend.refresh(sink, time.time()),
     )

@@ -34,7 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from railyard.exec import cgroup, jobfiles, procfs, proctrack
+from railyard.exec import cgroup, jobfiles, procfs, proctrack, terminal
 from railyard.exec.attempt import Claim, exit_record_path, read_claim, seal, start_marker_path
 from railyard.exec.containment import Containment, StepGroups
 from railyard.exec.exitfile import UNKNOWN, RankExit, read_exit
@@ -346,6 +346,9 @@ class LocalExecutor:
             spec, account, slot, master_addr=master, master_port=port, srun_dir=srun_dir
         )
         stdout, stderr = jobfiles.output_paths(spec, slot, slot.node_rank)
+        interactive = bool(spec.terminal) and slot.rank == 0
+        if interactive:  # its output goes to the client; the spool log keeps the header
+            stdout = stderr = None
         processes = len(rank_layout(spec))
         ignore: tuple[str, ...] = ()
         if spec.batch and not spec.signal_batch_shell:
@@ -372,6 +375,13 @@ class LocalExecutor:
             ignore_signals=ignore,
             cgroups=groups.paths,
             subreaper=groups.subreaper,
+            terminal=(
+                str(terminal.socket_path(self._records(spec), spec.restart_count))
+                if interactive
+                else None
+            ),
+            pty=interactive and spec.terminal == "pty",
+            linger_s=spec.terminal_linger_s,
         )
         task.write(task_path)
         log_fd = jobfiles.open_spool_log(spool_log, account)

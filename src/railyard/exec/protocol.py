@@ -94,12 +94,19 @@ class LaunchSpec:
     # (None: this machine, a port the launch picks).
     master_addr: str | None = None
     master_port: int | None = None
+    # An interactive job (`railyard run`): rank 0's stdio is a terminal ("pty") or pipes
+    # ("pipes") relayed through a socket (railyard.exec.terminal), ended when no client has
+    # been connected for `terminal_linger_s`.
+    terminal: str = ""
+    terminal_linger_s: float = 30.0
 
     def __post_init__(self) -> None:
         if not self.command:
             raise ValueError(f"job {self.job_id}: empty command")
         if self.workers < 1 or self.gpus_per_worker < 0 or self.restart_count < 0:
             raise ValueError(f"job {self.job_id}: workers >= 1, gpus and restarts >= 0")
+        if self.terminal not in ("", "pipes", "pty"):
+            raise ValueError(f"job {self.job_id}: terminal is '', 'pipes' or 'pty'")
         if self.ntasks_per_node is not None and self.ntasks_per_node < 1:
             raise ValueError(f"job {self.job_id}: ntasks_per_node must be >= 1")
         if (self.script is None) != (self.script_path is None):

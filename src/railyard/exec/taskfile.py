@@ -22,7 +22,9 @@ class Task:
     ``truncate`` on a first attempt, append after a restart. ``ignore_signals`` are set to
     SIG_IGN for the command (a batch shell ignores the preempt signal meant for its tasks).
     ``cgroups``: the step's groups (tracking, devices, limits) the wrapper joins before it runs
-    anything; ``subreaper``: no tracking group, the wrapper reaps and kills orphans itself."""
+    anything; ``subreaper``: no tracking group, the wrapper reaps and kills orphans itself.
+    ``terminal``: an interactive task's socket (:mod:`railyard.exec.terminal`), ``pty`` whether
+    it gets a pseudo-terminal, ``linger_s`` how long it outlives a lost client."""
 
     env: dict[str, str]
     cwd: str
@@ -35,6 +37,9 @@ class Task:
     ignore_signals: tuple[str, ...] = ()
     cgroups: tuple[str, ...] = ()
     subreaper: bool = False
+    terminal: str | None = None
+    pty: bool = False
+    linger_s: float = 30.0
 
     def write(self, path: Path) -> None:
         data = {
@@ -49,6 +54,9 @@ class Task:
             "ignore_signals": list(self.ignore_signals),
             "cgroups": list(self.cgroups),
             "subreaper": self.subreaper,
+            "terminal": self.terminal,
+            "pty": self.pty,
+            "linger_s": self.linger_s,
         }
         tmp = path.with_name(path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -72,4 +80,7 @@ class Task:
             ignore_signals=tuple(data.get("ignore_signals", ())),
             cgroups=tuple(str(g) for g in data.get("cgroups", ())),
             subreaper=bool(data.get("subreaper", False)),
+            terminal=data.get("terminal"),
+            pty=bool(data.get("pty", False)),
+            linger_s=float(data.get("linger_s", 30.0)),
         )

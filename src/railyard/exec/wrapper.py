@@ -49,7 +49,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from railyard.exec import cgroup, procfs, proctrack
+from railyard.exec import cgroup, interactive, procfs, proctrack
 from railyard.exec.attempt import STOOD_DOWN_EXIT, claim, read_claim, start_marker_path
 from railyard.exec.exitfile import RankExit, signal_name, write_exit
 from railyard.exec.outputs import outputs_record_path, record_outputs
@@ -87,9 +87,12 @@ def parse(argv: list[str]) -> tuple[Path, Path | None, list[str]]:
 def run(exit_file: Path, command: list[str], task: Task | None = None) -> int:
     """Run ``command``, record its end, and return its exit status for our own exit."""
     received: list[str] = []
+    ends: interactive.Ends | None = None
+    child = 0
 
     def note(signum: int, _frame: FrameType | None) -> None:
         received.append(signal_name(signum))
+        interactive.forward(ends, child, signum)
 
     for sig in NOTED_SIGNALS:
         signal.signal(sig, note)  # Python handlers reset to default in the command on exec
@@ -109,14 +112,19 @@ def run(exit_file: Path, command: list[str], task: Task | None = None) -> int:
         if not enter_step(task):  # untracked or unconfined: do not run at all
             record(exit_file, RankExit(EXEC_FAILED, None, tuple(received)))
             return EXEC_FAILED
+        if task.terminal is not None:
+            ends, server = interactive.open_ends(task)
         report, told = os.pipe()  # the child tells which files it opened, then execs (CLOEXEC)
-        pid = os.fork()
+        pid = child = os.fork()
         if pid == 0:  # the child: never returns
             os.close(report)
-            exec_as(task, command, told)
+            exec_as(task, command, told, ends)
         os.close(told)
         note_outputs(exit_file, report)
-        returncode = wait_child(pid)
+        if ends is not None:
+            returncode = interactive.relay(ends, server, pid, task)
+        else:
+            returncode = wait_child(pid)
         if task.subreaper:
             proctrack.kill_descendants()  # what the command left behind ends with it
     record(exit_file, RankExit.from_returncode(returncode, tuple(received)))
@@ -160,9 +168,12 @@ def note_outputs(exit_file: Path, report: int) -> None:
         print(f"railyard wrapper: cannot record the output files: {exc}", file=sys.stderr)
 
 
-def exec_as(task: Task, command: list[str], told: int | None = None) -> None:
+def exec_as(
+    task: Task, command: list[str], told: int | None = None, ends: interactive.Ends | None = None
+) -> None:
     """In the forked child: become the job's process, then exec. Exits 127 on any failure.
-    ``told``: where to write the (device, inode) of stdout and stderr once they are open."""
+    ``told``: where to write the (device, inode) of stdout and stderr once they are open;
+    ``ends``: an interactive task's terminal, taken as 0, 1, 2 after the log header."""
     try:
         for sig in NOTED_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
@@ -190,6 +201,8 @@ def exec_as(task: Task, command: list[str], told: int | None = None) -> None:
             os.close(told)
         if task.header:
             os.write(1, task.header.encode())
+        if ends is not None:
+            ends.become_child()
         env["SLURM_TASK_PID"] = str(os.getpid())
         os.execvpe(command[0], command, env)
     except OSError as exc:

@@ -29,6 +29,7 @@ from railyard.control.api import jobs as job_routes
 from railyard.control.api import nodehealth
 from railyard.control.api import nodes as node_routes
 from railyard.control.api import queues as queue_routes
+from railyard.control.api import terminal as terminal_routes
 from railyard.control.api import users as user_routes
 from railyard.control.api.deps import Context
 from railyard.control.api.errors import BodyLimit, install_errors
@@ -84,7 +85,7 @@ def create_app(
     submits = GroupCommit(SubmitStore(store, wake, spool, clock, known_flavors, run_as))
     app.state.railyard = Context(
         store, wake, spool, known_flavors, clock, run_as, loop_health, health_fail_requeues,
-        remote_log, across, submits,
+        remote_log, across, submits, Path(state_dir),
     )  # fmt: skip
 
     @app.get(
@@ -120,6 +121,7 @@ def create_app(
     for routes in (user_routes, job_routes, node_routes, queue_routes):
         app.include_router(routes.router)
     app.include_router(nodehealth.router)
+    app.include_router(terminal_routes.router)
     for router in extra_routers:  # the dashboard (railyard.web), mounted by `railyard up`
         app.include_router(router)
     app.include_router(

@@ -77,6 +77,7 @@ class Context:
     remote_log: logs.RemoteLog | None = None  # reads a log on another machine (Ray)
     across: AcrossChecks | None = None  # across-node sweeps (the loop's)
     submits: SubmitGroup | None = None  # single submits, committed in groups
+    state_dir: Path | None = None  # the executor's records (interactive jobs' sockets)
 
 
 def _ctx(request: Request) -> Context:

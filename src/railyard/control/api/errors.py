@@ -40,8 +40,13 @@ _STATUS = {
 }
 
 
+def status_of(exc: ServiceError) -> int:
+    """The HTTP status of a use-case's refusal."""
+    return next((c for t, c in _STATUS.items() if isinstance(exc, t)), 400)
+
+
 def _refusal(exc: ServiceError) -> JSONResponse:
-    code = next((c for t, c in _STATUS.items() if isinstance(exc, t)), 400)
+    code = status_of(exc)
     headers = {"Retry-After": str(RETRY_AFTER_S)} if isinstance(exc, Unavailable) else None
     body = error_body(exc.line(), field=exc.field, hint=exc.hint)
     return JSONResponse(body, status_code=code, headers=headers)

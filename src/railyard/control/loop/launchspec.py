@@ -65,6 +65,7 @@ def launch_spec(
         mem_per_node_mb=row.mem_per_node_mb,
         preempt_signal=row.preempt_signal,
         signal_batch_shell=row.signal_batch_shell,
+        terminal=row.terminal,
         nccl_env=dict(nccl_env),
         records_dir=records,
     )

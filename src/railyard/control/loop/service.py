@@ -81,6 +81,7 @@ class LoopConfig:
     health_checks: tuple[str, ...] = ()  # which checks (empty: all)
     across_expect: Expect | None = None  # what an across-node test expects (`control.sweeps`)
     across_interval_s: float | None = None  # periodic across-node sweeps of idle nodes
+    terminal_linger_s: float = 30.0  # an interactive job outlives a lost client this long
     sweep_interval_s: float = 5.0  # how often stranded rows are looked for (`control.stuck`)
     failure_window_s: float = FAILURE_WINDOW_S  # /healthz fails this long after a failed step
     freeze_heap: bool = True  # see freeze_heap()
@@ -406,7 +407,10 @@ class Loop:
     def _launch_spec(self, row: JobRow) -> LaunchSpec:
         config = self.config
         records = attempts_dir(config.state_dir, row.id)
-        return launch_spec(row, config.spool, config.nccl_env, config.cluster_name, records=records)
+        spec = launch_spec(row, config.spool, config.nccl_env, config.cluster_name, records=records)
+        if spec.terminal:
+            spec = replace(spec, terminal_linger_s=config.terminal_linger_s)
+        return spec
 
 
 def freeze_heap() -> None:

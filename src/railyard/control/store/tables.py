@@ -196,6 +196,7 @@ class JobRow(Base):
     dependency: Mapped[str | None] = mapped_column(String(1024), nullable=True)
     requeue: Mapped[bool] = mapped_column(Boolean, default=False)
     signal_batch_shell: Mapped[bool] = mapped_column(Boolean, default=False)
+    terminal: Mapped[str] = mapped_column(String(8), default="")  # railyard run: pipes | pty
     submit_t_s: Mapped[float] = mapped_column(Float)
     start_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     end_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -287,6 +287,9 @@ def admit(
     if spec.checkpoint_grace_s is not None:
         grace_s = spec.checkpoint_grace_s
     indices, max_running = parse_array(spec.array) if spec.array else (None, None)
+    if spec.terminal and (spec.script is not None or indices is not None):
+        raise Invalid("terminal", "an interactive job runs one command, not a script or an "
+                      "array", "railyard run [options] -- CMD")  # fmt: skip
     _check_bounds(session, spec.queue, spec.min_runtime_s, grace_s)
     priority = job_priority(session, user, spec)
     topology = (
@@ -345,6 +348,7 @@ def admit(
         "warn_before_s": parse_signal(spec.signal)[1] if spec.signal else None,
         "preempt_signal": signal_name,
         "signal_batch_shell": (spec.signal or "").strip().upper().startswith("B:"),
+        "terminal": spec.terminal,
         "requeue": spec.requeue,
         "requeue_on_failure": False,  # Slurm's --requeue: node failure and preemption only
         "restart_count": 0,

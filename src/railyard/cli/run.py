@@ -1,0 +1,230 @@
+"""``railyard run [options] [--pty] -- CMD``: srun outside an allocation.
+
+Makes an interactive job (the options are submit's), waits for it to start as srun does
+("queued and waiting for resources", with the reason), then joins this terminal to the job's
+first task through the control plane (:mod:`railyard.exec.terminal`'s frames over the API's
+WebSocket): stdin, stdout and stderr, and with ``--pty`` a real terminal (raw mode here, the
+window size, Ctrl-C and Ctrl-Z as bytes the task's terminal turns into signals). Without
+``--pty``, Ctrl-C here is forwarded as SIGINT, as srun forwards it. The exit status is the
+task's (128 + N for a signal). Ctrl-C while waiting, or a hang-up of this terminal, cancels the
+job: ending the client ends the job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import select
+import signal
+import struct
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from railyard.cli.args import Command, connect, fail
+from railyard.cli.jobs import _with_environment, split_submit_argv
+
+if TYPE_CHECKING:
+    from railyard.client.client import Client
+    from railyard.client.websocket import WebSocket
+
+USAGE = """usage: {prog} [submit options] [--pty] -- COMMAND [ARGS...]
+
+Run COMMAND as a job and join this terminal to its first task (srun outside an allocation):
+waits for the job to start, then relays stdin, stdout and stderr; --pty gives the task a real
+terminal (railyard run --pty bash). The options are submit's (--gpus, --time, --queue, ...).
+Exits with the task's status. Ctrl-C while it waits cancels the job."""
+POLL_S = 0.25
+FINISHED = ("completed", "failed", "cancelled", "timeout", "node_fail")
+
+
+def run(args: argparse.Namespace) -> int:
+    from railyard.client import scripts
+
+    head = args.argv[: args.argv.index("--")] if "--" in args.argv else args.argv
+    pty = "--pty" in head  # ours, not an sbatch option: taken out before those are read
+    argv = [w for w in head if w != "--pty"] + args.argv[len(head) :]
+    options, rest, own = split_submit_argv(argv)
+    if "--help" in own:
+        print(USAGE.format(prog=args.prog))
+        return 0
+    if not rest:
+        fail("nothing to run (hint: railyard run [options] [--pty] -- COMMAND)")
+    notes: list[str] = []
+    try:
+        body: dict[str, Any] = {**scripts.parse_args(options, notes), "command": rest}
+    except (scripts.OptionError, scripts.ScriptError) as exc:
+        fail(str(exc))
+    if "array" in body:
+        fail("--array: an interactive job runs once (hint: railyard submit --array)")
+    body.setdefault("name", Path(rest[0]).name)
+    body["terminal"] = "pty" if pty else "pipes"
+    body = _with_environment(body, notes, scripts.resolve_export)
+    for note in notes:
+        print(f"railyard: note: {note}", file=sys.stderr)
+    with connect() as client:
+        (job,) = client.submit(body)
+        job_id = job["id"]
+        try:
+            state = _wait_started(client, job_id)
+        except KeyboardInterrupt:
+            client.cancel(job_id)
+            print(f"\nrailyard: job {job_id}: cancelled while waiting", file=sys.stderr)
+            return 130
+        if state in FINISHED:
+            return _ended(client, job_id)
+        code = Session(client.terminal(job_id), pty, lambda: client.cancel(job_id)).run()
+        if code is None:  # the connection ended without the task's end: ask the store
+            return _ended(client, job_id)
+        return code
+
+
+def _wait_started(client: Client, job_id: str) -> str:
+    """Poll until the job runs (or ended); say why it waits, as srun does."""
+    said = ""
+    while True:
+        job = client.job(job_id)
+        if job["state"] not in ("pending", "starting"):
+            if said:
+                print(f"railyard: job {job_id} has been allocated resources", file=sys.stderr)
+            return job["state"]
+        if job["state"] == "pending" and job["reason"] != said:
+            why = f" ({job['reason']})" if job["reason"] else ""
+            print(f"railyard: job {job_id} queued and waiting for resources{why}", file=sys.stderr)
+            said = job["reason"] or "waiting"
+        time.sleep(POLL_S)
+
+
+def _ended(client: Client, job_id: str) -> int:
+    job = client.job(job_id)
+    for _ in range(40):  # the task ended: its row settles at the loop's next step
+        if job["state"] in FINISHED:
+            break
+        time.sleep(POLL_S)
+        job = client.job(job_id)
+    if job["state"] != "completed":
+        why = f": {job['reason']}" if job["reason"] else ""
+        print(f"railyard: job {job_id} {job['state'].upper()}{why}", file=sys.stderr)
+    code = job.get("exit_code")
+    return code if isinstance(code, int) and code >= 0 else 1
+
+
+class Session:
+    """This terminal joined to the task until it ends: its exit status, or None when the
+    connection ended first."""
+
+    def __init__(self, ws: WebSocket, pty: bool, cancel: Any) -> None:
+        from railyard.client import frames
+
+        self.ws, self.pty, self.cancel, self.t = ws, pty, cancel, frames
+        self.code: int | None = None
+        self.done = threading.Event()
+        self.wake_r, self.wake_w = os.pipe()
+
+    def run(self) -> int | None:
+        tty = self.pty and os.isatty(0)
+        saved = _raw(0) if tty else None
+        caught = (signal.SIGWINCH, signal.SIGINT, signal.SIGHUP, signal.SIGTERM)
+        previous = {sig: signal.getsignal(sig) for sig in caught}
+        try:
+            signal.signal(signal.SIGWINCH, lambda *_: self._window())
+            signal.signal(signal.SIGHUP, lambda *_: self._hang_up())
+            signal.signal(signal.SIGTERM, lambda *_: self._hang_up())
+            if not tty:  # with a raw terminal Ctrl-C is a byte the task's terminal sees
+                signal.signal(signal.SIGINT, lambda *_: self._send(self.t.SIGNAL, b"SIGINT"))
+            self._window()
+            reader = threading.Thread(target=self._receive, daemon=True)
+            reader.start()
+            self._pump_stdin()
+            reader.join(5)
+        finally:
+            if saved is not None:
+                import termios
+
+                termios.tcsetattr(0, termios.TCSADRAIN, saved)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self.ws.close()
+        if self.code is None:
+            return None
+        return self.code if self.code >= 0 else 128 - self.code
+
+    def _send(self, kind: bytes, payload: bytes = b"") -> None:
+        with contextlib.suppress(OSError):
+            self.ws.send_binary(self.t.frame(kind, payload))
+
+    def _window(self) -> None:
+        if self.pty:
+            with contextlib.suppress(OSError):
+                size = os.get_terminal_size(1 if os.isatty(1) else 0)
+                self._send(self.t.WINDOW, struct.pack(">HH", size.lines, size.columns))
+
+    def _hang_up(self) -> None:
+        """This terminal went away (or we were told to end): the job ends with us."""
+        with contextlib.suppress(Exception):
+            self.cancel()
+        self.done.set()
+        os.write(self.wake_w, b"x")
+
+    def _pump_stdin(self) -> None:
+        stdin_open = True
+        while not self.done.is_set():
+            watched = [self.wake_r] + ([0] if stdin_open else [])
+            ready, _, _ = select.select(watched, [], [])
+            if 0 in ready:
+                data = os.read(0, self.t.CHUNK_BYTES)
+                if data:
+                    self._send(self.t.STDIN, data)
+                else:
+                    stdin_open = False
+                    self._send(self.t.STDIN_END)
+
+    def _receive(self) -> None:
+        frames = self.t.FrameReader()
+        try:
+            while (message := self.ws.recv()) is not None:
+                kind, payload = message
+                if kind == "text":
+                    _refused(payload)
+                    break
+                for what, data in frames.feed(payload):
+                    if what == self.t.STDOUT:
+                        _write(1, data)
+                    elif what == self.t.STDERR:
+                        _write(2, data)
+                    elif what == self.t.EXIT:
+                        self.code = int(data)
+        except (OSError, ValueError) as exc:
+            print(f"\r\nrailyard: the connection ended: {exc}", file=sys.stderr)
+        finally:
+            self.done.set()
+            os.write(self.wake_w, b"x")
+
+
+def _refused(payload: bytes) -> None:
+    try:
+        detail = json.loads(payload)["detail"]
+    except (ValueError, KeyError, TypeError):
+        detail = payload.decode(errors="replace")
+    print(f"railyard: {detail}", file=sys.stderr)
+
+
+def _write(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def _raw(fd: int) -> list[Any]:
+    import termios
+    import tty
+
+    saved = termios.tcgetattr(fd)
+    tty.setraw(fd, termios.TCSANOW)
+    return saved
+
+
+COMMANDS = (Command("run", run, None),)

@@ -1,0 +1,96 @@
+"""``/v1/jobs/{id}/terminal``: an interactive job's terminal over a WebSocket (``railyard run``).
+
+The bearer token comes in the upgrade request, as every route's. Refusals come after the
+accept, as one JSON text message ``{"status", "detail"}`` and a close code of 4000 plus the
+HTTP status the same refusal gets elsewhere (a browser cannot read an upgrade's refusal).
+Then the bridge: the client's frames go to the wrapper's socket (only input, window size and
+the signals :mod:`railyard.exec.terminal` allows), the wrapper's bytes come back as binary
+messages, until either side ends."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+
+from fastapi import APIRouter, HTTPException, WebSocket
+from starlette.concurrency import run_in_threadpool
+from starlette.websockets import WebSocketDisconnect
+
+from railyard.client import frames
+from railyard.control.api.deps import Context, _identify
+from railyard.control.api.errors import status_of
+from railyard.control.errors import ServiceError
+from railyard.control.usecases.terminal import terminal_socket
+from railyard.exec import terminal
+
+router = APIRouter(tags=["jobs"])
+CLOSE_BASE = 4000
+
+
+def _socket_of(ctx: Context, authorization: str, job_id: str) -> socket.socket:
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise HTTPException(401, "missing bearer token")
+    user = _identify(ctx, token.strip())
+    assert ctx.state_dir is not None
+    with ctx.store.session() as session:
+        path = terminal_socket(session, user, job_id, ctx.state_dir)
+    try:
+        return terminal.connect(path)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        raise HTTPException(409, f"job {job_id}'s terminal cannot be reached ({why}); "
+                            "interactive jobs run on the server's machine") from None  # fmt: skip
+
+
+@router.websocket("/v1/jobs/{job_id}/terminal")
+async def job_terminal(websocket: WebSocket, job_id: str) -> None:
+    ctx: Context = websocket.app.state.railyard
+    await websocket.accept()
+    try:
+        sock = await run_in_threadpool(
+            _socket_of, ctx, websocket.headers.get("authorization", ""), job_id
+        )
+    except (HTTPException, ServiceError) as exc:
+        status, detail = (
+            (exc.status_code, str(exc.detail))
+            if isinstance(exc, HTTPException)
+            else (status_of(exc), exc.line())
+        )
+        await websocket.send_text(json.dumps({"status": status, "detail": detail}))
+        await websocket.close(code=CLOSE_BASE + status)
+        return
+    reader, writer = await asyncio.open_unix_connection(sock=sock)
+    to_task = asyncio.create_task(_client_to_task(websocket, writer))
+    try:
+        while data := await reader.read(frames.CHUNK_BYTES):
+            await websocket.send_bytes(data)
+    except (OSError, WebSocketDisconnect):
+        pass
+    finally:
+        to_task.cancel()
+        writer.close()
+        with contextlib.suppress(Exception):
+            await websocket.close(code=1000)
+
+
+async def _client_to_task(websocket: WebSocket, writer: asyncio.StreamWriter) -> None:
+    """Forward the client's frames that the wrapper may take; anything else ends the bridge."""
+    reader = frames.FrameReader()
+    try:
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                break
+            data = message.get("bytes") or b""
+            for kind, payload in reader.feed(data):
+                if kind not in frames.TO_TASK:
+                    raise ValueError(f"frame type {kind!r} is not for the task")
+                writer.write(frames.frame(kind, payload))
+            await writer.drain()
+    except (OSError, ValueError, WebSocketDisconnect):
+        pass
+    finally:
+        writer.close()

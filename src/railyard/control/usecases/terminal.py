@@ -1,0 +1,36 @@
+"""Whose terminal a WebSocket may reach: an interactive job's owner, while it runs.
+
+The socket lives in the job's records directory, which no user can reach; the control plane
+connects there for the owner only (an admin cannot type into another user's shell either),
+so the bearer token of the WebSocket is the whole of the access check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy.orm import Session
+
+from railyard.control.errors import Conflict, NotFound
+from railyard.control.store.paths import attempts_dir
+from railyard.control.store.tables import JobState, User
+from railyard.control.usecases.jobs import get_job
+from railyard.exec import terminal
+
+WAITING = frozenset((JobState.PENDING.value, JobState.STARTING.value))
+LIVE = frozenset(s.value for s in (JobState.RUNNING, JobState.PREEMPTING, JobState.CANCELLING))
+
+
+def terminal_socket(session: Session, actor: User, job_id: str, state_dir: Path) -> Path:
+    """The socket of ``job_id``'s running task; NotFound for another user's job, Conflict
+    (with why) for a batch job, one not started yet or one that ended."""
+    row, _ = get_job(session, actor, job_id)
+    if row.user_id != actor.id:
+        raise NotFound(f"no job {job_id!r}")
+    if not row.terminal:
+        raise Conflict(f"job {row.id} is a batch job: it has no terminal",
+                       hint="railyard logs -f shows its output")  # fmt: skip
+    if row.state in WAITING:
+        raise Conflict(f"job {row.id} has not started yet ({row.state})", hint="wait for it")
+    if row.state not in LIVE:
+        raise Conflict(f"job {row.id} is {row.state}: its terminal is gone")
+    return terminal.socket_path(attempts_dir(state_dir, row.id), row.restart_count)

@@ -1,0 +1,183 @@
+"""``railyard run``: a job joined to the user's terminal through the control plane (issue 23).
+
+A real ``railyard up`` runs the jobs; the client is the real CLI in a child process, with
+pipes for the plain runs and inside Debian's ``tmux`` for ``--pty`` (a real terminal: the
+prompt, Ctrl-C to a ``sleep``, a resize, ``exit 3``). The WebSocket's refusals are read by the
+client module directly.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.server_proc import ServerProcess
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+LINGER_S = 2.0
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    state = tmp_path_factory.mktemp("run") / "state"
+    state.mkdir()
+    proc = ServerProcess(state, gpus=2, extra=("--terminal-linger", str(LINGER_S)))
+    proc.start(timeout_s=120)
+    yield proc
+    proc.stop()
+
+
+def cli_env(server: ServerProcess) -> dict[str, str]:
+    return {**os.environ, "RAILYARD_URL": server.url, "RAILYARD_TOKEN": server.token}
+
+
+def railyard(
+    server: ServerProcess, *args: str, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "railyard", *args],
+        input=stdin, capture_output=True, text=True, env=cli_env(server), timeout=120,
+    )  # fmt: skip
+
+
+def wait_for(check: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_a_command_s_output_input_and_status_come_back(server: ServerProcess) -> None:
+    done = railyard(server, "run", "--", "sh", "-c", "echo out; echo err >&2; exit 3")
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == "out\n"
+    assert done.stderr.endswith("err\n"), done.stderr
+    piped = railyard(server, "run", "--", "sh", "-c", "read line; echo got $line", stdin="hi\n")
+    assert (piped.returncode, piped.stdout) == (0, "got hi\n")
+
+
+def test_a_batch_job_has_no_terminal_and_another_user_cannot_reach_one(
+    server: ServerProcess,
+) -> None:
+    from railyard.client.websocket import WebSocket
+
+    from railyard.client.client import Client
+
+    batch = server.request("POST", "/v1/jobs", json={"command": ["sleep", "30"]})[0]["id"]
+    wait_for(lambda: server.request("GET", f"/v1/jobs/{batch}")["state"] == "running")
+    with Client(server.url, server.token) as client:
+        ws = client.terminal(batch)
+        kind, body = ws.recv(timeout_s=30) or ("", b"")
+        assert kind == "text"
+        assert b"is a batch job" in body, body
+        assert ws.recv(timeout_s=30) is None
+        assert ws.close_code == 4409
+    name = f"eve{secrets.token_hex(3)}"
+    server.request("POST", "/v1/users", json={"name": name})
+    eve = server.request("POST", "/v1/tokens", json={"user": name})["token"]
+    ws = WebSocket.connect(
+        f"{server.url}/v1/jobs/{batch}/terminal", {"Authorization": f"Bearer {eve}"}
+    )
+    kind, body = ws.recv(timeout_s=30) or ("", b"")
+    assert b"no job" in body, body  # another user's job is not even named
+    assert ws.recv(timeout_s=30) is None
+    assert ws.close_code == 4404
+    server.request("DELETE", f"/v1/jobs/{batch}")
+
+
+class Tmux:
+    """One tmux server of this test's own, running one command in a 100x30 window."""
+
+    def __init__(self, tmp: Path, command: str, env: dict[str, str]) -> None:
+        self.socket = f"railyard-test-{secrets.token_hex(4)}"
+        self.status = tmp / "status"
+        shell = f"{command}; echo $? > {self.status}; sleep 30"
+        subprocess.run(["tmux", "-L", self.socket, "-f", "/dev/null", "new-session", "-d",
+                        "-s", "t", "-x", "100", "-y", "30", shell],
+                       env=env, check=True)  # fmt: skip
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "send-keys", "-t", "t", *keys], check=True)
+
+    def screen(self) -> str:
+        return subprocess.run(["tmux", "-L", self.socket, "capture-pane", "-p", "-t", "t"],
+                              capture_output=True, text=True, check=True).stdout  # fmt: skip
+
+    def shows(self, text: str, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while text not in self.screen():
+            assert time.monotonic() < deadline, f"{text!r} not on the screen:\n{self.screen()}"
+            time.sleep(0.1)
+
+    def resize(self, cols: int, rows: int) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "resize-window", "-t", "t", "-x", str(cols),
+                        "-y", str(rows)], check=True)  # fmt: skip
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], check=False)
+
+
+def test_a_pty_shell_prompts_takes_ctrl_c_resizes_and_exits_with_its_status(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    env = {**cli_env(server), "TERM": "xterm"}
+    cmd = f"{sys.executable} -m railyard run --pty -- bash --norc --noprofile -i"
+    tmux = Tmux(tmp_path, cmd, env)
+    try:
+        tmux.shows("bash-")  # bash's own prompt, from the task's terminal
+        tmux.keys("PS1='ry''$ '", "Enter")
+        tmux.shows("\nry$")
+        tmux.keys("echo job=$SLURM_JOB_ID tty=$(tty)", "Enter")
+        tmux.shows("tty=/dev/pts/")
+        job_line = next(line for line in tmux.screen().splitlines() if line.startswith("job="))
+        job_id = job_line.split()[0].removeprefix("job=")
+        assert server.request("GET", f"/v1/jobs/{job_id}")["state"] == "running"
+        tmux.keys("sleep 300; echo slept", "Enter")
+        time.sleep(1)
+        tmux.keys("C-c")
+        tmux.keys("echo after-ctrl-c", "Enter")
+        tmux.shows("\nafter-ctrl-c")
+        assert "\nslept" not in tmux.screen()  # the sleep was interrupted, not finished
+        tmux.resize(120, 40)
+        tmux.keys("stty size", "Enter")
+        tmux.shows("40 120")
+        tmux.keys("exit 3", "Enter")
+        wait_for(tmux.status.exists)
+        wait_for(lambda: tmux.status.read_text().strip() != "")
+        assert tmux.status.read_text().strip() == "3"
+        wait_for(lambda: server.request("GET", f"/v1/jobs/{job_id}")["state"] == "failed")
+        assert server.request("GET", f"/v1/jobs/{job_id}")["exit_code"] == 3
+    finally:
+        tmux.kill()
+
+
+def test_a_lost_client_ends_the_job_after_the_linger(server: ServerProcess) -> None:
+    client = subprocess.Popen(
+        [sys.executable, "-m", "railyard", "run", "--", "sleep", "300"],
+        env=cli_env(server), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    jobs: list[dict[str, str]] = []
+
+    def running() -> bool:
+        jobs[:] = [j for j in server.request("GET", "/v1/jobs") if j["name"] == "sleep"]
+        return any(j["state"] == "running" for j in jobs)
+
+    wait_for(running)
+    (job,) = [j for j in jobs if j["state"] == "running"]
+    time.sleep(1)  # connected
+    client.kill()  # no goodbye: the connection is lost
+    client.wait()
+    began = time.monotonic()
+    wait_for(lambda: server.request("GET", f"/v1/jobs/{job['id']}")["state"] != "running", 60)
+    assert time.monotonic() - began >= LINGER_S - 0.5  # tolerated for the linger, then ended
+    ended = server.request("GET", f"/v1/jobs/{job['id']}")
+    assert ended["state"] in ("failed", "cancelled"), ended
