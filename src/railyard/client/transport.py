@@ -4,6 +4,8 @@ A ``railyard`` call must answer in tens of milliseconds; ``http.client`` alone c
 20 ms to import (its e-mail header parser, and ssl), a fifth of that. The API answers JSON
 with a ``Content-Length`` (or chunked, which is read too), so a request and its response fit
 in a few lines here. ``https`` wraps the socket with :mod:`ssl`, imported only then.
+A WebSocket's handshake is one request too (:meth:`Connection.upgrade`), after which
+:meth:`Connection.detach` hands the socket to ``websocket.py``.
 """
 
 from __future__ import annotations
@@ -45,6 +47,32 @@ class Connection:
     def request(
         self, method: str, target: str, headers: dict[str, str], body: bytes | None = None
     ) -> Response:
+        self._send(method, target, headers, body)
+        status, fields, version = self._read_head()
+        data = b"" if method == "HEAD" or status in (204, 304) else self._read_body(fields)
+        if fields.get("connection", "").lower() == "close" or version == "HTTP/1.0":
+            self.close()
+        return Response(status, data)
+
+    def upgrade(self, target: str, headers: dict[str, str]) -> tuple[Response, dict[str, str]]:
+        """A GET that asks the server to switch protocols (a WebSocket's handshake), with the
+        response's header fields. A 101 has no body and leaves the socket to the new protocol
+        (take it with :meth:`detach`); any other answer is read whole, as :meth:`request` does."""
+        self._send("GET", target, headers, None)
+        status, fields, _ = self._read_head(switching=True)
+        data = b"" if status in (101, 204, 304) else self._read_body(fields)
+        return Response(status, data), fields
+
+    def detach(self) -> tuple[socket.socket, bytes]:
+        """The socket and the bytes already read past the last response (the new protocol's
+        first, which must not be lost); the connection no longer owns either."""
+        if self._sock is None:
+            raise ConnectionError("not connected")
+        sock, rest = self._sock, self._buffer
+        self._sock, self._buffer = None, b""
+        return sock, rest
+
+    def _send(self, method: str, target: str, headers: dict[str, str], body: bytes | None) -> None:
         if self._sock is None:
             self._connect()
         assert self._sock is not None
@@ -53,11 +81,6 @@ class Connection:
         if body is not None or method in ("POST", "PUT", "PATCH"):
             head.append(f"Content-Length: {len(body or b'')}")
         self._sock.sendall("\r\n".join(head).encode("latin-1") + b"\r\n\r\n" + (body or b""))
-        status, fields, version = self._read_head()
-        data = b"" if method == "HEAD" or status in (204, 304) else self._read_body(fields)
-        if fields.get("connection", "").lower() == "close" or version == "HTTP/1.0":
-            self.close()
-        return Response(status, data)
 
     def _connect(self) -> None:
         sock = self._open()
@@ -111,8 +134,9 @@ class Connection:
         data, self._buffer = self._buffer[:size], self._buffer[size:]
         return data
 
-    def _read_head(self) -> tuple[int, dict[str, str], str]:
-        """The status, the header fields (lower-case names) and the HTTP version."""
+    def _read_head(self, switching: bool = False) -> tuple[int, dict[str, str], str]:
+        """The status, the header fields (lower-case names) and the HTTP version; a 101 is
+        final only when ``switching`` (the request asked to upgrade)."""
         while True:
             version, _, rest = self._line().decode("latin-1").partition(" ")
             code = rest[:3]
@@ -122,7 +146,7 @@ class Connection:
             while line := self._line():
                 name, _, value = line.decode("latin-1").partition(":")
                 fields[name.strip().lower()] = value.strip()
-            if not 100 <= int(code) < 200:  # 1xx: an interim response, the real one follows
+            if not 100 <= int(code) < 200 or (switching and code == "101"):  # other 1xx: interim
                 return int(code), fields, version
 
     def _read_body(self, fields: dict[str, str]) -> bytes:
