@@ -43,6 +43,7 @@ FINISHED = ("completed", "failed", "cancelled", "timeout", "node_fail")
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run a command as a job with this terminal joined to it (srun); --pty for a shell."""
     from railyard.client import scripts
 
     head = args.argv[: args.argv.index("--")] if "--" in args.argv else args.argv

@@ -138,6 +138,7 @@ class Relay:
             if code is not None:
                 self._drain()
                 self._send(frame(EXIT, str(code).encode()))
+                self._deliver()
                 self._close_client()
                 return code
             self._hang_up_if_alone()
@@ -154,6 +155,14 @@ class Relay:
                     self._from_client()
                 elif fd in self.outputs:
                     self._from_task(fd)
+
+    def _deliver(self) -> None:
+        """The command ended with no client connected (a short command ends before its
+        client connects): wait up to the linger for one, which then gets all of it."""
+        deadline = self.clock() + self.linger_s
+        while self.client is None and self.clock() < deadline:
+            if select.select([self.server], [], [], TICK_S)[0]:
+                self._accept()
 
     def _accept(self) -> None:
         conn, _ = self.server.accept()
