@@ -62,14 +62,17 @@ def test_a_command_s_output_input_and_status_come_back(server: ServerProcess) ->
     assert done.stderr.endswith("err\n"), done.stderr
     piped = railyard(server, "run", "--", "sh", "-c", "read line; echo got $line", stdin="hi\n")
     assert (piped.returncode, piped.stdout) == (0, "got hi\n")
+    # Two tasks: the first is joined to this terminal, the second writes its log (srun's
+    # default stdin goes to task 0 too). Its wrapper may listen only after the job runs.
+    two = railyard(server, "run", "--gpus", "2", "--", "sh", "-c", "echo task $SLURM_PROCID")
+    assert (two.returncode, two.stdout) == (0, "task 0\n"), two.stderr
 
 
 def test_a_batch_job_has_no_terminal_and_another_user_cannot_reach_one(
     server: ServerProcess,
 ) -> None:
-    from railyard.client.websocket import WebSocket
-
     from railyard.client.client import Client
+    from railyard.client.websocket import WebSocket
 
     batch = server.request("POST", "/v1/jobs", json={"command": ["sleep", "30"]})[0]["id"]
     wait_for(lambda: server.request("GET", f"/v1/jobs/{batch}")["state"] == "running")
@@ -115,6 +118,13 @@ class Tmux:
         deadline = time.monotonic() + timeout_s
         while text not in self.screen():
             assert time.monotonic() < deadline, f"{text!r} not on the screen:\n{self.screen()}"
+            time.sleep(0.1)
+
+    def prompted(self, timeout_s: float = 60.0) -> None:
+        """Something (the shell's prompt, whatever its rc files make it) is on the screen."""
+        deadline = time.monotonic() + timeout_s
+        while not self.screen().strip():
+            assert time.monotonic() < deadline, "no prompt"
             time.sleep(0.1)
 
     def resize(self, cols: int, rows: int) -> None:
@@ -181,3 +191,29 @@ def test_a_lost_client_ends_the_job_after_the_linger(server: ServerProcess) -> N
     assert time.monotonic() - began >= LINGER_S - 0.5  # tolerated for the linger, then ended
     ended = server.request("GET", f"/v1/jobs/{job['id']}")
     assert ended["state"] in ("failed", "cancelled"), ended
+
+
+def test_alloc_gives_a_shell_whose_srun_starts_steps_and_exit_releases_it(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    env = {**cli_env(server), "TERM": "xterm", "SHELL": "/bin/bash"}
+    tmux = Tmux(tmp_path, f"{sys.executable} -m railyard alloc --gpus 2 --name alloc", env)
+    try:
+        tmux.prompted()
+        tmux.keys("PS1='in-alloc$ '", "Enter")
+        tmux.shows("\nin-alloc$")
+        step = "srun sh -c 'echo step=$SLURM_STEP_ID job=$SLURM_JOB_ID gpus=$CUDA_VISIBLE_DEVICES'"
+        tmux.keys(step, "Enter")
+        tmux.shows("\nstep=0 job=")
+        tmux.keys(step, "Enter")
+        tmux.shows("\nstep=1 job=")
+        lines = [line for line in tmux.screen().splitlines() if line.startswith("step=")]
+        assert len({line.split()[1] for line in lines}) == 1  # both steps in one job
+        assert lines[0].endswith("gpus=0,1"), lines
+        (alloc,) = [j for j in server.request("GET", "/v1/jobs") if j["name"] == "alloc"]
+        assert alloc["state"] == "running"
+        tmux.keys("exit", "Enter")
+        wait_for(lambda: tmux.status.exists() and tmux.status.read_text().strip() == "0")
+        wait_for(lambda: server.request("GET", f"/v1/jobs/{alloc['id']}")["state"] == "completed")
+    finally:
+        tmux.kill()

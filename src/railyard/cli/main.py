@@ -38,6 +38,10 @@ CONTROL = {
         "run",
         "Run a command as a job with this terminal joined to it (srun); --pty for a shell.",
     ),
+    "alloc": (
+        "run",
+        "Hold an allocation and open a shell in it (salloc): srun there starts its steps.",
+    ),
     "queue": (
         "jobs",
         "Jobs waiting and running, like squeue: why each pending job waits is in REASON.",

@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import select
+import shlex
 import signal
 import struct
 import sys
@@ -38,6 +39,11 @@ Run COMMAND as a job and join this terminal to its first task (srun outside an a
 waits for the job to start, then relays stdin, stdout and stderr; --pty gives the task a real
 terminal (railyard run --pty bash). The options are submit's (--gpus, --time, --queue, ...).
 Exits with the task's status. Ctrl-C while it waits cancels the job."""
+ALLOC_USAGE = """usage: {prog} [submit options] [COMMAND [ARGS...]]
+
+Hold an allocation (the options are submit's: --nodes, --gpus, --time, ...) and run COMMAND,
+by default your shell, on its first node with the job's SLURM_* variables (salloc); srun there
+starts steps across the allocation. Leaving the shell releases it."""
 POLL_S = 0.25
 FINISHED = ("completed", "failed", "cancelled", "timeout", "node_fail")
 
@@ -64,6 +70,38 @@ def run(args: argparse.Namespace) -> int:
         fail("--array: an interactive job runs once (hint: railyard submit --array)")
     body.setdefault("name", Path(rest[0]).name)
     body["terminal"] = "pty" if pty else "pipes"
+    return _submit_and_join(body, notes, pty)
+
+
+def alloc(args: argparse.Namespace) -> int:
+    """Hold an allocation and open a shell in it (salloc): srun there starts its steps."""
+    from railyard.client import scripts
+
+    options, rest, own = split_submit_argv(args.argv)
+    if "--help" in own:
+        print(ALLOC_USAGE.format(prog=args.prog))
+        return 0
+    notes: list[str] = []
+    try:
+        body: dict[str, Any] = scripts.parse_args(options, notes)
+    except (scripts.OptionError, scripts.ScriptError) as exc:
+        fail(str(exc))
+    if "array" in body:
+        fail("--array: an allocation is one job (hint: railyard submit --array)")
+    command = (
+        shlex.join(rest) if rest else f"{shlex.quote(os.environ.get('SHELL') or '/bin/bash')} -i"
+    )
+    pty = os.isatty(0)
+    # The allocation's first node runs this as a batch step, so the shell has the job's
+    # SLURM_* variables and an srun that starts steps across the allocation.
+    body.update(script=f"#!/bin/sh\nexec {command}\n", terminal="pty" if pty else "pipes")
+    body.setdefault("name", "interactive")
+    return _submit_and_join(body, notes, pty)
+
+
+def _submit_and_join(body: dict[str, Any], notes: list[str], pty: bool) -> int:
+    from railyard.client import scripts
+
     body = _with_environment(body, notes, scripts.resolve_export)
     for note in notes:
         print(f"railyard: note: {note}", file=sys.stderr)
@@ -228,4 +266,4 @@ def _raw(fd: int) -> list[Any]:
     return saved
 
 
-COMMANDS = (Command("run", run, None),)
+COMMANDS = (Command("run", run, None), Command("alloc", alloc, None))

@@ -13,6 +13,8 @@ import asyncio
 import contextlib
 import json
 import socket
+import time
+from pathlib import Path
 
 from fastapi import APIRouter, HTTPException, WebSocket
 from starlette.concurrency import run_in_threadpool
@@ -27,6 +29,7 @@ from railyard.exec import terminal
 
 router = APIRouter(tags=["jobs"])
 CLOSE_BASE = 4000
+CONNECT_WAIT_S = 10.0  # from the job's start to its wrapper's listening socket
 
 
 def _socket_of(ctx: Context, authorization: str, job_id: str) -> socket.socket:
@@ -37,12 +40,28 @@ def _socket_of(ctx: Context, authorization: str, job_id: str) -> socket.socket:
     assert ctx.state_dir is not None
     with ctx.store.session() as session:
         path = terminal_socket(session, user, job_id, ctx.state_dir)
-    try:
-        return terminal.connect(path)
-    except OSError as exc:
-        why = exc.strerror or str(exc)
-        raise HTTPException(409, f"job {job_id}'s terminal cannot be reached ({why}); "
-                            "interactive jobs run on the server's machine") from None  # fmt: skip
+    return _connect(path, job_id)
+
+
+def _connect(path: Path, job_id: str) -> socket.socket:
+    """The wrapper's socket: a job runs once launched, and its wrapper listens a moment
+    later, so a missing or refusing socket is retried for a few seconds."""
+    deadline = time.monotonic() + CONNECT_WAIT_S
+    while True:
+        try:
+            return terminal.connect(path)
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            if time.monotonic() >= deadline:
+                raise _unreachable(job_id, exc) from None
+        except OSError as exc:
+            raise _unreachable(job_id, exc) from None
+        time.sleep(0.05)
+
+
+def _unreachable(job_id: str, exc: OSError) -> HTTPException:
+    why = exc.strerror or str(exc)
+    return HTTPException(409, f"job {job_id}'s terminal cannot be reached ({why}); "
+                         "interactive jobs run on the server's machine")  # fmt: skip
 
 
 @router.websocket("/v1/jobs/{job_id}/terminal")

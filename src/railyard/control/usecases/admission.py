@@ -287,9 +287,9 @@ def admit(
     if spec.checkpoint_grace_s is not None:
         grace_s = spec.checkpoint_grace_s
     indices, max_running = parse_array(spec.array) if spec.array else (None, None)
-    if spec.terminal and (spec.script is not None or indices is not None):
-        raise Invalid("terminal", "an interactive job runs one command, not a script or an "
-                      "array", "railyard run [options] -- CMD")  # fmt: skip
+    if spec.terminal and indices is not None:
+        raise Invalid("terminal", "an interactive job is one job, not an array",
+                      "railyard run [options] -- CMD")  # fmt: skip
     _check_bounds(session, spec.queue, spec.min_runtime_s, grace_s)
     priority = job_priority(session, user, spec)
     topology = (
