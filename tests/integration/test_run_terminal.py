@@ -217,3 +217,47 @@ def test_alloc_gives_a_shell_whose_srun_starts_steps_and_exit_releases_it(
         wait_for(lambda: server.request("GET", f"/v1/jobs/{alloc['id']}")["state"] == "completed")
     finally:
         tmux.kill()
+
+
+def test_attach_opens_a_shell_in_a_running_job_s_rank_and_only_for_its_owner(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    from railyard.client.websocket import WebSocket
+
+    body = {"command": ["sleep", "300"], "gpus": 2, "name": "attached-to"}
+    job = server.request("POST", "/v1/jobs", json=body)[0]["id"]
+    wait_for(lambda: server.request("GET", f"/v1/jobs/{job}")["state"] == "running")
+    env = {**cli_env(server), "TERM": "xterm"}
+    tmux = Tmux(tmp_path, f"{sys.executable} -m railyard attach {job} --rank 1", env)
+    try:
+        tmux.prompted()
+        tmux.keys("PS1='att$ '", "Enter")
+        tmux.shows("\natt$")
+        tmux.keys(
+            "echo rank=$SLURM_PROCID job=$SLURM_JOB_ID gpus=$CUDA_VISIBLE_DEVICES "
+            "ranks=$(pgrep -xc sleep) cg=$(grep -c job_${SLURM_JOB_ID}_0_ /proc/self/cgroup)",
+            "Enter",
+        )
+        tmux.shows("\nrank=1 ")
+        line = next(x for x in tmux.screen().splitlines() if x.startswith("rank=1 "))
+        fields = dict(item.split("=", 1) for item in line.split())
+        assert fields["job"] == job
+        assert fields["gpus"] == "0,1"  # the rank's own view of the job's GPUs
+        assert int(fields["ranks"]) >= 2  # it sees the job's tasks
+        assert int(fields["cg"]) >= 1  # it is in the job's step cgroup: it ends with the job
+        tmux.keys("exit", "Enter")
+        wait_for(lambda: tmux.status.exists() and tmux.status.read_text().strip() == "0")
+        assert server.request("GET", f"/v1/jobs/{job}")["state"] == "running"  # the job runs on
+    finally:
+        tmux.kill()
+    name = f"mallory{secrets.token_hex(3)}"
+    server.request("POST", "/v1/users", json={"name": name})
+    other = server.request("POST", "/v1/tokens", json={"user": name})["token"]
+    url = f"{server.url}/v1/jobs/{job}/attach?rank=0"
+    ws = WebSocket.connect(url, {"Authorization": f"Bearer {other}"})
+    message = ws.recv(timeout_s=30)
+    assert message is not None
+    assert b"no job" in message[1], message
+    assert ws.recv(timeout_s=30) is None
+    assert ws.close_code == 4404
+    server.request("DELETE", f"/v1/jobs/{job}")

@@ -42,6 +42,10 @@ CONTROL = {
         "run",
         "Hold an allocation and open a shell in it (salloc): srun there starts its steps.",
     ),
+    "attach": (
+        "run",
+        "A shell inside a running job, as its user, in its cgroup (srun --overlap --pty).",
+    ),
     "queue": (
         "jobs",
         "Jobs waiting and running, like squeue: why each pending job waits is in REASON.",

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from railyard.cli.args import Command, connect, fail
+from railyard.cli.args import Command, Parser, connect, fail
 from railyard.cli.jobs import _with_environment, split_submit_argv
 
 if TYPE_CHECKING:
@@ -97,6 +97,19 @@ def alloc(args: argparse.Namespace) -> int:
     body.update(script=f"#!/bin/sh\nexec {command}\n", terminal="pty" if pty else "pipes")
     body.setdefault("name", "interactive")
     return _submit_and_join(body, notes, pty)
+
+
+def attach(args: argparse.Namespace) -> int:
+    """A shell inside a running job, as its user, in its cgroup (srun --overlap --pty)."""
+    with connect() as client:
+        pty = os.isatty(0)
+        code = Session(client.terminal(args.job, args.rank), pty, lambda: None).run()
+    return 1 if code is None else code
+
+
+def _attach_args(p: Parser) -> None:
+    p.add_argument("job", help="a running job of yours")
+    p.add_argument("--rank", type=int, default=0, help="which task's node, cgroup and environment")
 
 
 def _submit_and_join(body: dict[str, Any], notes: list[str], pty: bool) -> int:
@@ -266,4 +279,8 @@ def _raw(fd: int) -> list[Any]:
     return saved
 
 
-COMMANDS = (Command("run", run, None), Command("alloc", alloc, None))
+COMMANDS = (
+    Command("run", run, None),
+    Command("alloc", alloc, None),
+    Command("attach", attach, _attach_args),
+)

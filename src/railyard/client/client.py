@@ -201,11 +201,15 @@ class Client:
     def job(self, job_id: str) -> wire.Job:
         return cast(wire.Job, self._call("GET", _path("v1", "jobs", job_id)))
 
-    def terminal(self, job_id: str) -> WebSocket:
-        """A WebSocket to an interactive job's terminal (``railyard run``)."""
+    def terminal(self, job_id: str, attach_rank: int | None = None) -> WebSocket:
+        """A WebSocket to an interactive job's terminal (``railyard run``), or with
+        ``attach_rank`` to a new shell in that rank of a running job (``railyard attach``)."""
         from railyard.client.websocket import WebSocket
 
-        url = f"{self.url}{_path('v1', 'jobs', job_id, 'terminal')}"
+        if attach_rank is None:
+            url = f"{self.url}{_path('v1', 'jobs', job_id, 'terminal')}"
+        else:
+            url = f"{self.url}{_path('v1', 'jobs', job_id, 'attach')}?rank={attach_rank}"
         auth = {k: v for k, v in self._headers.items() if k == "Authorization"}
         return WebSocket.connect(url, auth)
 

@@ -380,6 +380,9 @@ def expand_pattern(
     return _PATTERN_RE.sub(one, pattern)
 
 
+WRAPPER_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}  # the wrapper's own, not the job's
+
+
 def wrapped_command(
     command: Sequence[str], exit_path: Path, task_path: Path | None = None
 ) -> list[str]:

@@ -43,6 +43,7 @@ from railyard.exec.exitwatch import ExitWatcher
 from railyard.exec.identity import Account, resolve
 from railyard.exec.jobstate import JobState, RankState, Stage, decide
 from railyard.exec.launch import (
+    WRAPPER_ENV,
     RankSlot,
     free_port,
     job_allocation,
@@ -63,7 +64,6 @@ from railyard.exec.taskfile import Task
 from railyard.probe import gpu_minors, resolve_gpus
 
 MASTER_ADDR = "127.0.0.1"
-WRAPPER_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}  # the wrapper's own, not the job's
 MIB = 1 << 20
 
 

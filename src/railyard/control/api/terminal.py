@@ -1,4 +1,5 @@
-"""``/v1/jobs/{id}/terminal``: an interactive job's terminal over a WebSocket (``railyard run``).
+"""``/v1/jobs/{id}/terminal``: an interactive job's terminal over a WebSocket (``railyard run``);
+``/v1/jobs/{id}/attach?rank=R``: a new shell in a running job's rank (``railyard attach``).
 
 The bearer token comes in the upgrade request, as every route's. Refusals come after the
 accept, as one JSON text message ``{"status", "detail"}`` and a close code of 4000 plus the
@@ -14,6 +15,7 @@ import contextlib
 import json
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from fastapi import APIRouter, HTTPException, WebSocket
@@ -24,19 +26,26 @@ from railyard.client import frames
 from railyard.control.api.deps import Context, _identify
 from railyard.control.api.errors import status_of
 from railyard.control.errors import ServiceError
-from railyard.control.usecases.terminal import terminal_socket
-from railyard.exec import terminal
+from railyard.control.store.tables import User
+from railyard.control.usecases.terminal import attach_files, terminal_socket
+from railyard.exec import attach, terminal
+from railyard.exec.protocol import ExecutorError
 
 router = APIRouter(tags=["jobs"])
 CLOSE_BASE = 4000
+ATTACH_LINGER_S = 5.0  # an attached shell whose client is gone is hung up after this
 CONNECT_WAIT_S = 10.0  # from the job's start to its wrapper's listening socket
 
 
-def _socket_of(ctx: Context, authorization: str, job_id: str) -> socket.socket:
+def _caller(ctx: Context, authorization: str) -> User:
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token:
         raise HTTPException(401, "missing bearer token")
-    user = _identify(ctx, token.strip())
+    return _identify(ctx, token.strip())
+
+
+def _socket_of(ctx: Context, authorization: str, job_id: str) -> socket.socket:
+    user = _caller(ctx, authorization)
     assert ctx.state_dir is not None
     with ctx.store.session() as session:
         path = terminal_socket(session, user, job_id, ctx.state_dir)
@@ -64,14 +73,38 @@ def _unreachable(job_id: str, exc: OSError) -> HTTPException:
                          "interactive jobs run on the server's machine")  # fmt: skip
 
 
+def _attached(ctx: Context, authorization: str, job_id: str, rank: int) -> socket.socket:
+    """A new shell in the rank's step, as its user (``railyard attach``)."""
+    user = _caller(ctx, authorization)
+    assert ctx.state_dir is not None
+    with ctx.store.session() as session:
+        task, records = attach_files(session, user, job_id, rank, ctx.state_dir, ctx.spool_dir)
+    try:
+        path = attach.start(task, records, ATTACH_LINGER_S)
+    except (ExecutorError, OSError) as exc:
+        raise HTTPException(409, f"job {job_id} rank {rank}: {exc}") from None
+    return _connect(path, job_id)
+
+
 @router.websocket("/v1/jobs/{job_id}/terminal")
 async def job_terminal(websocket: WebSocket, job_id: str) -> None:
+    """The terminal of an interactive job (``railyard run``, ``alloc``)."""
+    auth = websocket.headers.get("authorization", "")
+    await _bridge(websocket, lambda ctx: _socket_of(ctx, auth, job_id))
+
+
+@router.websocket("/v1/jobs/{job_id}/attach")
+async def job_attach(websocket: WebSocket, job_id: str, rank: int = 0) -> None:
+    """A new shell inside a running job's rank, as its user (``railyard attach``)."""
+    auth = websocket.headers.get("authorization", "")
+    await _bridge(websocket, lambda ctx: _attached(ctx, auth, job_id, rank))
+
+
+async def _bridge(websocket: WebSocket, open_socket: Callable[[Context], socket.socket]) -> None:
     ctx: Context = websocket.app.state.railyard
     await websocket.accept()
     try:
-        sock = await run_in_threadpool(
-            _socket_of, ctx, websocket.headers.get("authorization", ""), job_id
-        )
+        sock = await run_in_threadpool(open_socket, ctx)
     except (HTTPException, ServiceError) as exc:
         status, detail = (
             (exc.status_code, str(exc.detail))

@@ -1,4 +1,5 @@
-"""Whose terminal a WebSocket may reach: an interactive job's owner, while it runs.
+"""Whose terminal a WebSocket may reach: an interactive job's owner, while it runs; and whose
+running job ``railyard attach`` may open a shell in (its owner's).
 
 The socket lives in the job's records directory, which no user can reach; the control plane
 connects there for the owner only (an admin cannot type into another user's shell either),
@@ -10,14 +11,33 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
-from railyard.control.errors import Conflict, NotFound
-from railyard.control.store.paths import attempts_dir
+from railyard.control.errors import Conflict, Invalid, NotFound
+from railyard.control.store.paths import attempts_dir, logs_dir
 from railyard.control.store.tables import JobState, User
 from railyard.control.usecases.jobs import get_job
 from railyard.exec import terminal
+from railyard.exec.attach import rank_task_path
 
 WAITING = frozenset((JobState.PENDING.value, JobState.STARTING.value))
 LIVE = frozenset(s.value for s in (JobState.RUNNING, JobState.PREEMPTING, JobState.CANCELLING))
+
+
+def attach_files(
+    session: Session, actor: User, job_id: str, rank: int, state_dir: Path, spool_dir: Path
+) -> tuple[Path, Path]:
+    """For ``railyard attach``: the rank's task file and the attempt's records directory of
+    the owner's running job (any job, batch or interactive); NotFound for another user's."""
+    row, _ = get_job(session, actor, job_id)
+    if row.user_id != actor.id:
+        raise NotFound(f"no job {job_id!r}")
+    if row.state in WAITING:
+        raise Conflict(f"job {row.id} has not started yet ({row.state})", hint="wait for it")
+    if row.state != JobState.RUNNING.value:
+        raise Conflict(f"job {row.id} is {row.state}: there is nothing to attach to")
+    if not 0 <= rank < 1 << 20:
+        raise Invalid("rank", f"{rank} is not a rank")
+    task = rank_task_path(logs_dir(spool_dir, row.id), rank, row.restart_count)
+    return task, attempts_dir(state_dir, row.id)
 
 
 def terminal_socket(session: Session, actor: User, job_id: str, state_dir: Path) -> Path:

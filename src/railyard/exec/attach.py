@@ -1,0 +1,58 @@
+"""``railyard attach JOB [--rank R]``: a shell inside a running job, as its user (Slurm's
+``srun --jobid=N --overlap --pty bash``, or an SSH that ``pam_slurm_adopt`` lands in the job).
+
+The shell is one more process of the rank's step: its task file is the rank's own (the
+account, the working directory, the environment with the rank's ``SLURM_*`` and
+``CUDA_VISIBLE_DEVICES``, and the step's cgroups, so it is tracked, confined to the job's GPUs
+and ended with the job), with a pseudo-terminal relayed through a socket of its own
+(:mod:`railyard.exec.terminal`). The rank's task file and the new one live in the job's log
+directory, which root owns; the socket and the exit record in the attempt's records
+directory, which no user can reach. The shell's end is its own: the job runs on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import subprocess
+import threading
+from pathlib import Path
+
+from railyard.exec.launch import WRAPPER_ENV, wrapped_command
+from railyard.exec.protocol import ExecutorError
+from railyard.exec.taskfile import Task
+
+
+def rank_task_path(log_dir: Path, rank: int, restart_count: int) -> Path:
+    """The task file the executor wrote for ``rank`` of attempt ``restart_count``."""
+    return log_dir / f"rank-{rank}.restart-{restart_count}.task.json"
+
+
+def start(rank_task: Path, records_dir: Path, linger_s: float) -> Path:
+    """Start a login shell in the rank's step; the socket its terminal listens on."""
+    try:
+        task = Task.read(rank_task)
+    except FileNotFoundError:
+        raise ExecutorError("that rank does not run on this machine") from None
+    name = f"attach-{secrets.token_hex(6)}"
+    socket = records_dir / f"{name}.sock"
+    attached = dataclasses.replace(
+        task, stdout=None, stderr=None, truncate=False, header="", ignore_signals=(),
+        terminal=str(socket), pty=True, linger_s=linger_s,
+        env={**task.env, "RAILYARD_ATTACHED": "1"},
+    )  # fmt: skip
+    task_path = rank_task.with_name(f"{name}.task.json")
+    attached.write(task_path)
+    shell = (task.account.shell if task.account else "") or "/bin/bash"
+    proc = subprocess.Popen(
+        wrapped_command([shell, "-i"], records_dir / f"{name}.exit", task_path),
+        cwd="/", env=WRAPPER_ENV, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    threading.Thread(target=_reap, args=(proc, task_path), daemon=True).start()
+    return socket
+
+
+def _reap(proc: subprocess.Popen[bytes], task_path: Path) -> None:
+    proc.wait()
+    task_path.unlink(missing_ok=True)
