@@ -45,6 +45,7 @@ Hold an allocation (the options are submit's: --nodes, --gpus, --time, ...) and 
 by default your shell, on its first node with the job's SLURM_* variables (salloc); srun there
 starts steps across the allocation. Leaving the shell releases it."""
 POLL_S = 0.25
+FIRST_POLL_S = 0.01
 FINISHED = ("completed", "failed", "cancelled", "timeout", "node_fail")
 
 
@@ -137,7 +138,7 @@ def _submit_and_join(body: dict[str, Any], notes: list[str], pty: bool) -> int:
 
 def _wait_started(client: Client, job_id: str) -> str:
     """Poll until the job runs (or ended); say why it waits, as srun does."""
-    said = ""
+    said, pause_s = "", FIRST_POLL_S
     while True:
         job = client.job(job_id)
         if job["state"] not in ("pending", "starting"):
@@ -148,7 +149,8 @@ def _wait_started(client: Client, job_id: str) -> str:
             why = f" ({job['reason']})" if job["reason"] else ""
             print(f"railyard: job {job_id} queued and waiting for resources{why}", file=sys.stderr)
             said = job["reason"] or "waiting"
-        time.sleep(POLL_S)
+        time.sleep(pause_s)  # a free cluster starts it within a loop step: look again soon
+        pause_s = min(POLL_S, pause_s * 1.5)
 
 
 def _ended(client: Client, job_id: str) -> int:

@@ -87,8 +87,14 @@ def relay(ends: Ends, server: socket.socket, pid: int, task: Task) -> int:
                           pty_master=ends.stdin if ends.pty else None,
                           linger_s=task.linger_s)  # fmt: skip
     try:
-        return loop.run(child_done)
+        exited = os.pidfd_open(pid)
+    except OSError:  # before Linux 5.3: the loop looks every tick
+        exited = None
+    try:
+        return loop.run(child_done, exited)
     finally:
+        if exited is not None:
+            os.close(exited)
         server.close()
         assert task.terminal is not None
         with contextlib.suppress(OSError):

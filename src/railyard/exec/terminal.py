@@ -131,8 +131,9 @@ class Relay:
         self.alone_since = clock()
         self.hung_up_at: float | None = None
 
-    def run(self, child_done: Callable[[], int | None]) -> int:
-        """Relay until the command ends; its ``Popen``-style return code."""
+    def run(self, child_done: Callable[[], int | None], exited_fd: int | None = None) -> int:
+        """Relay until the command ends; its ``Popen``-style return code. ``exited_fd`` (a
+        pidfd of the command) wakes the loop the moment it ends; else it looks every tick."""
         while True:
             code = child_done()
             if code is not None:
@@ -144,6 +145,8 @@ class Relay:
             self._hang_up_if_alone()
             client = self.client.fileno() if self.client is not None else -1
             watched = [self.server.fileno(), *self.outputs] + ([client] if client >= 0 else [])
+            if exited_fd is not None:
+                watched.append(exited_fd)
             try:
                 ready, _, _ = select.select(watched, [], [], TICK_S)
             except InterruptedError:

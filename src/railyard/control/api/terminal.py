@@ -64,7 +64,7 @@ def _connect(path: Path, job_id: str) -> socket.socket:
                 raise _unreachable(job_id, exc) from None
         except OSError as exc:
             raise _unreachable(job_id, exc) from None
-        time.sleep(0.05)
+        time.sleep(0.01)
 
 
 def _unreachable(job_id: str, exc: OSError) -> HTTPException:
