@@ -46,6 +46,7 @@ from railyard.client.frames import (
 )
 
 BUFFER_BYTES = 1 << 20  # output kept for a client not (yet) connected
+INPUT_BYTES = 1 << 20  # input kept for a task not reading it (more is dropped)
 DEFAULT_LINGER_S = 30.0
 HANGUP_GRACE_S = 2.0
 TICK_S = 0.2
@@ -123,6 +124,10 @@ class Relay:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.server, self.outputs, self.stdin = server, dict(outputs), stdin
+        if stdin >= 0:  # a task that does not read must not stall the relay
+            os.set_blocking(stdin, False)
+        self.to_stdin = bytearray()  # input the task has not taken yet (bounded)
+        self.stdin_ends = False
         self.signal_child, self.pty_master = signal_child, pty_master
         self.linger_s, self.clock = linger_s, clock
         self.client: socket.socket | None = None
@@ -147,10 +152,13 @@ class Relay:
             watched = [self.server.fileno(), *self.outputs] + ([client] if client >= 0 else [])
             if exited_fd is not None:
                 watched.append(exited_fd)
+            writable = [self.stdin] if self.to_stdin and self.stdin >= 0 else []
             try:
-                ready, _, _ = select.select(watched, [], [], TICK_S)
+                ready, can_write, _ = select.select(watched, writable, [], TICK_S)
             except InterruptedError:
                 continue
+            if can_write:
+                self._feed_stdin()
             for fd in ready:
                 if fd == self.server.fileno():
                     self._accept()
@@ -195,11 +203,11 @@ class Relay:
 
     def _act(self, kind: bytes, payload: bytes) -> None:
         if kind == STDIN and self.stdin >= 0:
-            with contextlib.suppress(OSError):
-                os.write(self.stdin, payload)
+            self.to_stdin += payload[: max(0, INPUT_BYTES - len(self.to_stdin))]
+            self._feed_stdin()
         elif kind == STDIN_END and self.pty_master is None and self.stdin >= 0:
-            os.close(self.stdin)
-            self.stdin = -1
+            self.stdin_ends = True
+            self._feed_stdin()
         elif kind == WINDOW and self.pty_master is not None and len(payload) == 4:
             rows, cols = struct.unpack(">HH", payload)
             with contextlib.suppress(OSError):
@@ -207,9 +215,25 @@ class Relay:
         elif kind == SIGNAL and payload.decode(errors="replace") in CLIENT_SIGNALS:
             self.signal_child(signal.Signals[payload.decode()])
 
+    def _feed_stdin(self) -> None:
+        """Give the task what input it takes now; close its stdin once all is given after
+        the client's end of input."""
+        try:
+            while self.to_stdin:
+                del self.to_stdin[: os.write(self.stdin, self.to_stdin)]
+        except BlockingIOError:
+            return
+        except OSError:  # the task closed its end: input has nowhere to go
+            self.to_stdin.clear()
+        if self.stdin_ends and not self.to_stdin:
+            os.close(self.stdin)
+            self.stdin = -1
+
     def _from_task(self, fd: int) -> None:
         try:
             data = os.read(fd, CHUNK_BYTES)
+        except BlockingIOError:  # the pty master is non-blocking (it is stdin too)
+            return
         except OSError as exc:  # EIO: the pty's last holder closed it
             if exc.errno != errno.EIO:
                 raise

@@ -13,14 +13,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
+import os
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 from fastapi import APIRouter, HTTPException, WebSocket
 from starlette.concurrency import run_in_threadpool
-from starlette.websockets import WebSocketDisconnect
+from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from railyard.client import frames
 from railyard.control.api.deps import Context, _identify
@@ -34,6 +36,7 @@ from railyard.exec.protocol import ExecutorError
 router = APIRouter(tags=["jobs"])
 CLOSE_BASE = 4000
 ATTACH_LINGER_S = 5.0  # an attached shell whose client is gone is hung up after this
+ATTACH_PER_JOB = 8
 CONNECT_WAIT_S = 10.0  # from the job's start to its wrapper's listening socket
 
 
@@ -44,27 +47,68 @@ def _caller(ctx: Context, authorization: str) -> User:
     return _identify(ctx, token.strip())
 
 
-def _socket_of(ctx: Context, authorization: str, job_id: str) -> socket.socket:
+def _terminal_path(ctx: Context, authorization: str, job_id: str) -> Path:
     user = _caller(ctx, authorization)
     assert ctx.state_dir is not None
     with ctx.store.session() as session:
-        path = terminal_socket(session, user, job_id, ctx.state_dir)
-    return _connect(path, job_id)
+        return terminal_socket(session, user, job_id, ctx.state_dir)
 
 
-def _connect(path: Path, job_id: str) -> socket.socket:
+class AttachSlots:
+    """At most ``per_job`` attached shells of one job at once: each is a process the server
+    starts, so one user's loop of attaches cannot make it fork without bound."""
+
+    def __init__(self, per_job: int = ATTACH_PER_JOB) -> None:
+        self.per_job, self.live, self.lock = per_job, Counter[str](), threading.Lock()
+
+    def take(self, job_id: str) -> None:
+        with self.lock:
+            if self.live[job_id] >= self.per_job:
+                raise HTTPException(409, f"job {job_id} has {self.per_job} attached shells "
+                                    "already (hint: leave one first)")  # fmt: skip
+            self.live[job_id] += 1
+
+    def give(self, job_id: str) -> None:
+        with self.lock:
+            self.live[job_id] -= 1
+            if self.live[job_id] <= 0:
+                del self.live[job_id]
+
+
+ATTACHED = AttachSlots()
+
+
+def _attached_path(ctx: Context, authorization: str, job_id: str, rank: int) -> Path:
+    """A new shell in the rank's step, as its user (``railyard attach``): its socket."""
+    user = _caller(ctx, authorization)
+    assert ctx.state_dir is not None
+    with ctx.store.session() as session:
+        task, records = attach_files(session, user, job_id, rank, ctx.state_dir, ctx.spool_dir)
+    try:
+        return attach.start(task, records, ATTACH_LINGER_S)
+    except (ExecutorError, OSError) as exc:
+        raise HTTPException(409, f"job {job_id} rank {rank}: {exc}") from None
+
+
+async def _connect(path: Path, job_id: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """The wrapper's socket: a job runs once launched, and its wrapper listens a moment
-    later, so a missing or refusing socket is retried for a few seconds."""
+    later, so a missing or refusing socket is retried for a few seconds (without a thread)."""
     deadline = time.monotonic() + CONNECT_WAIT_S
     while True:
         try:
-            return terminal.connect(path)
+            name, fd = terminal.short_path(path)
+        except OSError as exc:
+            raise _unreachable(job_id, exc) from None
+        try:
+            return await asyncio.open_unix_connection(name)
         except (FileNotFoundError, ConnectionRefusedError) as exc:
             if time.monotonic() >= deadline:
                 raise _unreachable(job_id, exc) from None
         except OSError as exc:
             raise _unreachable(job_id, exc) from None
-        time.sleep(0.01)
+        finally:
+            os.close(fd)
+        await asyncio.sleep(0.01)
 
 
 def _unreachable(job_id: str, exc: OSError) -> HTTPException:
@@ -73,48 +117,48 @@ def _unreachable(job_id: str, exc: OSError) -> HTTPException:
                          "interactive jobs run on the server's machine")  # fmt: skip
 
 
-def _attached(ctx: Context, authorization: str, job_id: str, rank: int) -> socket.socket:
-    """A new shell in the rank's step, as its user (``railyard attach``)."""
-    user = _caller(ctx, authorization)
-    assert ctx.state_dir is not None
-    with ctx.store.session() as session:
-        task, records = attach_files(session, user, job_id, rank, ctx.state_dir, ctx.spool_dir)
-    try:
-        path = attach.start(task, records, ATTACH_LINGER_S)
-    except (ExecutorError, OSError) as exc:
-        raise HTTPException(409, f"job {job_id} rank {rank}: {exc}") from None
-    return _connect(path, job_id)
-
-
 @router.websocket("/v1/jobs/{job_id}/terminal")
 async def job_terminal(websocket: WebSocket, job_id: str) -> None:
     """The terminal of an interactive job (``railyard run``, ``alloc``)."""
     auth = websocket.headers.get("authorization", "")
-    await _bridge(websocket, lambda ctx: _socket_of(ctx, auth, job_id))
+    await _bridge(websocket, job_id, lambda ctx: _terminal_path(ctx, auth, job_id))
 
 
 @router.websocket("/v1/jobs/{job_id}/attach")
 async def job_attach(websocket: WebSocket, job_id: str, rank: int = 0) -> None:
     """A new shell inside a running job's rank, as its user (``railyard attach``)."""
     auth = websocket.headers.get("authorization", "")
-    await _bridge(websocket, lambda ctx: _attached(ctx, auth, job_id, rank))
-
-
-async def _bridge(websocket: WebSocket, open_socket: Callable[[Context], socket.socket]) -> None:
-    ctx: Context = websocket.app.state.railyard
     await websocket.accept()
     try:
-        sock = await run_in_threadpool(open_socket, ctx)
-    except (HTTPException, ServiceError) as exc:
-        status, detail = (
-            (exc.status_code, str(exc.detail))
-            if isinstance(exc, HTTPException)
-            else (status_of(exc), exc.line())
-        )
-        await websocket.send_text(json.dumps({"status": status, "detail": detail}))
-        await websocket.close(code=CLOSE_BASE + status)
+        ATTACHED.take(job_id)
+    except HTTPException as exc:
+        await _refuse(websocket, exc)
         return
-    reader, writer = await asyncio.open_unix_connection(sock=sock)
+    try:
+        await _bridge(websocket, job_id, lambda ctx: _attached_path(ctx, auth, job_id, rank))
+    finally:
+        ATTACHED.give(job_id)
+
+
+async def _refuse(websocket: WebSocket, exc: HTTPException | ServiceError) -> None:
+    if isinstance(exc, HTTPException):
+        status, detail = exc.status_code, str(exc.detail)
+    else:
+        status, detail = status_of(exc), exc.line()
+    await websocket.send_text(json.dumps({"status": status, "detail": detail}))
+    await websocket.close(code=CLOSE_BASE + status)
+
+
+async def _bridge(websocket: WebSocket, job_id: str, find: Callable[[Context], Path]) -> None:
+    ctx: Context = websocket.app.state.railyard
+    if websocket.client_state == WebSocketState.CONNECTING:
+        await websocket.accept()
+    try:
+        path = await run_in_threadpool(find, ctx)  # the store, and an attach's fork
+        reader, writer = await _connect(path, job_id)
+    except (HTTPException, ServiceError) as exc:
+        await _refuse(websocket, exc)
+        return
     to_task = asyncio.create_task(_client_to_task(websocket, writer))
     try:
         while data := await reader.read(frames.CHUNK_BYTES):
