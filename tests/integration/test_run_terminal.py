@@ -207,8 +207,11 @@ def test_alloc_gives_a_shell_whose_srun_starts_steps_and_exit_releases_it(
         tmux.shows("\nstep=0 job=")
         tmux.keys(step, "Enter")
         tmux.shows("\nstep=1 job=")
+        via_run = "sh -c 'echo step=$SLURM_STEP_ID job=$SLURM_JOB_ID via-run'"
+        tmux.keys(f"{sys.executable} -m railyard run -- {via_run}", "Enter")  # a step too
+        tmux.shows("via-run\n")
         lines = [line for line in tmux.screen().splitlines() if line.startswith("step=")]
-        assert len({line.split()[1] for line in lines}) == 1  # both steps in one job
+        assert len({line.split()[1] for line in lines}) == 1  # every step in one job
         assert lines[0].endswith("gpus=0,1"), lines
         (alloc,) = [j for j in server.request("GET", "/v1/jobs") if j["name"] == "alloc"]
         assert alloc["state"] == "running"

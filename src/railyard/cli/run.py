@@ -18,6 +18,7 @@ import json
 import os
 import select
 import shlex
+import shutil
 import signal
 import struct
 import sys
@@ -38,13 +39,15 @@ USAGE = """usage: {prog} [submit options] [--pty] -- COMMAND [ARGS...]
 Run COMMAND as a job and join this terminal to its first task (srun outside an allocation):
 waits for the job to start, then relays stdin, stdout and stderr; --pty gives the task a real
 terminal (railyard run --pty bash). The options are submit's (--gpus, --time, --queue, ...).
-Exits with the task's status. Ctrl-C while it waits cancels the job."""
+Exits with the task's status. Ctrl-C while it waits cancels the job. Inside an allocation
+(railyard alloc's shell, a batch script) it starts a step of that allocation, as srun there."""
 ALLOC_USAGE = """usage: {prog} [submit options] [COMMAND [ARGS...]]
 
 Hold an allocation (the options are submit's: --nodes, --gpus, --time, ...) and run COMMAND,
 by default your shell, on its first node with the job's SLURM_* variables (salloc); srun there
 starts steps across the allocation. Leaving the shell releases it."""
 POLL_S = 0.25
+IN_ALLOCATION = "RAILYARD_ALLOCATION"  # set by the executor in a batch step (exec.launch)
 FIRST_POLL_S = 0.01
 FINISHED = ("completed", "failed", "cancelled", "timeout", "node_fail")
 
@@ -53,6 +56,10 @@ def run(args: argparse.Namespace) -> int:
     """Run a command as a job with this terminal joined to it (srun); --pty for a shell."""
     from railyard.client import scripts
 
+    if os.environ.get(IN_ALLOCATION) and shutil.which("srun"):
+        # Inside an allocation (alloc's shell, a batch script): a step of it, as srun there.
+        argv = [w for w in args.argv if w != "--pty"]
+        os.execvp("srun", ["srun", *argv])
     head = args.argv[: args.argv.index("--")] if "--" in args.argv else args.argv
     pty = "--pty" in head  # ours, not an sbatch option: taken out before those are read
     argv = [w for w in head if w != "--pty"] + args.argv[len(head) :]
