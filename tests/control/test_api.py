@@ -104,6 +104,21 @@ def test_array_expands_to_tasks(api: Api) -> None:
     assert {j["state"] for j in tasks} == {"cancelled"}
 
 
+def test_an_array_s_own_id_names_its_tasks_where_one_task_is_needed(api: Api) -> None:
+    """`railyard logs 1` on an array said only "no job '1'"; now it says which ids to use,
+    to the array's owner alone (another user still learns nothing)."""
+    [array] = api.submit("alice", array="0-3")
+    logs = api.as_["alice"].get(f"/v1/jobs/{array['id']}/logs")
+    assert logs.status_code == 404
+    assert logs.json()["detail"] == (
+        f"no job '{array['id']}' (hint: {array['id']} is an array of 4 tasks, "
+        f"{array['id']}_0 to {array['id']}_3: name one)"
+    )
+    assert api.as_["bob"].get(f"/v1/jobs/{array['id']}/logs").json()["detail"] == (
+        f"no job '{array['id']}'"
+    )
+
+
 def test_users_cannot_see_or_cancel_each_others_jobs(api: Api) -> None:
     [job] = api.submit("alice")
     bob = api.as_["bob"]

@@ -11,7 +11,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -201,9 +201,21 @@ def get_job(session: Session, actor: User, job_id: str) -> tuple[JobRow, str]:
             select(JobRow).where(JobRow.task_number == int(job_id), JobRow.number != int(job_id))
         ).first()
     if row is None or (not actor.is_admin and row.user_id != actor.id):
-        raise NotFound(f"no job {job_id!r}")
+        raise NotFound(f"no job {job_id!r}", hint=_array_hint(session, actor, job_id))
     user = session.get(User, row.user_id)
     return row, user.name if user else "?"
+
+
+def _array_hint(session: Session, actor: User, job_id: str) -> str | None:
+    """When ``job_id`` is an array the actor may see: which ids its tasks have."""
+    stmt = select(func.min(JobRow.array_index), func.max(JobRow.array_index), func.count())
+    stmt = stmt.where(JobRow.array_parent == job_id)
+    if not actor.is_admin:
+        stmt = stmt.where(JobRow.user_id == actor.id)
+    low, high, count = session.execute(stmt).one()
+    if not count:
+        return None
+    return f"{job_id} is an array of {count} tasks, {job_id}_{low} to {job_id}_{high}: name one"
 
 
 def _targets(session: Session, actor: User, job_id: str) -> list[tuple[JobRow, str]]:
