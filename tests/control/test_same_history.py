@@ -21,6 +21,18 @@ once refreshed predictions differently (the simulator after every completion, th
 - `3` (4 GPUs, no limit) waits from 30 for `2`'s limit: its reservation is at 200;
 - `4` (1 GPU, no limit, 30 s) backfills at 40 on the history's 20 s estimate (ending at 60,
   before the reservation); without that estimate it could not start before 200.
+
+A third runs an across-node sweep (`control.loop.sweeps` live, `sim.across` simulated) on four
+4-GPU nodes, n3 at half speed from the start; each group test takes 60 s and measures 100 GB/s
+x its slowest node's speed (`sim.across.world_tests`, run by the virtual executor on both
+sides), judged against 100 GB/s:
+- `1` (16 GPUs, 50 s of work) runs at n3's pace, so it ends at 100, not 50;
+- the sweep asked at 50 over every node holds them all: `2` (4 GPUs) at 60 and `3` (12 GPUs)
+  at 70 wait; its first test starts at 100, once `1` has left the nodes idle;
+- the search (all four, the halves, n2 and n3 each beside n0) blames n3 at 400: n3 is drained
+  with live's reason, and `2` and `3` run on the other nodes;
+- a second sweep at 600 over n0-n2 passes and changes nothing; `4` (1 GPU) at 610 waits for
+  it, n3 being drained.
 """
 
 from __future__ import annotations
@@ -32,14 +44,18 @@ from sqlalchemy import select
 from tests.control.loop_helpers import add_job
 
 from railyard.control.loop.service import Loop, LoopConfig
+from railyard.control.loop.sweeps import AcrossChecks, floor_expectation
 from railyard.control.store.database import Store
 from railyard.control.store.tables import Counter, EventRow, JobRow, NodeRow, QueueRow, User
 from railyard.sched import Node, NodeState, Queue, SchedulerConfig
+from railyard.sched.health import ACROSS_ONLY
+from railyard.sim.across import world_tests
 from railyard.sim.checkpoints import CheckpointPolicy, IntervalRule
 from railyard.sim.driver import NodeEvent, SimConfig, Simulation
 from railyard.sim.engine import Engine
 from railyard.sim.executor import VirtualExecutor
 from railyard.sim.failures import FailureModel, InjectedFailure
+from railyard.sim.health import Degradation, HealthWorld, SweepRequest
 from railyard.sim.workload import FinalState, TraceJob, Workload
 
 FLAVOR = "H100"
@@ -49,7 +65,6 @@ GRACE_S = 20.0
 NO_CKPT = CheckpointPolicy(rule=IntervalRule.NONE, restart_s=0)
 SCHED = SchedulerConfig(ordering="priority", backfill="easy", estimate_from_history=False)
 NODES = [Node(f"n{i}", FLAVOR, 4, path=("su0", "su0-lg0")) for i in range(2)]
-QUEUES = [Queue("org"), Queue("q", "org", {FLAVOR: 8}, priority_preemption=True)]
 FAILURES = ((150.0, "n1"), (250.0, "n1"))  # each repaired 10 s later
 ADMIN = (
     NodeEvent(20.0, "n1", "drain"),  # its jobs run on; a failure and repair then clear it
@@ -77,6 +92,15 @@ class Scenario:
     nodes: list[Node] = field(default_factory=lambda: NODES)
     failures: tuple[tuple[float, str], ...] = FAILURES
     admin: tuple[NodeEvent, ...] = ADMIN
+    health: HealthWorld | None = None  # slow nodes and sweeps (`sim.health`)
+    quota_gpus: int = 8
+
+    @property
+    def queues(self) -> list[Queue]:
+        return [
+            Queue("org"),
+            Queue("q", "org", {FLAVOR: self.quota_gpus}, priority_preemption=True),
+        ]
 
 
 ALL_RULES = Scenario(JOBS)
@@ -91,6 +115,26 @@ HISTORY = Scenario(
     nodes=NODES[:1],
     failures=(),
     admin=(),
+)
+SWEEP = Scenario(
+    [
+        ("1", 0.0, 16, 50.0, {}),
+        ("2", 60.0, 4, 100.0, {}),
+        ("3", 70.0, 12, 50.0, {}),
+        ("4", 610.0, 1, 20.0, {}),
+    ],
+    sched=SchedulerConfig(ordering="fifo", backfill="easy", estimate_from_history=False),
+    nodes=[Node(f"n{i}", FLAVOR, 4, path=("su0", "su0-lg0")) for i in range(4)],
+    failures=(),
+    admin=(),
+    quota_gpus=16,
+    health=HealthWorld(
+        ACROSS_ONLY,
+        (Degradation(0.0, "n3", 0.5),),
+        sweeps=(SweepRequest(50.0), SweepRequest(600.0, ("n0", "n1", "n2"))),
+        across_test_s=60.0,
+        across_busbw_gbps=100.0,
+    ),
 )
 
 
@@ -129,11 +173,14 @@ def simulated(scenario: Scenario) -> list[tuple[float, str, str]]:
         skip_idle_ticks=False,
         record_events=True,
         node_events=scenario.admin,
+        health=scenario.health,
     )
-    log = Simulation(scenario.nodes, Workload.of("same", trace), config, QUEUES).run()
+    log = Simulation(scenario.nodes, Workload.of("same", trace), config, scenario.queues).run()
     out = []
     for t, kind, what in log.event_log:
-        if kind == "end":
+        if kind == "sweep":
+            out.append(_sweep_note(t, what))
+        elif kind == "end":
             out.append((t, f"end:{log.records[what].state}", what))
         elif kind in ("start", "requeue"):
             out.append((t, kind, what))
@@ -156,23 +203,26 @@ def live(scenario: Scenario, store: Store, state_dir: Path) -> list[tuple[float,
             QueueRow(
                 name="q",
                 parent="org",
-                nominal_gpus={FLAVOR: 8},
+                nominal_gpus={FLAVOR: scenario.quota_gpus},
                 priority_preemption=True,
                 created_t_s=0.0,
             )
         )
         s.add(Counter(name="job", value=0))
     engine = Engine()
-    executor = VirtualExecutor(engine, NO_CKPT)
+    health = scenario.health
+    executor = VirtualExecutor(engine, NO_CKPT, world_tests(health) if health else None)
     for job_id, _, gpus, runtime, _ in scenario.jobs:
         executor.register(job_id, runtime, gpus, FinalState.COMPLETED)
+    floor = floor_expectation(health.across_busbw_gbps) if health else None
     loop = Loop(
         store,
         executor,
-        LoopConfig(state_dir=state_dir, scheduler=scenario.sched),
+        LoopConfig(state_dir=state_dir, scheduler=scenario.sched, across_expect=floor),
         clock=lambda: engine.now_t_s,
     )
     repairs: dict[float, str] = {}
+    sweeps = SweepWatch(loop.across)
     t = 0.0
     while t <= END_S:
         engine.run(lambda _t, ev: executor.on_event(ev), until_t_s=t)
@@ -192,9 +242,18 @@ def live(scenario: Scenario, store: Store, state_dir: Path) -> list[tuple[float,
                 _set_node(
                     store, ev.node, NodeState.DRAINING if ev.action == "drain" else NodeState.READY
                 )
+        for d in health.degradations if health else ():
+            if d.t_s == t:
+                executor.speed[d.node] = d.speed
+        for sweep in health.sweeps if health else ():
+            if sweep.t_s == t:
+                with store.session() as s:
+                    sweeps.asked(t, loop.across.request(s, sweep.nodes, "admin"))
         loop.step()
+        sweeps.look(t)
         while executor.has_reports():  # a cancel reports at once: settle it in this instant
             loop.step()
+            sweeps.look(t)
         t += GRID_S
     with store.session() as s:
         events = s.execute(select(EventRow.t_s, EventRow.kind, EventRow.job_id, EventRow.message))
@@ -206,7 +265,47 @@ def live(scenario: Scenario, store: Store, state_dir: Path) -> list[tuple[float,
                 out.append((t_s, f"end:{kind}", job_id))
             elif kind == "drained":
                 out.append((t_s, "drained", message.split()[1]))
-    return sorted(out)
+            elif message.startswith("health: node "):  # the health rule changed a node
+                out.append((t_s, f"health:{kind}", message.split()[2]))
+    return sorted(out + sweeps.events)
+
+
+def _sweep_note(t_s: float, what: str) -> tuple[float, str, str]:
+    """A simulator's sweep note in the history's words: `asked N,..`, `test G`, `ok G`,
+    `slow G`, `stopped: why`, or a node's new state `N draining`."""
+    word, _, rest = what.partition(" ")
+    if word in ("asked", "test", "ok", "slow", "stopped:"):
+        return t_s, f"sweep-{word.rstrip(':')}", rest
+    return t_s, f"health:{rest}", word
+
+
+class SweepWatch:
+    """The live sweep's story, read off `AcrossChecks` after each step in the same words."""
+
+    def __init__(self, across: AcrossChecks) -> None:
+        self.across = across
+        self.events: list[tuple[float, str, str]] = []
+        self._started: set[str] = set()
+        self._judged: dict[int, int] = {}  # sweep (by id) -> its tests already told
+        self._stopped: set[int] = set()
+
+    def asked(self, t_s: float, nodes: list[str]) -> None:
+        self.events.append((t_s, "sweep-asked", ",".join(nodes)))
+
+    def look(self, t_s: float) -> None:
+        for sweep in (self.across.last, self.across.sweep):  # the older one's tests first
+            if sweep is None:
+                continue
+            for test in sweep.tests[self._judged.get(id(sweep), 0) :]:
+                word = "sweep-ok" if test.ok else "sweep-slow"
+                self.events.append((t_s, word, ",".join(test.group)))
+            self._judged[id(sweep)] = len(sweep.tests)
+            if sweep.stopped and id(sweep) not in self._stopped:
+                self._stopped.add(id(sweep))
+                self.events.append((t_s, "sweep-stopped", sweep.stopped))
+            if sweep.job_id is not None and sweep.job_id not in self._started:
+                self._started.add(sweep.job_id)
+                self.events.append((t_s, "sweep-test", ",".join(sweep.search.group or [])))
 
 
 def _submit(store: Store, job_id: str, gpus: int, t_s: float, f: dict[str, object]) -> None:
@@ -253,6 +352,27 @@ def test_simulator_and_live_loop_write_the_same_history(store: Store, tmp_path: 
     with store.session() as s:  # the rows the live history came from agree
         states = {job_id: state for job_id, state in s.execute(select(JobRow.id, JobRow.state))}
     assert (states["4"], states["5"]) == ("timeout", "node_fail")
+
+
+def test_a_sweep_finds_the_slow_node_alike_in_both_drivers(store: Store, tmp_path: Path) -> None:
+    sim, real = simulated(SWEEP), live(SWEEP, store, tmp_path)
+    assert real == sim
+    assert (100.0, "end:completed", "1") in sim  # 50 s of work at n3's half speed
+    assert (100.0, "sweep-test", "n0,n1,n2,n3") in sim  # once `1` left the nodes idle
+    assert (400.0, "health:draining", "n3") in sim
+    assert (400.0, "drained", "n3") in sim
+    assert (400.0, "start", "2") in sim  # held by the sweep until it ended
+    assert [e for e in sim if e[0] >= 600] == [
+        (600.0, "sweep-asked", "n0,n1,n2"),
+        (600.0, "sweep-test", "n0,n1,n2"),
+        (660.0, "start", "4"),  # held by the sweep until its test passed
+        (660.0, "sweep-ok", "n0,n1,n2"),
+        (680.0, "end:completed", "4"),
+    ]
+    with store.session() as s:  # the reason live wrote
+        row = s.get(NodeRow, "n3")
+        assert row is not None
+        assert row.reason == "health: allreduce-across 50 GB/s < 0.8 x expected 100 GB/s"
 
 
 def test_history_estimates_and_time_limits_agree(store: Store, tmp_path: Path) -> None:

@@ -8,7 +8,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from railyard.health.bisect import Bisection, find_slow
+from railyard.health.across import figure_of
+from railyard.health.bisect import FAIL_BELOW, Bisection, GroupTest, find_slow, node_result
+from railyard.health.expect import Expected
+from railyard.health.result import Status
 
 NODES = [f"n{i:02}" for i in range(16)]
 
@@ -71,3 +74,40 @@ def test_stepwise_bisection_asks_the_same_tests_and_blames_the_same_nodes(bad: s
     assert (search.blamed, len(search.results)) == expected
     with pytest.raises(AssertionError):
         search.record(True)
+
+
+EXPECTED = Expected(100.0, "floor 100 GB/s")
+
+
+def test_a_group_passes_at_its_failing_fraction_of_the_expectation() -> None:
+    assert GroupTest(["a", "b"], FAIL_BELOW * 100.0, EXPECTED).ok
+    assert not GroupTest(["a", "b"], FAIL_BELOW * 100.0 - 0.1, EXPECTED).ok
+    assert not GroupTest(["a", "b"], None, EXPECTED).ok  # no figure: the test failed to run
+    assert GroupTest(["a", "b"], 1.0, None).ok  # no expectation: not judged
+
+
+def test_each_node_gets_the_result_of_the_test_that_decided_it() -> None:
+    """The rule both drivers conclude a sweep with: a blamed node fails on the slow pair
+    that cornered it (its reason names that figure); the others pass on a passing group."""
+    tests = [
+        GroupTest(["a", "b", "c", "d"], 50.0, EXPECTED),
+        GroupTest(["a", "b"], 99.0, EXPECTED),
+        GroupTest(["c", "d"], 50.0, EXPECTED),
+        GroupTest(["c", "a"], 98.0, EXPECTED),
+        GroupTest(["d", "a"], 49.0, EXPECTED),
+    ]
+    mine = {n: [t for t in tests if n in t.group] for n in "abcd"}
+    bad = node_result("d", mine["d"], ["d"])
+    assert (bad.status, bad.measured) == (Status.FAIL, 49.0)
+    assert bad.reason() == "health: allreduce-across 49 GB/s < 0.8 x expected 100 GB/s"
+    good = node_result("c", mine["c"], ["d"])
+    assert (good.status, good.measured) == (Status.PASS, 98.0)
+    between = node_result("a", mine["a"][:2], [])  # slow with no one to blame: a link
+    assert between.status is Status.WARN
+    assert "no single node to blame" in between.detail
+
+
+def test_the_figure_is_read_back_from_rank_zeros_last_json_line() -> None:
+    assert figure_of('NCCL INFO ...\n{"busbw_gbps": 12.5, "ranks": 16}\n') == 12.5
+    with pytest.raises(StopIteration):
+        figure_of("rank 0 died before it printed\n")

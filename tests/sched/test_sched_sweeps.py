@@ -5,11 +5,14 @@ when its group cannot be tested, and when a test is overdue."""
 from __future__ import annotations
 
 from railyard.sched.health import (
+    ACROSS_ONLY,
     ACROSS_TEST_LIMIT_S,
+    HealthInput,
     across_test_overdue,
     group_blocked,
     periodic_sweep_nodes,
     sweep_nodes,
+    with_sweep,
 )
 from railyard.sched.model import NodeState
 
@@ -47,3 +50,14 @@ def test_a_group_that_cannot_be_tested_stops_the_sweep() -> None:
 def test_a_test_is_overdue_past_its_limit() -> None:
     assert not across_test_overdue(100.0, 100.0 + ACROSS_TEST_LIMIT_S)
     assert across_test_overdue(100.0, 100.0 + ACROSS_TEST_LIMIT_S + 1)
+
+
+def test_a_sweep_holds_its_nodes_and_its_group_waits_for_a_nodes_own_check() -> None:
+    """The rule both drivers apply to the step's input (`with_sweep`)."""
+    given = HealthInput(ACROSS_ONLY, checking=frozenset({"n2"}))
+    assert with_sweep(given, frozenset(), ("n0", "n1")) is given  # no sweep: unchanged
+    held = with_sweep(given, frozenset({"n0", "n1", "n2"}), ("n0", "n1"))
+    assert held.checking == {"n0", "n1", "n2"}  # no new job on any of them
+    assert held.group == ("n0", "n1")
+    waiting = with_sweep(given, frozenset({"n0", "n1", "n2"}), ("n1", "n2"))
+    assert waiting.group == ()  # n2's own check runs now: the group test waits

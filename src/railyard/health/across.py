@@ -29,6 +29,14 @@ def busbw_gbps(size_bytes: int, t_s: float, ranks: int) -> float:
     return size_bytes / t_s / 1e9 * 2 * (ranks - 1) / ranks
 
 
+def figure_of(output: str) -> float:
+    """The busbw rank 0 printed (its last JSON line), as the sweep's judge reads it back
+    (live from the rank's log, simulated from the virtual executor); raises ValueError,
+    StopIteration, KeyError or TypeError when there is none."""
+    line = next(x for x in reversed(output.splitlines()) if x.startswith("{"))
+    return float(json.loads(line)["busbw_gbps"])
+
+
 def best_op_t_s(dist: Any, data: Any, iters: int, windows: int, sync: Any = None) -> float:
     """Seconds per all_reduce of `data`: the best of `windows` windows of `iters` operations,
     each window timed by its slowest rank (a collective runs at the pace of the slowest)."""

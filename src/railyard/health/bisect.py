@@ -12,11 +12,22 @@ about 2 log2(N) tests instead of N(N-1)/2 pairwise runs.
 The search is a generator (`steps`): it yields each group to test and is sent its verdict, so
 the control loop can run one test as a system job, go on scheduling while it runs, and feed the
 result back steps later (`Bisection`); `find_slow` drives it in one go.
+
+How a group's figure is judged (`GroupTest.ok`) and what each node's result is when the search
+ends (`node_result`) live here too, so the live sweep (`control.loop.sweeps`) and the
+simulator's (`sim.sweeps`) judge and conclude alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from railyard.health.result import Result, Status
+
+if TYPE_CHECKING:
+    from railyard.health.expect import Expected
 
 Test = Callable[[Sequence[str]], bool]
 Steps = Generator[list[str], bool, list[str]]
@@ -109,3 +120,63 @@ class Bisection:
             self.group = next(self._search) if ok is None else self._search.send(ok)
         except StopIteration as done:
             self.group, self.blamed = None, list(done.value)
+
+
+# -- judging a sweep's tests and concluding it -------------------------------------------------
+
+CHECK = "allreduce-across"  # the result each node of a sweep gets
+FAIL_BELOW = 0.8  # of the expectation: NCCL's run-to-run spread is a few %, a bad link 2x
+JOB_PREFIX = "health-across-"  # a group test's system job id: <prefix><start in ms>
+
+
+@dataclass
+class GroupTest:
+    """One group's all_reduce: its figure and what it was judged against."""
+
+    group: list[str]
+    busbw_gbps: float | None  # None: the test printed no figure (it failed to run)
+    expected: Expected | None
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """At `FAIL_BELOW` of its expectation or more (no expectation: not judged, passes)."""
+        if self.busbw_gbps is None:
+            return False
+        return self.expected is None or self.busbw_gbps >= FAIL_BELOW * self.expected.value
+
+
+def node_result(node: str, tests: Sequence[GroupTest], blamed: Sequence[str]) -> Result:
+    """A node's result when the search over it ended (`tests`: those with it in the group):
+    the last slow group that cornered it (blamed: the pair with a node known good, when there
+    was one), else its first passing group. A slow group with no blamed node in it warns its
+    nodes (a link, a switch: no single node to blame)."""
+    assert tests, f"{node} was in no test"
+    slow = [t for t in tests if not t.ok]
+    unexplained = [t for t in slow if not set(t.group) & set(blamed)]
+    guilty = node in blamed
+    test = slow[-1] if guilty and slow else next((t for t in tests if t.ok), tests[-1])
+    judged = test.expected is not None
+    status = (
+        Status.FAIL
+        if guilty
+        else Status.SKIP
+        if not judged
+        else Status.WARN
+        if unexplained
+        else Status.PASS
+    )
+    detail = test.detail or f"all_reduce over {', '.join(test.group)}"
+    if unexplained and not guilty:
+        detail = f"{detail}; slow with {', '.join(unexplained[0].group)}, no single node to blame"
+    return Result(
+        check=CHECK,
+        node=node,
+        status=status,
+        measured=test.busbw_gbps,
+        expected=test.expected.value if test.expected else None,
+        unit="GB/s",
+        fail_below=FAIL_BELOW if judged else None,
+        source=test.expected.source if test.expected else "no expectation (not judged)",
+        detail=detail[:500],
+    )

@@ -22,8 +22,8 @@ still takes it down, since no one should run on it. Health's reasons start with 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Set
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from railyard.sched.model import NodeState
@@ -141,6 +141,10 @@ class HealthPolicy:
             raise ValueError("health check_s must be >= 0")
 
 
+ACROSS_ONLY = HealthPolicy(interval_s=None, gate_joins=False)
+"""A driver with no scheduled checks and a sweep alone: nothing periodic, no join gate."""
+
+
 @dataclass(frozen=True)
 class HealthInput:
     """What the drivers know of checks at a step: the policy, nodes whose check runs now,
@@ -247,6 +251,16 @@ def group_blocked(group: Iterable[str], nodes: Mapping[str, tuple[NodeState, str
         if not checkable(state, reason):
             return f"{name} is {state.value} ({reason}): its group cannot be tested"
     return None
+
+
+def with_sweep(given: HealthInput, held: Set[str], group: Sequence[str]) -> HealthInput:
+    """The step's input while a sweep holds `held` (being checked: no new job) and wants
+    `group` tested next; the group waits while a node's own check runs on one of its nodes."""
+    if not held:
+        return given
+    if set(group) & given.checking:
+        group = ()
+    return replace(given, checking=given.checking | frozenset(held), group=tuple(group))
 
 
 def across_test_overdue(started_t_s: float, now_t_s: float) -> bool:

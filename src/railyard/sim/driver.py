@@ -31,6 +31,7 @@ from railyard.sched import (
     StopCause,
     Usage,
 )
+from railyard.sched.health import HealthInput, NodeChange, with_sweep
 from railyard.sched.history import RuntimeHistory
 from railyard.sched.lifecycle import (
     ExitKind,
@@ -41,6 +42,7 @@ from railyard.sched.lifecycle import (
     time_limits,
 )
 from railyard.sched.lifecycle import step as lifecycle_step
+from railyard.sim.across import AcrossSweeps, world_tests
 from railyard.sim.checkpoints import CheckpointPolicy
 from railyard.sim.cluster import flat_queues
 from railyard.sim.engine import Engine, Event, EventKind
@@ -48,14 +50,13 @@ from railyard.sim.executor import VirtualExecutor
 from railyard.sim.failures import FailureModel, FailureProcess
 from railyard.sim.health import HealthState, HealthWorld
 from railyard.sim.records import JobRecord, RunLog
-from railyard.sim.workload import TraceJob, Workload
+from railyard.sim.workload import Workload, scheduler_job
 
 Progress = Callable[[float], None]
 """Called now and then with the fraction of jobs finished (0..1)."""
 
 _SIM_COMMAND = ("railyard-sim",)
 _SIM_DIR = Path("/nonexistent/railyard-sim")  # LaunchSpec needs paths; nothing is written
-_UNBOUNDED_RESTARTS = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,8 @@ class _Run:
         self.cfg = cfg
         self.progress = progress
         self.engine = Engine()
-        self.executor = VirtualExecutor(self.engine, cfg.checkpoint)
+        system = world_tests(cfg.health) if cfg.health is not None else None
+        self.executor = VirtualExecutor(self.engine, cfg.checkpoint, system)
         self.cache = CycleCache()
         self.nodes = {n.name: n for n in sim.nodes}
         self.node_tuple = tuple(sim.nodes)
@@ -150,6 +152,7 @@ class _Run:
         self.repair_s: dict[tuple[str, float], float] = {}
         self.admin: dict[str, NodeEvent] = {}
         self.health = HealthState(cfg.health) if cfg.health is not None else None
+        self.across = AcrossSweeps(self.health, self.executor) if self.health else None
         self.check_due_at: float | None = None
         self.log: list[tuple[float, str, str]] = []
         seed_nodes = [(n.name, n.gpus) for n in sim.nodes]
@@ -181,7 +184,7 @@ class _Run:
                 rec.state = "rejected"  # can never run here: too big, or no such queue
                 self.done += 1
                 continue
-            self.jobs[t.id] = _job(t, flavor, workers, gpw, self.cfg.grace_s)
+            self.jobs[t.id] = scheduler_job(t, flavor, workers, gpw, self.cfg.grace_s)
             self.executor.register(t.id, t.runtime_s, workers * gpw, t.state)
             self.engine.schedule(t.submit_s, Event(EventKind.SUBMIT, t.id))
         if self.failures is not None:
@@ -202,6 +205,10 @@ class _Run:
             if d.node not in self.nodes:
                 raise ValueError(f"degradation of unknown node {d.node!r}")
             self.engine.schedule(d.t_s, Event(EventKind.DEGRADE, job_id=str(k), node=d.node))
+        for k, sweep in enumerate(self.cfg.health.sweeps if self.cfg.health else ()):
+            if unknown := set(sweep.nodes) - set(self.nodes):
+                raise ValueError(f"sweep over unknown nodes {sorted(unknown)}")
+            self.engine.schedule(sweep.t_s, Event(EventKind.SWEEP, job_id=str(k)))
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -209,11 +216,9 @@ class _Run:
         self.engine.run(self._handle)
         self._report_progress(force=True)
         ex = self.executor
-        useful = sum(
-            w.gpus * w.total_s
-            for jid, w in ex.work.items()
-            if self.records[jid].end_t_s is not None
-        )
+        jobs = {jid: w for jid, w in ex.work.items() if jid in self.records}  # no system job
+        ended = [w for jid, w in jobs.items() if self.records[jid].end_t_s is not None]
+        useful = sum(w.gpus * w.total_s for w in ended)
         return RunLog(
             total_gpus=self.total_gpus,
             records=self.records,
@@ -221,9 +226,9 @@ class _Run:
             queue_gpu_s=self.queue_gpu_s,
             weights=self.weights,
             useful_gpu_s=useful,
-            allocated_gpu_s=sum(w.allocated_gpu_s for w in ex.work.values()),
-            lost_gpu_s=sum(w.lost_gpu_s for w in ex.work.values()),
-            checkpoints=sum(w.checkpoints for w in ex.work.values()),
+            allocated_gpu_s=sum(w.allocated_gpu_s for w in jobs.values()),
+            lost_gpu_s=sum(w.lost_gpu_s for w in jobs.values()),
+            checkpoints=sum(w.checkpoints for w in jobs.values()),
             node_failures=self.node_failures,
             cycles=self.cycles,
             events=self.engine.events_processed,
@@ -237,13 +242,18 @@ class _Run:
         if h is None:
             return None
         gpus = {n.name: n.gpus for n in self.node_tuple}
-        return {
+        out: dict[str, float | None] = {
             "checks": float(h.checks),
             "check_gpu_s": float(h.check_gpu_s(gpus)),
             "slow_nodes_found": float(len(h.detections)),
             "mean_detection_s": h.mean_detection_s(),
             "slowed_gpu_s": sum(w.slowed_gpu_s for w in self.executor.work.values()),
         }
+        if self.across is not None and h.world.sweeps:
+            c = self.across.counts
+            out |= {f"sweeps_{k}": float(v) for k, v in vars(c).items()}
+            out["sweep_gpu_s"] = self.across.gpu_s()
+        return out
 
     def _note(self, t_s: float, kind: EventKind, what: str) -> None:
         if self.cfg.record_events:
@@ -282,6 +292,8 @@ class _Run:
             self._node_up(t_s, ev.node)
         elif kind is EventKind.ADMIN:
             self._admin(t_s, self.admin[ev.job_id])
+        elif kind is EventKind.SWEEP:
+            self._sweep_asked(t_s, int(ev.job_id))
         elif kind is EventKind.DEGRADE:
             self._degrade(t_s, ev)
         elif kind is EventKind.CHECKED:
@@ -319,6 +331,10 @@ class _Run:
     def _step(self, now: float, *, scheduled: bool) -> None:
         idle = not scheduled and not self.changed and self.cfg.skip_idle_ticks
         reports = self.executor.poll()
+        if self.across is not None:
+            reports = self.across.take(reports)
+            if self.across.ended:
+                self._sweep_ended(now)
         if reports or (self.pending and not idle) or (scheduled and self.changed):
             self.changed = False
             exits = [exit_of(r, self.executor.work[r.job_id].exit_t_s) for r in reports]
@@ -335,7 +351,7 @@ class _Run:
                     self.history.predictions_at(now),
                     self.cfg.keep_submit_time,
                     no_deadline_before_t_s=self.deadline_at,
-                    health=self.health.input() if self.health is not None else None,
+                    health=self._health_input(now),
                 ),
                 self.cfg.scheduler,
                 self.cache,
@@ -384,6 +400,9 @@ class _Run:
                 check_s = self.health.world.policy.check_s
                 self.engine.schedule(now + check_s, Event(EventKind.CHECKED, node=name))
             self._want_check(plan.next_check_t_s)
+        group = plan.group_check
+        if group and self.across is not None and self.across.start(group, self.nodes, now):
+            self._note(now, EventKind.SWEEP, f"test {','.join(group)}")
 
     def _start(self, now: float, start: Start) -> None:
         job_id, placement = start.job_id, start.placement
@@ -502,16 +521,52 @@ class _Run:
 
     def _checked(self, t_s: float, name: str) -> None:
         assert self.health is not None
-        node = self.nodes[name]
-        slow = name in self.health.speed
-        change = self.health.finish(name, node.state, t_s)
-        self._note(t_s, EventKind.CHECKED, f"{name} {'fail' if slow else 'pass'}")
-        if change is not None and change.state is not node.state:
-            self._set_state(node, change.state)
-            if slow and change.state is not NodeState.READY:  # health hands it to repair
-                repair_t_s = t_s + self.health.world.repair_s
-                self.engine.schedule(repair_t_s, Event(EventKind.DEGRADE, node=name))
+        change = self.health.finish(name, self.nodes[name].state, t_s)
+        self._note(
+            t_s, EventKind.CHECKED, f"{name} {'fail' if name in self.health.speed else 'pass'}"
+        )
+        if change is not None:
+            self._health_change(t_s, change)
         self._want_cycle(t_s)
+
+    def _health_change(self, t_s: float, change: NodeChange) -> None:
+        """The health rule's change to a node; a slow node it takes out goes to repair."""
+        assert self.health is not None
+        node = self.nodes[change.node]
+        if change.state is not node.state:
+            self._set_state(node, change.state)
+            if change.node in self.health.speed and change.state is not NodeState.READY:
+                repair_t_s = t_s + self.health.world.repair_s
+                self.engine.schedule(repair_t_s, Event(EventKind.DEGRADE, node=change.node))
+
+    def _health_input(self, now: float) -> HealthInput | None:
+        """Checks, and a sweep's hold and next group, as live (`sched.health.with_sweep`)."""
+        if self.health is None or self.across is None:
+            return None
+        why = self.across.watch(self.nodes, now)
+        if why is not None:
+            self._note(now, EventKind.SWEEP, f"stopped: {why}")
+        return with_sweep(self.health.input(), self.across.held(), self.across.wanted())
+
+    def _sweep_asked(self, t_s: float, k: int) -> None:
+        assert self.across is not None
+        assert self.cfg.health is not None
+        covered = self.across.request(self.node_tuple, self.cfg.health.sweeps[k].nodes)
+        self._note(t_s, EventKind.SWEEP, f"asked {','.join(covered) or '(refused)'}")
+        self._want_cycle(t_s)
+
+    def _sweep_ended(self, now: float) -> None:
+        """A sweep's test ended: its verdict; when the search is over, the health rule's
+        changes to its nodes (a slow node drained is handed to repair, as a check's is)."""
+        assert self.across is not None
+        tests, changes = self.across.finish(self.nodes, now)
+        for test in tests:
+            verdict = "ok" if test.ok else "slow"
+            self._note(now, EventKind.SWEEP, f"{verdict} {','.join(test.group)}")
+        for change in changes:
+            self._note(now, EventKind.SWEEP, f"{change.node} {change.state.value}")
+            self._health_change(now, change)
+        self.changed = True
 
     def _set_state(self, node: Node, state: NodeState) -> None:
         if (node.state is NodeState.DOWN) != (state is NodeState.DOWN):
@@ -527,31 +582,6 @@ class _Run:
             self.progress(self.done / max(1, len(self.records)))
         if self.done >= len(self.records) and not self.running:
             self.engine.stop()  # only failure and repair events are left
-
-
-def _job(t: TraceJob, flavor: str, workers: int, gpw: int, grace_s: float) -> Job:
-    """A trace job as the scheduler sees it: the trace finished it, so node failures requeue
-    it however often they strike, unless the trace says otherwise. Its cores and memory are
-    split evenly over its workers (cores rounded up), which the scheduler accounts per node."""
-    return Job(
-        id=t.id,
-        queue=t.queue,
-        flavor=flavor,
-        workers=workers,
-        gpus_per_worker=gpw,
-        cpus_per_worker=-(-t.cpus // workers),
-        mem_per_worker_gb=t.mem_gb / workers,
-        user=t.user,
-        priority=t.priority,
-        preemptible=t.preemptible,
-        walltime_s=t.walltime_s,
-        submit_t_s=t.submit_s,
-        checkpoint_grace_s=grace_s,
-        max_restarts=_UNBOUNDED_RESTARTS if t.max_restarts is None else t.max_restarts,
-        array_parent=t.array_parent,
-        array_index=t.array_index,
-        array_max_running=t.array_max_running,
-    )
 
 
 __all__ = ["JobRecord", "NodeEvent", "RunLog", "SimConfig", "Simulation"]

@@ -20,21 +20,22 @@ class EventKind(IntEnum):
     FAILURE = 0  # a node goes down
     REPAIR = 1  # a node comes back
     ADMIN = 2  # an admin drains or resumes a node
-    DEGRADE = 3  # a node turns slow without failing, or is repaired of it
-    CHECKED = 4  # a node's health check ends
-    FINISH = 5  # an attempt's work is done (or its trace duration is over)
-    GRACE_EXPIRY = 6  # a preempted job that did not stop in its grace is killed
-    PREEMPT_STOP = 7  # a preempted job wrote its checkpoint and stops
-    CHECKPOINT = 8  # a running job completed a checkpoint
-    REQUEUE = 9  # a stopped job goes back to the pending queue
-    SUBMIT = 10  # a job arrives
-    PREEMPT_SIGNAL = 11  # the scheduler asked a job to checkpoint and stop (recorded)
-    START = 12  # the scheduler started a job (recorded)
-    END = 13  # a job reached its final state (recorded)
-    DEADLINE = 14  # a time-limit warning or limit falls due: step then
-    CHECK_DUE = 15  # a periodic health check falls due: step then
-    TICK = 16  # the periodic cycle, as the live loop's interval
-    CYCLE = 17  # a scheduler cycle, coalesced per timestamp
+    SWEEP = 3  # an admin asks for an across-node sweep
+    DEGRADE = 4  # a node turns slow without failing, or is repaired of it
+    CHECKED = 5  # a node's health check ends
+    FINISH = 6  # an attempt's work is done (or its trace duration is over)
+    GRACE_EXPIRY = 7  # a preempted job that did not stop in its grace is killed
+    PREEMPT_STOP = 8  # a preempted job wrote its checkpoint and stops
+    CHECKPOINT = 9  # a running job completed a checkpoint
+    REQUEUE = 10  # a stopped job goes back to the pending queue
+    SUBMIT = 11  # a job arrives
+    PREEMPT_SIGNAL = 12  # the scheduler asked a job to checkpoint and stop (recorded)
+    START = 13  # the scheduler started a job (recorded)
+    END = 14  # a job reached its final state (recorded)
+    DEADLINE = 15  # a time-limit warning or limit falls due: step then
+    CHECK_DUE = 16  # a periodic health check falls due: step then
+    TICK = 17  # the periodic cycle, as the live loop's interval
+    CYCLE = 18  # a scheduler cycle, coalesced per timestamp
 
 
 @dataclass(frozen=True, slots=True)

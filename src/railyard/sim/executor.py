@@ -4,12 +4,18 @@ It is the simulated world's side of the door. It knows how much work each job ha
 the trace), turns a start into a finish event, a checkpoint-stop request into a stop within
 the grace (or a kill at its deadline), a node failure into failed attempts, and reports exits
 through `poll` exactly as a live executor would, so the driver can mirror the live service.
+
+System jobs (a sweep's all_reduce test, not in the trace) are run by `system`: it says how
+long one runs and what its rank 0 prints at its end, from the world's truth; the output is
+read back as a live one is, through `read_log` (a test killed before its end printed nothing).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from railyard.exec.exits import NODE_FAIL_SIGNAL
 from railyard.exec.protocol import ExitReport, JobHandle, LaunchSpec, Outcome
@@ -22,6 +28,18 @@ _END_OUTCOME = {
     FinalState.FAILED: (Outcome.FAILED, 1, None),
     FinalState.CANCELLED: (Outcome.KILLED, None, "SIGTERM"),
 }
+
+
+@dataclass(frozen=True)
+class SystemRun:
+    """A system job as the world runs it: how long it takes, and what its rank 0 prints."""
+
+    run_s: float
+    output: str
+
+
+SystemJobs = Callable[[LaunchSpec, float], SystemRun | None]
+"""The world's system jobs: (spec, its slowest node's speed) -> its run (None: not one)."""
 
 
 @dataclass(slots=True)
@@ -57,14 +75,20 @@ class VirtualExecutor:
     handle, repeated stop requests neither resend nor move the deadline.
     """
 
-    def __init__(self, engine: Engine, checkpoint: CheckpointPolicy) -> None:
+    def __init__(
+        self, engine: Engine, checkpoint: CheckpointPolicy, system: SystemJobs | None = None
+    ) -> None:
         self.engine = engine
         self.checkpoint = checkpoint
+        self.system = system
+        self.outputs: dict[str, str] = {}  # system jobs' rank-0 output, by log dir
+        self._printing: dict[str, tuple[str, str]] = {}  # printed if the job completes
         self.work: dict[str, Work] = {}
         self._live: dict[str, _Live] = {}
         self._by_node: dict[str, set[str]] = {}
         self._reports: list[ExitReport] = []
         self.speed: dict[str, float] = {}  # slow nodes: the fraction of full speed they run
+        self.system_ids: set[str] = set()
 
     # -- the world's side: what the trace says each job needs ----------------------------------
 
@@ -80,15 +104,18 @@ class VirtualExecutor:
         )
         if live is not None and live.spec.restart_count == spec.restart_count:
             return handle
-        work = self.work[spec.job_id]
         now = self.engine.now_t_s
         nodes = tuple(spec.placement)
         speed = min((self.speed.get(n, 1.0) for n in nodes), default=1.0) if self.speed else 1.0
+        work = self.work.get(spec.job_id) or self._system_work(spec, speed)
+        system = spec.job_id in self.system_ids
+        if system:  # a test runs its fixed time; the slow node shows in its figure
+            speed = 1.0
         attempt = Attempt(
             start_t_s=now,
             overhead_s=self.checkpoint.restart_s if work.attempts else 0.0,
             work_s=max(0.0, work.total_s - work.saved_s),
-            interval_s=self.checkpoint.interval_for(work.gpus),
+            interval_s=math.inf if system else self.checkpoint.interval_for(work.gpus),
             cost_s=self.checkpoint.cost_s,
             speed=speed,
         )
@@ -142,6 +169,27 @@ class VirtualExecutor:
     def has_reports(self) -> bool:
         return bool(self._reports)
 
+    def read_log(
+        self, node: str, path: str, offset: int, limit: int, *, anchor: str | None = None
+    ) -> tuple[bytes, int] | None:
+        """A system job's output, read as the live judge reads a rank's log on its node (any
+        file of the job's log directory: rank 0's output is the only one kept)."""
+        found = self.outputs.get(str(Path(path).parent))
+        if found is None:
+            return None
+        data = found.encode()
+        return data[offset : offset + limit], len(data)
+
+    def _system_work(self, spec: LaunchSpec, speed: float) -> Work:
+        """Register a system job the world knows how to run (KeyError: no such job)."""
+        run = self.system(spec, speed) if self.system is not None else None
+        if run is None:
+            raise KeyError(spec.job_id)
+        self.system_ids.add(spec.job_id)
+        self._printing[spec.job_id] = (str(spec.log_dir), run.output)
+        work = self.work[spec.job_id] = Work(run.run_s, spec.workers * spec.gpus_per_worker)
+        return work
+
     # -- events the engine delivers ------------------------------------------------------------
 
     def on_event(self, event: Event) -> bool:
@@ -151,6 +199,9 @@ class VirtualExecutor:
             return False
         kind = event.kind
         if kind is EventKind.FINISH:
+            printed = self._printing.pop(event.job_id, None)
+            if printed is not None:  # a system job prints its figure as it ends
+                self.outputs[printed[0]] = printed[1]
             work = self.work[event.job_id]
             work.saved_s = work.total_s
             outcome, code, signal = _END_OUTCOME[work.end_state]

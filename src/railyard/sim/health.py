@@ -8,6 +8,9 @@ loop) run on idle nodes; a check of a slow node fails, and `sched.health.on_find
 or takes it down. Health hands it to repair for `repair_s`; the repaired node waits for a
 passing check before it takes work again. A job already running when its node slows keeps its
 speed in this model (the slowdown reaches the next attempt placed there).
+
+Across-node sweeps (`SweepRequest`, run by `sim.across`) find a slow node by its all_reduce
+figure: a group's test measures `across_busbw_gbps` x its slowest node's speed.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from railyard.sched.health import (
+    ACROSS_TEST_LIMIT_S,
     AWAITING_CHECK,
     Finding,
     HealthInput,
@@ -39,16 +43,33 @@ class Degradation:
 
 
 @dataclass(frozen=True)
+class SweepRequest:
+    """At `t_s` an admin asks for an across-node sweep over `nodes` (empty: every checkable
+    node), as `POST /v1/health/across` does live."""
+
+    t_s: float
+    nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class HealthWorld:
-    """The health side of a simulation: the scheduler's policy and the world's slow nodes."""
+    """The health side of a simulation: the scheduler's policy, the world's slow nodes, the
+    sweeps asked and what a sweep's group test takes and measures."""
 
     policy: HealthPolicy = field(default_factory=HealthPolicy)
     degradations: tuple[Degradation, ...] = ()
     repair_s: float = 4 * 3600.0  # from health taking a node out to the node fixed
+    sweeps: tuple[SweepRequest, ...] = ()
+    across_test_s: float = 60.0  # one group's all_reduce test, from its start
+    across_busbw_gbps: float = 100.0  # what healthy nodes measure; the test's expectation
 
     def __post_init__(self) -> None:
         if self.repair_s < 0:
             raise ValueError("health repair_s must be >= 0")
+        if not 0 < self.across_test_s <= ACROSS_TEST_LIMIT_S:  # stuck tests are not modelled
+            raise ValueError(f"across_test_s must be in (0, {ACROSS_TEST_LIMIT_S:g}] s")
+        if self.across_busbw_gbps <= 0:
+            raise ValueError("across_busbw_gbps must be > 0")
 
 
 class HealthState:
@@ -93,6 +114,12 @@ class HealthState:
         else:
             finding = Finding.FAIL
             why = f"health: compute {speed:.2f} x expected (a slow node)"
+        return self.found(node, state, finding, why, now_t_s)
+
+    def found(
+        self, node: str, state: NodeState, finding: Finding, why: str, now_t_s: float
+    ) -> NodeChange | None:
+        """Apply the health rule to a finding about `node` (a check's or a sweep's)."""
         reason = self.reasons.get(node, "")
         change = on_finding(
             node, state, reason, finding, why, fail_requeues=self.world.policy.fail_requeues

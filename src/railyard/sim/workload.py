@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from railyard.sched import Job
+
+_UNBOUNDED_RESTARTS = 1 << 30
+
 
 class FinalState(StrEnum):
     """How the job ended in the trace; the simulator replays it (a failed job fails again)."""
@@ -76,3 +80,28 @@ class Workload:
 
 def _shift(job: TraceJob, t0: float) -> TraceJob:
     return replace(job, submit_s=job.submit_s - t0)
+
+
+def scheduler_job(t: TraceJob, flavor: str, workers: int, gpw: int, grace_s: float) -> Job:
+    """A trace job as the scheduler sees it: the trace finished it, so node failures requeue
+    it however often they strike, unless the trace says otherwise. Its cores and memory are
+    split evenly over its workers (cores rounded up), which the scheduler accounts per node."""
+    return Job(
+        id=t.id,
+        queue=t.queue,
+        flavor=flavor,
+        workers=workers,
+        gpus_per_worker=gpw,
+        cpus_per_worker=-(-t.cpus // workers),
+        mem_per_worker_gb=t.mem_gb / workers,
+        user=t.user,
+        priority=t.priority,
+        preemptible=t.preemptible,
+        walltime_s=t.walltime_s,
+        submit_t_s=t.submit_s,
+        checkpoint_grace_s=grace_s,
+        max_restarts=_UNBOUNDED_RESTARTS if t.max_restarts is None else t.max_restarts,
+        array_parent=t.array_parent,
+        array_index=t.array_index,
+        array_max_running=t.array_max_running,
+    )

@@ -55,13 +55,11 @@ from railyard.control.usecases.loopstatus import FAILURE_WINDOW_S, LoopHealth
 from railyard.exec.exits import exit_of
 from railyard.exec.protocol import Executor, JobHandle, LaunchSpec, NotifiesExits
 from railyard.sched import CycleCache, SchedulerConfig
-from railyard.sched.health import HealthInput, HealthPolicy
+from railyard.sched.health import ACROSS_ONLY, HealthInput, HealthPolicy, with_sweep
 from railyard.sched.lifecycle import Exit, ExitKind, StepPlan
 from railyard.sched.lifecycle import step as lifecycle_step
 
 log = logging.getLogger("railyard.loop")
-# With no scheduled checks, an across-node sweep alone: nothing periodic, no join gate.
-ACROSS_ONLY = HealthPolicy(interval_s=None, gate_joins=False)
 
 
 @dataclass(frozen=True)
@@ -348,10 +346,7 @@ class Loop:
         if not held:
             return health
         health = health or health_input(session, ACROSS_ONLY)
-        wanted = self.across.wanted()
-        if wanted and set(wanted) & health.checking:  # a node's own check runs there now
-            wanted = ()
-        return replace(health, checking=health.checking | held, group=wanted)
+        return with_sweep(health, held, self.across.wanted())
 
     def _finish_across(self, now_t_s: float) -> None:
         try:

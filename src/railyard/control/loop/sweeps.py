@@ -18,11 +18,13 @@ figure of its slowest group (drained, Slurm-style reason), every other node a pa
 node health had drained comes back). The sweep's nodes take no new job until it ends: the
 scheduler sees them as being checked, so a group's test starts when its nodes are idle.
 State is in memory (like checks in flight): a restart forgets a sweep; ask again.
+
+The rules are shared with the simulator's sweeps (`sim.across`): gating in `sched.health`, the
+search, the judging of a figure and each node's result in `health.bisect`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import threading
@@ -34,13 +36,15 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from railyard.control.errors import Conflict, Invalid, NotFound
-from railyard.control.health_schemas import AcrossOut, AcrossTestOut, HealthResultIn, Status
+from railyard.control.health_schemas import AcrossOut, AcrossTestOut, HealthResultIn
 from railyard.control.loop.healthjobs import SAFE_PATH, system_output
 from railyard.control.store.paths import attempts_dir, checkpoint_dir, log_path, logs_dir
 from railyard.control.store.tables import HOLDING_STATES, JobRow, NodeRow
 from railyard.control.usecases.nodehealth import apply_run
 from railyard.exec.protocol import Executor, ExitReport, LaunchSpec
-from railyard.health.bisect import Bisection
+from railyard.health.across import figure_of
+from railyard.health.bisect import JOB_PREFIX, Bisection, node_result
+from railyard.health.bisect import GroupTest as Test
 from railyard.health.expect import Expected
 from railyard.sched.health import (
     ACROSS_TEST_LIMIT_S,
@@ -52,27 +56,9 @@ from railyard.sched.health import (
 from railyard.sched.model import NodeState
 
 log = logging.getLogger("railyard.health")
-CHECK = "allreduce-across"
-PREFIX = "health-across-"  # system jobs' ids
+PREFIX = JOB_PREFIX  # system jobs' ids
 REPORTER = "railyard (across-node sweep)"
-FAIL_BELOW = 0.8  # of the expectation (module docstring)
 Expect = Callable[[Sequence[str], int], Expected | None]  # (group, ranks per node)
-
-
-@dataclass
-class Test:
-    """One group's all_reduce: its figure and what it was judged against."""
-
-    group: list[str]
-    busbw_gbps: float | None  # None: the test printed no figure (it failed to run)
-    expected: Expected | None
-    detail: str = ""
-
-    @property
-    def ok(self) -> bool:
-        if self.busbw_gbps is None:
-            return False
-        return self.expected is None or self.busbw_gbps >= FAIL_BELOW * self.expected.value
 
 
 @dataclass
@@ -271,8 +257,7 @@ class AcrossChecks:
         try:
             path = log_path(self.spool, report.job_id, 0)  # rank 0 prints the figure
             text = system_output(self.executor, path, group[0])
-            line = next(x for x in reversed(text.splitlines()) if x.startswith("{"))
-            return Test(group, float(json.loads(line)["busbw_gbps"]), expected)
+            return Test(group, figure_of(text), expected)
         except (OSError, StopIteration, ValueError, KeyError, TypeError) as exc:
             why = f"the test printed no figure (exit {report.exit_code}): {exc}"
             return Test(group, None, expected, why[:300])
@@ -284,7 +269,7 @@ class AcrossChecks:
             if session.get(NodeRow, node) is None:
                 continue
             mine = [t for t in sweep.tests if node in t.group]
-            result = self._result(node, mine, node in blamed, sweep.search.blamed)
+            result = self._result(node, mine, sweep.search.blamed)
             out = apply_run(
                 session, node, [result], now_t_s, f"{REPORTER}, asked by {sweep.by}",
                 fail_requeues=self.fail_requeues,
@@ -295,31 +280,19 @@ class AcrossChecks:
                      f"slow: {', '.join(sorted(blamed)) or 'none'}")  # fmt: skip
         return lines
 
-    def _result(
-        self, node: str, tests: list[Test], blamed: bool, everyone_blamed: Sequence[str]
-    ) -> HealthResultIn:
-        """The node's result: the last slow group that cornered it (blamed: the pair with a
-        node known good, when there was one), else its first passing group."""
-        slow = [t for t in tests if not t.ok]
-        unexplained = [t for t in slow if not set(t.group) & set(everyone_blamed)]
-        test = slow[-1] if blamed and slow else next((t for t in tests if t.ok), tests[-1])
-        judged = test.expected is not None
-        status: Status = (
-            "fail" if blamed else "skip" if not judged else "warn" if unexplained else "pass"
-        )
-        detail = test.detail or f"all_reduce over {', '.join(test.group)}"
-        if unexplained and not blamed:  # a slow group with no slow node: a link, a switch
-            group = ", ".join(unexplained[0].group)
-            detail = f"{detail}; slow with {group}, no single node to blame"
+    @staticmethod
+    def _result(node: str, tests: list[Test], blamed: Sequence[str]) -> HealthResultIn:
+        """The node's result by `health.bisect.node_result` (the simulator's rule too)."""
+        result = node_result(node, tests, blamed)
         return HealthResultIn(
-            check=CHECK,
-            status=status,
-            measured=test.busbw_gbps,
-            expected=test.expected.value if test.expected else None,
-            unit="GB/s",
-            fail_below=FAIL_BELOW if judged else None,
-            source=test.expected.source if test.expected else "no expectation (not judged)",
-            detail=detail[:500],
+            check=result.check,
+            status=result.status.value,
+            measured=result.measured,
+            expected=result.expected,
+            unit=result.unit,
+            fail_below=result.fail_below,
+            source=result.source,
+            detail=result.detail,
         )
 
     def _abort(self, why: str) -> None:
