@@ -97,3 +97,34 @@ def test_output_before_the_client_and_a_lost_client_ends_the_task(tmp_path: Path
     assert time.monotonic() - began >= 0.5
     with pytest.raises(FileNotFoundError):
         os.stat(terminal.socket_path(tmp_path, 0))  # the socket went with it
+
+
+def test_attach_refuses_a_step_whose_processes_are_not_tracked(tmp_path: Path) -> None:
+    """Where no cgroup holds the step (the subreaper fallback), a shell started beside it
+    would outlive a cancel: attach says so instead of starting one."""
+    from railyard.exec import attach
+    from railyard.exec.protocol import ExecutorError
+    from railyard.exec.taskfile import rank_task_path
+
+    rank_task = rank_task_path(tmp_path, 0, 0)
+    Task(env=ENV, cwd="/tmp", subreaper=True).write(rank_task)
+    with pytest.raises(ExecutorError, match="cannot track"):
+        attach.start(rank_task, tmp_path, linger_s=1)
+    assert not list(tmp_path.glob("attach-*"))  # nothing was started or written
+    with pytest.raises(ExecutorError, match="does not run on this machine"):
+        attach.start(rank_task_path(tmp_path, 1, 0), tmp_path, linger_s=1)
+
+
+def test_input_left_unread_at_the_end_does_not_lose_the_output(tmp_path: Path) -> None:
+    """A client's end of input that reaches the wrapper after its command ended must not make
+    the wrapper's close reset the connection: the output and the status still arrive (the
+    CLI sends that frame at once when its stdin is empty)."""
+    for attempt in range(5):
+        records = tmp_path / str(attempt)  # each its own attempt: a rank starts once
+        records.mkdir()
+        proc, conn = start(records, ["sh", "-c", "echo out; exit 3"], pty=False)
+        time.sleep(0.3)  # the command has ended; the wrapper holds its output for us
+        conn.sendall(frames.frame(frames.STDIN_END))
+        assert collect(conn) == (b"out\n", b"", 3)
+        conn.close()
+        assert proc.wait(30) == 3

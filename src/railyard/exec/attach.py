@@ -23,17 +23,15 @@ from railyard.exec.protocol import ExecutorError
 from railyard.exec.taskfile import Task
 
 
-def rank_task_path(log_dir: Path, rank: int, restart_count: int) -> Path:
-    """The task file the executor wrote for ``rank`` of attempt ``restart_count``."""
-    return log_dir / f"rank-{rank}.restart-{restart_count}.task.json"
-
-
 def start(rank_task: Path, records_dir: Path, linger_s: float) -> Path:
     """Start a login shell in the rank's step; the socket its terminal listens on."""
     try:
         task = Task.read(rank_task)
     except FileNotFoundError:
         raise ExecutorError("that rank does not run on this machine") from None
+    if not task.cgroups:  # a subreaper-only step: a shell started here would outlive the job
+        raise ExecutorError("this machine cannot track the job's processes (no cgroups), so "
+                            "a shell attached to it could outlive it")  # fmt: skip
     name = f"attach-{secrets.token_hex(6)}"
     socket = records_dir / f"{name}.sock"
     attached = dataclasses.replace(

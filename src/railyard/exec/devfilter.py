@@ -20,6 +20,7 @@ the layout of ``union bpf_attr`` and of an instruction (``struct bpf_insn``).
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import platform
 import struct
@@ -80,12 +81,16 @@ def program(
     return b"".join(head + body + tail)
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def _bpf(cmd: int, attr: ctypes.Array[ctypes.c_char]) -> int:
     number = SYS_BPF.get(platform.machine())
     if number is None:
         raise DevFilterError(0, f"no bpf(2) number known for {platform.machine()}")
-    libc = ctypes.CDLL(None, use_errno=True)
-    result = int(libc.syscall(number, cmd, attr, ctypes.sizeof(attr)))
+    result = int(_libc().syscall(number, cmd, attr, ctypes.sizeof(attr)))
     if result < 0:
         err = ctypes.get_errno()
         raise DevFilterError(err, os.strerror(err))

@@ -60,7 +60,7 @@ from railyard.exec.protocol import (
     NotifiesExits,
     WorkerHandle,
 )
-from railyard.exec.taskfile import Task
+from railyard.exec.taskfile import Task, rank_task_path
 from railyard.probe import gpu_minors, resolve_gpus
 
 MASTER_ADDR = "127.0.0.1"
@@ -338,7 +338,7 @@ class LocalExecutor:
         """Start one process under the wrapper; its task file says who and how."""
         spool_log = spec.log_dir / f"rank-{slot.rank}.log"
         exit_path = exit_record_path(self._records(spec), spec.restart_count, slot.rank)
-        task_path = spec.log_dir / f"rank-{slot.rank}.restart-{spec.restart_count}.task.json"
+        task_path = rank_task_path(spec.log_dir, slot.rank, spec.restart_count)
         exit_path.unlink(missing_ok=True)
         srun_dir = jobfiles.install_srun(spec.log_dir / "bin") if spec.batch else None
         master = spec.master_addr or MASTER_ADDR

@@ -14,6 +14,12 @@ from pathlib import Path
 from railyard.exec.identity import JOB_UMASK, Account
 
 
+def rank_task_path(log_dir: Path, rank: int, restart_count: int) -> Path:
+    """The task file the executor writes for ``rank`` of attempt ``restart_count`` (in the
+    job's log directory, which the executor owns)."""
+    return log_dir / f"rank-{rank}.restart-{restart_count}.task.json"
+
+
 @dataclass(frozen=True)
 class Task:
     """How to start one process: written by the executor (0600, its own directory), read by

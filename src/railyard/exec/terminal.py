@@ -49,6 +49,7 @@ BUFFER_BYTES = 1 << 20  # output kept for a client not (yet) connected
 INPUT_BYTES = 1 << 20  # input kept for a task not reading it (more is dropped)
 DEFAULT_LINGER_S = 30.0
 HANGUP_GRACE_S = 2.0
+GOODBYE_S = 2.0  # how long the wrapper waits for the bridge to close after the end
 TICK_S = 0.2
 
 
@@ -145,7 +146,7 @@ class Relay:
                 self._drain()
                 self._send(frame(EXIT, str(code).encode()))
                 self._deliver()
-                self._close_client()
+                self._say_goodbye()
                 return code
             self._hang_up_if_alone()
             client = self.client.fileno() if self.client is not None else -1
@@ -259,6 +260,19 @@ class Relay:
         except OSError:
             self._close_client()
             self.pending += data[:BUFFER_BYTES]
+
+    def _say_goodbye(self) -> None:
+        """End the session in order: no more output, then wait (briefly) for the other side
+        to close. Closing with its input unread would reset the connection, and the bridge
+        would lose the output and the exit status still on its way."""
+        if self.client is None:
+            return
+        with contextlib.suppress(OSError):
+            self.client.shutdown(socket.SHUT_WR)
+            self.client.settimeout(GOODBYE_S)
+            while self.client.recv(CHUNK_BYTES):
+                pass
+        self._close_client()
 
     def _close_client(self) -> None:
         if self.client is not None:

@@ -26,11 +26,13 @@ def launch_spec(
     cluster: str = "railyard",
     *,
     records: Path | None = None,
+    terminal_linger_s: float = 30.0,
 ) -> LaunchSpec:
     """The executor's view of a job row: who, where, with what environment and files.
 
     ``records`` holds the attempts' start markers and exit records
-    (:func:`railyard.control.store.paths.attempts_dir`, the server's own directory)."""
+    (:func:`railyard.control.store.paths.attempts_dir`, the server's own directory);
+    ``terminal_linger_s``: how long an interactive job outlives a lost client."""
     batch = row.script is not None
     script = script_path(spool, row.id) if batch else None
     fields = {"j": str(row.task_number or row.number), "x": row.name or _default_name(row),
@@ -66,6 +68,7 @@ def launch_spec(
         preempt_signal=row.preempt_signal,
         signal_batch_shell=row.signal_batch_shell,
         terminal=row.terminal,
+        terminal_linger_s=terminal_linger_s,
         nccl_env=dict(nccl_env),
         records_dir=records,
     )

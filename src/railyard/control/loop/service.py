@@ -402,10 +402,8 @@ class Loop:
     def _launch_spec(self, row: JobRow) -> LaunchSpec:
         config = self.config
         records = attempts_dir(config.state_dir, row.id)
-        spec = launch_spec(row, config.spool, config.nccl_env, config.cluster_name, records=records)
-        if spec.terminal:
-            spec = replace(spec, terminal_linger_s=config.terminal_linger_s)
-        return spec
+        return launch_spec(row, config.spool, config.nccl_env, config.cluster_name,
+                           records=records, terminal_linger_s=config.terminal_linger_s)  # fmt: skip
 
 
 def freeze_heap() -> None:

@@ -13,10 +13,10 @@ from sqlalchemy.orm import Session
 
 from railyard.control.errors import Conflict, Invalid, NotFound
 from railyard.control.store.paths import attempts_dir, logs_dir
-from railyard.control.store.tables import JobState, User
+from railyard.control.store.tables import JobRow, JobState, User
 from railyard.control.usecases.jobs import get_job
 from railyard.exec import terminal
-from railyard.exec.attach import rank_task_path
+from railyard.exec.taskfile import rank_task_path
 
 WAITING = frozenset((JobState.PENDING.value, JobState.STARTING.value))
 LIVE = frozenset(s.value for s in (JobState.RUNNING, JobState.PREEMPTING, JobState.CANCELLING))
@@ -27,11 +27,7 @@ def attach_files(
 ) -> tuple[Path, Path]:
     """For ``railyard attach``: the rank's task file and the attempt's records directory of
     the owner's running job (any job, batch or interactive); NotFound for another user's."""
-    row, _ = get_job(session, actor, job_id)
-    if row.user_id != actor.id:
-        raise NotFound(f"no job {job_id!r}")
-    if row.state in WAITING:
-        raise Conflict(f"job {row.id} has not started yet ({row.state})", hint="wait for it")
+    row = _started(session, actor, job_id)
     if row.state != JobState.RUNNING.value:
         raise Conflict(f"job {row.id} is {row.state}: there is nothing to attach to")
     if not 0 <= rank < 1 << 20:
@@ -43,14 +39,20 @@ def attach_files(
 def terminal_socket(session: Session, actor: User, job_id: str, state_dir: Path) -> Path:
     """The socket of ``job_id``'s running task; NotFound for another user's job, Conflict
     (with why) for a batch job, one not started yet or one that ended."""
-    row, _ = get_job(session, actor, job_id)
-    if row.user_id != actor.id:
-        raise NotFound(f"no job {job_id!r}")
+    row = _started(session, actor, job_id)
     if not row.terminal:
         raise Conflict(f"job {row.id} is a batch job: it has no terminal",
                        hint="railyard logs -f shows its output")  # fmt: skip
-    if row.state in WAITING:
-        raise Conflict(f"job {row.id} has not started yet ({row.state})", hint="wait for it")
     if row.state not in LIVE:
         raise Conflict(f"job {row.id} is {row.state}: its terminal is gone")
     return terminal.socket_path(attempts_dir(state_dir, row.id), row.restart_count)
+
+
+def _started(session: Session, actor: User, job_id: str) -> JobRow:
+    """The actor's own job once it started; NotFound for another user's (an admin's too)."""
+    row, _ = get_job(session, actor, job_id)
+    if row.user_id != actor.id:
+        raise NotFound(f"no job {job_id!r}")
+    if row.state in WAITING:
+        raise Conflict(f"job {row.id} has not started yet ({row.state})", hint="wait for it")
+    return row
