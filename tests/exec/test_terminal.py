@@ -85,7 +85,7 @@ def test_a_task_that_reads_nothing_does_not_stall_the_relay(tmp_path: Path) -> N
 
 
 def test_output_before_the_client_and_a_lost_client_ends_the_task(tmp_path: Path) -> None:
-    proc, conn = start(tmp_path, ["sh", "-c", "echo early; sleep 300"], pty=False, linger_s=1)
+    proc, conn = start(tmp_path, ["sh", "-c", "echo early; exec sleep 300"], pty=False, linger_s=1)
     reader = frames.FrameReader()
     conn.settimeout(30)
     got = b""
