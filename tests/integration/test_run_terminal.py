@@ -253,6 +253,11 @@ def test_attach_opens_a_shell_in_a_running_job_s_rank_and_only_for_its_owner(
         assert server.request("GET", f"/v1/jobs/{job}")["state"] == "running"  # the job runs on
     finally:
         tmux.kill()
+    # Input that is not a terminal: the commands run and the shell ends with the input.
+    piped = railyard(server, "attach", job, stdin="echo piped $SLURM_JOB_ID\nexit 4\n")
+    assert (piped.returncode, piped.stdout) == (4, f"piped {job}\n"), piped.stderr
+    ended = railyard(server, "attach", job, stdin="echo eof\n")
+    assert (ended.returncode, ended.stdout) == (0, "eof\n"), ended.stderr
     name = f"mallory{secrets.token_hex(3)}"
     server.request("POST", "/v1/users", json={"name": name})
     other = server.request("POST", "/v1/tokens", json={"user": name})["token"]

@@ -111,7 +111,8 @@ def attach(args: argparse.Namespace) -> int:
     """A shell inside a running job, as its user, in its cgroup (srun --overlap --pty)."""
     with connect() as client:
         pty = os.isatty(0)
-        code = Session(client.terminal(args.job, args.rank), pty, lambda: None).run()
+        ws = client.terminal(args.job, args.rank, pty=pty)
+        code = Session(ws, pty, lambda: None).run()
     return 1 if code is None else code
 
 

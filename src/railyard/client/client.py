@@ -201,7 +201,9 @@ class Client:
     def job(self, job_id: str) -> wire.Job:
         return cast(wire.Job, self._call("GET", _path("v1", "jobs", job_id)))
 
-    def terminal(self, job_id: str, attach_rank: int | None = None) -> WebSocket:
+    def terminal(
+        self, job_id: str, attach_rank: int | None = None, *, pty: bool = True
+    ) -> WebSocket:
         """A WebSocket to an interactive job's terminal (``railyard run``), or with
         ``attach_rank`` to a new shell in that rank of a running job (``railyard attach``)."""
         from railyard.client.websocket import WebSocket
@@ -210,6 +212,7 @@ class Client:
             url = f"{self.url}{_path('v1', 'jobs', job_id, 'terminal')}"
         else:
             url = f"{self.url}{_path('v1', 'jobs', job_id, 'attach')}?rank={attach_rank}"
+            url += "" if pty else "&pty=false"
         auth = {k: v for k, v in self._headers.items() if k == "Authorization"}
         return WebSocket.connect(url, auth)
 

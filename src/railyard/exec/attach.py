@@ -23,8 +23,10 @@ from railyard.exec.protocol import ExecutorError
 from railyard.exec.taskfile import Task
 
 
-def start(rank_task: Path, records_dir: Path, linger_s: float) -> Path:
-    """Start a login shell in the rank's step; the socket its terminal listens on."""
+def start(rank_task: Path, records_dir: Path, linger_s: float, *, pty: bool = True) -> Path:
+    """Start a shell in the rank's step; the socket its terminal listens on. With ``pty``
+    an interactive shell on a terminal of its own; without, a shell reading commands from
+    pipes, which ends at the end of its input (``echo cmd | railyard attach N``)."""
     try:
         task = Task.read(rank_task)
     except FileNotFoundError:
@@ -36,14 +38,14 @@ def start(rank_task: Path, records_dir: Path, linger_s: float) -> Path:
     socket = records_dir / f"{name}.sock"
     attached = dataclasses.replace(
         task, stdout=None, stderr=None, truncate=False, header="", ignore_signals=(),
-        terminal=str(socket), pty=True, linger_s=linger_s,
+        terminal=str(socket), pty=pty, linger_s=linger_s,
         env={**task.env, "RAILYARD_ATTACHED": "1"},
     )  # fmt: skip
     task_path = rank_task.with_name(f"{name}.task.json")
     attached.write(task_path)
     shell = (task.account.shell if task.account else "") or "/bin/bash"
     proc = subprocess.Popen(
-        wrapped_command([shell, "-i"], records_dir / f"{name}.exit", task_path),
+        wrapped_command([shell, "-i"] if pty else [shell], records_dir / f"{name}.exit", task_path),
         cwd="/", env=WRAPPER_ENV, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip

@@ -78,14 +78,16 @@ class AttachSlots:
 ATTACHED = AttachSlots()
 
 
-def _attached_path(ctx: Context, authorization: str, job_id: str, rank: int) -> Path:
+def _attached_path(
+    ctx: Context, authorization: str, job_id: str, rank: int, pty: bool
+) -> Path:
     """A new shell in the rank's step, as its user (``railyard attach``): its socket."""
     user = _caller(ctx, authorization)
     assert ctx.state_dir is not None
     with ctx.store.session() as session:
         task, records = attach_files(session, user, job_id, rank, ctx.state_dir, ctx.spool_dir)
     try:
-        return attach.start(task, records, ATTACH_LINGER_S)
+        return attach.start(task, records, ATTACH_LINGER_S, pty=pty)
     except (ExecutorError, OSError) as exc:
         raise HTTPException(409, f"job {job_id} rank {rank}: {exc}") from None
 
@@ -125,8 +127,9 @@ async def job_terminal(websocket: WebSocket, job_id: str) -> None:
 
 
 @router.websocket("/v1/jobs/{job_id}/attach")
-async def job_attach(websocket: WebSocket, job_id: str, rank: int = 0) -> None:
-    """A new shell inside a running job's rank, as its user (``railyard attach``)."""
+async def job_attach(websocket: WebSocket, job_id: str, rank: int = 0, pty: bool = True) -> None:
+    """A new shell inside a running job's rank, as its user (``railyard attach``); with
+    ``pty=false`` on pipes, for a client whose input is not a terminal."""
     auth = websocket.headers.get("authorization", "")
     await websocket.accept()
     try:
@@ -135,7 +138,7 @@ async def job_attach(websocket: WebSocket, job_id: str, rank: int = 0) -> None:
         await _refuse(websocket, exc)
         return
     try:
-        await _bridge(websocket, job_id, lambda ctx: _attached_path(ctx, auth, job_id, rank))
+        await _bridge(websocket, job_id, lambda ctx: _attached_path(ctx, auth, job_id, rank, pty))
     finally:
         ATTACHED.give(job_id)
 
