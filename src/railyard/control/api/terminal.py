@@ -78,9 +78,7 @@ class AttachSlots:
 ATTACHED = AttachSlots()
 
 
-def _attached_path(
-    ctx: Context, authorization: str, job_id: str, rank: int, pty: bool
-) -> Path:
+def _attached_path(ctx: Context, authorization: str, job_id: str, rank: int, pty: bool) -> Path:
     """A new shell in the rank's step, as its user (``railyard attach``): its socket."""
     user = _caller(ctx, authorization)
     assert ctx.state_dir is not None
