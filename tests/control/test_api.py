@@ -351,6 +351,17 @@ def test_queue_time_limits_and_bounds_round_trip_and_bind_submits(api: Api) -> N
     assert api.jobs_and_counter() == before
     cleared = root.patch("/v1/queues/default", json={"max_time_s": None}).json()
     assert (cleared["max_time_s"], cleared["default_time_s"]) == (None, 3600)
+    idle = root.patch("/v1/queues/default", json={"idle_limit_s": 1800}).json()
+    assert idle["idle_limit_s"] == 1800
+    bad = root.patch("/v1/queues/default", json={"idle_limit_s": -5})
+    assert bad.status_code == 422, bad.text
+    assert "idle_limit_s" in bad.json()["detail"]
+    assert api.as_["alice"].patch("/v1/queues/default", json={"idle_limit_s": 1}).status_code == 403
+    listed = {q["name"]: q for q in root.get("/v1/queues").json()}
+    assert listed["default"]["idle_limit_s"] == 1800
+    assert (
+        root.patch("/v1/queues/default", json={"idle_limit_s": None}).json()["idle_limit_s"] is None
+    )
 
 
 def test_gpu_type_picks_the_flavor(api: Api) -> None:

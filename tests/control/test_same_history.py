@@ -33,6 +33,12 @@ sides), judged against 100 GB/s:
   with live's reason, and `2` and `3` run on the other nodes;
 - a second sweep at 600 over n0-n2 passes and changes nothing; `4` (1 GPU) at 610 waits for
   it, n3 being drained.
+
+A fourth holds interactive sessions to an idle limit of 100 s on one 4-GPU node (the live
+side's activity is written by the server's own `Activity`, as the terminal bridge writes it):
+- session `1` (1000 s open) is used until 50, so its limit falls at 150: it ends TIMEOUT;
+- session `2` (80 s) ends by itself at 80, before its limit;
+- batch job `3` (300 s) is never idle-stopped.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from railyard.control.loop.service import Loop, LoopConfig
 from railyard.control.loop.sweeps import AcrossChecks, floor_expectation
 from railyard.control.store.database import Store
 from railyard.control.store.tables import Counter, EventRow, JobRow, NodeRow, QueueRow, User
+from railyard.control.usecases.activity import Activity
 from railyard.sched import Node, NodeState, Queue, SchedulerConfig
 from railyard.sched.health import ACROSS_ONLY
 from railyard.sim.across import world_tests
@@ -94,13 +101,17 @@ class Scenario:
     admin: tuple[NodeEvent, ...] = ADMIN
     health: HealthWorld | None = None  # slow nodes and sweeps (`sim.health`)
     quota_gpus: int = 8
+    idle_limit_s: float | None = None
 
     @property
     def queues(self) -> list[Queue]:
         return [
             Queue("org"),
-            Queue("q", "org", {FLAVOR: self.quota_gpus}, priority_preemption=True),
-        ]
+            Queue(
+                "q", "org", {FLAVOR: self.quota_gpus}, priority_preemption=True,
+                idle_limit_s=self.idle_limit_s,
+            ),
+        ]  # fmt: skip
 
 
 ALL_RULES = Scenario(JOBS)
@@ -137,6 +148,18 @@ SWEEP = Scenario(
     ),
 )
 
+IDLE = Scenario(
+    [
+        ("1", 0.0, 1, 1000.0, {"interactive": True, "active_s": 50.0}),
+        ("2", 0.0, 1, 80.0, {"interactive": True, "active_s": 0.0}),
+        ("3", 0.0, 1, 300.0, {}),
+    ],
+    nodes=NODES[:1],
+    failures=(),
+    admin=(),
+    idle_limit_s=100.0,
+)
+
 
 def simulated(scenario: Scenario) -> list[tuple[float, str, str]]:
     trace = []
@@ -158,6 +181,8 @@ def simulated(scenario: Scenario) -> list[tuple[float, str, str]]:
                 array_index=index,
                 array_max_running=limit,
                 max_restarts=f.get("max_restarts", 3),  # type: ignore[arg-type]
+                interactive=bool(f.get("interactive", False)),
+                active_s=f.get("active_s"),  # type: ignore[arg-type]
             )
         )
     failures = FailureModel(
@@ -205,6 +230,7 @@ def live(scenario: Scenario, store: Store, state_dir: Path) -> list[tuple[float,
                 parent="org",
                 nominal_gpus={FLAVOR: scenario.quota_gpus},
                 priority_preemption=True,
+                idle_limit_s=scenario.idle_limit_s,
                 created_t_s=0.0,
             )
         )
@@ -223,6 +249,7 @@ def live(scenario: Scenario, store: Store, state_dir: Path) -> list[tuple[float,
     )
     repairs: dict[float, str] = {}
     sweeps = SweepWatch(loop.across)
+    activity = Activity(store, lambda: engine.now_t_s, every_s=0.0)
     t = 0.0
     while t <= END_S:
         engine.run(lambda _t, ev: executor.on_event(ev), until_t_s=t)
@@ -242,6 +269,9 @@ def live(scenario: Scenario, store: Store, state_dir: Path) -> list[tuple[float,
                 _set_node(
                     store, ev.node, NodeState.DRAINING if ev.action == "drain" else NodeState.READY
                 )
+        for job_id, submit, _, _, f in scenario.jobs:  # sessions started at their submit
+            if f.get("active_s") and submit + f["active_s"] == t:  # type: ignore[operator]
+                assert activity.touch(job_id)
         for d in health.degradations if health else ():
             if d.t_s == t:
                 executor.speed[d.node] = d.speed
@@ -329,6 +359,7 @@ def _submit(store: Store, job_id: str, gpus: int, t_s: float, f: dict[str, objec
         array_parent=parent,
         array_index=index,
         array_max_running=limit,
+        terminal="pipes" if f.get("interactive") else "",
     )
 
 
@@ -380,3 +411,17 @@ def test_history_estimates_and_time_limits_agree(store: Store, tmp_path: Path) -
     assert real == sim
     assert (40.0, "start", "4") in sim  # backfilled on the estimate from `1`'s run
     assert (200.0, "end:timeout", "2") in sim
+
+
+def test_idle_sessions_end_at_their_limit_alike_in_both_drivers(
+    store: Store, tmp_path: Path
+) -> None:
+    sim, real = simulated(IDLE), live(IDLE, store, tmp_path)
+    assert real == sim
+    assert (150.0, "end:timeout", "1") in sim  # used until 50, idle limit 100
+    assert (80.0, "end:completed", "2") in sim
+    assert (300.0, "end:completed", "3") in sim  # a batch job has no idle limit
+    with store.session() as s:
+        row = s.get(JobRow, "1")
+        assert row is not None
+        assert (row.state, row.reason, row.active_t_s) == ("timeout", "IdleLimit", 50.0)

@@ -269,3 +269,19 @@ def test_attach_opens_a_shell_in_a_running_job_s_rank_and_only_for_its_owner(
     assert ws.recv(timeout_s=30) is None
     assert ws.close_code == 4404
     server.request("DELETE", f"/v1/jobs/{job}")
+
+
+def test_a_session_left_idle_past_its_queue_s_limit_ends(server: ServerProcess) -> None:
+    """The queue's idle limit (issue 23): what the client sends is the session's activity
+    (its end of input here, at the start), and nothing after it for 3 s ends the job."""
+    body = {"name": f"quick{secrets.token_hex(2)}", "idle_limit_s": 3}
+    assert server.request("POST", "/v1/queues", json=body)["idle_limit_s"] == 3
+    started = time.monotonic()
+    done = railyard(server, "run", "--queue", body["name"], "--", "sleep", "60")
+    assert time.monotonic() - started < 50  # stopped long before its sleep ends
+    assert done.returncode != 0
+    job = server.request("GET", "/v1/jobs", params={"queue": body["name"]})[0]
+    assert (job["state"], job["reason"], job["interactive"]) == ("timeout", "IdleLimit", "pipes")
+    assert job["active_t_s"] is not None  # the bridge wrote the client's activity
+    assert job["start_t_s"] <= job["active_t_s"] <= job["end_t_s"] - 3
+    assert "IdleLimit" in done.stderr, done.stderr

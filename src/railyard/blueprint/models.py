@@ -88,6 +88,11 @@ class NodeGroup(_Strict):
         default=None, description="attach to the compute fabric; default: role is compute"
     )
     hostname_prefix: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9-]*$")
+    pool: str | None = Field(
+        default=None,
+        pattern=r"^[a-z][a-z0-9-]*$",
+        description="a node pool (e.g. interactive): only queues limited to it run there",
+    )
 
     def attached(self) -> bool:
         return self.role == Role.COMPUTE if self.on_fabric is None else self.on_fabric

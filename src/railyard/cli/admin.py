@@ -287,6 +287,16 @@ def _limit_args(p: Parser) -> None:
     )
     p.add_argument("--max-grace", help=f"bound on a job's checkpoint grace ({times})")
     p.add_argument(
+        "--pool",
+        help="its jobs run on this node pool only (a blueprint's node group 'pool'); "
+        "'none': unpooled nodes",
+    )
+    p.add_argument(
+        "--idle-limit",
+        help=f"stop an interactive job (run, alloc, a notebook) unused this long ({times}; "
+        "0: never)",
+    )
+    p.add_argument(
         "--max-priority",
         metavar="PRIORITY",
         help="the most priority a plain member may ask (admins any): an integer or "
@@ -300,6 +310,8 @@ def _limits(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if args.priority_preemption is not None:
         out["priority_preemption"] = args.priority_preemption
+    if args.pool is not None:
+        out["pool"] = None if args.pool == "none" else args.pool
     if args.max_priority is not None:
         try:
             out["max_priority"] = parse_priority(args.max_priority)
@@ -310,6 +322,7 @@ def _limits(args: argparse.Namespace) -> dict[str, Any]:
         ("max_time_s", args.max_time, "--max-time"),
         ("max_min_runtime_s", args.max_min_runtime, "--max-min-runtime"),
         ("max_checkpoint_grace_s", args.max_grace, "--max-grace"),
+        ("idle_limit_s", args.idle_limit, "--idle-limit"),
     ):
         if value is None:
             continue
@@ -317,7 +330,7 @@ def _limits(args: argparse.Namespace) -> dict[str, Any]:
             seconds = parse_walltime(value)
         except ValueError as exc:
             fail(f"{option}: {exc}")
-        if key in ("default_time_s", "max_time_s"):
+        if key in ("default_time_s", "max_time_s", "idle_limit_s"):
             out[key] = seconds  # "0" or "UNLIMITED": no limit
         else:
             out[key] = seconds or 0.0  # "0": no protection, no grace

@@ -141,7 +141,17 @@ def _submit_and_join(body: dict[str, Any], notes: list[str], pty: bool) -> int:
         code = Session(client.terminal(job_id), pty, lambda: client.cancel(job_id)).run()
         if code is None:  # the connection ended without the task's end: ask the store
             return _ended(client, job_id)
+        if code > 128:  # killed: say who stopped it, as slurmstepd's "CANCELLED ... DUE TO"
+            _stopped_by(client, job_id)
         return code
+
+
+def _stopped_by(client: Client, job_id: str) -> None:
+    """A line naming why the job was stopped (a time or idle limit, a cancel, a preemption),
+    when it was stopped rather than ending on its own."""
+    job = client.job(job_id)
+    if job["state"] not in ("running", "completed", "failed") and job["reason"]:
+        print(f"railyard: job {job_id} {job['state'].upper()}: {job['reason']}", file=sys.stderr)
 
 
 def _wait_started(client: Client, job_id: str) -> str:

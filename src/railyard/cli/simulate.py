@@ -72,6 +72,13 @@ def simulate(
     default_time: Annotated[
         str | None, typer.Option(help="queues' DefaultTime: the limit of jobs with none")
     ] = None,
+    idle_limit: Annotated[
+        str | None,
+        typer.Option(
+            help="queues' idle limit: a session (trace column interactive) unused "
+            "this long ends, e.g. 30:00"
+        ),
+    ] = None,
     quantum: Annotated[
         float | None, typer.Option(help="las: seconds a job runs before it may be sliced")
     ] = None,
@@ -105,6 +112,10 @@ def simulate(
         default_time_s = parse_walltime(default_time) if default_time is not None else None
     except ValueError as exc:
         _fail(f"--default-time: {exc}")
+    try:
+        idle_limit_s = parse_walltime(idle_limit) if idle_limit is not None else None
+    except ValueError as exc:
+        _fail(f"--idle-limit: {exc}")
     if quantum is not None and not quantum >= 0:
         _fail("--quantum must be >= 0 seconds")
     scenarios = [
@@ -113,6 +124,7 @@ def simulate(
             preemptible=preemptible,
             priority_preemption=priority_preemption,
             default_time_s=default_time_s,
+            idle_limit_s=idle_limit_s,
             quantum_s=quantum,
             health=_health(blueprint, health_interval, health_check_time, slow_node, health_fail),
         )
@@ -343,6 +355,18 @@ def print_results(console: Console, results: list[dict[str, Any]]) -> None:
                 _h(h["mean_detection_s"]), f"{h['slowed_gpu_s'] / 3600:.1f}",
             )  # fmt: skip
         console.print(health)
+    sessions = [r for r in results if r.get("interactive")]
+    if sessions:
+        table = Table(title="interactive sessions (trace column interactive), hours")
+        for col in ("policy", "sessions", "wait", "w p99", "idle-stopped", "held GPU-h"):
+            table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
+        for r in sessions:
+            i = r["interactive"]
+            table.add_row(
+                f"{r['policy']} s{r['seed']}", str(i["jobs"]), _h(i["queueing"].get("mean_s")),
+                _h(i["queueing"].get("p99_s")), str(i["idle_stopped"]), f"{i['held_gpu_h']:.1f}",
+            )  # fmt: skip
+        console.print(table)
 
 
 def register(app: typer.Typer) -> None:

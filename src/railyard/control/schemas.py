@@ -57,6 +57,7 @@ from railyard.control.store.limits import (
     Label,
     Name,
     OutputPath,
+    PoolName,
     QueueName,
     Quota,
     Script,
@@ -350,6 +351,12 @@ class JobOut(Response):
     exit_signal: str | None = Field(None, description="the signal that ended it (Slurm's 0:9)")
     outcome: str | None
     hold: str | None = Field(None, description="user or admin while held (scontrol hold)")
+    interactive: str | None = Field(
+        None, description="pipes or pty for an interactive job (railyard run, alloc)"
+    )
+    active_t_s: float | None = Field(
+        None, description="an interactive job: when its user last sent it anything"
+    )
 
     @classmethod
     def from_row(cls, row: Any, user: str, now_t_s: float) -> JobOut:
@@ -405,6 +412,8 @@ class JobOut(Response):
             exit_signal=row.exit_signal,
             outcome=row.outcome,
             hold=row.hold,
+            interactive=getattr(row, "terminal", "") or None,
+            active_t_s=getattr(row, "active_t_s", None),
         )
 
     @classmethod
@@ -470,6 +479,13 @@ class QueueCreate(Request):
     max_checkpoint_grace_s: float | None = Field(
         None, ge=0, le=MAX_GRACE_S, description="bound on the checkpoint grace its jobs claim"
     )
+    idle_limit_s: float | None = Field(
+        None, gt=0, le=MAX_WALLTIME_S,
+        description="an interactive job (run, alloc, a notebook) unused this long is stopped",
+    )  # fmt: skip
+    pool: PoolName | None = Field(
+        None, description="its jobs run on this node pool's flavors only (none: unpooled ones)"
+    )
     max_priority: Priority = Field(
         DEFAULT_MAX_PRIORITY,
         description="the most priority a plain member may ask (admins any): an integer or "
@@ -491,6 +507,8 @@ class QueueUpdate(Request):
     max_time_s: float | None = Field(None, gt=0, le=MAX_WALLTIME_S)
     max_min_runtime_s: float | None = Field(None, ge=0, le=MAX_WALLTIME_S)
     max_checkpoint_grace_s: float | None = Field(None, ge=0, le=MAX_GRACE_S)
+    idle_limit_s: float | None = Field(None, gt=0, le=MAX_WALLTIME_S)
+    pool: PoolName | None = None
     max_priority: Priority | None = None
 
 
@@ -506,6 +524,8 @@ class QueueOut(Response):
     max_time_s: float | None = None
     max_min_runtime_s: float | None = None
     max_checkpoint_grace_s: float | None = None
+    idle_limit_s: float | None = None
+    pool: str | None = None
     max_priority: int = DEFAULT_MAX_PRIORITY
     members: list[str]
     used_gpus: dict[str, int]

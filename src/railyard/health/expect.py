@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from railyard.blueprint import Blueprint
 from railyard.blueprint.catalog import GPUS, GpuSpec
+from railyard.blueprint.pools import gpu_of
 from railyard.twin.collective import CollectiveModel
 from railyard.twin.kernels import kernel_model, mamf_fraction_of
 from railyard.twin.reference import single_node_blueprint
@@ -45,6 +46,7 @@ def _spec(flavor: str) -> GpuSpec:
 
 def gemm_tflops(flavor: str, n: int = GEMM_N) -> Expected:
     """The twin's bf16 GEMM rate of one GPU of `flavor` for an n x n x n product, TFLOP/s."""
+    flavor = gpu_of(flavor)  # a pooled flavor's GPU model
     spec = _spec(flavor)
     model = kernel_model(flavor, spec.bf16_dense_tflops, spec.mem_bw_tbyte_s, node_busy=False)
     value = 2.0 * n**3 / model.gemm_s(n, n, n) / 1e12
@@ -57,6 +59,7 @@ def gemm_tflops(flavor: str, n: int = GEMM_N) -> Expected:
 
 def allreduce_busbw_gbps(flavor: str, gpus: int, size_bytes: int = ALLREDUCE_BYTES) -> Expected:
     """The twin's all_reduce bus bandwidth over the `gpus` GPUs of one node, GB/s."""
+    flavor = gpu_of(flavor)
     _spec(flavor)
     if gpus < 2:
         raise UnknownFlavor("an all_reduce within a node needs 2 GPUs or more")

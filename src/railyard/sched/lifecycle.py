@@ -10,7 +10,8 @@ or stop lives here or in the cycle, so the digital twin answers for the live clu
    back to the queue after a preemption, a node failure (Slurm's `--requeue`, up to
    `max_restarts`) or a loss while the control plane was down;
 2. time limits: the warning signal `warn_before_s` ahead (Slurm's `--signal`), then a stop
-   at the limit (the job ends TIMEOUT; Slurm kills after `KillWait`);
+   at the limit (the job ends TIMEOUT; Slurm kills after `KillWait`); an interactive job
+   unused for its queue's `idle_limit_s` is stopped too (reason `IdleLimit`, ends TIMEOUT);
 3. gates: holds, dependencies (`Dependency`, `DependencyNeverSatisfied`), array throttles
    (`%N`, reason `JobArrayTaskLimit`);
 4. the cycle itself, on the state after settlements, with nominations carried over;
@@ -98,8 +99,8 @@ def settle(
         if kind is ExitKind.COMPLETED:
             return Settlement(job.id, "Completed", EndState.COMPLETED, exit=ended)
         return Settlement(job.id, "Cancelled", EndState.CANCELLED, exit=ended)
-    if cause is StopCause.TIME_LIMIT:
-        return Settlement(job.id, "TimeLimit", EndState.TIMEOUT, exit=ended)
+    if cause is StopCause.TIME_LIMIT or cause is StopCause.IDLE_LIMIT:
+        return Settlement(job.id, cause.value, EndState.TIMEOUT, exit=ended)
     if kind is ExitKind.COMPLETED:  # finished before any stop reached it
         return Settlement(job.id, "Completed", EndState.COMPLETED, exit=ended)
     end_t_s = ended.t_s if ended.t_s is not None else now_t_s
@@ -145,6 +146,7 @@ class TimeActions:
     warn: tuple[str, ...] = ()  # send the job's warning signal now
     stop: tuple[str, ...] = ()  # the limit is reached: stop it, it ends TIMEOUT
     next_t_s: float = math.inf  # the next time a warning or limit falls due
+    idle: tuple[str, ...] = ()  # interactive, unused for its queue's idle limit: stop it
 
 
 def time_limits(
@@ -152,11 +154,18 @@ def time_limits(
 ) -> TimeActions:
     warn: list[str] = []
     stop: list[str] = []
+    idle: list[str] = []
     next_t_s = math.inf
     default: dict[str, float | None] = {}  # per queue: the limit of a job that gives none
     for r in running:
         if r.stop_cause is not None:
             continue
+        if r.job.interactive:
+            idle_t_s = idle_deadline_t_s(r, queues.get(r.job.queue))
+            if now_t_s >= idle_t_s:
+                idle.append(r.id)
+                continue
+            next_t_s = min(next_t_s, idle_t_s)
         limit = r.job.walltime_s
         if limit is None:
             queue = r.job.queue
@@ -177,13 +186,23 @@ def time_limits(
                 warn.append(r.id)
             else:
                 next_t_s = min(next_t_s, warn_t_s)
-    return TimeActions(tuple(sorted(warn)), tuple(sorted(stop)), next_t_s)
+    return TimeActions(tuple(sorted(warn)), tuple(sorted(stop)), next_t_s, tuple(sorted(idle)))
+
+
+def idle_deadline_t_s(run: RunningJob, queue: Queue | None) -> float:
+    """When an interactive job is stopped unless its user sends it something first: its
+    queue's idle limit after its last activity (or its start); never without a limit."""
+    if queue is None or queue.idle_limit_s is None:
+        return math.inf
+    return max(run.start_t_s, run.active_t_s or run.start_t_s) + queue.idle_limit_s
 
 
 def _first_deadline(
     result: CycleResult, eligible: Sequence[Job], queues: Mapping[str, Queue], now_t_s: float
 ) -> float:
-    """The earliest warning or limit of the jobs this step starts (they run from now)."""
+    """The earliest warning or limit of the jobs this step starts (they run from now); for
+    an interactive one, also its idle limit from now (a driver that knows of later activity
+    finds the deadline later when it steps then)."""
     if not result.starts:
         return math.inf
     started = result.started_ids
@@ -191,9 +210,12 @@ def _first_deadline(
     for job in eligible:
         if job.id not in started:
             continue
-        limit = time_limit_s(job, queues.get(job.queue))
+        queue = queues.get(job.queue)
+        limit = time_limit_s(job, queue)
         if limit is not None:
             first = min(first, now_t_s + limit - (job.warn_before_s or 0.0))
+        if job.interactive and queue is not None and queue.idle_limit_s is not None:
+            first = min(first, now_t_s + queue.idle_limit_s)
     return first
 
 
@@ -339,11 +361,10 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
         limits = TimeActions(next_t_s=hint)
     else:
         limits = time_limits(running, queues, now)
-    if limits.stop:
-        stopping = set(limits.stop)
-        running = [
-            replace(r, stop_cause=StopCause.TIME_LIMIT) if r.id in stopping else r for r in running
-        ]
+    if limits.stop or limits.idle:
+        cause = dict.fromkeys(limits.stop, StopCause.TIME_LIMIT)
+        cause.update(dict.fromkeys(limits.idle, StopCause.IDLE_LIMIT))
+        running = [replace(r, stop_cause=cause[r.id]) if r.id in cause else r for r in running]
 
     # 3. Gates, then 4. the cycle on what is left.
     states = dict(given.job_states)
@@ -392,7 +413,7 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
         checks=checks,
         next_check_t_s=check_t_s,
         group_check=group,
-        stops=stop_intents(limits.stop, result),
+        stops=stop_intents(limits.stop, result, limits.idle),
     )
 
 

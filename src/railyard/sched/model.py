@@ -112,7 +112,9 @@ class Queue:
     partition, `default_time_s` is the time limit of a job that gives none (`DefaultTime`) and
     `max_time_s` the largest a job may ask for (`MaxTime`). The admin's bounds on what a job
     may claim for itself: `max_min_runtime_s` (protection from preemption after start) and
-    `max_checkpoint_grace_s` (time to checkpoint when asked to stop).
+    `max_checkpoint_grace_s` (time to checkpoint when asked to stop). `idle_limit_s`: an
+    interactive job (a shell, a notebook) whose user sent nothing for that long is stopped
+    (JupyterHub's idle culler, a shell's `TMOUT`), so a session left open never holds GPUs.
     """
 
     name: str
@@ -126,11 +128,15 @@ class Queue:
     max_time_s: float | None = None
     max_min_runtime_s: float | None = None
     max_checkpoint_grace_s: float | None = None
+    idle_limit_s: float | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.weight < math.inf:
             raise ValueError(f"queue {self.name}: weight must be a finite number > 0")
-        for name in ("default_time_s", "max_time_s", "max_min_runtime_s", "max_checkpoint_grace_s"):
+        for name in (
+            "default_time_s", "max_time_s", "max_min_runtime_s", "max_checkpoint_grace_s",
+            "idle_limit_s",
+        ):  # fmt: skip
             value = getattr(self, name)
             if value is not None and not 0 <= value < math.inf:
                 raise ValueError(f"queue {self.name}: {name} must be finite and >= 0")
@@ -203,6 +209,7 @@ class Job:
     dependencies: tuple[Dependency, ...] = ()
     dependency_any: bool = False
     hold: str | None = None  # "user" or "admin": held until released
+    interactive: bool = False  # a session (terminal, notebook): its queue's idle limit applies
     # Order among jobs submitted at the same instant: by number, not by string, so job 9 goes
     # before 10 and array task 4_2 before 4_10. Set once at creation. (Slots: with more than
     # 30 fields CPython stops sharing the keys of instance dicts, and every job took 1.5 KiB
@@ -250,13 +257,16 @@ class StopCause(StrEnum):
     NODE_DOWN = "NodeDown"  # a node of its placement died: requeued
     CANCELLED = "Cancelled"  # a user or admin cancelled it
     TIME_LIMIT = "TimeLimit"  # it reached its time limit: ends TIMEOUT
+    IDLE_LIMIT = "IdleLimit"  # an interactive job idle past its queue's limit: ends TIMEOUT
 
 
 @dataclass(frozen=True, slots=True)
 class RunningJob:
     """A started job. `stop_cause` is set by the driver once a stop was asked for, and
     `preempt_for` names the job a preemption handshake was sent for; `warned` once the
-    time-limit warning signal went out; `backfilled` if it started ahead of a reservation."""
+    time-limit warning signal went out; `backfilled` if it started ahead of a reservation;
+    `active_t_s` when its user last sent it anything (an interactive job; None: not since it
+    started)."""
 
     job: Job
     placement: Placement
@@ -266,6 +276,7 @@ class RunningJob:
     stop_cause: StopCause | None = None
     warned: bool = False
     backfilled: bool = False
+    active_t_s: float | None = None
     id: str = field(init=False, repr=False, compare=False)  # the job's: read very often
     gpus: int = field(init=False, repr=False, compare=False)  # held; asked for every cycle
 

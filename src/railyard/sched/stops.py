@@ -1,11 +1,11 @@
 """Typed stop intents: every stop a lifecycle step asks for, with its cause and grace.
 
-A step stops running jobs for three reasons of its own (a time limit, a preemption, a node
-that went down); each becomes one `Stop`, so a driver does not re-derive from a decision's
-kind what to persist or how to stop it. It persists the stop (`applied`: the cause and, for a
-stop that requeues, the job it makes way for) and acts on `handshake`: the checkpoint
-handshake (signal, then kill after `grace_s`) or an immediate kill. A cancel from a user or
-admin is the driver's own input, never a step's intent.
+A step stops running jobs for four reasons of its own (a time limit, an idle limit, a
+preemption, a node that went down); each becomes one `Stop`, so a driver does not re-derive
+from a decision's kind what to persist or how to stop it. It persists the stop (`applied`:
+the cause and, for a stop that requeues, the job it makes way for) and acts on `handshake`:
+the checkpoint handshake (signal, then kill after `grace_s`) or an immediate kill. A cancel
+from a user or admin is the driver's own input, never a step's intent.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from railyard.sched.decisions import CycleResult
 from railyard.sched.model import RunningJob, StopCause
 
 TIME_LIMIT_REASON = "TimeLimit"  # Slurm's reason for a job stopped at its time limit
+IDLE_LIMIT_REASON = "IdleLimit"  # an interactive job nobody used for its queue's idle limit
 
 
 @dataclass(frozen=True)
@@ -43,11 +44,14 @@ class Stop:
         return replace(run, stop_cause=self.cause, preempt_for=preempt_for)
 
 
-def stop_intents(time_limited: Iterable[str], result: CycleResult) -> tuple[Stop, ...]:
-    """A step's stops, in the order a driver applies them: time limits, preemptions, then
-    jobs on nodes that went down."""
+def stop_intents(
+    time_limited: Iterable[str], result: CycleResult, idle: Iterable[str] = ()
+) -> tuple[Stop, ...]:
+    """A step's stops, in the order a driver applies them: time limits, idle sessions,
+    preemptions, then jobs on nodes that went down."""
     return (
         *(Stop(j, StopCause.TIME_LIMIT, TIME_LIMIT_REASON) for j in time_limited),
+        *(Stop(j, StopCause.IDLE_LIMIT, IDLE_LIMIT_REASON) for j in idle),
         *(
             Stop(
                 p.job_id,

@@ -16,6 +16,7 @@ def flat_queues(
     priority_preemption: bool = False,
     default_time_s: float | None = None,
     max_time_s: float | None = None,
+    idle_limit_s: float | None = None,
 ) -> list[Queue]:
     """One cohort `cluster` with a leaf per queue name: no nominal quota, so every queue may
     use any idle GPU and fair share (by weight) decides who goes first. The other settings
@@ -28,6 +29,7 @@ def flat_queues(
             priority_preemption=priority_preemption,
             default_time_s=default_time_s,
             max_time_s=max_time_s,
+            idle_limit_s=idle_limit_s,
         )
         for n in sorted(names)
     ]

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from railyard.blueprint.pools import pool_of
 from railyard.exec.exits import exit_of
 from railyard.exec.protocol import LaunchSpec
 from railyard.sched import (
@@ -169,8 +170,9 @@ class _Run:
         for n in sim.nodes:
             flavors[n.flavor] = flavors.get(n.flavor, 0) + n.gpus
             node_gpus[n.flavor] = max(node_gpus.get(n.flavor, 0), n.gpus)
-        flavor = max(flavors, key=lambda f: (flavors[f], f)) if flavors else "none"
-        per_node = node_gpus.get(flavor, 1)
+        by_pool: dict[str | None, str] = {}  # each pool's largest flavor: its jobs run there
+        for f in sorted(flavors, key=lambda f: (flavors[f], f)):
+            by_pool[pool_of(f)] = f
         self.total_gpus = sum(flavors.values())
         leaves = {q.name for q in self.queues if q.parent is not None} or {
             q.name for q in self.queues
@@ -178,6 +180,8 @@ class _Run:
         for t in sim.workload.jobs:
             if t.id in self.records:
                 raise ValueError(f"job id {t.id!r} appears twice in workload {sim.workload.name}")
+            flavor = by_pool.get(t.pool, "none")
+            per_node = node_gpus.get(flavor, 1)
             workers, gpw = (1, t.gpus) if t.gpus <= per_node else (-(-t.gpus // per_node), per_node)
             rec = self.records[t.id] = JobRecord(t, workers * gpw)
             if workers * gpw > flavors.get(flavor, 0) or t.queue not in leaves:
@@ -269,7 +273,7 @@ class _Run:
             if self.deadline_at == t_s:
                 self.deadline_at = None
                 due = time_limits(self.running.values(), self.queue_map, t_s)
-                if due.warn or due.stop:  # the job may have ended before its limit
+                if due.warn or due.stop or due.idle:  # it may have ended before
                     self.changed = True
                     self._want_cycle(t_s)  # coalesced like any other event
                 else:
@@ -408,10 +412,14 @@ class _Run:
         job_id, placement = start.job_id, start.placement
         job = self.pending.pop(job_id)
         backfilled = start.reason is StartReason.BACKFILL
-        self.running[job_id] = RunningJob(
-            replace(job, nominated=False), placement, now, backfilled=backfilled
-        )
         rec = self.records[job_id]
+        active_t_s = None  # a session's user works in it for its trace's active_s
+        if job.interactive:
+            active_t_s = now + (rec.trace.active_s if rec.trace.active_s is not None else math.inf)
+        self.running[job_id] = RunningJob(
+            replace(job, nominated=False), placement, now, backfilled=backfilled,
+            active_t_s=active_t_s,
+        )  # fmt: skip
         rec.state = "running"
         if rec.first_start_t_s is None:
             rec.first_start_t_s = now
@@ -452,6 +460,7 @@ class _Run:
             self.pending[job_id] = requeued
             return
         assert end is not None
+        rec.idle_stopped = r.stop_cause is StopCause.IDLE_LIMIT
         rec.end_t_s = end_t_s
         rec.state = end.value
         self.done += 1

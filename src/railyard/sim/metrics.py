@@ -140,10 +140,30 @@ def summarize(log: RunLog, *, bins: int = 100) -> dict[str, Any]:
             if starts
             else None,
         },
+        "interactive": _interactive(recs),
         "cycles": log.cycles,
         "events": log.events,
         "series": utilization_series(log, bins),
         "jct_cdf_s": _cdf(_jct(recs)),
+    }
+
+
+def _interactive(recs: list[JobRecord]) -> dict[str, Any] | None:
+    """Sessions (trace column ``interactive``): how long they waited, how many an idle limit
+    ended, and the GPU-hours they held; None when the workload has none."""
+    sessions = [r for r in recs if r.trace.interactive]
+    if not sessions:
+        return None
+    return {
+        "jobs": len(sessions),
+        "idle_stopped": sum(r.idle_stopped for r in sessions),
+        "queueing": _stats(_wait(sessions)),
+        "held_gpu_h": sum(
+            r.gpus * (r.end_t_s - r.first_start_t_s)
+            for r in sessions
+            if r.end_t_s is not None and r.first_start_t_s is not None
+        )
+        / 3600,
     }
 
 

@@ -27,6 +27,7 @@ class JobRecord:
     multi_node_starts: int = 0
     one_leaf_group_starts: int = 0
     one_su_starts: int = 0
+    idle_stopped: bool = False  # a session its queue's idle limit ended
 
 
 @dataclass

@@ -79,6 +79,7 @@ class Scenario:
     preemptible: bool = False  # every job may be preempted (time slicing needs it)
     priority_preemption: bool = False  # queues let higher priorities preempt (opt-in)
     default_time_s: float | None = None  # queues' DefaultTime: a limit for jobs with none
+    idle_limit_s: float | None = None  # queues' idle limit: sessions unused this long end
     quantum_s: float | None = None  # least run before a time slice may end (las)
     health: HealthWorld | None = None  # scheduled health checks, and nodes that turn slow
 
@@ -111,6 +112,7 @@ def run_scenario(s: Scenario, progress: Progress | None = None) -> dict[str, Any
         workload.queues,
         priority_preemption=s.priority_preemption,
         default_time_s=s.default_time_s,
+        idle_limit_s=s.idle_limit_s,
     )
     overrides = {} if s.quantum_s is None else {"time_slice_quantum_s": s.quantum_s}
     config = SimConfig(

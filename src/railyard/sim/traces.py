@@ -12,7 +12,10 @@ Formats (from their published schemas; users bring the files, nothing is downloa
   headerless as released, or with a header). GPUs = ceil(sum of inst_num x plan_gpu / 100):
   fractional-GPU tasks take whole GPUs here.
 - ``railyard``: id, submit_s, gpus, runtime_s[, queue, user, priority, walltime_s,
-  preemptible, state, cpus, mem_gb] (cpus and mem_gb for the whole job).
+  preemptible, state, cpus, mem_gb, interactive, active_s, pool] (cpus and mem_gb for the
+  whole job; ``interactive`` true for a session, a shell or a notebook, whose user works in
+  it for ``active_s`` and then leaves it open until ``runtime_s``, unless its queue's idle
+  limit ends it first; ``pool`` the blueprint's node pool it runs on).
 
 Jobs that never ran, never ended or use no GPU are skipped and counted by reason; anything
 malformed raises `TraceError` naming file, line and field, with a hint.
@@ -187,8 +190,17 @@ def load_railyard(path: Path) -> Workload:
             )
         wall = row.raw("walltime_s")
         preempt = row.raw("preemptible").lower()
-        if preempt not in ("", "true", "false", "1", "0", "yes", "no"):
+        if preempt not in _BOOLEANS:
             raise row.fail("preemptible", f"not a boolean: {preempt!r}", "use true or false")
+        interactive = row.raw("interactive").lower()
+        if interactive not in _BOOLEANS:
+            raise row.fail("interactive", f"not a boolean: {interactive!r}", "use true or false")
+        active = row.raw("active_s")
+        active_s = row.number("active_s") if active else None
+        if active_s is not None and not 0 <= active_s < math.inf:
+            raise row.fail("active_s", f"must be seconds >= 0, got {active!r}", "e.g. 1800")
+        if active_s is not None and interactive not in ("true", "1", "yes"):
+            raise row.fail("active_s", "only a session has one", "set interactive to true")
         state = row.raw("state").lower() or "completed"
         if state not in {s.value for s in FinalState}:
             raise row.fail("state", f"unknown state {state!r}", "completed, failed or cancelled")
@@ -211,9 +223,15 @@ def load_railyard(path: Path) -> Workload:
                 state=FinalState(state),
                 cpus=int(cpus),
                 mem_gb=mem_gb,
+                interactive=interactive in ("true", "1", "yes"),
+                active_s=active_s,
+                pool=row.raw("pool") or None,
             )
         )
     return Workload.of(path.stem, jobs)
+
+
+_BOOLEANS = frozenset(("", "true", "false", "1", "0", "yes", "no"))
 
 
 def load_helios(path: Path) -> Workload:

@@ -43,6 +43,10 @@ class TraceJob:
     max_restarts: int | None = None  # None: requeued after every node failure
     cpus: int = 0
     mem_gb: float = 0.0
+    interactive: bool = False  # a session (shell, notebook): its queue's idle limit applies
+    active_s: float | None = None  # its user works in it this long after start, then leaves
+    # it open (None: for all of `runtime_s`); an idle limit may end it before `runtime_s`
+    pool: str | None = None  # the node pool it runs on (`blueprint.pools`); None: unpooled
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -51,6 +55,8 @@ class TraceJob:
             raise ValueError(f"job {self.id}: runtime_s and submit_s must be >= 0")
         if self.cpus < 0 or not self.mem_gb >= 0:
             raise ValueError(f"job {self.id}: cpus and mem_gb must be >= 0")
+        if self.active_s is not None and not self.active_s >= 0:
+            raise ValueError(f"job {self.id}: active_s must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -104,4 +110,5 @@ def scheduler_job(t: TraceJob, flavor: str, workers: int, gpw: int, grace_s: flo
         array_parent=t.array_parent,
         array_index=t.array_index,
         array_max_running=t.array_max_running,
+        interactive=t.interactive,
     )

@@ -41,6 +41,7 @@ from railyard.control.metrics.prometheus import MetricsConfig
 from railyard.control.store.database import Store
 from railyard.control.usecases import logs
 from railyard.control.usecases.accounts import RunAs
+from railyard.control.usecases.activity import Activity
 from railyard.control.usecases.groupcommit import (
     GroupCommit,
     SubmitStore,
@@ -85,7 +86,7 @@ def create_app(
     submits = GroupCommit(SubmitStore(store, wake, spool, clock, known_flavors, run_as))
     app.state.railyard = Context(
         store, wake, spool, known_flavors, clock, run_as, loop_health, health_fail_requeues,
-        remote_log, across, submits, Path(state_dir),
+        remote_log, across, submits, Path(state_dir), Activity(store, clock),
     )  # fmt: skip
 
     @app.get(

@@ -29,6 +29,7 @@ from railyard.control.store.retries import RetryRoute
 from railyard.control.store.tables import User
 from railyard.control.usecases import auth, logs
 from railyard.control.usecases.accounts import RunAs
+from railyard.control.usecases.activity import Activity
 from railyard.control.usecases.groupcommit import (
     SubmitGroup,
 )
@@ -78,6 +79,7 @@ class Context:
     across: AcrossChecks | None = None  # across-node sweeps (the loop's)
     submits: SubmitGroup | None = None  # single submits, committed in groups
     state_dir: Path | None = None  # the executor's records (interactive jobs' sockets)
+    activity: Activity | None = None  # when users last sent their interactive jobs anything
 
 
 def _ctx(request: Request) -> Context:

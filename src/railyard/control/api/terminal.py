@@ -29,6 +29,7 @@ from railyard.control.api.deps import Context, _identify
 from railyard.control.api.errors import status_of
 from railyard.control.errors import ServiceError
 from railyard.control.store.tables import User
+from railyard.control.usecases.activity import Activity
 from railyard.control.usecases.terminal import attach_files, terminal_socket
 from railyard.exec import attach, terminal
 from railyard.exec.protocol import ExecutorError
@@ -160,7 +161,7 @@ async def _bridge(websocket: WebSocket, job_id: str, find: Callable[[Context], P
     except (HTTPException, ServiceError) as exc:
         await _refuse(websocket, exc)
         return
-    to_task = asyncio.create_task(_client_to_task(websocket, writer))
+    to_task = asyncio.create_task(_client_to_task(websocket, writer, job_id, ctx.activity))
     try:
         while data := await reader.read(frames.CHUNK_BYTES):
             await websocket.send_bytes(data)
@@ -173,9 +174,13 @@ async def _bridge(websocket: WebSocket, job_id: str, find: Callable[[Context], P
             await websocket.close(code=1000)
 
 
-async def _client_to_task(websocket: WebSocket, writer: asyncio.StreamWriter) -> None:
-    """Forward the client's frames that the wrapper may take; anything else ends the bridge."""
+async def _client_to_task(
+    websocket: WebSocket, writer: asyncio.StreamWriter, job_id: str, activity: Activity | None
+) -> None:
+    """Forward the client's frames that the wrapper may take; anything else ends the bridge.
+    What the client sends is the job's activity (its queue's idle limit counts from it)."""
     reader = frames.FrameReader()
+    loop = asyncio.get_running_loop()
     try:
         while True:
             message = await websocket.receive()
@@ -187,6 +192,8 @@ async def _client_to_task(websocket: WebSocket, writer: asyncio.StreamWriter) ->
                     raise ValueError(f"frame type {kind!r} is not for the task")
                 writer.write(frames.frame(kind, payload))
             await writer.drain()
+            if activity is not None and activity.due(job_id):  # written off the event loop
+                loop.run_in_executor(None, activity.touch, job_id)
     except (OSError, ValueError, WebSocketDisconnect):
         pass
     finally:

@@ -183,6 +183,7 @@ def _decisions(session: Session, plan: StepPlan, seen: Seen, now_t_s: float, out
 # the audit event of each stop: (kind, message; None: the stop's reason)
 _STOP_EVENTS = {
     StopCause.TIME_LIMIT: ("time_limit", "time limit reached: stopping"),
+    StopCause.IDLE_LIMIT: ("idle_limit", "idle limit reached (nothing sent to it): stopping"),
     StopCause.PREEMPTED: ("preempt", None),
     StopCause.NODE_DOWN: ("requeue", None),
 }

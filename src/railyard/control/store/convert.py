@@ -61,6 +61,7 @@ def to_queue(row: QueueRow) -> Queue:
         max_time_s=row.max_time_s,
         max_min_runtime_s=row.max_min_runtime_s,
         max_checkpoint_grace_s=row.max_checkpoint_grace_s,
+        idle_limit_s=row.idle_limit_s,
     )
 
 
@@ -112,6 +113,8 @@ class JobFields(Protocol):
     hold: str | None
     name: str
     dependency: str | None
+    terminal: str
+    active_t_s: float | None
 
 
 SCHED_NAMES: tuple[str, ...] = (
@@ -121,7 +124,7 @@ SCHED_NAMES: tuple[str, ...] = (
     "restart_count", "max_restarts", "array_parent", "array_index", "array_max_running",
     "warn_before_s", "warned", "attained_gpu_s", "nominated", "hold", "name", "dependency",
     "state", "reason", "placement", "start_t_s", "last_checkpoint_t_s", "preempt_for",
-    "stop_cause", "updated_t_s",
+    "stop_cause", "updated_t_s", "terminal", "active_t_s",
 )  # fmt: skip
 SCHED_COLUMNS: tuple[Any, ...] = tuple(getattr(JobRow, name) for name in SCHED_NAMES)
 """Selected without the ORM (no identity map, no large command/env/script columns): a cycle
@@ -144,7 +147,7 @@ _JOB_NAMES = (
     "mem_per_worker_gb", "distinct_nodes", "priority", "preemptible", "walltime_s",
     "topology_level", "topology_mode", "submit_t_s", "min_runtime_s", "checkpoint_grace_s",
     "restart_count", "max_restarts", "array_parent", "array_index", "array_max_running",
-    "warn_before_s", "attained_gpu_s", "nominated", "hold", "name", "dependency",
+    "warn_before_s", "attained_gpu_s", "nominated", "hold", "name", "dependency", "terminal",
 )  # fmt: skip
 
 
@@ -178,6 +181,7 @@ def _job(f: Mapping[str, Any], user: str) -> Job:
         nominated=f["nominated"],
         hold=f["hold"],
         name=f["name"],
+        interactive=bool(f["terminal"]),
         **_dependencies(f["dependency"]),
     )
 
@@ -225,6 +229,7 @@ def to_running(row: JobFields, user: str) -> RunningJob:
         stop_cause=stop_cause(row.state, row.stop_cause),
         warned=row.warned,
         backfilled=row.reason.startswith(StartReason.BACKFILL.value),
+        active_t_s=row.active_t_s,
     )
 
 

@@ -90,6 +90,8 @@ EnvName = Annotated[
 QueueName = Annotated[
     str, Field(min_length=1, max_length=MAX_QUEUE_NAME, pattern=QUEUE_NAME_PATTERN)
 ]
+PoolName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9-]*$")]
+"""A node pool of the blueprint (`blueprint.pools`)."""
 UserName = Annotated[str, Field(min_length=1, max_length=MAX_USER_NAME, pattern=USER_NAME_PATTERN)]
 Gpus = Annotated[int, Field(strict=True, ge=0, le=INT32_MAX)]
 """A quota: GPUs of one flavor, a JSON integer (``true`` or ``1.5`` is not a quota)."""

@@ -108,6 +108,10 @@ class QueueRow(Base):
     max_time_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     max_min_runtime_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     max_checkpoint_grace_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # an interactive job unused this long is stopped (`sched.Queue.idle_limit_s`); None: never
+    idle_limit_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # its jobs run on this node pool's flavors only (`blueprint.pools`); None: unpooled ones
+    pool: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # the most priority a plain member may ask (admins any)
     max_priority: Mapped[int] = mapped_column(
         Integer, default=DEFAULT_MAX_PRIORITY, server_default=str(DEFAULT_MAX_PRIORITY)
@@ -197,6 +201,8 @@ class JobRow(Base):
     requeue: Mapped[bool] = mapped_column(Boolean, default=False)
     signal_batch_shell: Mapped[bool] = mapped_column(Boolean, default=False)
     terminal: Mapped[str] = mapped_column(String(8), default="")  # railyard run: pipes | pty
+    # when its user last sent an interactive job anything (`control.usecases.activity`)
+    active_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     submit_t_s: Mapped[float] = mapped_column(Float)
     start_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     end_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
+from railyard.blueprint.pools import pool_of
 from railyard.client.bounds import MAX_SUBMIT_STORED_BYTES
 from railyard.client.values import parse_array, parse_signal, parse_topology
 from railyard.control.errors import Forbidden, Invalid
@@ -120,12 +121,36 @@ def _check_stored(spec: JobSubmit, tasks: int) -> None:
         )
 
 
-def _check_shape(session: Session, spec: JobSubmit, known: set[str] | None) -> Resources:
-    """The job's flavor, chunks and tasks, checked against the nodes table."""
+def queue_pool(session: Session, queue: str) -> str | None:
+    """The node pool a queue's jobs run on: its own, else its nearest ancestor's."""
+    parents = once(session, "queues", lambda: parent_map(session))
+    pools = once(
+        session, "pools", lambda: dict(session.execute(select(QueueRow.name, QueueRow.pool)).all())
+    )
+    for name in reversed(path(parents, queue)):
+        if pools.get(name):
+            return str(pools[name])
+    return None
+
+
+def _check_shape(
+    session: Session, spec: JobSubmit, known: set[str] | None, pool: str | None = None
+) -> Resources:
+    """The job's flavor, chunks and tasks, checked against the nodes table: only the flavors
+    of its queue's node pool (unpooled ones for a queue without a pool, `blueprint.pools`)."""
     shape = spec.shape()
-    nodes = [(n.name, n.flavor, n.gpus) for n in _nodes(session)]
-    flavors = set(known) if known is not None else {f for _, f, _ in nodes}
+    every = [(n.name, n.flavor, n.gpus) for n in _nodes(session)]
+    nodes = [n for n in every if pool_of(n[1]) == pool]
+    everywhere = set(known) if known is not None else {f for _, f, _ in every}
+    flavors = {f for f in everywhere if pool_of(f) == pool}
     flavor = spec.flavor
+    if flavor is not None and flavor in everywhere and flavor not in flavors:
+        where = f"pool {pool!r}" if pool else "no pool"
+        raise Invalid(
+            "flavor",
+            f"flavor {flavor!r} is not for queue {spec.queue!r}, which runs on {where}",
+            f"its flavors: {sorted(flavors) or 'none'}; or submit to a queue of that pool",
+        )
     if spec.gpu_type is not None:
         by_type = match_gpu_type(spec.gpu_type, flavors)
         if flavor is not None and flavor != by_type:
@@ -278,7 +303,7 @@ def admit(
 
     ``run_as`` None skips the Unix-account check (an embedded API with no executor)."""
     _check_queue(session, user, spec.queue)
-    res = _check_shape(session, spec, known_flavors)
+    res = _check_shape(session, spec, known_flavors, queue_pool(session, spec.queue))
     if run_as is not None:
         run_as.check(user.name, user.unix_user, is_admin=user.is_admin)
     _check_workdir(spec.workdir)

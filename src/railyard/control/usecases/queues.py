@@ -74,6 +74,8 @@ _NULLABLE = {
     "max_time_s",
     "max_min_runtime_s",
     "max_checkpoint_grace_s",
+    "idle_limit_s",
+    "pool",
 }
 """Fields a null in an update clears (a root queue, no limit); others keep their value."""
 
@@ -183,6 +185,8 @@ def list_queues(session: Session, actor: User) -> list[QueueOut]:
             max_time_s=r.max_time_s,
             max_min_runtime_s=r.max_min_runtime_s,
             max_checkpoint_grace_s=r.max_checkpoint_grace_s,
+            idle_limit_s=r.idle_limit_s,
+            pool=r.pool,
             max_priority=r.max_priority,
             members=members[r.name],
             used_gpus=dict(used[r.name]),
