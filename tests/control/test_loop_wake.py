@@ -41,7 +41,8 @@ class Stop(threading.Event):
         return self.is_set()
 
 
-def _waits(tmp_path: Path, event: str) -> list[float]:
+def _waits(tmp_path: Path, event: str, step_s: float = STEP_S) -> list[float]:
+    tmp_path.mkdir(exist_ok=True)
     store = Store(sqlite_url(tmp_path / "railyard.db"))
     executor = Exits(Engine(), CheckpointPolicy(rule=IntervalRule.NONE, restart_s=0))
     config = LoopConfig(state_dir=tmp_path, cycle_interval_s=600.0)
@@ -51,9 +52,9 @@ def _waits(tmp_path: Path, event: str) -> list[float]:
     def step() -> None:
         nonlocal steps
         steps += 1
-        time.sleep(STEP_S)
+        time.sleep(step_s)
         if steps == 1:  # an event arrives while the first step runs
-            executor.exited() if event == "exit" else loop.wake()
+            {"exit": executor.exited, "request": loop.wake, "prompt": loop.wake_prompt}[event]()
 
     loop.step_or_report = step  # type: ignore[method-assign,assignment]
     stop = Stop(rounds=1)
@@ -68,6 +69,18 @@ def test_an_exit_alone_waits_only_the_exit_window(tmp_path: Path) -> None:
 
 def test_a_request_leaves_the_api_the_last_steps_time(tmp_path: Path) -> None:
     (wait,) = _waits(tmp_path, "request")
+    assert wait >= STEP_S
+
+
+def test_an_interactive_submit_waits_the_exit_window_unless_steps_are_slow(
+    tmp_path: Path,
+) -> None:
+    """Someone waits at a terminal (`railyard run`): no 50 ms request window on a quiet
+    loop, but under load the last step's time still goes to the API first."""
+    config = LoopConfig(state_dir=tmp_path)
+    assert _waits(tmp_path / "quick", "prompt", step_s=0.0) == [config.exit_coalesce_s]
+    assert _waits(tmp_path / "request", "request", step_s=0.0) == [config.event_coalesce_s]
+    (wait,) = _waits(tmp_path / "slow", "prompt")
     assert wait >= STEP_S
 
 

@@ -487,6 +487,7 @@ def compose(
     app = create_app(
         store,
         wake=loop_.wake,
+        wake_prompt=loop_.wake_prompt,
         state_dir=config.state_dir,
         spool_dir=spool,
         run_as=run_as,

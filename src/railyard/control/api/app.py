@@ -68,13 +68,15 @@ def create_app(
     remote_log: logs.RemoteLog | None = None,
     extra_routers: Sequence[APIRouter] = (),
     across: AcrossChecks | None = None,
+    wake_prompt: Callable[[], None] | None = None,
 ) -> FastAPI:
     """The API over ``store``; ``wake`` is called after each commit the service loop must see
-    (submit, cancel, node or queue change). Job files are under ``spool_dir`` (default
-    ``state_dir/jobs``). ``run_as`` checks at submit that this server can run a job as its
-    user's Unix account (``railyard up`` passes it; None skips the check). ``/healthz``
-    reports the loop's ``loop_health`` and whether the store answers; ``/metrics`` serves
-    what ``metrics`` says (default: the store's figures, for an admin's token).
+    (submit, cancel, node or queue change); ``wake_prompt`` after a submit of interactive jobs
+    alone (someone waits at a terminal: a shorter coalescing window). Job files are under
+    ``spool_dir`` (default ``state_dir/jobs``). ``run_as`` checks at submit that this server can
+    run a job as its user's Unix account (``railyard up`` passes it; None skips the check).
+    ``/healthz`` reports the loop's ``loop_health`` and whether the store answers; ``/metrics``
+    serves what ``metrics`` says (default: the store's figures, for an admin's token).
     ``health_fail_requeues``: a failed health check requeues the node's jobs (else drains)."""
     app = FastAPI(
         title="railyard",
@@ -83,7 +85,9 @@ def create_app(
         "ErrorOut: a one-line `detail` naming the field, what is wrong and a hint.",
     )
     spool = Path(spool_dir) if spool_dir is not None else Path(state_dir) / "jobs"
-    submits = GroupCommit(SubmitStore(store, wake, spool, clock, known_flavors, run_as))
+    submits = GroupCommit(
+        SubmitStore(store, wake, spool, clock, known_flavors, run_as, wake_prompt)
+    )
     app.state.railyard = Context(
         store, wake, spool, known_flavors, clock, run_as, loop_health, health_fail_requeues,
         remote_log, across, submits, Path(state_dir), Activity(store, clock),

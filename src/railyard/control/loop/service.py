@@ -131,6 +131,7 @@ class Loop:
         self.clock = clock
         self._wake = threading.Event()
         self._asked = False  # woken by wake() (the API), not only by exits
+        self._prompt = False  # woken by wake_prompt(): someone waits at a terminal
         self.health = LoopHealth.for_interval(config.cycle_interval_s, config.failure_window_s)
         self.starter = Starter(store, executor, self.health, clock)
         self._next_sweep_t_s = clock() + config.sweep_interval_s
@@ -162,6 +163,13 @@ class Loop:
         self._asked = True
         self._wake.set()
 
+    def wake_prompt(self) -> None:
+        """Ask for a step now for someone waiting at a terminal (``railyard run``): the
+        step comes after the short coalescing window of exits, not the API's 50 ms, unless
+        the last step took longer (its time stays the API's share under load)."""
+        self._prompt = True
+        self._wake.set()
+
     def run(self, stop: threading.Event) -> None:
         """Step on events (a submit, a cancel, a job's exit) and at the interval until
         ``stop`` is set."""
@@ -181,10 +189,12 @@ class Loop:
                 # ending together are settled together.
                 if self._asked:
                     stop.wait(max(self.config.event_coalesce_s, took_s))
+                elif self._prompt:
+                    stop.wait(max(self.config.exit_coalesce_s, took_s))
                 else:
                     stop.wait(self.config.exit_coalesce_s)
             self._wake.clear()
-            self._asked = False
+            self._asked = self._prompt = False
 
     def step_or_report(self) -> StepReport | None:
         """One step; a failure is logged and told to /healthz, and the next step retries

@@ -129,6 +129,7 @@ class SubmitStore:
     clock: Callable[[], float]
     known_flavors: Callable[[], set[str]] | None = None
     run_as: RunAs | None = None
+    wake_prompt: Callable[[], None] | None = None  # a group of interactive submits only
 
     def __call__(self, group: Sequence[Pending[SubmitRequest, Submitted]]) -> None:
         flavors = self.known_flavors() if self.known_flavors else None
@@ -161,4 +162,5 @@ class SubmitStore:
         for pending, job_rows in stored:  # committed: now each may answer 201
             pending.result = (job_rows, now_t_s)
         if wake:
-            self.wake()
+            interactive = all(p.request.spec.terminal for p, _ in stored)
+            (self.wake_prompt if interactive and self.wake_prompt else self.wake)()
