@@ -46,6 +46,14 @@ CONTROL = {
         "run",
         "A shell inside a running job, as its user, in its cgroup (srun --overlap --pty).",
     ),
+    "ssh-config": (
+        "ssh",
+        "Print an OpenSSH Host block: `ssh job-N` reaches your running job N (editors too).",
+    ),
+    "proxy": (
+        "ssh",
+        "Carry one SSH connection to a running job of yours (an OpenSSH ProxyCommand).",
+    ),
     "queue": (
         "jobs",
         "Jobs waiting and running, like squeue: why each pending job waits is in REASON.",
@@ -94,7 +102,7 @@ def command(name: str) -> Command:
 
 def root_help() -> str:
     def section(title: str, rows: list[tuple[str, str]]) -> list[str]:
-        return [f"{title}:", *(f"  {name:<10}{summary}" for name, summary in rows), ""]
+        return [f"{title}:", *(f"  {name:<11}{summary}" for name, summary in rows), ""]
 
     lines = ["usage: railyard COMMAND [ARGS...]", "", ABOUT, ""]
     lines += section("operate a cluster", [(n, summary) for n, (_, summary) in CONTROL.items()])

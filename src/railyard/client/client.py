@@ -216,6 +216,15 @@ class Client:
         auth = {k: v for k, v in self._headers.items() if k == "Authorization"}
         return WebSocket.connect(url, auth)
 
+    def ssh(self, job_id: str, rank: int = 0) -> WebSocket:
+        """A WebSocket carrying one SSH connection to ``sshd -i`` in that rank of a running
+        job of yours (``railyard proxy``, an OpenSSH ``ProxyCommand``)."""
+        from railyard.client.websocket import WebSocket
+
+        url = f"{self.url}{_path('v1', 'jobs', job_id, 'ssh')}?rank={rank}"
+        auth = {k: v for k, v in self._headers.items() if k == "Authorization"}
+        return WebSocket.connect(url, auth)
+
     def cancel(self, job_id: str) -> list[wire.Job]:
         return cast(list[wire.Job], self._call("DELETE", _path("v1", "jobs", job_id)))
 

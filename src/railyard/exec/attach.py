@@ -16,6 +16,7 @@ import dataclasses
 import secrets
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from railyard.exec.launch import WRAPPER_ENV, wrapped_command
@@ -23,10 +24,19 @@ from railyard.exec.protocol import ExecutorError
 from railyard.exec.taskfile import Task
 
 
-def start(rank_task: Path, records_dir: Path, linger_s: float, *, pty: bool = True) -> Path:
+def start(
+    rank_task: Path,
+    records_dir: Path,
+    linger_s: float,
+    *,
+    pty: bool = True,
+    command: Callable[[Task], list[str]] | None = None,
+    kind: str = "attach",
+) -> Path:
     """Start a shell in the rank's step; the socket its terminal listens on. With ``pty``
     an interactive shell on a terminal of its own; without, a shell reading commands from
-    pipes, which ends at the end of its input (``echo cmd | railyard attach N``)."""
+    pipes, which ends at the end of its input (``echo cmd | railyard attach N``).
+    ``command`` runs something else there instead (given the rank's task: `exec.sshd`)."""
     try:
         task = Task.read(rank_task)
     except FileNotFoundError:
@@ -34,7 +44,7 @@ def start(rank_task: Path, records_dir: Path, linger_s: float, *, pty: bool = Tr
     if not task.cgroups:  # a subreaper-only step: a shell started here would outlive the job
         raise ExecutorError("this machine cannot track the job's processes (no cgroups), so "
                             "a shell attached to it could outlive it")  # fmt: skip
-    name = f"attach-{secrets.token_hex(6)}"
+    name = f"{kind}-{secrets.token_hex(6)}"
     socket = records_dir / f"{name}.sock"
     attached = dataclasses.replace(
         task, stdout=None, stderr=None, truncate=False, header="", ignore_signals=(),
@@ -44,8 +54,9 @@ def start(rank_task: Path, records_dir: Path, linger_s: float, *, pty: bool = Tr
     task_path = rank_task.with_name(f"{name}.task.json")
     attached.write(task_path)
     shell = (task.account.shell if task.account else "") or "/bin/bash"
+    argv = command(task) if command is not None else [shell, "-i"] if pty else [shell]
     proc = subprocess.Popen(
-        wrapped_command([shell, "-i"] if pty else [shell], records_dir / f"{name}.exit", task_path),
+        wrapped_command(argv, records_dir / f"{name}.exit", task_path),
         cwd="/", env=WRAPPER_ENV, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip

@@ -1,5 +1,7 @@
 """``/v1/jobs/{id}/terminal``: an interactive job's terminal over a WebSocket (``railyard run``);
-``/v1/jobs/{id}/attach?rank=R``: a new shell in a running job's rank (``railyard attach``).
+``/v1/jobs/{id}/attach?rank=R``: a new shell in a running job's rank (``railyard attach``);
+``/v1/jobs/{id}/ssh?rank=R``: an SSH connection to ``sshd -i`` there (``railyard proxy``,
+`exec.sshd`).
 
 The bearer token comes in the upgrade request, as every route's. Refusals come after the
 accept, as one JSON text message ``{"status", "detail"}`` and a close code of 4000 plus the
@@ -31,8 +33,9 @@ from railyard.control.errors import ServiceError
 from railyard.control.store.tables import User
 from railyard.control.usecases.activity import Activity
 from railyard.control.usecases.terminal import attach_files, terminal_socket
-from railyard.exec import attach, terminal
+from railyard.exec import attach, sshd, terminal
 from railyard.exec.protocol import ExecutorError
+from railyard.exec.taskfile import Task
 
 router = APIRouter(tags=["jobs"])
 CLOSE_BASE = 4000
@@ -59,13 +62,14 @@ class AttachSlots:
     """At most ``per_job`` attached shells of one job at once: each is a process the server
     starts, so one user's loop of attaches cannot make it fork without bound."""
 
-    def __init__(self, per_job: int = ATTACH_PER_JOB) -> None:
+    def __init__(self, per_job: int = ATTACH_PER_JOB, what: str = "attached shells") -> None:
         self.per_job, self.live, self.lock = per_job, Counter[str](), threading.Lock()
+        self.what = what
 
     def take(self, job_id: str) -> None:
         with self.lock:
             if self.live[job_id] >= self.per_job:
-                raise HTTPException(409, f"job {job_id} has {self.per_job} attached shells "
+                raise HTTPException(409, f"job {job_id} has {self.per_job} {self.what} "
                                     "already (hint: leave one first)")  # fmt: skip
             self.live[job_id] += 1
 
@@ -77,18 +81,32 @@ class AttachSlots:
 
 
 ATTACHED = AttachSlots()
+SSH_SESSIONS = AttachSlots(what="SSH connections")  # an editor opens a few at once
 
 
-def _attached_path(ctx: Context, authorization: str, job_id: str, rank: int, pty: bool) -> Path:
-    """A new shell in the rank's step, as its user (``railyard attach``): its socket."""
+def _attached_path(
+    ctx: Context, authorization: str, job_id: str, rank: int, pty: bool, ssh: bool = False
+) -> Path:
+    """A new shell (or with ``ssh`` an ``sshd -i``) in the rank's step, as its user: its
+    socket."""
     user = _caller(ctx, authorization)
     assert ctx.state_dir is not None
+    sshd_bin = sshd.sshd_path() if ssh else None
+    if ssh and sshd_bin is None:
+        raise HTTPException(409, "this machine has no sshd (hint: apt-get install openssh-server)")
     with ctx.store.session() as session:
         task, records = attach_files(session, user, job_id, rank, ctx.state_dir, ctx.spool_dir)
+    run = None if sshd_bin is None else _sshd_of(sshd_bin)
     try:
-        return attach.start(task, records, ATTACH_LINGER_S, pty=pty)
+        return attach.start(
+            task, records, ATTACH_LINGER_S, pty=pty, command=run, kind="ssh" if ssh else "attach"
+        )
     except (ExecutorError, OSError) as exc:
         raise HTTPException(409, f"job {job_id} rank {rank}: {exc}") from None
+
+
+def _sshd_of(sshd_bin: str) -> Callable[[Task], list[str]]:
+    return lambda task: sshd.command(sshd_bin, task.env, task.account and task.account.name)
 
 
 async def _connect(path: Path, job_id: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -140,6 +158,24 @@ async def job_attach(websocket: WebSocket, job_id: str, rank: int = 0, pty: bool
         await _bridge(websocket, job_id, lambda ctx: _attached_path(ctx, auth, job_id, rank, pty))
     finally:
         ATTACHED.give(job_id)
+
+
+@router.websocket("/v1/jobs/{job_id}/ssh")
+async def job_ssh(websocket: WebSocket, job_id: str, rank: int = 0) -> None:
+    """An SSH connection into a running job's rank, as its user (``railyard proxy``)."""
+    auth = websocket.headers.get("authorization", "")
+    await websocket.accept()
+    try:
+        SSH_SESSIONS.take(job_id)
+    except HTTPException as exc:
+        await _refuse(websocket, exc)
+        return
+    try:
+        await _bridge(
+            websocket, job_id, lambda ctx: _attached_path(ctx, auth, job_id, rank, False, True)
+        )
+    finally:
+        SSH_SESSIONS.give(job_id)
 
 
 async def _refuse(websocket: WebSocket, exc: HTTPException | ServiceError) -> None:
