@@ -106,7 +106,9 @@ def _attached_path(
 
 
 def _sshd_of(sshd_bin: str) -> Callable[[Task], list[str]]:
-    return lambda task: sshd.command(sshd_bin, task.env, task.account and task.account.name)
+    return lambda task: sshd.command(
+        sshd_bin, task.env, task.account.name if task.account else None
+    )
 
 
 async def _connect(path: Path, job_id: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
