@@ -46,6 +46,10 @@ CONTROL = {
         "run",
         "A shell inside a running job, as its user, in its cgroup (srun --overlap --pty).",
     ),
+    "jupyter": (
+        "apps",
+        "Start JupyterLab (or --app CMD) as a job, served to you at /ui/jobs/N/app/.",
+    ),
     "ssh-config": (
         "ssh",
         "Print an OpenSSH Host block: `ssh job-N` reaches your running job N (editors too).",

@@ -148,8 +148,10 @@ class JobSubmit(Request):
     min_runtime_s: Seconds = 0.0
     signal: Short | None = None
     requeue: bool = False
-    terminal: Literal["", "pipes", "pty"] = Field(
-        "", description="railyard run: rank 0's stdio relayed to the client (pipes or a pty)"
+    terminal: Literal["", "pipes", "pty", "app"] = Field(
+        "",
+        description="railyard run: rank 0's stdio relayed to the client (pipes or a pty); "
+        "app: a web app (railyard jupyter) served at /ui/jobs/N/app/ to its owner",
     )
 
     @field_validator("time")

@@ -60,6 +60,8 @@ def prepare(spec: LaunchSpec, account: Account) -> None:
     user_dir(spec.checkpoint_dir, account)
     if spec.steps_dir is not None:
         user_dir(spec.steps_dir, account)
+    if spec.app_dir is not None:
+        user_dir(spec.app_dir, account)
     if spec.script is not None and spec.script_path is not None:
         # Written aside, then renamed over: a relaunch of the same attempt must not truncate a
         # script that a batch shell of the first launch is still reading (bash reads by offset).

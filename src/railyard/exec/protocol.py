@@ -99,6 +99,9 @@ class LaunchSpec:
     # been connected for `terminal_linger_s`.
     terminal: str = ""
     terminal_linger_s: float = 30.0
+    # A web app (`railyard jupyter`): the user's own directory where it puts its socket
+    # (`control.usecases.apps`), made before it starts.
+    app_dir: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.command:

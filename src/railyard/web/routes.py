@@ -31,6 +31,7 @@ from railyard.control.usecases.jobviews import (
     job_filters,
     job_lines,
     read_job_log,
+    sessions_of,
 )
 from railyard.control.usecases.overview import (
     LoopReport,
@@ -41,7 +42,7 @@ from railyard.control.usecases.overview import (
 from railyard.control.usecases.queueviews import queue_shares
 from railyard.control.usecases.whatif import expected_starts
 from railyard.sched import SchedulerConfig
-from railyard.web import assets, fabric, login
+from railyard.web import appproxy, assets, fabric, login
 from railyard.web.figures import sparkline
 from railyard.web.headers import SecureRoute
 from railyard.web.login import LOGIN_PATH, form, refused
@@ -96,6 +97,7 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
             + f"<h2>Pending jobs by reason{mine}</h2>"
             + (table(("reason", "jobs"), [[esc(k), _n(v)] for k, v in reasons])
                if reasons else "<p class=muted>none waiting</p>")
+            + _sessions(sessions_of(session, who.user))
             + sparkline(util, label="GPU utilization", percent=True)
             + sparkline(waiting, label="pending jobs (all users)")
         )  # fmt: skip
@@ -278,6 +280,7 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
         return RedirectResponse("/ui/", status_code=307)
 
     top.include_router(login.router())
+    top.include_router(appproxy.router())  # before the pages' catch-all
     top.include_router(r)  # last: its catch-all answers 404 for any other /ui path
     return top
 
@@ -287,6 +290,22 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
 
 def _missing() -> HTMLResponse:
     return page("Not found", "<p>No such page.</p>", user=None, status=404)
+
+
+def _sessions(found: list[tuple[JobLine, str]]) -> str:
+    """Your interactive sessions, an "Open" link on each running app."""
+    if not found:
+        return ""
+    rows = []
+    for line, kind in found:
+        job = f'<a href="/ui/jobs/{esc(line.id)}">{esc(line.id)}</a>'
+        app = kind == "app" and line.state == "running"
+        link = f'<a class="button" href="/ui/jobs/{esc(line.id)}/app/">Open</a>' if app else ""
+        what = "web app" if kind == "app" else f"terminal ({kind})"
+        rows.append([job, esc(line.name), what, esc(line.state), _n(line.gpus), link])
+    return "<h2>Your sessions</h2>" + table(
+        ("job", "name", "kind", "state", "GPUs", ""), rows, tbody_id="sessions"
+    )
 
 
 def _loop_box(report: LoopReport) -> str:
@@ -368,8 +387,10 @@ def _job_detail(job: JobDetail, who: Viewer) -> str:
         esc(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.t_s))), esc(e.kind),
         esc(e.message)] for e in job.events])  # fmt: skip
     actions = ""
+    if job.interactive == "app" and job.mine and line.state == "running":
+        actions = f'<a class="button" href="/ui/jobs/{esc(line.id)}/app/">Open</a> '
     if not job.finished:
-        actions = button(f"/ui/jobs/{line.id}/cancel", "Cancel", who.csrf,
+        actions += button(f"/ui/jobs/{line.id}/cancel", "Cancel", who.csrf,
                          confirm=f"Cancel job {line.id}?")  # fmt: skip
         if job.pending:
             verb = "release" if job.hold else "hold"

@@ -16,6 +16,7 @@ from pathlib import Path
 from railyard.client.values import array_stats
 from railyard.control.store.paths import checkpoint_dir, logs_dir, script_path, steps_dir
 from railyard.control.store.tables import JobRow
+from railyard.control.usecases.apps import app_dir, app_launch_env
 from railyard.exec.protocol import LaunchSpec, Output
 
 
@@ -34,6 +35,7 @@ def launch_spec(
     (:func:`railyard.control.store.paths.attempts_dir`, the server's own directory);
     ``terminal_linger_s``: how long an interactive job outlives a lost client."""
     batch = row.script is not None
+    app = row.terminal == "app"
     script = script_path(spool, row.id) if batch else None
     fields = {"j": str(row.task_number or row.number), "x": row.name or _default_name(row),
               "u": row.unix_user}  # fmt: skip
@@ -51,7 +53,7 @@ def launch_spec(
         workers=row.workers,
         restart_count=row.restart_count,
         env=dict(row.env),
-        job_env=slurm_compat_env(row, cluster),
+        job_env=slurm_compat_env(row, cluster) | (app_launch_env(spool, row.id) if app else {}),
         login_env=row.export.split(",")[0].strip().upper() != "ALL",
         user=row.unix_user or None,
         batch=batch,
@@ -67,7 +69,8 @@ def launch_spec(
         mem_per_node_mb=row.mem_per_node_mb,
         preempt_signal=row.preempt_signal,
         signal_batch_shell=row.signal_batch_shell,
-        terminal=row.terminal,
+        terminal="" if app else row.terminal,
+        app_dir=app_dir(spool, row.id) if app else None,
         terminal_linger_s=terminal_linger_s,
         nccl_env=dict(nccl_env),
         records_dir=records,

@@ -24,6 +24,7 @@ from railyard.control.store.convert import to_node
 from railyard.control.store.paths import default_output
 from railyard.control.store.tables import JobRow, JobState, NodeRow, QueueRow, User
 from railyard.control.usecases.accounts import RunAs
+from railyard.control.usecases.apps import app_env
 from railyard.control.usecases.priority import job_priority
 from railyard.control.usecases.queues import member_queues, parent_map, path
 from railyard.sched.dependencies import job_ids, parse_dependency
@@ -313,7 +314,7 @@ def admit(
         grace_s = spec.checkpoint_grace_s
     indices, max_running = parse_array(spec.array) if spec.array else (None, None)
     if spec.terminal and indices is not None:
-        raise Invalid("terminal", "an interactive job is one job, not an array",
+        raise Invalid("terminal", "an interactive job (or an app) is one job, not an array",
                       "railyard run [options] -- CMD")  # fmt: skip
     _check_bounds(session, spec.queue, spec.min_runtime_s, grace_s)
     priority = job_priority(session, user, spec)
@@ -349,7 +350,7 @@ def admit(
         "submit_dir": spec.submit_dir or spec.workdir,
         "submit_host": spec.submit_host,
         "export": spec.export,
-        "env": dict(spec.env),
+        "env": dict(spec.env) | (app_env() if spec.terminal == "app" else {}),
         "flavor": res.flavor,
         "workers": res.workers,
         "gpus_per_worker": res.gpus_per_worker,

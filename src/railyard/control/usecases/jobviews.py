@@ -57,6 +57,8 @@ class JobDetail:
     hold: str | None
     ranks: int  # processes whose logs can be read
     events: list[Event]  # oldest first, the newest HISTORY_EVENTS
+    interactive: str = ""  # pipes or pty (railyard run), app (railyard jupyter)
+    mine: bool = False  # the viewer's own: only its owner may open an app or a terminal
 
     @property
     def finished(self) -> bool:
@@ -136,7 +138,24 @@ def job_detail(session: Session, actor: User, job_id: str, now_t_s: float) -> Jo
         env_names=sorted(row.env), hold=row.hold,
         ranks=max(1, len((row.handle or {}).get("workers") or [])),
         events=[Event(e.t_s, e.kind, e.message) for e in events[-HISTORY_EVENTS:]],
+        interactive=row.terminal, mine=row.user_id == actor.id,
     )  # fmt: skip
+
+
+SESSION_STATES = (JobState.PENDING.value, JobState.STARTING.value, JobState.RUNNING.value)
+
+
+def sessions_of(session: Session, actor: User, limit: int = 50) -> list[tuple[JobLine, str]]:
+    """The actor's own interactive jobs not yet ended, newest first, with their kind
+    (pipes, pty, app): the dashboard's "Your sessions"."""
+    rows = session.scalars(
+        select(JobRow)
+        .where(JobRow.user_id == actor.id, JobRow.terminal != "",
+               JobRow.state.in_(SESSION_STATES))
+        .order_by(JobRow.submit_t_s.desc())
+        .limit(limit)
+    )  # fmt: skip
+    return [(_line(row, actor.name), row.terminal) for row in rows]
 
 
 def read_job_log(
