@@ -43,6 +43,9 @@ def terminal_socket(session: Session, actor: User, job_id: str, state_dir: Path)
     if not row.terminal:
         raise Conflict(f"job {row.id} is a batch job: it has no terminal",
                        hint="railyard logs -f shows its output")  # fmt: skip
+    if row.terminal == "app":
+        raise Conflict(f"job {row.id} is a web app: it has no terminal",
+                       hint=f"open /ui/jobs/{row.id}/app/ in the dashboard")  # fmt: skip
     if row.state not in LIVE:
         raise Conflict(f"job {row.id} is {row.state}: its terminal is gone")
     return terminal.socket_path(attempts_dir(state_dir, row.id), row.restart_count)
