@@ -11,14 +11,17 @@ idle deadline. Only a live row is touched: activity cannot revive an ended job.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 
 from sqlalchemy import update
+from sqlalchemy.exc import SQLAlchemyError
 
 from railyard.control.store.database import Store
 from railyard.control.store.tables import JobRow, JobState
 
+log = logging.getLogger(__name__)
 WRITE_EVERY_S = 30.0
 _LIVE = (JobState.RUNNING.value, JobState.STARTING.value)
 
@@ -49,11 +52,17 @@ class Activity:
             if len(self._written) > 10_000:  # ended jobs' entries: forget the oldest half
                 for stale in sorted(self._written, key=self._written.__getitem__)[:5_000]:
                     del self._written[stale]
-        with self.store.session(write=True) as session:
-            session.execute(
-                update(JobRow)
-                .where(JobRow.id == job_id, JobRow.state.in_(_LIVE))
-                .values(active_t_s=now_t_s, updated_t_s=now_t_s)
-                .execution_options(synchronize_session=False)
-            )
+        try:
+            with self.store.session(write=True) as session:
+                session.execute(
+                    update(JobRow)
+                    .where(JobRow.id == job_id, JobRow.state.in_(_LIVE))
+                    .values(active_t_s=now_t_s, updated_t_s=now_t_s)
+                    .execution_options(synchronize_session=False)
+                )
+        except SQLAlchemyError as exc:  # a busy store: the next message tries again
+            log.warning("job %s: activity not recorded: %s", job_id, exc)
+            with self._lock:
+                self._written.pop(job_id, None)
+            return False
         return True
