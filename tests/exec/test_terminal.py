@@ -22,10 +22,11 @@ ENV = {"PATH": "/usr/bin:/bin", "TERM": "xterm", "HOME": "/tmp"}
 
 
 def start(
-    tmp_path: Path, command: list[str], pty: bool, linger_s: float = 5.0
+    tmp_path: Path, command: list[str], pty: bool, linger_s: float = 5.0, lossless: bool = False
 ) -> tuple[subprocess.Popen[bytes], socket.socket]:
     sock = terminal.socket_path(tmp_path, 0)
-    task = Task(env=ENV, cwd="/tmp", terminal=str(sock), pty=pty, linger_s=linger_s)
+    task = Task(env=ENV, cwd="/tmp", terminal=str(sock), pty=pty, linger_s=linger_s,
+                lossless=lossless)  # fmt: skip
     task.write(tmp_path / "task.json")
     proc = subprocess.Popen(
         wrapped_command(command, tmp_path / "rank-0.restart-0.exit", tmp_path / "task.json"),
@@ -81,6 +82,16 @@ def test_a_task_that_reads_nothing_does_not_stall_the_relay(tmp_path: Path) -> N
     chunk = frames.frame(frames.STDIN, b"x" * (frames.MAX_FRAME_BYTES - 16))
     conn.sendall(chunk + chunk)
     assert collect(conn) == (b"done\n", b"", 0)
+    proc.wait(30)
+
+
+def test_a_lossless_stream_waits_for_a_slow_task_and_drops_nothing(tmp_path: Path) -> None:
+    """An SSH stream (``lossless``): 4 MiB to a task that starts reading late all arrive,
+    the client being read only as fast as the task takes it."""
+    proc, conn = start(tmp_path, ["sh", "-c", "sleep 1; wc -c"], pty=False, lossless=True)
+    chunk = frames.frame(frames.STDIN, b"x" * (frames.MAX_FRAME_BYTES - 16))
+    conn.sendall(chunk * 4 + frames.frame(frames.STDIN_END))
+    assert collect(conn) == (f"{4 * (frames.MAX_FRAME_BYTES - 16)}\n".encode(), b"", 0)
     proc.wait(30)
 
 

@@ -65,9 +65,19 @@ def test_ssh_lands_in_the_job_as_its_owner_and_ends_with_it(site: Site) -> None:
     assert lines[0] == str(alice.account.pw_uid)
     assert lines[1] == f"{job_id} 0 0,1"
     assert any(f"job_{job_id}_0_" in line for line in lines[2:]), out  # the job's step cgroup
-    # A session that would outlive the job ends with it: nothing of it is left behind.
+    # A byte stream, not keystrokes: 3 MB through scp arrive whole (no input is dropped).
     env = {"PYTHONPATH": str(SRC), "RAILYARD_URL": site.server.url, "RAILYARD_TOKEN": alice.token}
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    copied = alice.shell(
+        f"head -c 3000000 /dev/urandom > big && env {exports} scp -q -F ssh_config "
+        f"-o BatchMode=yes big job-{job_id}:big.copy && sha256sum < big && env {exports} "
+        f"ssh -F ssh_config -o BatchMode=yes job-{job_id} 'sha256sum < big.copy; rm big.copy'",
+        timeout_s=120,
+    )
+    assert copied.returncode == 0, copied.stderr
+    sent, received = copied.stdout.split()[::2]
+    assert sent == received
+    # A session that would outlive the job ends with it: nothing of it is left behind.
     alice.shell(
         f"(env {exports} ssh -F ssh_config -o BatchMode=yes job-{job_id} sleep 4242 "
         "> held.out 2>&1; echo $? > held.code) < /dev/null > /dev/null 2>&1 &"

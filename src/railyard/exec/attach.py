@@ -32,11 +32,13 @@ def start(
     pty: bool = True,
     command: Callable[[Task], list[str]] | None = None,
     kind: str = "attach",
+    lossless: bool = False,
 ) -> Path:
     """Start a shell in the rank's step; the socket its terminal listens on. With ``pty``
     an interactive shell on a terminal of its own; without, a shell reading commands from
     pipes, which ends at the end of its input (``echo cmd | railyard attach N``).
-    ``command`` runs something else there instead (given the rank's task: `exec.sshd`)."""
+    ``command`` runs something else there instead (given the rank's task: `exec.sshd`);
+    ``lossless``: its input is a byte stream (SSH's) never to be dropped (`exec.terminal`)."""
     try:
         task = Task.read(rank_task)
     except FileNotFoundError:
@@ -48,7 +50,7 @@ def start(
     socket = records_dir / f"{name}.sock"
     attached = dataclasses.replace(
         task, stdout=None, stderr=None, truncate=False, header="", ignore_signals=(),
-        terminal=str(socket), pty=pty, linger_s=linger_s,
+        terminal=str(socket), pty=pty, linger_s=linger_s, lossless=lossless,
         env={**task.env, "RAILYARD_ATTACHED": "1"},
     )  # fmt: skip
     task_path = rank_task.with_name(f"{name}.task.json")

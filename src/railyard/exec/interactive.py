@@ -85,7 +85,7 @@ def relay(ends: Ends, server: socket.socket, pid: int, task: Task) -> int:
 
     loop = terminal.Relay(server, ends.outputs, ends.stdin, signal_child,
                           pty_master=ends.stdin if ends.pty else None,
-                          linger_s=task.linger_s)  # fmt: skip
+                          linger_s=task.linger_s, lossless=task.lossless)  # fmt: skip
     try:
         exited = os.pidfd_open(pid)
     except OSError:  # before Linux 5.3: the loop looks every tick

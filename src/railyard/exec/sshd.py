@@ -29,7 +29,7 @@ OPTIONS = (
     "PubkeyAuthentication=yes", "AuthorizedKeysFile=.ssh/authorized_keys", "StrictModes=yes",
     "X11Forwarding=no", "AllowAgentForwarding=no", "AllowTcpForwarding=local",
     "PermitTunnel=no", "PermitUserEnvironment=no", "PrintMotd=no", "LogLevel=ERROR",
-    "ClientAliveInterval=30",
+    "ClientAliveInterval=30", "Subsystem=sftp internal-sftp",  # scp and sftp (VSCode's too)
 )  # fmt: skip
 
 

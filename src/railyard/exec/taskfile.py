@@ -30,7 +30,9 @@ class Task:
     ``cgroups``: the step's groups (tracking, devices, limits) the wrapper joins before it runs
     anything; ``subreaper``: no tracking group, the wrapper reaps and kills orphans itself.
     ``terminal``: an interactive task's socket (:mod:`railyard.exec.terminal`), ``pty`` whether
-    it gets a pseudo-terminal, ``linger_s`` how long it outlives a lost client."""
+    it gets a pseudo-terminal, ``linger_s`` how long it outlives a lost client; ``lossless``:
+    the terminal carries a byte stream (``ssh job-N``) whose input must never be dropped, so
+    the client is read only as fast as the task takes its input."""
 
     env: dict[str, str]
     cwd: str
@@ -46,6 +48,7 @@ class Task:
     terminal: str | None = None
     pty: bool = False
     linger_s: float = 30.0
+    lossless: bool = False
 
     def write(self, path: Path) -> None:
         data = {
@@ -63,6 +66,7 @@ class Task:
             "terminal": self.terminal,
             "pty": self.pty,
             "linger_s": self.linger_s,
+            "lossless": self.lossless,
         }
         tmp = path.with_name(path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -89,4 +93,5 @@ class Task:
             terminal=data.get("terminal"),
             pty=bool(data.get("pty", False)),
             linger_s=float(data.get("linger_s", 30.0)),
+            lossless=bool(data.get("lossless", False)),
         )

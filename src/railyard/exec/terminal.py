@@ -111,7 +111,9 @@ class Relay:
 
     ``outputs``: descriptors to read, with the frame type each becomes; ``stdin``: where the
     client's input goes (the pty master, or a pipe); ``signal_child``: how a client's signal
-    reaches the command (its process group)."""
+    reaches the command (its process group). ``lossless``: input is never dropped; past
+    ``INPUT_BYTES`` not yet taken, the client is not read (its bytes wait in the socket, and
+    the bridge and the client slow down), for a stream such as SSH's that a lost byte breaks."""
 
     def __init__(
         self,
@@ -123,6 +125,7 @@ class Relay:
         pty_master: int | None = None,
         linger_s: float = DEFAULT_LINGER_S,
         clock: Callable[[], float] = time.monotonic,
+        lossless: bool = False,
     ) -> None:
         self.server, self.outputs, self.stdin = server, dict(outputs), stdin
         if stdin >= 0:  # a task that does not read must not stall the relay
@@ -130,7 +133,7 @@ class Relay:
         self.to_stdin = bytearray()  # input the task has not taken yet (bounded)
         self.stdin_ends = False
         self.signal_child, self.pty_master = signal_child, pty_master
-        self.linger_s, self.clock = linger_s, clock
+        self.linger_s, self.clock, self.lossless = linger_s, clock, lossless
         self.client: socket.socket | None = None
         self.reader = FrameReader()
         self.pending = bytearray()  # output for a client to come
@@ -150,7 +153,9 @@ class Relay:
                 return code
             self._hang_up_if_alone()
             client = self.client.fileno() if self.client is not None else -1
-            watched = [self.server.fileno(), *self.outputs] + ([client] if client >= 0 else [])
+            watched = [self.server.fileno(), *self.outputs]
+            if client >= 0 and not (self.lossless and len(self.to_stdin) >= INPUT_BYTES):
+                watched.append(client)
             if exited_fd is not None:
                 watched.append(exited_fd)
             writable = [self.stdin] if self.to_stdin and self.stdin >= 0 else []
@@ -204,7 +209,8 @@ class Relay:
 
     def _act(self, kind: bytes, payload: bytes) -> None:
         if kind == STDIN and self.stdin >= 0:
-            self.to_stdin += payload[: max(0, INPUT_BYTES - len(self.to_stdin))]
+            room = len(payload) if self.lossless else max(0, INPUT_BYTES - len(self.to_stdin))
+            self.to_stdin += payload[:room]
             self._feed_stdin()
         elif kind == STDIN_END and self.pty_master is None and self.stdin >= 0:
             self.stdin_ends = True

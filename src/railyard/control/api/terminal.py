@@ -99,8 +99,9 @@ def _attached_path(
     run = None if sshd_bin is None else _sshd_of(sshd_bin)
     try:
         return attach.start(
-            task, records, ATTACH_LINGER_S, pty=pty, command=run, kind="ssh" if ssh else "attach"
-        )
+            task, records, ATTACH_LINGER_S, pty=pty, command=run,
+            kind="ssh" if ssh else "attach", lossless=ssh,
+        )  # fmt: skip
     except (ExecutorError, OSError) as exc:
         raise HTTPException(409, f"job {job_id} rank {rank}: {exc}") from None
 
