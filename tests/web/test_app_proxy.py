@@ -78,6 +78,8 @@ def test_the_owner_reaches_the_app_and_nothing_of_the_dashboard_reaches_it(
     assert (seen["uid"], seen["gpus"], seen["path"]) == (0, "0", f"/ui/jobs/{job}/app/info?x=1")
     assert "railyard" not in seen["cookie"]  # the dashboard's session never reaches the app
     assert got.headers.get_list("set-cookie") == ["appcookie=1; Path=/ui/jobs"]  # not ours
+    assert "service-worker-allowed" not in got.headers  # no worker over the dashboard
+    assert "clear-site-data" not in got.headers
     bearer = owner.get(f"/ui/jobs/{job}/app/info", headers={"Authorization": "Bearer x"})
     assert bearer.json()["authorization"] == ""
     # WebSockets, from this origin only.

@@ -7,7 +7,8 @@ server (a page elsewhere cannot open one with the user's cookie). Where: `exec.a
 connects and checks that the job's account answers, before a byte is sent. What: the
 request as it came, less railyard's own cookies and any ``Authorization`` (the app never sees
 the user's session or token), with ``Connection: close``; the answer as it comes, less any
-``Set-Cookie`` of railyard's names. The app's pages carry their own headers (JupyterLab needs
+``Set-Cookie`` of railyard's names, ``Service-Worker-Allowed`` (a worker's scope stays the
+app's path) and ``Clear-Site-Data``. The app's pages carry their own headers (JupyterLab needs
 its inline scripts), not the dashboard's CSP: this path is the app's. What the client sends
 is the job's activity (its queue's idle limit, `control.usecases.activity`).
 """
@@ -41,6 +42,9 @@ OURS = b"railyard"  # the prefix of the dashboard's cookie names
 HOP = frozenset((b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization",
                  b"te", b"trailer", b"transfer-encoding", b"upgrade", b"content-length",
                  b"authorization", b"cookie", b"host"))  # fmt: skip
+# What an app may not answer: a service worker for all of the origin (it would serve the
+# dashboard's pages), or an order to clear the origin's cookies and storage.
+DROPPED = frozenset((b"service-worker-allowed", b"clear-site-data"))
 METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 CHUNK_BYTES = 65536
 
@@ -154,6 +158,8 @@ async def _forward(request: Request, sock: socket.socket) -> Response:
             continue
         if name == b"set-cookie" and value.lstrip().startswith(OURS):
             continue  # the app may not set the dashboard's cookies
+        if name in DROPPED:
+            continue
         response.raw_headers.append((name, value))
     return response
 

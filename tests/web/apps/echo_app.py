@@ -33,6 +33,8 @@ def info(connection: ServerConnection, request: Request) -> Response | None:
             ("Content-Length", str(len(body))),
             ("Set-Cookie", "railyard_session=planted; Path=/ui"),
             ("Set-Cookie", "appcookie=1; Path=/ui/jobs"),
+            ("Service-Worker-Allowed", "/"),
+            ("Clear-Site-Data", '"cookies"'),
         ]
     )
     return Response(HTTPStatus.OK.value, "OK", headers, body)
