@@ -76,6 +76,16 @@ def test_a_node_whose_cores_are_taken_is_drained_then_resumed(
     [job] = server.request(
         "POST", "/v1/jobs", json={"command": ["sleep", "600"], "gpus": 1, "requeue": True}
     )
+    try:
+        _drained_then_resumed(server, home, tmp_path, job["id"], requeues)
+    finally:  # a failed check must not leave its job running past the test
+        server.request("DELETE", f"/v1/jobs/{job['id']}")
+
+
+def _drained_then_resumed(
+    server: ServerProcess, home: Path, tmp_path: Path, job_id: str, requeues: bool
+) -> None:
+    job = {"id": job_id}
     wait_for(lambda: job_of(server, job["id"])["state"] == "running")
     spinners = [
         subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(SPINNERS)
@@ -113,7 +123,6 @@ def test_a_node_whose_cores_are_taken_is_drained_then_resumed(
     assert history.returncode == 0, history.stderr
     verdicts = [line.split()[1] for line in history.stdout.splitlines()[1:] if line[:1].isdigit()]
     assert verdicts == ["pass", "skip", "fail"], history.stdout
-    server.request("DELETE", f"/v1/jobs/{job['id']}")
 
 
 def test_an_admins_drain_is_left_alone(server: ServerProcess, tmp_path: Path) -> None:

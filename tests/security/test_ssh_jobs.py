@@ -25,7 +25,7 @@ from tests.integration.tenants import (
 )
 from tests.parts import needs
 
-pytestmark = [*NEEDS_ROOT, needs("sshd"), pytest.mark.long]
+pytestmark = [*NEEDS_ROOT, needs("sshd")]
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 

@@ -29,7 +29,7 @@ from tests.integration.server_proc import ServerProcess
 from tests.integration.tenants import NEEDS_ROOT
 from tests.security.test_dashboard_session import logged_in
 
-pytestmark = [*NEEDS_ROOT, pytest.mark.long]
+pytestmark = NEEDS_ROOT
 APP = Path(__file__).parent / "apps" / "echo_app.py"
 NOBODY = pwd.getpwnam("nobody")
 SYSTEM_PYTHON = "/usr/bin/python3"  # one the nobody account may run
