@@ -90,6 +90,8 @@ def test_the_owner_reaches_the_app_and_nothing_of_the_dashboard_reaches_it(
         assert ws.recv(timeout=10) == "through the proxy"
     with pytest.raises(InvalidStatus):
         connect(ws_url, additional_headers={"Cookie": cookie, "Origin": "http://evil.example"})
+    posted = owner.post(f"/ui/jobs/{job}/app/info", headers={"Origin": "http://127.0.0.1:1"})
+    assert posted.status_code == 403  # another port of this host is the same site, not us
     # The dashboard lists the session with its Open link.
     assert f'href="/ui/jobs/{job}/app/">Open</a>' in owner.get("/ui/").text
     # Another user (logged in), or no session at all: the app never sees the request.

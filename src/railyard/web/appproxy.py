@@ -45,6 +45,7 @@ HOP = frozenset((b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-au
 # What an app may not answer: a service worker for all of the origin (it would serve the
 # dashboard's pages), or an order to clear the origin's cookies and storage.
 DROPPED = frozenset((b"service-worker-allowed", b"clear-site-data"))
+SAFE = frozenset(("GET", "HEAD", "OPTIONS"))
 METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 CHUNK_BYTES = 65536
 
@@ -54,6 +55,8 @@ def router() -> APIRouter:
 
     @r.api_route("/ui/jobs/{job_id}/app/{rest:path}", methods=METHODS)
     async def app_http(request: Request, job_id: str, rest: str) -> Response:
+        if request.method not in SAFE and not _same_origin(request):
+            return _page(403, "a request that changes something must come from this server's pages")
         found = await run_in_threadpool(_target, request, job_id)
         if isinstance(found, Response):
             return found
@@ -70,9 +73,7 @@ def router() -> APIRouter:
 
     @r.websocket("/ui/jobs/{job_id}/app/{rest:path}")
     async def app_ws(websocket: WebSocket, job_id: str, rest: str) -> None:
-        origin = websocket.headers.get("origin", "")
-        host = websocket.headers.get("host", "")
-        if origin.split("://", 1)[-1] != host:  # a page elsewhere, with the user's cookie
+        if not _same_origin(websocket, required=True):  # a page elsewhere, the user's cookie
             await websocket.close(code=4403)
             return
         found = await run_in_threadpool(_target, websocket, job_id)
@@ -87,6 +88,16 @@ def router() -> APIRouter:
         await _bridge_ws(websocket, sock, job_id)
 
     return r
+
+
+def _same_origin(conn: HTTPConnection, *, required: bool = False) -> bool:
+    """The request's ``Origin`` is this server (a page of another port of this host is the
+    same *site*, so the session cookie alone would go along); without one, only where a
+    browser always sends it (a WebSocket) is that a refusal."""
+    origin = conn.headers.get("origin")
+    if origin is None:
+        return not required
+    return origin.split("://", 1)[-1] == conn.headers.get("host", "")
 
 
 def _target(conn: HTTPConnection, job_id: str) -> AppTarget | Response:
