@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from typing import Any
 
 from railyard.cli.args import Command, connect, fail
 from railyard.cli.jobs import split_submit_argv
@@ -41,7 +40,6 @@ def jupyter_command(python: str) -> str:
 
 def jupyter(args: argparse.Namespace) -> int:
     """Start JupyterLab (or --app CMD) as a job, served to you at /ui/jobs/N/app/."""
-    from railyard.client import scripts
 
     argv, app, python = _own_options(list(args.argv))
     options, rest, own = split_submit_argv(argv)
@@ -50,20 +48,15 @@ def jupyter(args: argparse.Namespace) -> int:
         return 0
     if rest:
         fail(f"unexpected {rest[0]!r} (hint: give a web app as --app 'COMMAND')")
+    from railyard.cli.run import FINISHED, _ended, _wait_started, one_job_body
+
     notes: list[str] = []
-    try:
-        body: dict[str, Any] = scripts.parse_args(options, notes)
-    except (scripts.OptionError, scripts.ScriptError) as exc:
-        fail(str(exc))
-    if "array" in body:
-        fail("--array: a web app is one job (hint: railyard submit --array)")
+    body = one_job_body(options, notes, "a web app is one job")
     command = app if app is not None else jupyter_command(python or sys.executable)
     body.update(script=f"#!/bin/sh\n{command}\n", terminal="app")
     body.setdefault("name", "app" if app is not None else "jupyter")
     for note in notes:
         print(f"railyard: note: {note}", file=sys.stderr)
-    from railyard.cli.run import FINISHED, _ended, _wait_started
-
     with connect() as client:
         (job,) = client.submit(body)
         job_id = job["id"]

@@ -54,7 +54,6 @@ FINISHED = ("completed", "failed", "cancelled", "timeout", "node_fail")
 
 def run(args: argparse.Namespace) -> int:
     """Run a command as a job with this terminal joined to it (srun); --pty for a shell."""
-    from railyard.client import scripts
 
     if os.environ.get(IN_ALLOCATION) and shutil.which("srun"):
         # Inside an allocation (alloc's shell, a batch script): a step of it, as srun there.
@@ -70,12 +69,7 @@ def run(args: argparse.Namespace) -> int:
     if not rest:
         fail("nothing to run (hint: railyard run [options] [--pty] -- COMMAND)")
     notes: list[str] = []
-    try:
-        body: dict[str, Any] = {**scripts.parse_args(options, notes), "command": rest}
-    except (scripts.OptionError, scripts.ScriptError) as exc:
-        fail(str(exc))
-    if "array" in body:
-        fail("--array: an interactive job runs once (hint: railyard submit --array)")
+    body = {**one_job_body(options, notes, "an interactive job runs once"), "command": rest}
     body.setdefault("name", Path(rest[0]).name)
     body["terminal"] = "pty" if pty else "pipes"
     return _submit_and_join(body, notes, pty)
@@ -83,19 +77,13 @@ def run(args: argparse.Namespace) -> int:
 
 def alloc(args: argparse.Namespace) -> int:
     """Hold an allocation and open a shell in it (salloc): srun there starts its steps."""
-    from railyard.client import scripts
 
     options, rest, own = split_submit_argv(args.argv)
     if "--help" in own:
         print(ALLOC_USAGE.format(prog=args.prog))
         return 0
     notes: list[str] = []
-    try:
-        body: dict[str, Any] = scripts.parse_args(options, notes)
-    except (scripts.OptionError, scripts.ScriptError) as exc:
-        fail(str(exc))
-    if "array" in body:
-        fail("--array: an allocation is one job (hint: railyard submit --array)")
+    body = one_job_body(options, notes, "an allocation is one job")
     command = (
         shlex.join(rest) if rest else f"{shlex.quote(os.environ.get('SHELL') or '/bin/bash')} -i"
     )
@@ -105,6 +93,20 @@ def alloc(args: argparse.Namespace) -> int:
     body.update(script=f"#!/bin/sh\nexec {command}\n", terminal="pty" if pty else "pipes")
     body.setdefault("name", "interactive")
     return _submit_and_join(body, notes, pty)
+
+
+def one_job_body(options: list[str], notes: list[str], one: str) -> dict[str, Any]:
+    """The submit options of one job (run, alloc, jupyter); ``--array`` is refused, saying
+    ``one`` (what the job is)."""
+    from railyard.client import scripts
+
+    try:
+        body: dict[str, Any] = scripts.parse_args(options, notes)
+    except (scripts.OptionError, scripts.ScriptError) as exc:
+        fail(str(exc))
+    if "array" in body:
+        fail(f"--array: {one} (hint: railyard submit --array)")
+    return body
 
 
 def attach(args: argparse.Namespace) -> int:

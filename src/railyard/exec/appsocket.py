@@ -3,10 +3,12 @@
 The proxy runs as root and the app's directory is the user's, so the socket there may be a
 symlink the user planted towards someone else's socket; a loopback port may be taken by
 another user's process once the app is gone. Either way the proxy would serve that process's
-pages under the dashboard's origin. So after connecting, before sending a byte, it checks
-the listener: the peer's credentials of a Unix socket (``SO_PEERCRED``), or for TCP the owner
-of the accepted socket that ``/proc/net/tcp`` lists for this very connection (the kernel
-gives an accepted socket its listener's owner). Anything else is refused.
+pages under the dashboard's origin. So the socket is opened ``O_PATH|O_NOFOLLOW`` and must be
+a socket of the job's account, connected through that descriptor (no link is ever followed),
+and after connecting, before sending a byte, the listener is checked: the peer's credentials
+of a Unix socket (``SO_PEERCRED``), or for TCP the owner of the accepted socket that
+``/proc/net/tcp`` lists for this very connection (the kernel gives an accepted socket its
+listener's owner). Anything else is refused.
 """
 
 from __future__ import annotations
@@ -15,10 +17,9 @@ import asyncio
 import contextlib
 import os
 import socket
+import stat
 import struct
 from pathlib import Path
-
-from railyard.exec import terminal
 
 _CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
@@ -31,15 +32,12 @@ async def connect(sock_path: Path, port: int | None, uid: int) -> socket.socket:
     """A connected, non-blocking socket to the app, its listener checked to be ``uid``'s."""
     loop = asyncio.get_running_loop()
     why = "it does not listen yet (it may still be starting)"
-    if sock_path.exists() or sock_path.is_symlink():
+    pinned = _pinned(sock_path, uid)
+    if pinned is not None:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.setblocking(False)
         try:
-            name, fd = terminal.short_path(sock_path)
-            try:
-                await loop.sock_connect(s, name)
-            finally:
-                os.close(fd)
+            await loop.sock_connect(s, f"/proc/self/fd/{pinned}")  # that inode, no other
             cred = s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size)
             peer_uid = _CRED.unpack(cred)[1]
         except OSError as exc:
@@ -49,6 +47,8 @@ async def connect(sock_path: Path, port: int | None, uid: int) -> socket.socket:
                 return s
             s.close()
             raise AppUnreachable(f"its socket is answered by uid {peer_uid}, not the job's account")
+        finally:
+            os.close(pinned)
         s.close()
     if port is not None:
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -63,6 +63,24 @@ async def connect(sock_path: Path, port: int | None, uid: int) -> socket.socket:
             why = f"nothing listens on its port {port} ({exc.strerror or exc})"
         s.close()
     raise AppUnreachable(why)
+
+
+def _pinned(sock_path: Path, uid: int) -> int | None:
+    """An ``O_PATH`` descriptor of the app's socket itself, never of what a link there names
+    (connecting through a planted link would knock on another user's socket, a terminal's
+    say); None while there is none. A link, or a file of another account, is refused."""
+    try:
+        fd = os.open(sock_path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    found = os.fstat(fd)
+    if not stat.S_ISSOCK(found.st_mode) or found.st_uid != uid:
+        os.close(fd)
+        what = "a symbolic link" if stat.S_ISLNK(found.st_mode) else "not a socket"
+        if stat.S_ISSOCK(found.st_mode):
+            what = f"a socket of uid {found.st_uid}"
+        raise AppUnreachable(f"its socket is {what}, not the job account's own")
+    return fd
 
 
 def tcp_peer_uid(s: socket.socket) -> int | None:

@@ -151,34 +151,35 @@ async def job_attach(websocket: WebSocket, job_id: str, rank: int = 0, pty: bool
     """A new shell inside a running job's rank, as its user (``railyard attach``); with
     ``pty=false`` on pipes, for a client whose input is not a terminal."""
     auth = websocket.headers.get("authorization", "")
-    await websocket.accept()
-    try:
-        ATTACHED.take(job_id)
-    except HTTPException as exc:
-        await _refuse(websocket, exc)
-        return
-    try:
-        await _bridge(websocket, job_id, lambda ctx: _attached_path(ctx, auth, job_id, rank, pty))
-    finally:
-        ATTACHED.give(job_id)
+    await _slotted(
+        websocket, job_id, ATTACHED, lambda ctx: _attached_path(ctx, auth, job_id, rank, pty)
+    )
 
 
 @router.websocket("/v1/jobs/{job_id}/ssh")
 async def job_ssh(websocket: WebSocket, job_id: str, rank: int = 0) -> None:
     """An SSH connection into a running job's rank, as its user (``railyard proxy``)."""
     auth = websocket.headers.get("authorization", "")
+    await _slotted(
+        websocket, job_id, SSH_SESSIONS,
+        lambda ctx: _attached_path(ctx, auth, job_id, rank, False, True),
+    )  # fmt: skip
+
+
+async def _slotted(
+    websocket: WebSocket, job_id: str, slots: AttachSlots, find: Callable[[Context], Path]
+) -> None:
+    """A bridge to a process the server starts for this connection, within ``slots``."""
     await websocket.accept()
     try:
-        SSH_SESSIONS.take(job_id)
+        slots.take(job_id)
     except HTTPException as exc:
         await _refuse(websocket, exc)
         return
     try:
-        await _bridge(
-            websocket, job_id, lambda ctx: _attached_path(ctx, auth, job_id, rank, False, True)
-        )
+        await _bridge(websocket, job_id, find)
     finally:
-        SSH_SESSIONS.give(job_id)
+        slots.give(job_id)
 
 
 async def _refuse(websocket: WebSocket, exc: HTTPException | ServiceError) -> None:
