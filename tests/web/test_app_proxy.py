@@ -7,10 +7,12 @@ of another account (a planted symlink, a port squatter) are all refused."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shlex
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -111,6 +113,19 @@ def test_the_owner_reaches_the_app_and_nothing_of_the_dashboard_reaches_it(
     assert ended.status_code in (404, 409)
 
 
+def _as_nobody(code: str) -> subprocess.Popen[bytes]:
+    """Python code run as another account, in a process group of its own."""
+    argv = ["runuser", "-u", "nobody", "--", SYSTEM_PYTHON, "-c", code]
+    return subprocess.Popen(argv, start_new_session=True)
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    """The whole group: killing runuser alone leaves its Python behind."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
 @pytest.fixture
 def nobody_socket() -> Iterator[Path]:
     """A Unix socket that another account (nobody) listens on."""
@@ -120,13 +135,13 @@ def nobody_socket() -> Iterator[Path]:
     path = where / "theirs.sock"
     code = (f"import socket,time; s=socket.socket(socket.AF_UNIX); s.bind({str(path)!r}); "
             "s.listen(); time.sleep(300)")  # fmt: skip
-    proc = subprocess.Popen(["runuser", "-u", "nobody", "--", SYSTEM_PYTHON, "-c", code])
+    proc = _as_nobody(code)
     for _ in range(100):
         if path.exists():
             break
         time.sleep(0.1)
     yield path
-    proc.kill()
+    _end(proc)
     shutil.rmtree(where, ignore_errors=True)
 
 
@@ -150,7 +165,7 @@ def test_a_listener_of_another_account_is_refused(
     port = int(port_file.read_text())
     code = (f"import socket,time; s=socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); "
             "time.sleep(300)")  # fmt: skip
-    squatter = subprocess.Popen(["runuser", "-u", "nobody", "--", SYSTEM_PYTHON, "-c", code])
+    squatter = _as_nobody(code)
     try:
         for _ in range(100):
             with socket.socket() as probe:
@@ -161,5 +176,5 @@ def test_a_listener_of_another_account_is_refused(
         assert got.status_code == 409
         assert f"port {port} is answered by uid 65534" in got.text
     finally:
-        squatter.kill()
+        _end(squatter)
         server.request("DELETE", f"/v1/jobs/{job}")
