@@ -114,6 +114,12 @@ def main(argv: list[str]) -> int:
         flag = torch.tensor([1.0 if STOP_REQUESTED else 0.0], device=device)
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)  # one rank signalled: all stop together
         if flag.item() > 0:
+            # Another rank's signal may have stopped us first, and ours may still be on its way
+            # (a container runtime forwards it to each rank in turn): from here it is ignored,
+            # or it would kill this rank at exit, when Python's handler is gone.
+            signal.signal(
+                signal.Signals[os.environ.get("RAILYARD_PREEMPT_SIGNAL", "SIGUSR1")], signal.SIG_IGN
+            )
             save(ckpt, model, opt, step)
             if rank == 0:
                 print(f"preempted at step {step}", flush=True)

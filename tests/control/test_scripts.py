@@ -74,7 +74,14 @@ DIRECTIVES: list[tuple[str, dict[str, Any]]] = [
     ("--checkpoint-grace=120", {"checkpoint_grace_s": 120.0}),
     ("--min-runtime 600", {"min_runtime_s": 600.0}),
     ("--gpus=8   # a trailing comment", {"gpus": 8}),
-]
+    ("--container-image=nvcr.io/nvidia/pytorch:24.05-py3",
+     {"container": {"image": "nvcr.io/nvidia/pytorch:24.05-py3"}}),
+    ("--container-mounts=/data:/data:ro,/scratch", {"container": {"mounts": ["/data:/data:ro",
+                                                                             "/scratch"]}}),
+    ("--container-workdir /w --container-env=PATH,LD_LIBRARY_PATH",
+     {"container": {"workdir": "/w", "env": ["PATH", "LD_LIBRARY_PATH"]}}),
+    ("--no-container-mount-home", {"container": {"mount_home": False}}),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("prefix", ["#SBATCH", "#RAILYARD"])
@@ -288,3 +295,49 @@ def test_value_names_are_the_schedulers() -> None:
     assert tuple(lv.label for lv in Level if lv is not Level.FABRIC) == values.TOPOLOGY_LEVELS
     assert set(values.TOPOLOGY_MODES) == {m.value for m in TopologyMode}
     assert values.TOPOLOGY_MODES[0] == TopologyMode.REQUIRED.value
+
+
+def test_container_directives_add_up_over_lines_and_flags_win() -> None:
+    text = (
+        "#!/bin/bash\n#SBATCH --container-image=docker-archive:/img/a.tar\n"
+        "#SBATCH --container-mounts=/data:/data:ro\n#SBATCH --container-mounts=/scratch\n"
+        "#SBATCH --gpus=2\ntorchrun train.py\n"
+    )
+    options = parse_script(text, "job.sh").options
+    assert options["container"] == {
+        "image": "docker-archive:/img/a.tar",
+        "mounts": ["/data:/data:ro", "/scratch"],
+    }
+    merged = merge(options, {"container": {"image": "other:1"}})
+    assert merged["container"] == {"image": "other:1", "mounts": ["/data:/data:ro", "/scratch"]}
+    spec = JobSubmit(command=["true"], **merged)
+    assert spec.container is not None
+    assert spec.container.mounts == [
+        "/data:/data:ro",
+        "/scratch:/scratch",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("directive", "message"),
+    [
+        ("--container-image='-v x'", "is not an image reference"),
+        ("--container-name=pyt", "unsupported #SBATCH option '--container-name'"),
+    ],
+)
+def test_container_directive_errors(directive: str, message: str) -> None:
+    with pytest.raises(ScriptErrors, match=message):
+        parse_script(f"#!/bin/bash\n#SBATCH {directive}\nrun\n", "job.sh")
+
+
+@pytest.mark.parametrize(
+    ("mounts", "message"),
+    [
+        (["data:/data"], "must be an absolute path"),
+        (["/a:/b:rx"], "the flag is ro or rw"),
+        (["/a/../etc:/b"], "without '..'"),
+    ],
+)
+def test_bad_container_mounts_are_refused_by_the_schema(mounts: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        JobSubmit(command=["true"], container={"image": "x:1", "mounts": mounts})

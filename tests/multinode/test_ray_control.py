@@ -23,7 +23,9 @@ from tests.integration.server_proc import ServerProcess
 from tests.multinode.conftest import LocalRay
 from tests.parts import needs
 
-pytestmark = pytest.mark.long  # few tests, long ones: handed out first (tests/conftest.py)
+# Five Ray clusters' worth of minutes: the extended tier; the main tier keeps Ray's executor
+# (tests/multinode/test_ray_executor.py) and the control plane on the local one.
+pytestmark = [pytest.mark.long, pytest.mark.slow]
 
 NAMES = ("gpu001", "gpu017", "gpu018")
 ACTIVE = ("pending", "starting", "running", "preempting", "cancelling")

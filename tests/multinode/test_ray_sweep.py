@@ -112,6 +112,9 @@ def _writable() -> bool:
 
 pytestmark = [
     pytest.mark.long,  # few tests, long ones: handed out first (tests/conftest.py)
+    # Five minutes alone on the machine: the extended tier. The main tier shows the same
+    # bisection on the virtual executor (tests/control/test_same_history.py, test_sweeps.py).
+    pytest.mark.slow,
     pytest.mark.skipif(
         not _writable(), reason="needs a writable cgroup v1 cpu controller (root) and 2 CPUs"
     ),

@@ -30,7 +30,9 @@ from tests.parts import require
 
 require("ray")
 
-pytestmark = pytest.mark.long  # few tests, long ones: handed out first (tests/conftest.py)
+# Ray clusters started with and without tokens (two minutes): the extended tier, which CI runs
+# on every landing (.ci/run) like the main one.
+pytestmark = [pytest.mark.long, pytest.mark.slow]
 
 RAILYARD = [sys.executable, "-m", "railyard"]
 RAY = str(Path(sys.executable).parent / "ray")

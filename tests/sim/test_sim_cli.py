@@ -116,6 +116,7 @@ def test_process_sweep_matches_in_process_runs() -> None:
 
 
 @needs("ray")
+@pytest.mark.slow  # a Ray instance's start: the extended tier (the process pool runs in main)
 def test_ray_sweep_on_a_local_instance() -> None:
     scenarios = [
         sweep.Scenario("gaggle-h100", "fifo", seed=s, synthetic="philly", jobs=40) for s in (0, 1)

@@ -292,6 +292,12 @@ def _limit_args(p: Parser) -> None:
         "'none': unpooled nodes",
     )
     p.add_argument(
+        "--container-mounts",
+        metavar="PREFIX,...",
+        help="paths its jobs' containers may mount beyond home and workdir ('none': no "
+        "list of its own, the parent's)",
+    )
+    p.add_argument(
         "--idle-limit",
         help=f"stop an interactive job (run, alloc, a notebook) unused this long ({times}; "
         "0: never)",
@@ -312,6 +318,9 @@ def _limits(args: argparse.Namespace) -> dict[str, Any]:
         out["priority_preemption"] = args.priority_preemption
     if args.pool is not None:
         out["pool"] = None if args.pool == "none" else args.pool
+    if args.container_mounts is not None:
+        prefixes = [p.strip() for p in args.container_mounts.split(",") if p.strip()]
+        out["container_mounts"] = None if args.container_mounts == "none" else prefixes
     if args.max_priority is not None:
         try:
             out["max_priority"] = parse_priority(args.max_priority)

@@ -61,6 +61,11 @@ OPTION_HELP = {
     "--topology": "[required:|preferred:]LEVEL",
     "--checkpoint-grace": "seconds between the preemption signal and SIGTERM",
     "--min-runtime": "seconds before the job may be preempted",
+    "--container-image": "run every task in this image: NAME[:TAG], docker-archive:PATH ...",
+    "--container-mounts": "SRC[:DST[:ro]],... also in the container (under the queue's prefixes)",
+    "--container-workdir": "working directory in the container (default: the job's)",
+    "--container-env": "NAME,...: the job's value beats the image's (PATH ...)",
+    "--no-container-mount-home": "do not mount your home in the container",
 }
 
 

@@ -159,6 +159,25 @@ class Option(NamedTuple):
     note: str | None = None  # accepted, changes nothing here: this note is printed
 
 
+def _image(value: str) -> str:
+    if any(c.isspace() for c in value) or value.startswith(("-", "dir:", "oci:")):
+        raise OptionError(
+            f"{value!r} is not an image reference",
+            "NAME[:TAG], docker-archive:PATH or oci-archive:PATH",
+        )
+    return value
+
+
+def _list_of(what: str) -> Callable[[str], list[str]]:
+    def split(value: str) -> list[str]:
+        items = [v.strip() for v in value.split(",") if v.strip()]
+        if not items:
+            raise OptionError(f"expected {what}[,{what}...]")
+        return items
+
+    return split
+
+
 _OPTIONS: dict[str, Option] = {
     "--gpus": Option("gpus", lambda v: _typed_count(v, "gpus", 0), multi=True),
     "--nodes": Option("nodes", _nodes),
@@ -206,7 +225,16 @@ _OPTIONS: dict[str, Option] = {
     "--comment": Option("comment", note="comments are not kept"),
     "--open-mode": Option("open_mode", note="a new job truncates its output, a restart appends"),
     "--get-user-env": Option("", None, note="--export=NONE starts from the login environment"),
+    # Pyxis's names (https://github.com/NVIDIA/pyxis/wiki/Usage): the job runs in an image.
+    "--container-image": Option("container.image", _image),
+    "--container-mounts": Option("container.mounts", _list_of("SRC[:DST[:ro|rw]]")),
+    "--container-workdir": Option("container.workdir"),
+    "--container-env": Option("container.env", _list_of("NAME")),
+    "--container-mount-home": Option("container.mount_home", None),
+    "--no-container-mount-home": Option("container.mount_home", None, switch_value=False),
 }
+
+
 _SHORT = {
     "-G": "--gpus",
     "-N": "--nodes",
@@ -232,6 +260,9 @@ _UNSUPPORTED = {  # real Slurm options, with what to do instead
     "--exclude": "railyard places jobs itself; drain nodes to keep jobs off them",
     "--begin": "submit the job when it should start, or use --dependency",
     "--uid": "jobs run as the submitting user's Unix account",
+    "--container-name": "each step starts from the image; keep state in a mounted directory",
+    "--container-save": "build images outside railyard (podman build, podman save)",
+    "--container-remap-root": "a job's processes are its user, in containers too",
 }
 _SHORT_UNSUPPORTED = {"-C": "--constraint", "-w": "--nodelist", "-x": "--exclude"}
 
@@ -257,7 +288,9 @@ def apply_option(options: dict[str, Any], name: str, value: str | None, notes: l
             raise OptionError(f"{long} takes no value")
         if opt.note is not None:
             notes.append(f"{long}: {opt.note}")
-        if opt.field:
+        if opt.field.startswith("container."):
+            options.setdefault("container", {})[opt.field.split(".", 1)[1]] = opt.switch_value
+        elif opt.field:
             options[opt.field] = opt.switch_value
         return
     if value is None or value == "":
@@ -270,6 +303,13 @@ def apply_option(options: dict[str, Any], name: str, value: str | None, notes: l
         notes.append(f"{long}={value} accepted, ignored: {opt.note}")
     elif opt.field == "env":
         options["env"] = {**options.get("env", {}), **converted}
+    elif opt.field.startswith("container."):
+        container = options.setdefault("container", {})
+        key = opt.field.split(".", 1)[1]
+        if isinstance(converted, list):  # repeated: the lists add up
+            container[key] = [*container.get(key, []), *converted]
+        else:
+            container[key] = converted
     elif opt.multi:
         options.pop("gpu_type", None)  # a later GPU option without a type drops the old one
         options.update(converted)
@@ -375,14 +415,25 @@ def parse_script(text: str, filename: str = "script") -> ParsedScript:
             message = bad.message.replace("option", f"{prefix} option", 1)
             errors.append(ScriptError(filename, line_no, message, bad.hint))
         env = {**parsed.options.get("env", {}), **found.get("env", {})}
+        container = _container_lines(parsed.options.get("container", {}), found.get("container"))
         if found.keys() & {"gpus", "gpus_per_node"} and "gpu_type" not in found:
             parsed.options.pop("gpu_type", None)
         parsed.options.update(found)
         if env:
             parsed.options["env"] = env
+        if container:
+            parsed.options["container"] = container
     if errors:
         raise ScriptErrors(errors)
     return parsed
+
+
+def _container_lines(before: dict[str, Any], line: dict[str, Any] | None) -> dict[str, Any]:
+    """The container options of a script so far, with one more line's: lists add up."""
+    out = dict(before)
+    for key, value in (line or {}).items():
+        out[key] = [*out.get(key, []), *value] if isinstance(value, list) else value
+    return out
 
 
 def merge(script: Mapping[str, Any], flags: Mapping[str, Any]) -> dict[str, Any]:
@@ -393,7 +444,10 @@ def merge(script: Mapping[str, Any], flags: Mapping[str, Any]) -> dict[str, Any]
             if dropped not in flags:
                 out.pop(dropped, None)
     env = {**script.get("env", {}), **flags.get("env", {})}
+    container = {**script.get("container", {}), **flags.get("container", {})}  # flags win
     out.update(flags)
     if env:
         out["env"] = env
+    if container:
+        out["container"] = container
     return out

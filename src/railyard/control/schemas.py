@@ -43,6 +43,7 @@ from railyard.client.values import (
     parse_topology,
     parse_walltime,
 )
+from railyard.control.containerschema import ContainerIn, MountPrefixes
 from railyard.control.jobspec import (
     UNIX_NAME_RE,
     Shape,
@@ -152,6 +153,10 @@ class JobSubmit(Request):
         "",
         description="railyard run: rank 0's stdio relayed to the client (pipes or a pty); "
         "app: a web app (railyard jupyter) served at /ui/jobs/N/app/ to its owner",
+    )
+
+    container: ContainerIn | None = Field(
+        None, description="run every process in this image (Pyxis's --container-* options)"
     )
 
     @field_validator("time")
@@ -359,6 +364,7 @@ class JobOut(Response):
     active_t_s: float | None = Field(
         None, description="an interactive job: when its user last sent it anything"
     )
+    container_image: str | None = Field(None, description="the image its processes run in")
 
     @classmethod
     def from_row(cls, row: Any, user: str, now_t_s: float) -> JobOut:
@@ -416,6 +422,7 @@ class JobOut(Response):
             hold=row.hold,
             interactive=getattr(row, "terminal", "") or None,
             active_t_s=getattr(row, "active_t_s", None),
+            container_image=(getattr(row, "container", None) or {}).get("image"),
         )
 
     @classmethod
@@ -488,6 +495,9 @@ class QueueCreate(Request):
     pool: PoolName | None = Field(
         None, description="its jobs run on this node pool's flavors only (none: unpooled ones)"
     )
+    container_mounts: MountPrefixes | None = Field(
+        None, description="paths its jobs' containers may mount (beyond home and workdir)"
+    )
     max_priority: Priority = Field(
         DEFAULT_MAX_PRIORITY,
         description="the most priority a plain member may ask (admins any): an integer or "
@@ -511,6 +521,7 @@ class QueueUpdate(Request):
     max_checkpoint_grace_s: float | None = Field(None, ge=0, le=MAX_GRACE_S)
     idle_limit_s: float | None = Field(None, gt=0, le=MAX_WALLTIME_S)
     pool: PoolName | None = None
+    container_mounts: MountPrefixes | None = None
     max_priority: Priority | None = None
 
 
@@ -528,6 +539,7 @@ class QueueOut(Response):
     max_checkpoint_grace_s: float | None = None
     idle_limit_s: float | None = None
     pool: str | None = None
+    container_mounts: list[str] | None = None
     max_priority: int = DEFAULT_MAX_PRIORITY
     members: list[str]
     used_gpus: dict[str, int]

@@ -98,3 +98,21 @@ def remove(group: Path) -> None:
     """Remove an empty job cgroup; one still holding processes stays (the kernel refuses)."""
     with contextlib.suppress(OSError):
         group.rmdir()
+
+
+def remove_tree(group: Path) -> bool:
+    """Remove a cgroup and the groups a runtime made below it, deepest first; False when one
+    still holds a process (the kernel refuses)."""
+    try:
+        below = sorted((p for p in group.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
+    except OSError:
+        below = []
+    ok = True
+    for level in [*below, group]:
+        try:
+            level.rmdir()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            ok = False
+    return ok

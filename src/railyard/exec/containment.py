@@ -18,6 +18,7 @@ from pathlib import Path
 
 from railyard.exec import cgroup, devices, proctrack
 
+PARENT = proctrack.PARENT
 STALE_AFTER_S = 600.0  # an empty step group this old is no start in flight
 RETRY_TIMEOUT_S = 0.05  # the loop's thread must not wait long on a stuck process
 
@@ -56,16 +57,28 @@ class Containment:
         """What ``railyard up`` says."""
         return [self.tracking.describe(), self.device_guard.describe()]
 
-    def enter(self, step: str, gpu_minors: Iterable[int], limits: cgroup.Limits) -> StepGroups:
-        """Make the step's groups; an OSError leaves nothing half made."""
+    def enter(
+        self,
+        step: str,
+        gpu_minors: Iterable[int],
+        limits: cgroup.Limits,
+        *,
+        container: bool = False,
+    ) -> StepGroups:
+        """Make the step's groups; an OSError leaves nothing half made. ``container``: the
+        step's processes run in containers, whose runtime makes their groups below these and
+        confines their devices itself (:meth:`devices.Confinement.make`)."""
         made: list[Path] = []
         try:
             group = self.tracking.make(step)
             if group is not None:
                 made.append(group)
             devices_line = self.device_guard.describe()
+            if container and self.device_guard.kind == "v1" and self.device_guard.parent:
+                devices_line = ("devices: each job reaches only its own GPUs (the devices cgroup "
+                                "its container runtime makes, under the step's)")  # fmt: skip
             if self.device_guard.parent is not None:
-                confined = self.device_guard.make(step, gpu_minors)
+                confined = self.device_guard.make(step, gpu_minors, runtime_confines=container)
                 if confined not in made:  # bpf: the tracking group itself
                     made.append(confined)
             limits_group, limits_line = cgroup.prepare(step, limits, self.limits_root)
@@ -80,6 +93,14 @@ class Containment:
             limits_line=limits_line,
             devices_line=devices_line,
         )
+
+    def cgroup_parent(self, step: str) -> str | None:
+        """The step's tracking group as a container runtime names a cgroup parent (its path
+        below the hierarchy's root); None without a tracking group."""
+        group = self.tracking.group(step)
+        if group is None or self.tracking.parent is None:
+            return None
+        return f"/{self.tracking.parent.name}/{group.name}"
 
     def signal(self, step: str, sig: int, skip_pgids: Collection[int] = ()) -> None:
         """``sig`` to every tracked process of the step outside ``skip_pgids``."""
@@ -97,6 +118,8 @@ class Containment:
             return False
         self.device_guard.remove(step)
         cgroup.remove(self.limits_root / cgroup.PARENT / step)
+        for hierarchy in _hierarchies():  # what a container runtime made in the others
+            cgroup.remove_tree(hierarchy / PARENT / step)
         self.leftover.discard(step)
         return True
 
@@ -122,3 +145,11 @@ class Containment:
         """End the steps an earlier :meth:`end` could not (a process stuck in the kernel)."""
         for step in list(self.leftover):
             self.end(step, timeout_s=RETRY_TIMEOUT_S)
+
+
+def _hierarchies() -> list[Path]:
+    """The mounted cgroup hierarchies (v1 controllers, and v2 where mounted beside them)."""
+    try:
+        return [p for p in proctrack.CGROUP_MOUNT.iterdir() if (p / PARENT).is_dir()]
+    except OSError:
+        return []

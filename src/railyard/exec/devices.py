@@ -18,13 +18,12 @@ Kernel reference: https://docs.kernel.org/admin-guide/cgroup-v1/devices.html
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from railyard.exec import devfilter
+from railyard.exec import cgroup, devfilter
 
 DEVICES = Path("/sys/fs/cgroup/devices")
 PROC_DEVICES = Path("/proc/devices")
@@ -78,11 +77,23 @@ class Confinement:
         how = "cgroup v2 eBPF device filter" if self.kind == "bpf" else "cgroup v1 devices"
         return f"devices: each job reaches only its own GPUs ({how}, {self.parent})"
 
-    def make(self, step: str, minors: Iterable[int], proc_devices: Path = PROC_DEVICES) -> Path:
-        """The step's devices group, denying every NVIDIA device but ``minors``."""
+    def make(
+        self,
+        step: str,
+        minors: Iterable[int],
+        proc_devices: Path = PROC_DEVICES,
+        *,
+        runtime_confines: bool = False,
+    ) -> Path:
+        """The step's devices group, denying every NVIDIA device but ``minors``.
+        ``runtime_confines``: a container runtime makes the step's processes a devices group
+        of their own below this one (denying all but the job's GPUs); a v1 parent with deny
+        lines would refuse it its base rules (``c *:* m``), so a v1 group is left open."""
         assert self.parent is not None
         group = self.parent / step
         group.mkdir(exist_ok=True)
+        if runtime_confines and self.kind == "v1":
+            return group
         if self.kind == "bpf":
             majors = char_majors(proc_devices)
             denied = [majors[name] for name in DENIED_MAJORS if name in majors]
@@ -102,8 +113,7 @@ class Confinement:
     def remove(self, step: str) -> None:
         """Remove the step's group once its processes are gone (the kernel refuses before)."""
         if self.parent is not None:
-            with contextlib.suppress(OSError):
-                (self.parent / step).rmdir()
+            cgroup.remove_tree(self.parent / step)
 
 
 def choose(root: Path = DEVICES, v2_parent: Path | None = None) -> Confinement:

@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING
 
 from railyard.exec import cgroup, jobfiles, procfs, proctrack, terminal
 from railyard.exec.attempt import Claim, exit_record_path, read_claim, seal, start_marker_path
+from railyard.exec.container import ContainerTask, container_name, remove_containers
+from railyard.exec.containerlaunch import container_task
 from railyard.exec.containment import Containment, StepGroups
 from railyard.exec.exitfile import UNKNOWN, RankExit, read_exit
 from railyard.exec.exitwatch import SUPPORTED as CAN_WATCH_EXITS
@@ -111,6 +113,7 @@ class LocalExecutor:
         self.containment = containment if containment is not None else Containment()
         self.containment.sweep()
         self.term_grace_s = term_grace_s
+        self.dev_dir = Path("/dev")  # where the GPUs' device files are (a test's own elsewhere)
         self._clock = clock
         self._jobs: dict[str, JobState] = {}
         self._started: dict[tuple[str, int], JobHandle] = {}
@@ -147,7 +150,8 @@ class LocalExecutor:
         limits = cgroup.Limits(spec.cpus_per_task * here.ntasks, spec.mem_per_node_mb * MIB)
         step = proctrack.step_name(spec.job_id, spec.restart_count, records)
         minors = [self.gpu_minors[g] for g in spec.placement[self.node_name]]
-        groups = self.containment.enter(step, minors, limits)
+        groups = self.containment.enter(step, minors, limits, container=bool(spec.container))
+        parent = self.containment.cgroup_parent(step) if spec.container else None
         port = spec.master_port or _launch_port(launch_record_path(records, spec.restart_count))
         ranks: list[RankState] = []
         try:
@@ -155,7 +159,13 @@ class LocalExecutor:
                 exit_path = exit_record_path(records, spec.restart_count, slot.rank)
                 claimed = read_claim(start_marker_path(exit_path))
                 if claimed is None:
-                    ranks.append(self._launch(spec, slot, port, account, groups))
+                    ctask = None
+                    if spec.container is not None:
+                        ctask = container_task(
+                            spec, step=step, rank=slot.rank, gpu_minors=minors, account=account,
+                            cwd=_cwd(spec, account), cgroup_parent=parent, dev=self.dev_dir,
+                        )  # fmt: skip
+                    ranks.append(self._launch(spec, slot, port, account, groups, ctask))
                 elif claimed.sealed:
                     raise ExecutorError(
                         f"job {spec.job_id}: attempt {spec.restart_count} was sealed when it "
@@ -178,6 +188,9 @@ class LocalExecutor:
             master_port=port,
             preempt_signal=spec.preempt_signal,
             limits=groups.limits_line.removeprefix("limits: "),
+            containers=(
+                tuple(container_name(step, r.handle.rank) for r in ranks) if spec.container else ()
+            ),
         )
         _write_handle(record, handle)
         self._jobs[spec.job_id] = JobState(handle, ranks)
@@ -279,6 +292,7 @@ class LocalExecutor:
         step = self._step(handle)
         if step is not None:
             self.containment.end(step)
+        remove_containers(handle.containers)  # a runtime killed with its task leaves these
 
     def _watch(self, ranks: Sequence[RankState]) -> None:
         if self._watcher is not None:
@@ -334,6 +348,7 @@ class LocalExecutor:
         port: int,
         account: Account,
         groups: StepGroups,
+        container: ContainerTask | None = None,
     ) -> RankState:
         """Start one process under the wrapper; its task file says who and how."""
         spool_log = spec.log_dir / f"rank-{slot.rank}.log"
@@ -382,6 +397,7 @@ class LocalExecutor:
             ),
             pty=interactive and spec.terminal == "pty",
             linger_s=spec.terminal_linger_s,
+            container=container,
         )
         task.write(task_path)
         log_fd = jobfiles.open_spool_log(spool_log, account)

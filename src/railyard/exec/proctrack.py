@@ -34,6 +34,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from railyard.exec import cgroup
+
 CGROUP_MOUNT = Path("/sys/fs/cgroup")
 V2_CANDIDATES = (CGROUP_MOUNT, CGROUP_MOUNT / "unified")
 FREEZER = CGROUP_MOUNT / "freezer"
@@ -110,13 +112,7 @@ class Tracking:
         if not self.kill(step, timeout_s):
             return False
         group = self.group(step)
-        if group is not None:
-            with contextlib.suppress(FileNotFoundError):
-                try:
-                    group.rmdir()
-                except OSError:
-                    return False
-        return True
+        return group is None or cgroup.remove_tree(group)
 
 
 def _pgid(pid: int) -> int | None:
@@ -128,17 +124,31 @@ def _pgid(pid: int) -> int | None:
 
 
 def procs(group: Path) -> list[int]:
+    """The processes of ``group`` itself (not of the groups below it)."""
     try:
         return [int(line) for line in (group / "cgroup.procs").read_text().split()]
     except FileNotFoundError:
         return []
 
 
+def all_procs(group: Path) -> list[int]:
+    """The processes of ``group`` and of every group below it (a container runtime makes
+    its tasks' groups under the step's)."""
+    found = procs(group)
+    try:
+        below = [p for p in group.iterdir() if p.is_dir()]
+    except OSError:
+        below = []
+    for child in below:
+        found += all_procs(child)
+    return found
+
+
 def kill_v2(group: Path, timeout_s: float) -> bool:
     """``cgroup.kill``: the kernel kills every process in the group, new forks included."""
     deadline = time.monotonic() + timeout_s
     (group / "cgroup.kill").write_text("1")
-    while procs(group):
+    while all_procs(group):
         if time.monotonic() > deadline:
             return False
         time.sleep(POLL_S)
@@ -150,14 +160,14 @@ def kill_frozen(group: Path, timeout_s: float) -> bool:
     kills land, until the group is empty."""
     deadline = time.monotonic() + timeout_s
     state = group / "freezer.state"
-    while procs(group):
+    while all_procs(group):
         if time.monotonic() > deadline:
             return False
         state.write_text("FROZEN")
         frozen_by = time.monotonic() + FREEZE_WAIT_S
         while state.read_text().strip() != "FROZEN" and time.monotonic() < frozen_by:
             time.sleep(POLL_S)  # FREEZING: a task in the kernel; kill what is there anyway
-        for pid in procs(group):
+        for pid in all_procs(group):  # freezing a group freezes the groups below it
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         state.write_text("THAWED")

@@ -14,6 +14,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from railyard.exec.container import ContainerSpec
+
 DEFAULT_PREEMPT_SIGNAL = "SIGUSR1"
 
 
@@ -102,6 +104,11 @@ class LaunchSpec:
     # A web app (`railyard jupyter`): the user's own directory where it puts its socket
     # (`control.usecases.apps`), made before it starts.
     app_dir: Path | None = None
+    # A containerised job (`--container-image`): every process runs in this image
+    # (railyard.exec.container), with its mounts checked against `container_allowed`, the
+    # prefixes its queue allowed at submit.
+    container: ContainerSpec | None = None
+    container_allowed: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -178,10 +185,12 @@ class JobHandle:
     master_port: int
     preempt_signal: str = DEFAULT_PREEMPT_SIGNAL
     limits: str = ""  # CPU/memory limits and whether they are enforced, in words
+    containers: tuple[str, ...] = ()  # the names of its containers, removed when it ends
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready form for the control plane's store."""
         return {
+            "containers": list(self.containers),
             "job_id": self.job_id,
             "restart_count": self.restart_count,
             "workers": [w.to_dict() for w in self.workers],
@@ -199,6 +208,7 @@ class JobHandle:
             master_port=int(data["master_port"]),
             preempt_signal=str(data.get("preempt_signal", DEFAULT_PREEMPT_SIGNAL)),
             limits=str(data.get("limits", "")),
+            containers=tuple(str(n) for n in data.get("containers", ())),
         )
 
 

@@ -150,6 +150,7 @@ class RayExecutor:
             master_port=port,
             preempt_signal=spec.preempt_signal,
             limits=parts[0].limits if parts else "",
+            containers=tuple(name for part in parts for name in part.containers),
         )
 
     def request_checkpoint_stop(self, job_id: str, grace_s: float) -> None:

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from railyard.exec.container import ContainerTask
 from railyard.exec.identity import JOB_UMASK, Account
 
 
@@ -32,7 +33,8 @@ class Task:
     ``terminal``: an interactive task's socket (:mod:`railyard.exec.terminal`), ``pty`` whether
     it gets a pseudo-terminal, ``linger_s`` how long it outlives a lost client; ``lossless``:
     the terminal carries a byte stream (``ssh job-N``) whose input must never be dropped, so
-    the client is read only as fast as the task takes its input."""
+    the client is read only as fast as the task takes its input. ``container``: run it in
+    this image (:mod:`railyard.exec.containerrun`)."""
 
     env: dict[str, str]
     cwd: str
@@ -49,6 +51,7 @@ class Task:
     pty: bool = False
     linger_s: float = 30.0
     lossless: bool = False
+    container: ContainerTask | None = None
 
     def write(self, path: Path) -> None:
         data = {
@@ -67,6 +70,7 @@ class Task:
             "pty": self.pty,
             "linger_s": self.linger_s,
             "lossless": self.lossless,
+            "container": self.container.to_dict() if self.container else None,
         }
         tmp = path.with_name(path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -94,4 +98,5 @@ class Task:
             pty=bool(data.get("pty", False)),
             linger_s=float(data.get("linger_s", 30.0)),
             lossless=bool(data.get("lossless", False)),
+            container=ContainerTask.from_dict(data["container"]) if data.get("container") else None,
         )

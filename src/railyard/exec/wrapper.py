@@ -49,7 +49,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from railyard.exec import cgroup, interactive, procfs, proctrack
+from railyard.exec import cgroup, containerrun, interactive, procfs, proctrack
 from railyard.exec.attempt import STOOD_DOWN_EXIT, claim, read_claim, start_marker_path
 from railyard.exec.exitfile import RankExit, signal_name, write_exit
 from railyard.exec.outputs import outputs_record_path, record_outputs
@@ -180,10 +180,16 @@ def exec_as(
         for name in task.ignore_signals:
             signal.signal(signal.Signals[name], signal.SIG_IGN)
         account = task.account
+        groups: list[int] = []
+        if task.container is not None and os.geteuid() == 0:
+            containerrun.private_namespace()  # where its mount sources are staged
         if account is not None and not account.is_self:
-            os.initgroups(account.name, account.gid)
-            os.setresgid(account.gid, account.gid, account.gid)
-            os.setresuid(account.uid, account.uid, account.uid)
+            if task.container is not None:  # the runtime needs root: switch back there
+                groups = containerrun.become_user_effective(account)
+            else:
+                os.initgroups(account.name, account.gid)
+                os.setresgid(account.gid, account.gid, account.gid)
+                os.setresuid(account.uid, account.uid, account.uid)
         os.umask(task.umask)
         env = dict(task.env)
         try:
@@ -204,7 +210,12 @@ def exec_as(
         if ends is not None:
             ends.become_child()
         env["SLURM_TASK_PID"] = str(os.getpid())
+        if task.container is not None:
+            containerrun.exec_podman(task.container, account, groups or [os.getgid()], command,
+                                     env, interactive=ends is not None, pty=task.pty)  # fmt: skip
         os.execvpe(command[0], command, env)
+    except containerrun.Refused as exc:
+        _say(f"railyard: {exc}")
     except OSError as exc:
         _say(f"railyard: cannot run {command[0]!r}: {exc.strerror or exc}")
     except BaseException as exc:  # anything at all: the child must not return into the wrapper

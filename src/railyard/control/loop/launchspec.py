@@ -17,6 +17,7 @@ from railyard.client.values import array_stats
 from railyard.control.store.paths import checkpoint_dir, logs_dir, script_path, steps_dir
 from railyard.control.store.tables import JobRow
 from railyard.control.usecases.apps import app_dir, app_launch_env
+from railyard.exec.container import ContainerSpec
 from railyard.exec.protocol import LaunchSpec, Output
 
 
@@ -74,6 +75,8 @@ def launch_spec(
         terminal_linger_s=terminal_linger_s,
         nccl_env=dict(nccl_env),
         records_dir=records,
+        container=ContainerSpec.from_dict(row.container) if row.container else None,
+        container_allowed=tuple(row.container.get("allowed", ())) if row.container else (),
     )
 
 

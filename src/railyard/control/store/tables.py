@@ -112,6 +112,8 @@ class QueueRow(Base):
     idle_limit_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     # its jobs run on this node pool's flavors only (`blueprint.pools`); None: unpooled ones
     pool: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # what its jobs' containers may mount beyond home and workdir; None: the parent's (none)
+    container_mounts: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     # the most priority a plain member may ask (admins any)
     max_priority: Mapped[int] = mapped_column(
         Integer, default=DEFAULT_MAX_PRIORITY, server_default=str(DEFAULT_MAX_PRIORITY)
@@ -203,6 +205,8 @@ class JobRow(Base):
     terminal: Mapped[str] = mapped_column(String(8), default="")  # railyard run: pipes | pty
     # when its user last sent an interactive job anything (`control.usecases.activity`)
     active_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # --container-image and its options, with the mount prefixes its queue allowed at submit
+    container: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     submit_t_s: Mapped[float] = mapped_column(Float)
     start_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     end_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -25,6 +25,7 @@ from railyard.control.store.paths import default_output
 from railyard.control.store.tables import JobRow, JobState, NodeRow, QueueRow, User
 from railyard.control.usecases.accounts import RunAs
 from railyard.control.usecases.apps import app_env
+from railyard.control.usecases.containers import admit_container
 from railyard.control.usecases.priority import job_priority
 from railyard.control.usecases.queues import member_queues, parent_map, path
 from railyard.sched.dependencies import job_ids, parse_dependency
@@ -375,6 +376,7 @@ def admit(
         "preempt_signal": signal_name,
         "signal_batch_shell": (spec.signal or "").strip().upper().startswith("B:"),
         "terminal": spec.terminal,
+        "container": admit_container(session, spec),
         "requeue": spec.requeue,
         "requeue_on_failure": False,  # Slurm's --requeue: node failure and preemption only
         "restart_count": 0,

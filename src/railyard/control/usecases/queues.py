@@ -58,7 +58,7 @@ def create_queue(session: Session, actor: User, spec: QueueCreate, now_t_s: floa
     require_admin(actor)
     parents = parent_map(session)
     if spec.name in parents:
-        raise Conflict(f"queue {spec.name!r} exists", hint="update it with PUT /v1/queues/NAME")
+        raise Conflict(f"queue {spec.name!r} exists", hint="update it with PATCH /v1/queues/NAME")
     _check_parent(parents, spec.name, spec.parent)
     row = QueueRow(**spec.model_dump(), created_t_s=now_t_s)
     session.add(row)
@@ -76,6 +76,7 @@ _NULLABLE = {
     "max_checkpoint_grace_s",
     "idle_limit_s",
     "pool",
+    "container_mounts",
 }
 """Fields a null in an update clears (a root queue, no limit); others keep their value."""
 
@@ -187,6 +188,7 @@ def list_queues(session: Session, actor: User) -> list[QueueOut]:
             max_checkpoint_grace_s=r.max_checkpoint_grace_s,
             idle_limit_s=r.idle_limit_s,
             pool=r.pool,
+            container_mounts=r.container_mounts,
             max_priority=r.max_priority,
             members=members[r.name],
             used_gpus=dict(used[r.name]),

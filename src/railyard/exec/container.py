@@ -1,0 +1,296 @@
+"""A job's container (Pyxis's ``--container-*`` options) and the Podman command that runs one
+of its processes in it.
+
+Every process of a containerised job is one ``podman run`` started by its wrapper
+(:mod:`railyard.exec.containerrun`), so the launch contract is the bare one: the same
+environment (``SLURM_*``, ``LOCAL_RANK``, ``CUDA_VISIBLE_DEVICES``, torchrun's variables),
+signals proxied to the task by Podman, output files opened by the wrapper as the user, the
+start marker claimed before anything runs. What the container adds, and why:
+
+- ``--user UID:GID`` and ``--group-add`` for each supplementary group, ``--cap-drop all`` and
+  ``no-new-privileges``: the task is the user, and a setuid binary of the image gains
+  nothing (the kernel's ``no_new_privs``, which ``execve`` honours).
+- host network, IPC, PID and UTS namespaces, as enroot gives Pyxis jobs: NCCL finds the
+  NICs and the other ranks' shared memory, and torchrun its rendezvous address.
+- ``--cgroup-parent`` the step's tracking group: the runtime makes the task's cgroups below
+  it, so cancel, time limits and kill -9 of the server end the container like any process
+  of the step (``cgroup.kill`` takes the subtree).
+- only the job's GPUs as devices (the NVIDIA container toolkit's CDI names where its spec is
+  installed), RDMA devices where the node has them; the container's own devices cgroup
+  admits nothing else.
+- ulimits passed explicitly: rootful Podman raises ``nofile`` and ``nproc`` by default,
+  which a container host without ``CAP_SYS_RESOURCE`` refuses; railyard passes what this
+  process has (``nproc`` capped at ``kernel.pid_max``, Podman's cap for its monitor).
+
+Podman reference: https://docs.podman.io/en/v4.3/markdown/podman-run.1.html ; Pyxis's
+options: https://github.com/NVIDIA/pyxis/wiki/Usage .
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PODMAN = "podman"
+PID_MAX = Path("/proc/sys/kernel/pid_max")
+CDI_SPECS = (Path("/etc/cdi/nvidia.yaml"), Path("/var/run/cdi/nvidia.yaml"))
+RDMA_DIR = Path("/dev/infiniband")
+NVIDIA_SHARED = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+STAGE_ROOT = Path("/run/railyard/containers")  # root's own: mount sources pinned per task
+IMAGE_CACHE = Path("/run/railyard/images")  # root's own: archives loaded on this node
+NAME_PREFIX = "railyard-"
+LABEL = "railyard.step"
+ARCHIVE_TRANSPORTS = ("docker-archive:", "oci-archive:")
+# Transports that read a path (or a daemon) as the runtime, root: a user may not name them.
+# An archive is opened by the user first (containerrun); a plain name or docker:// pulls.
+REFUSED_TRANSPORTS = ("dir:", "oci:", "docker-daemon:", "containers-storage:", "ostree:",
+                      "sif:", "tarball:")  # fmt: skip
+
+
+def image_problem(image: str) -> str | None:
+    """Why ``image`` may not be asked for (None when it may): a transport that would make the
+    root runtime read a path, an archive path that is not absolute, or what no name is."""
+    if not image or image.startswith("-") or any(c.isspace() or not c.isprintable()
+                                                 for c in image):  # fmt: skip
+        return "an image reference has no spaces and no leading '-'"
+    if image.startswith(REFUSED_TRANSPORTS):
+        return "give an image name, docker://NAME, docker-archive:PATH or oci-archive:PATH"
+    for transport in ARCHIVE_TRANSPORTS:
+        if image.startswith(transport) and not image.removeprefix(transport).startswith("/"):
+            return f"{transport} takes an absolute path"
+    return None
+
+
+IMAGE_OWNED_ENV = ("PATH", "LD_LIBRARY_PATH")  # the image's value wins unless --container-env
+
+
+@dataclass(frozen=True)
+class Mount:
+    """``SRC:DST[:ro]``: a host path (opened as the user) at ``dst`` in the container."""
+
+    src: str
+    dst: str
+    readonly: bool = False
+
+    def to_text(self) -> str:
+        return f"{self.src}:{self.dst}" + (":ro" if self.readonly else "")
+
+
+def parse_mounts(text: str) -> list[Mount]:
+    """Pyxis's ``--container-mounts`` value: ``SRC[:DST[:ro|rw]],...``; ValueError names the
+    bad entry."""
+    mounts = []
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        parts = entry.split(":")
+        if len(parts) > 3:
+            raise ValueError(f"{entry!r}: expected SRC[:DST[:ro|rw]]")
+        src = parts[0]
+        dst = parts[1] if len(parts) > 1 and parts[1] else src
+        flag = parts[2] if len(parts) == 3 else "rw"
+        if flag not in ("ro", "rw"):
+            raise ValueError(f"{entry!r}: the flag is ro or rw, not {flag!r}")
+        for what, path in (("source", src), ("destination", dst)):
+            if not path.startswith("/") or "\0" in path or "/../" in f"{path}/":
+                raise ValueError(f"{entry!r}: the {what} must be an absolute path without '..'")
+        mounts.append(Mount(os.path.normpath(src), os.path.normpath(dst), flag == "ro"))
+    return mounts
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """What a job asked for: ``image`` (a name the node has or can pull, or a
+    ``docker-archive:``/``oci-archive:`` path), extra ``mounts``, the ``workdir`` in the
+    container ('' : the job's working directory), ``env`` names whose job value beats the
+    image's, and whether the user's home is mounted."""
+
+    image: str
+    mounts: tuple[Mount, ...] = ()
+    workdir: str = ""
+    env: tuple[str, ...] = ()
+    mount_home: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"image": self.image, "mounts": [m.to_text() for m in self.mounts],
+                "workdir": self.workdir, "env": list(self.env),
+                "mount_home": self.mount_home}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ContainerSpec:
+        return cls(
+            image=str(data["image"]),
+            mounts=tuple(parse_mounts(",".join(str(m) for m in data.get("mounts", ())))),
+            workdir=str(data.get("workdir", "")),
+            env=tuple(str(n) for n in data.get("env", ())),
+            mount_home=bool(data.get("mount_home", True)),
+        )
+
+
+@dataclass(frozen=True)
+class ContainerTask:
+    """One process's container, as the wrapper runs it (in the task file): the image, every
+    mount (home and the working directory included), the devices, the cgroup parent, the
+    prefixes a mount's real path must lie under, and the container's name."""
+
+    image: str
+    name: str
+    step: str
+    workdir: str
+    mounts: tuple[Mount, ...] = ()
+    own_mounts: int = 0  # the first ones are the job's own paths, not checked against allowed
+    allowed: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()
+    cgroup_parent: str = ""
+    env_names: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"image": self.image, "name": self.name, "step": self.step,
+                "workdir": self.workdir, "mounts": [m.to_text() for m in self.mounts],
+                "own_mounts": self.own_mounts, "allowed": list(self.allowed),
+                "devices": list(self.devices),
+                "cgroup_parent": self.cgroup_parent, "env_names": list(self.env_names),
+                "notes": list(self.notes)}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ContainerTask:
+        return cls(
+            image=str(data["image"]),
+            name=str(data["name"]),
+            step=str(data["step"]),
+            workdir=str(data["workdir"]),
+            mounts=tuple(parse_mounts(",".join(str(m) for m in data.get("mounts", ())))),
+            own_mounts=int(data.get("own_mounts", 0)),
+            allowed=tuple(str(a) for a in data.get("allowed", ())),
+            devices=tuple(str(d) for d in data.get("devices", ())),
+            cgroup_parent=str(data.get("cgroup_parent", "")),
+            env_names=tuple(str(n) for n in data.get("env_names", ())),
+            notes=tuple(str(n) for n in data.get("notes", ())),
+        )
+
+
+def container_name(step: str, rank: int) -> str:
+    """The name of one rank's container: unique per step (job, attempt, node) and rank."""
+    return f"{NAME_PREFIX}{step}-{rank}"
+
+
+def available() -> str | None:
+    """Why this node cannot run containers (None when Podman is here)."""
+    return None if shutil.which(PODMAN) else "no container runtime here (podman is not installed)"
+
+
+def gpu_devices(minors: Iterable[int], dev: Path = Path("/dev")) -> tuple[list[str], str]:
+    """The ``--device`` values for the job's GPUs, and the line that says how: CDI names when
+    the NVIDIA container toolkit's spec is installed (it also injects the driver's libraries),
+    else the device files that exist here."""
+    minors = list(minors)
+    if any(spec.is_file() for spec in CDI_SPECS):
+        return [f"nvidia.com/gpu={m}" for m in minors], "GPUs: NVIDIA CDI devices"
+    names = [f"nvidia{m}" for m in minors if (dev / f"nvidia{m}").exists()]
+    if not names:
+        return [], "GPUs: none"
+    names += [name for name in NVIDIA_SHARED if (dev / name).exists()]
+    files = [f"{dev / name}:/dev/{name}" for name in names]
+    return files, (
+        "GPUs: device files only (no NVIDIA CDI spec in /etc/cdi or /var/run/cdi: the image "
+        "must bring the driver's user libraries)"
+    )
+
+
+def rdma_devices(root: Path = RDMA_DIR) -> list[str]:
+    """Every RDMA device of the node (``/dev/infiniband/*``), passed as the host passes them."""
+    try:
+        return sorted(str(p) for p in root.iterdir())
+    except OSError:
+        return []
+
+
+def ulimit_args() -> tuple[list[str], str]:
+    """``--ulimit`` for nofile and nproc as this process has them (see the module's note)."""
+    args = []
+    notes = []
+    try:
+        pid_max = int(PID_MAX.read_text())
+    except (OSError, ValueError):
+        pid_max = 0
+    for name, which in (("nofile", resource.RLIMIT_NOFILE), ("nproc", resource.RLIMIT_NPROC)):
+        soft, hard = resource.getrlimit(which)
+        if name == "nproc" and pid_max:
+            capped = [pid_max if v in (resource.RLIM_INFINITY, -1) or v > pid_max else v
+                      for v in (soft, hard)]  # fmt: skip
+            if capped != [soft, hard]:
+                notes.append(f"nproc capped at kernel.pid_max {pid_max}")
+            soft, hard = capped
+        spell = ["-1" if v == resource.RLIM_INFINITY else str(v) for v in (soft, hard)]
+        args += ["--ulimit", f"{name}={spell[0]}:{spell[1]}"]
+    return args, "; ".join(notes)
+
+
+def run_args(
+    task: ContainerTask,
+    *,
+    uid: int,
+    gid: int,
+    groups: Sequence[int],
+    env_file: str,
+    volumes: Sequence[tuple[str, Mount]],
+    command: Sequence[str],
+    image: str,
+    passwd: str = "",
+) -> list[str]:
+    """The ``podman run`` command line of one process (``volumes``: staged source, mount;
+    ``passwd``: the user's ``/etc/passwd`` line, so ``id`` and ``~`` name them)."""
+    args = [PODMAN, "run", "--rm", "--pull", "never", "--name", task.name,
+            "--label", f"{LABEL}={task.step}", "--log-driver", "none",
+            "--user", f"{uid}:{gid}", "--cap-drop", "all",
+            "--security-opt", "no-new-privileges",
+            "--network", "host", "--ipc", "host", "--pid", "host", "--uts", "host",
+            "--env-file", env_file, "--http-proxy=false", "--workdir", task.workdir]  # fmt: skip
+    if passwd:
+        args += ["--passwd-entry", passwd]
+    for group in groups:
+        if group != gid:
+            args += ["--group-add", str(group)]
+    if task.cgroup_parent:
+        args += ["--cgroup-parent", task.cgroup_parent]
+    args += ulimit_args()[0]
+    for device in task.devices:
+        args += ["--device", device]
+    for staged, mount in volumes:
+        args += ["--volume", f"{staged}:{mount.dst}" + (":ro" if mount.readonly else "")]
+    return [*args, image, *command]
+
+
+def container_env(
+    job_env: Mapping[str, str], image_env_names: Iterable[str], keep: Iterable[str]
+) -> dict[str, str]:
+    """What the task gets on top of the image's environment, as Pyxis does: every variable of
+    the job except the ones the image sets itself (its value wins), unless named in ``keep``
+    (``--container-env``). PATH and LD_LIBRARY_PATH are always the image's unless kept."""
+    image_owned = set(image_env_names) | set(IMAGE_OWNED_ENV)
+    kept = set(keep)
+    return {k: v for k, v in job_env.items() if k in kept or k not in image_owned}
+
+
+def remove_containers(names: Sequence[str]) -> None:
+    """Remove what is left of these containers (a task killed with its runtime leaves its
+    container's record behind); quiet when there is nothing."""
+    if not names or shutil.which(PODMAN) is None:
+        return
+    import subprocess
+
+    subprocess.run(
+        [PODMAN, "rm", "--force", "--ignore", "--time", "0", *names],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"},
+        timeout=60,
+        check=False,
+    )

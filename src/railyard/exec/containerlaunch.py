@@ -1,0 +1,74 @@
+"""The executor's half of a containerised launch: what one rank's container gets
+(:class:`~railyard.exec.container.ContainerTask`), decided from the job and the node.
+
+The container sees the paths a bare job would use at the same places: the user's home
+(unless declined), the working directory, the job's checkpoint directory, its batch script
+and the directory of its web app, so that ``$HOME``, ``$SLURM_SUBMIT_DIR``,
+``$RAILYARD_CHECKPOINT_DIR`` and the script path mean the same inside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from railyard.exec.container import (
+    ContainerTask,
+    Mount,
+    container_name,
+    gpu_devices,
+    rdma_devices,
+    ulimit_args,
+)
+from railyard.exec.identity import Account
+from railyard.exec.protocol import ExecutorError, LaunchSpec
+
+
+def container_task(
+    spec: LaunchSpec,
+    *,
+    step: str,
+    rank: int,
+    gpu_minors: Sequence[int],
+    account: Account,
+    cwd: str,
+    cgroup_parent: str | None,
+    dev: Path = Path("/dev"),
+) -> ContainerTask:
+    """Rank ``rank``'s container on this node (``dev``: where the GPUs' device files are)."""
+    assert spec.container is not None
+    if cgroup_parent is None:
+        raise ExecutorError(
+            f"job {spec.job_id}: containers need a tracking cgroup on this node (no cgroup v2 "
+            "with cgroup.kill and no v1 freezer): a killed runtime would leave its container"
+        )
+    own = [cwd]
+    if spec.container.mount_home and account.home not in ("", "/"):
+        own.append(account.home)
+    own.append(str(spec.checkpoint_dir))
+    if spec.app_dir is not None:
+        own.append(str(spec.app_dir))
+    mounts = [Mount(p, p) for p in dict.fromkeys(own)]
+    if spec.script_path is not None:
+        mounts.append(Mount(str(spec.script_path), str(spec.script_path), readonly=True))
+    own_count = len(mounts)  # the job's own paths: mounted unchecked, at the same place
+    taken = {m.dst for m in mounts}
+    mounts += [m for m in spec.container.mounts if m.dst not in taken]
+    devices, gpu_line = gpu_devices(gpu_minors, dev)
+    rdma = rdma_devices()
+    _, ulimit_note = ulimit_args()
+    notes = [gpu_line] + ([f"RDMA: {len(rdma)} devices"] if rdma else [])
+    notes += [ulimit_note] if ulimit_note else []
+    return ContainerTask(
+        image=spec.container.image,
+        name=container_name(step, rank),
+        step=step,
+        workdir=spec.container.workdir or cwd,
+        mounts=tuple(mounts),
+        allowed=tuple(spec.container_allowed),
+        own_mounts=own_count,
+        devices=tuple(devices + rdma),
+        cgroup_parent=cgroup_parent,
+        env_names=spec.container.env,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,286 @@
+"""In the wrapper's child: start one process of a job in its container (:mod:`.container`).
+
+The runtime runs as root, so nothing it is handed may be a path the user can steer. The
+child therefore does the user's part as the user, with only its *effective* ids switched
+(:func:`become_user_effective`; the real and saved ids stay root): it changes to the working
+directory, opens the output files, and opens every mount source with ``O_PATH`` under the
+user's rights, which pins the file the user can reach and no other (a symlink swapped in
+later changes nothing). Then, root again, it unshares its mount namespace (the runtime and
+its monitor inherit it), puts a private tmpfs over :data:`~.container.STAGE_ROOT` and binds
+each pinned source there through ``/proc/self/fd/N``; the runtime mounts those root-owned
+staged paths. A mount whose real path is outside what the queue allows stops the task.
+
+The runtime gets a fixed environment (never the user's: ``CONTAINERS_CONF`` or ``TMPDIR``
+would steer root's Podman), and the job's variables travel in an env file on that tmpfs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from railyard.exec.container import (
+    ARCHIVE_TRANSPORTS,
+    IMAGE_CACHE,
+    PODMAN,
+    STAGE_ROOT,
+    ContainerTask,
+    Mount,
+    container_env,
+    image_problem,
+    run_args,
+)
+from railyard.exec.identity import Account
+
+RUNTIME_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8", "HOME": "/root"}
+CLONE_NEWNS = 0x00020000  # <sched.h>
+MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8  # <sys/mount.h>
+MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
+EXEC_FAILED = 127
+
+
+class Refused(Exception):
+    """The task cannot start in its container; the message is the one line that says why."""
+
+
+def become_user_effective(account: Account) -> list[int]:
+    """Take the user's groups and effective ids (real and saved stay root, to come back);
+    returns the user's groups."""
+    groups = os.getgrouplist(account.name, account.gid)
+    os.setgroups(groups)
+    os.setresgid(-1, account.gid, -1)
+    os.setresuid(-1, account.uid, -1)
+    return groups
+
+
+def become_root_again() -> None:
+    os.setresuid(-1, 0, -1)
+    os.setresgid(-1, 0, -1)
+    os.setgroups([])
+
+
+def pin(mounts: Sequence[Mount], allowed: Sequence[str], own: int = 0) -> list[tuple[int, Mount]]:
+    """Open each mount source as the (effective) user; a source that cannot be opened, or
+    (after the first ``own``, the job's own paths) whose real path lies outside
+    ``allowed``, is refused."""
+    pinned = []
+    for index, mount in enumerate(mounts):
+        try:
+            fd = os.open(mount.src, os.O_PATH | os.O_CLOEXEC)
+        except FileNotFoundError:
+            if index < own:  # a user without a home directory: nothing to mount
+                continue
+            raise Refused(f"container mount {mount.src}: no such file or directory") from None
+        except OSError as exc:
+            raise Refused(f"container mount {mount.src}: {exc.strerror or exc}") from None
+        real = os.readlink(f"/proc/self/fd/{fd}")
+        if index >= own and not any(_under(real, prefix) for prefix in allowed):
+            raise Refused(
+                f"container mount {mount.src} is {real}, outside what this job may mount "
+                f"({', '.join(allowed) or 'no other path'})"
+            )
+        pinned.append((fd, mount))
+    return pinned
+
+
+def _under(path: str, prefix: str) -> bool:
+    prefix = prefix.rstrip("/") or "/"
+    return path == prefix or path.startswith(prefix if prefix == "/" else prefix + "/")
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _mount(libc: ctypes.CDLL, src: str | None, dst: str, fstype: str | None, flags: int,
+           data: str | None = None) -> None:  # fmt: skip
+    if libc.mount(src and src.encode(), dst.encode(), fstype and fstype.encode(), flags,
+                  data and data.encode()) != 0:  # fmt: skip
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), dst)
+
+
+def private_namespace() -> None:
+    """A mount namespace of this process's own (the runtime inherits it) with a private
+    tmpfs over the stage directory. Needs root; done before the sources are pinned, since a
+    bind mount takes only a source of the caller's namespace."""
+    libc = _libc()
+    STAGE_ROOT.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if libc.unshare(CLONE_NEWNS) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare(CLONE_NEWNS): {os.strerror(err)}")
+    _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
+    _mount(libc, "tmpfs", str(STAGE_ROOT), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0700")
+
+
+def stage(pinned: Sequence[tuple[int, Mount]]) -> list[tuple[str, Mount]]:
+    """Each pinned source bound under the stage directory (in :func:`private_namespace`);
+    returns (staged path, mount) pairs for the runtime. Needs root."""
+    libc = _libc()
+    staged = []
+    for i, (fd, mount) in enumerate(pinned):
+        target = STAGE_ROOT / f"m{i}"
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            target.mkdir(mode=0o700)
+        else:
+            target.touch(mode=0o600)
+        _mount(libc, f"/proc/self/fd/{fd}", str(target), None, MS_BIND | MS_REC)
+        os.close(fd)
+        staged.append((str(target), mount))
+    return staged
+
+
+def ensure_image(
+    image: str, archive_fd: int | None, say: Callable[[str], None]
+) -> tuple[str, list[str]]:
+    """The image's reference on this node (loading an archive or pulling a name the first
+    time) and the names of the variables it sets."""
+    ref = image
+    if archive_fd is not None:
+        ref = _load_archive(image, archive_fd, say)
+    found = _inspect(ref)
+    if found is None:
+        if archive_fd is not None:
+            raise Refused(f"image {image}: loaded, but podman cannot find it")
+        say(f"railyard: pulling image {image}")
+        began = time.monotonic()
+        pulled = _podman(["pull", "--quiet", image], timeout_s=3600)
+        if pulled.returncode != 0:
+            raise Refused(f"image {image}: cannot pull it: {_last_line(pulled.stderr)}")
+        say(f"railyard: pulled image {image} in {time.monotonic() - began:.1f} s")
+        found = _inspect(ref)
+        if found is None:
+            raise Refused(f"image {image}: pulled, but podman cannot find it")
+    return found
+
+
+def _inspect(ref: str) -> tuple[str, list[str]] | None:
+    done = _podman(["image", "inspect", "--format", "{{.Id}} {{json .Config.Env}}", ref])
+    if done.returncode != 0:
+        return None
+    image_id, _, env = done.stdout.strip().partition(" ")
+    names = [item.partition("=")[0] for item in json.loads(env or "null") or ()]
+    return image_id, names
+
+
+def _load_archive(image: str, fd: int, say: Callable[[str], None]) -> str:
+    """Load a ``docker-archive:``/``oci-archive:`` file (opened by the user) once per node:
+    the image's id is kept under its file's identity, so a changed archive loads again."""
+    info = os.fstat(fd)
+    key = hashlib.sha256(
+        f"{info.st_dev}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}".encode()
+    ).hexdigest()[:32]
+    cached = IMAGE_CACHE / key
+    try:
+        image_id = cached.read_text().strip()
+        if _inspect(image_id) is not None:
+            return image_id
+    except OSError:
+        pass
+    say(f"railyard: loading image {image}")
+    began = time.monotonic()
+    os.set_inheritable(fd, True)
+    loaded = _podman(["load", "--input", f"/proc/self/fd/{fd}"], pass_fds=(fd,), timeout_s=3600)
+    if loaded.returncode != 0:
+        raise Refused(f"image {image}: cannot load it: {_last_line(loaded.stderr)}")
+    names = [line.split(":", 1)[1].strip() for line in loaded.stdout.splitlines()
+             if line.startswith("Loaded image")]  # fmt: skip
+    if not names:
+        raise Refused(f"image {image}: podman load named no image")
+    found = _inspect(names[-1].split(",")[0].strip())
+    if found is None:
+        raise Refused(f"image {image}: loaded, but podman cannot find it")
+    IMAGE_CACHE.mkdir(mode=0o700, parents=True, exist_ok=True)
+    cached.write_text(found[0])
+    say(f"railyard: loaded image {image} in {time.monotonic() - began:.1f} s")
+    return found[0]
+
+
+def _podman(args: list[str], pass_fds: Sequence[int] = (),
+            timeout_s: float = 120) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    return subprocess.run([PODMAN, *args], env=RUNTIME_ENV, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, pass_fds=tuple(pass_fds),
+                          timeout=timeout_s, check=False)  # fmt: skip
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "no message"
+
+
+def env_memfd(env: dict[str, str]) -> tuple[int, list[str]]:
+    """The job's variables for ``--env-file`` in an anonymous file (a memfd the runtime
+    inherits: nothing on disk, nothing in argv, where ``ps`` would show it to everyone);
+    returns it and the names a line cannot carry (a value with a newline)."""
+    skipped = [k for k, v in env.items() if "\n" in v or "\r" in v]
+    text = "".join(f"{k}={v}\n" for k, v in env.items() if k not in skipped)
+    fd = os.memfd_create("railyard-env", 0)  # no MFD_CLOEXEC: the runtime reads it
+    os.write(fd, text.encode())
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd, skipped
+
+
+def exec_podman(
+    ctask: ContainerTask,
+    account: Account | None,
+    groups: Sequence[int],
+    command: Sequence[str],
+    env: dict[str, str],
+    *,
+    interactive: bool = False,
+    pty: bool = False,
+) -> NoReturn:
+    """Called as the (effective) user after the outputs are open; never returns."""
+
+    def say(line: str) -> None:
+        os.write(2, (line + "\n").encode())
+
+    for note in ctask.notes:
+        say(f"railyard: container: {note}")
+    problem = image_problem(ctask.image)
+    if problem is not None:  # the API refuses these; a task file is checked again all the same
+        raise Refused(f"image {ctask.image}: {problem}")
+    privileged = os.getuid() == 0
+    pinned = pin(ctask.mounts, ctask.allowed, ctask.own_mounts)
+    archive_fd = None
+    for transport in ARCHIVE_TRANSPORTS:
+        if ctask.image.startswith(transport):
+            path = ctask.image.removeprefix(transport)
+            try:
+                archive_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError as exc:
+                raise Refused(f"image {ctask.image}: {exc.strerror or exc}") from None
+    if privileged:
+        become_root_again()
+    image_id, image_env = ensure_image(ctask.image, archive_fd, say)
+    # Single-user mode (not root): the runtime is the user's own; nothing to pin against.
+    volumes = stage(pinned) if privileged else [(m.src, m) for _, m in pinned]
+    env_fd, skipped = env_memfd(container_env(env, image_env, ctask.env_names))
+    env_path = f"/proc/self/fd/{env_fd}"  # the runtime's own descriptor: it reads it at start
+    if skipped:
+        say(f"railyard: container: not passed (a newline in the value): {', '.join(skipped)}")
+    account = account or Account.current()
+    passwd = f"{account.name}:*:{account.uid}:{account.gid}:{account.name}:{account.home}:" + (
+        account.shell or "/bin/sh"
+    )
+    args = run_args(ctask, uid=account.uid, gid=account.gid, groups=groups,
+                    env_file=env_path, volumes=volumes, command=command, image=image_id,
+                    passwd=passwd if ":" not in account.name + account.home else "")  # fmt: skip
+    if interactive:
+        args[2:2] = ["--interactive", *(["--tty"] if pty else [])]
+    os.execve(_which(PODMAN), args, RUNTIME_ENV)
+
+
+def _which(name: str) -> str:
+    for folder in RUNTIME_ENV["PATH"].split(":"):
+        candidate = os.path.join(folder, name)
+        if os.access(candidate, os.X_OK):
+            return candidate
+    raise Refused(f"no {name} on this node")
