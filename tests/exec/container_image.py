@@ -42,7 +42,7 @@ def _add_link(tar: tarfile.TarFile, name: str, target: str) -> None:
     tar.addfile(info)
 
 
-def rootfs_tar() -> bytes:
+def rootfs_tar(os_name: str = OS_NAME) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for name in ("etc", "opt", "usr", "home", "proc", "sys", "dev", "run", "var", "root"):
@@ -51,7 +51,7 @@ def rootfs_tar() -> bytes:
         _add_dir(tar, "var/tmp", 0o1777)
         for link in ("bin", "sbin", "lib", "lib64"):
             _add_link(tar, link, f"usr/{link}")
-        _add_file(tar, "etc/os-release", f'NAME="{OS_NAME}"\nID=railyard-test\n'.encode())
+        _add_file(tar, "etc/os-release", f'NAME="{os_name}"\nID=railyard-test\n'.encode())
         _add_file(tar, "etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n")
         _add_file(tar, "etc/group", b"root:x:0:\n")
         id_path = shutil.which("id") or "/usr/bin/id"
@@ -59,14 +59,14 @@ def rootfs_tar() -> bytes:
     return buffer.getvalue()
 
 
-def imported_image() -> str:
+def imported_image(name: str = IMAGE, os_name: str = OS_NAME) -> str:
     """The image's name, imported on first use (idempotent: a second import re-tags)."""
-    exists = subprocess.run(["podman", "image", "exists", IMAGE], check=False)
+    exists = subprocess.run(["podman", "image", "exists", name], check=False)
     if exists.returncode != 0:
         subprocess.run(
-            ["podman", "import", "--quiet", "-", IMAGE],
-            input=rootfs_tar(),
+            ["podman", "import", "--quiet", "-", name],
+            input=rootfs_tar(os_name),
             check=True,
             capture_output=True,
         )
-    return IMAGE
+    return name

@@ -179,6 +179,50 @@ def test_only_the_jobs_gpus_are_devices_inside(make_executor: MakeExecutor) -> N
         assert "nvidia1 nvidia3 nvidiactl \n" in text, text
 
 
+def test_an_archive_cannot_take_an_image_name_on_the_node(make_executor: MakeExecutor) -> None:
+    """A user's docker-archive tagged with a name another job asks for (here one the node has)
+    runs for its user, by id; the name never leads to it, so a later job by that name gets the
+    registry's image or fails to pull: it never runs the archive."""
+    victim = imported_image("localhost/railyard-victim:1", "the victim's image")
+    with scratch_dir() as work, scratch_dir() as files:
+        evil = imported_image("localhost/railyard-evil:1", "EVIL")
+        archive = files / "evil.tar"
+        subprocess.run(["podman", "tag", evil, victim], check=True)  # the archive's RepoTag
+        subprocess.run(["podman", "save", "--quiet", "-o", str(archive), victim], check=True)
+        subprocess.run(["podman", "rmi", "--force", evil, victim], capture_output=True)
+        imported_image(victim, "the victim's image")  # the node's own, under that name
+        os.chmod(archive, 0o644)
+        executor = make_executor()
+        probe = ("sh", "-c", "grep NAME /etc/os-release")
+        usr = (USR,)
+        executor.start(
+            spec(
+                work,
+                probe,
+                job_id="a",
+                container=ContainerSpec(image=f"docker-archive:{archive}", mounts=usr),
+                container_allowed=("/usr",),
+            )
+        )
+        assert wait_report(executor, "a", TIMEOUT_S).exit_code == 0, logs(work, "a")
+        assert 'NAME="EVIL"' in logs(work, "a")
+        executor.start(
+            spec(
+                work,
+                probe,
+                job_id="b",
+                container=ContainerSpec(image=victim, mounts=usr),
+                container_allowed=("/usr",),
+            )
+        )
+        report = wait_report(executor, "b", TIMEOUT_S)
+        assert "EVIL" not in logs(work, "b").split("\n", 1)[1], logs(work, "b")
+        # The load moved the name off the node's image: no registry here, so no run at all.
+        assert report.exit_code == 127, logs(work, "b")
+        assert f"image {victim}: cannot pull it" in logs(work, "b")
+    subprocess.run(["podman", "rmi", "--force", victim], capture_output=True)
+
+
 @needs("torch")
 @pytest.mark.slow  # two torch imports per attempt, two attempts: the extended tier
 def test_ddp_in_containers_preempted_and_resumed(make_executor: MakeExecutor) -> None:

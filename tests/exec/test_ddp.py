@@ -13,7 +13,9 @@ from tests.parts import needs
 
 from railyard.exec import LocalExecutor, Outcome
 
-pytestmark = [needs("torch"), pytest.mark.long]
+# Two torch imports per attempt: the extended tier; the main tier preempts and resumes DDP
+# through the control plane (tests/control/test_loop_torch.py).
+pytestmark = [needs("torch"), pytest.mark.long, pytest.mark.slow]
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "ddp_train.py"
 JOB = "ddp"

@@ -145,8 +145,10 @@ class Soak:
                 self.api.health()
                 next_health = time.monotonic() + 2.0
             self._act(active)
-            if time.monotonic() >= next_storm and self.plan.storm_tasks and not self.storms:
-                self._storm()
+            due = time.monotonic() >= next_storm and self.plan.storm_tasks and not self.storms
+            # One refused (the server was being killed) is tried again at the next turn, so a
+            # short soak always has its storm.
+            if due and self._storm():
                 next_storm = time.monotonic() + self.rng.uniform(0.5, 1.5) * self.plan.storm_every_s
             if time.monotonic() >= next_kill and self._killer is None:
                 self._kill_soon(self.rng.uniform(0.0, 0.4))
@@ -213,13 +215,15 @@ class Soak:
             self.arrays.append(jobs[0]["array_parent"])
         self._submitted(jobs, "array")
 
-    def _storm(self) -> None:
+    def _storm(self) -> bool:
+        """Submit a storm's array; False when the server did not take it."""
         spec = {**self._spec(), "gpus": 1, "array": f"0-{self.plan.storm_tasks - 1}"}
         jobs = self.api.json("POST", "/v1/jobs", json=spec)
         if jobs:
             cancel_at = time.monotonic() + self.rng.uniform(1.0, 5.0)
             self.storms.append((cancel_at, jobs[0]["array_parent"]))
         self._submitted(jobs, "storm")
+        return bool(jobs)
 
     def _end_storms(self, now: float) -> None:
         for cancel_at, parent in list(self.storms):

@@ -285,3 +285,21 @@ def test_a_session_left_idle_past_its_queue_s_limit_ends(server: ServerProcess) 
     assert job["active_t_s"] is not None  # the bridge wrote the client's activity
     assert job["start_t_s"] <= job["active_t_s"] <= job["end_t_s"] - 3
     assert "IdleLimit" in done.stderr, done.stderr
+
+
+def test_run_in_a_container_relays_input_and_output(server: ServerProcess) -> None:
+    """`railyard run --container-image` (issue 24): the interactive task is the runtime's, and
+    its input and output still cross the bridge."""
+    from tests.exec.container_image import OS_NAME, imported_image
+    from tests.parts import require
+
+    require("podman")
+    server.request("PATCH", "/v1/queues/default", json={"container_mounts": ["/usr"]})
+    done = railyard(
+        server, "run", "--container-image", imported_image(), "--container-mounts",
+        "/usr:/usr:ro", "--", "sh", "-c", "grep NAME /etc/os-release; read x; echo got $x; exit 5",
+        stdin="hi\n",
+    )  # fmt: skip
+    assert done.returncode == 5, done.stderr
+    assert f'NAME="{OS_NAME}"' in done.stdout
+    assert done.stdout.endswith("got hi\n"), done.stdout

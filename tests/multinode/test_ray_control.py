@@ -146,6 +146,36 @@ def test_a_two_node_ddp_job_in_one_leaf_group(server: ServerProcess, tmp_path: P
     assert "rank 1 done" in second["text"]  # the rank on gpu018, read through its node
 
 
+@needs("torch", "podman")
+def test_a_two_node_ddp_job_in_containers(server: ServerProcess, tmp_path: Path) -> None:
+    """The same DDP job with every rank in an image (issue 24): each node's agent starts its
+    rank's container, and gloo finds the other node over the host's network."""
+    from tests.exec.container_image import OS_NAME, imported_image
+
+    out = tmp_path / "out"
+    out.mkdir()
+    dirs = list(dict.fromkeys([sys.base_prefix, sys.prefix, str(tmp_path)]))
+    server.request("PATCH", "/v1/queues/default", json={"container_mounts": ["/usr", *dirs]})
+    mounts = ["/usr:/usr:ro", *(f"{d}:{d}" for d in dirs)]
+    script = "import sys; print(open('/etc/os-release').read(), flush=True); exec(sys.argv[3])"
+    body_command = [sys.executable, "-c", script, str(out), "4", DDP]
+    [made] = server.request("POST", "/v1/jobs", json={
+        "command": body_command, "nodes": 2, "gpus_per_node": 8, "ntasks_per_node": 1,
+        "env": {"PATH": os.environ["PATH"]},
+        "container": {"image": imported_image(), "mounts": mounts},
+    })  # fmt: skip
+    job_id = str(made["id"])
+    wait_for(lambda: job(server, job_id)["state"] in ("completed", "failed"), timeout_s=240)
+    first = server.request("GET", f"/v1/jobs/{job_id}/logs", params={"rank": 0})["text"]
+    assert job(server, job_id)["state"] == "completed", first
+    second = server.request("GET", f"/v1/jobs/{job_id}/logs", params={"rank": 1})["text"]
+    for text in (first, second):
+        assert f'NAME="{OS_NAME}"' in text, text
+    assert "rank 1 done" in second
+    ranks = {int(e["RANK"]): e for e in (json.loads(p.read_text()) for p in out.iterdir())}
+    assert ranks[0]["MASTER_ADDR"] == ranks[1]["MASTER_ADDR"] != "127.0.0.1"
+
+
 @needs("torch")  # the DDP script
 def test_a_node_that_leaves_requeues_its_job_which_resumes_from_its_checkpoint(
     server: ServerProcess, rail_ray: LocalRay, tmp_path: Path

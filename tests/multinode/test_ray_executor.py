@@ -21,7 +21,9 @@ from railyard.sched.lifecycle import ExitKind
 from tests.exec.exec_helpers import py, spec
 from tests.multinode.conftest import LocalRay
 
-pytestmark = pytest.mark.long  # few tests, long ones: handed out first (tests/conftest.py)
+# A Ray cluster of its own (a minute to start): the extended tier, with the other Ray modules;
+# .ci/run runs it on every landing.
+pytestmark = [pytest.mark.long, pytest.mark.slow]
 
 ENV_SCRIPT = """
 import json, os, sys

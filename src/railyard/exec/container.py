@@ -12,6 +12,7 @@ start marker claimed before anything runs. What the container adds, and why:
   nothing (the kernel's ``no_new_privs``, which ``execve`` honours).
 - host network, IPC, PID and UTS namespaces, as enroot gives Pyxis jobs: NCCL finds the
   NICs and the other ranks' shared memory, and torchrun its rendezvous address.
+- the image's entrypoint is not run (Pyxis's default): the job's command is the task.
 - ``--cgroup-parent`` the step's tracking group: the runtime makes the task's cgroups below
   it, so cancel, time limits and kill -9 of the server end the container like any process
   of the step (``cgroup.kill`` takes the subtree).
@@ -31,6 +32,7 @@ from __future__ import annotations
 import os
 import resource
 import shutil
+import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -251,7 +253,8 @@ def run_args(
             "--user", f"{uid}:{gid}", "--cap-drop", "all",
             "--security-opt", "no-new-privileges",
             "--network", "host", "--ipc", "host", "--pid", "host", "--uts", "host",
-            "--env-file", env_file, "--http-proxy=false", "--workdir", task.workdir]  # fmt: skip
+            "--env-file", env_file, "--http-proxy=false", "--workdir", task.workdir,
+            "--entrypoint", ""]  # fmt: skip
     if passwd:
         args += ["--passwd-entry", passwd]
     for group in groups:
@@ -283,8 +286,6 @@ def remove_containers(names: Sequence[str]) -> None:
     container's record behind); quiet when there is nothing."""
     if not names or shutil.which(PODMAN) is None:
         return
-    import subprocess
-
     subprocess.run(
         [PODMAN, "rm", "--force", "--ignore", "--time", "0", *names],
         stdin=subprocess.DEVNULL,

@@ -16,14 +16,16 @@ would steer root's Podman), and the job's variables travel in an env file on tha
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import fcntl
 import hashlib
 import json
 import os
 import stat
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NoReturn
 
 from railyard.exec.container import (
@@ -142,23 +144,45 @@ def ensure_image(
 ) -> tuple[str, list[str]]:
     """The image's reference on this node (loading an archive or pulling a name the first
     time) and the names of the variables it sets."""
-    ref = image
     if archive_fd is not None:
-        ref = _load_archive(image, archive_fd, say)
-    found = _inspect(ref)
-    if found is None:
-        if archive_fd is not None:
-            raise Refused(f"image {image}: loaded, but podman cannot find it")
-        say(f"railyard: pulling image {image}")
-        began = time.monotonic()
-        pulled = _podman(["pull", "--quiet", image], timeout_s=3600)
-        if pulled.returncode != 0:
-            raise Refused(f"image {image}: cannot pull it: {_last_line(pulled.stderr)}")
-        say(f"railyard: pulled image {image} in {time.monotonic() - began:.1f} s")
-        found = _inspect(ref)
+        with _images_lock(exclusive=True):  # no name resolves while its tags are on the node
+            found = _inspect(_load_archive(image, archive_fd, say))
         if found is None:
-            raise Refused(f"image {image}: pulled, but podman cannot find it")
+            raise Refused(f"image {image}: loaded, but podman cannot find it")
+        return found
+    with _images_lock(exclusive=False):
+        found = _inspect(image)
+    if found is not None and not _from_archive(found[0]):
+        return found
+    # Not here, or a user's archive took the name (its load tags it before railyard can take
+    # the tag away): what the name means is the registry's answer.
+    say(f"railyard: pulling image {image}")
+    began = time.monotonic()
+    pulled = _podman(["pull", "--quiet", image], timeout_s=3600)
+    if pulled.returncode != 0:
+        raise Refused(f"image {image}: cannot pull it: {_last_line(pulled.stderr)}")
+    say(f"railyard: pulled image {image} in {time.monotonic() - began:.1f} s")
+    found = _inspect(image)
+    if found is None or _from_archive(found[0]):
+        raise Refused(f"image {image}: pulled, but podman cannot find it")
     return found
+
+
+@contextlib.contextmanager
+def _images_lock(*, exclusive: bool) -> Iterator[None]:
+    """This node's lock between archive loads (exclusive) and name lookups (shared)."""
+    IMAGE_CACHE.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(IMAGE_CACHE / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _from_archive(image_id: str) -> bool:
+    """Whether a user's archive brought this image (it is run by its id only)."""
+    return (IMAGE_CACHE / "archive-ids" / image_id).exists()
 
 
 def _inspect(ref: str) -> tuple[str, list[str]] | None:
@@ -197,7 +221,13 @@ def _load_archive(image: str, fd: int, say: Callable[[str], None]) -> str:
     found = _inspect(names[-1].split(",")[0].strip())
     if found is None:
         raise Refused(f"image {image}: loaded, but podman cannot find it")
-    IMAGE_CACHE.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # The archive's own tags (any name, another user's image's included) must not resolve
+    # on this node: the image is known by its id alone, and a name it took is pulled again
+    # (ensure_image). Recorded before the untag, so no moment leaves it unmarked and named.
+    marks = IMAGE_CACHE / "archive-ids"
+    marks.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (marks / found[0]).touch()
+    _podman(["untag", found[0]])
     cached.write_text(found[0])
     say(f"railyard: loaded image {image} in {time.monotonic() - began:.1f} s")
     return found[0]
