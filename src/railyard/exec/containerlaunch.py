@@ -48,7 +48,7 @@ def container_task(
     own.append(str(spec.checkpoint_dir))
     if spec.app_dir is not None:
         own.append(str(spec.app_dir))
-    mounts = [Mount(p, p) for p in dict.fromkeys(own)]
+    mounts = [Mount(p, p) for p in dict.fromkeys(own) if p not in ("", "/")]  # never the root
     if spec.script_path is not None:
         mounts.append(Mount(str(spec.script_path), str(spec.script_path), readonly=True))
     own_count = len(mounts)  # the job's own paths: mounted unchecked, at the same place
