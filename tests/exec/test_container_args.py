@@ -17,6 +17,7 @@ from railyard.exec.container import (
     image_problem,
     parse_mounts,
     run_args,
+    under,
 )
 from railyard.exec.containerlaunch import container_task
 from railyard.exec.identity import Account
@@ -102,3 +103,12 @@ def test_gpus_are_the_jobs_device_files_at_their_usual_names(tmp_path: Path) -> 
                        f"{tmp_path}/nvidiactl:/dev/nvidiactl"]  # fmt: skip
     assert "no NVIDIA CDI spec" in line
     assert gpu_devices([], tmp_path) == ([], "GPUs: none")
+
+
+@pytest.mark.parametrize(
+    ("path", "prefix", "inside"),
+    [("/data", "/data", True), ("/data/x", "/data/", True), ("/data2", "/data", False),
+     ("/etc", "/", True), ("/datax/y", "/data", False)],
+)  # fmt: skip
+def test_a_prefix_holds_only_the_paths_below_it(path: str, prefix: str, inside: bool) -> None:
+    assert under(path, prefix) is inside

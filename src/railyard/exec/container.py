@@ -34,7 +34,7 @@ import resource
 import shutil
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +150,7 @@ class ContainerTask:
     devices: tuple[str, ...] = ()
     cgroup_parent: str = ""
     env_names: tuple[str, ...] = ()
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"image": self.image, "name": self.name, "step": self.step,
@@ -175,6 +175,12 @@ class ContainerTask:
             env_names=tuple(str(n) for n in data.get("env_names", ())),
             notes=tuple(str(n) for n in data.get("notes", ())),
         )
+
+
+def under(path: str, prefix: str) -> bool:
+    """Whether ``path`` is ``prefix`` or lies below it (``/data2`` is not under ``/data``)."""
+    prefix = prefix.rstrip("/") or "/"
+    return path == prefix or path.startswith(prefix if prefix == "/" else prefix + "/")
 
 
 def container_name(step: str, rank: int) -> str:

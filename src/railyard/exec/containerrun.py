@@ -38,6 +38,7 @@ from railyard.exec.container import (
     container_env,
     image_problem,
     run_args,
+    under,
 )
 from railyard.exec.identity import Account
 
@@ -83,18 +84,13 @@ def pin(mounts: Sequence[Mount], allowed: Sequence[str], own: int = 0) -> list[t
         except OSError as exc:
             raise Refused(f"container mount {mount.src}: {exc.strerror or exc}") from None
         real = os.readlink(f"/proc/self/fd/{fd}")
-        if index >= own and not any(_under(real, prefix) for prefix in allowed):
+        if index >= own and not any(under(real, prefix) for prefix in allowed):
             raise Refused(
                 f"container mount {mount.src} is {real}, outside what this job may mount "
                 f"({', '.join(allowed) or 'no other path'})"
             )
         pinned.append((fd, mount))
     return pinned
-
-
-def _under(path: str, prefix: str) -> bool:
-    prefix = prefix.rstrip("/") or "/"
-    return path == prefix or path.startswith(prefix if prefix == "/" else prefix + "/")
 
 
 def _libc() -> ctypes.CDLL:

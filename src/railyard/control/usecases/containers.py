@@ -22,7 +22,7 @@ from railyard.control.schemas import JobSubmit
 from railyard.control.store.bulk import once
 from railyard.control.store.tables import QueueRow
 from railyard.control.usecases.queues import parent_map, path
-from railyard.exec.container import parse_mounts
+from railyard.exec.container import parse_mounts, under
 
 
 def queue_mount_prefixes(session: Session, queue: str) -> list[str]:
@@ -38,11 +38,6 @@ def queue_mount_prefixes(session: Session, queue: str) -> list[str]:
         if found is not None:
             return list(found)
     return []
-
-
-def under(path_text: str, prefix: str) -> bool:
-    prefix = prefix.rstrip("/") or "/"
-    return path_text == prefix or path_text.startswith(prefix if prefix == "/" else prefix + "/")
 
 
 def admit_container(session: Session, spec: JobSubmit) -> dict[str, Any] | None:
