@@ -77,6 +77,11 @@ def test_submit_list_show_cancel(api: Api) -> None:
     with api.store.session() as session:
         kinds = session.scalars(select(EventRow.kind).where(EventRow.job_id == "1")).all()
     assert kinds == ["submitted", "cancel"]
+    events = api.as_["alice"].get("/v1/jobs/1/events").json()
+    assert [(e["kind"], e["message"]) for e in events][-1] == ("cancel", "alice: -> cancelled")
+    assert [e["kind"] for e in events] == ["submitted", "cancel"]
+    assert api.as_["root"].get("/v1/jobs/1/events").status_code == 200  # an admin sees all
+    assert api.as_["bob"].get("/v1/jobs/1/events").json()["detail"] == "no job '1'"
 
 
 def test_job_numbers_count_up_across_users(api: Api) -> None:

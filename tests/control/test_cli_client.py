@@ -272,6 +272,9 @@ def test_show_prints_dates_and_slurm_durations(cli: Cli) -> None:
     assert (fields["name"], fields["state"]) == ("long", "pending")
     assert "start_time" in fields or "start_time" in shown.stdout  # empty until it starts
     assert not re.search(r"\b\d{10}(\.\d+)?\b", shown.stdout)  # no raw Unix times
+    history = cli("alice", "show", job_id, "--events")
+    assert re.search(ISO_LOCAL + r"  submitted ", history.stdout.splitlines()[-1]), history.stdout
+    assert cli.json("alice", "show", job_id, "--events")["events"][0]["kind"] == "submitted"
 
 
 def test_show_an_array_parent(cli: Cli) -> None:

@@ -82,6 +82,9 @@ def test_the_task_is_the_user_in_the_image_and_setuid_gains_nothing(
         assert f"home={account.pw_dir} pwd={work} job=7" in text, text
         made = Path(account.pw_dir, "made-inside")  # home is the user's own, mounted
         assert made.stat().st_uid == uid
+        # it ended before anyone asked: the executor still says, once, when its image was there
+        assert set(executor.ready()) == {"job"}
+        assert executor.ready() == {}
 
 
 def test_cancel_leaves_no_process_no_container_no_cgroup(make_executor: MakeExecutor) -> None:
@@ -90,6 +93,7 @@ def test_cancel_leaves_no_process_no_container_no_cgroup(make_executor: MakeExec
         executor = make_executor(term_grace_s=1.0)
         # It ignores SIGTERM: only the kill after the grace ends it, with its runtime.
         command = ("sh", "-c", "trap '' TERM; echo read''y; exec sleep 600")
+        began_t_s = time.time()
         handle = executor.start(
             spec(
                 work,
@@ -103,6 +107,10 @@ def test_cancel_leaves_no_process_no_container_no_cgroup(make_executor: MakeExec
         step = step_name("c", 0, handle.workers[0].exit_path.parent)
         wait_for(lambda: "\nready" in logs(work, "c"), TIMEOUT_S)
         assert containers_of(step) == [container_name(step, 0)]
+        # its image was ready before its command ran, and the executor says when
+        attempt, ready_t_s = executor.ready()["c"]
+        assert attempt == 0
+        assert began_t_s <= ready_t_s <= time.time()
         executor.cancel("c")
         report = wait_report(executor, "c", TIMEOUT_S)
         assert report.outcome == Outcome.KILLED

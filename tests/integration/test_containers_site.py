@@ -69,6 +69,8 @@ def test_mounts_scripts_cancel_and_restart(tmp_path: Path) -> None:
         assert "tokens" in output, output
         assert f"cwd={alice.home}" in output, output
         assert containers_of(batch) == []
+        # the wrapper said when the image was ready; the time limit ran from then
+        assert ended["start_t_s"] <= ended["run_t_s"] <= ended["end_t_s"], ended
 
         # Cancel: the running container goes, with its record.
         long = submit(server, alice.token, command=["sleep", "600"], workdir=str(alice.home),

@@ -261,7 +261,8 @@ def _queue_args(p: Parser) -> None:
     json_flag(p)
 
 
-_TIMES = {"submit_t_s": "submit_time", "start_t_s": "start_time", "end_t_s": "end_time"}
+_TIMES = {"submit_t_s": "submit_time", "start_t_s": "start_time", "end_t_s": "end_time",
+          "run_t_s": "image_ready_time", "active_t_s": "active_time"}  # fmt: skip
 _DURATIONS = {"walltime_s": "time_limit", "elapsed_s": "elapsed", "age_s": "age"}
 
 
@@ -327,14 +328,20 @@ def show(args: argparse.Namespace) -> None:
             else:
                 print(_show_array(args.job_id, tasks))
             return
+        events = client.job_events(args.job_id) if args.events else None
     if args.json:
-        emit_json(job)
-    else:
-        print(_show_job(job))
+        emit_json({**job, "events": events} if events is not None else job)
+        return
+    print(_show_job(job))
+    if events is not None:
+        print("\n" + "\n".join(f"{iso(e['t_s'])}  {e['kind']:<10} {e['message']}" for e in events))
 
 
 def _show_args(p: Parser) -> None:
     p.add_argument("job_id", metavar="ID", help="a job id, or an array's id")
+    p.add_argument(
+        "--events", action="store_true", help="its history too: start, pulling, running, end..."
+    )
     json_flag(p)
 
 

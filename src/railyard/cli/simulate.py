@@ -25,6 +25,7 @@ from railyard.sched.health import HealthPolicy
 from railyard.sim.checkpoints import CheckpointPolicy, IntervalRule
 from railyard.sim.cluster import cluster_nodes
 from railyard.sim.health import Degradation, HealthWorld
+from railyard.sim.images import GB, ImageWorld, parse_image_size
 from railyard.sim.plots import HINT as PLOT_HINT
 from railyard.sim.plots import have_matplotlib, write_plots
 from railyard.sim.sweep import POLICIES, Scenario, ray_available, run_scenario, sweep
@@ -102,6 +103,19 @@ def simulate(
     ray: Annotated[
         str | None, typer.Option(help="run on an existing Ray cluster (address, or 'local')")
     ] = None,
+    image_size: Annotated[
+        list[str] | None,
+        typer.Option(help="NAME=GB: a container image's size (repeat; trace column image)"),
+    ] = None,
+    image_default_size: Annotated[
+        float, typer.Option(help="GB of an image --image-size does not name")
+    ] = 10.0,
+    image_link_gbps: Annotated[
+        float, typer.Option(help="Gb/s a node pulls images at (its front-end port)")
+    ] = 100.0,
+    registry_gbps: Annotated[
+        float, typer.Option(help="Gb/s the registry serves, shared by nodes pulling at once")
+    ] = 100.0,
 ) -> None:
     """Simulate scheduling policies on a virtual clock and compare JCT, waits, utilization."""
     scenarios = _scenarios(
@@ -118,6 +132,7 @@ def simulate(
         _fail(f"--idle-limit: {exc}")
     if quantum is not None and not quantum >= 0:
         _fail("--quantum must be >= 0 seconds")
+    images = _images(image_size, image_default_size, image_link_gbps, registry_gbps)
     scenarios = [
         replace(
             s,
@@ -127,6 +142,7 @@ def simulate(
             idle_limit_s=idle_limit_s,
             quantum_s=quantum,
             health=_health(blueprint, health_interval, health_check_time, slow_node, health_fail),
+            images=images,
         )
         for s in scenarios
     ]
@@ -245,6 +261,23 @@ def _scenarios(
     ]
 
 
+def _images(
+    sizes: list[str] | None, default_gb: float, link_gbps: float, registry_gbps: float
+) -> ImageWorld:
+    """What a cold start costs, from the flags (each checked, with a hint)."""
+    named: dict[str, float] = {}
+    for text in sizes or []:
+        try:
+            name, size_bytes = parse_image_size(text)
+        except ValueError as exc:
+            _fail(f"--image-size: {exc}")
+        named[name] = size_bytes
+    try:
+        return ImageWorld(named, default_gb * GB, link_gbps, registry_gbps)
+    except ValueError as exc:
+        _fail(f"--image-default-size, --image-link-gbps, --registry-gbps: {exc}")
+
+
 def _health(
     blueprint: str,
     interval: str | None,
@@ -355,6 +388,16 @@ def print_results(console: Console, results: list[dict[str, Any]]) -> None:
                 _h(h["mean_detection_s"]), f"{h['slowed_gpu_s'] / 3600:.1f}",
             )  # fmt: skip
         console.print(health)
+    pulled = [r for r in results if r.get("images")]
+    if pulled:
+        table = Table(title="container images (trace column image)")
+        for col in ("policy", "jobs", "cold starts", "mean pull s", "pull GPU-h"):
+            table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
+        for r in pulled:
+            i = r["images"]
+            table.add_row(f"{r['policy']} s{r['seed']}", str(i["jobs"]), str(i["cold_starts"]),
+                          f"{i['pull_s_mean']:.0f}", f"{i['pull_gpu_h']:.2f}")  # fmt: skip
+        console.print(table)
     sessions = [r for r in results if r.get("interactive")]
     if sessions:
         table = Table(title="interactive sessions (trace column interactive), hours")

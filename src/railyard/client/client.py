@@ -201,6 +201,9 @@ class Client:
     def job(self, job_id: str) -> wire.Job:
         return cast(wire.Job, self._call("GET", _path("v1", "jobs", job_id)))
 
+    def job_events(self, job_id: str) -> list[wire.Event]:
+        return cast(list[wire.Event], self._call("GET", _path("v1", "jobs", job_id, "events")))
+
     def terminal(
         self, job_id: str, attach_rank: int | None = None, *, pty: bool = True
     ) -> WebSocket:

@@ -11,6 +11,12 @@ annotations`` here: TypedDict reads ``NotRequired`` from evaluated annotations.)
 from typing import NotRequired, TypedDict
 
 
+class Event(TypedDict):
+    t_s: float
+    kind: str
+    message: str
+
+
 class Job(TypedDict):
     id: str
     name: str

@@ -365,6 +365,11 @@ class JobOut(Response):
         None, description="an interactive job: when its user last sent it anything"
     )
     container_image: str | None = Field(None, description="the image its processes run in")
+    run_t_s: float | None = Field(
+        None,
+        description="when its image was on every node of this attempt and its processes began "
+        "(its time limit runs from then); null for a job without an image, or while it pulls",
+    )
 
     @classmethod
     def from_row(cls, row: Any, user: str, now_t_s: float) -> JobOut:
@@ -423,6 +428,7 @@ class JobOut(Response):
             interactive=getattr(row, "terminal", "") or None,
             active_t_s=getattr(row, "active_t_s", None),
             container_image=(getattr(row, "container", None) or {}).get("image"),
+            run_t_s=getattr(row, "run_t_s", None),
         )
 
     @classmethod
@@ -437,6 +443,14 @@ class JobOut(Response):
         return first.model_copy(
             update={"id": first.array_parent, "array_index": None, "task_number": None}
         )
+
+
+class EventOut(Response):
+    """One entry of a job's history: a decision or a state change (``events`` table)."""
+
+    t_s: float
+    kind: str
+    message: str
 
 
 class LogChunk(Response):

@@ -22,6 +22,7 @@ from pathlib import Path
 
 EXIT_SUFFIX = ".exit.json"
 START_SUFFIX = ".start.json"
+READY_SUFFIX = ".ready"
 STOOD_DOWN_EXIT = 75  # EX_TEMPFAIL: this wrapper did not run the command, another one did
 
 
@@ -45,6 +46,33 @@ def exit_record_path(records_dir: Path, restart_count: int, rank: int) -> Path:
 def start_marker_path(exit_path: Path) -> Path:
     """The start marker beside an exit record: the wrapper is given only its exit path."""
     return exit_path.with_name(exit_path.name.removesuffix(EXIT_SUFFIX) + START_SUFFIX)
+
+
+def ready_marker_path(exit_path: Path) -> Path:
+    """Beside an exit record: written once a container task's image is on the node, so its
+    time limit starts then (`sched.model.RunningJob.run_t_s`)."""
+    return exit_path.with_name(exit_path.name.removesuffix(EXIT_SUFFIX) + READY_SUFFIX)
+
+
+def mark_ready(marker: Path, t_s: float) -> None:
+    """Record when the task's image was ready (its first writer wins; never follows a link)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(marker, flags, 0o644)
+    except FileExistsError:
+        return
+    try:
+        os.write(fd, f"{t_s!r}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def read_ready(marker: Path) -> float | None:
+    """When the task's image was ready; None while it is not (or the marker is unreadable)."""
+    try:
+        return float(marker.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def claim(marker: Path, pid: int, start_time_ticks: int) -> bool:

@@ -151,6 +151,7 @@ class ContainerTask:
     cgroup_parent: str = ""
     env_names: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    ready_file: str = ""  # written once the image is on the node (`exec.attempt.mark_ready`)
 
     def to_dict(self) -> dict[str, Any]:
         return {"image": self.image, "name": self.name, "step": self.step,
@@ -158,7 +159,7 @@ class ContainerTask:
                 "own_mounts": self.own_mounts, "allowed": list(self.allowed),
                 "devices": list(self.devices),
                 "cgroup_parent": self.cgroup_parent, "env_names": list(self.env_names),
-                "notes": list(self.notes)}  # fmt: skip
+                "notes": list(self.notes), "ready_file": self.ready_file}  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ContainerTask:
@@ -174,6 +175,7 @@ class ContainerTask:
             cgroup_parent=str(data.get("cgroup_parent", "")),
             env_names=tuple(str(n) for n in data.get("env_names", ())),
             notes=tuple(str(n) for n in data.get("notes", ())),
+            ready_file=str(data.get("ready_file", "")),
         )
 
 

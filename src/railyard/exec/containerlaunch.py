@@ -34,6 +34,7 @@ def container_task(
     cwd: str,
     cgroup_parent: str | None,
     dev: Path = Path("/dev"),
+    ready_file: str = "",
 ) -> ContainerTask:
     """Rank ``rank``'s container on this node (``dev``: where the GPUs' device files are)."""
     assert spec.container is not None
@@ -71,4 +72,5 @@ def container_task(
         cgroup_parent=cgroup_parent,
         env_names=spec.container.env,
         notes=tuple(notes),
+        ready_file=ready_file,
     )

@@ -26,8 +26,10 @@ import stat
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import NoReturn
 
+from railyard.exec.attempt import mark_ready
 from railyard.exec.container import (
     ARCHIVE_TRANSPORTS,
     IMAGE_CACHE,
@@ -47,6 +49,7 @@ CLONE_NEWNS = 0x00020000  # <sched.h>
 MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8  # <sys/mount.h>
 MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
 EXEC_FAILED = 127
+PULL_TIMEOUT_S = 3600.0  # sched.model.PULL_LIMIT_S: a job's time limit starts by then
 
 
 class Refused(Exception):
@@ -154,7 +157,7 @@ def ensure_image(
     # the tag away): what the name means is the registry's answer.
     say(f"railyard: pulling image {image}")
     began = time.monotonic()
-    pulled = _podman(["pull", "--quiet", image], timeout_s=3600)
+    pulled = _podman(["pull", "--quiet", image], timeout_s=PULL_TIMEOUT_S)
     if pulled.returncode != 0:
         raise Refused(f"image {image}: cannot pull it: {_last_line(pulled.stderr)}")
     say(f"railyard: pulled image {image} in {time.monotonic() - began:.1f} s")
@@ -207,7 +210,8 @@ def _load_archive(image: str, fd: int, say: Callable[[str], None]) -> str:
     say(f"railyard: loading image {image}")
     began = time.monotonic()
     os.set_inheritable(fd, True)
-    loaded = _podman(["load", "--input", f"/proc/self/fd/{fd}"], pass_fds=(fd,), timeout_s=3600)
+    loaded = _podman(["load", "--input", f"/proc/self/fd/{fd}"], pass_fds=(fd,),
+                     timeout_s=PULL_TIMEOUT_S)  # fmt: skip
     if loaded.returncode != 0:
         raise Refused(f"image {image}: cannot load it: {_last_line(loaded.stderr)}")
     names = [line.split(":", 1)[1].strip() for line in loaded.stdout.splitlines()
@@ -286,6 +290,11 @@ def exec_podman(
     if privileged:
         become_root_again()
     image_id, image_env = ensure_image(ctask.image, archive_fd, say)
+    if ctask.ready_file:  # its time limit starts now, not while the image was pulled
+        try:
+            mark_ready(Path(ctask.ready_file), time.time())
+        except OSError as exc:
+            say(f"railyard: container: cannot record that the image is ready: {exc.strerror}")
     # Single-user mode (not root): the runtime is the user's own; nothing to pin against.
     volumes = stage(pinned) if privileged else [(m.src, m) for _, m in pinned]
     env_fd, skipped = env_memfd(container_env(env, image_env, ctask.env_names))

@@ -39,6 +39,7 @@ class JobState:
     stop_requested: bool = False
     cancelled: bool = False
     escalated: bool = False  # the checkpoint grace ran out and we sent SIGTERM
+    ready_t_s: float | None = None  # a container job: when its image was ready for every rank
     first_failure: RankState | None = field(default=None, repr=False)
 
     def live(self) -> list[RankState]:

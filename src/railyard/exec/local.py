@@ -35,7 +35,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from railyard.exec import cgroup, jobfiles, procfs, proctrack, terminal
-from railyard.exec.attempt import Claim, exit_record_path, read_claim, seal, start_marker_path
+from railyard.exec.attempt import (
+    Claim,
+    exit_record_path,
+    read_claim,
+    read_ready,
+    ready_marker_path,
+    seal,
+    start_marker_path,
+)
 from railyard.exec.container import ContainerTask, container_name, remove_containers
 from railyard.exec.containerlaunch import container_task
 from railyard.exec.containment import Containment, StepGroups
@@ -118,6 +126,7 @@ class LocalExecutor:
         self._jobs: dict[str, JobState] = {}
         self._started: dict[tuple[str, int], JobHandle] = {}
         self._pending: list[ExitReport] = []
+        self._ended_ready: dict[str, tuple[int, float]] = {}  # see `_keep_ready`
         self._watcher: ExitWatcher | None = None
 
     # -- the protocol -------------------------------------------------------------------------
@@ -164,6 +173,7 @@ class LocalExecutor:
                         ctask = container_task(
                             spec, step=step, rank=slot.rank, gpu_minors=minors, account=account,
                             cwd=_cwd(spec, account), cgroup_parent=parent, dev=self.dev_dir,
+                            ready_file=str(ready_marker_path(exit_path)),
                         )  # fmt: skip
                     ranks.append(self._launch(spec, slot, port, account, groups, ctask))
                 elif claimed.sealed:
@@ -235,9 +245,17 @@ class LocalExecutor:
             self._advance(job)
             if job.done():
                 del self._jobs[job.handle.job_id]
+                self._keep_ready(job)
                 self._end_step(job.handle)  # what the ranks left behind ends with them
                 reports.append(_report(job))
         return reports
+
+    def _keep_ready(self, job: JobState) -> None:
+        """A container job that ended before `ready` was asked still says when its image was
+        ready (once, at the next call), so a short job's pull shows in its history."""
+        found = self._ready_of(job)
+        if found is not None:
+            self._ended_ready[job.handle.job_id] = (job.handle.restart_count, found)
 
     def adopt(self, handles: Sequence[JobHandle]) -> list[ExitReport]:
         """Watch the ranks of ``handles`` whose pid and start time still match; jobs with no
@@ -264,6 +282,26 @@ class LocalExecutor:
 
     def running(self) -> set[str]:
         return set(self._jobs)
+
+    def ready(self) -> dict[str, tuple[int, float]]:
+        """Job -> (attempt, when its image was on the node for every rank here), for the
+        container jobs running here whose every rank said so (see `ReportsReady`)."""
+        out, self._ended_ready = self._ended_ready, {}
+        for job_id, job in self._jobs.items():
+            found = self._ready_of(job)
+            if found is not None:
+                out[job_id] = (job.handle.restart_count, found)
+        return out
+
+    def _ready_of(self, job: JobState) -> float | None:
+        if not job.handle.containers:
+            return None
+        if job.ready_t_s is None:
+            times = [read_ready(ready_marker_path(r.handle.exit_path)) for r in job.ranks]
+            if not times or None in times:
+                return None
+            job.ready_t_s = max(t for t in times if t is not None)
+        return job.ready_t_s
 
     def process_groups(self) -> list[int]:
         """The process group of every live rank (a node agent's tests kill them with it)."""

@@ -269,6 +269,19 @@ class Executor(Protocol):
 
 
 @runtime_checkable
+class ReportsReady(Protocol):
+    """Optional capability: say when a container job's image was on its nodes, so its time
+    limit runs from then and not while the image was pulled (Pyxis imports the image before
+    the task starts). The limit of a container job never reported starts an hour after the
+    job at the latest (`sched.model.PULL_LIMIT_S`, when the wrapper gives up pulling)."""
+
+    def ready(self) -> Mapping[str, tuple[int, float]]:
+        """Job id -> (attempt, wall-clock time its image was ready on every node), for the
+        running container jobs whose image is ready; it may repeat a job every call."""
+        ...
+
+
+@runtime_checkable
 class NotifiesExits(Protocol):
     """Optional capability: say when a process of a job exits, so the caller polls at once
     instead of at its next interval (a freed GPU should not idle for seconds).

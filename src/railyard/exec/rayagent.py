@@ -57,6 +57,9 @@ class NodeAgent:
     def running(self) -> bool:
         return bool(self.executor.running())
 
+    def ready(self) -> dict[str, tuple[int, float]]:
+        return self.executor.ready()
+
     def request_checkpoint_stop(self, job_id: str, grace_s: float) -> None:
         self.executor.request_checkpoint_stop(job_id, grace_s)
 

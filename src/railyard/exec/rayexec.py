@@ -74,6 +74,8 @@ class _Job:
     agents: dict[str, Any]  # node -> actor handle
     reports: dict[str, ExitReport | None] = field(default_factory=dict)
     stopping: bool = False
+    containers: bool = False  # its tasks run in an image: `ready` asks when it was there
+    ready: dict[str, float] = field(default_factory=dict)  # node -> its image ready there
 
 
 class RayExecutor:
@@ -101,6 +103,7 @@ class RayExecutor:
         self._agent_class = remote_agent_class()
         self._jobs: dict[str, _Job] = {}
         self._pending: list[ExitReport] = []
+        self._ended_ready: dict[str, tuple[int, float]] = {}  # ended, not yet reported ready
         # Nodes whose agent died under a job: lost before Ray's health checks say so (GCS
         # takes seconds to minutes), so nothing is started there until a probe answers.
         self.suspect: set[str] = set()
@@ -141,8 +144,9 @@ class RayExecutor:
                 self._kill(agent)
             raise ExecutorError(f"job {spec.job_id}: start on Ray failed: {exc}") from exc
         self._jobs[spec.job_id] = _Job(
-            spec.job_id, spec.restart_count, agents, dict.fromkeys(nodes)
-        )
+            spec.job_id, spec.restart_count, agents, dict.fromkeys(nodes),
+            containers=spec.container is not None,
+        )  # fmt: skip
         return JobHandle(
             job_id=spec.job_id,
             restart_count=spec.restart_count,
@@ -193,6 +197,10 @@ class RayExecutor:
                 job.stopping = True  # one node's share failed: stop the gang
                 self._fan_out(job_id, "cancel")
             if len(ended) == len(job.reports):
+                if job.containers:  # a short job: its nodes still say when the image was there
+                    self._ready_job(job_id, job)
+                    if job.agents and len(job.ready) == len(job.agents):
+                        self._ended_ready[job_id] = (job.restart_count, max(job.ready.values()))
                 del self._jobs[job_id]
                 reports.append(merge(job_id, job.restart_count, ended))
                 for agent in job.agents.values():
@@ -211,7 +219,8 @@ class RayExecutor:
             if handle.job_id in self._jobs:
                 continue
             nodes = list(dict.fromkeys(w.node for w in handle.workers))
-            job = _Job(handle.job_id, handle.restart_count, {}, {})
+            job = _Job(handle.job_id, handle.restart_count, {}, {},
+                       containers=bool(handle.containers))  # fmt: skip
             for node in nodes:
                 if node not in alive:
                     job.reports[node] = _node_failure(handle.job_id, handle.restart_count)
@@ -237,6 +246,31 @@ class RayExecutor:
 
     def running(self) -> set[str]:
         return set(self._jobs)
+
+    def ready(self) -> dict[str, tuple[int, float]]:
+        """Container jobs whose image every node's agent reports ready (the latest of them);
+        see `ReportsReady`. Nodes that said so are not asked again."""
+        out, self._ended_ready = self._ended_ready, {}
+        for job_id, job in self._jobs.items():
+            if not job.containers:
+                continue
+            self._ready_job(job_id, job)
+            if job.agents and len(job.ready) == len(job.agents):
+                out[job_id] = (job.restart_count, max(job.ready.values()))
+        return out
+
+    def _ready_job(self, job_id: str, job: _Job) -> None:
+        """Ask the nodes that have not said so yet whether the job's image is there."""
+        asking = {n: a.ready.remote() for n, a in job.agents.items() if n not in job.ready}
+        for node, ref in asking.items():
+            try:
+                found = self._ray.get(ref, timeout=POLL_TIMEOUT_S)
+            except (self._ray.exceptions.GetTimeoutError,
+                    self._ray.exceptions.RayActorError):  # fmt: skip
+                continue  # poll finds a node gone
+            mine = found.get(job_id)
+            if mine is not None and mine[0] == job.restart_count:
+                job.ready[node] = mine[1]
 
     def probe(self, node: str, timeout_s: float = 2.0) -> bool:
         """Whether `node` runs an agent now (its log agent answers within `timeout_s`)."""

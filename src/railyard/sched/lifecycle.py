@@ -174,7 +174,7 @@ def time_limits(
             limit = default[queue]
             if limit is None:
                 continue
-        end_t_s = r.start_t_s + limit
+        end_t_s = r.limit_from_t_s + limit
         if now_t_s >= end_t_s:
             stop.append(r.id)
             continue

@@ -96,12 +96,13 @@ class Estimates:
         seconds, hard = self.estimate_s(run.job)
         if seconds is None:
             return math.inf
-        end_t_s = run.start_t_s + seconds
+        began_t_s = min(run.limit_from_t_s, now_t_s)  # an image still pulling: from now on
+        end_t_s = began_t_s + seconds
         if end_t_s > now_t_s:
             return end_t_s
         if hard or seconds <= 0:
             return now_t_s + self.kill_wait_s
-        k = max(1, math.floor(math.log2((now_t_s - run.start_t_s) / seconds)) + 1)
-        while run.start_t_s + seconds * 2.0**k <= now_t_s:  # float rounding at a power of two
+        k = max(1, math.floor(math.log2((now_t_s - began_t_s) / seconds)) + 1)
+        while began_t_s + seconds * 2.0**k <= now_t_s:  # float rounding at a power of two
             k += 1
-        return run.start_t_s + seconds * 2.0**k
+        return began_t_s + seconds * 2.0**k

@@ -59,6 +59,11 @@ class TopologyMode(StrEnum):
     PREFERRED = "preferred"
 
 
+PULL_LIMIT_S = 3600.0
+"""The longest an image may take to reach a job's nodes (the wrapper gives up pulling then:
+`exec.containerrun.PULL_TIMEOUT_S`); its time limit starts then at the latest."""
+
+
 class PriorityClass(IntEnum):
     """Named priority classes; jobs carry the int so custom values stay possible."""
 
@@ -80,6 +85,9 @@ class Node:
     path: tuple[str, ...] = ()
     nvlink_domains: tuple[tuple[int, ...], ...] = ()
     state: NodeState = NodeState.READY
+    images: frozenset[str] = frozenset()
+    """Container images already on the node: a job that runs in one prefers these nodes
+    when all else is equal (its start skips the pull)."""
 
     def __post_init__(self) -> None:
         if self.gpus < 0:
@@ -177,7 +185,8 @@ class Job:
     long before the time limit, Slurm's `--signal`), `attained_gpu_s` (service in earlier
     attempts), `nominated` (victims are stopping for it), `dependencies` (Slurm's
     `--dependency`, all of them or with `dependency_any` any one; `name` for `singleton`) and
-    `hold` (scontrol hold: "user" or "admin").
+    `hold` (scontrol hold: "user" or "admin"). `image`: the container image it runs in
+    (placement prefers nodes that have it; its time limit starts once it is on the nodes).
     """
 
     id: str
@@ -210,6 +219,7 @@ class Job:
     dependency_any: bool = False
     hold: str | None = None  # "user" or "admin": held until released
     interactive: bool = False  # a session (terminal, notebook): its queue's idle limit applies
+    image: str | None = None
     # Order among jobs submitted at the same instant: by number, not by string, so job 9 goes
     # before 10 and array task 4_2 before 4_10. Set once at creation. (Slots: with more than
     # 30 fields CPython stops sharing the keys of instance dicts, and every job took 1.5 KiB
@@ -266,7 +276,10 @@ class RunningJob:
     `preempt_for` names the job a preemption handshake was sent for; `warned` once the
     time-limit warning signal went out; `backfilled` if it started ahead of a reservation;
     `active_t_s` when its user last sent it anything (an interactive job; None: not since it
-    started)."""
+    started). `run_t_s`: when its own work began, after its image was on every node (None:
+    at its start, or, for a job with an image, not yet: its time limit does not run while the
+    image is pulled, as Pyxis's enroot import happens before the task runs, though from
+    `PULL_LIMIT_S` after its start at the latest)."""
 
     job: Job
     placement: Placement
@@ -277,6 +290,7 @@ class RunningJob:
     warned: bool = False
     backfilled: bool = False
     active_t_s: float | None = None
+    run_t_s: float | None = None
     id: str = field(init=False, repr=False, compare=False)  # the job's: read very often
     gpus: int = field(init=False, repr=False, compare=False)  # held; asked for every cycle
 
@@ -286,6 +300,14 @@ class RunningJob:
         if self.preempt_for is not None and self.stop_cause is None:
             cause = StopCause.NODE_DOWN if self.preempt_for == "NodeDown" else StopCause.PREEMPTED
             object.__setattr__(self, "stop_cause", cause)
+
+    @property
+    def limit_from_t_s(self) -> float:
+        """When its time limit began counting (while its image is pulled: when the pull
+        must have ended)."""
+        if self.run_t_s is not None:
+            return self.run_t_s
+        return self.start_t_s + PULL_LIMIT_S if self.job.image else self.start_t_s
 
     def lost_gpu_s(self, now_t_s: float) -> float:
         """GPU-seconds of work lost if stopped now: time since the last checkpoint (or start)."""

@@ -48,6 +48,7 @@ class Shape(NamedTuple):
     distinct_nodes: bool = False
     cpus_per_worker: int = 0
     mem_per_worker_mib: int = 0
+    image: str | None = None  # nodes holding it win ties (`Topology.image_nodes`)
 
     @property
     def gpus(self) -> int:
@@ -69,7 +70,11 @@ class Shape(NamedTuple):
                 job.distinct_nodes,
                 job.cpus_per_worker,
                 mem_mib(job.mem_per_worker_gb),
+                job.image,
             )
+        if job.image is not None:
+            return cls(job.flavor, job.workers, job.gpus_per_worker, job.topology,
+                       job.distinct_nodes, 0, 0, job.image)  # fmt: skip
         return cls(job.flavor, job.workers, job.gpus_per_worker, job.topology, job.distinct_nodes)
 
     def load(self, masks: Mapping[int, int]) -> Load | None:
@@ -158,6 +163,12 @@ class Topology:
             self.lg_nodes.setdefault((f, lg), []).append(i)
             self.su_nodes.setdefault((f, su), []).append(i)
         self.ready_index = [i for i, ready in enumerate(self.ready) if ready]
+        holders: dict[str, set[int]] = {}
+        for i, n in enumerate(self.nodes):
+            for image in n.images:
+                holders.setdefault(image, set()).add(i)
+        self.image_nodes = {image: frozenset(nodes) for image, nodes in holders.items()}
+        """Image -> indices of the nodes that hold it."""
         self._job_masks: dict[str, tuple[Placement, Masks, int]] = {}
         self.feasible: dict[Shape, Reason | None] = {}  # why a shape cannot fit (feasible.py)
         self.static = StaticFacts(self)

@@ -11,7 +11,7 @@ coalescing), when a time limit falls due, and at `cycle_interval_s` while jobs w
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -50,6 +50,7 @@ from railyard.sim.engine import Engine, Event, EventKind
 from railyard.sim.executor import VirtualExecutor
 from railyard.sim.failures import FailureModel, FailureProcess
 from railyard.sim.health import HealthState, HealthWorld
+from railyard.sim.images import ImageWorld
 from railyard.sim.records import JobRecord, RunLog
 from railyard.sim.workload import Workload, scheduler_job
 
@@ -90,6 +91,7 @@ class SimConfig:
     skip_idle_ticks: bool = True
     node_events: tuple[NodeEvent, ...] = ()
     health: HealthWorld | None = None  # the scheduler's health checks, and slow nodes
+    images: ImageWorld | None = None  # container pulls at cold starts (None: free)
 
     def __post_init__(self) -> None:
         if self.cycle_interval_s <= 0 or self.coalesce_s < 0 or self.grace_s < 0:
@@ -416,9 +418,10 @@ class _Run:
         active_t_s = None  # a session's user works in it for its trace's active_s
         if job.interactive:
             active_t_s = now + (rec.trace.active_s if rec.trace.active_s is not None else math.inf)
+        pull_s = self._pull(job.image, placement, rec) if job.image is not None else 0.0
         self.running[job_id] = RunningJob(
             replace(job, nominated=False), placement, now, backfilled=backfilled,
-            active_t_s=active_t_s,
+            active_t_s=active_t_s, run_t_s=now + pull_s if job.image is not None else None,
         )  # fmt: skip
         rec.state = "running"
         if rec.first_start_t_s is None:
@@ -440,7 +443,22 @@ class _Run:
             log_dir=_SIM_DIR,
             checkpoint_dir=_SIM_DIR,
         )
-        self.executor.start(spec)
+        self.executor.start(spec, setup_s=pull_s)
+
+    def _pull(self, image: str, placement: Mapping[str, object], rec: JobRecord) -> float:
+        """Seconds this start waits for `image` on the nodes that lack it; they hold it
+        from now on (so the scheduler prefers them for its next job)."""
+        lacking = [self.nodes[n] for n in placement if image not in self.nodes[n].images]
+        if not lacking:
+            return 0.0
+        for node in lacking:
+            self._set_node(replace(node, images=node.images | {image}))
+        pull_s = self.cfg.images.pull_s(image, len(lacking)) if self.cfg.images else 0.0
+        rec.cold_starts += 1
+        rec.pull_s += pull_s
+        what = f"{rec.trace.id} pulls {image} on {len(lacking)} node(s) for {pull_s:.0f} s"
+        self._note(self.engine.now_t_s, EventKind.START, what)
+        return pull_s
 
     def _settled(self, now: float, s: Settlement) -> None:
         job_id, end, requeued = s.job_id, s.end, s.requeued

@@ -97,7 +97,8 @@ class VirtualExecutor:
 
     # -- the protocol ----------------------------------------------------------------------------
 
-    def start(self, spec: LaunchSpec) -> JobHandle:
+    def start(self, spec: LaunchSpec, setup_s: float = 0.0) -> JobHandle:
+        """`setup_s`: seconds before its work begins (its image's pull), GPUs held."""
         live = self._live.get(spec.job_id)
         handle = JobHandle(
             job_id=spec.job_id, restart_count=spec.restart_count, workers=(), master_port=0
@@ -113,7 +114,7 @@ class VirtualExecutor:
             speed = 1.0
         attempt = Attempt(
             start_t_s=now,
-            overhead_s=self.checkpoint.restart_s if work.attempts else 0.0,
+            overhead_s=(self.checkpoint.restart_s if work.attempts else 0.0) + setup_s,
             work_s=max(0.0, work.total_s - work.saved_s),
             interval_s=math.inf if system else self.checkpoint.interval_for(work.gpus),
             cost_s=self.checkpoint.cost_s,

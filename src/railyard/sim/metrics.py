@@ -141,10 +141,26 @@ def summarize(log: RunLog, *, bins: int = 100) -> dict[str, Any]:
             else None,
         },
         "interactive": _interactive(recs),
+        "images": _images(recs),
         "cycles": log.cycles,
         "events": log.events,
         "series": utilization_series(log, bins),
         "jct_cdf_s": _cdf(_jct(recs)),
+    }
+
+
+def _images(recs: list[JobRecord]) -> dict[str, Any] | None:
+    """Jobs in containers (trace column ``image``): how many starts were cold, and what their
+    pulls cost in time and in GPU time held; None when no job has an image."""
+    jobs = [r for r in recs if r.trace.image is not None]
+    if not jobs:
+        return None
+    cold = sum(r.cold_starts for r in jobs)
+    return {
+        "jobs": len(jobs),
+        "cold_starts": cold,
+        "pull_s_mean": sum(r.pull_s for r in jobs) / cold if cold else 0.0,  # per cold start
+        "pull_gpu_h": sum(r.pull_s * r.gpus for r in jobs) / 3600,
     }
 
 

@@ -28,6 +28,8 @@ class JobRecord:
     one_leaf_group_starts: int = 0
     one_su_starts: int = 0
     idle_stopped: bool = False  # a session its queue's idle limit ended
+    cold_starts: int = 0  # starts that waited for its image to reach a node
+    pull_s: float = 0.0  # seconds its starts waited for its image, over all attempts
 
 
 @dataclass

@@ -20,6 +20,7 @@ from railyard.sim.cluster import cluster_nodes, flat_queues
 from railyard.sim.driver import Progress, SimConfig, Simulation
 from railyard.sim.failures import FailureModel
 from railyard.sim.health import HealthWorld
+from railyard.sim.images import ImageWorld
 from railyard.sim.metrics import summarize
 from railyard.sim.synthetic import generate
 from railyard.sim.traces import load_trace
@@ -82,6 +83,7 @@ class Scenario:
     idle_limit_s: float | None = None  # queues' idle limit: sessions unused this long end
     quantum_s: float | None = None  # least run before a time slice may end (las)
     health: HealthWorld | None = None  # scheduled health checks, and nodes that turn slow
+    images: ImageWorld | None = None  # what pulling a job's container image costs
 
     @property
     def label(self) -> str:
@@ -123,6 +125,7 @@ def run_scenario(s: Scenario, progress: Progress | None = None) -> dict[str, Any
         coalesce_s=s.coalesce_s,
         seed=s.seed,
         health=s.health,
+        images=s.images,
     )
     log = Simulation(nodes, workload, config, queues).run(progress)
     out = summarize(log)

@@ -12,10 +12,11 @@ Formats (from their published schemas; users bring the files, nothing is downloa
   headerless as released, or with a header). GPUs = ceil(sum of inst_num x plan_gpu / 100):
   fractional-GPU tasks take whole GPUs here.
 - ``railyard``: id, submit_s, gpus, runtime_s[, queue, user, priority, walltime_s,
-  preemptible, state, cpus, mem_gb, interactive, active_s, pool] (cpus and mem_gb for the
-  whole job; ``interactive`` true for a session, a shell or a notebook, whose user works in
-  it for ``active_s`` and then leaves it open until ``runtime_s``, unless its queue's idle
-  limit ends it first; ``pool`` the blueprint's node pool it runs on).
+  preemptible, state, cpus, mem_gb, interactive, active_s, pool, image] (cpus and mem_gb for
+  the whole job; ``interactive`` true for a session, a shell or a notebook, whose user works
+  in it for ``active_s`` and then leaves it open until ``runtime_s``, unless its queue's idle
+  limit ends it first; ``pool`` the blueprint's node pool it runs on; ``image`` the container
+  image it runs in, pulled at a cold start, see ``sim.images``).
 
 Jobs that never ran, never ended or use no GPU are skipped and counted by reason; anything
 malformed raises `TraceError` naming file, line and field, with a hint.
@@ -226,6 +227,7 @@ def load_railyard(path: Path) -> Workload:
                 interactive=interactive in ("true", "1", "yes"),
                 active_s=active_s,
                 pool=row.raw("pool") or None,
+                image=row.raw("image") or None,
             )
         )
     return Workload.of(path.stem, jobs)

@@ -47,6 +47,7 @@ class TraceJob:
     active_s: float | None = None  # its user works in it this long after start, then leaves
     # it open (None: for all of `runtime_s`); an idle limit may end it before `runtime_s`
     pool: str | None = None  # the node pool it runs on (`blueprint.pools`); None: unpooled
+    image: str | None = None  # the container image it runs in (`sim.images`)
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -111,4 +112,5 @@ def scheduler_job(t: TraceJob, flavor: str, workers: int, gpw: int, grace_s: flo
         array_index=t.array_index,
         array_max_running=t.array_max_running,
         interactive=t.interactive,
+        image=t.image,
     )

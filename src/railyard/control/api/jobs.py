@@ -23,7 +23,7 @@ from railyard.control.errors import (
 )
 from railyard.control.store.effects import wants_wake
 from railyard.control.store.tables import JobState
-from railyard.control.usecases import jobs, logs
+from railyard.control.usecases import jobs, jobviews, logs
 from railyard.control.usecases.admission import admit_batch
 from railyard.control.usecases.groupcommit import (
     SubmitRequest,
@@ -145,6 +145,14 @@ def list_jobs(
 def show_job(job_id: str, session: SessionDep, user: CurrentUser, ctx: ContextDep) -> s.JobOut:
     row, name = jobs.get_job(session, user, job_id)
     return s.JobOut.from_row(row, name, ctx.clock())
+
+
+@router.get("/jobs/{job_id}/events")
+def job_events(job_id: str, session: SessionDep, user: CurrentUser) -> list[s.EventOut]:
+    """The job's history, oldest first (its newest 100 entries): start, pulling an image,
+    running, preemption, requeue, end..."""
+    return [s.EventOut(t_s=e.t_s, kind=e.kind, message=e.message)
+            for e in jobviews.job_events(session, user, job_id)]  # fmt: skip
 
 
 @router.delete("/jobs/{job_id}")

@@ -165,6 +165,7 @@ def _decisions(session: Session, plan: StepPlan, seen: Seen, now_t_s: float, out
             state=JobState.STARTING.value,
             placement=placement,
             start_t_s=now_t_s,
+            run_t_s=None,
             reason=reason,
             nominated=False,
             updated_t_s=now_t_s,
@@ -172,6 +173,11 @@ def _decisions(session: Session, plan: StepPlan, seen: Seen, now_t_s: float, out
         if ok:
             record(session, now_t_s, "start", f"{reason} on {placement}", start.job_id)
             out.started.append(start.job_id)
+            image = seen.images.get(start.job_id)
+            if image is not None:
+                message = f"pulling image {image} where missing; the time limit starts after"
+                record(session, now_t_s, "pulling", message, start.job_id)
+                _remember_image(session, list(placement), image)
     started = set(out.started)
     for job_id, flag in [
         *((j, True) for j in result.nominated - seen.nominated),
@@ -187,6 +193,44 @@ _STOP_EVENTS = {
     StopCause.PREEMPTED: ("preempt", None),
     StopCause.NODE_DOWN: ("requeue", None),
 }
+
+
+IMAGES_KEPT = 32
+"""Images remembered per node (the oldest forgotten first): a hint for placement, not a
+promise that the node still has them."""
+
+
+def _remember_image(session: Session, nodes: list[str], image: str) -> None:
+    """The nodes of a start will hold its image: later jobs of that image prefer them."""
+    for row in session.scalars(select(NodeRow).where(NodeRow.name.in_(nodes))):
+        held = list(row.images or ())
+        if image not in held:
+            row.images = [*held, image][-IMAGES_KEPT:]
+
+
+def write_ready(
+    session: Session, ready: Mapping[str, tuple[int, float]], now_t_s: float
+) -> list[str]:
+    """Record when each container job's image was ready on all its nodes (its time limit
+    runs from then); returns the jobs written now. Once per attempt: a job already written,
+    or in another attempt, is left alone."""
+    written = []
+    started = (JobState.STARTING.value, JobState.RUNNING.value, JobState.PREEMPTING.value,
+               JobState.CANCELLING.value)  # fmt: skip
+    for job_id, (restart_count, ready_t_s) in ready.items():
+        done = session.execute(
+            update(JobRow)
+            .where(JobRow.id == job_id, JobRow.restart_count == restart_count,
+                   JobRow.run_t_s.is_(None), JobRow.state.in_(started))
+            .values(run_t_s=ready_t_s, updated_t_s=now_t_s)
+            .returning(JobRow.start_t_s)
+        ).first()  # fmt: skip
+        if done is None:
+            continue
+        took = f" after {max(0.0, ready_t_s - done[0]):.1f} s" if done[0] is not None else ""
+        record(session, now_t_s, "running", f"image ready{took}; running", job_id)
+        written.append(job_id)
+    return written
 
 
 def _stop(session: Session, stop: Stop, now_t_s: float, out: Written) -> None:

@@ -40,7 +40,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from railyard.control.errors import ServiceError
-from railyard.control.loop.apply import Written, write_plan
+from railyard.control.loop.apply import Written, write_plan, write_ready
 from railyard.control.loop.healthjobs import ScheduledChecks, health_input
 from railyard.control.loop.launchspec import launch_spec
 from railyard.control.loop.starts import Starter
@@ -53,7 +53,13 @@ from railyard.control.store.stuck import Overdue, overdue
 from railyard.control.store.tables import HOLDING_STATES, JobRow, JobState
 from railyard.control.usecases.loopstatus import FAILURE_WINDOW_S, LoopHealth
 from railyard.exec.exits import exit_of
-from railyard.exec.protocol import Executor, JobHandle, LaunchSpec, NotifiesExits
+from railyard.exec.protocol import (
+    Executor,
+    JobHandle,
+    LaunchSpec,
+    NotifiesExits,
+    ReportsReady,
+)
 from railyard.sched import CycleCache, SchedulerConfig
 from railyard.sched.health import ACROSS_ONLY, HealthInput, HealthPolicy, with_sweep
 from railyard.sched.lifecycle import Exit, ExitKind, StepPlan
@@ -141,6 +147,7 @@ class Loop:
         self._converting_steps = 0  # steps in a row that only converted new rows
         self._cache = CycleCache()
         self._carried: list[Exit] = []  # exits adoption found, settled by the next step
+        self._ready_written: set[tuple[str, int]] = set()  # (job, attempt) run_t_s written
         self.last_plan: StepPlan | None = None
         self.checks = (
             ScheduledChecks(
@@ -246,12 +253,15 @@ class Loop:
         if self.across.ended:
             self._finish_across(now_t_s)
         exits = [*self._carried, *(exit_of(r) for r in reports)]
+        ready = self._images_ready()
         if now_t_s >= self._next_sweep_t_s:
             self._next_sweep_t_s = now_t_s + self.config.sweep_interval_s
             exits += self._sweep(now_t_s, exits, report)
         self._carried = exits  # until the plan is committed: a failed step loses no exit
         # 2-3. Read, plan, write the plan before acting on it.
         with self.store.session() as session:
+            if ready:
+                write_ready(session, ready, now_t_s)
             bounded = self._converting_steps < self.config.converting_steps_max
             limit = self.config.convert_max_rows if bounded else None
             given, seen = self._world.read(
@@ -267,6 +277,7 @@ class Loop:
             plan = lifecycle_step(given, self.config.scheduler, self._cache)
             report.cycle_s = time.perf_counter() - began
             written = write_plan(session, plan, seen, now_t_s)
+        self._ready_written.update((j, a) for j, (a, _) in ready.items())
         self._world.wrote(written.reasons)  # committed: the cache holds what the rows say
         self._world.settled(plan, seen, [job_id for job_id, _ in written.finished], now_t_s)
         specs = self._specs(written)  # after the commit: the write lock is held no longer
@@ -296,6 +307,14 @@ class Loop:
         self.metrics.observe(report.cycle_s, report.step_s, report.waits_s)
         self.health.ok(self.clock())
         return report
+
+    def _images_ready(self) -> dict[str, tuple[int, float]]:
+        """Container jobs whose image the executor newly found on all their nodes."""
+        if not isinstance(self.executor, ReportsReady):
+            return {}
+        now = dict(self.executor.ready())
+        self._ready_written &= {(j, a) for j, (a, _) in now.items()}  # forget ended ones
+        return {j: v for j, v in now.items() if (j, v[0]) not in self._ready_written}
 
     def _converting(self, report: StepReport, backlog: int, step_began: float) -> StepReport:
         """A step that only converted new pending rows (a 10,000-task array has just landed)

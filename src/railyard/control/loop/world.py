@@ -61,6 +61,7 @@ class Seen:
     running: dict[str, RunningJob] = field(default_factory=dict)
     states: dict[str, str] = field(default_factory=dict)  # started job -> stored state
     backlog: int = 0  # new pending rows left unread by a bounded read (`WorldReader._pending`)
+    images: dict[str, str] = field(default_factory=dict)  # pending job -> its container image
 
 
 class WorldReader:
@@ -165,6 +166,8 @@ class WorldReader:
             seen.reasons[job_id] = reason
             if job.nominated:
                 seen.nominated.add(job_id)
+            if job.image is not None:
+                seen.images[job_id] = job.image
             out.append(job)
         return out
 

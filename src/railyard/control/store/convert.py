@@ -45,6 +45,7 @@ def to_node(row: NodeRow) -> Node:
         mem_gb=row.mem_gb,
         path=tuple(row.path),
         state=NodeState(row.state),
+        images=frozenset(row.images or ()),
     )
 
 
@@ -115,6 +116,8 @@ class JobFields(Protocol):
     dependency: str | None
     terminal: str
     active_t_s: float | None
+    image: str | None
+    run_t_s: float | None
 
 
 SCHED_NAMES: tuple[str, ...] = (
@@ -124,7 +127,7 @@ SCHED_NAMES: tuple[str, ...] = (
     "restart_count", "max_restarts", "array_parent", "array_index", "array_max_running",
     "warn_before_s", "warned", "attained_gpu_s", "nominated", "hold", "name", "dependency",
     "state", "reason", "placement", "start_t_s", "last_checkpoint_t_s", "preempt_for",
-    "stop_cause", "updated_t_s", "terminal", "active_t_s",
+    "stop_cause", "updated_t_s", "terminal", "active_t_s", "image", "run_t_s",
 )  # fmt: skip
 SCHED_COLUMNS: tuple[Any, ...] = tuple(getattr(JobRow, name) for name in SCHED_NAMES)
 """Selected without the ORM (no identity map, no large command/env/script columns): a cycle
@@ -148,6 +151,7 @@ _JOB_NAMES = (
     "topology_level", "topology_mode", "submit_t_s", "min_runtime_s", "checkpoint_grace_s",
     "restart_count", "max_restarts", "array_parent", "array_index", "array_max_running",
     "warn_before_s", "attained_gpu_s", "nominated", "hold", "name", "dependency", "terminal",
+    "image",
 )  # fmt: skip
 
 
@@ -182,6 +186,7 @@ def _job(f: Mapping[str, Any], user: str) -> Job:
         hold=f["hold"],
         name=f["name"],
         interactive=bool(f["terminal"]),
+        image=f["image"],
         **_dependencies(f["dependency"]),
     )
 
@@ -230,6 +235,7 @@ def to_running(row: JobFields, user: str) -> RunningJob:
         warned=row.warned,
         backfilled=row.reason.startswith(StartReason.BACKFILL.value),
         active_t_s=row.active_t_s,
+        run_t_s=row.run_t_s,
     )
 
 

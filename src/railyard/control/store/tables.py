@@ -207,6 +207,10 @@ class JobRow(Base):
     active_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     # --container-image and its options, with the mount prefixes its queue allowed at submit
     container: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # the container image alone (the scheduler reads it: placement prefers nodes holding it)
+    image: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+    # when its image was on every node of this attempt: its time limit runs from then
+    run_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     submit_t_s: Mapped[float] = mapped_column(Float)
     start_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     end_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -245,6 +249,8 @@ class NodeRow(Base):
     # the verdict of the node's last health run (pass, warn, fail, fatal) and when it came
     health: Mapped[str | None] = mapped_column(String(8), nullable=True)
     health_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # container images jobs brought here, most recent last (`control.loop.apply.IMAGES_KEPT`)
+    images: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
 
 
 class HealthRow(Base):

@@ -377,6 +377,7 @@ def admit(
         "signal_batch_shell": (spec.signal or "").strip().upper().startswith("B:"),
         "terminal": spec.terminal,
         "container": admit_container(session, spec),
+        "image": spec.container.image if spec.container is not None else None,
         "requeue": spec.requeue,
         "requeue_on_failure": False,  # Slurm's --requeue: node failure and preemption only
         "restart_count": 0,

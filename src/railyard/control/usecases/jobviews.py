@@ -142,6 +142,17 @@ def job_detail(session: Session, actor: User, job_id: str, now_t_s: float) -> Jo
     )  # fmt: skip
 
 
+def job_events(session: Session, actor: User, job_id: str) -> list[Event]:
+    """A job's history (the newest HISTORY_EVENTS, oldest first): its owner's or an admin's
+    (another user's is not found, as `jobs.get_job` says)."""
+    row, _ = jobs.get_job(session, actor, job_id)
+    events = session.scalars(
+        select(EventRow).where(EventRow.job_id == row.id)
+        .order_by(EventRow.t_s.desc(), EventRow.id.desc()).limit(HISTORY_EVENTS)
+    ).all()  # fmt: skip
+    return [Event(e.t_s, e.kind, e.message) for e in reversed(events)]
+
+
 SESSION_STATES = (JobState.PENDING.value, JobState.STARTING.value, JobState.RUNNING.value)
 
 

@@ -7,6 +7,10 @@ else in the fewest leaf groups of one scalable unit, else across the fewest scal
 Group capacities come from per-group histograms of free GPUs, never from scanning GPUs.
 `first-fit`: nodes in inventory order; honours only *required* topology.
 
+A job with a container image breaks `fabric-aware`'s ties (nodes of the same free count, leaf
+groups of the same capacity) in favour of nodes that already hold its image, so it skips a
+pull when that costs nothing else; it never takes a worse fit for it.
+
 Both count a node's free cores and memory too: a chunk goes only where its GPUs, its cores
 and its memory all fit. A gang that asks for cores or memory on a flavor whose nodes declare
 them reads per-node capacities instead of the GPU histograms (slower, and only for it).
@@ -82,6 +86,15 @@ def place_cpu_only(snap: Snapshot, shape: Shape) -> Masks | None:
     return dict.fromkeys(nodes[:need], 0)
 
 
+def _holders(snap: Snapshot, shape: Shape) -> frozenset[int] | None:
+    """Nodes that hold the shape's image (None: it has none, or no node holds it)."""
+    return snap.topo.image_nodes.get(shape.image) if shape.image is not None else None
+
+
+def _held(snap: Snapshot, flavor: str, lg: int, holders: frozenset[int]) -> int:
+    return sum(1 for i in snap.topo.lg_nodes[flavor, lg] if i in holders)
+
+
 def _required_level(shape: Shape) -> Level:
     t = shape.topology
     return t.level if t is not None and t.mode is TopologyMode.REQUIRED else Level.FABRIC
@@ -111,14 +124,18 @@ class FabricAware:
         buckets = snap.buckets[shape.flavor]
         domains = snap.topo.domain_masks
         limited = (shape.cpus_per_worker or shape.mem_per_worker_mib) and _limited(snap, shape)
+        holders = _holders(snap, shape)
         for free in range(need, len(buckets)):
             nodes = buckets[free]
             if limited:
                 nodes = [i for i in nodes if snap.chunks_fit(i, shape) >= shape.workers]
             if not nodes:
                 continue
-            chosen = nodes[0]
-            for i in nodes[:_NVLINK_PROBE]:
+            probe = nodes[:_NVLINK_PROBE]
+            if holders:  # those with the image first; one NVLink domain still comes first
+                probe = [i for i in nodes if i in holders][:_NVLINK_PROBE] + probe
+            chosen = probe[0]
+            for i in probe:
                 fm = snap.free_mask[i]
                 if any((fm & d).bit_count() >= need for d in domains[i]):
                     chosen = i
@@ -142,7 +159,12 @@ class FabricAware:
         level = _required_level(shape)
         fits_one = [(c, lg) for lg, c in caps.items() if c >= workers]
         if fits_one:
-            return self._fill(snap, shape, [min(fits_one)[1]])
+            tightest, first = min(fits_one)
+            holders = _holders(snap, shape)
+            if holders:  # among the tightest groups, the one with most nodes holding the image
+                tied = [lg for c, lg in fits_one if c == tightest]
+                first = min(tied, key=lambda lg: (-_held(snap, f, lg, holders), lg))
+            return self._fill(snap, shape, [first])
         if level <= Level.LEAF_GROUP:
             return None
         su_lgs = snap.topo.su_lgs[f]
@@ -178,11 +200,14 @@ class FabricAware:
         gpw, remaining = shape.gpus_per_worker, shape.workers
         topo, out = snap.topo, {}
         limited = (shape.cpus_per_worker or shape.mem_per_worker_mib) and _limited(snap, shape)
+        holders = _holders(snap, shape) or frozenset()
         for lg in lgs:
             nodes = sorted(
-                (snap.free[i], i) for i in topo.lg_nodes[shape.flavor, lg] if snap.free[i] >= gpw
+                (snap.free[i], i not in holders, i)
+                for i in topo.lg_nodes[shape.flavor, lg]
+                if snap.free[i] >= gpw
             )
-            for free, i in nodes:
+            for free, _, i in nodes:
                 k = _fits_node(snap, i, shape) if limited else _per_node(free, shape)
                 k = min(k, remaining)
                 if not k:
