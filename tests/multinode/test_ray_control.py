@@ -174,6 +174,9 @@ def test_a_two_node_ddp_job_in_containers(server: ServerProcess, tmp_path: Path)
     assert "rank 1 done" in second
     ranks = {int(e["RANK"]): e for e in (json.loads(p.read_text()) for p in out.iterdir())}
     assert ranks[0]["MASTER_ADDR"] == ranks[1]["MASTER_ADDR"] != "127.0.0.1"
+    # both nodes' agents said when the image was there: the time limit ran from then
+    ended = job(server, job_id)
+    assert ended["start_t_s"] <= ended["run_t_s"] <= ended["end_t_s"], ended
 
 
 @needs("torch")  # the DDP script
