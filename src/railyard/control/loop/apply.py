@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import ARRAY, String, any_, bindparam, select, update
+from sqlalchemy import text as sql_text
 from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -279,6 +280,11 @@ def _reasons(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> di
             changed.setdefault(reason.value, []).append(job_id)
     written: dict[str, str] = {}
     sqlite = session.get_bind().dialect.name == "sqlite"
+    if changed and not sqlite:
+        # Plan these for their ids: psycopg prepares a statement after its fifth run, and
+        # PostgreSQL may then keep one generic plan for it, here an index probe per id in
+        # place of a scan of the pending rows: 35 -> 480 ms a chunk of 5,000 (bench_live).
+        session.execute(sql_text("SET LOCAL plan_cache_mode = force_custom_plan"))
     for text, ids in changed.items():
         for chunk in range(0, len(ids), REASON_CHUNK):
             session.execute(
