@@ -43,11 +43,13 @@ class FailingWrites:
         self.seen = 0
         self.failed = 0
 
-    def before(self, conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+    def before(self, conn: Any, cursor: Any, statement: str, parameters: Any, context: Any,
+               executemany: bool) -> None:  # fmt: skip
         head = statement.lstrip().split(None, 1)[0].upper()
         if head not in ("INSERT", "UPDATE") or self.text not in statement:
             return
-        if self.job_id and not _mentions(parameters, self.job_id):
+        sets = parameters if executemany else [parameters]  # one statement, many rows
+        if self.job_id and not any(_mentions(p, self.job_id) for p in sets):
             return
         self.seen += 1
         if self.seen >= self.nth and self.failed < self.times:

@@ -8,21 +8,22 @@ must then do (launch, signal) is returned, only for the changes that were writte
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import ARRAY, String, any_, bindparam, select, update
+from sqlalchemy import ARRAY, String, Table, any_, bindparam, select, update
 from sqlalchemy import text as sql_text
 from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from railyard.control.loop.world import Seen
 from railyard.control.store.convert import usage_keys
-from railyard.control.store.effects import record
+from railyard.control.store.effects import record, record_many
 from railyard.control.store.tables import JobRow, JobState, NodeRow, UsageRow
 from railyard.control.store.transitions import changed_rows
 from railyard.sched import NodeState, StopCause, Usage
+from railyard.sched.decisions import Start
 from railyard.sched.lifecycle import Settlement, StepPlan
 from railyard.sched.stops import Stop
 
@@ -155,30 +156,8 @@ def _settle(
 def _decisions(session: Session, plan: StepPlan, seen: Seen, now_t_s: float, out: Written) -> None:
     result = plan.result
     pending = JobState.PENDING.value
-    for start in result.starts:
-        reason = start.reason.value + (" (borrowing)" if start.borrowing else "")
-        placement = {node: list(gpus) for node, gpus in start.placement.items()}
-        ok = cas(
-            session,
-            start.job_id,
-            pending,
-            *_still_startable(placement),
-            state=JobState.STARTING.value,
-            placement=placement,
-            start_t_s=now_t_s,
-            run_t_s=None,
-            reason=reason,
-            nominated=False,
-            updated_t_s=now_t_s,
-        )
-        if ok:
-            record(session, now_t_s, "start", f"{reason} on {placement}", start.job_id)
-            out.started.append(start.job_id)
-            image = seen.images.get(start.job_id)
-            if image is not None:
-                message = f"pulling image {image} where missing; the time limit starts after"
-                record(session, now_t_s, "pulling", message, start.job_id)
-                _remember_image(session, list(placement), image)
+    if result.starts:
+        out.started.extend(_start_all(session, result.starts, seen, now_t_s))
     started = set(out.started)
     for job_id, flag in [
         *((j, True) for j in result.nominated - seen.nominated),
@@ -257,13 +236,51 @@ def _stop(session: Session, stop: Stop, now_t_s: float, out: Written) -> None:
         out.stopped.append(stop.job_id)
 
 
-def _still_startable(placement: Mapping[str, list[int]]) -> tuple[ColumnElement[bool], ...]:
-    """What the API may have changed since the step read it and a start must still find: the
-    job unheld, and every node of its placement ready (a hold or a drain wins the race)."""
-    closed = select(NodeRow.name).where(
-        NodeRow.name.in_(list(placement)), NodeRow.state != NodeState.READY.value
-    )
-    return JobRow.hold.is_(None), ~closed.exists()
+def _start_all(session: Session, starts: Sequence[Start], seen: Seen, now_t_s: float) -> list[str]:
+    """Write the step's starts, each a compare-and-set PENDING -> STARTING that only applies
+    while the job is unheld and every node of its placement ready (a hold or a drain since
+    the read wins the race); returns the jobs started, in the plan's order.
+
+    One statement for all (an executemany), after one read of which of their nodes are
+    closed: a thousand starts were a thousand round trips, most of a first plan's second."""
+    placements = {s.job_id: {node: list(g) for node, g in s.placement.items()} for s in starts}
+    nodes = {node for placement in placements.values() for node in placement}
+    closed = set(session.scalars(select(NodeRow.name).where(
+        NodeRow.name.in_(sorted(nodes)), NodeRow.state != NodeState.READY.value)))  # fmt: skip
+    wanted = [s for s in starts if closed.isdisjoint(placements[s.job_id])]
+    if not wanted:
+        return []
+    reasons = {s.job_id: s.reason.value + (" (borrowing)" if s.borrowing else "") for s in wanted}
+    jobs = cast(Table, JobRow.__table__)  # Core: one statement for many parameter sets
+    stmt = (
+        update(jobs)
+        .where(jobs.c.id == bindparam("b_id"), jobs.c.state == JobState.PENDING.value,
+               jobs.c.hold.is_(None))
+        .values(state=JobState.STARTING.value, placement=bindparam("b_placement"),
+                start_t_s=now_t_s, run_t_s=None, reason=bindparam("b_reason"),
+                nominated=False, updated_t_s=now_t_s)
+    )  # fmt: skip
+    params = [{"b_id": s.job_id, "b_placement": placements[s.job_id], "b_reason": reasons[s.job_id]}
+              for s in wanted]  # fmt: skip
+    ids = [s.job_id for s in wanted]
+    if changed_rows(session, stmt, params) == len(params):
+        applied = set(ids)
+    else:  # some lost a race: the rows this step moved are STARTING at this instant
+        applied = set()
+        for chunk in range(0, len(ids), REASON_CHUNK):
+            applied.update(session.scalars(select(JobRow.id).where(
+                JobRow.id.in_(ids[chunk : chunk + REASON_CHUNK]),
+                JobRow.state == JobState.STARTING.value, JobRow.start_t_s == now_t_s)))  # fmt: skip
+    started = [i for i in ids if i in applied]
+    events = [("start", f"{reasons[i]} on {placements[i]}", i) for i in started]
+    for job_id in started:
+        image = seen.images.get(job_id)
+        if image is not None:
+            message = f"pulling image {image} where missing; the time limit starts after"
+            events.append(("pulling", message, job_id))
+            _remember_image(session, list(placements[job_id]), image)
+    record_many(session, now_t_s, events)
+    return started
 
 
 def _reasons(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> dict[str, str]:

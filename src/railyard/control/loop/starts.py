@@ -1,7 +1,8 @@
 """Launching the jobs a step wrote STARTING, each on its own: one job's failure is that job's.
 
 The executor starts each job (its start is idempotent per attempt), then every outcome of the
-step is written in one short transaction: the launched rows get their handle (RUNNING), a
+step is written in one short transaction: the launched rows get their handle (RUNNING, in one
+statement), a
 refused launch goes back to PENDING with a counted try, or to FAILED after ``max_tries``. If
 that transaction fails (a locked or full store), each row is written in a transaction of its
 own, so one bad write strands no other job; a row whose write failed stays STARTING and the
@@ -14,14 +15,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
+from sqlalchemy import Table, bindparam, update
 from sqlalchemy.orm import Session
 
 from railyard.control.loop.apply import cas
 from railyard.control.store.database import Store
 from railyard.control.store.effects import record
-from railyard.control.store.tables import JobState
-from railyard.control.store.transitions import transition
+from railyard.control.store.tables import JobRow, JobState
+from railyard.control.store.transitions import changed_rows, transition
 from railyard.control.usecases.loopstatus import LoopHealth
 from railyard.exec.protocol import Executor, JobHandle, LaunchSpec
 
@@ -61,8 +64,7 @@ class Starter:
         now_t_s = self.clock()
         try:
             with self.store.session() as session:
-                recorded = [o.spec.job_id for o in outcomes if self._write(session, o, now_t_s)]
-            return recorded
+                return self._write_all(session, outcomes, now_t_s)
         except Exception as exc:  # one transaction for the step failed: one per job then
             log.warning("recording %d starts failed (%s); one by one", len(outcomes), exc)
             self.health.failed(exc, now_t_s, step_ended=False)
@@ -104,6 +106,29 @@ class Starter:
             key = (spec.job_id, spec.restart_count)
             self._tries[key] = self._tries.get(key, 0) + 1
             return _Outcome(spec, None, f"{type(exc).__name__}: {exc}", self._tries[key])
+
+    def _write_all(
+        self, session: Session, outcomes: Sequence[_Outcome], now_t_s: float
+    ) -> list[str]:
+        """Every outcome's compare-and-set; the launched ones STARTING -> RUNNING in one
+        statement (a first plan's thousand launches were a thousand round trips), each one
+        on its own only when some row had moved (stopping meanwhile: it keeps its handle)."""
+        launched = [o for o in outcomes if o.handle is not None]
+        jobs = cast(Table, JobRow.__table__)
+        stmt = (
+            update(jobs)
+            .where(jobs.c.id == bindparam("b_id"), jobs.c.state == JobState.STARTING.value,
+                   jobs.c.restart_count == bindparam("b_attempt"))
+            .values(handle=bindparam("b_handle"), updated_t_s=now_t_s,
+                    state=JobState.RUNNING.value)
+        )  # fmt: skip
+        params = [{"b_id": o.spec.job_id, "b_attempt": o.spec.restart_count,
+                   "b_handle": o.handle.to_dict()} for o in launched if o.handle]  # fmt: skip
+        done = set()
+        if params and changed_rows(session, stmt, params) == len(params):
+            done = {o.spec.job_id for o in launched}
+        return [o.spec.job_id for o in outcomes
+                if o.spec.job_id in done or self._write(session, o, now_t_s)]  # fmt: skip
 
     def _write(self, session: Session, outcome: _Outcome, now_t_s: float) -> bool:
         """The outcome's compare-and-set; True for a launch recorded on its row."""

@@ -6,6 +6,9 @@ loop must see marks the session (:func:`request_wake`); the API wakes the loop a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
 from railyard.control.store.tables import EventRow
@@ -23,3 +26,11 @@ def wants_wake(session: Session) -> bool:
 def record(session: Session, now_t_s: float, kind: str, message: str, job: str | None) -> None:
     """Append to the audit trail (``events`` table)."""
     session.add(EventRow(t_s=now_t_s, job_id=job, kind=kind, message=message))
+
+
+def record_many(session: Session, now_t_s: float, events: Sequence[tuple[str, str, str]]) -> None:
+    """Append (kind, message, job) events in one statement: a step that starts a thousand
+    jobs wrote them one ORM object at a time (a third of a second of its write on PostgreSQL)."""
+    if events:
+        rows = [{"t_s": now_t_s, "kind": k, "message": m, "job_id": j} for k, m, j in events]
+        session.execute(insert(EventRow), rows)

@@ -35,8 +35,15 @@ RETRIES = 5  # re-runs of a statement aborted by a deadlock or a serialization f
 _LOST_RACE = {"40P01", "40001"}
 
 
-def changed_rows(session: Session, stmt: Executable) -> int:
-    """Rows an UPDATE changed (SQLAlchemy types `execute` as returning a plain Result)."""
+def changed_rows(
+    session: Session, stmt: Executable, params: Sequence[Mapping[str, Any]] | None = None
+) -> int:
+    """Rows an UPDATE changed (SQLAlchemy types `execute` as returning a plain Result); with
+    ``params``, a Core statement run once per parameter set (executemany: both drivers count
+    the rows of every set)."""
+    if params is not None:
+        many = cast(CursorResult[Any], session.connection().execute(stmt, list(params)))
+        return many.rowcount
     result = cast(CursorResult[Any], session.execute(stmt))
     return result.rowcount
 
