@@ -4,6 +4,7 @@ reason, where Ray is not installed."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +19,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 from railyard.exec.rayagent import GPUS_RESOURCE, NODE_RESOURCE  # noqa: E402
 
 NODES = ("n1", "n2", "n3")
+ADD_TRIES = 3
 GPUS = 2
 
 
@@ -53,7 +55,17 @@ class LocalRay:
         return ("--ray", self.address, "--insecure-ray")
 
     def add(self, name: str) -> Any:
-        node = self.cluster.add_node(num_cpus=1, resources=join_resources(name, self.gpus))
+        """Start node ``name``. On this shared 2-core machine a raylet sometimes misses Ray's
+        30 s registration deadline while another module's cluster is busy ("timed out during
+        startup"): that start is tried again, twice at most; any other error is raised."""
+        for attempt in range(ADD_TRIES):
+            try:
+                node = self.cluster.add_node(num_cpus=1, resources=join_resources(name, self.gpus))
+                break
+            except Exception as exc:
+                if "timed out during startup" not in str(exc) or attempt == ADD_TRIES - 1:
+                    raise
+                time.sleep(2.0)
         self.nodes[name] = node
         return node
 
