@@ -112,3 +112,12 @@ def test_gpus_are_the_jobs_device_files_at_their_usual_names(tmp_path: Path) -> 
 )  # fmt: skip
 def test_a_prefix_holds_only_the_paths_below_it(path: str, prefix: str, inside: bool) -> None:
     assert under(path, prefix) is inside
+
+
+def test_the_wrappers_pull_timeout_is_the_schedulers_pull_limit() -> None:
+    """A pull longer than the scheduler lets a time limit wait must fail first, so no job runs
+    uncounted; the wrapper keeps its own copy (it does not import the scheduler)."""
+    from railyard.exec.containerrun import PULL_TIMEOUT_S
+    from railyard.sched.model import PULL_LIMIT_S
+
+    assert PULL_TIMEOUT_S == PULL_LIMIT_S

@@ -197,10 +197,9 @@ class RayExecutor:
                 job.stopping = True  # one node's share failed: stop the gang
                 self._fan_out(job_id, "cancel")
             if len(ended) == len(job.reports):
-                if job.containers:  # a short job: its nodes still say when the image was there
-                    self._ready_job(job_id, job)
-                    if job.agents and len(job.ready) == len(job.agents):
-                        self._ended_ready[job_id] = (job.restart_count, max(job.ready.values()))
+                ready_t_s = self._ready_job(job_id, job)  # a short job's nodes still say
+                if ready_t_s is not None:
+                    self._ended_ready[job_id] = (job.restart_count, ready_t_s)
                 del self._jobs[job_id]
                 reports.append(merge(job_id, job.restart_count, ended))
                 for agent in job.agents.values():
@@ -252,15 +251,16 @@ class RayExecutor:
         see `ReportsReady`. Nodes that said so are not asked again."""
         out, self._ended_ready = self._ended_ready, {}
         for job_id, job in self._jobs.items():
-            if not job.containers:
-                continue
-            self._ready_job(job_id, job)
-            if job.agents and len(job.ready) == len(job.agents):
-                out[job_id] = (job.restart_count, max(job.ready.values()))
+            ready_t_s = self._ready_job(job_id, job)
+            if ready_t_s is not None:
+                out[job_id] = (job.restart_count, ready_t_s)
         return out
 
-    def _ready_job(self, job_id: str, job: _Job) -> None:
-        """Ask the nodes that have not said so yet whether the job's image is there."""
+    def _ready_job(self, job_id: str, job: _Job) -> float | None:
+        """When a container job's image was on all its nodes (the latest), asking the nodes
+        that have not said so yet; None while one has not (or for a bare job)."""
+        if not job.containers:
+            return None
         asking = {n: a.ready.remote() for n, a in job.agents.items() if n not in job.ready}
         for node, ref in asking.items():
             try:
@@ -271,6 +271,9 @@ class RayExecutor:
             mine = found.get(job_id)
             if mine is not None and mine[0] == job.restart_count:
                 job.ready[node] = mine[1]
+        if not job.agents or len(job.ready) < len(job.agents):
+            return None
+        return max(job.ready.values())
 
     def probe(self, node: str, timeout_s: float = 2.0) -> bool:
         """Whether `node` runs an agent now (its log agent answers within `timeout_s`)."""

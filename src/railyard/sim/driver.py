@@ -452,7 +452,8 @@ class _Run:
         if not lacking:
             return 0.0
         for node in lacking:
-            self._set_node(replace(node, images=node.images | {image}))
+            self.nodes[node.name] = replace(node, images=node.images | {image})
+        self.node_tuple = tuple(self.nodes[n.name] for n in self.node_tuple)  # once per start
         pull_s = self.cfg.images.pull_s(image, len(lacking)) if self.cfg.images else 0.0
         rec.cold_starts += 1
         rec.pull_s += pull_s

@@ -180,12 +180,16 @@ IMAGES_KEPT = 32
 promise that the node still has them."""
 
 
-def _remember_image(session: Session, nodes: list[str], image: str) -> None:
-    """The nodes of a start will hold its image: later jobs of that image prefer them."""
-    for row in session.scalars(select(NodeRow).where(NodeRow.name.in_(nodes))):
+def _remember_images(session: Session, arriving: Mapping[str, list[str]]) -> None:
+    """The nodes of a step's starts will hold their images (node -> images, in start order):
+    later jobs of those images prefer them. One read of those nodes for the whole step."""
+    if not arriving:
+        return
+    for row in session.scalars(select(NodeRow).where(NodeRow.name.in_(sorted(arriving)))):
         held = list(row.images or ())
-        if image not in held:
-            row.images = [*held, image][-IMAGES_KEPT:]
+        new = [i for i in dict.fromkeys(arriving[row.name]) if i not in held]
+        if new:
+            row.images = [*held, *new][-IMAGES_KEPT:]
 
 
 def write_ready(
@@ -273,13 +277,16 @@ def _start_all(session: Session, starts: Sequence[Start], seen: Seen, now_t_s: f
                 JobRow.state == JobState.STARTING.value, JobRow.start_t_s == now_t_s)))  # fmt: skip
     started = [i for i in ids if i in applied]
     events = [("start", f"{reasons[i]} on {placements[i]}", i) for i in started]
+    arriving: dict[str, list[str]] = {}
     for job_id in started:
         image = seen.images.get(job_id)
         if image is not None:
             message = f"pulling image {image} where missing; the time limit starts after"
             events.append(("pulling", message, job_id))
-            _remember_image(session, list(placements[job_id]), image)
+            for node in placements[job_id]:
+                arriving.setdefault(node, []).append(image)
     record_many(session, now_t_s, events)
+    _remember_images(session, arriving)
     return started
 
 
