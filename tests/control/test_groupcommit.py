@@ -178,6 +178,31 @@ def test_a_revoked_token_cannot_submit_and_a_bad_token_is_401_whatever_the_body(
     assert TestClient(app).post("/v1/jobs", json={"gpus": "many"}).status_code == 401
 
 
+def test_a_changed_unix_account_and_an_expired_token_count_from_the_next_submit(
+    store: Store, tokens: dict[str, str], tmp_path: Path
+) -> None:
+    """The submit path remembers tokens it has seen (``auth.TokenCache``), yet an admin's change
+    to a user holds from the next submit, and a token that expires is refused with its time."""
+    now = [1_000_000.0]
+    app = create_app(store, wake=lambda: None, state_dir=tmp_path, clock=lambda: now[0])
+    root = TestClient(app, headers={"Authorization": f"Bearer {tokens['root']}"})
+    created = root.post(
+        "/v1/tokens", json={"user": "alice", "label": "laptop", "expires_in_s": 60}
+    ).json()
+    alice = TestClient(app, headers={"Authorization": f"Bearer {created['token']}"})
+    first = alice.post("/v1/jobs", json=GOOD).json()[0]["id"]
+    moved = root.patch("/v1/users/alice", json={"unix_user": "nobody"})
+    assert moved.status_code == 200, moved.text
+    second = alice.post("/v1/jobs", json=GOOD).json()[0]["id"]
+    with store.session() as session:
+        accounts = {i: u for i, u in session.execute(select(JobRow.id, JobRow.unix_user))}
+    assert (accounts[first], accounts[second]) == ("alice", "nobody")
+    now[0] += 61
+    late = alice.post("/v1/jobs", json=GOOD)
+    assert late.status_code == 401
+    assert "expired at" in late.json()["detail"]
+
+
 def test_equal_specs_share_an_admission_only_for_the_same_user(
     store: Store, tokens: dict[str, str], tmp_path: Path
 ) -> None:

@@ -42,6 +42,7 @@ from railyard.control.store.database import Store
 from railyard.control.usecases import logs
 from railyard.control.usecases.accounts import RunAs
 from railyard.control.usecases.activity import Activity
+from railyard.control.usecases.auth import TokenCache
 from railyard.control.usecases.groupcommit import (
     GroupCommit,
     SubmitStore,
@@ -90,7 +91,7 @@ def create_app(
     )
     app.state.railyard = Context(
         store, wake, spool, known_flavors, clock, run_as, loop_health, health_fail_requeues,
-        remote_log, across, submits, Path(state_dir), Activity(store, clock),
+        remote_log, across, submits, Path(state_dir), Activity(store, clock), TokenCache(),
     )  # fmt: skip
 
     @app.get(

@@ -24,7 +24,7 @@ from railyard.client.bounds import (
 )
 from railyard.control import schemas as s
 from railyard.control.store.database import Store
-from railyard.control.store.effects import wants_wake
+from railyard.control.store.effects import wants_auth_reload, wants_wake
 from railyard.control.store.retries import RetryRoute
 from railyard.control.store.tables import User
 from railyard.control.usecases import auth, logs
@@ -80,6 +80,7 @@ class Context:
     submits: SubmitGroup | None = None  # single submits, committed in groups
     state_dir: Path | None = None  # the executor's records (interactive jobs' sockets)
     activity: Activity | None = None  # when users last sent their interactive jobs anything
+    tokens: auth.TokenCache | None = None  # who recently seen tokens are (the submit path)
 
 
 def _ctx(request: Request) -> Context:
@@ -94,6 +95,9 @@ def get_db(request: Request) -> Iterator[Session]:
     with ctx.store.session(write=request.method not in _READS) as session:
         yield session
         wake = wants_wake(session)
+        reload_auth = wants_auth_reload(session)
+    if reload_auth and ctx.tokens is not None:
+        ctx.tokens.forget()
     if wake:
         ctx.wake()
 
@@ -120,7 +124,10 @@ CurrentUser = Annotated[User, Depends(get_current_user)]
 
 def _identify(ctx: Context, token: str) -> User:
     with ctx.store.session() as session:
-        user, why = auth.identify(session, token, ctx.clock())
+        if ctx.tokens is None:
+            user, why = auth.identify(session, token, ctx.clock())
+        else:
+            user, why = auth.identify_cached(session, token, ctx.tokens, ctx.clock())
     if user is None:
         raise HTTPException(401, why, headers=_BEARER)
     return user
@@ -134,7 +141,12 @@ async def get_submitter(credentials: CredentialsDep, request: Request) -> User:
     a bad token is still 401 whatever the body."""
     if credentials is None:
         raise HTTPException(401, "missing bearer token", headers=_BEARER)
-    return await run_in_threadpool(_identify, _ctx(request), credentials.credentials)
+    ctx = _ctx(request)
+    if ctx.tokens is not None:  # seen lately: no thread hop, no read
+        user = ctx.tokens.get(credentials.credentials, ctx.clock())
+        if user is not None:
+            return user
+    return await run_in_threadpool(_identify, ctx, credentials.credentials)
 
 
 Submitter = Annotated[User, Depends(get_submitter)]

@@ -1,7 +1,10 @@
-"""What a use-case leaves behind besides rows: an audit event, and a wake-up for the loop.
+"""What a use-case leaves behind besides rows: an audit event, a wake-up for the loop, and word
+that who a token is has changed.
 
 Use-cases flush but never commit; the caller's ``Store.session()`` commits once. A change the
-loop must see marks the session (:func:`request_wake`); the API wakes the loop after commit.
+loop must see marks the session (:func:`request_wake`); the API wakes the loop after commit. A
+change to a user or a token marks it too (:func:`request_auth_reload`): after commit the API
+forgets the tokens it has recently seen (``usecases.auth.TokenCache``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,16 @@ from railyard.control.store.tables import EventRow
 
 def request_wake(session: Session) -> None:
     session.info["wake"] = True
+
+
+def request_auth_reload(session: Session) -> None:
+    session.info["auth"] = True
+
+
+def wants_auth_reload(session: Session) -> bool:
+    """True once after a change to users or tokens; the caller forgets cached tokens after
+    commit."""
+    return bool(session.info.pop("auth", False))
 
 
 def wants_wake(session: Session) -> bool:

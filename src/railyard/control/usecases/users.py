@@ -13,7 +13,7 @@ from sqlalchemy.sql.selectable import ScalarSelect, Select
 
 from railyard.control.errors import Conflict, Forbidden, NotFound
 from railyard.control.schemas import TokenCreate, UserCreate, UserUpdate
-from railyard.control.store.effects import record
+from railyard.control.store.effects import record, request_auth_reload
 from railyard.control.store.tables import JobRow, QueueMember, Token, User
 from railyard.control.usecases.auth import is_valid, issue_token
 
@@ -59,6 +59,7 @@ def update_user(session: Session, actor: User, name: str, spec: UserUpdate, now_
             _demote(session, user)
     if changes:
         record(session, now_t_s, "user", f"{actor.name} changed {name}: {'; '.join(changes)}", None)
+        request_auth_reload(session)
     return user
 
 
@@ -121,6 +122,7 @@ def delete_user(session: Session, actor: User, name: str, now_t_s: float) -> Use
         raise Conflict(f"user {name!r} is the last admin", hint=_LAST_ADMIN_HINT)
     session.expunge(user)
     record(session, now_t_s, "user", f"{actor.name} removed user {name}", None)
+    request_auth_reload(session)
     return user
 
 
@@ -209,6 +211,7 @@ def revoke_token(session: Session, actor: User, token_id: int, now_t_s: float) -
         )
     token.revoked = True
     record(session, now_t_s, "token", f"{actor.name} revoked token {token_id}", None)
+    request_auth_reload(session)
     return token
 
 
