@@ -55,7 +55,7 @@ def cli_round(server: ServerProcess, tasks: int) -> tuple[float, float]:
     command = [sys.executable, "-m", "railyard"]
     began = time.perf_counter()
     out = subprocess.run(
-        [*command, "submit", f"--array=0-{tasks - 1}%2", "--", "true"],
+        [*command, "submit", "--parsable", f"--array=0-{tasks - 1}%2", "--", "true"],
         env=env, capture_output=True, text=True, check=True,
     )  # fmt: skip
     submit_s = time.perf_counter() - began

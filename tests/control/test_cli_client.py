@@ -116,8 +116,8 @@ def test_admin_sets_up_a_user_who_submits_and_cancels(cli: Cli) -> None:
     submitted = cli("dave", "submit", "--gpus", "2", "-p", "team", "-J", "hello", "-t", "30",
                     "--", "python", "-c", "print('hi')")  # fmt: skip
     assert submitted.exit_code == 0, submitted.output
-    job_id = submitted.stdout.strip()
-    assert job_id == "1"
+    assert submitted.stdout == "Submitted batch job 1\n"  # sbatch's words, byte for byte
+    job_id = "1"
     [pending] = cli.json("dave", "queue")
     assert (pending["id"], pending["state"], pending["reason"]) == ("1", "pending", "")
     assert (pending["queue"], pending["gpus"], pending["name"]) == ("team", 2, "hello")
@@ -155,7 +155,35 @@ def test_script_submission_with_flag_override(cli: Cli, tmp_path: Path) -> None:
     assert (job["name"], job["preemptible"]) == ("sb", True)
     assert job["command"] == [str(tmp_path / "state" / "jobs" / "1" / "script.sh")]
     array = cli("alice", "submit", "--array", "0-2", "--", "echo")
-    assert array.stdout.split() == ["2"]  # the array's id, as sbatch prints one
+    assert array.stdout == "Submitted batch job 2\n"  # the array's id, as sbatch prints one
+
+
+def test_wrap_and_parsable_as_sbatch_chains_them(cli: Cli, store: Store, tmp_path: Path) -> None:
+    """``jobid=$(sbatch --parsable --wrap='...')``: the id alone, and the command as a /bin/sh
+    batch script named "wrap"; --wrap beside a script, an empty --wrap, or --wrap given to
+    ``run`` is one line and exit 2."""
+    wrapped = cli("alice", "submit", "--parsable", "-t", "5", "--wrap", "echo $HOSTNAME; sleep 1")
+    assert wrapped.exit_code == 0, wrapped.output
+    assert wrapped.stdout == "1\n"
+    [job] = cli.json("alice", "queue")
+    assert (job["name"], job["walltime_s"]) == ("wrap", 300)
+    with store.session() as session:
+        script = session.get(JobRow, "1").script or ""  # type: ignore[union-attr]
+    assert script.startswith("#!/bin/sh\n")
+    assert script.endswith("\necho $HOSTNAME; sleep 1\n")
+    assert cli("alice", "submit", "--wrap=hostname", "-J", "h").stdout == "Submitted batch job 2\n"
+    (tmp_path / "job.sh").write_text("#!/bin/sh\necho run\n")
+    for refused in (
+        ("submit", "--wrap=hostname", str(tmp_path / "job.sh")),
+        ("submit", "--wrap="),
+        ("submit", "--wrap"),
+        ("run", "--wrap=hostname"),
+    ):
+        result = cli("alice", *refused)
+        assert result.exit_code == 2, refused
+        assert result.stderr.startswith("railyard: --wrap: ")
+        assert result.stderr.count("\n") == 1
+    assert len(cli.json("alice", "queue")) == 2
 
 
 def test_bad_input_exits_2_and_submits_nothing(cli: Cli, tmp_path: Path) -> None:
@@ -211,7 +239,7 @@ def test_nodes_tokens_and_drain(cli: Cli) -> None:
 
 
 def test_logs_and_follow(cli: Cli, store: Store, tmp_path: Path) -> None:
-    job_id = cli("alice", "submit", "--", "train").stdout.strip()
+    job_id = cli("alice", "submit", "--parsable", "--", "train").stdout.strip()
     path = log_path(tmp_path / "state" / "jobs", job_id, 0)
     path.parent.mkdir(parents=True)
     path.write_text("step 1\n")
@@ -262,7 +290,9 @@ ISO_LOCAL = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}[+-]\d{2}:\d{2}"
 
 
 def test_show_prints_dates_and_slurm_durations(cli: Cli) -> None:
-    job_id = cli("alice", "submit", "-t", "1-02:03:04", "-J", "long", "--", "echo").stdout.strip()
+    job_id = cli(
+        "alice", "submit", "--parsable", "-t", "1-02:03:04", "-J", "long", "--", "echo"
+    ).stdout.strip()
     shown = cli("alice", "show", job_id)
     assert shown.exit_code == 0, shown.output
     fields = dict(line.split(None, 1) for line in shown.stdout.splitlines() if " " in line)
@@ -278,7 +308,10 @@ def test_show_prints_dates_and_slurm_durations(cli: Cli) -> None:
 
 
 def test_show_an_array_parent(cli: Cli) -> None:
-    assert cli("alice", "submit", "--array", "0-2", "-J", "sweep", "--", "echo").stdout == "1\n"
+    assert (
+        cli("alice", "submit", "--parsable", "--array", "0-2", "-J", "sweep", "--", "echo").stdout
+        == "1\n"
+    )
     ids = ["1_0", "1_1", "1_2"]
     cli("alice", "cancel", ids[2])
     shown = cli("alice", "show", "1")
@@ -295,7 +328,7 @@ def test_show_an_array_parent(cli: Cli) -> None:
 
 
 def test_hold_and_release(cli: Cli) -> None:
-    job_id = cli("alice", "submit", "--", "echo").stdout.strip()
+    job_id = cli("alice", "submit", "--parsable", "--", "echo").stdout.strip()
     held = cli("alice", "hold", job_id)
     assert (held.exit_code, held.stdout) == (0, f"{job_id} held\n")
     assert "JobHeldUser" in cli("alice", "queue").stdout
@@ -319,9 +352,9 @@ def test_hold_and_release(cli: Cli) -> None:
 
 def test_history_like_sacct(cli: Cli, store: Store) -> None:
     now = time.time()
-    one_gpu = ("submit", "-G", "1", "--", "x")
+    one_gpu = ("submit", "--parsable", "-G", "1", "--", "x")
     ok, bad, waiting = (cli("alice", *one_gpu).stdout.strip() for _ in range(3))
-    bob_job = cli("bob", "submit", "-G", "2", "--", "x").stdout.strip()
+    bob_job = cli("bob", "submit", "--parsable", "-G", "2", "--", "x").stdout.strip()
     old = cli("alice", *one_gpu).stdout.strip()
     rows = {
         ok: {"state": "completed", "start_t_s": now - 3600, "end_t_s": now - 1800, "exit_code": 0},

@@ -130,6 +130,34 @@ def test_preempt_signal_reaches_the_tasks_not_the_batch_shell(
     assert "after srun" in logs(tmp_path)
 
 
+def test_b_signal_reaches_the_batch_shell_alone(
+    make_executor: MakeExecutor, tmp_path: Path
+) -> None:
+    """Slurm's --signal=B:USR1: the usual ``trap ... USR1; python train.py & wait`` pattern.
+    The shell's trap runs; the python it started in the background is not signalled and
+    finishes; every process exits 0 (the control plane then counts it completed: no stop was
+    asked, see sched.lifecycle.settle)."""
+    child = (
+        "import os, sys, time; open(os.path.join(sys.argv[1], 'ready'), 'w').close(); "
+        "time.sleep(2); print('child done', flush=True)"
+    )
+    body = (
+        "trap 'echo shell got USR1' USR1\n"
+        f'{sys.executable} -c "{child}" {tmp_path} &\n'
+        "wait; wait\necho shell exits\n"
+    )
+    executor = make_executor(gpus=1)
+    executor.start(batch(tmp_path, body, gpus_per_worker=1, gpus=(0,), signal_batch_shell=True))
+    wait_for(lambda: (tmp_path / "ready").exists())
+    executor.signal("job", None)
+    report = wait_report(executor, "job")
+    text = logs(tmp_path)
+    assert "shell got USR1" in text
+    assert "child done" in text
+    assert "shell exits" in text
+    assert (report.outcome, report.exit_code) == (Outcome.PREEMPTED, 0)
+
+
 def test_srun_outside_a_batch_script_and_bad_requests(
     make_executor: MakeExecutor, tmp_path: Path
 ) -> None:

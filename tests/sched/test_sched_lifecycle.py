@@ -14,7 +14,8 @@ from railyard.sched import (
     accrue_usage,
     expand_array,
 )
-from railyard.sched.lifecycle import requeue_after_stop
+from railyard.sched.lifecycle import EndState, Exit, ExitKind, requeue_after_stop, settle
+from railyard.sched.model import StopCause
 
 Q = flat_queues({"a": 64})
 
@@ -89,3 +90,21 @@ def test_total_gpu_count_becomes_a_gang(gpus, shape):
 def test_total_gpu_count_must_fill_whole_nodes():
     with pytest.raises(ValueError, match="whole number"):
         Job.with_total_gpus(id="j", queue="a", flavor=H100, gpus=12, gpus_per_node=8)
+
+
+@pytest.mark.parametrize(
+    ("cause", "kind", "end", "requeued"),
+    [
+        # exit 0 after the time-limit warning alone (--signal=USR1@60): completed, as in Slurm
+        (None, ExitKind.PREEMPTED, EndState.COMPLETED, False),
+        (None, ExitKind.COMPLETED, EndState.COMPLETED, False),
+        (StopCause.PREEMPTED, ExitKind.PREEMPTED, None, True),  # a real preemption requeues
+        (StopCause.TIME_LIMIT, ExitKind.PREEMPTED, EndState.TIMEOUT, False),
+        (None, ExitKind.FAILED, EndState.FAILED, False),
+    ],
+)
+def test_an_exit_after_the_warning_signal_alone_is_completed(cause, kind, end, requeued):
+    run = running(job("j", gpus=1, warn_before_s=60.0), "n0:0", stop_cause=cause)
+    settled = settle(run, Exit("j", 0, kind, exit_code=0), now_t_s=100.0)
+    assert settled.end == end
+    assert (settled.requeued is not None) == requeued

@@ -61,7 +61,7 @@ def test_bob_asks_above_the_bound_in_an_sbatch_script(site: Site) -> None:
         assert err == (
             f"railyard: priority {shown} is above what queue 'default' allows its members {BOUND}\n"
         )
-    code, out, err = _cli(site, bob, "submit --gpus 1 --nice 100 -- true")
+    code, out, err = _cli(site, bob, "submit --parsable --gpus 1 --nice 100 -- true")
     assert code == 0, err
     assert job(site.server, out.strip())["priority"] == 400
     code, _, err = _cli(site, bob, "submit --nice=-1 -- true")

@@ -86,7 +86,7 @@ def test_the_dashboard_in_a_browser(server: ServerProcess, browser: object) -> N
     shot(b, "overview")
     b.get(f"{server.url}/ui/jobs")  # type: ignore[attr-defined]
     code = "import time; print('hello from the browser test', flush=True); time.sleep(3)"
-    job = cli(server, server.token, "submit", "--gpus", "2", "--name", "hello", "--",
+    job = cli(server, server.token, "submit", "--parsable", "--gpus", "2", "--name", "hello", "--",
               sys.executable, "-c", code)  # fmt: skip
     row = f"//tbody[@id='jobs']//a[text()='{job}']/../.."
     WebDriverWait(b, 30).until(lambda d: d.find_elements(By.XPATH, row))  # live: no reload

@@ -82,16 +82,31 @@ def submit_usage(prog: str) -> str:
         if scripts.takes_value(name):
             spelling += " VALUE"
         rows.append((spelling, OPTION_HELP.get(name, "")))
-    rows += [("--json", "machine-readable output"), ("-h, --help", "this help")]
+    rows += [
+        ("--wrap CMD", "run CMD as a /bin/sh batch script (sbatch's --wrap)"),
+        ("--parsable", "print only the job id (sbatch's --parsable), for $(...)"),
+        ("--json", "machine-readable output"),
+        ("-h, --help", "this help"),
+    ]
     doc = describe(submit)
-    usage = f"usage: {prog} [OPTIONS] SCRIPT\n       {prog} [OPTIONS] -- COMMAND [ARGS...]"
+    usage = (
+        f"usage: {prog} [OPTIONS] SCRIPT\n       {prog} [OPTIONS] -- COMMAND [ARGS...]\n"
+        f"       {prog} [OPTIONS] --wrap COMMAND"
+    )
     options = "\n".join(f"  {line}" for line in pairs(rows).splitlines())
     return f"{usage}\n\n{doc}\n\noptions:\n{options}"
 
 
-def split_submit_argv(argv: list[str]) -> tuple[list[str], list[str], set[str]]:
-    """(option words, the script or command, the CLI's own switches ``--json``/``--help``):
-    options come first, as with sbatch; ``--`` or the first other word ends them."""
+OWN_SWITCHES = ("--json", "--parsable", "-h", "--help")
+WRAPPED = "#!/bin/sh\n# written by railyard submit --wrap\n{command}\n"
+
+
+def split_submit_argv(
+    argv: list[str], wrap: list[str] | None = None
+) -> tuple[list[str], list[str], set[str]]:
+    """(option words, the script or command, the CLI's own switches ``--json``,
+    ``--parsable``, ``--help``): options come first, as with sbatch; ``--`` or the first other
+    word ends them. ``--wrap``'s command, if any, is appended to ``wrap``."""
     from railyard.client import scripts
 
     options: list[str] = []
@@ -103,8 +118,17 @@ def split_submit_argv(argv: list[str]) -> tuple[list[str], list[str], set[str]]:
             return options, argv[i + 1 :], own
         if not word.startswith("-") or word == "-":
             return options, argv[i:], own
-        if word in ("--json", "-h", "--help"):
+        if word in OWN_SWITCHES:
             own.add("--help" if word == "-h" else word)
+        elif word == "--wrap" or word.startswith("--wrap="):
+            if word == "--wrap":
+                i += 1
+                if i >= len(argv):
+                    fail("--wrap: needs a command (hint: --wrap='python train.py')")
+                word = "--wrap=" + argv[i]
+            if wrap is None:
+                fail("--wrap: only railyard submit takes it (hint: put the command after --)")
+            wrap.append(word.removeprefix("--wrap="))
         else:
             options.append(word)
             attached = "=" in word if word.startswith("--") else len(word) > 2
@@ -146,23 +170,32 @@ def submit(args: argparse.Namespace) -> int:
     Options are sbatch's and mean what the directives mean; given on the command line they
     override the script's. A batch script runs once, on the job's first node, with an srun for
     its tasks; a command runs as one task per GPU. The job gets this shell's environment and
-    directory (--export=ALL), never the server's. Prints the job id (one per array task).
+    directory (--export=ALL), never the server's. Prints "Submitted batch job N" as sbatch
+    does (an array is one job); --parsable prints only N.
     """
     from railyard.client import scripts  # the directive table: only submit pays for it
 
-    options_words, rest, own = split_submit_argv(args.argv)
+    wrap: list[str] = []
+    options_words, rest, own = split_submit_argv(args.argv, wrap)
     if "--help" in own:
         print(submit_usage(args.prog))
         return 0
-    if not rest:
-        fail("nothing to run: give a batch script, or -- followed by a command")
+    if wrap and rest:
+        fail(f"--wrap: runs its own command, not also {rest[0]!r} (hint: give one of them)")
+    if wrap and not wrap[-1].strip():
+        fail("--wrap: the command is empty (hint: --wrap='python train.py')")
+    if not rest and not wrap:
+        fail("nothing to run: give a batch script, -- followed by a command, or --wrap=COMMAND")
     after_dashes = "--" in args.argv[: len(args.argv) - len(rest)]
-    script, command = _script_or_command(rest, after_dashes)
+    script, command = _script_or_command(rest, after_dashes) if rest else (None, [])
     notes: list[str] = []
     try:
         flags = scripts.parse_args(options_words, notes)
         body: dict[str, Any]
-        if script is not None:
+        if wrap:
+            body = {**flags, "script": WRAPPED.format(command=wrap[-1])}
+            body.setdefault("name", "wrap")
+        elif script is not None:
             text = script.read_text()
             parsed = scripts.parse_script(text, str(script))
             notes += parsed.notes
@@ -184,8 +217,10 @@ def submit(args: argparse.Namespace) -> int:
         jobs = client.submit(body)
     if "--json" in own:
         emit_json(jobs)
-    else:
+    elif "--parsable" in own:
         print("\n".join(job["id"] for job in jobs))
+    else:
+        print("\n".join(f"Submitted batch job {job['id']}" for job in jobs))
     return 0
 
 

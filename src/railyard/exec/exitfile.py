@@ -41,6 +41,19 @@ class RankExit:
 UNKNOWN = RankExit(None, None)
 
 
+# The signals the wrapper catches and records in ``signals_received`` (it forwards none: a
+# signal to the rank's group reaches the command too), so that an exit after the preempt signal
+# or SIGTERM is told from one nobody asked for.
+NOTED_SIGNALS = (
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+)
+
+
 def signal_name(signum: int) -> str:
     try:
         return signal.Signals(signum).name

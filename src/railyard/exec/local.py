@@ -47,7 +47,7 @@ from railyard.exec.attempt import (
 from railyard.exec.container import ContainerTask, container_name, remove_containers
 from railyard.exec.containerlaunch import container_task
 from railyard.exec.containment import Containment, StepGroups
-from railyard.exec.exitfile import UNKNOWN, RankExit, read_exit
+from railyard.exec.exitfile import NOTED_SIGNALS, UNKNOWN, RankExit, read_exit
 from railyard.exec.exitwatch import SUPPORTED as CAN_WATCH_EXITS
 from railyard.exec.exitwatch import ExitWatcher
 from railyard.exec.identity import Account, resolve
@@ -201,6 +201,7 @@ class LocalExecutor:
             containers=(
                 tuple(container_name(step, r.handle.rank) for r in ranks) if spec.container else ()
             ),
+            signal_shell_only=spec.batch and spec.signal_batch_shell,
         )
         _write_handle(record, handle)
         self._jobs[spec.job_id] = JobState(handle, ranks)
@@ -499,8 +500,19 @@ class LocalExecutor:
         job.deadline = self._clock() + self.term_grace_s
 
     def _signal_live(self, job: JobState, sig: int) -> None:
+        """``sig`` to every live rank's group; the warning or preempt signal of a
+        ``--signal=B:`` job to its wrapper (which records it) and the batch shell alone."""
+        warning = signal.Signals[job.handle.preempt_signal]
+        shell_only = job.handle.signal_shell_only and sig == warning
         for rank in job.live():
-            procfs.signal_group(rank.handle.pgid, rank.handle.start_time_ticks, sig)
+            worker = rank.handle
+            if not shell_only:
+                procfs.signal_group(worker.pgid, worker.start_time_ticks, sig)
+                continue
+            if sig in NOTED_SIGNALS and procfs.is_alive(worker.pid, worker.start_time_ticks):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(worker.pid, sig)
+            procfs.signal_children(worker.pid, worker.start_time_ticks, sig)
 
 
 def _log_path(spec: LaunchSpec, slot: RankSlot, account: Account) -> Path:

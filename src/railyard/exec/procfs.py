@@ -78,6 +78,42 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+def children(pid: int) -> list[int]:
+    """Pids of ``pid``'s live children: ``/proc/<pid>/task/<pid>/children`` (Linux 3.5+, with
+    CONFIG_PROC_CHILDREN), else a scan of ``/proc`` for their parent."""
+    try:
+        listed = (PROC / str(pid) / "task" / str(pid) / "children").read_text()
+        return [int(c) for c in listed.split()]
+    except FileNotFoundError:
+        pass
+    found = []
+    for entry in PROC.iterdir():
+        if entry.name.isdigit():
+            try:
+                text = (entry / "stat").read_text()
+                state, parent = text[text.rindex(")") + 2 :].split()[:2]
+            except (OSError, ValueError):
+                continue
+            if int(parent) == pid and state not in ("Z", "X"):
+                found.append(int(entry.name))
+    return found
+
+
+def signal_children(pid: int, start_ticks: int, sig: int) -> bool:
+    """Send ``sig`` to the children of process ``pid`` (the wrapper: its child is the batch
+    shell) and not to their own children, if ``pid`` is still the process we started."""
+    if not is_alive(pid, start_ticks):
+        return False
+    sent = False
+    for child in children(pid):
+        try:
+            os.kill(child, sig)
+            sent = True
+        except ProcessLookupError:
+            continue
+    return sent
+
+
 def signal_group(pgid: int, leader_start_ticks: int, sig: int) -> bool:
     """Send ``sig`` to the group if it is still ours; True when something received it."""
     if not group_is_ours(pgid, leader_start_ticks):

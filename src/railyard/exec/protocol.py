@@ -186,11 +186,15 @@ class JobHandle:
     preempt_signal: str = DEFAULT_PREEMPT_SIGNAL
     limits: str = ""  # CPU/memory limits and whether they are enforced, in words
     containers: tuple[str, ...] = ()  # the names of its containers, removed when it ends
+    # --signal=B:SIG: the signal goes to the batch shell alone, as Slurm's B: does, not to
+    # the processes the script started (``python train.py & wait`` keeps running)
+    signal_shell_only: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready form for the control plane's store."""
         return {
             "containers": list(self.containers),
+            "signal_shell_only": self.signal_shell_only,
             "job_id": self.job_id,
             "restart_count": self.restart_count,
             "workers": [w.to_dict() for w in self.workers],
@@ -209,6 +213,7 @@ class JobHandle:
             preempt_signal=str(data.get("preempt_signal", DEFAULT_PREEMPT_SIGNAL)),
             limits=str(data.get("limits", "")),
             containers=tuple(str(n) for n in data.get("containers", ())),
+            signal_shell_only=bool(data.get("signal_shell_only", False)),
         )
 
 

@@ -51,18 +51,10 @@ from types import FrameType
 
 from railyard.exec import cgroup, containerrun, interactive, procfs, proctrack
 from railyard.exec.attempt import STOOD_DOWN_EXIT, claim, read_claim, start_marker_path
-from railyard.exec.exitfile import RankExit, signal_name, write_exit
+from railyard.exec.exitfile import NOTED_SIGNALS, RankExit, signal_name, write_exit
 from railyard.exec.outputs import outputs_record_path, record_outputs
 from railyard.exec.taskfile import Task
 
-NOTED_SIGNALS = (
-    signal.SIGUSR1,
-    signal.SIGUSR2,
-    signal.SIGTERM,
-    signal.SIGINT,
-    signal.SIGHUP,
-    signal.SIGQUIT,
-)
 USAGE = "usage: python -m railyard.exec.wrapper --exit-file PATH [--task-file PATH] -- cmd ..."
 FALLBACK_DIR = "/tmp"
 EXEC_FAILED = 127

@@ -116,6 +116,8 @@ def slurm_compat_env(row: JobRow, cluster: str = "railyard") -> dict[str, str]:
         env["SLURM_MEM_PER_NODE"] = str(row.mem_per_node_mb)
     if row.export.strip().upper() != "ALL":
         env["SLURM_EXPORT_ENV"] = row.export
+    if row.dependency:
+        env["SLURM_JOB_DEPENDENCY"] = row.dependency  # as given to --dependency
     if row.array_parent is not None and row.array_index is not None:
         env |= array_env(row.array_parent, row.array_index, row.array_spec)
     return env
