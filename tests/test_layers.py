@@ -44,7 +44,7 @@ FORBIDDEN["health"] = {"sched", "exec", "control", "sim", "cli", "inventory", "p
 PACKAGES = {p.stem for p in SRC.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
 FORBIDDEN["client"] = PACKAGES - {"client", "__init__", "__main__"}
 # The control-plane commands that users run in loops reach the server through the client only.
-CLIENT_COMMANDS = ("main", "args", "jobs", "run", "history", "cluster", "text", "timespec")
+CLIENT_COMMANDS = ("main", "args", "jobs", "run", "history", "cluster", "text")
 
 
 def _imported_modules(path: Path) -> set[str]:

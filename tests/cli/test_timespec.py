@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from railyard.cli.timespec import parse_time
+from railyard.client.timespec import parse_time
 
 NOW = datetime(2026, 11, 22, 15, 30, 45)
 

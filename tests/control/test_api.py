@@ -156,6 +156,38 @@ def test_cancel_running_job_leaves_it_to_the_loop(api: Api) -> None:
     assert again["state"] == "cancelling"
 
 
+def test_many_jobs_are_cancelled_in_one_transaction(api: Api) -> None:
+    """``scancel 1 2 3``: one request, one commit (the loop sees every cancel or none); an id
+    a single cancel would refuse is listed with its status and line and stops no other."""
+    from sqlalchemy import event
+
+    [first] = api.submit("alice")
+    [array] = api.submit("alice", array="0-2")
+    [bobs] = api.submit("bob")
+    commits: list[int] = []
+    event.listen(api.store.engine, "commit", lambda _conn: commits.append(1))
+    ids = [first["id"], array["id"], bobs["id"], "999", first["id"], "x;y"]
+    answer = api.as_["alice"].post("/v1/jobs/cancel", json={"ids": ids})
+    assert answer.status_code == 200, answer.text
+    assert len(commits) == 1
+    body = answer.json()
+    cancelled = {j["id"]: j["state"] for j in body["jobs"]}
+    assert cancelled[first["id"]] == "cancelled"
+    assert array["id"] in cancelled
+    tasks = api.as_["alice"].get("/v1/jobs", params={"array": array["id"]}).json()
+    assert [t["state"] for t in tasks] == ["cancelled"] * 3
+    assert [(r["id"], r["status"]) for r in body["refused"]] == [
+        (bobs["id"], 404),
+        ("999", 404),
+        ("x;y", 404),
+    ]
+    assert body["refused"][0]["detail"] == f"no job '{bobs['id']}'"
+    assert api.as_["bob"].get(f"/v1/jobs/{bobs['id']}").json()["state"] == "pending"
+    assert api.as_["alice"].post("/v1/jobs/cancel", json={"ids": []}).status_code == 422
+    too_many = {"ids": [str(i) for i in range(1001)]}
+    assert api.as_["alice"].post("/v1/jobs/cancel", json=too_many).status_code == 422
+
+
 def test_membership_of_a_parent_queue_allows_its_children(api: Api, seeder: Any) -> None:
     seeder.queue("team", nominal=0)
     seeder.queue("team-a", parent="team")

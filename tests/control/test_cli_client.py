@@ -186,6 +186,79 @@ def test_wrap_and_parsable_as_sbatch_chains_them(cli: Cli, store: Store, tmp_pat
     assert len(cli.json("alice", "queue")) == 2
 
 
+def test_hold_at_submit_and_wait_for_the_end(
+    cli: Cli, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sbatch -H`` submits held (JobHeldUser until released); ``sbatch -W`` returns when the
+    job ends, with its exit code (an array's highest)."""
+    from railyard.cli import jobs as job_commands
+
+    held = cli("alice", "submit", "--parsable", "-H", "--", "x").stdout.strip()
+    [job] = cli.json("alice", "queue", "-j", held)
+    assert (job["state"], job["reason"]) == ("pending", "JobHeldUser")
+    assert cli("alice", "release", held).exit_code == 0
+    assert cli.json("alice", "queue", "-j", held)[0]["reason"] == ""
+    monkeypatch.setattr(job_commands, "WAIT_POLL_S", 0.05)
+
+    def finish(ends: dict[str, tuple[str, int]]) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with store.session() as session:
+                rows = [session.get(JobRow, job_id) for job_id in ends]
+                if all(rows):
+                    for row in rows:
+                        assert row is not None
+                        row.state, row.exit_code = ends[row.id]
+                        row.end_t_s = time.time()
+                    return
+            time.sleep(0.05)
+
+    results: list[Result] = []
+    for args, ends, code in (
+        (["--", "x"], {"2": ("failed", 3)}, 3),
+        (["--array", "0-1", "--", "x"], {"3_0": ("completed", 0), "3_1": ("failed", 2)}, 2),
+    ):
+        waiter = threading.Thread(
+            target=lambda a=args: results.append(cli("alice", "submit", "-W", *a))
+        )
+        waiter.start()
+        finish(ends)
+        waiter.join(30)
+        assert results[-1].exit_code == code, results[-1].output
+    assert [r.stdout for r in results] == ["Submitted batch job 2\n", "Submitted batch job 3\n"]
+
+
+def test_update_as_scontrol(cli: Cli) -> None:
+    """``scontrol update JobId=N TimeLimit=...`` and its option spelling; a plain user's raise
+    is a refusal (exit 1), a bad word bad input (exit 2)."""
+    job = cli("alice", "submit", "--parsable", "-t", "1:00:00", "--", "x").stdout.strip()
+    done = cli("alice", "update", f"JobId={job}", "TimeLimit=30")
+    assert (done.exit_code, done.stdout) == (0, f"{job} updated\n")
+    assert cli.json("alice", "queue", "-j", job)[0]["walltime_s"] == 1800
+    assert cli("alice", "update", job, "--time", "20").exit_code == 0
+    raised = cli("alice", "update", job, "TimeLimit=2:00:00")
+    assert raised.exit_code == 1
+    assert raised.stderr.startswith("railyard: time limit 2:00:00 is above job")
+    assert cli("root", "update", job, "--time", "2:00:00").exit_code == 0
+    for bad in (["Partition=x"], ["TimeLimit"], []):
+        wrong = cli("alice", "update", job, *bad)
+        assert wrong.exit_code == 2, bad
+        assert wrong.stderr.startswith("railyard: update: ")
+
+
+def test_begin_as_sbatch(cli: Cli) -> None:
+    """``sbatch --begin=now+1hour`` (and ``#SBATCH --begin``): stored as the time it names; a
+    time that does not parse is one line, exit 2."""
+    job = cli("alice", "submit", "--parsable", "--begin", "now+1hour", "--", "x").stdout.strip()
+    [row] = cli.json("alice", "queue", "-j", job)
+    assert abs(row["begin_t_s"] - (time.time() + 3600)) < 60
+    shown = cli("alice", "show", job).stdout
+    assert "begin_time" in shown
+    wrong = cli("alice", "submit", "--begin", "soonish", "--", "x")
+    assert wrong.exit_code == 2
+    assert wrong.stderr.startswith("railyard: --begin: bad time 'soonish'")
+
+
 def test_bad_input_exits_2_and_submits_nothing(cli: Cli, tmp_path: Path) -> None:
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/bash\n#SBATCH --gpu=8\necho run\n")
@@ -394,6 +467,43 @@ def test_history_like_sacct(cli: Cli, store: Store) -> None:
     wrong = cli("alice", "history", "--starttime", "last week")
     assert wrong.exit_code == 2
     assert wrong.stderr.startswith("railyard: history: bad time 'last week' (hint: YYYY-MM-DD")
+    # sacct -j and -P
+    assert [j["id"] for j in cli.json("alice", "history", *window, "-j", f"{bad},999")] == [bad]
+    parsable = cli("alice", "history", *window, "-P", "-j", ok).stdout.splitlines()
+    assert parsable[0].startswith("JOBID|NAME|USER|QUEUE|STATE|EXITCODE|ELAPSED|")
+    assert parsable[1].split("|")[:7] == [
+        ok,
+        "x",
+        "alice",
+        "default",
+        "COMPLETED",
+        "0:0",
+        "00:30:00",
+    ]
+    assert len(parsable) == 2
+    assert cli("alice", "history", "-j", ",").exit_code == 2
+
+
+def test_queue_by_job_and_user_as_squeue(cli: Cli) -> None:
+    """squeue -j (an array's id names its tasks) and -u (another user's jobs: admins only)."""
+    single = cli("alice", "submit", "--parsable", "--", "x").stdout.strip()
+    array = cli("alice", "submit", "--parsable", "--array", "0-2", "--", "x").stdout.strip()
+    bobs = cli("bob", "submit", "--parsable", "--", "x").stdout.strip()
+    assert [j["id"] for j in cli.json("alice", "queue", "-j", array)] == [
+        f"{array}_{i}" for i in range(3)
+    ]
+    assert [j["id"] for j in cli.json("alice", "queue", "-j", f"{single},{array}_1")] == [
+        single, f"{array}_1"
+    ]  # fmt: skip
+    assert [j["id"] for j in cli.json("root", "queue", "-u", "bob")] == [bobs]
+    assert [j["id"] for j in cli.json("bob", "queue", "-u", "bob")] == [bobs]
+    assert cli.json("bob", "queue", "-u", "alice") == []  # a user sees only their own jobs
+    # scancel with a list: one request; the refused id is named, the others are cancelled
+    many = cli("alice", "cancel", single, array, bobs)
+    assert many.exit_code == 1
+    assert many.stdout.splitlines() == [f"{single} cancelled", f"{array} cancelled"]
+    assert many.stderr == f"railyard: {bobs}: no job '{bobs}'\n"
+    assert cli.json("alice", "queue", "-t", "pending") == []
 
 
 def test_submit_captures_the_environment_and_directory(

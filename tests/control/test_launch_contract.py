@@ -140,7 +140,7 @@ def test_batch_script_runs_once_with_sbatch_env_and_srun_starts_the_tasks(
         assert task["RANK"] == task["SLURM_PROCID"] == str(rank)
         assert task["CUDA_VISIBLE_DEVICES"] == "0,1"
     output = (cluster.out / "slurm-1.out").read_text()
-    assert output.startswith("==== railyard")
+    assert not output.startswith("==== railyard")  # the job's output alone, as Slurm's file
     assert "in batch" in output
     assert cluster.log(job_id) == output  # railyard logs reads the user's output file
     assert not (cluster.out / "1-b-0.json").exists()  # the script itself ran once

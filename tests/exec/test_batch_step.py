@@ -77,6 +77,9 @@ def test_script_runs_once_and_srun_starts_one_task_per_gpu(
     assert shell["PATH"].split(":")[0] == str(tmp_path / "logs" / "job" / "bin")
     tasks = [load(tmp_path, f"task-0-{r}") for r in range(4)]
     assert len({t["MASTER_PORT"] for t in tasks}) == 1
+    pids = {t["SLURM_TASK_PID"] for t in tasks}  # each task's own, as srun's (not the shell's)
+    assert len(pids) == 4
+    assert shell["SLURM_TASK_PID"] not in pids
     for rank, env in enumerate(tasks):
         assert env["SLURM_PROCID"] == env["RANK"] == env["SLURM_LOCALID"] == env["LOCAL_RANK"]
         assert env["RANK"] == str(rank)

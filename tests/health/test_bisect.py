@@ -111,3 +111,20 @@ def test_the_figure_is_read_back_from_rank_zeros_last_json_line() -> None:
     assert figure_of('NCCL INFO ...\n{"busbw_gbps": 12.5, "ranks": 16}\n') == 12.5
     with pytest.raises(StopIteration):
         figure_of("rank 0 died before it printed\n")
+
+
+def test_a_blueprint_without_a_fabric_expects_nothing_across_nodes() -> None:
+    """`railyard up --blueprint` of nodes with no `fabric:` section started, printed its admin
+    token, then stopped with a FabricError traceback here (issue 25)."""
+    from railyard.blueprint import load_text
+    from railyard.health.expect import group_expectation
+
+    text = """
+name: two-boxes
+node_types:
+  box: {gpu: H100-SXM-80GB, gpus: 8, power_w: 10000, price_usd: 1}
+node_groups:
+  gpu: {node_type: box, count: 2}
+"""
+    expect = group_expectation(load_text(text, file="two-boxes.yaml").blueprint)
+    assert expect(["gpu001", "gpu002"], 8) is None

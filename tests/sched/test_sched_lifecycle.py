@@ -108,3 +108,21 @@ def test_an_exit_after_the_warning_signal_alone_is_completed(cause, kind, end, r
     settled = settle(run, Exit("j", 0, kind, exit_code=0), now_t_s=100.0)
     assert settled.end == end
     assert (settled.requeued is not None) == requeued
+
+
+def test_a_job_waits_for_its_begin_time_and_the_step_wakes_then():
+    """sbatch --begin: BeginTime until then, eligible from then on; the plan's next deadline
+    is that time, so a simulated clock steps there."""
+    from railyard.sched import Reason
+    from railyard.sched.config import SchedulerConfig
+    from railyard.sched.lifecycle import StepInput, step
+
+    later = job("later", gpus=1, begin_t_s=500.0)
+    now_job = job("now", gpus=1)
+    inventory, config = nodes(1), SchedulerConfig()
+    early = step(StepInput(inventory, Q, [later, now_job], [], [], now_t_s=100.0), config)
+    assert early.reasons["later"] == Reason.BEGIN_TIME
+    assert [s.job_id for s in early.result.starts] == ["now"]
+    assert early.next_deadline_t_s == 500.0
+    due = step(StepInput(inventory, Q, [later], [], [], now_t_s=500.0), config)
+    assert [s.job_id for s in due.result.starts] == ["later"]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from railyard.cli.args import Command, Parser, connect, emit_json, fail, json_flag
 from railyard.cli.text import clock, table
-from railyard.cli.timespec import parse_time
+from railyard.client.timespec import parse_time
 
 if TYPE_CHECKING:
     from railyard.client.wire import Job
@@ -67,6 +67,8 @@ def history(args: argparse.Namespace) -> None:
             jobs += [j for j in page if states or j["state"] != "pending"]
             if len(page) < PAGE:
                 break
+    if args.jobs:
+        jobs = [j for j in jobs if matches(j["id"], args.jobs)]
     jobs = jobs[: args.limit]
     if args.json:
         emit_json(jobs)
@@ -82,10 +84,34 @@ def history(args: argparse.Namespace) -> None:
             clock(elapsed), str(j["gpus"]), gpu_h, str(j["restart_count"]),
             _local(j["start_t_s"]), _local(j["end_t_s"]),
         ])  # fmt: skip
+    if args.parsable2:  # sacct -P: fields split by "|", no padding, no trailing "|"
+        print("\n".join("|".join(line) for line in [list(headers), *rows]))
+        return
     print(table(headers, rows, right=("GPUS", "GPU-HOURS", "RESTARTS")))
 
 
+JOBS_HELP = "only these jobs: 12,13_2 (an array's id: its tasks)"
+
+
+def job_ids(text: str) -> list[str]:
+    """``-j 12,13_2``: sacct's and squeue's comma-separated job list."""
+    ids = [part.strip() for part in text.split(",") if part.strip()]
+    if not ids:
+        fail(f"--jobs: no job id in {text!r} (hint: -j 12 or -j 12,13_2)")
+    return ids
+
+
+def matches(job_id: str, wanted: list[str]) -> bool:
+    """Whether ``job_id`` is one of ``wanted`` or a task of an array among them (``12`` names
+    ``12_0``, ``12_1``... as in Slurm)."""
+    return job_id in wanted or job_id.split("_", 1)[0] in wanted
+
+
 def _history_args(p: Parser) -> None:
+    p.add_argument(
+        "--jobs", "-j", type=job_ids, help="only these jobs: 12,13_2 (an array's id: its tasks)"
+    )
+    p.add_argument("--parsable2", "-P", action="store_true", help='fields split by "|" (sacct -P)')
     p.add_argument("--user", "-u", help="one user's jobs (admins)")
     p.add_argument("--state", "-s", action="append", help="e.g. failed,cancelled (repeat)")
     p.add_argument("--starttime", "-S", metavar="TIME", help="default: midnight today")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from railyard.cli.args import Command, Parser, connect, describe, emit_json, fail, json_flag
+from railyard.cli.history import matches
 from railyard.cli.text import clock, iso, pairs, placement, squeue_time, table
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ OPTION_HELP = {
     "--nice": "lower the priority by N (Slurm's --nice; below 0: admins only)",
     "--time": "walltime: MM, HH:MM:SS, D-HH:MM:SS ...",
     "--preemptible": "may be preempted by higher priorities",
+    "--hold": "submit held: it waits (JobHeldUser) until railyard release",
     "--array": "array tasks, e.g. 0-9%2",
     "--job-name": "a name for the job",
     "--name": "the same as --job-name",
@@ -85,6 +87,7 @@ def submit_usage(prog: str) -> str:
     rows += [
         ("--wrap CMD", "run CMD as a /bin/sh batch script (sbatch's --wrap)"),
         ("--parsable", "print only the job id (sbatch's --parsable), for $(...)"),
+        ("-W, --wait", "return when the job ends, with its exit code (an array: the highest)"),
         ("--json", "machine-readable output"),
         ("-h, --help", "this help"),
     ]
@@ -97,7 +100,7 @@ def submit_usage(prog: str) -> str:
     return f"{usage}\n\n{doc}\n\noptions:\n{options}"
 
 
-OWN_SWITCHES = ("--json", "--parsable", "-h", "--help")
+OWN_SWITCHES = ("--json", "--parsable", "--wait", "-W", "-h", "--help")
 WRAPPED = "#!/bin/sh\n# written by railyard submit --wrap\n{command}\n"
 
 
@@ -119,7 +122,7 @@ def split_submit_argv(
         if not word.startswith("-") or word == "-":
             return options, argv[i:], own
         if word in OWN_SWITCHES:
-            own.add("--help" if word == "-h" else word)
+            own.add({"-h": "--help", "-W": "--wait"}.get(word, word))
         elif word == "--wrap" or word.startswith("--wrap="):
             if word == "--wrap":
                 i += 1
@@ -215,13 +218,39 @@ def submit(args: argparse.Namespace) -> int:
         print(f"railyard: note: {note}", file=sys.stderr)
     with connect() as client:
         jobs = client.submit(body)
-    if "--json" in own:
-        emit_json(jobs)
-    elif "--parsable" in own:
-        print("\n".join(job["id"] for job in jobs))
-    else:
-        print("\n".join(f"Submitted batch job {job['id']}" for job in jobs))
-    return 0
+        if "--json" in own:
+            emit_json(jobs)
+        elif "--parsable" in own:
+            print("\n".join(job["id"] for job in jobs), flush=True)
+        else:
+            print("\n".join(f"Submitted batch job {job['id']}" for job in jobs), flush=True)
+        return _wait_for(client, jobs[0]) if "--wait" in own else 0
+
+
+WAIT_POLL_S = 1.0
+
+
+def _wait_for(client: Client, job: Job) -> int:
+    """sbatch --wait: poll until the job (every task of an array) has ended; its exit code,
+    an array's highest, 1 for a job that ended without one (cancelled, killed)."""
+    import time
+
+    from railyard.cli.run import FINISHED
+
+    if job.get("array") is None:
+        while (now := client.job(job["id"]))["state"] not in FINISHED:
+            time.sleep(WAIT_POLL_S)
+        return _exit_status(now)
+    active = ["pending", "starting", "running", "preempting", "cancelling"]
+    while client.jobs(array=job["id"], states=active, limit=1):
+        time.sleep(WAIT_POLL_S)
+    return max((_exit_status(j) for j in client.jobs(array=job["id"])), default=0)
+
+
+def _exit_status(job: Job) -> int:
+    if job["state"] == "completed":
+        return 0
+    return job["exit_code"] or 1
 
 
 def _with_environment(body: dict[str, Any], notes: list[str], resolve: Any) -> dict[str, Any]:
@@ -269,13 +298,15 @@ def queue(args: argparse.Namespace) -> None:
     if args.min_job_age < 0:
         fail("queue: --min-job-age must be >= 0")
     with connect() as client:
-        user = None if args.all_users else client.whoami()["name"]
+        user = args.user or (None if args.all_users else client.whoami()["name"])
         jobs = client.jobs(
             states=_states(args.state),
             queue=args.queue,
             user=user,
             finished_within_s=args.min_job_age,
         )
+    if args.jobs:
+        jobs = [j for j in jobs if matches(j["id"], args.jobs)]
     if args.json:
         emit_json(jobs)
     else:
@@ -283,8 +314,12 @@ def queue(args: argparse.Namespace) -> None:
 
 
 def _queue_args(p: Parser) -> None:
+    from railyard.cli.history import JOBS_HELP, job_ids
+
     p.add_argument("--state", "-t", action="append", help="e.g. pending,running (repeat)")
     p.add_argument("--all", dest="all_users", action="store_true", help="everyone's jobs (admins)")
+    p.add_argument("--user", "-u", help="one user's jobs (squeue -u; another's: admins)")
+    p.add_argument("--jobs", "-j", type=job_ids, help=JOBS_HELP)
     p.add_argument("--queue", "-p", help="only this queue")
     p.add_argument(
         "--min-job-age",
@@ -297,6 +332,7 @@ def _queue_args(p: Parser) -> None:
 
 
 _TIMES = {"submit_t_s": "submit_time", "start_t_s": "start_time", "end_t_s": "end_time",
+          "begin_t_s": "begin_time",
           "run_t_s": "image_ready_time", "active_t_s": "active_time"}  # fmt: skip
 _DURATIONS = {"walltime_s": "time_limit", "elapsed_s": "elapsed", "age_s": "age"}
 
@@ -384,27 +420,35 @@ def _show_args(p: Parser) -> None:
 
 
 def _each(args: argparse.Namespace, act: str, done: str) -> int:
-    """Apply ``act`` to every id; report each result, and exit 1 if any was refused."""
+    """Apply ``act`` to every id; report each result, and exit 1 if any was refused. Many ids
+    to cancel go in one request and one transaction, as ``scancel 12 13 14``: the loop never
+    starts one of them while the others are being cancelled."""
     from railyard.client.client import ClientError
 
     results: list[Job] = []
-    failed = 0
+    refused: list[tuple[str, str]] = []
     with connect() as client:
-        method = {"cancel": client.cancel, "hold": client.hold, "release": client.release}[act]
-        for job_id in args.job_ids:
-            try:
-                results += method(job_id)
-            except ClientError as exc:
-                if exc.status is None:
-                    raise
-                failed += 1
-                print(f"railyard: {job_id}: {exc.detail}", file=sys.stderr)
+        if act == "cancel" and len(args.job_ids) > 1:
+            answer = client.cancel_many(list(args.job_ids))
+            results = answer["jobs"]
+            refused = [(r["id"], r["detail"]) for r in answer["refused"]]
+        else:
+            method = {"cancel": client.cancel, "hold": client.hold, "release": client.release}
+            for job_id in args.job_ids:
+                try:
+                    results += method[act](job_id)
+                except ClientError as exc:
+                    if exc.status is None:
+                        raise
+                    refused.append((job_id, exc.detail))
+    for job_id, detail in refused:
+        print(f"railyard: {job_id}: {detail}", file=sys.stderr)
     if args.json:
         emit_json(results)
     else:
         for job in results:
             print(f"{job['id']} {job['state'] if act == 'cancel' else done}")
-    return 1 if failed else 0
+    return 1 if refused else 0
 
 
 def cancel(args: argparse.Namespace) -> int:
@@ -427,6 +471,47 @@ def release(args: argparse.Namespace) -> int:
 
 def _ids_args(p: Parser) -> None:
     p.add_argument("job_ids", nargs="+", metavar="ID", help="job ids (an array id: all tasks)")
+    json_flag(p)
+
+
+UPDATE_KEYS = {"timelimit": "time", "priority": "priority", "dependency": "dependency"}
+
+
+def update(args: argparse.Namespace) -> int:
+    """Change a pending job's time limit, priority or dependency (scontrol update); an
+    array's id changes its pending tasks. Options, or scontrol's words: TimeLimit=1:00:00
+    Priority=high Dependency=afterok:12 (Dependency= removes it). A plain user may lower a
+    time limit, not raise it."""
+    change = {k: v for k, v in (("time", args.time), ("priority", args.priority),
+                                ("dependency", args.dependency)) if v is not None}  # fmt: skip
+    for word in args.settings:
+        key, sep, value = word.partition("=")
+        field = UPDATE_KEYS.get(key.lower()) if sep else None
+        if field is None:
+            fail(f"update: {word!r} is not KEY=VALUE of {', '.join(UPDATE_KEYS)} "
+                 "(hint: TimeLimit=1:00:00, or --time 1:00:00)")  # fmt: skip
+        change[field] = value
+    if not change:
+        fail("update: nothing to change (hint: --time T, --priority P or --dependency D)")
+    job_id = (
+        args.job_id.split("=", 1)[1] if args.job_id.lower().startswith("jobid=") else args.job_id
+    )
+    with connect() as client:
+        jobs = client.update(job_id, change)
+    if args.json:
+        emit_json(jobs)
+    else:
+        for job in jobs:
+            print(f"{job['id']} updated")
+    return 0
+
+
+def _update_args(p: Parser) -> None:
+    p.add_argument("job_id", metavar="ID", help="a pending job, or an array's id")
+    p.add_argument("settings", nargs="*", metavar="KEY=VALUE", help="TimeLimit=, Priority=...")
+    p.add_argument("--time", "-t", help="the new time limit (a plain user: only lower)")
+    p.add_argument("--priority", help="an integer or low|normal|high|critical")
+    p.add_argument("--dependency", "-d", help="afterok:ID... ('' removes it)")
     json_flag(p)
 
 
@@ -465,5 +550,6 @@ COMMANDS = (
     Command("cancel", cancel, _ids_args),
     Command("hold", hold, _ids_args),
     Command("release", release, _ids_args),
+    Command("update", update, _update_args),
     Command("logs", logs, _logs_args),
 )

@@ -79,6 +79,10 @@ CONTROL = {
         "Keep pending jobs from starting (scontrol hold); an array's id holds its pending tasks.",
     ),
     "release": ("jobs", "Let held jobs start again (scontrol release)."),
+    "update": (
+        "jobs",
+        "Change a pending job's time limit, priority or dependency (scontrol update).",
+    ),
     "logs": ("jobs", "Print one rank's log; with -f, keep printing until the job finishes."),
     "nodes": ("cluster", "Nodes, their GPUs in use, and draining."),
     "queues": ("cluster", "Queues: quota per flavor, GPUs in use and borrowed, fair-share usage."),

@@ -41,6 +41,8 @@ def up(args: argparse.Namespace) -> None:
         fail(f"up: --policy/--backfill/--preemption: {exc.args[0]} (hint: see railyard up --help)")
     if args.gpus is not None and args.gpus < 0:
         fail("up: --gpus: must be >= 0")
+    if args.cpus is not None and not 1 <= args.cpus <= 1_000_000:
+        fail("up: --cpus: must be between 1 and 1000000")
     if not 0 <= args.port <= 65535:
         fail(f"up: --port: {args.port} is not a port number (0-65535)")
     if args.cycle_interval <= 0:
@@ -61,6 +63,7 @@ def up(args: argparse.Namespace) -> None:
         host=args.host,
         port=args.port,
         gpus=args.gpus,
+        cpus=args.cpus,
         flavor=args.flavor,
         cycle_interval_s=args.cycle_interval,
         terminal_linger_s=args.terminal_linger,
@@ -98,7 +101,7 @@ def _check_ray(args: argparse.Namespace) -> None:
 
     if importlib.util.find_spec("ray") is None:
         fail("up: --ray needs the ray package (hint: pip install 'railyard[ray]')")
-    for flag, value in (("--gpus", args.gpus), ("--flavor", args.flavor),
+    for flag, value in (("--gpus", args.gpus), ("--cpus", args.cpus), ("--flavor", args.flavor),
                         ("--node-name", args.node_name)):  # fmt: skip
         if value is not None:
             fail(
@@ -136,6 +139,9 @@ def _health_policy(args: argparse.Namespace) -> HealthPolicy | None:
 
 def _up_args(p: Parser) -> None:
     p.add_argument("--gpus", type=int, help="declare this many GPUs (default: what NVML finds)")
+    p.add_argument(
+        "--cpus", type=int, help="declare this many CPUs, as Slurm's CPUs= (default: counted)"
+    )
     p.add_argument("--flavor", help="GPU flavor name for declared GPUs")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
     p.add_argument("--port", type=int, default=8765, help="API port (default 8765)")

@@ -231,6 +231,15 @@ class Client:
     def cancel(self, job_id: str) -> list[wire.Job]:
         return cast(list[wire.Job], self._call("DELETE", _path("v1", "jobs", job_id)))
 
+    def update(self, job_id: str, change: dict[str, Any]) -> list[wire.Job]:
+        """``scontrol update`` of a pending job: ``time``, ``priority``, ``dependency``."""
+        return cast(list[wire.Job], self._call("PATCH", _path("v1", "jobs", job_id), body=change))
+
+    def cancel_many(self, job_ids: list[str]) -> dict[str, Any]:
+        """Cancel these jobs in one transaction: ``{"jobs": [...], "refused": [{"id",
+        "status", "detail"}]}``."""
+        return cast(dict[str, Any], self._call("POST", "/v1/jobs/cancel", body={"ids": job_ids}))
+
     def hold(self, job_id: str) -> list[wire.Job]:
         """Keep a pending job (or every pending task of an array) from starting."""
         return cast(list[wire.Job], self._call("POST", _path("v1", "jobs", job_id, "hold")))

@@ -178,6 +178,19 @@ def _list_of(what: str) -> Callable[[str], list[str]]:
     return split
 
 
+def _begin(value: str) -> float:
+    """sbatch's ``--begin`` (``16:00``, ``now+1hour``, ``2026-12-01T08:00``...) as Unix seconds,
+    in this machine's local time, as sbatch reads it."""
+    from datetime import datetime
+
+    from railyard.client.timespec import parse_time
+
+    try:
+        return parse_time(value, datetime.now()).timestamp()
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+
+
 _OPTIONS: dict[str, Option] = {
     "--gpus": Option("gpus", lambda v: _typed_count(v, "gpus", 0), multi=True),
     "--nodes": Option("nodes", _nodes),
@@ -199,6 +212,8 @@ _OPTIONS: dict[str, Option] = {
     "--nice": Option("nice", _nice),
     "--time": Option("time", _checked(parse_walltime)),
     "--preemptible": Option("preemptible", None),
+    "--hold": Option("hold", None),
+    "--begin": Option("begin_t_s", _begin),
     "--exclusive": Option(
         "exclusive", None, note="whole nodes only: checked at submit against the nodes' GPUs"
     ),
@@ -250,6 +265,7 @@ _SHORT = {
     "-e": "--error",
     "-d": "--dependency",
     "-A": "--account",
+    "-H": "--hold",
 }
 _UNSUPPORTED = {  # real Slurm options, with what to do instead
     "--mem-per-cpu": "use --mem (per node)",
@@ -258,7 +274,6 @@ _UNSUPPORTED = {  # real Slurm options, with what to do instead
     "--constraint": "use --gres=gpu:TYPE:N or --flavor to pick a GPU type",
     "--nodelist": "railyard places jobs itself; drain nodes to keep jobs off them",
     "--exclude": "railyard places jobs itself; drain nodes to keep jobs off them",
-    "--begin": "submit the job when it should start, or use --dependency",
     "--uid": "jobs run as the submitting user's Unix account",
     "--container-name": "each step starts from the image; keep state in a mounted directory",
     "--container-save": "build images outside railyard (podman build, podman save)",

@@ -132,6 +132,11 @@ class JobSubmit(Request):
     )
     time: Short | int | None = None
     preemptible: bool = False
+    hold: bool = Field(False, description="submit held (sbatch -H): it waits, JobHeldUser, "
+                       "until released")  # fmt: skip
+    begin_t_s: float | None = Field(
+        None, ge=0, le=1e11, description="Unix seconds: not started before this (sbatch --begin)"
+    )
     exclusive: bool = False
     array: ArraySpec | None = None
     export: str = Field("NONE", min_length=1, max_length=1024)
@@ -312,6 +317,48 @@ class JobBatch(Request):
     jobs: list[JobSubmit] = Field(min_length=1, max_length=1000)
 
 
+class JobUpdate(Request):
+    """``scontrol update``: change a pending job (or every pending task of an array). A plain
+    user may lower the time limit, not raise it, and ask a priority up to the queue's bound;
+    an admin may do either. ``dependency`` "" removes it."""
+
+    time: Short | int | None = None
+    priority: int | Short | None = None
+    dependency: str | None = Field(None, max_length=1024)
+
+    @field_validator("time")
+    @classmethod
+    def _time(cls, v: str | int | None) -> str | int | None:
+        if v is not None:
+            parse_walltime(v)
+        return v
+
+    @field_validator("priority")
+    @classmethod
+    def _priority(cls, v: str | int | None) -> str | int | None:
+        if v is not None:
+            parse_priority(v)
+        return v
+
+    @field_validator("dependency")
+    @classmethod
+    def _dependency(cls, v: str | None) -> str | None:
+        return v if not v else parse_dependency(v)
+
+
+class JobCancel(Request):
+    """Cancel many jobs (or arrays) in one transaction, as ``scancel 12 13 14`` expects: the
+    loop never starts one of them between two others' cancels."""
+
+    ids: list[Annotated[str, Field(max_length=64)]] = Field(min_length=1, max_length=1000)
+
+
+class Refused(Response):
+    id: str
+    status: int
+    detail: str
+
+
 class JobOut(Response):
     id: str
     name: str
@@ -370,6 +417,7 @@ class JobOut(Response):
         description="when its image was on every node of this attempt and its processes began "
         "(its time limit runs from then); null for a job without an image, or while it pulls",
     )
+    begin_t_s: float | None = Field(None, description="not started before this (--begin)")
 
     @classmethod
     def from_row(cls, row: Any, user: str, now_t_s: float) -> JobOut:
@@ -429,6 +477,7 @@ class JobOut(Response):
             active_t_s=getattr(row, "active_t_s", None),
             container_image=(getattr(row, "container", None) or {}).get("image"),
             run_t_s=getattr(row, "run_t_s", None),
+            begin_t_s=getattr(row, "begin_t_s", None),
         )
 
     @classmethod
@@ -443,6 +492,14 @@ class JobOut(Response):
         return first.model_copy(
             update={"id": first.array_parent, "array_index": None, "task_number": None}
         )
+
+
+class CancelOut(Response):
+    """The jobs a many-job cancel reached, as they are now, and the ids it refused, each with
+    the status and line a single cancel would have answered."""
+
+    jobs: list[JobOut]
+    refused: list[Refused]
 
 
 class EventOut(Response):

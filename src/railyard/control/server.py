@@ -96,6 +96,7 @@ class UpConfig:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     gpus: int | None = None
+    cpus: int | None = None  # this machine's CPUs for scheduling (Slurm's CPUs=); None: counted
     flavor: str | None = None
     node_name: str = field(default_factory=socket.gethostname)
     cycle_interval_s: float = 2.0
@@ -230,7 +231,8 @@ def inventory(config: UpConfig, machines_join: bool) -> tuple[list[Node], Node |
         flavor = config.flavor or detected_flavor() or VIRTUAL_FLAVOR
         # GiB, the unit a job's --mem is booked in (admission.MIB_PER_GB), so the two compare
         mem_gb = (os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")) / 2**30
-        node = this_machine(config.node_name, flavor, gpus, os.cpu_count() or 1, mem_gb)
+        cpus = config.cpus or os.cpu_count() or 1
+        node = this_machine(config.node_name, flavor, gpus, cpus, mem_gb)
         return [node], node
     try:
         nodes = scheduler_nodes(load(config.blueprint).blueprint)
@@ -244,6 +246,11 @@ def inventory(config: UpConfig, machines_join: bool) -> tuple[list[Node], Node |
             f"(hint: one of {first}{', ...' if len(by_name) > 4 else ''})"
         )
     local = by_name[config.node_name]
+    if config.cpus is not None:
+        raise StartupError(
+            f"--cpus: {local.name}'s cores are its node type's cpu_cores in {config.blueprint} "
+            "(hint: leave --cpus out with --blueprint)"
+        )
     if config.gpus is not None and config.gpus != local.gpus:
         raise StartupError(
             f"--gpus: {config.gpus}, but {local.name} has {local.gpus} in the blueprint "

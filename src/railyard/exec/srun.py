@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -185,14 +186,22 @@ def launch(step: Step, environ: dict[str, str], master_addr: str) -> int:
             cpus_per_task=cpus,
         )
         env = {**environ, **wiring}
+        env.pop("SLURM_TASK_PID", None)  # the batch shell's: each task gets its own below
+        if shutil.which(step.command[0], path=env.get("PATH")) is None:
+            raise SrunError(f"cannot run {step.command[0]!r}: no such program or not executable")
         try:
-            proc = subprocess.Popen(step.command, env=env, preexec_fn=restore)
+            proc = subprocess.Popen([*TASK_PID_SHIM, *step.command], env=env, preexec_fn=restore)
         except OSError as exc:
             for _, started in procs:
                 started.terminate()
             raise SrunError(f"cannot run {step.command[0]!r}: {exc.strerror}") from None
         procs.append((slot.rank, proc))
     return wait_all(procs)
+
+
+# srun's SLURM_TASK_PID is the task's own pid: a shell notes its pid ($$) and execs the task,
+# which keeps that pid (the environment cannot change between fork and exec in Python).
+TASK_PID_SHIM = ("/bin/sh", "-c", 'SLURM_TASK_PID=$$ exec "$@"', "srun-task")
 
 
 def wait_all(procs: list[tuple[int, subprocess.Popen[bytes]]]) -> int:

@@ -190,6 +190,8 @@ def exec_as(
             _say(f"railyard: could not chdir to {task.cwd}: {exc.strerror}: going to /tmp instead")
             os.chdir(FALLBACK_DIR)
         env["PWD"] = os.getcwd()
+        if task.header and task.stdout:  # the job's own --output file holds only its output,
+            os.write(1, task.header.encode())  # as Slurm's: the header stays in railyard's log
         if not _redirect(task):
             return  # named the file; the finally below exits 127
         if told is not None:
@@ -197,7 +199,7 @@ def exec_as(
                 told, " ".join(f"{i.st_dev}:{i.st_ino}" for i in map(os.fstat, (1, 2))).encode()
             )
             os.close(told)
-        if task.header:
+        if task.header and not task.stdout:
             os.write(1, task.header.encode())
         if ends is not None:
             ends.become_child()

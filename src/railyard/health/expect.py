@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from railyard.blueprint import Blueprint
 from railyard.blueprint.catalog import GPUS, GpuSpec
 from railyard.blueprint.pools import gpu_of
+from railyard.fabric.model import FabricError
 from railyard.twin.collective import CollectiveModel
 from railyard.twin.kernels import kernel_model, mamf_fraction_of
 from railyard.twin.reference import single_node_blueprint
@@ -88,10 +89,11 @@ def group_busbw_gbps(
 def group_expectation(blueprint: Blueprint) -> Callable[[Sequence[str], int], Expected | None]:
     """What an across-node test of named nodes expects on `blueprint`'s fabric (None for a
     group the twin cannot place: a node not in the blueprint, a flavor it has no figures
-    for, a test with one rank per node and no GPUs)."""
+    for, a test with one rank per node and no GPUs; every group of a blueprint without a
+    ``fabric:`` section)."""
     try:
         model = CollectiveModel(blueprint)
-    except (KeyError, ValueError) as exc:  # a fabric or flavor the model does not know
+    except (KeyError, ValueError, FabricError) as exc:  # no fabric, or one the model lacks
         reason = str(exc)
         return lambda _group, _gpus: _none(reason)
     index = {node.name: i for i, node in enumerate(model.fabric.nodes)}

@@ -28,6 +28,7 @@ class Reason(StrEnum):
     DEPENDENCY_NEVER_SATISFIED = "DependencyNeverSatisfied"  # a dependency can no longer hold
     JOB_HELD_USER = "JobHeldUser"  # held by its owner
     JOB_HELD_ADMIN = "JobHeldAdmin"  # held by an admin
+    BEGIN_TIME = "BeginTime"  # its --begin time has not come
 
 
 class StartReason(StrEnum):

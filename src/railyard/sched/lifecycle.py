@@ -229,10 +229,12 @@ def gate(
     pending: Sequence[Job],
     running: Iterable[RunningJob],
     job_states: Mapping[str, str] | None = None,
+    now_t_s: float = math.inf,
 ) -> tuple[list[Job], dict[str, Reason]]:
     """Jobs the cycle may consider, and why the others may not: a hold (`JobHeldUser`,
-    `JobHeldAdmin`), a dependency not yet (or never) satisfied, or an array already running
-    its `%N` tasks (later tasks wait, lowest index first, like Slurm)."""
+    `JobHeldAdmin`), a `--begin` time still ahead (`BeginTime`), a dependency not yet (or
+    never) satisfied, or an array already running its `%N` tasks (later tasks wait, lowest
+    index first, like Slurm)."""
     running = list(running)
     states = job_states or {}
     singletons = first_of_name(pending, running) if any(j.name for j in pending) else {}
@@ -246,6 +248,9 @@ def gate(
     for job in sorted(pending, key=_array_order):
         if job.hold is not None:
             held[job.id] = Reason.JOB_HELD_ADMIN if job.hold == "admin" else Reason.JOB_HELD_USER
+            continue
+        if job.begin_t_s is not None and now_t_s < job.begin_t_s:
+            held[job.id] = Reason.BEGIN_TIME
             continue
         if job.dependencies:
             v = verdict(job, states, singletons)
@@ -373,7 +378,7 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
     states = dict(given.job_states)
     for s in settled:  # what this step settled counts already
         states[s.job_id] = s.end.value if s.end is not None else "pending"
-    eligible, held = gate(pending, running, states)
+    eligible, held = gate(pending, running, states, now)
     down = {n.name for n in given.nodes if n.state is NodeState.DOWN}
     on_down = bool(down) and any(
         r.stop_cause is None and not down.isdisjoint(r.placement) for r in running
@@ -386,6 +391,8 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
         )  # fmt: skip
         result = cycle(state, now, config, cache)
     next_t_s = min(limits.next_t_s, _first_deadline(result, eligible, queues, now))
+    begins = (j.begin_t_s for j in pending if held.get(j.id) is Reason.BEGIN_TIME)
+    next_t_s = min(next_t_s, min((t for t in begins if t is not None), default=math.inf))
     checks: tuple[str, ...] = ()
     group: tuple[str, ...] = ()
     check_t_s = math.inf

@@ -187,6 +187,7 @@ class Job:
     `--dependency`, all of them or with `dependency_any` any one; `name` for `singleton`) and
     `hold` (scontrol hold: "user" or "admin"). `image`: the container image it runs in
     (placement prefers nodes that have it; its time limit starts once it is on the nodes).
+    `begin_t_s`: sbatch's `--begin`, the earliest it may start.
     """
 
     id: str
@@ -220,6 +221,7 @@ class Job:
     hold: str | None = None  # "user" or "admin": held until released
     interactive: bool = False  # a session (terminal, notebook): its queue's idle limit applies
     image: str | None = None
+    begin_t_s: float | None = None
     # Order among jobs submitted at the same instant: by number, not by string, so job 9 goes
     # before 10 and array task 4_2 before 4_10. Set once at creation. (Slots: with more than
     # 30 fields CPython stops sharing the keys of instance dicts, and every job took 1.5 KiB

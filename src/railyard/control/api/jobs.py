@@ -23,7 +23,7 @@ from railyard.control.errors import (
 )
 from railyard.control.store.effects import wants_wake
 from railyard.control.store.tables import JobState
-from railyard.control.usecases import jobs, jobviews, logs
+from railyard.control.usecases import jobs, jobupdate, jobviews, logs
 from railyard.control.usecases.admission import admit_batch
 from railyard.control.usecases.groupcommit import (
     SubmitRequest,
@@ -41,6 +41,7 @@ from railyard.control.api.deps import (
     Submitter,
     v1_router,
 )
+from railyard.control.api.errors import status_of
 
 router = v1_router()
 
@@ -153,6 +154,31 @@ def job_events(job_id: str, session: SessionDep, user: CurrentUser) -> list[s.Ev
     running, preemption, requeue, end..."""
     return [s.EventOut(t_s=e.t_s, kind=e.kind, message=e.message)
             for e in jobviews.job_events(session, user, job_id)]  # fmt: skip
+
+
+@router.patch("/jobs/{job_id}")
+def update_job(
+    job_id: str, change: s.JobUpdate, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> list[s.JobOut]:
+    """``scontrol update``: a pending job's (or array's pending tasks') time limit, priority or
+    dependency. A plain user may lower the time limit, not raise it (403)."""
+    now = ctx.clock()
+    changed = jobupdate.update_job(session, user, job_id, change, now)
+    return [s.JobOut.from_row(r, n, now) for r, n in changed]
+
+
+@router.post("/jobs/cancel")
+def cancel_jobs(
+    body: s.JobCancel, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> s.CancelOut:
+    """Cancel every job (or array) named, in one transaction; an id that a single cancel
+    would refuse (unknown, another user's) is listed with why and stops none of the others."""
+    now = ctx.clock()
+    done, refused = jobs.cancel_jobs(session, user, body.ids, now)
+    return s.CancelOut(
+        jobs=[s.JobOut.from_row(r, n, now) for r, n in done],
+        refused=[s.Refused(id=i, status=status_of(e), detail=e.line()) for i, e in refused],
+    )
 
 
 @router.delete("/jobs/{job_id}")

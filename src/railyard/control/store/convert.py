@@ -118,6 +118,7 @@ class JobFields(Protocol):
     active_t_s: float | None
     image: str | None
     run_t_s: float | None
+    begin_t_s: float | None
 
 
 SCHED_NAMES: tuple[str, ...] = (
@@ -127,7 +128,7 @@ SCHED_NAMES: tuple[str, ...] = (
     "restart_count", "max_restarts", "array_parent", "array_index", "array_max_running",
     "warn_before_s", "warned", "attained_gpu_s", "nominated", "hold", "name", "dependency",
     "state", "reason", "placement", "start_t_s", "last_checkpoint_t_s", "preempt_for",
-    "stop_cause", "updated_t_s", "terminal", "active_t_s", "image", "run_t_s",
+    "stop_cause", "updated_t_s", "terminal", "active_t_s", "image", "run_t_s", "begin_t_s",
 )  # fmt: skip
 SCHED_COLUMNS: tuple[Any, ...] = tuple(getattr(JobRow, name) for name in SCHED_NAMES)
 """Selected without the ORM (no identity map, no large command/env/script columns): a cycle
@@ -151,7 +152,7 @@ _JOB_NAMES = (
     "topology_level", "topology_mode", "submit_t_s", "min_runtime_s", "checkpoint_grace_s",
     "restart_count", "max_restarts", "array_parent", "array_index", "array_max_running",
     "warn_before_s", "attained_gpu_s", "nominated", "hold", "name", "dependency", "terminal",
-    "image",
+    "image", "begin_t_s",
 )  # fmt: skip
 
 
@@ -187,6 +188,7 @@ def _job(f: Mapping[str, Any], user: str) -> Job:
         name=f["name"],
         interactive=bool(f["terminal"]),
         image=f["image"],
+        begin_t_s=f["begin_t_s"],
         **_dependencies(f["dependency"]),
     )
 

@@ -211,6 +211,8 @@ class JobRow(Base):
     image: Mapped[str | None] = mapped_column(String(1024), nullable=True)
     # when its image was on every node of this attempt: its time limit runs from then
     run_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # sbatch's --begin: not before this time (reason BeginTime until then)
+    begin_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     submit_t_s: Mapped[float] = mapped_column(Float)
     start_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     end_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -22,7 +22,7 @@ from railyard.control.schemas import JobSubmit
 from railyard.control.store.bulk import once
 from railyard.control.store.convert import to_node
 from railyard.control.store.paths import default_output
-from railyard.control.store.tables import JobRow, JobState, NodeRow, QueueRow, User
+from railyard.control.store.tables import HOLD_REASONS, JobRow, JobState, NodeRow, QueueRow, User
 from railyard.control.usecases.accounts import RunAs
 from railyard.control.usecases.apps import app_env
 from railyard.control.usecases.containers import admit_container
@@ -234,7 +234,7 @@ def _infeasible(session: Session, job: Job) -> tuple[str, str, str] | None:
     return None
 
 
-def _check_dependency(session: Session, actor: User, dependency: str | None) -> None:
+def check_dependency(session: Session, actor: User, dependency: str | None) -> None:
     """Every job a dependency names must exist (a job id, or an array's number), as sbatch
     refuses with "Job dependency problem": a typo would otherwise wait forever. Another
     user's job is "no job" too (admins excepted), as for `show`: whether it exists and when
@@ -334,7 +334,7 @@ def admit(
         topology=topology,
     )
     _check_feasible(session, shape)
-    _check_dependency(session, user, spec.dependency)
+    check_dependency(session, user, spec.dependency)
     _check_stored(spec, len(indices) if indices is not None else 1)
     output = spec.output
     if output is None and spec.script is not None:
@@ -345,7 +345,8 @@ def admit(
         "queue": spec.queue,
         "name": spec.name,
         "state": JobState.PENDING.value,
-        "reason": "",
+        "hold": "user" if spec.hold else None,
+        "reason": HOLD_REASONS["user"] if spec.hold else "",
         "script": spec.script,
         "workdir": spec.workdir,
         "submit_dir": spec.submit_dir or spec.workdir,
@@ -385,6 +386,7 @@ def admit(
         "array_spec": spec.array if indices is not None else None,
         "submit_t_s": now_t_s,
         "updated_t_s": now_t_s,
+        "begin_t_s": spec.begin_t_s,
     }
     return Admitted(common, indices, spec)
 

@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from railyard.client.bounds import JOB_ID_PATTERN
-from railyard.control.errors import Conflict, Forbidden, Invalid, NotFound
+from railyard.control.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError
 from railyard.control.schemas import JobSubmit
 from railyard.control.store.bulk import (
     JobView,
@@ -218,7 +218,7 @@ def _array_hint(session: Session, actor: User, job_id: str) -> str | None:
     return f"{job_id} is an array of {count} tasks, {job_id}_{low} to {job_id}_{high}: name one"
 
 
-def _targets(session: Session, actor: User, job_id: str) -> list[tuple[JobRow, str]]:
+def job_targets(session: Session, actor: User, job_id: str) -> list[tuple[JobRow, str]]:
     """The job ``job_id``, or every task of the array whose parent id it is."""
     if session.get(JobRow, job_id) is not None:
         return [get_job(session, actor, job_id)]
@@ -263,6 +263,22 @@ def cancel_job(session: Session, actor: User, job_id: str, now_t_s: float) -> li
     return targets
 
 
+def cancel_jobs(
+    session: Session, actor: User, job_ids: list[str], now_t_s: float
+) -> tuple[list[tuple[Any, str]], list[tuple[str, ServiceError]]]:
+    """:func:`cancel_job` for each id, all in the caller's one transaction: the loop sees every
+    cancel or none. A refusal is raised before its id writes anything, so it is collected
+    with the id and the others go on. A repeated id is cancelled once."""
+    done: list[tuple[Any, str]] = []
+    refused: list[tuple[str, ServiceError]] = []
+    for job_id in dict.fromkeys(job_ids):
+        try:
+            done += cancel_job(session, actor, job_id, now_t_s)
+        except (NotFound, Forbidden, Invalid) as exc:
+            refused.append((job_id, exc))
+    return done, refused
+
+
 CANCELLABLE_STARTED = (JobState.STARTING, JobState.RUNNING, JobState.PREEMPTING)
 
 
@@ -274,7 +290,7 @@ def hold_job(
 
     Compare-and-set on ``pending``: a job the loop started since we read it stays unheld."""
     _check_id(job_id)
-    targets = _targets(session, actor, job_id)
+    targets = job_targets(session, actor, job_id)
     kinds: dict[str, list[str]] = {"user": [], "admin": []}
     for row, _ in targets:
         kind = "admin" if actor.is_admin and row.user_id != actor.id else "user"
@@ -304,7 +320,7 @@ def release_job(
 
     Compare-and-set on the hold it read: a hold placed meanwhile is not released unseen."""
     _check_id(job_id)
-    targets = _targets(session, actor, job_id)
+    targets = job_targets(session, actor, job_id)
     held = [(r, n) for r, n in targets if r.hold is not None]
     for row, _ in held:
         if row.hold == "admin" and not actor.is_admin:

@@ -1,0 +1,90 @@
+"""``scontrol update`` of a pending job: its time limit, priority or dependency.
+
+Slurm lets a user lower a job's time limit but not raise it, and set a priority only as an
+admin (users lower theirs with ``nice``); railyard keeps its submit rule for priorities (a
+plain member asks at most the queue's ``max_priority``, ``use-cases/priority.py``), so an
+update can never give a job what its submit could not. Each change is a compare-and-set on
+``pending``: a job the loop started since it was read is left alone and answered 409. The
+stamp (``updated_t_s``) moves, so the loop's next world read converts the row again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from railyard.client.values import parse_walltime, priority_label
+from railyard.control.errors import Conflict, Forbidden, Invalid
+from railyard.control.schemas import JobSubmit, JobUpdate
+from railyard.control.store.effects import record, request_wake
+from railyard.control.store.tables import JobRow, JobState, User
+from railyard.control.store.transitions import transition_many
+from railyard.control.usecases.admission import check_dependency
+from railyard.control.usecases.jobs import job_targets
+from railyard.control.usecases.priority import job_priority
+
+
+def update_job(
+    session: Session, actor: User, job_id: str, change: JobUpdate, now_t_s: float
+) -> list[tuple[JobRow, str]]:
+    """Apply ``change`` to the pending job ``job_id`` (an array's id: its pending tasks);
+    returns them as they are now. 403 past a bound, 409 for a job that is not pending, 422
+    for a change that names nothing or a job that does not exist."""
+    if change.time is None and change.priority is None and change.dependency is None:
+        raise Invalid(None, "nothing to update", "give --time, --priority or --dependency")
+    rows = job_targets(session, actor, job_id)
+    pending = [(row, name) for row, name in rows if row.state == JobState.PENDING.value]
+    if not pending:
+        state = rows[0][0].state if rows else "unknown"
+        raise Conflict(f"job {job_id} is {state}: only a pending job can be updated")
+    values: dict[str, Any] = {"updated_t_s": now_t_s}
+    said: list[str] = []
+    if change.time is not None:
+        values["walltime_s"] = _time_limit(actor, pending, change.time)
+        said.append(f"time limit {change.time}")
+    if change.priority is not None:
+        values["priority"] = _priority(session, actor, pending, change.priority)
+        said.append(f"priority {priority_label(values['priority'])}")
+    if change.dependency is not None:
+        check_dependency(session, actor, change.dependency or None)
+        values["dependency"] = change.dependency or None
+        said.append(f"dependency {change.dependency or 'none'}")
+    ids = [row.id for row, _ in pending]
+    changed = transition_many(session, ids, [JobState.PENDING], values, retry_conflicts=True)
+    if not changed:
+        raise Conflict(f"job {job_id} started meanwhile: only a pending job can be updated")
+    for one in changed:
+        record(session, now_t_s, "update", f"{actor.name}: {', '.join(said)}", one)
+    request_wake(session)
+    for row, _ in pending:
+        session.refresh(row)
+    return [(row, name) for row, name in pending if row.id in set(changed)]
+
+
+def _time_limit(actor: User, pending: list[tuple[JobRow, str]], time: str | int) -> float | None:
+    """The new limit; a plain user may only lower one (Slurm: "users can only decrease")."""
+    new_s = parse_walltime(time)
+    if actor.is_admin:
+        return new_s
+    for row, _ in pending:
+        old_s = row.walltime_s
+        if old_s is not None and (new_s is None or new_s > old_s):
+            raise Forbidden(
+                f"time limit {time} is above job {row.id}'s {old_s:g} s: "
+                "only an admin may raise it",
+                hint="give a shorter limit, or ask an admin",
+            )
+    return new_s
+
+
+def _priority(
+    session: Session, actor: User, pending: list[tuple[JobRow, str]], priority: str | int
+) -> int:
+    """The priority the submit rule gives ``priority`` in the job's queue, after its nice (403
+    past the queue's bound); an array's tasks share both."""
+    row = pending[0][0]
+    spec = JobSubmit.model_validate(
+        {"command": ["-"], "queue": row.queue, "priority": priority, "nice": row.nice}
+    )
+    return job_priority(session, actor, spec)

@@ -1,0 +1,91 @@
+"""``scontrol update`` of a pending job through ``PATCH /v1/jobs/{id}`` and ``railyard update``
+(control/usecases/jobupdate.py), on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from railyard.control.api.app import create_app
+from railyard.control.store.database import Store
+from railyard.control.store.tables import JobRow
+
+pytestmark = pytest.mark.stores  # compare-and-set writes on each store
+
+
+@pytest.fixture
+def as_(store: Store, tokens: dict[str, str], tmp_path: Path) -> dict[str, TestClient]:
+    app = create_app(store, wake=lambda: None, state_dir=tmp_path / "state")
+    return {n: TestClient(app, headers={"Authorization": f"Bearer {t}"}) for n, t in tokens.items()}
+
+
+def _submit(client: TestClient, **body: Any) -> dict[str, Any]:
+    answer = client.post("/v1/jobs", json={"command": ["true"], **body})
+    assert answer.status_code == 201, answer.text
+    job: dict[str, Any] = answer.json()[0]
+    return job
+
+
+def test_a_user_lowers_a_time_limit_and_only_an_admin_raises_it(
+    as_: dict[str, TestClient], store: Store
+) -> None:
+    alice, root = as_["alice"], as_["root"]
+    job = _submit(alice, time="1:00:00")
+    with store.session() as session:
+        stamp = session.get(JobRow, job["id"]).updated_t_s  # type: ignore[union-attr]
+    [lower] = alice.patch(f"/v1/jobs/{job['id']}", json={"time": "30"}).json()
+    assert lower["walltime_s"] == 1800
+    with store.session() as session:
+        assert session.get(JobRow, job["id"]).updated_t_s > stamp  # type: ignore[union-attr]
+    raised = alice.patch(f"/v1/jobs/{job['id']}", json={"time": "2:00:00"})
+    assert raised.status_code == 403
+    assert raised.json()["detail"] == (
+        f"time limit 2:00:00 is above job {job['id']}'s 1800 s: only an admin may raise it "
+        "(hint: give a shorter limit, or ask an admin)"
+    )
+    [by_admin] = root.patch(f"/v1/jobs/{job['id']}", json={"time": "2:00:00"}).json()
+    assert by_admin["walltime_s"] == 7200
+    unlimited = alice.patch(f"/v1/jobs/{job['id']}", json={"time": "UNLIMITED"})
+    assert unlimited.status_code == 403
+
+
+def test_priority_dependency_and_refusals(as_: dict[str, TestClient], store: Store) -> None:
+    alice, bob = as_["alice"], as_["bob"]
+    job, other = _submit(alice), _submit(alice)
+    above = alice.patch(f"/v1/jobs/{job['id']}", json={"priority": "critical"})
+    assert above.status_code == 403
+    assert "above what queue 'default' allows its members" in above.json()["detail"]
+    [low] = alice.patch(f"/v1/jobs/{job['id']}", json={"priority": "low"}).json()
+    assert low["priority"] == 100
+    dep = {"dependency": f"afterok:{other['id']}"}
+    [waiting] = alice.patch(f"/v1/jobs/{job['id']}", json=dep).json()
+    assert waiting["dependency"] == f"afterok:{other['id']}"
+    unknown = alice.patch(f"/v1/jobs/{job['id']}", json={"dependency": "afterok:999"})
+    assert (unknown.status_code, unknown.json()["detail"].split(" (")[0]) == (
+        422,
+        "dependency: no job 999",
+    )
+    [cleared] = alice.patch(f"/v1/jobs/{job['id']}", json={"dependency": ""}).json()
+    assert cleared["dependency"] is None
+    assert alice.patch(f"/v1/jobs/{job['id']}", json={}).status_code == 422
+    assert bob.patch(f"/v1/jobs/{job['id']}", json={"time": "10"}).status_code == 404
+    with store.session() as session:
+        row = session.get(JobRow, other["id"])
+        assert row is not None
+        row.state = "running"
+    started = alice.patch(f"/v1/jobs/{other['id']}", json={"time": "10"})
+    assert started.status_code == 409
+    assert started.json()["detail"] == (
+        f"job {other['id']} is running: only a pending job can be updated"
+    )
+
+
+def test_an_arrays_id_updates_its_pending_tasks(as_: dict[str, TestClient]) -> None:
+    alice = as_["alice"]
+    array = _submit(alice, array="0-2", time="1:00:00")
+    changed = alice.patch(f"/v1/jobs/{array['id']}", json={"time": "20"}).json()
+    assert sorted(j["id"] for j in changed) == [f"{array['id']}_{i}" for i in range(3)]
+    assert {j["walltime_s"] for j in changed} == {1200}
