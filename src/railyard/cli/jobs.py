@@ -478,8 +478,9 @@ UPDATE_KEYS = {"timelimit": "time", "priority": "priority", "dependency": "depen
 
 
 def update(args: argparse.Namespace) -> int:
-    """Change a pending job's time limit, priority or dependency (scontrol update); an
-    array's id changes its pending tasks. Options, or scontrol's words: TimeLimit=1:00:00
+    """Change a pending job's time limit, priority or dependency (scontrol update).
+
+    An array's id changes its pending tasks. Options, or scontrol's words: TimeLimit=1:00:00
     Priority=high Dependency=afterok:12 (Dependency= removes it). A plain user may lower a
     time limit, not raise it."""
     change = {k: v for k, v in (("time", args.time), ("priority", args.priority),
