@@ -68,6 +68,12 @@ def test_priority_dependency_and_refusals(as_: dict[str, TestClient], store: Sto
         422,
         "dependency: no job 999",
     )
+    itself = alice.patch(f"/v1/jobs/{job['id']}", json={"dependency": f"afterany:{job['id']}"})
+    assert (itself.status_code, itself.json()["detail"]) == (
+        422,
+        f"dependency: job {job['id']} cannot wait for itself "
+        "(hint: name other jobs (railyard queue))",
+    )
     [cleared] = alice.patch(f"/v1/jobs/{job['id']}", json={"dependency": ""}).json()
     assert cleared["dependency"] is None
     assert alice.patch(f"/v1/jobs/{job['id']}", json={}).status_code == 422

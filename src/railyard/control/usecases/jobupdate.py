@@ -23,6 +23,7 @@ from railyard.control.store.transitions import transition_many
 from railyard.control.usecases.admission import check_dependency
 from railyard.control.usecases.jobs import job_targets
 from railyard.control.usecases.priority import job_priority
+from railyard.sched.dependencies import job_ids, parse_dependency
 
 
 def update_job(
@@ -47,6 +48,7 @@ def update_job(
         values["priority"] = _priority(session, actor, pending, change.priority)
         said.append(f"priority {priority_label(values['priority'])}")
     if change.dependency is not None:
+        _not_on_itself(job_id, pending, change.dependency)
         check_dependency(session, actor, change.dependency or None)
         values["dependency"] = change.dependency or None
         said.append(f"dependency {change.dependency or 'none'}")
@@ -60,6 +62,22 @@ def update_job(
     for row, _ in pending:
         session.refresh(row)
     return [(row, name) for row, name in pending if row.id in set(changed)]
+
+
+def _not_on_itself(job_id: str, pending: list[tuple[JobRow, str]], dependency: str) -> None:
+    """A job that waits for itself (or its own array) would wait forever; Slurm refuses it as
+    a "Job dependency problem"."""
+    if not dependency:
+        return
+    own = {job_id} | {row.id for row, _ in pending}
+    own |= {row.array_parent for row, _ in pending if row.array_parent is not None}
+    named = job_ids(parse_dependency(dependency)[0])
+    if own & named:
+        raise Invalid(
+            "dependency",
+            f"job {job_id} cannot wait for itself",
+            "name other jobs (railyard queue)",
+        )
 
 
 def _time_limit(actor: User, pending: list[tuple[JobRow, str]], time: str | int) -> float | None:
