@@ -10,10 +10,11 @@ CLI flags accept exactly the same spellings.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -86,6 +87,23 @@ Priority = Annotated[int, BeforeValidator(_priority_in), Field(ge=0, le=INT32_MA
 the integer."""
 
 
+def _parsed_by(parse: Callable[[Any], object]) -> AfterValidator:
+    """A field ``parse`` must accept (None passes); the value is kept as the user wrote it."""
+
+    def check(value: Any) -> Any:
+        if value is not None:
+            parse(value)
+        return value
+
+    return AfterValidator(check)
+
+
+TimeIn = Annotated[Short | int | None, _parsed_by(parse_walltime)]
+"""``--time`` as written: MM, HH:MM:SS, D-HH:MM:SS... (seconds when an integer)."""
+PriorityIn = Annotated[int | Short | None, _parsed_by(parse_priority)]
+"""``--priority`` as written: an integer or low|normal|high|critical."""
+
+
 class Request(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -119,18 +137,16 @@ class JobSubmit(Request):
     ntasks: Count | None = None
     ntasks_per_node: Count | None = None
     cpus_per_task: Count | None = None
-    mem: Short | int | None = None
+    mem: Annotated[Short | int | None, _parsed_by(parse_mem)] = None
     flavor: Flavor | None = None
-    priority: int | Short | None = Field(
-        None, description=f"0..{INT32_MAX}, or low|normal|high|critical"
-    )
+    priority: PriorityIn = Field(None, description=f"0..{INT32_MAX}, or low|normal|high|critical")
     nice: int = Field(
         0,
         ge=-INT32_MAX,
         le=INT32_MAX,
         description="lowers the priority by this much (Slurm's --nice; below 0: admins only)",
     )
-    time: Short | int | None = None
+    time: TimeIn = None
     preemptible: bool = False
     hold: bool = Field(False, description="submit held (sbatch -H): it waits, JobHeldUser, "
                        "until released")  # fmt: skip
@@ -138,7 +154,7 @@ class JobSubmit(Request):
         None, ge=0, le=1e11, description="Unix seconds: not started before this (sbatch --begin)"
     )
     exclusive: bool = False
-    array: ArraySpec | None = None
+    array: Annotated[ArraySpec | None, _parsed_by(parse_array)] = None
     export: str = Field("NONE", min_length=1, max_length=1024)
     env: dict[EnvName, Text] = Field(default_factory=dict)  # bounded by check_env
     workdir: Workdir = Field(
@@ -149,10 +165,10 @@ class JobSubmit(Request):
     output: OutputPath | None = None
     error: OutputPath | None = None
     dependency: str | None = Field(None, max_length=1024)
-    topology: Short | None = None
+    topology: Annotated[Short | None, _parsed_by(parse_topology)] = None
     checkpoint_grace_s: float | None = Field(None, ge=0, le=MAX_GRACE_S)
     min_runtime_s: Seconds = 0.0
-    signal: Short | None = None
+    signal: Annotated[Short | None, _parsed_by(parse_signal)] = None
     requeue: bool = False
     terminal: Literal["", "pipes", "pty", "app"] = Field(
         "",
@@ -163,48 +179,6 @@ class JobSubmit(Request):
     container: ContainerIn | None = Field(
         None, description="run every process in this image (Pyxis's --container-* options)"
     )
-
-    @field_validator("time")
-    @classmethod
-    def _time(cls, v: str | int | None) -> str | int | None:
-        if v is not None:
-            parse_walltime(v)
-        return v
-
-    @field_validator("signal")
-    @classmethod
-    def _signal(cls, v: str | None) -> str | None:
-        if v is not None:
-            parse_signal(v)
-        return v
-
-    @field_validator("array")
-    @classmethod
-    def _array(cls, v: str | None) -> str | None:
-        if v is not None:
-            parse_array(v)
-        return v
-
-    @field_validator("priority")
-    @classmethod
-    def _priority(cls, v: int | str | None) -> int | str | None:
-        if v is not None:
-            parse_priority(v)
-        return v
-
-    @field_validator("topology")
-    @classmethod
-    def _topology(cls, v: str | None) -> str | None:
-        if v is not None:
-            parse_topology(v)
-        return v
-
-    @field_validator("mem")
-    @classmethod
-    def _mem(cls, v: str | int | None) -> str | int | None:
-        if v is not None:
-            parse_mem(v)
-        return v
 
     @field_validator("dependency")
     @classmethod
@@ -322,23 +296,9 @@ class JobUpdate(Request):
     user may lower the time limit, not raise it, and ask a priority up to the queue's bound;
     an admin may do either. ``dependency`` "" removes it."""
 
-    time: Short | int | None = None
-    priority: int | Short | None = None
+    time: TimeIn = None
+    priority: PriorityIn = None
     dependency: str | None = Field(None, max_length=1024)
-
-    @field_validator("time")
-    @classmethod
-    def _time(cls, v: str | int | None) -> str | int | None:
-        if v is not None:
-            parse_walltime(v)
-        return v
-
-    @field_validator("priority")
-    @classmethod
-    def _priority(cls, v: str | int | None) -> str | int | None:
-        if v is not None:
-            parse_priority(v)
-        return v
 
     @field_validator("dependency")
     @classmethod

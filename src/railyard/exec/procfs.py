@@ -8,6 +8,7 @@ https://man7.org/linux/man-pages/man5/proc.5.html
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,7 @@ class ProcStat:
     state: str  # R, S, D, T, Z (zombie: exited, not yet reaped), X, ...
     pgid: int
     start_time_ticks: int
+    ppid: int = 0
 
     @property
     def exited(self) -> bool:
@@ -37,7 +39,9 @@ def read_stat(pid: int) -> ProcStat | None:
     # The command name (field 2) is in parentheses and may hold spaces or ")": split after the
     # last ")". Fields from 3 on are then space-separated.
     rest = text[text.rindex(")") + 2 :].split()
-    return ProcStat(pid=pid, state=rest[0], pgid=int(rest[2]), start_time_ticks=int(rest[19]))
+    return ProcStat(
+        pid=pid, state=rest[0], pgid=int(rest[2]), start_time_ticks=int(rest[19]), ppid=int(rest[1])
+    )
 
 
 def start_time_ticks(pid: int) -> int:
@@ -64,18 +68,21 @@ def group_is_ours(pgid: int, leader_start_ticks: int) -> bool:
     return stat is None or stat.start_time_ticks == leader_start_ticks
 
 
-def group_members(pgid: int) -> list[int]:
-    """Pids of live (non-zombie) processes in group ``pgid``, by scanning ``/proc``."""
-    members = []
+def _live() -> Iterator[ProcStat]:
+    """Every live (non-zombie) process, by scanning ``/proc``."""
     for entry in PROC.iterdir():
         if entry.name.isdigit():
             try:
                 stat = read_stat(int(entry.name))
             except (OSError, ValueError, IndexError):
                 continue  # vanished or unreadable between listing and reading
-            if stat is not None and stat.pgid == pgid and not stat.exited:
-                members.append(stat.pid)
-    return members
+            if stat is not None and not stat.exited:
+                yield stat
+
+
+def group_members(pgid: int) -> list[int]:
+    """Pids of live (non-zombie) processes in group ``pgid``."""
+    return [stat.pid for stat in _live() if stat.pgid == pgid]
 
 
 def children(pid: int) -> list[int]:
@@ -85,18 +92,7 @@ def children(pid: int) -> list[int]:
         listed = (PROC / str(pid) / "task" / str(pid) / "children").read_text()
         return [int(c) for c in listed.split()]
     except FileNotFoundError:
-        pass
-    found = []
-    for entry in PROC.iterdir():
-        if entry.name.isdigit():
-            try:
-                text = (entry / "stat").read_text()
-                state, parent = text[text.rindex(")") + 2 :].split()[:2]
-            except (OSError, ValueError):
-                continue
-            if int(parent) == pid and state not in ("Z", "X"):
-                found.append(int(entry.name))
-    return found
+        return [stat.pid for stat in _live() if stat.ppid == pid]
 
 
 def signal_children(pid: int, start_ticks: int, sig: int) -> bool:

@@ -156,6 +156,8 @@ def launch(step: Step, environ: dict[str, str], master_addr: str) -> int:
             f"tasks on {', '.join(elsewhere)} need an executor that reaches them "
             f"(this is {here or 'an unknown node'}; the local executor runs one node)"
         )
+    if shutil.which(step.command[0], path=environ.get("PATH")) is None:  # the shim would exec it
+        raise SrunError(f"cannot run {step.command[0]!r}: no such program or not executable")
     addr = environ.get("MASTER_ADDR") or master_addr
     port = int(environ["MASTER_PORT"]) if environ.get("MASTER_PORT") else free_port(addr)
     step_id = next_step_id(environ.get(STEPS_DIR_VAR))
@@ -187,8 +189,6 @@ def launch(step: Step, environ: dict[str, str], master_addr: str) -> int:
         )
         env = {**environ, **wiring}
         env.pop("SLURM_TASK_PID", None)  # the batch shell's: each task gets its own below
-        if shutil.which(step.command[0], path=env.get("PATH")) is None:
-            raise SrunError(f"cannot run {step.command[0]!r}: no such program or not executable")
         try:
             proc = subprocess.Popen([*TASK_PID_SHIM, *step.command], env=env, preexec_fn=restore)
         except OSError as exc:

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from railyard.client.values import parse_walltime, priority_label
 from railyard.control.errors import Conflict, Forbidden, Invalid
 from railyard.control.schemas import JobSubmit, JobUpdate
-from railyard.control.store.effects import record, request_wake
+from railyard.control.store.effects import record_many, request_wake
 from railyard.control.store.tables import JobRow, JobState, User
 from railyard.control.store.transitions import transition_many
 from railyard.control.usecases.admission import check_dependency
@@ -56,12 +56,11 @@ def update_job(
     changed = transition_many(session, ids, [JobState.PENDING], values, retry_conflicts=True)
     if not changed:
         raise Conflict(f"job {job_id} started meanwhile: only a pending job can be updated")
-    for one in changed:
-        record(session, now_t_s, "update", f"{actor.name}: {', '.join(said)}", one)
+    message = f"{actor.name}: {', '.join(said)}"
+    record_many(session, now_t_s, [("update", message, one) for one in changed])
     request_wake(session)
-    for row, _ in pending:
-        session.refresh(row)
-    return [(row, name) for row, name in pending if row.id in set(changed)]
+    done = set(changed)  # the rows were expired by the update: reading them loads what it wrote
+    return [(row, name) for row, name in pending if row.id in done]
 
 
 def _not_on_itself(job_id: str, pending: list[tuple[JobRow, str]], dependency: str) -> None:
