@@ -90,10 +90,18 @@ def pytest_collection_modifyitems_long_first(items: list[pytest.Item]) -> None:
     counts = Counter(module(item) for item in items)
     long_modules = {module(item) for item in items if item.get_closest_marker("long")}
     alone = {module(item) for item in items if item.get_closest_marker("exclusive")}
+    rays = sorted({module(item) for item in items if item.get_closest_marker("ray_cluster")})
+    others = sorted(long_modules - set(rays), key=lambda name: (-counts[name], name))
+    # Ray modules (one at a time: `_one_ray_cluster`) take turns with the other long ones,
+    # so xdist's first hand-out (units 1 and 3 to one worker, 2 and 4 to the other) gives
+    # two to one worker in a row, not one to each at once, where one would wait on the lock.
+    turn = {name: 2 * index for index, name in enumerate(rays)}
+    turn |= {name: 2 * index + 1 for index, name in enumerate(others)}
     items.sort(
         key=lambda item: (
             module(item) in alone,
             module(item) not in long_modules,
+            turn.get(module(item), 0),
             -counts[module(item)],
         )
     )
@@ -124,3 +132,23 @@ def _machine_share(request: pytest.FixtureRequest) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
             if exclusive:
                 fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="module", autouse=True)  # autouse: before the module's own fixtures
+def _one_ray_cluster(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Under pytest-xdist, a module marked ``ray_cluster`` (it starts a Ray cluster of its own)
+    holds this machine's one Ray slot from before its first fixture to after its last. Ray
+    waits a hard-coded 30 s for a new raylet to register with its GCS; two clusters starting
+    on a loaded 2-core machine missed it ("timed out during startup"), on one side or the
+    other, in CI. One cluster at a time is what a user's machine runs too."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run is None or request.node.get_closest_marker("ray_cluster") is None:
+        yield
+        return
+    path = os.path.join(tempfile.gettempdir(), f"railyard-tests-{run}.ray")
+    with open(path, "a") as slot:
+        fcntl.flock(slot, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(slot, fcntl.LOCK_UN)
