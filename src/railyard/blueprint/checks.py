@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from railyard.blueprint.errors import Problem, nearest
 from railyard.blueprint.models import Blueprint, Design
+from railyard.blueprint.partitions import MAX_NAME, NAME_RE, PARENT
 
 
 def _unknown(kind: str, name: str, known: set[str]) -> tuple[str, str]:
@@ -39,6 +40,7 @@ def check_references(bp: Blueprint) -> list[Problem]:
             )
     if problems:
         return problems  # later checks assume names resolve
+    problems += _check_partitions(bp)
     problems += _check_fabric(bp)
     if bp.frontend is not None and bp.frontend.switch not in bp.known_switches():
         msg, hint = _unknown("switch", bp.frontend.switch, bp.known_switches())
@@ -111,4 +113,29 @@ def _check_fabric(bp: Blueprint) -> list[Problem]:
                         f"use a multiple of {per}, e.g. {per * max(1, round(su / per))}",
                     )
                 )
+    return problems
+
+
+def _check_partitions(bp: Blueprint) -> list[Problem]:
+    """Partition names are queue names (not `default`, their parent), at most one is the
+    default, and each one's pool is a node group's."""
+    problems: list[Problem] = []
+    pools = {group.pool for group in bp.node_groups.values() if group.pool}
+    defaults = [name for name, p in bp.partitions.items() if p.default]
+    for name, partition in bp.partitions.items():
+        where = ("partitions", name)
+        if name == PARENT or not NAME_RE.match(name) or len(name) > MAX_NAME:
+            why = "is their parent queue" if name == PARENT else "is not a queue name"
+            problems.append(Problem(where, f"partition '{name}' {why}", "e.g. gpu or debug"))
+        if partition.pool is not None and partition.pool not in pools:
+            msg, hint = _unknown("pool", partition.pool, pools or {"(no node group has one)"})
+            problems.append(Problem((*where, "pool"), msg, hint))
+    if len(defaults) > 1:
+        problems.append(
+            Problem(
+                ("partitions", defaults[1], "default"),
+                f"a second default partition (after '{defaults[0]}')",
+                "mark one partition default: true",
+            )
+        )
     return problems

@@ -13,6 +13,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from railyard.blueprint.catalog import GPUS, SWITCHES, GpuSpec, SwitchSpec
+from railyard.blueprint.partitions import Partition
 from railyard.blueprint.units import GbitPerS, Gbyte, GbytePerS, KiloWatt, Tbyte, Watt
 
 
@@ -174,6 +175,10 @@ class Blueprint(_Strict):
     storage: dict[str, StorageSystem] = Field(default_factory=dict)
     facility: Facility = Field(default_factory=Facility)
     cabling: Cabling = Field(default_factory=Cabling)
+    partitions: dict[str, Partition] = Field(
+        default_factory=dict,
+        description="Slurm partitions, each a queue below `default` (blueprint.partitions)",
+    )
 
     def gpu_spec(self, name: str) -> GpuSpec:
         """The blueprint's own GPU entry, else the catalogue's."""

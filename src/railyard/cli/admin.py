@@ -279,6 +279,16 @@ def _limit_args(p: Parser) -> None:
         help="its jobs may preempt lower-priority jobs (off by default, as in Slurm)",
     )
     group.add_argument("--no-priority-preemption", dest="priority_preemption", action="store_false")
+    default = p.add_mutually_exclusive_group()
+    default.add_argument(
+        "--default",
+        dest="is_default",
+        action="store_true",
+        default=None,
+        help="a job for its parent (one that names no partition: default) comes here "
+        "(Slurm's Default=YES; its siblings lose it)",
+    )
+    default.add_argument("--no-default", dest="is_default", action="store_false")
     times = "D-HH:MM:SS, HH:MM:SS or minutes"
     p.add_argument("--default-time", help=f"limit of jobs that give none (DefaultTime; {times})")
     p.add_argument("--max-time", help=f"largest limit a job may ask (MaxTime; {times})")
@@ -316,6 +326,8 @@ def _limits(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if args.priority_preemption is not None:
         out["priority_preemption"] = args.priority_preemption
+    if args.is_default is not None:
+        out["is_default"] = args.is_default
     if args.pool is not None:
         out["pool"] = None if args.pool == "none" else args.pool
     if args.container_mounts is not None:

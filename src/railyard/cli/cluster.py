@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from railyard.cli.args import Command, Parser, connect, emit_json, json_flag, subcommands
-from railyard.cli.text import table
+from railyard.cli.text import clock, table
 from railyard.client.values import PRIORITY_CLASSES
 
 
@@ -68,18 +68,21 @@ def _priority(value: int) -> str:
 
 
 def queues(args: argparse.Namespace) -> None:
-    """Queues: quota per flavor, GPUs in use and borrowed, fair-share usage."""
+    """Queues: quota per flavor, GPUs in use and borrowed, fair-share usage.
+
+    As sinfo, the default partition's name ends in ``*`` and TIMELIMIT is its MaxTime."""
     with connect() as client:
         rows = client.queues()
     if args.json:
         emit_json(rows)
         return
-    headers = ("QUEUE", "PARENT", "WEIGHT", "NOMINAL", "IN USE", "BORROWED", "USAGE GPU-h",
-               "PENDING", "RUNNING", "MAX PRIO", "MEMBERS")  # fmt: skip
+    headers = ("QUEUE", "PARENT", "TIMELIMIT", "WEIGHT", "NOMINAL", "IN USE", "BORROWED",
+               "USAGE GPU-h", "PENDING", "RUNNING", "MAX PRIO", "MEMBERS")  # fmt: skip
     body = [
         [
-            q["name"],
+            q["name"] + ("*" if q.get("is_default") else ""),
             q["parent"] or "",
+            clock(q["max_time_s"]) or "infinite",
             f"{q['weight']:g}",
             _per_flavor(q["nominal_gpus"]),
             _per_flavor(q["used_gpus"]),

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from railyard.cli.args import Command, Parser, fail, parse_duration
 
 if TYPE_CHECKING:
+    from railyard.blueprint.partitions import Partition
     from railyard.sched.health import HealthPolicy
 
 
@@ -53,6 +54,7 @@ def up(args: argparse.Namespace) -> None:
     floor = args.health_across_floor
     if floor is not None and not 0 < floor < 1e6:
         fail(f"up: --health-across-floor: {floor:g} GB/s is out of range (hint: e.g. 40)")
+    partitions = _partitions(args)
     if args.ray is not None:
         _check_ray(args)
     elif args.insecure_ray:
@@ -81,6 +83,7 @@ def up(args: argparse.Namespace) -> None:
         else None,
         ray_address=args.ray,
         ray_insecure=args.insecure_ray,
+        partitions=partitions,
         extra_routers=() if args.no_dashboard else (dashboard(scheduler),),
         health_checks=tuple(args.health_checks.split(","))
         if health and args.health_checks not in ("all", "")
@@ -93,6 +96,32 @@ def up(args: argparse.Namespace) -> None:
         fail(f"up: {exc}")
     except ServiceError as exc:  # a state directory or store that cannot be used
         fail(f"up: {exc.line()}")
+
+
+def _partitions(args: argparse.Namespace) -> tuple[tuple[str, Partition], ...]:
+    """``--partition`` lines (slurm.conf's), each a queue below ``default``; a blueprint
+    declares its own in ``partitions:`` instead."""
+    from railyard.blueprint.partitions import parse_partition
+
+    lines: list[str] = args.partition or []
+    if lines and args.blueprint:
+        fail("up: --partition: the blueprint declares partitions (hint: its partitions: section)")
+    declared: dict[str, Partition] = {}
+    for line in lines:
+        try:
+            name, partition = parse_partition(line)
+        except ValueError as exc:
+            fail(f"up: --partition: {exc}")
+        if name in declared:
+            fail(f"up: --partition: {name} is declared twice (hint: one line per partition)")
+        if partition.pool is not None:
+            fail(f"up: --partition: {name}: Pool= needs a blueprint's node pools "
+                 "(hint: declare it in the blueprint's partitions:)")  # fmt: skip
+        defaults = [n for n, p in declared.items() if p.default]
+        if partition.default and defaults:
+            fail(f"up: --partition: {name}: a second Default=YES (after {defaults[0]})")
+        declared[name] = partition
+    return tuple(declared.items())
 
 
 def _check_ray(args: argparse.Namespace) -> None:
@@ -169,6 +198,13 @@ def _up_args(p: Parser) -> None:
         help="run-time estimate for jobs with no time limit and no history (D-HH:MM:SS)",
     )
     p.add_argument("--blueprint", help="the cluster's nodes and topology: a preset or YAML file")
+    p.add_argument(
+        "--partition",
+        action="append",
+        metavar="LINE",
+        help="a Slurm partition as a queue below default, as slurm.conf says it (repeat): "
+        "'PartitionName=debug MaxTime=30:00 DefaultTime=10:00 Default=NO'",
+    )
     p.add_argument("--node-name", help="which blueprint node this machine is (default: hostname)")
     p.add_argument(
         "--ray",

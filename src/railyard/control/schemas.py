@@ -495,6 +495,12 @@ class NodeAction(Request):
     reason: Name = ""
 
 
+_DEFAULT_PARTITION = (
+    "a job for its parent (a job that names no partition: `default`) comes here instead "
+    "(Slurm's Default=YES); one per parent"
+)
+
+
 class QueueCreate(Request):
     """A queue; quotas are whole GPUs per flavor (>= 0), ``weight`` its fair-share weight."""
 
@@ -529,6 +535,7 @@ class QueueCreate(Request):
     container_mounts: MountPrefixes | None = Field(
         None, description="paths its jobs' containers may mount (beyond home and workdir)"
     )
+    is_default: bool = Field(False, description=_DEFAULT_PARTITION)
     max_priority: Priority = Field(
         DEFAULT_MAX_PRIORITY,
         description="the most priority a plain member may ask (admins any): an integer or "
@@ -553,6 +560,7 @@ class QueueUpdate(Request):
     idle_limit_s: float | None = Field(None, gt=0, le=MAX_WALLTIME_S)
     pool: PoolName | None = None
     container_mounts: MountPrefixes | None = None
+    is_default: bool | None = Field(None, description=_DEFAULT_PARTITION)
     max_priority: Priority | None = None
 
 
@@ -571,6 +579,7 @@ class QueueOut(Response):
     idle_limit_s: float | None = None
     pool: str | None = None
     container_mounts: list[str] | None = None
+    is_default: bool = False
     max_priority: int = DEFAULT_MAX_PRIORITY
     members: list[str]
     used_gpus: dict[str, int]

@@ -23,7 +23,7 @@ import socket
 import stat
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -35,6 +35,7 @@ from sqlalchemy.orm import Session
 
 from railyard.blueprint import BlueprintError, load
 from railyard.blueprint.local import catalogue_name
+from railyard.blueprint.partitions import Partition
 from railyard.client.client import save_config
 from railyard.client.config import client_config_path, default_state_dir
 from railyard.control.api.app import create_app
@@ -65,6 +66,7 @@ from railyard.control.store.tables import (
 from railyard.control.usecases.accounts import RunAs
 from railyard.control.usecases.jobs import JOB_COUNTER
 from railyard.control.usecases.joined import NOT_JOINED, JoinedNodes
+from railyard.control.usecases.partitions import declare_partitions
 from railyard.control.usecases.users import bootstrap_admin
 from railyard.exec.backend import (
     Backend,
@@ -113,6 +115,8 @@ class UpConfig:
     backend: str | None = None  # how jobs run (`railyard.exec.backend`); None: local or ray
     ray_address: str | None = None  # run jobs on a Ray cluster (address, or "auto")
     ray_insecure: bool = False  # accept a Ray cluster without token authentication
+    # Slurm partitions to declare as queues, without a blueprint (`up --partition`)
+    partitions: tuple[tuple[str, Partition], ...] = ()
     extra_routers: tuple[APIRouter, ...] = ()  # the dashboard, from `railyard up`
 
     @property
@@ -260,10 +264,15 @@ def inventory(config: UpConfig, machines_join: bool) -> tuple[list[Node], Node |
 
 
 def bootstrap(
-    store: Store, nodes: list[Node], local: Node | None, unix_user: str | None = None
+    store: Store,
+    nodes: list[Node],
+    local: Node | None,
+    unix_user: str | None = None,
+    partitions: Mapping[str, Partition] | None = None,
 ) -> str | None:
     """First start: an admin with a token and a default queue. Every start: the inventory,
-    this machine ready (unless an admin drained it), other blueprint nodes down.
+    this machine ready (unless an admin drained it), other blueprint nodes down, and the
+    declared partitions as queues below ``default`` (`usecases.partitions`).
 
     The admin's jobs run as ``unix_user``, the account that started the server. Returns the
     admin token when one was created (it is shown once and saved for the CLI).
@@ -295,7 +304,19 @@ def bootstrap(
                 s.add(QueueMember(queue="default", user_id=admin.id))
         elif unix_user is not None:
             adopt_bootstrap_admin(s, unix_user)
+        for line in declare_partitions(s, partitions or {}, now):
+            log.info("%s", line)
     return token
+
+
+def declared_partitions(config: UpConfig) -> dict[str, Partition]:
+    """The blueprint's partitions, else those of ``up --partition`` (never both: `up`)."""
+    if config.blueprint is None:
+        return dict(config.partitions)
+    try:
+        return dict(load(config.blueprint).blueprint.partitions)
+    except BlueprintError as exc:
+        raise StartupError(str(exc)) from None
 
 
 def adopt_bootstrap_admin(session: Session, unix_user: str) -> None:
@@ -376,6 +397,7 @@ def serve(config: UpConfig) -> None:
     except BackendUnavailable as exc:
         raise StartupError(str(exc)) from None
     nodes, local = inventory(config, kind.machines_join)  # a bad blueprint: nothing touched
+    partitions = declared_partitions(config)
     request = backend_request(config, nodes, local)
     try:
         # no cluster there, or one without a token: nothing touched yet either
@@ -406,7 +428,9 @@ def serve(config: UpConfig) -> None:
         sock.close()
         raise StartupError(f"cannot open the store: {_first_line(exc)}") from None
     try:
-        _serve_locked(config, sock, api_url, compose(config, kind, request, nodes, local))
+        _serve_locked(
+            config, sock, api_url, compose(config, kind, request, nodes, local, partitions)
+        )
     finally:
         sock.close()
         lock.release()
@@ -455,6 +479,7 @@ def compose(
     request: BackendRequest,
     nodes: list[Node],
     local: Node | None,
+    partitions: Mapping[str, Partition] | None = None,
 ) -> Service:
     """Open the store, bootstrap it, open the backend and wire the loop and the API to it,
     through the :class:`Backend` protocol alone (the one composition root)."""
@@ -464,7 +489,7 @@ def compose(
     claim_spool(spool, config.state_dir)
     store = open_store(config)
     secure_state_dir(config.state_dir)  # the store's files exist now
-    token = bootstrap(store, nodes, local, unix_user=run_as.server_account)
+    token = bootstrap(store, nodes, local, unix_user=run_as.server_account, partitions=partitions)
     run_as = check_spool_reach(store, spool, run_as)
     try:
         backend = kind.open(request)

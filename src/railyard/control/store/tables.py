@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, false
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from railyard.client.values import PRIORITY_CLASSES
@@ -114,6 +114,9 @@ class QueueRow(Base):
     pool: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # what its jobs' containers may mount beyond home and workdir; None: the parent's (none)
     container_mounts: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    # Slurm's Default=YES: a job for its parent (`default`, as a job that names no partition)
+    # comes here instead (`admission.default_partition`); one per parent
+    is_default: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     # the most priority a plain member may ask (admins any)
     max_priority: Mapped[int] = mapped_column(
         Integer, default=DEFAULT_MAX_PRIORITY, server_default=str(DEFAULT_MAX_PRIORITY)

@@ -102,6 +102,23 @@ def _check_queue(session: Session, user: User, queue: str) -> None:
         raise Invalid("queue", f"queue {queue!r} has sub-queues", f"submit to one of {leaves}")
 
 
+def default_partition(session: Session, queue: str) -> str:
+    """Where a job for ``queue`` goes: down to the sub-queue marked default while there is
+    one (Slurm's Default=YES): a job that names no partition asks for `default`, the parent of
+    the partitions a blueprint or `up --partition` declares (`usecases.partitions`)."""
+
+    def load() -> dict[str, str]:
+        marked = select(QueueRow.parent, QueueRow.name).where(QueueRow.is_default)
+        return {parent: name for parent, name in session.execute(marked) if parent is not None}
+
+    chosen: dict[str, str] = once(session, "default-subs", load)
+    seen = {queue}
+    while (child := chosen.get(queue)) is not None and child not in seen:
+        queue = child
+        seen.add(queue)
+    return queue
+
+
 def _check_workdir(workdir: str) -> None:
     """A job must be able to start where it asks to: an existing absolute directory."""
     if not workdir:
@@ -304,6 +321,9 @@ def admit(
     """Check ``spec`` for ``user`` (raises Invalid, Forbidden) and compute its stored columns.
 
     ``run_as`` None skips the Unix-account check (an embedded API with no executor)."""
+    queue = default_partition(session, spec.queue)
+    if queue != spec.queue:
+        spec = spec.model_copy(update={"queue": queue})
     _check_queue(session, user, spec.queue)
     res = _check_shape(session, spec, known_flavors, queue_pool(session, spec.queue))
     if run_as is not None:

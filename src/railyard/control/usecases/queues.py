@@ -63,6 +63,7 @@ def create_queue(session: Session, actor: User, spec: QueueCreate, now_t_s: floa
     row = QueueRow(**spec.model_dump(), created_t_s=now_t_s)
     session.add(row)
     session.flush()
+    one_default(session, row)
     record(session, now_t_s, "queue", f"{actor.name} created queue {spec.name}", None)
     request_wake(session)
     return row
@@ -93,9 +94,22 @@ def update_queue(
     for key, value in changes.items():
         if value is not None or key in _NULLABLE:
             setattr(row, key, value)
+    one_default(session, row)
     record(session, now_t_s, "queue", f"{actor.name} updated queue {name}: {changes}", None)
     request_wake(session)
     return row
+
+
+def one_default(session: Session, row: QueueRow) -> None:
+    """A default queue (Slurm's Default=YES) is its parent's only one: the others lose it."""
+    if not row.is_default:
+        return
+    siblings = select(QueueRow).where(
+        QueueRow.is_default, QueueRow.name != row.name, QueueRow.parent.is_(row.parent)
+        if row.parent is None else QueueRow.parent == row.parent
+    )  # fmt: skip
+    for other in session.scalars(siblings):
+        other.is_default = False
 
 
 def add_member(session: Session, actor: User, queue: str, user_name: str) -> None:
@@ -189,6 +203,7 @@ def list_queues(session: Session, actor: User) -> list[QueueOut]:
             idle_limit_s=r.idle_limit_s,
             pool=r.pool,
             container_mounts=r.container_mounts,
+            is_default=r.is_default,
             max_priority=r.max_priority,
             members=members[r.name],
             used_gpus=dict(used[r.name]),
