@@ -292,18 +292,24 @@ def _job_rows(jobs: list[Job]) -> str:
 def queue(args: argparse.Namespace) -> None:
     """Jobs waiting and running, like squeue: why each pending job waits is in REASON.
 
-    Finished jobs stay listed for --min-job-age seconds after they end (squeue's MinJobAge),
-    so a job that failed at once is seen failing; `railyard history` keeps them all.
+    As squeue, finished jobs are not listed unless asked for: `-t all` (or a finished state)
+    lists those that ended within --min-job-age seconds (Slurm's MinJobAge, 300); `railyard
+    history` keeps them all.
     """
-    if args.min_job_age < 0:
+    if args.min_job_age is not None and args.min_job_age < 0:
         fail("queue: --min-job-age must be >= 0")
+    states = _states(args.state)
+    finished = states or args.min_job_age is not None
+    if "all" in states:
+        states = []
+    age_s = args.min_job_age if args.min_job_age is not None else MIN_JOB_AGE_S
     with connect() as client:
         user = args.user or (None if args.all_users else client.whoami()["name"])
         jobs = client.jobs(
-            states=_states(args.state),
+            states=states,
             queue=args.queue,
             user=user,
-            finished_within_s=args.min_job_age,
+            finished_within_s=age_s if finished else 0.0,
         )
     if args.jobs:
         jobs = [j for j in jobs if matches(j["id"], args.jobs)]
@@ -316,7 +322,12 @@ def queue(args: argparse.Namespace) -> None:
 def _queue_args(p: Parser) -> None:
     from railyard.cli.history import JOBS_HELP, job_ids
 
-    p.add_argument("--state", "-t", action="append", help="e.g. pending,running (repeat)")
+    p.add_argument(
+        "--state",
+        "-t",
+        action="append",
+        help="e.g. pending,running (repeat); all: finished ones too (default: unfinished)",
+    )
     p.add_argument("--all", dest="all_users", action="store_true", help="everyone's jobs (admins)")
     p.add_argument("--user", "-u", help="one user's jobs (squeue -u; another's: admins)")
     p.add_argument("--jobs", "-j", type=job_ids, help=JOBS_HELP)
@@ -324,9 +335,8 @@ def _queue_args(p: Parser) -> None:
     p.add_argument(
         "--min-job-age",
         type=float,
-        default=MIN_JOB_AGE_S,
         metavar="SECONDS",
-        help=f"how long finished jobs stay listed (default {MIN_JOB_AGE_S:g})",
+        help=f"list jobs that finished this recently (with -t all: {MIN_JOB_AGE_S:g})",
     )
     json_flag(p)
 
