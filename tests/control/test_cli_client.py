@@ -583,3 +583,27 @@ def test_admin_maps_users_to_unix_accounts(cli: Cli) -> None:
     assert changed.stdout == "user gus updated (user, Unix account gus)\n"
     listed = cli("root", "admin", "users", "list").stdout
     assert "UNIX USER" in listed.splitlines()[0]
+
+
+def test_cancel_chooses_jobs_by_name_user_state_and_queue_as_scancel(cli: Cli) -> None:
+    """``scancel --name/-u/-t/-p``: every filter must match, among the ids when given; the
+    chosen jobs are cancelled together. A plain user's filters never reach another's jobs."""
+    for user, name in (("alice", "a"), ("alice", "b"), ("alice", "a"), ("bob", "a")):
+        assert cli(user, "submit", "-J", name, "-t", "5", "--", "true").exit_code == 0
+    assert cli("alice", "submit", "-J", "a", "--array", "0-1", "-H", "--", "true").exit_code == 0
+
+    named = cli("alice", "cancel", "--name", "a", "2", "3")
+    assert (named.exit_code, named.stdout) == (0, "3 cancelled\n")
+    held = cli("alice", "cancel", "-n", "a", "-t", "pending", "-p", "default")
+    assert (held.exit_code, sorted(held.stdout.splitlines())) == (
+        0,
+        ["1 cancelled", "5_0 cancelled", "5_1 cancelled"],
+    )
+    theirs = cli("alice", "cancel", "-u", "bob")
+    assert (theirs.exit_code, theirs.stderr) == (0, "railyard: cancel: no job of yours matches\n")
+    assert [j["id"] for j in cli.json("alice", "queue")] == ["2"]
+    assert [j["id"] for j in cli.json("bob", "queue")] == ["4"]
+    nothing = cli("alice", "cancel")
+    assert nothing.exit_code == 2
+    assert nothing.stderr.startswith("railyard: cancel: name the jobs (hint: ")
+    assert cli("root", "cancel", "-u", "bob").stdout == "4 cancelled\n"

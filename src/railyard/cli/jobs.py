@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from railyard.client.wire import Job
 
 MIN_JOB_AGE_S = 300.0  # squeue shows a finished job this long (Slurm's MinJobAge default)
+ACTIVE_STATES = ["pending", "starting", "running", "preempting", "cancelling"]  # unfinished
 
 # -- submit --------------------------------------------------------------------------------------
 
@@ -241,8 +242,7 @@ def _wait_for(client: Client, job: Job) -> int:
         while (now := client.job(job["id"]))["state"] not in FINISHED:
             time.sleep(WAIT_POLL_S)
         return _exit_status(now)
-    active = ["pending", "starting", "running", "preempting", "cancelling"]
-    while client.jobs(array=job["id"], states=active, limit=1):
+    while client.jobs(array=job["id"], states=ACTIVE_STATES, limit=1):
         time.sleep(WAIT_POLL_S)
     return max((_exit_status(j) for j in client.jobs(array=job["id"])), default=0)
 
@@ -462,8 +462,40 @@ def _each(args: argparse.Namespace, act: str, done: str) -> int:
 
 
 def cancel(args: argparse.Namespace) -> int:
-    """Cancel jobs: pending ones end at once, running ones are stopped by the scheduler loop."""
+    """Cancel jobs: pending ones end at once, running ones are stopped by the scheduler loop.
+
+    As scancel, --name, --user, --state and --partition choose the jobs (all of them must
+    match; with ids, among those ids), and the chosen ones are cancelled in one transaction.
+    """
+    chosen = (args.name, args.user, args.state, args.partition)
+    if not args.job_ids and not any(chosen):
+        fail("cancel: name the jobs (hint: railyard cancel ID..., or --name/--user/--state)")
+    if any(chosen):
+        with connect() as client:
+            jobs = client.jobs(
+                states=_states(args.state) or ACTIVE_STATES,
+                queue=args.partition,
+                user=args.user or client.whoami()["name"],
+            )
+        named = [j for j in jobs if args.name is None or j["name"] == args.name]
+        if args.job_ids:
+            named = [j for j in named if matches(j["id"], args.job_ids)]
+        if not named:
+            print("railyard: cancel: no job of yours matches", file=sys.stderr)
+            return 0
+        args.job_ids = [j["id"] for j in named]
     return _each(args, "cancel", "cancelled")
+
+
+def _cancel_args(p: Parser) -> None:
+    p.add_argument("job_ids", nargs="*", metavar="ID", help="job ids (an array id: all tasks)")
+    p.add_argument("--name", "-n", help="jobs of this name (scancel --name)")
+    p.add_argument("--user", "-u", help="this user's jobs (another's: admins)")
+    p.add_argument(
+        "--state", "-t", action="append", help="jobs in this state (default: unfinished ones)"
+    )
+    p.add_argument("--partition", "-p", "--queue", dest="partition", help="jobs of this queue")
+    json_flag(p)
 
 
 def hold(args: argparse.Namespace) -> int:
@@ -558,7 +590,7 @@ COMMANDS = (
     Command("submit", submit, None),
     Command("queue", queue, _queue_args),
     Command("show", show, _show_args),
-    Command("cancel", cancel, _ids_args),
+    Command("cancel", cancel, _cancel_args),
     Command("hold", hold, _ids_args),
     Command("release", release, _ids_args),
     Command("update", update, _update_args),
