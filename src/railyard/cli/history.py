@@ -26,13 +26,14 @@ PAGE = 1000
 
 def exit_code(job: Job) -> str:
     """Slurm's ``ExitCode``: ``code:signal`` (``0:9`` for a job killed by SIGKILL); empty
-    while it runs, ``-`` when the end is unknown."""
+    while it runs; ``0:0`` for a job that ended with neither (a timeout or a cancel the loop
+    recorded without the process's status, a pending job cancelled), as sacct shows it."""
     name = job.get("signal")
     if name and name in signal.Signals.__members__:
         return f"0:{signal.Signals[name].value}"
     if job["exit_code"] is not None:
         return f"{job['exit_code']}:0"
-    return "" if job["end_t_s"] is None else "-"
+    return "" if job["end_t_s"] is None else "0:0"
 
 
 def _local(t_s: float | None) -> str:
