@@ -607,3 +607,18 @@ def test_cancel_chooses_jobs_by_name_user_state_and_queue_as_scancel(cli: Cli) -
     assert nothing.exit_code == 2
     assert nothing.stderr.startswith("railyard: cancel: name the jobs (hint: ")
     assert cli("root", "cancel", "-u", "bob").stdout == "4 cancelled\n"
+
+
+def test_queue_and_history_in_slurms_formats(cli: Cli) -> None:
+    """``squeue -o`` and ``sacct --format`` through the server, as a script reads them."""
+    assert cli("alice", "submit", "-J", "a", "-t", "5", "--", "true").exit_code == 0
+    line = cli("alice", "queue", "--noheader", "-o", "%i %j %u %P %T %l %r")
+    assert (line.exit_code, line.stdout) == (0, "1 a alice default PENDING 5:00 None\n")
+    cli("alice", "cancel", "1")
+    done = cli("alice", "history", "-X", "-n", "-P", "-o", "JobID,State,ExitCode", "-s", "all")
+    assert done.exit_code == 2  # sacct's states are named; "all" is squeue's
+    done = cli("alice", "history", "-X", "-n", "-P", "-o", "JobID,JobName,State,ExitCode")
+    assert (done.exit_code, done.stdout) == (0, "1|a|CANCELLED|0:0\n")
+    bad = cli("alice", "queue", "-o", "%i %y")
+    assert (bad.exit_code, bad.stderr.count("\n")) == (2, 1)
+    assert bad.stderr.startswith("railyard: queue: --format: unknown field %y (hint: ")

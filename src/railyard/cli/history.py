@@ -74,6 +74,16 @@ def history(args: argparse.Namespace) -> None:
     if args.json:
         emit_json(jobs)
         return
+    if args.format is not None:
+        from railyard.cli.jobformat import sacct_table
+
+        try:
+            lines = sacct_table(args.format, jobs, exit_code, parsable=args.parsable2)
+        except ValueError as exc:
+            fail(f"history: {exc}")
+        skip = (1 if args.parsable2 else 2) if args.noheader else 0
+        print("\n".join(lines[skip:]))
+        return
     headers = ("JOBID", "NAME", "USER", "QUEUE", "STATE", "EXITCODE", "ELAPSED", "GPUS",
                "GPU-HOURS", "RESTARTS", "START", "END")  # fmt: skip
     rows = []
@@ -86,9 +96,10 @@ def history(args: argparse.Namespace) -> None:
             _local(j["start_t_s"]), _local(j["end_t_s"]),
         ])  # fmt: skip
     if args.parsable2:  # sacct -P: fields split by "|", no padding, no trailing "|"
-        print("\n".join("|".join(line) for line in [list(headers), *rows]))
+        print("\n".join("|".join(line) for line in [list(headers), *rows][args.noheader :]))
         return
-    print(table(headers, rows, right=("GPUS", "GPU-HOURS", "RESTARTS")))
+    text = table(headers, rows, right=("GPUS", "GPU-HOURS", "RESTARTS"))
+    print(text.partition("\n")[2] if args.noheader else text)
 
 
 JOBS_HELP = "only these jobs: 12,13_2 (an array's id: its tasks)"
@@ -118,6 +129,16 @@ def _history_args(p: Parser) -> None:
     p.add_argument("--starttime", "-S", metavar="TIME", help="default: midnight today")
     p.add_argument("--endtime", "-E", metavar="TIME", help="default: now")
     p.add_argument("--limit", type=int, help="at most this many jobs")
+    p.add_argument(
+        "--format", "-o", metavar="FIELDS", help="sacct's, e.g. JobID,JobName%%30,State,ExitCode"
+    )
+    p.add_argument("--noheader", "-n", action="store_true", help="no header lines (sacct -n)")
+    p.add_argument(
+        "--allocations",
+        "-X",
+        action="store_true",
+        help="accepted for sacct's -X: railyard lists jobs, never their steps",
+    )
     json_flag(p)
 
 

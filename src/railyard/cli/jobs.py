@@ -315,8 +315,17 @@ def queue(args: argparse.Namespace) -> None:
         jobs = [j for j in jobs if matches(j["id"], args.jobs)]
     if args.json:
         emit_json(jobs)
+    elif args.format is not None:
+        from railyard.cli.jobformat import squeue_lines
+
+        try:
+            lines = squeue_lines(args.format, jobs)
+        except ValueError as exc:
+            fail(f"queue: {exc}")
+        print("\n".join(lines[1:] if args.noheader else lines))
     else:
-        print(_job_rows(jobs))
+        text = _job_rows(jobs)
+        print(text.partition("\n")[2] if args.noheader else text)
 
 
 def _queue_args(p: Parser) -> None:
@@ -332,6 +341,13 @@ def _queue_args(p: Parser) -> None:
     p.add_argument("--user", "-u", help="one user's jobs (squeue -u; another's: admins)")
     p.add_argument("--jobs", "-j", type=job_ids, help=JOBS_HELP)
     p.add_argument("--queue", "-p", help="only this queue")
+    p.add_argument(
+        "--format",
+        "-o",
+        metavar="FORMAT",
+        help='squeue\'s, e.g. "%%.18i %%.9P %%.8j %%.8u %%.2t %%.10M %%.6D %%R"',
+    )
+    p.add_argument("--noheader", action="store_true", help="no header line (squeue -h)")
     p.add_argument(
         "--min-job-age",
         type=float,

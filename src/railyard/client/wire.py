@@ -125,6 +125,8 @@ class Queue(TypedDict):
     borrowing_limit_gpus: dict[str, int]
     lending_limit_gpus: dict[str, int]
     weight: float
+    max_time_s: float | None
+    is_default: NotRequired[bool]  # from servers with partitions
     max_priority: int
     members: list[str]
     used_gpus: dict[str, int]

@@ -1,0 +1,191 @@
+"""Slurm's own output formats over railyard's job records: squeue's ``-o "%.18i %.9P %j"``
+and sacct's ``--format=JobID,JobName%30,State``, so scripts that parse them keep working.
+
+squeue: ``%[.][WIDTH]LETTER``, left-justified unless ``.`` asks for right, cut to WIDTH as
+squeue cuts. sacct: comma-separated field names (any case) with an optional ``%WIDTH``,
+columns of width 10 by default (JobID 12, JobName 10, as sacct), or ``|``-separated with -P.
+An unknown letter or field is one line naming it, with the known ones as the hint.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from railyard.cli.text import clock, squeue_time
+
+if TYPE_CHECKING:
+    from railyard.client.wire import Job
+
+Field = Callable[["Job"], str]
+
+COMPACT = {"pending": "PD", "starting": "CF", "running": "R", "preempting": "CG",
+           "cancelling": "CG", "completed": "CD", "failed": "F", "cancelled": "CA",
+           "timeout": "TO", "node_fail": "NF"}  # fmt: skip
+"""squeue's %t: STARTING is Slurm's CONFIGURING, a job being stopped its COMPLETING."""
+
+
+def _time(t_s: float | None) -> str:
+    return "N/A" if t_s is None else datetime.fromtimestamp(t_s).isoformat(timespec="seconds")
+
+
+def _nodes(job: Job) -> str:
+    return ",".join(job["placement"] or {})
+
+
+def _node_count(job: Job) -> str:
+    """Nodes it holds; 1 before it holds any (its record does not say how many it asks)."""
+    return str(len(job["placement"] or {}) or 1)
+
+
+def _limit(job: Job) -> str:
+    return "UNLIMITED" if job["walltime_s"] is None else squeue_time(job["walltime_s"])
+
+
+def _left(job: Job) -> str:
+    if job["walltime_s"] is None:
+        return "UNLIMITED"
+    return squeue_time(max(0.0, job["walltime_s"] - (job["elapsed_s"] or 0.0)))
+
+
+def _reason_or_nodes(job: Job) -> str:
+    """%R: the nodes of a job that holds some, else its reason in parentheses."""
+    return _nodes(job) if job["placement"] else f"({job['reason'] or 'None'})"
+
+
+def _used(job: Job) -> str:
+    return squeue_time(job["elapsed_s"] or 0.0)
+
+
+SQUEUE: dict[str, Field] = {
+    "i": lambda j: j["id"],
+    "A": lambda j: j["id"],
+    "F": lambda j: j["array_parent"] or j["id"],
+    "K": lambda j: "N/A" if j["array_index"] is None else str(j["array_index"]),
+    "j": lambda j: j["name"] or "-",
+    "u": lambda j: j["user"],
+    "P": lambda j: j["queue"],
+    "T": lambda j: j["state"].upper(),
+    "t": lambda j: COMPACT.get(j["state"], j["state"].upper()),
+    "M": _used,
+    "l": _limit,
+    "L": _left,
+    "D": lambda j: _node_count(j),
+    "R": _reason_or_nodes,
+    "r": lambda j: j["reason"] or "None",
+    "N": _nodes,
+    "b": lambda j: f"gres/gpu:{j['gpus'] // int(_node_count(j))}" if j["gpus"] else "N/A",
+    "S": lambda j: _time(j["start_t_s"]),
+    "V": lambda j: _time(j["submit_t_s"]),
+    "e": lambda j: _time(j["end_t_s"]),
+    "Q": lambda j: str(j["priority"]),
+    "Z": lambda j: j["workdir"],
+    "o": lambda j: " ".join(j["command"]),
+}
+SQUEUE_DEFAULT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
+"""squeue's own default format."""
+
+_SPEC = re.compile(r"%(\.)?(\d*)([A-Za-z%])")
+
+
+def squeue_lines(fmt: str, jobs: list[Job]) -> list[str]:
+    """squeue ``-o FORMAT``: a header line, then a line per job. ValueError: one line."""
+    parts: list[str | tuple[bool, int | None, str]] = []
+    at = 0
+    for match in _SPEC.finditer(fmt):
+        parts.append(fmt[at : match.start()])
+        right, width, letter = match.groups()
+        if letter == "%":
+            parts.append("%")
+        elif letter not in SQUEUE:
+            raise ValueError(
+                f"--format: unknown field %{letter} (hint: one of %{' %'.join(SQUEUE)})"
+            )
+        else:
+            parts.append((bool(right), int(width) if width else None, letter))
+        at = match.end()
+    parts.append(fmt[at:])
+
+    def line(value_of: Callable[[str], str]) -> str:
+        out = []
+        for part in parts:
+            if isinstance(part, str):
+                out.append(part)
+                continue
+            right, width, letter = part
+            text = value_of(letter)
+            if width is not None:
+                text = text[:width]
+                text = text.rjust(width) if right else text.ljust(width)
+            out.append(text)
+        return "".join(out).rstrip()
+
+    def values(job: Job) -> Callable[[str], str]:
+        return lambda letter: SQUEUE[letter](job)
+
+    header = line(lambda letter: _SQUEUE_HEADERS.get(letter, letter.upper()))
+    return [header, *(line(values(job)) for job in jobs)]
+
+
+_SQUEUE_HEADERS = {"i": "JOBID", "A": "JOBID", "F": "ARRAY_JOB_ID", "K": "ARRAY_TASK_ID",
+                   "j": "NAME", "u": "USER", "P": "PARTITION", "T": "STATE", "t": "ST",
+                   "M": "TIME", "l": "TIME_LIMIT", "L": "TIME_LEFT", "D": "NODES",
+                   "R": "NODELIST(REASON)", "r": "REASON", "N": "NODELIST", "b": "TRES_PER_NODE",
+                   "S": "START_TIME", "V": "SUBMIT_TIME", "e": "END_TIME", "Q": "PRIORITY",
+                   "Z": "WORK_DIR", "o": "COMMAND"}  # fmt: skip
+
+
+def sacct_fields(exit_code: Field) -> dict[str, tuple[str, int, Field]]:
+    """sacct's field names (lower case) -> (header, default width, value)."""
+    return {
+        "jobid": ("JobID", 12, lambda j: j["id"]),
+        "jobidraw": ("JobIDRaw", 12, lambda j: j["id"]),
+        "jobname": ("JobName", 10, lambda j: j["name"] or ""),
+        "user": ("User", 9, lambda j: j["user"]),
+        "partition": ("Partition", 10, lambda j: j["queue"]),
+        "state": ("State", 10, lambda j: j["state"].upper()),
+        "exitcode": ("ExitCode", 8, exit_code),
+        "elapsed": ("Elapsed", 10, lambda j: clock(j["elapsed_s"]) or "00:00:00"),
+        "timelimit": ("Timelimit", 10, lambda j: clock(j["walltime_s"]) or "UNLIMITED"),
+        "start": ("Start", 19, lambda j: _time(j["start_t_s"]).replace("N/A", "Unknown")),
+        "end": ("End", 19, lambda j: _time(j["end_t_s"]).replace("N/A", "Unknown")),
+        "submit": ("Submit", 19, lambda j: _time(j["submit_t_s"])),
+        "nnodes": ("NNodes", 8, _node_count),
+        "nodelist": ("NodeList", 15, lambda j: _nodes(j) or "None assigned"),
+        "alloctres": ("AllocTRES", 20, lambda j: f"gres/gpu={j['gpus']}" if j["gpus"] else ""),
+        "restarts": ("Restarts", 8, lambda j: str(j["restart_count"])),
+        "priority": ("Priority", 10, lambda j: str(j["priority"])),
+        "workdir": ("WorkDir", 20, lambda j: j["workdir"]),
+        "reason": ("Reason", 10, lambda j: j["reason"] or "None"),
+    }
+
+
+def sacct_table(fmt: str, jobs: list[Job], exit_code: Field, *, parsable: bool) -> list[str]:
+    """sacct ``--format=JobID,JobName%30,State``: a header, a dashed rule (not with -P), a
+    line per job; sacct cuts a value to its width and marks the cut with ``+``."""
+    known = sacct_fields(exit_code)
+    columns: list[tuple[str, int, Field]] = []
+    for item in (part.strip() for part in fmt.split(",")):
+        name, _, width = item.partition("%")
+        found = known.get(name.lower())
+        if found is None or (width and not width.isdigit()):
+            what = f"field {name!r}" if found is None else f"width {width!r} of {name}"
+            raise ValueError(
+                f"--format: unknown {what} (hint: e.g. JobID,JobName%30,State; "
+                f"fields: {','.join(h for h, _, _ in known.values())})"
+            )
+        header, default, value = found
+        columns.append((header, int(width) if width else default, value))
+    if parsable:
+        rows = [[h for h, _, _ in columns], *([v(j) for _, _, v in columns] for j in jobs)]
+        return ["|".join(row) for row in rows]
+
+    def cell(text: str, width: int) -> str:
+        return (text[: width - 1] + "+" if len(text) > width else text).rjust(width)
+
+    lines = [" ".join(h.rjust(w)[:w] for h, w, _ in columns)]
+    lines.append(" ".join("-" * w for _, w, _ in columns))
+    lines += [" ".join(cell(v(j), w) for _, w, v in columns).rstrip() for j in jobs]
+    return lines

@@ -1,0 +1,71 @@
+"""squeue's -o and sacct's --format over job records, as scripts parse them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from railyard.cli.history import exit_code
+from railyard.cli.jobformat import SQUEUE_DEFAULT, sacct_table, squeue_lines
+
+
+def job(**fields: Any) -> Any:
+    record = {
+        "id": "7", "name": "train", "state": "running", "reason": "Fits", "queue": "gpu",
+        "user": "alice", "gpus": 8, "workers": 8, "gpus_per_worker": 1, "priority": 100,
+        "placement": {"gpu001": [0, 1, 2, 3], "gpu002": [0, 1, 2, 3]}, "command": ["sleep", "9"],
+        "workdir": "/home/alice", "walltime_s": 3600.0, "array_parent": None,
+        "array_index": None, "submit_t_s": 0.0, "start_t_s": 0.0, "end_t_s": None,
+        "elapsed_s": 65.0, "restart_count": 0, "exit_code": None, "signal": None,
+    }  # fmt: skip
+    return record | fields
+
+
+def test_squeues_default_format_lines_up_as_squeue_prints_it() -> None:
+    pending = job(id="8_3", array_parent="8", array_index=3, name="sweep-long-name",
+                  state="pending", placement=None, reason="Priority", elapsed_s=None)  # fmt: skip
+    assert squeue_lines(SQUEUE_DEFAULT, [job(), pending]) == [
+        "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)",
+        "                 7       gpu    train    alice  R       1:05      2 gpu001,gpu002",
+        "               8_3       gpu sweep-lo    alice PD       0:00      1 (Priority)",
+    ]
+
+
+def test_squeue_letters_and_a_literal_percent() -> None:
+    [_, line] = squeue_lines("%i|%T|%t|%l|%L|%b|%F|%K|%r|100%%", [job()])
+    assert line == "7|RUNNING|R|1:00:00|58:55|gres/gpu:4|7|N/A|Fits|100%"
+    [_, done] = squeue_lines("%4i|%t|%l", [job(state="timeout", walltime_s=None)])
+    assert done == "7   |TO|UNLIMITED"
+
+
+def test_an_unknown_squeue_letter_is_one_line_with_the_known_ones() -> None:
+    with pytest.raises(ValueError, match=r"^--format: unknown field %y \(hint: one of %i %A "):
+        squeue_lines("%i %y", [job()])
+
+
+def test_sacct_format_widths_cuts_and_parsable() -> None:
+    ended = job(state="failed", exit_code=3, elapsed_s=3725.0)
+    assert sacct_table(
+        "JobID,JobName%4,State,ExitCode,Elapsed", [ended], exit_code, parsable=False
+    ) == [
+        "       JobID JobN      State ExitCode    Elapsed",
+        "------------ ---- ---------- -------- ----------",
+        "           7 tra+     FAILED      3:0   01:02:05",
+    ]
+    assert sacct_table("jobid,state,exitcode", [ended], exit_code, parsable=True) == [
+        "JobID|State|ExitCode",
+        "7|FAILED|3:0",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        ("JobID,Foo", "--format: unknown field 'Foo' (hint: e.g. JobID,JobName%30,State; "),
+        ("JobName%x", "--format: unknown width 'x' of JobName (hint: "),
+    ],
+)
+def test_a_bad_sacct_format_is_one_line(fields: str, error: str) -> None:
+    with pytest.raises(ValueError, match="^" + error.replace("(", r"\(")):
+        sacct_table(fields, [job()], exit_code, parsable=False)
