@@ -622,3 +622,20 @@ def test_queue_and_history_in_slurms_formats(cli: Cli) -> None:
     bad = cli("alice", "queue", "-o", "%i %y")
     assert (bad.exit_code, bad.stderr.count("\n")) == (2, 1)
     assert bad.stderr.startswith("railyard: queue: --format: unknown field %y (hint: ")
+
+
+def test_cancel_signal_refusals_through_the_api(cli: Cli) -> None:
+    """``scancel -s`` of a pending job is refused (409, exit 1), a bad signal is 422 (exit 2),
+    each in one line; with filters, --signal chooses running jobs only."""
+    assert cli("alice", "submit", "-J", "p", "--", "true").exit_code == 0
+    pending = cli("alice", "cancel", "-s", "USR1", "1")
+    assert (pending.exit_code, pending.stderr) == (
+        1,
+        "railyard: 1: job 1 is pending: only a running job can be signalled "
+        "(hint: railyard cancel ID ends a pending one)\n",
+    )
+    bad = cli("alice", "cancel", "-s", "B:USR1", "1")
+    assert (bad.exit_code, bad.stderr.count("\n")) == (2, 1)
+    assert "bad signal 'B:USR1' (hint: a name or number" in bad.stderr
+    none = cli("alice", "cancel", "-s", "USR1", "-n", "p")
+    assert (none.exit_code, none.stderr) == (0, "railyard: cancel: no job of yours matches\n")

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 MIN_JOB_AGE_S = 300.0  # squeue shows a finished job this long (Slurm's MinJobAge default)
 ACTIVE_STATES = ["pending", "starting", "running", "preempting", "cancelling"]  # unfinished
+RUNNING = ["running", "preempting"]  # what a signal reaches
 
 # -- submit --------------------------------------------------------------------------------------
 
@@ -446,34 +447,42 @@ def _show_args(p: Parser) -> None:
 
 
 def _each(args: argparse.Namespace, act: str, done: str) -> int:
-    """Apply ``act`` to every id; report each result, and exit 1 if any was refused. Many ids
+    """Apply ``act`` to every id; report each result, and exit 1 if any was refused (2 if
+    any was bad input, a 422). Many ids
     to cancel go in one request and one transaction, as ``scancel 12 13 14``: the loop never
     starts one of them while the others are being cancelled."""
     from railyard.client.client import ClientError
 
     results: list[Job] = []
-    refused: list[tuple[str, str]] = []
+    refused: list[tuple[str, str, int | None]] = []
     with connect() as client:
         if act == "cancel" and len(args.job_ids) > 1:
             answer = client.cancel_many(list(args.job_ids))
             results = answer["jobs"]
-            refused = [(r["id"], r["detail"]) for r in answer["refused"]]
+            refused = [(r["id"], r["detail"], r["status"]) for r in answer["refused"]]
         else:
-            method = {"cancel": client.cancel, "hold": client.hold, "release": client.release}
+
+            def signal(job_id: str) -> list[Job]:
+                return client.signal(job_id, args.signal)
+
+            method = {"cancel": client.cancel, "hold": client.hold, "release": client.release,
+                      "signal": signal}  # fmt: skip
             for job_id in args.job_ids:
                 try:
                     results += method[act](job_id)
                 except ClientError as exc:
                     if exc.status is None:
                         raise
-                    refused.append((job_id, exc.detail))
-    for job_id, detail in refused:
+                    refused.append((job_id, exc.detail, exc.status))
+    for job_id, detail, _ in refused:
         print(f"railyard: {job_id}: {detail}", file=sys.stderr)
     if args.json:
         emit_json(results)
     else:
         for job in results:
             print(f"{job['id']} {job['state'] if act == 'cancel' else done}")
+    if any(status == 422 for _, _, status in refused):
+        return 2  # bad input, as everywhere: exit 2
     return 1 if refused else 0
 
 
@@ -489,7 +498,7 @@ def cancel(args: argparse.Namespace) -> int:
     if any(chosen):
         with connect() as client:
             jobs = client.jobs(
-                states=_states(args.state) or ACTIVE_STATES,
+                states=_states(args.state) or (RUNNING if args.signal else ACTIVE_STATES),
                 queue=args.partition,
                 user=args.user or client.whoami()["name"],
             )
@@ -500,6 +509,8 @@ def cancel(args: argparse.Namespace) -> int:
             print("railyard: cancel: no job of yours matches", file=sys.stderr)
             return 0
         args.job_ids = [j["id"] for j in named]
+    if args.signal is not None:
+        return _each(args, "signal", f"signalled {args.signal}")
     return _each(args, "cancel", "cancelled")
 
 
@@ -511,6 +522,12 @@ def _cancel_args(p: Parser) -> None:
         "--state", "-t", action="append", help="jobs in this state (default: unfinished ones)"
     )
     p.add_argument("--partition", "-p", "--queue", dest="partition", help="jobs of this queue")
+    p.add_argument(
+        "--signal",
+        "-s",
+        metavar="SIG",
+        help="send SIG (USR1, 10...) to the running jobs' processes instead of cancelling",
+    )
     json_flag(p)
 
 

@@ -240,6 +240,11 @@ class Client:
         "status", "detail"}]}``."""
         return cast(dict[str, Any], self._call("POST", "/v1/jobs/cancel", body={"ids": job_ids}))
 
+    def signal(self, job_id: str, signal_name: str) -> list[wire.Job]:
+        """scancel --signal: the loop sends it to the running job's processes, once."""
+        path = _path("v1", "jobs", job_id, "signal")
+        return cast(list[wire.Job], self._call("POST", path, body={"signal": signal_name}))
+
     def hold(self, job_id: str) -> list[wire.Job]:
         """Keep a pending job (or every pending task of an array) from starting."""
         return cast(list[wire.Job], self._call("POST", _path("v1", "jobs", job_id, "hold")))

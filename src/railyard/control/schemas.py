@@ -291,6 +291,20 @@ class JobBatch(Request):
     jobs: list[JobSubmit] = Field(min_length=1, max_length=1000)
 
 
+def _signal_alone(value: str) -> str:
+    """scancel's ``--signal``: a name or number alone (no ``B:``, no ``@TIME``), as SIGNAME."""
+    if ":" in value or "@" in value:
+        raise ValueError(f"bad signal {value!r} (hint: a name or number, e.g. USR1 or 10)")
+    return parse_signal(value)[0]
+
+
+class JobSignal(Request):
+    """``scancel --signal``: send ``signal`` to a running job's processes (every task of an
+    array's running ones), once, with no escalation."""
+
+    signal: Annotated[Short, AfterValidator(_signal_alone)]
+
+
 class JobUpdate(Request):
     """``scontrol update``: change a pending job (or every pending task of an array). A plain
     user may lower the time limit, not raise it, and ask a priority up to the queue's bound;

@@ -23,7 +23,7 @@ from railyard.control.errors import (
 )
 from railyard.control.store.effects import wants_wake
 from railyard.control.store.tables import JobState
-from railyard.control.usecases import jobs, jobupdate, jobviews, logs
+from railyard.control.usecases import jobs, jobsignal, jobupdate, jobviews, logs
 from railyard.control.usecases.admission import admit_batch
 from railyard.control.usecases.groupcommit import (
     SubmitRequest,
@@ -197,6 +197,17 @@ def hold_job(
     """Keep a pending job, or an array's pending tasks, from starting (scontrol hold)."""
     now = ctx.clock()
     return [s.JobOut.from_row(r, n, now) for r, n in jobs.hold_job(session, user, job_id, now)]
+
+
+@router.post("/jobs/{job_id}/signal")
+def signal_job(
+    job_id: str, body: s.JobSignal, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> list[s.JobOut]:
+    """Send a signal to a running job's processes, or an array's running tasks' (scancel
+    --signal); the scheduler loop sends it once, with no escalation. 409 when none runs."""
+    now = ctx.clock()
+    signalled = jobsignal.signal_job(session, user, job_id, body.signal, now)
+    return [s.JobOut.from_row(r, n, now) for r, n in signalled]
 
 
 @router.post("/jobs/{job_id}/release")

@@ -51,6 +51,7 @@ from railyard.control.store.database import Store
 from railyard.control.store.paths import attempts_dir
 from railyard.control.store.stuck import Overdue, overdue
 from railyard.control.store.tables import HOLDING_STATES, JobRow, JobState
+from railyard.control.usecases.jobsignal import signal_sent, signals_to_send
 from railyard.control.usecases.loopstatus import FAILURE_WINDOW_S, LoopHealth
 from railyard.exec.exits import exit_of
 from railyard.exec.protocol import (
@@ -401,8 +402,15 @@ class Loop:
             cancelling = list(
                 session.scalars(select(JobRow.id).where(JobRow.state == JobState.CANCELLING.value))
             )
+            asked = signals_to_send(session)
         for job_id in [*written.stopped, *cancelling]:
             self.executor.cancel(job_id)
+        if asked:  # scancel --signal: sent once, then cleared unless asked again meanwhile
+            for job_id, signal_name in asked:
+                self.executor.signal(job_id, signal_name)
+            with self.store.session() as session:
+                for job_id, signal_name in asked:
+                    signal_sent(session, job_id, signal_name)
         for job_id in written.warned:
             self.executor.signal(job_id, None)
         for job_id, grace_s in written.preempted:

@@ -216,6 +216,8 @@ class JobRow(Base):
     run_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     # sbatch's --begin: not before this time (reason BeginTime until then)
     begin_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # a signal its user asked for (scancel --signal, "SIGUSR1") that the loop has not sent
+    signal_request: Mapped[str | None] = mapped_column(String(16), nullable=True)
     submit_t_s: Mapped[float] = mapped_column(Float)
     start_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     end_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
