@@ -48,6 +48,8 @@ OPTION_HELP = {
     "--preemptible": "may be preempted by higher priorities",
     "--hold": "submit held: it waits (JobHeldUser) until railyard release",
     "--array": "array tasks, e.g. 0-9%2",
+    "--nodelist": "only on these nodes, e.g. gpu[01-04],gpu07",
+    "--exclude": "never on these nodes",
     "--job-name": "a name for the job",
     "--name": "the same as --job-name",
     "--signal": "[B:]SIG@SECONDS: this signal that long before the time limit (and to preempt)",

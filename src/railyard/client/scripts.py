@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from railyard.client.values import (
     parse_array,
     parse_dependency,
+    parse_hostlist,
     parse_mem,
     parse_nice,
     parse_priority,
@@ -217,6 +218,8 @@ _OPTIONS: dict[str, Option] = {
     "--exclusive": Option(
         "exclusive", None, note="whole nodes only: checked at submit against the nodes' GPUs"
     ),
+    "--nodelist": Option("nodelist", _checked(parse_hostlist)),
+    "--exclude": Option("exclude", _checked(parse_hostlist)),
     "--array": Option("array", _checked(parse_array)),
     "--job-name": Option("name"),
     "--name": Option("name"),
@@ -266,20 +269,20 @@ _SHORT = {
     "-d": "--dependency",
     "-A": "--account",
     "-H": "--hold",
+    "-w": "--nodelist",
+    "-x": "--exclude",
 }
 _UNSUPPORTED = {  # real Slurm options, with what to do instead
     "--mem-per-cpu": "use --mem (per node)",
     "--mem-per-gpu": "use --mem (per node)",
     "--gpus-per-task": "every task sees all the job's GPUs on its node; use --gpus-per-node",
     "--constraint": "use --gres=gpu:TYPE:N or --flavor to pick a GPU type",
-    "--nodelist": "railyard places jobs itself; drain nodes to keep jobs off them",
-    "--exclude": "railyard places jobs itself; drain nodes to keep jobs off them",
     "--uid": "jobs run as the submitting user's Unix account",
     "--container-name": "each step starts from the image; keep state in a mounted directory",
     "--container-save": "build images outside railyard (podman build, podman save)",
     "--container-remap-root": "a job's processes are its user, in containers too",
 }
-_SHORT_UNSUPPORTED = {"-C": "--constraint", "-w": "--nodelist", "-x": "--exclude"}
+_SHORT_UNSUPPORTED = {"-C": "--constraint"}
 
 
 def option_names() -> list[str]:

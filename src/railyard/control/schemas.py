@@ -36,8 +36,10 @@ from railyard.client.bounds import (
     MAX_WALLTIME_S,
 )
 from railyard.client.values import (
+    MAX_HOSTLIST_TEXT,
     parse_array,
     parse_dependency,
+    parse_hostlist,
     parse_mem,
     parse_priority,
     parse_signal,
@@ -98,6 +100,8 @@ def _parsed_by(parse: Callable[[Any], object]) -> AfterValidator:
     return AfterValidator(check)
 
 
+HostList = Annotated[str, Field(max_length=MAX_HOSTLIST_TEXT), _parsed_by(parse_hostlist)]
+"""Slurm's hostlist as written (``gpu[01-04,07]``); the names are expanded at submit."""
 TimeIn = Annotated[Short | int | None, _parsed_by(parse_walltime)]
 """``--time`` as written: MM, HH:MM:SS, D-HH:MM:SS... (seconds when an integer)."""
 PriorityIn = Annotated[int | Short | None, _parsed_by(parse_priority)]
@@ -154,6 +158,10 @@ class JobSubmit(Request):
         None, ge=0, le=1e11, description="Unix seconds: not started before this (sbatch --begin)"
     )
     exclusive: bool = False
+    nodelist: HostList | None = Field(
+        None, description="its nodes are among these (sbatch --nodelist: gpu[01-04],gpu07)"
+    )
+    exclude: HostList | None = Field(None, description="none of these (sbatch --exclude)")
     array: Annotated[ArraySpec | None, _parsed_by(parse_array)] = None
     export: str = Field("NONE", min_length=1, max_length=1024)
     env: dict[EnvName, Text] = Field(default_factory=dict)  # bounded by check_env
@@ -392,6 +400,8 @@ class JobOut(Response):
         "(its time limit runs from then); null for a job without an image, or while it pulls",
     )
     begin_t_s: float | None = Field(None, description="not started before this (--begin)")
+    only_nodes: list[str] | None = Field(None, description="its nodes are among these")
+    never_nodes: list[str] | None = Field(None, description="none of these")
 
     @classmethod
     def from_row(cls, row: Any, user: str, now_t_s: float) -> JobOut:
@@ -452,6 +462,8 @@ class JobOut(Response):
             container_image=(getattr(row, "container", None) or {}).get("image"),
             run_t_s=getattr(row, "run_t_s", None),
             begin_t_s=getattr(row, "begin_t_s", None),
+            only_nodes=getattr(row, "only_nodes", None),
+            never_nodes=getattr(row, "never_nodes", None),
         )
 
     @classmethod

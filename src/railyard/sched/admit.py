@@ -138,6 +138,8 @@ class Pass:
                 job.mem_per_worker_gb,
                 job.topology,
                 job.distinct_nodes,
+                job.only_nodes,
+                job.never_nodes,
                 job.priority,
                 job.queue in self._max_time_queues and self.feasible.over_max_time(job),
                 self._preemptor_class(job) if self._preemptor_class else None,

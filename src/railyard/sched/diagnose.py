@@ -3,8 +3,8 @@
 Asked only for jobs that neither started nor preempted. Order of the questions: would it fit
 but for GPUs held for jobs ahead of it (`Priority`)? Are its queue's quota, not GPUs, what
 stops it (`QOSGrpGRES`)? Too few free GPUs, or GPUs enough but not the cores or memory beside
-them (`Resources`)? Enough, but not within its required topology domain (`Topology`), or not
-in its gang's shape (`Fragmentation`)?
+them, or not on the nodes it names (`Resources`)? Enough, but not within its required
+topology domain (`Topology`), or not in its gang's shape (`Fragmentation`)?
 """
 
 from __future__ import annotations
@@ -43,11 +43,21 @@ def diagnose(
             reason = Reason.QUOTA
         elif fits_unheld:
             reason = Reason.PRIORITY
-        elif snap.flavor_free.get(shape.flavor, 0) < shape.gpus or (
-            (shape.cpus_per_worker or shape.mem_per_worker_mib)
-            and place(snap, shape._replace(cpus_per_worker=0, mem_per_worker_mib=0)) is not None
+        elif (
+            snap.flavor_free.get(shape.flavor, 0) < shape.gpus
+            or (
+                (shape.cpus_per_worker or shape.mem_per_worker_mib)
+                and place(snap, shape._replace(cpus_per_worker=0, mem_per_worker_mib=0)) is not None
+            )
+            or (
+                shape.picks_nodes
+                and place(snap, shape._replace(only_nodes=None, never_nodes=frozenset()))
+                is not None
+            )
         ):
-            reason = Reason.RESOURCES  # GPUs, or the cores or memory beside free GPUs
+            # GPUs, or the cores or memory beside free GPUs, or free GPUs on nodes it does
+            # not pick (Slurm's Resources: the nodes it named are busy)
+            reason = Reason.RESOURCES
         elif (
             shape.topology is not None
             and shape.topology.mode is TopologyMode.REQUIRED

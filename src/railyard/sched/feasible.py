@@ -42,9 +42,8 @@ def shape_reason(topo: Topology, placement: PlacementPolicy, shape: Shape) -> Re
             shape.gpus_per_worker > topo.max_gpus.get(f, -1)
             or shape.gpus > topo.ready_gpus.get(f, 0)
             or (shape.distinct_nodes and shape.workers > len(topo.flavor_nodes.get(f, ())))
-            or (  # cores or memory: only nodes that are down may hold the gang
-                (shape.cpus_per_worker or shape.mem_per_worker_mib)
-                and f in topo.limited
+            or (  # cores or memory, or the nodes it names: only nodes down may hold it
+                (shape.picks_nodes or (shape.asks_load and f in topo.limited))
                 and placement.place(Snapshot(topo), shape) is None
             )
         ):
@@ -85,6 +84,8 @@ class Feasibility:
             job.mem_per_worker_gb,
             job.topology,
             job.distinct_nodes,
+            job.only_nodes,
+            job.never_nodes,
             job.walltime_s is not None and self.over_max_time(job),
         )
         try:
@@ -145,6 +146,11 @@ def never_placeable(nodes: Sequence[Node], job: Job, placement: PlacementPolicy)
         per_node = [min(1, k) for k in per_node]
     if shape.asks_load:
         what += f" with {_cores_mem(job)} each"
+    if shape.picks_nodes:
+        return (
+            f"{what} never fit on the nodes it names (--nodelist, --exclude): they hold at "
+            f"most {sum(per_node)} such workers"
+        )
     return (
         f"{what} never fit: the {len(mine)} {shape.flavor} nodes hold at most "
         f"{sum(per_node)} such workers"

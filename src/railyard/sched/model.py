@@ -222,6 +222,10 @@ class Job:
     interactive: bool = False  # a session (terminal, notebook): its queue's idle limit applies
     image: str | None = None
     begin_t_s: float | None = None
+    # sbatch's --nodelist / --exclude: its nodes are among `only_nodes` (None: any) and none
+    # of `never_nodes` (placement reads them through `Shape`)
+    only_nodes: frozenset[str] | None = None
+    never_nodes: frozenset[str] = frozenset()
     # Order among jobs submitted at the same instant: by number, not by string, so job 9 goes
     # before 10 and array task 4_2 before 4_10. Set once at creation. (Slots: with more than
     # 30 fields CPython stops sharing the keys of instance dicts, and every job took 1.5 KiB

@@ -49,10 +49,17 @@ class Shape(NamedTuple):
     cpus_per_worker: int = 0
     mem_per_worker_mib: int = 0
     image: str | None = None  # nodes holding it win ties (`Topology.image_nodes`)
+    only_nodes: frozenset[str] | None = None  # --nodelist: among these names (None: any)
+    never_nodes: frozenset[str] = frozenset()  # --exclude: none of these
 
     @property
     def gpus(self) -> int:
         return self.workers * self.gpus_per_worker
+
+    @property
+    def picks_nodes(self) -> bool:
+        """Whether it names nodes (--nodelist, --exclude): placement then reads per node."""
+        return self.only_nodes is not None or bool(self.never_nodes)
 
     @property
     def asks_load(self) -> bool:
@@ -61,6 +68,10 @@ class Shape(NamedTuple):
 
     @classmethod
     def of(cls, job: Job) -> Shape:
+        if job.only_nodes is not None or job.never_nodes:
+            return cls(job.flavor, job.workers, job.gpus_per_worker, job.topology,
+                       job.distinct_nodes, job.cpus_per_worker, mem_mib(job.mem_per_worker_gb),
+                       job.image, job.only_nodes, job.never_nodes)  # fmt: skip
         if job.cpus_per_worker or job.mem_per_worker_gb:
             return cls(
                 job.flavor,
@@ -206,6 +217,12 @@ class Topology:
     def placement(self, masks: Mapping[int, int]) -> dict[str, tuple[int, ...]]:
         return {self.nodes[i].name: bits(m) for i, m in sorted(masks.items())}
 
+    def picks(self, i: int, shape: Shape) -> bool:
+        """Whether node `i` is one the shape may use (--nodelist, --exclude)."""
+        name = self.nodes[i].name
+        only = shape.only_nodes
+        return (only is None or name in only) and name not in shape.never_nodes
+
 
 class StaticFacts:
     """What depends only on the inventory, not on which nodes are up: shared by every index
@@ -297,7 +314,10 @@ class Snapshot:
             free_mem[i] += mib
 
     def chunks_fit(self, i: int, shape: Shape) -> int:
-        """How many chunks of `shape` the free cores and memory of node `i` hold (GPUs apart)."""
+        """How many chunks of `shape` the free cores and memory of node `i` hold (GPUs apart);
+        none on a node the shape does not pick (--nodelist, --exclude)."""
+        if shape.picks_nodes and not self.topo.picks(i, shape):
+            return 0
         k = UNLIMITED
         if shape.cpus_per_worker:
             k = self.free_cpu[i] // shape.cpus_per_worker

@@ -216,6 +216,10 @@ class JobRow(Base):
     run_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     # sbatch's --begin: not before this time (reason BeginTime until then)
     begin_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # sbatch's --nodelist / --exclude, expanded: its nodes are among the first (None: any)
+    # and none of the second
+    only_nodes: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    never_nodes: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     # a signal its user asked for (scancel --signal, "SIGUSR1") that the loop has not sent
     signal_request: Mapped[str | None] = mapped_column(String(16), nullable=True)
     submit_t_s: Mapped[float] = mapped_column(Float)

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from railyard.blueprint.pools import pool_of
 from railyard.client.bounds import MAX_SUBMIT_STORED_BYTES
-from railyard.client.values import parse_array, parse_signal, parse_topology
+from railyard.client.values import parse_array, parse_hostlist, parse_signal, parse_topology
 from railyard.control.errors import Forbidden, Invalid
 from railyard.control.jobspec import Shape, match_gpu_type
 from railyard.control.schemas import JobSubmit
@@ -117,6 +117,26 @@ def default_partition(session: Session, queue: str) -> str:
         queue = child
         seen.add(queue)
     return queue
+
+
+def _node_choice(session: Session, spec: JobSubmit) -> dict[str, Any]:
+    """``--nodelist`` / ``--exclude`` as the scheduler's node sets; a name that is no node of
+    this cluster is refused, as sbatch refuses one ("Invalid node name specified")."""
+    if spec.nodelist is None and spec.exclude is None:
+        return {}
+    known = once(session, "node-names", lambda: set(session.scalars(select(NodeRow.name))))
+    out: dict[str, Any] = {}
+    for field, text, key in (("nodelist", spec.nodelist, "only_nodes"),
+                             ("exclude", spec.exclude, "never_nodes")):  # fmt: skip
+        if text is None:
+            continue
+        names = parse_hostlist(text)
+        unknown = [name for name in names if name not in known]
+        if unknown:
+            shown = ", ".join(sorted(known)[:4]) + (", ..." if len(known) > 4 else "")
+            raise Invalid(field, f"no node {unknown[0]!r}", f"nodes: {shown or 'none'}")
+        out[key] = frozenset(names)
+    return out
 
 
 def _check_workdir(workdir: str) -> None:
@@ -352,6 +372,7 @@ def admit(
         mem_per_worker_gb=res.mem_per_worker_gb,
         distinct_nodes=res.distinct_nodes,
         topology=topology,
+        **_node_choice(session, spec),
     )
     _check_feasible(session, shape)
     check_dependency(session, user, spec.dependency)
@@ -407,6 +428,8 @@ def admit(
         "submit_t_s": now_t_s,
         "updated_t_s": now_t_s,
         "begin_t_s": spec.begin_t_s,
+        "only_nodes": sorted(shape.only_nodes) if shape.only_nodes is not None else None,
+        "never_nodes": sorted(shape.never_nodes) or None,
     }
     return Admitted(common, indices, spec)
 

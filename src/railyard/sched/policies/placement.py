@@ -62,9 +62,9 @@ def _per_node(free: int, shape: Shape) -> int:
 
 
 def _limited(snap: Snapshot, shape: Shape) -> bool:
-    """Whether cores or memory can stop this shape here (it asks, and its nodes declare).
-    Callers test the asking first, inline: most shapes ask for neither."""
-    return shape.asks_load and (shape.flavor in snap.topo.limited)
+    """Whether placement must read nodes one by one: the shape names nodes (--nodelist,
+    --exclude), or cores or memory can stop it here (it asks, and its nodes declare)."""
+    return shape.picks_nodes or (shape.asks_load and shape.flavor in snap.topo.limited)
 
 
 def _fits_node(snap: Snapshot, i: int, shape: Shape) -> int:
@@ -78,7 +78,7 @@ def place_cpu_only(snap: Snapshot, shape: Shape) -> Masks | None:
     memory hold it. It takes no GPU."""
     nodes = snap.topo.flavor_nodes.get(shape.flavor, [])
     need = shape.workers if shape.distinct_nodes else 1
-    if (shape.cpus_per_worker or shape.mem_per_worker_mib) and _limited(snap, shape):
+    if _limited(snap, shape):
         per = 1 if shape.distinct_nodes else shape.workers
         nodes = [i for i in nodes if snap.chunks_fit(i, shape) >= per]
     if len(nodes) < need:
@@ -123,7 +123,7 @@ class FabricAware:
         need = shape.gpus
         buckets = snap.buckets[shape.flavor]
         domains = snap.topo.domain_masks
-        limited = (shape.cpus_per_worker or shape.mem_per_worker_mib) and _limited(snap, shape)
+        limited = _limited(snap, shape)
         holders = _holders(snap, shape)
         for free in range(need, len(buckets)):
             nodes = buckets[free]
@@ -146,7 +146,7 @@ class FabricAware:
     def _multi_node(self, snap: Snapshot, shape: Shape) -> Masks | None:
         f, gpw, workers = shape.flavor, shape.gpus_per_worker, shape.workers
         distinct = shape.distinct_nodes
-        if (shape.cpus_per_worker or shape.mem_per_worker_mib) and _limited(snap, shape):
+        if _limited(snap, shape):
             lg_nodes = snap.topo.lg_nodes
             caps = {
                 lg: sum(_fits_node(snap, i, shape) for i in lg_nodes[f, lg])
@@ -199,7 +199,7 @@ class FabricAware:
     def _fill(self, snap: Snapshot, shape: Shape, lgs: list[int]) -> Masks | None:
         gpw, remaining = shape.gpus_per_worker, shape.workers
         topo, out = snap.topo, {}
-        limited = (shape.cpus_per_worker or shape.mem_per_worker_mib) and _limited(snap, shape)
+        limited = _limited(snap, shape)
         holders = _holders(snap, shape) or frozenset()
         for lg in lgs:
             nodes = sorted(
@@ -239,7 +239,7 @@ class FirstFit:
             groups = [topo.su_nodes[f, su] for su in topo.su_lgs[f]]
         else:
             groups = [topo.flavor_nodes[f]]
-        limited = (shape.cpus_per_worker or shape.mem_per_worker_mib) and _limited(snap, shape)
+        limited = _limited(snap, shape)
         for nodes in groups:
             out, remaining = {}, shape.workers
             for i in nodes:
