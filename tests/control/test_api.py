@@ -486,3 +486,53 @@ def test_single_user_mode_refuses_other_accounts_at_submit(
     assert response.json()["detail"].startswith(
         "unix_user: user 'bob' maps to Unix account 'bob', which does not exist on this machine"
     )
+
+
+@pytest.mark.parametrize(
+    ("fields", "per_node_mb", "per_worker_gb"),
+    [
+        # 2 nodes x 4 tasks x 2 CPUs, 4G a CPU: 32G a node
+        (
+            {
+                "nodes": 2,
+                "gpus_per_node": 4,
+                "ntasks_per_node": 4,
+                "cpus_per_task": 2,
+                "mem_per_cpu": "4G",
+            },
+            32768,
+            32.0,
+        ),
+        # a task has one CPU unless told: 4 tasks, 1000M a CPU
+        (
+            {"nodes": 1, "gpus_per_node": 4, "ntasks_per_node": 4, "mem_per_cpu": "1000M"},
+            4000,
+            4000 / 1024,
+        ),
+        # 4 GPUs a node, 80G a GPU
+        ({"nodes": 2, "gpus_per_node": 4, "mem_per_gpu": "80G"}, 327680, 320.0),
+        # spread one-GPU chunks: each books its GPU's share, the node limit is the whole
+        ({"gpus": 4, "mem_per_gpu": "10G"}, 40960, 10.0),
+    ],
+)
+def test_memory_per_cpu_and_per_gpu_book_as_sbatch_counts_them(
+    api: Api, fields: dict[str, object], per_node_mb: int, per_worker_gb: float
+) -> None:
+    [job] = (
+        api.submit("alice", gpus=None, **fields)
+        if "gpus" not in fields
+        else api.submit("alice", **fields)
+    )
+    assert job["mem_per_node_mb"] == per_node_mb
+    with api.store.session() as session:
+        row = session.get(JobRow, job["id"])
+        assert row is not None
+        assert row.mem_per_worker_gb == pytest.approx(per_worker_gb)
+
+
+def test_memory_spellings_exclude_each_other(api: Api) -> None:
+    response = api.as_["alice"].post(
+        "/v1/jobs", json={"command": ["true"], "mem": "4G", "mem_per_gpu": "8G"}
+    )
+    assert response.status_code == 422
+    assert "give one of mem, mem_per_gpu (as sbatch: they exclude each other)" in response.text

@@ -122,3 +122,29 @@ def test_an_across_node_group_starts_when_its_nodes_are_idle_and_holds_them_mean
     plan = step(StepInput(down, flat_queues({"a": 24}), [], [], [], 30.0, health=held),
                 SchedulerConfig())  # fmt: skip
     assert plan.group_check == ()  # a down node is not tested
+
+
+@pytest.mark.parametrize(
+    ("states", "index", "reason"),
+    [
+        ({"12": "running", "12_2": "completed"}, 2, None),  # its own index is done
+        ({"12": "running", "12_2": "running"}, 2, Reason.DEPENDENCY),
+        ({"12": "failed", "12_2": "failed"}, 2, Reason.DEPENDENCY_NEVER_SATISFIED),
+        ({"12": "completed", "12_0": "completed"}, 2, None),  # no task 2 there: nothing to wait
+        ({}, 2, Reason.DEPENDENCY_NEVER_SATISFIED),  # no such array
+        ({"12": "running"}, None, Reason.DEPENDENCY),  # not an array task: afterok on 12
+        ({"12": "completed"}, None, None),
+    ],
+)
+def test_aftercorr_waits_for_the_task_of_its_own_index(states, index, reason):
+    task = job("13_2", array_parent="13" if index is not None else None, array_index=index,
+               **deps("aftercorr:12"))  # fmt: skip
+    _, held = gate([task], [], states)
+    assert held.get("13_2") is reason
+
+
+def test_aftercorr_names_the_task_of_its_index():
+    from railyard.sched.dependencies import named_ids
+
+    task = job("13_2", array_parent="13", array_index=2, **deps("aftercorr:12,afterok:7"))
+    assert named_ids(task) == {"12", "12_2", "7"}

@@ -60,6 +60,8 @@ OPTION_HELP = {
     "--ntasks-per-node": "tasks on each node (1 for a script that runs torchrun itself)",
     "--cpus-per-task": "CPUs each task needs",
     "--mem": "memory per node, e.g. 64G",
+    "--mem-per-cpu": "memory per CPU (a task has 1 unless --cpus-per-task)",
+    "--mem-per-gpu": "memory per GPU",
     "--output": "stdout file, with %j %A %a %x %u %N",
     "--error": "stderr file, with the same patterns",
     "--dependency": "afterok:ID, afterany:ID, afternotok:ID, after:ID, singleton",

@@ -38,6 +38,9 @@ SHAPE_GROUPS = {  # setting one of these on the command line drops the script's 
     "gpus_per_node": _GPU_SHAPE - {"gpus_per_node", "nodes"},
     "workers": _GPU_SHAPE - {"workers", "gpus_per_worker"},
     "gpus_per_worker": _GPU_SHAPE - {"workers", "gpus_per_worker"},
+    "mem": {"mem_per_cpu", "mem_per_gpu"},  # one memory spelling: the command line's
+    "mem_per_cpu": {"mem", "mem_per_gpu"},
+    "mem_per_gpu": {"mem", "mem_per_cpu"},
 }
 
 
@@ -205,6 +208,8 @@ _OPTIONS: dict[str, Option] = {
     "--ntasks-per-node": Option("ntasks_per_node", _count),
     "--cpus-per-task": Option("cpus_per_task", _count),
     "--mem": Option("mem", _checked(parse_mem)),
+    "--mem-per-cpu": Option("mem_per_cpu", _checked(parse_mem)),
+    "--mem-per-gpu": Option("mem_per_gpu", _checked(parse_mem)),
     "--flavor": Option("flavor"),
     "--queue": Option("queue"),
     "--partition": Option("queue"),
@@ -273,8 +278,6 @@ _SHORT = {
     "-x": "--exclude",
 }
 _UNSUPPORTED = {  # real Slurm options, with what to do instead
-    "--mem-per-cpu": "use --mem (per node)",
-    "--mem-per-gpu": "use --mem (per node)",
     "--gpus-per-task": "every task sees all the job's GPUs on its node; use --gpus-per-node",
     "--constraint": "use --gres=gpu:TYPE:N or --flavor to pick a GPU type",
     "--uid": "jobs run as the submitting user's Unix account",

@@ -36,7 +36,7 @@ _SIGNAL_RE = re.compile(r"^(?:([RB]):)?([A-Za-z0-9]+)(?:@(\d+))?$")
 _ARRAY_PART_RE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
 _MEM_RE = re.compile(r"^(\d+)([KMGT]?)B?$", re.IGNORECASE)
 _MEM_MIB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
-DEPENDENCY_TYPES = ("after", "afterany", "afternotok", "afterok")  # as sched.dependencies
+DEPENDENCY_TYPES = ("after", "afterany", "afternotok", "afterok", "aftercorr")  # sched's
 _DEP_ID_RE = re.compile(r"^\d+(?:_\d+)?$")
 
 
@@ -186,14 +186,14 @@ def parse_dependency(value: str) -> str:
     or ``singleton``. Returns the value, checked with the scheduler's own rules (the client
     checks the spelling; `railyard.sched.dependencies` holds what each type means)."""
     text = value.strip()
-    hint = "(hint: e.g. afterok:12, afterany:12:13, afternotok:12_3, singleton)"
+    hint = "(hint: e.g. afterok:12, afterany:12:13, afternotok:12_3, aftercorr:12, singleton)"
     if "," in text and "?" in text:
         raise ValueError(f"bad dependency {value!r}: use ',' (all) or '?' (any), not both {hint}")
     for term in re.split(r"[,?]", text):
         kind, _, ids = term.partition(":")
         if kind == "singleton" and not ids:
             continue
-        if kind in ("aftercorr", "afterburstbuffer"):
+        if kind == "afterburstbuffer":
             raise ValueError(f"dependency type {kind!r} is not supported {hint}")
         if kind not in DEPENDENCY_TYPES:
             raise ValueError(f"unknown dependency type {kind!r} in {value!r} {hint}")

@@ -142,6 +142,12 @@ class JobSubmit(Request):
     ntasks_per_node: Count | None = None
     cpus_per_task: Count | None = None
     mem: Annotated[Short | int | None, _parsed_by(parse_mem)] = None
+    mem_per_cpu: Annotated[Short | int | None, _parsed_by(parse_mem)] = Field(
+        None, description="memory per CPU (sbatch --mem-per-cpu; a task has 1 CPU unless told)"
+    )
+    mem_per_gpu: Annotated[Short | int | None, _parsed_by(parse_mem)] = Field(
+        None, description="memory per GPU (sbatch --mem-per-gpu)"
+    )
     flavor: Flavor | None = None
     priority: PriorityIn = Field(None, description=f"0..{INT32_MAX}, or low|normal|high|critical")
     nice: int = Field(
@@ -205,6 +211,9 @@ class JobSubmit(Request):
             raise ValueError("give exactly one of command or script")
         if self.command is not None and not self.command:
             raise ValueError("command must not be empty")
+        asked = [n for n in ("mem", "mem_per_cpu", "mem_per_gpu") if getattr(self, n) is not None]
+        if len(asked) > 1:
+            raise ValueError(f"give one of {', '.join(asked)} (as sbatch: they exclude each other)")
         workers, per_worker, _, _ = self.shape()  # raises on a contradictory shape
         if workers * per_worker > MAX_JOB_GPUS:
             raise ValueError(f"{workers * per_worker} GPUs: a job has at most {MAX_JOB_GPUS}")

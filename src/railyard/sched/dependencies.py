@@ -1,8 +1,10 @@
 """Job dependencies, Slurm's `--dependency`: when may a job start, given how others went?
 
 `after:ID` (ID has started, or ended), `afterok:ID` (ID completed), `afternotok:ID` (ID
-failed, timed out, lost its node or was cancelled), `afterany:ID` (ID ended) and
-`singleton` (no other job of the same name and user runs or was submitted before it).
+failed, timed out, lost its node or was cancelled), `afterany:ID` (ID ended), `aftercorr:ID`
+(an array task after the task of array ID with the same index completed; none there: it
+holds) and `singleton` (no other job of the same name and user runs or was submitted before
+it).
 Dependencies joined by `,` must all hold; by `?`, any one (sbatch(1), "--dependency").
 A dependency that can no longer hold (`afterok` on a failed job) keeps the job pending with
 reason `DependencyNeverSatisfied`, as Slurm does unless told to kill it.
@@ -25,8 +27,8 @@ class Verdict(Enum):
 
 PENDING, RUNNING = "pending", "running"
 _ENDED_BADLY = frozenset({"failed", "timeout", "node_fail", "cancelled"})
-_PART = re.compile(r"^(after|afterok|afternotok|afterany):([0-9_]+(?::[0-9_]+)*)$")
-HINT = "e.g. afterok:12, afterany:12:13, afterok:12?afterok:13, singleton"
+_PART = re.compile(r"^(after|afterok|afternotok|afterany|aftercorr):([0-9_]+(?::[0-9_]+)*)$")
+HINT = "e.g. afterok:12, afterany:12:13, afterok:12?afterok:13, aftercorr:12, singleton"
 
 
 def parse_dependency(text: str) -> tuple[tuple[Dependency, ...], bool]:
@@ -52,6 +54,17 @@ def parse_dependency(text: str) -> tuple[tuple[Dependency, ...], bool]:
 
 def job_ids(dependencies: Iterable[Dependency]) -> set[str]:
     return {i for d in dependencies for i in d.job_ids}
+
+
+def named_ids(job: Job) -> set[str]:
+    """The ids whose states `verdict` reads for `job`: those it names, and for `aftercorr`
+    the task of each named array with its own index."""
+    out = job_ids(job.dependencies)
+    if job.array_index is not None:
+        for d in job.dependencies:
+            if d.kind is DependencyKind.AFTER_CORR:
+                out.update(f"{i}_{job.array_index}" for i in d.job_ids)
+    return out
 
 
 def verdict(
@@ -88,7 +101,14 @@ def _one(
         state = states.get(other)
         if state is None:
             return Verdict.NEVER  # no such job (or long forgotten)
-        v = _against(d.kind, state)
+        kind = d.kind
+        if kind is DependencyKind.AFTER_CORR:
+            kind = DependencyKind.AFTER_OK
+            if job.array_index is not None and "_" not in other:
+                state = states.get(f"{other}_{job.array_index}")
+                if state is None:
+                    continue  # that array has no task of this index: nothing to wait for
+        v = _against(kind, state)
         if v is Verdict.NEVER:
             return v
         if v is Verdict.WAITS:

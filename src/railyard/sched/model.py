@@ -155,6 +155,7 @@ class DependencyKind(StrEnum):
     AFTER_OK = "afterok"
     AFTER_NOT_OK = "afternotok"
     AFTER_ANY = "afterany"
+    AFTER_CORR = "aftercorr"  # an array task after the same index of another array, ok
     SINGLETON = "singleton"
 
 

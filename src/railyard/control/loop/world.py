@@ -45,6 +45,7 @@ from railyard.control.store.tables import (
     User,
 )
 from railyard.sched import Job, RunningJob, SchedulerConfig
+from railyard.sched.dependencies import named_ids
 from railyard.sched.history import Predictions, RuntimeHistory
 from railyard.sched.lifecycle import Exit, StepInput, StepPlan, history_run
 
@@ -93,7 +94,7 @@ class WorldReader:
         self._live(session, users, seen, now_t_s)
         pending = self._pending(session, users, seen, now_t_s, convert_max_rows)
         usage = usage_from_rows(session.scalars(select(UsageRow)))
-        wanted = {i for job in pending for d in job.dependencies for i in d.job_ids}
+        wanted = {i for job in pending if job.dependencies for i in named_ids(job)}
         given = StepInput(
             nodes=nodes,
             queues=queues,

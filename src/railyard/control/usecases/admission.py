@@ -15,7 +15,13 @@ from sqlalchemy.orm import Session
 
 from railyard.blueprint.pools import pool_of
 from railyard.client.bounds import MAX_SUBMIT_STORED_BYTES
-from railyard.client.values import parse_array, parse_hostlist, parse_signal, parse_topology
+from railyard.client.values import (
+    parse_array,
+    parse_hostlist,
+    parse_mem,
+    parse_signal,
+    parse_topology,
+)
 from railyard.control.errors import Forbidden, Invalid
 from railyard.control.jobspec import Shape, match_gpu_type
 from railyard.control.schemas import JobSubmit
@@ -47,6 +53,7 @@ class Resources:
     ntasks_per_node: int | None
     cpus_per_worker: int
     mem_per_worker_gb: float
+    mem_per_node_mb: int  # what a node's tasks may use together (the cgroup's limit)
 
 
 def resources(spec: JobSubmit, shape: Shape, flavor: str) -> Resources:
@@ -59,6 +66,8 @@ def resources(spec: JobSubmit, shape: Shape, flavor: str) -> Resources:
     A chunk that is a whole node (``--nodes``, or a job on one node) books ``--mem`` and
     ``--cpus-per-task`` times its tasks. One-GPU chunks the scheduler may spread (``--gpus N``)
     run one task each, so each books ``--cpus-per-task`` and an even share of ``--mem``.
+    ``--mem-per-cpu`` (a task has one CPU unless ``--cpus-per-task`` says more) and
+    ``--mem-per-gpu`` book that much per CPU or GPU of the chunk, as ``--mem`` would.
     """
     if spec.script is not None and shape.ntasks_per_node is None:
         shape = shape._replace(ntasks_per_node=1)
@@ -67,7 +76,12 @@ def resources(spec: JobSubmit, shape: Shape, flavor: str) -> Resources:
         tasks = shape.ntasks_per_node
     else:
         tasks = shape.gpus_per_worker or shape.ntasks_per_node or 1
-    mem_gb = spec.mem_mb() / MIB_PER_GB
+    chunks = 1 if one_node_per_chunk else shape.workers  # what --mem is shared by
+    mem_mb = spec.mem_mb()
+    if spec.mem_per_cpu is not None:
+        mem_mb = parse_mem(spec.mem_per_cpu) * (spec.cpus_per_task or 1) * tasks * chunks
+    elif spec.mem_per_gpu is not None:
+        mem_mb = parse_mem(spec.mem_per_gpu) * shape.gpus_per_worker * chunks
     return Resources(
         flavor=flavor,
         workers=shape.workers,
@@ -75,7 +89,8 @@ def resources(spec: JobSubmit, shape: Shape, flavor: str) -> Resources:
         distinct_nodes=shape.distinct_nodes,
         ntasks_per_node=shape.ntasks_per_node,
         cpus_per_worker=(spec.cpus_per_task or 0) * tasks,
-        mem_per_worker_gb=mem_gb if one_node_per_chunk else mem_gb / shape.workers,
+        mem_per_worker_gb=mem_mb / MIB_PER_GB / chunks,
+        mem_per_node_mb=mem_mb,
     )
 
 
@@ -400,7 +415,7 @@ def admit(
         "distinct_nodes": res.distinct_nodes,
         "ntasks_per_node": res.ntasks_per_node,
         "cpus_per_task": spec.cpus_per_task or 0,
-        "mem_per_node_mb": spec.mem_mb(),
+        "mem_per_node_mb": res.mem_per_node_mb,
         "cpus_per_worker": res.cpus_per_worker,
         "mem_per_worker_gb": res.mem_per_worker_gb,
         "output": output,
