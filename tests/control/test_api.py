@@ -11,11 +11,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from railyard.control.api.app import create_app, read_log
+from railyard.control.store.convert import usage_keys
 from railyard.control.store.database import Store
 from railyard.control.store.paths import log_path
 from railyard.control.store.tables import Counter, EventRow, JobRow, UsageRow
 from railyard.control.usecases.accounts import RunAs
 from railyard.control.usecases.jobs import JOB_COUNTER
+from railyard.sched import Usage
 
 
 class Api:
@@ -326,7 +328,9 @@ def test_queues_show_usage_and_borrowing(api: Api) -> None:
         row = session.get(JobRow, job["id"])
         assert row is not None
         row.state, row.placement = "running", {"n02": [0, 1, 2]}
-        session.add(UsageRow(key="queue:research/vision", gpu_s=7200.0, updated_t_s=0.0))
+        # the key the loop stores a nested queue's usage under (it was read by path: 0.0)
+        [key] = usage_keys(Usage(queue_gpu_s={"vision": 7200.0}))
+        session.add(UsageRow(key=key, gpu_s=7200.0, updated_t_s=0.0))
     queues = {q["name"]: q for q in api.as_["bob"].get("/v1/queues").json()}
     assert sorted(queues) == ["default", "vision"]  # bob's queues and those below them
     vision = queues["vision"]

@@ -180,7 +180,7 @@ def list_queues(session: Session, actor: User) -> list[QueueOut]:
     for queue, flavor, placement, workers, per_worker in session.execute(holding):
         for ancestor in paths.get(queue, [queue]):
             used[ancestor][flavor] += _job_gpus(placement, workers, per_worker)
-    usage_keys = {"queue:" + "/".join(p): n for n, p in paths.items()}
+    usage_keys = {f"queue:{n}": n for n in paths}  # as the loop stores it (convert.usage_keys)
     usage = {
         usage_keys[k]: v
         for k, v in session.execute(
