@@ -411,6 +411,9 @@ class JobOut(Response):
     begin_t_s: float | None = Field(None, description="not started before this (--begin)")
     only_nodes: list[str] | None = Field(None, description="its nodes are among these")
     never_nodes: list[str] | None = Field(None, description="none of these")
+    fair_share: str | None = Field(
+        None, description="a pending job's fair-share figures, by level (GET of one job)"
+    )
 
     @classmethod
     def from_row(cls, row: Any, user: str, now_t_s: float) -> JobOut:

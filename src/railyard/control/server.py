@@ -535,6 +535,7 @@ def compose(
         remote_log=backend.log_reader,
         extra_routers=config.extra_routers,
         across=loop_.across,
+        ordering=config.scheduler.ordering,
     )
     return Service(store, backend, loop_, app, run_as, spool, token)
 

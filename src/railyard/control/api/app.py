@@ -70,6 +70,7 @@ def create_app(
     extra_routers: Sequence[APIRouter] = (),
     across: AcrossChecks | None = None,
     wake_prompt: Callable[[], None] | None = None,
+    ordering: str = "fairshare",
 ) -> FastAPI:
     """The API over ``store``; ``wake`` is called after each commit the service loop must see
     (submit, cancel, node or queue change); ``wake_prompt`` after a submit of interactive jobs
@@ -78,7 +79,9 @@ def create_app(
     run a job as its user's Unix account (``railyard up`` passes it; None skips the check).
     ``/healthz`` reports the loop's ``loop_health`` and whether the store answers; ``/metrics``
     serves what ``metrics`` says (default: the store's figures, for an admin's token).
-    ``health_fail_requeues``: a failed health check requeues the node's jobs (else drains)."""
+    ``health_fail_requeues``: a failed health check requeues the node's jobs (else drains).
+    ``ordering``: the loop's ordering policy (under fair share, a pending job's record says
+    its figures)."""
     app = FastAPI(
         title="railyard",
         version=__version__,
@@ -92,6 +95,7 @@ def create_app(
     app.state.railyard = Context(
         store, wake, spool, known_flavors, clock, run_as, loop_health, health_fail_requeues,
         remote_log, across, submits, Path(state_dir), Activity(store, clock), TokenCache(),
+        ordering,
     )  # fmt: skip
 
     @app.get(

@@ -81,6 +81,7 @@ class Context:
     state_dir: Path | None = None  # the executor's records (interactive jobs' sockets)
     activity: Activity | None = None  # when users last sent their interactive jobs anything
     tokens: auth.TokenCache | None = None  # who recently seen tokens are (the submit path)
+    ordering: str = "fairshare"  # the loop's ordering policy (`sched.policies.ordering`)
 
 
 def _ctx(request: Request) -> Context:

@@ -23,7 +23,7 @@ from railyard.control.errors import (
 )
 from railyard.control.store.effects import wants_wake
 from railyard.control.store.tables import JobState
-from railyard.control.usecases import jobs, jobsignal, jobupdate, jobviews, logs
+from railyard.control.usecases import fairshare, jobs, jobsignal, jobupdate, jobviews, logs
 from railyard.control.usecases.admission import admit_batch
 from railyard.control.usecases.groupcommit import (
     SubmitRequest,
@@ -144,8 +144,13 @@ def list_jobs(
 
 @router.get("/jobs/{job_id}")
 def show_job(job_id: str, session: SessionDep, user: CurrentUser, ctx: ContextDep) -> s.JobOut:
+    """One job's record; a pending job's under fair share says the figures it is ordered by
+    (``fair_share``)."""
     row, name = jobs.get_job(session, user, job_id)
-    return s.JobOut.from_row(row, name, ctx.clock())
+    out = s.JobOut.from_row(row, name, ctx.clock())
+    if ctx.ordering == "fairshare" and row.state == JobState.PENDING.value:
+        out.fair_share = fairshare.fair_share_line(session, row.queue, name)
+    return out
 
 
 @router.get("/jobs/{job_id}/events")
