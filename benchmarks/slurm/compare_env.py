@@ -117,7 +117,7 @@ def run_slurm(name: str, spec: dict[str, Any], out: Path, dump_py: Path) -> None
 class Railyard:
     """A fresh ``railyard up`` from this checkout, and its CLI."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, up_args: tuple[str, ...] = ()) -> None:
         self.home = home
         home.mkdir(parents=True)
         with socket.socket() as sock:
@@ -128,7 +128,7 @@ class Railyard:
         self.proc = subprocess.Popen(
             [str(BIN / "railyard"), "up", "--gpus", "8", "--flavor", "H100-SXM-80GB",
              "--port", str(port), "--state-dir", str(home), "--spool-dir", str(home / "spool"),
-             "--cycle-interval", "0.2"],
+             "--cycle-interval", "0.2", *up_args],
             stdout=log, stderr=subprocess.STDOUT, env=self.env,
         )  # fmt: skip
         deadline = time.monotonic() + 60

@@ -14,7 +14,7 @@ from railyard.control.api.app import create_app, read_log
 from railyard.control.store.convert import usage_keys
 from railyard.control.store.database import Store
 from railyard.control.store.paths import log_path
-from railyard.control.store.tables import Counter, EventRow, JobRow, UsageRow
+from railyard.control.store.tables import Counter, EventRow, JobRow, NodeRow, UsageRow
 from railyard.control.usecases.accounts import RunAs
 from railyard.control.usecases.jobs import JOB_COUNTER
 from railyard.sched import Usage
@@ -228,7 +228,10 @@ BAD_SUBMISSIONS = [
     ({"signal": "USR9@60"}, "signal: unknown signal 'USR9'"),
     ({"gpus": 1, "gpu_type": "a100"}, "gpu_type: no node has GPU type 'a100' (hint: known: H100-"),
     ({"nodes": 3, "gpus_per_node": 8}, "nodes: 3 nodes asked, the cluster has 2 H100-SXM-80GB"),
-    ({"gpus_per_node": 4, "exclusive": True}, "exclusive: --exclusive asks for whole nodes"),
+    (
+        {"gpus": 12, "exclusive": True},
+        "exclusive: --exclusive with 12 GPUs spread over H100-SXM-80GB nodes of 8 (hint: say",
+    ),
     ({"mem": "lots"}, "mem: bad memory size 'lots' (hint: e.g. 16G"),
     ({"dependency": "afterwards:1"}, "dependency: unknown dependency type 'afterwards'"),
     ({"dependency": "afterok:1:99?afterany:7_2"}, "dependency: no job 99, 7_2 (hint: name jobs"),
@@ -540,3 +543,32 @@ def test_memory_spellings_exclude_each_other(api: Api) -> None:
     )
     assert response.status_code == 422
     assert "give one of mem, mem_per_gpu (as sbatch: they exclude each other)" in response.text
+
+
+@pytest.mark.parametrize(
+    ("fields", "tasks"),
+    [
+        ({"gpus_per_node": 4, "nodes": 2}, 4),  # a task per GPU asked; each node whole
+        ({"gpus": 0, "nodes": 1}, 1),  # a CPU job gets the node's GPUs too, as Slurm's
+        ({"gpus": 2}, 2),
+    ],
+)
+def test_exclusive_books_whole_nodes_as_slurm_does(
+    api: Api, fields: dict[str, object], tasks: int
+) -> None:
+    """Slurm 22.05's ``--exclusive`` gives every GPU and core of each node it gets
+    (benchmarks/slurm/compare_scripts.py: 8 of 8 GPUs, 16 of 16 CPUs for ``--exclusive
+    --nodes=1``); the job keeps as many tasks as it asked for."""
+    with api.store.session() as session:
+        for node in session.scalars(select(NodeRow)):
+            node.cpu_cores, node.mem_gb = 16, 64.0
+    [job] = api.submit("alice", exclusive=True, **fields)
+    assert (job["gpus_per_worker"], job["distinct_nodes"], job["ntasks_per_node"]) == (
+        8,
+        True,
+        tasks,
+    )
+    with api.store.session() as session:
+        row = session.get(JobRow, job["id"])
+        assert row is not None
+        assert (row.cpus_per_worker, row.mem_per_worker_gb) == (16, 64.0)

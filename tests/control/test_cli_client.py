@@ -566,7 +566,7 @@ def test_real_slurm_scripts_are_accepted_with_notes(cli: Cli, tmp_path: Path) ->
     result = cli("alice", "submit", "--json", str(script))
     assert result.exit_code == 0, result.output
     notes = [line for line in result.stderr.splitlines() if "note:" in line]
-    assert len(notes) == 4  # account, mail-type, mail-user, exclusive
+    assert len(notes) == 3  # account, mail-type, mail-user (--exclusive is honoured)
     [job] = json.loads(result.stdout)
     assert (job["flavor"], job["gpus"], job["ntasks_per_node"]) == ("H100-SXM-80GB", 8, 8)
     assert (job["cpus_per_task"], job["mem_per_node_mb"]) == (4, 204800)

@@ -47,9 +47,7 @@ def test_a_pending_jobs_figures_level_by_level(
     assert listed[0]["fair_share"] is None  # the list does not pay for it
 
 
-def test_not_under_another_ordering(
-    store: Store, seeded: dict[str, str], tmp_path: Path
-) -> None:
+def test_not_under_another_ordering(store: Store, seeded: dict[str, str], tmp_path: Path) -> None:
     alice = app_for(store, tmp_path, seeded["alice"], "priority")
     [job] = alice.post("/v1/jobs", json={"command": ["true"], "queue": "gpu"}).json()
     assert alice.get(f"/v1/jobs/{job['id']}").json()["fair_share"] is None

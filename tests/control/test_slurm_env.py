@@ -21,3 +21,23 @@ def test_a_dependency_is_in_slurm_job_dependency_as_given() -> None:
     env = slurm_compat_env(_row(dependency="afterok:3:4,afterany:5"))
     assert env["SLURM_JOB_DEPENDENCY"] == "afterok:3:4,afterany:5"
     assert (env["SLURM_JOB_ID"], env["SLURM_JOB_PARTITION"]) == ("7", "gpu")
+
+
+def test_memory_is_said_in_the_spelling_the_job_asked() -> None:
+    """sbatch sets one of SLURM_MEM_PER_NODE, _PER_CPU, _PER_GPU (compare_scripts.py)."""
+    node = slurm_compat_env(_row(mem_per_node_mb=2048))
+    cpu = slurm_compat_env(_row(mem_per_node_mb=2048, mem_per_cpu_mb=512))
+    gpu = slurm_compat_env(_row(mem_per_node_mb=2048, mem_per_gpu_mb=1024))
+    memory = [{k: v for k, v in e.items() if k.startswith("SLURM_MEM")} for e in (node, cpu, gpu)]
+    assert memory == [
+        {"SLURM_MEM_PER_NODE": "2048"},
+        {"SLURM_MEM_PER_CPU": "512"},
+        {"SLURM_MEM_PER_GPU": "1024"},
+    ]
+
+
+def test_export_none_or_a_list_says_get_user_env_as_sbatch() -> None:
+    assert "SLURM_GET_USER_ENV" not in slurm_compat_env(_row())
+    for export in ("NONE", "PATH,HOME"):
+        env = slurm_compat_env(_row(export=export))
+        assert (env["SLURM_GET_USER_ENV"], env["SLURM_EXPORT_ENV"]) == ("1", export)

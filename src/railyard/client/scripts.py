@@ -220,9 +220,7 @@ _OPTIONS: dict[str, Option] = {
     "--preemptible": Option("preemptible", None),
     "--hold": Option("hold", None),
     "--begin": Option("begin_t_s", _begin),
-    "--exclusive": Option(
-        "exclusive", None, note="whole nodes only: checked at submit against the nodes' GPUs"
-    ),
+    "--exclusive": Option("exclusive", None),
     "--nodelist": Option("nodelist", _checked(parse_hostlist)),
     "--exclude": Option("exclude", _checked(parse_hostlist)),
     "--array": Option("array", _checked(parse_array)),

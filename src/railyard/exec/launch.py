@@ -147,7 +147,6 @@ def allocation_env(
         "SLURM_NTASKS": str(sum(counts)),
         "SLURM_NPROCS": str(sum(counts)),
         "SLURM_TASKS_PER_NODE": tasks_per_node(counts),
-        "SLURM_GPUS_ON_NODE": str(len(node.gpus)),
         "SLURMD_NODENAME": node.name,
         "SLURM_NODEID": str(node.index),
         "SLURM_TOPOLOGY_ADDR": node.name,  # what Slurm sets without a topology plugin
@@ -159,8 +158,9 @@ def allocation_env(
     }
     if len(set(counts)) == 1:
         env["SLURM_NTASKS_PER_NODE"] = str(counts[0])
-    if node.gpus:
-        env |= {"SLURM_JOB_GPUS": gpus, "GPU_DEVICE_ORDINAL": gpus}
+    if node.gpus:  # a CPU job: none of these, as in Slurm (which leaves them unset)
+        env |= {"SLURM_JOB_GPUS": gpus, "GPU_DEVICE_ORDINAL": gpus,
+                "SLURM_GPUS_ON_NODE": str(len(node.gpus))}  # fmt: skip
         # The indices above are NVML's, which counts by PCI bus id; CUDA's default order is
         # fastest first (CUDA C++ Programming Guide, "CUDA Environment Variables"), so on a
         # node of mixed GPUs index 0 could name another card than the one we placed.

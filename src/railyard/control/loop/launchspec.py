@@ -112,10 +112,15 @@ def slurm_compat_env(row: JobRow, cluster: str = "railyard") -> dict[str, str]:
         env["SLURM_SUBMIT_HOST"] = row.submit_host
     if row.cpus_per_task:
         env["SLURM_CPUS_PER_TASK"] = str(row.cpus_per_task)
-    if row.mem_per_node_mb:
+    if row.mem_per_cpu_mb:  # as sbatch: the spelling the job asked in, one of the three
+        env["SLURM_MEM_PER_CPU"] = str(row.mem_per_cpu_mb)
+    elif row.mem_per_gpu_mb:
+        env["SLURM_MEM_PER_GPU"] = str(row.mem_per_gpu_mb)
+    elif row.mem_per_node_mb:
         env["SLURM_MEM_PER_NODE"] = str(row.mem_per_node_mb)
     if row.export.strip().upper() != "ALL":
         env["SLURM_EXPORT_ENV"] = row.export
+        env["SLURM_GET_USER_ENV"] = "1"  # sbatch: --export=NONE or a list implies --get-user-env
     if row.dependency:
         env["SLURM_JOB_DEPENDENCY"] = row.dependency  # as given to --dependency
     if row.array_parent is not None and row.array_index is not None:

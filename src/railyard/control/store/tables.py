@@ -216,6 +216,10 @@ class JobRow(Base):
     run_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     # sbatch's --begin: not before this time (reason BeginTime until then)
     begin_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # sbatch's --mem-per-cpu / --mem-per-gpu as asked (its environment says them); the
+    # scheduler books mem_per_worker_gb, the cgroup mem_per_node_mb
+    mem_per_cpu_mb: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    mem_per_gpu_mb: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # sbatch's --nodelist / --exclude, expanded: its nodes are among the first (None: any)
     # and none of the second
     only_nodes: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import or_, select
@@ -246,14 +246,40 @@ def _check_shape(
             f"{workers * per_worker} GPUs asked, the cluster has {sum(sizes)} {flavor}",
             f"ask for at most {sum(sizes)}",
         )
-    if spec.exclusive and sizes and per_worker < max(sizes):
+    if spec.exclusive and sizes:
+        return _whole_nodes(session, spec, shape, flavor, max(sizes))
+    return resources(spec, shape, flavor)
+
+
+def _whole_nodes(
+    session: Session, spec: JobSubmit, shape: Shape, flavor: str, node_gpus: int
+) -> Resources:
+    """``--exclusive``: whole nodes, as Slurm 22.05 gives them: every GPU, core and byte of
+    memory of each node it gets (its tasks stay as many as it asked for: one per GPU asked,
+    else one). A gang of one-GPU chunks spread over nodes is refused: say how many nodes."""
+    if not shape.distinct_nodes and shape.workers * shape.gpus_per_worker > node_gpus:
         raise Invalid(
             "exclusive",
-            f"--exclusive asks for whole nodes, but the job takes {per_worker} of "
-            f"{max(sizes)} GPUs per node",
-            f"ask for --gpus-per-node {max(sizes)}, or drop --exclusive",
+            f"--exclusive with {shape.workers * shape.gpus_per_worker} GPUs spread over "
+            f"{flavor} nodes of {node_gpus}",
+            "say how many whole nodes: --nodes N --exclusive",
         )
-    return resources(spec, shape, flavor)
+    asked = shape.gpus_per_worker if shape.distinct_nodes else shape.gpus_per_worker * shape.workers
+    whole = Shape(
+        workers=shape.workers if shape.distinct_nodes else 1,
+        gpus_per_worker=node_gpus,
+        distinct_nodes=True,
+        ntasks_per_node=shape.ntasks_per_node or (None if spec.script else max(1, asked)),
+    )
+    res = resources(spec, whole, flavor)
+    mine = [n for n in _nodes(session) if n.flavor == flavor]
+    cores = max((n.cpu_cores for n in mine), default=0)
+    mem_gb = max((n.mem_gb for n in mine), default=0.0)
+    return replace(
+        res,
+        cpus_per_worker=max(res.cpus_per_worker, cores),
+        mem_per_worker_gb=max(res.mem_per_worker_gb, mem_gb),
+    )
 
 
 _RESOURCE_FIELDS = {"--cpus-per-task": "cpus_per_task", "--mem": "mem"}
@@ -416,6 +442,8 @@ def admit(
         "ntasks_per_node": res.ntasks_per_node,
         "cpus_per_task": spec.cpus_per_task or 0,
         "mem_per_node_mb": res.mem_per_node_mb,
+        "mem_per_cpu_mb": parse_mem(spec.mem_per_cpu) if spec.mem_per_cpu is not None else None,
+        "mem_per_gpu_mb": parse_mem(spec.mem_per_gpu) if spec.mem_per_gpu is not None else None,
         "cpus_per_worker": res.cpus_per_worker,
         "mem_per_worker_gb": res.mem_per_worker_gb,
         "output": output,
