@@ -67,8 +67,8 @@ EXPLAINED: dict[str, str] = {
     **dict.fromkeys(
         ("SLURM_CONF", "SLURM_NODE_ALIASES", "SLURM_WORKING_CLUSTER", "SLURM_SRUN_COMM_HOST",
          "SLURM_SRUN_COMM_PORT", "SLURM_STEP_LAUNCHER_PORT",
-         "SLURM_JOB_CPUS_PER_NODE_PACK_GROUP_0"),
-        "Slurm's plumbing (slurm.conf, srun's ports): railyard has none",
+         "SLURM_JOB_CPUS_PER_NODE_PACK_GROUP_0", "SLURMD_TRES_BIND"),
+        "Slurm's plumbing (slurm.conf, srun's ports and binding): railyard has none",
     ),
     **dict.fromkeys(
         ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",

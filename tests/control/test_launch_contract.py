@@ -225,3 +225,30 @@ def test_a_script_without_a_shebang_runs_with_bash(cluster: Cluster) -> None:
     [job_id] = cluster.submit(script="echo from bash $BASH_VERSION\n", output="plain.out", gpus=1)
     cluster.run(job_id)
     assert "from bash 5" in (cluster.out / "plain.out").read_text()
+
+
+def test_gpus_per_task_binds_each_task_to_its_own_gpus(cluster: Cluster) -> None:
+    """``--ntasks=2 --gpus-per-task=2``, in a batch script whose ``srun`` starts the tasks
+    and as a command job: each task sees its own two GPUs, as srun binds them (Slurm 22.05:
+    CUDA_VISIBLE_DEVICES, GPU_DEVICE_ORDINAL and SLURM_STEP_GPUS the task's, SLURM_JOB_GPUS
+    the node's, SLURM_GPUS_PER_TASK; benchmarks/slurm/compare_scripts.py)."""
+    line = shlex.join(dump(cluster))
+    script = f"#!/bin/bash\n#SBATCH --ntasks=2 --gpus-per-task=2\nsrun {line}\n"
+    [batch] = cluster.submit(script=script, gpus=None, ntasks=2, gpus_per_task=2)
+    cluster.run(batch)
+    [command] = cluster.submit(command=dump(cluster), gpus=None, ntasks=2, gpus_per_task=2)
+    cluster.run(command)
+    for number, step in ((batch, "0"), (command, "0")):
+        seen = []
+        for rank in range(2):
+            task = cluster.env(f"{number}-{step}-{rank}")
+            own = task["CUDA_VISIBLE_DEVICES"]
+            assert own == task["GPU_DEVICE_ORDINAL"] == task["SLURM_STEP_GPUS"]
+            assert (task["SLURM_GPUS_PER_TASK"], task["SLURM_NTASKS"]) == ("2", "2")
+            assert len(own.split(",")) == 2
+            seen.append(own)
+        assert len(set(seen)) == 2  # each its own
+        assert sorted(",".join(seen).split(",")) == sorted(task["SLURM_JOB_GPUS"].split(","))
+    with cluster.store.session() as session:
+        row = session.get_one(JobRow, command)
+        assert (row.workers, row.gpus_per_worker, row.gpus_per_task) == (2, 2, 2)

@@ -38,6 +38,7 @@ OPTION_HELP = {
     "--gres": "gpu:N, GPUs per node",
     "--workers": "processes, with --gpus-per-worker",
     "--gpus-per-worker": "GPUs each process sees",
+    "--gpus-per-task": "GPUs each task sees, its own (with --ntasks)",
     "--flavor": "GPU type",
     "--queue": "queue to submit to",
     "--partition": "the same as --queue",
@@ -405,7 +406,7 @@ def _show_array(parent: str, tasks: list[Job]) -> str:
         ("name", first["name"]),
         ("user", first["user"]),
         ("queue", first["queue"]),
-        ("gpus_per_task", str(first["gpus"])),
+        ("gpus_each_job", str(first["gpus"])),  # each array task (not --gpus-per-task)
         ("states", ", ".join(f"{s} {n}" for s, n in sorted(states.items()))),
         ("submit_time", iso(min(t["submit_t_s"] for t in tasks))),
         ("first_start", iso(min(starts)) if starts else ""),

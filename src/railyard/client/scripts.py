@@ -31,13 +31,15 @@ from railyard.client.values import (
 )
 
 PREFIXES = ("#RAILYARD", "#SBATCH")
-_GPU_SHAPE = {"gpus", "nodes", "gpus_per_node", "workers", "gpus_per_worker", "gpu_type"}
+_GPU_SHAPE = {"gpus", "nodes", "gpus_per_node", "workers", "gpus_per_worker", "gpu_type",
+              "gpus_per_task"}  # fmt: skip
 SHAPE_GROUPS = {  # setting one of these on the command line drops the script's others
     "gpus": _GPU_SHAPE - {"gpus"},
     "nodes": {"gpus", "workers", "gpus_per_worker"},
     "gpus_per_node": _GPU_SHAPE - {"gpus_per_node", "nodes"},
     "workers": _GPU_SHAPE - {"workers", "gpus_per_worker"},
     "gpus_per_worker": _GPU_SHAPE - {"workers", "gpus_per_worker"},
+    "gpus_per_task": {"gpus_per_node", "workers", "gpus_per_worker"},
     "mem": {"mem_per_cpu", "mem_per_gpu"},  # one memory spelling: the command line's
     "mem_per_cpu": {"mem", "mem_per_gpu"},
     "mem_per_gpu": {"mem", "mem_per_cpu"},
@@ -208,6 +210,7 @@ _OPTIONS: dict[str, Option] = {
     "--ntasks-per-node": Option("ntasks_per_node", _count),
     "--cpus-per-task": Option("cpus_per_task", _count),
     "--mem": Option("mem", _checked(parse_mem)),
+    "--gpus-per-task": Option("gpus_per_task", _count),
     "--mem-per-cpu": Option("mem_per_cpu", _checked(parse_mem)),
     "--mem-per-gpu": Option("mem_per_gpu", _checked(parse_mem)),
     "--flavor": Option("flavor"),
@@ -276,7 +279,6 @@ _SHORT = {
     "-x": "--exclude",
 }
 _UNSUPPORTED = {  # real Slurm options, with what to do instead
-    "--gpus-per-task": "every task sees all the job's GPUs on its node; use --gpus-per-node",
     "--constraint": "use --gres=gpu:TYPE:N or --flavor to pick a GPU type",
     "--uid": "jobs run as the submitting user's Unix account",
     "--container-name": "each step starts from the image; keep state in a mounted directory",

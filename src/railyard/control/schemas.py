@@ -142,6 +142,9 @@ class JobSubmit(Request):
     ntasks_per_node: Count | None = None
     cpus_per_task: Count | None = None
     mem: Annotated[Short | int | None, _parsed_by(parse_mem)] = None
+    gpus_per_task: Count | None = Field(
+        None, description="GPUs each task sees, its own (sbatch --gpus-per-task)"
+    )
     mem_per_cpu: Annotated[Short | int | None, _parsed_by(parse_mem)] = Field(
         None, description="memory per CPU (sbatch --mem-per-cpu; a task has 1 CPU unless told)"
     )
@@ -246,6 +249,8 @@ class JobSubmit(Request):
         if explicit and (by_node or self.gpus is not None):
             raise ValueError("give workers/gpus_per_worker, or gpus, or nodes/gpus_per_node")
         per_node = self.ntasks_per_node
+        if self.gpus_per_task is not None:
+            return self._task_gpus(self.gpus_per_task, explicit)
         if explicit:
             if self.ntasks is not None:
                 raise ValueError("ntasks needs gpus or nodes (hint: use ntasks_per_node)")
@@ -270,6 +275,26 @@ class JobSubmit(Request):
                 return Shape(1, self.gpus, False, self._tasks_per_node(1))
             return Shape(self.gpus, 1, False, None)
         return Shape(1, 0, False, self._tasks_per_node(1))
+
+    def _task_gpus(self, per_task: int, explicit: bool) -> Shape:
+        """``--gpus-per-task``: a chunk per task of ``per_task`` GPUs that the scheduler may
+        spread, or with ``--nodes`` each node's tasks together; tasks from ``--ntasks`` (or
+        per node, or the GPUs over ``per_task``), one by default."""
+        if explicit or self.gpus_per_node is not None:
+            raise ValueError(
+                "gpus_per_task: give it with ntasks (or nodes and ntasks_per_node), not with "
+                "gpus_per_node or workers"
+            )
+        if self.nodes is not None:
+            tasks_here = self._tasks_per_node(self.nodes) or 1
+            total = self.nodes * tasks_here
+        else:
+            total = self.ntasks or self.ntasks_per_node or (self.gpus or per_task) // per_task
+        if self.gpus is not None and self.gpus != total * per_task:
+            raise ValueError(f"gpus={self.gpus} but tasks x gpus_per_task = {total * per_task}")
+        if self.nodes is not None:
+            return Shape(self.nodes, tasks_here * per_task, True, tasks_here)
+        return Shape(total, per_task, False, None)
 
     def _tasks_per_node(self, nodes: int) -> int | None:
         """``ntasks_per_node``, or ``ntasks`` spread evenly over ``nodes``."""

@@ -81,13 +81,15 @@ def allocation(
     placement: Mapping[str, Sequence[int]],
     ntasks_per_node: int | None = None,
     cpu_tasks_per_node: int = 1,
+    gpus_per_task: int = 0,
 ) -> list[NodeAlloc]:
     """Nodes in placement order with their task counts: ``ntasks_per_node``, else one per GPU
-    the job holds there, else (a CPU job) ``cpu_tasks_per_node``."""
+    the job holds there (one per ``gpus_per_task`` of them), else (a CPU job)
+    ``cpu_tasks_per_node``."""
     nodes: list[NodeAlloc] = []
     first = 0
     for index, (name, gpus) in enumerate(placement.items()):
-        ntasks = ntasks_per_node or len(gpus) or cpu_tasks_per_node
+        ntasks = ntasks_per_node or len(gpus) // max(1, gpus_per_task) or cpu_tasks_per_node
         nodes.append(NodeAlloc(name, index, tuple(gpus), ntasks, first))
         first += ntasks
     return nodes
@@ -98,7 +100,7 @@ def job_allocation(spec: LaunchSpec) -> list[NodeAlloc]:
     if not spec.placement:
         raise ValueError(f"job {spec.job_id}: placed on no node")
     per_node = max(1, spec.workers // len(spec.placement))
-    return allocation(spec.placement, spec.ntasks_per_node, per_node)
+    return allocation(spec.placement, spec.ntasks_per_node, per_node, spec.gpus_per_task)
 
 
 def task_layout(nodes: Sequence[NodeAlloc]) -> list[RankSlot]:
@@ -176,12 +178,20 @@ def task_env(
     master_port: int,
     step_id: int = 0,
     cpus_per_task: int = 0,
+    gpus_per_task: int = 0,
 ) -> dict[str, str]:
-    """What srun sets for one task of a step, plus torchrun's variables."""
+    """What srun sets for one task of a step, plus torchrun's variables. With
+    ``gpus_per_task`` the task sees its own GPUs of the node, in task order, as srun binds
+    them (``CUDA_VISIBLE_DEVICES`` names them; ``LOCAL_RANK`` stays the task's place)."""
     node = nodes[slot.node_rank]
     world = sum(n.ntasks for n in nodes)
     env = allocation_env(nodes, node, cpus_per_task)
-    step_gpus = ",".join(str(g) for g in node.gpus)
+    mine = node.gpus
+    if gpus_per_task:
+        mine = node.gpus[slot.local_rank * gpus_per_task : (slot.local_rank + 1) * gpus_per_task]
+        own = ",".join(str(g) for g in mine)
+        env |= {"CUDA_VISIBLE_DEVICES": own, "GPU_DEVICE_ORDINAL": own}
+    step_gpus = ",".join(str(g) for g in mine)
     env |= {
         "SLURM_PROCID": str(slot.rank),
         "SLURM_LOCALID": str(slot.local_rank),
@@ -314,6 +324,7 @@ def process_env(
                 master_addr=master_addr,
                 master_port=master_port,
                 cpus_per_task=spec.cpus_per_task,
+                gpus_per_task=spec.gpus_per_task,
             )
         )
     return env

@@ -87,6 +87,7 @@ class LaunchSpec:
     script_path: Path | None = None
     output: Output = field(default_factory=Output)
     cpus_per_task: int = 0
+    gpus_per_task: int = 0  # each task sees its own GPUs (sbatch --gpus-per-task); 0: all
     mem_per_node_mb: int = 0
     preempt_signal: str = DEFAULT_PREEMPT_SIGNAL
     signal_batch_shell: bool = False

@@ -178,6 +178,7 @@ def launch(step: Step, environ: dict[str, str], master_addr: str) -> int:
             signal.signal(sig, note)
     procs: list[tuple[int, subprocess.Popen[bytes]]] = []
     cpus = int(environ.get("SLURM_CPUS_PER_TASK") or 0)
+    per_task = int(environ.get("SLURM_GPUS_PER_TASK") or 0)
     for slot in task_layout(step.nodes):
         wiring = task_env(
             step.nodes,
@@ -186,6 +187,7 @@ def launch(step: Step, environ: dict[str, str], master_addr: str) -> int:
             master_port=port,
             step_id=step_id,
             cpus_per_task=cpus,
+            gpus_per_task=per_task,
         )
         env = {**environ, **wiring}
         env.pop("SLURM_TASK_PID", None)  # the batch shell's: each task gets its own below

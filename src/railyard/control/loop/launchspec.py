@@ -67,6 +67,7 @@ def launch_spec(
         script_path=script,
         output=Output(stdout=row.output, stderr=row.error, fields=fields),
         cpus_per_task=row.cpus_per_task,
+        gpus_per_task=row.gpus_per_task or 0,
         mem_per_node_mb=row.mem_per_node_mb,
         preempt_signal=row.preempt_signal,
         signal_batch_shell=row.signal_batch_shell,
@@ -112,6 +113,8 @@ def slurm_compat_env(row: JobRow, cluster: str = "railyard") -> dict[str, str]:
         env["SLURM_SUBMIT_HOST"] = row.submit_host
     if row.cpus_per_task:
         env["SLURM_CPUS_PER_TASK"] = str(row.cpus_per_task)
+    if row.gpus_per_task:  # srun in a batch script binds its tasks by it too
+        env["SLURM_GPUS_PER_TASK"] = str(row.gpus_per_task)
     if row.mem_per_cpu_mb:  # as sbatch: the spelling the job asked in, one of the three
         env["SLURM_MEM_PER_CPU"] = str(row.mem_per_cpu_mb)
     elif row.mem_per_gpu_mb:

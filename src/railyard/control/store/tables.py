@@ -220,6 +220,8 @@ class JobRow(Base):
     # scheduler books mem_per_worker_gb, the cgroup mem_per_node_mb
     mem_per_cpu_mb: Mapped[int | None] = mapped_column(Integer, nullable=True)
     mem_per_gpu_mb: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # sbatch's --gpus-per-task: each task sees its own GPUs (None: all of its node's)
+    gpus_per_task: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # sbatch's --nodelist / --exclude, expanded: its nodes are among the first (None: any)
     # and none of the second
     only_nodes: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)

@@ -69,11 +69,13 @@ def resources(spec: JobSubmit, shape: Shape, flavor: str) -> Resources:
     ``--mem-per-cpu`` (a task has one CPU unless ``--cpus-per-task`` says more) and
     ``--mem-per-gpu`` book that much per CPU or GPU of the chunk, as ``--mem`` would.
     """
-    if spec.script is not None and shape.ntasks_per_node is None:
-        shape = shape._replace(ntasks_per_node=1)
+    if spec.script is not None and shape.ntasks_per_node is None and not spec.gpus_per_task:
+        shape = shape._replace(ntasks_per_node=1)  # --gpus-per-task: a task per chunk
     one_node_per_chunk = shape.distinct_nodes or shape.workers == 1
     if shape.ntasks_per_node and one_node_per_chunk:
         tasks = shape.ntasks_per_node
+    elif spec.gpus_per_task:
+        tasks = 1  # a chunk per task: --gpus-per-task without --nodes
     else:
         tasks = shape.gpus_per_worker or shape.ntasks_per_node or 1
     chunks = 1 if one_node_per_chunk else shape.workers  # what --mem is shared by
@@ -442,6 +444,7 @@ def admit(
         "ntasks_per_node": res.ntasks_per_node,
         "cpus_per_task": spec.cpus_per_task or 0,
         "mem_per_node_mb": res.mem_per_node_mb,
+        "gpus_per_task": spec.gpus_per_task,
         "mem_per_cpu_mb": parse_mem(spec.mem_per_cpu) if spec.mem_per_cpu is not None else None,
         "mem_per_gpu_mb": parse_mem(spec.mem_per_gpu) if spec.mem_per_gpu is not None else None,
         "cpus_per_worker": res.cpus_per_worker,
