@@ -1,5 +1,6 @@
 """railyard's batch step and srun tasks against real Slurm's, where Slurm runs on this machine
-(benchmarks/slurm/setup_local_slurm.sh); skips elsewhere, so CI does not depend on Slurm."""
+(benchmarks/slurm/setup_local_slurm.sh): the env comparison and whole scripts; skips
+elsewhere, so CI does not depend on Slurm."""
 
 from __future__ import annotations
 
@@ -38,3 +39,27 @@ def test_batch_srun_tasks_match_slurm(tmp_path: Path) -> None:
     for compared in scenario["compared"].values():
         assert set(compared["same"]) >= AGREE, compared
         assert compared["differs"] == []
+
+
+def test_whole_scripts_run_alike(tmp_path: Path) -> None:
+    """compare_scripts.py's scripts that once differed: both accept them, run as many
+    tasks, end in the same state and leave the same files; no unexplained variable differs
+    but for --exclusive's CPU counts (the README's table)."""
+    from benchmarks.slurm.compare_scripts import _unexplained
+    from benchmarks.slurm.compare_scripts import compare as compare_scripts
+
+    assert VERSION is not None
+    names = ["gpus-per-task", "nodelist", "mem-per-cpu", "export-none", "exclusive", "partition"]
+    report = compare_scripts(tmp_path, VERSION, names)
+    for name, result in report["scripts"].items():
+        slurm, railyard = result["slurm"], result["railyard"]
+        assert slurm["accepted"], (name, slurm)
+        assert railyard["accepted"], (name, railyard)
+        assert (slurm["tasks"], slurm["state"], slurm["files"]) == (
+            railyard["tasks"],
+            railyard["state"],
+            railyard["files"],
+        ), name
+        left = {f for found in result["differ"].values() for f in _unexplained(found)}
+        if name != "exclusive":
+            assert not left, (name, left)
