@@ -375,7 +375,7 @@ def test_show_prints_dates_and_slurm_durations(cli: Cli) -> None:
     assert shown.exit_code == 0, shown.output
     fields = dict(line.split(None, 1) for line in shown.stdout.splitlines() if " " in line)
     assert re.fullmatch(ISO_LOCAL, fields["submit_time"]), fields["submit_time"]
-    assert fields["time_limit"] == "1-02:03:04"
+    assert fields["time_limit"] == "1-02:04:00"  # whole minutes, rounded up, as Slurm's
     assert re.fullmatch(r"\d{2}:\d{2}:\d{2}", fields["age"])
     assert (fields["name"], fields["state"]) == ("long", "pending")
     assert "start_time" in fields or "start_time" in shown.stdout  # empty until it starts
@@ -639,3 +639,17 @@ def test_cancel_signal_refusals_through_the_api(cli: Cli) -> None:
     assert "bad signal 'B:USR1' (hint: a name or number" in bad.stderr
     none = cli("alice", "cancel", "-s", "USR1", "-n", "p")
     assert (none.exit_code, none.stderr) == (0, "railyard: cancel: no job of yours matches\n")
+
+
+def test_time_limits_are_whole_minutes_as_sbatch_keeps_them(cli: Cli) -> None:
+    """``--time=1:30`` is 2 minutes under Slurm, which rounds up (railyard stopped such a
+    job 30 s before Slurm did); ``update TimeLimit=`` rounds the same way."""
+    job = cli("alice", "submit", "--parsable", "-t", "1:30", "--", "true").stdout.strip()
+    assert cli.json("alice", "show", job)["walltime_s"] == 120
+    assert cli("alice", "update", job, "TimeLimit=0:01").exit_code == 0
+    assert cli.json("alice", "show", job)["walltime_s"] == 60
+    bad = cli("alice", "update", job, "TimeLimit=soon")
+    assert (bad.exit_code, bad.stderr.splitlines()[0][:44]) == (
+        2,
+        "railyard: update: TimeLimit: bad time 'soon'",
+    )

@@ -47,7 +47,10 @@ DIRECTIVES: list[tuple[str, dict[str, Any]]] = [
     ("--priority high", {"priority": "high"}),
     ("--qos=critical", {"priority": "critical"}),
     ("--time=2:00:00", {"time": "2:00:00"}),
-    ("-t 1-12", {"time": "1-12"}),
+    ("-t 1-12", {"time": "1-12:00:00"}),
+    ("--time=1:30", {"time": "0:02:00"}),  # MM:SS: whole minutes, rounded up, as sbatch
+    ("-t 90", {"time": "1:30:00"}),
+    ("--time=UNLIMITED", {"time": "UNLIMITED"}),
     ("--preemptible", {"preemptible": True}),
     ("--exclusive", {"exclusive": True}),
     ("--array=0-9%2", {"array": "0-9%2"}),

@@ -574,6 +574,13 @@ def update(args: argparse.Namespace) -> int:
         change[field] = value
     if not change:
         fail("update: nothing to change (hint: --time T, --priority P or --dependency D)")
+    if "time" in change:  # whole minutes, rounded up, as scontrol keeps a TimeLimit
+        from railyard.client.values import whole_minutes
+
+        try:
+            change["time"] = whole_minutes(change["time"])
+        except ValueError as exc:
+            fail(f"update: TimeLimit: {exc}")
     job_id = (
         args.job_id.split("=", 1)[1] if args.job_id.lower().startswith("jobid=") else args.job_id
     )

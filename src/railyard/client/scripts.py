@@ -27,7 +27,7 @@ from railyard.client.values import (
     parse_priority,
     parse_signal,
     parse_topology,
-    parse_walltime,
+    whole_minutes,
 )
 
 PREFIXES = ("#RAILYARD", "#SBATCH")
@@ -125,6 +125,14 @@ def _checked(parse: Callable[[str], object]) -> Callable[[str], str]:
     return check
 
 
+def _minutes(value: str) -> str:
+    """``--time`` in whole minutes, rounded up, as sbatch keeps it (``1:30`` is ``2``)."""
+    try:
+        return whole_minutes(value)
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+
+
 def _nice(value: str) -> int:
     try:
         return parse_nice(value)
@@ -219,7 +227,7 @@ _OPTIONS: dict[str, Option] = {
     "--priority": Option("priority", _checked(parse_priority)),
     "--qos": Option("priority", _checked(parse_priority)),
     "--nice": Option("nice", _nice),
-    "--time": Option("time", _checked(parse_walltime)),
+    "--time": Option("time", _minutes),
     "--preemptible": Option("preemptible", None),
     "--hold": Option("hold", None),
     "--begin": Option("begin_t_s", _begin),

@@ -62,6 +62,18 @@ def parse_walltime(value: str | int) -> float | None:
     return float(seconds) if seconds else None
 
 
+def whole_minutes(value: str) -> str:
+    """sbatch's ``--time`` as Slurm keeps it: whole minutes, a spelling with seconds rounded
+    up (``1:30`` is 2 minutes, ``0:02:00``). Returns ``[D-]H:MM:00``, or ``UNLIMITED``/``0``
+    as given. The CLI sends this; the API takes any spelling to the second."""
+    seconds = parse_walltime(value)
+    if seconds is None:
+        return value.strip()
+    days, minutes = divmod(-(-int(seconds) // 60), 1440)
+    clock = f"{minutes // 60}:{minutes % 60:02}:00"
+    return f"{days}-{minutes // 60:02}:{minutes % 60:02}:00" if days else clock
+
+
 def parse_signal(value: str) -> tuple[str, float]:
     """``[B:]USR1@60`` (Slurm ``--signal``) to ``("SIGUSR1", 60.0)``; ``B:``/``R:`` are
     accepted: railyard always signals every rank's process group."""
