@@ -312,14 +312,17 @@ def queue(args: argparse.Namespace) -> None:
     with connect() as client:
         user = args.user or (None if args.all_users else client.whoami()["name"])
         jobs = client.jobs(
-            states=states,
+            states=["pending"] if args.start else states,
             queue=args.queue,
             user=user,
             finished_within_s=age_s if finished else 0.0,
         )
+        expected = {e["id"]: e for e in client.expected_starts()} if args.start else None
     if args.jobs:
         jobs = [j for j in jobs if matches(j["id"], args.jobs)]
-    if args.json:
+    if expected is not None:
+        _print_starts(jobs, expected, args.json)
+    elif args.json:
         emit_json(jobs)
     elif args.format is not None:
         from railyard.cli.jobformat import squeue_lines
@@ -332,6 +335,22 @@ def queue(args: argparse.Namespace) -> None:
     else:
         text = _job_rows(jobs)
         print(text.partition("\n")[2] if args.noheader else text)
+
+
+def _print_starts(jobs: list[Job], expected: dict[str, dict[str, Any]], as_json: bool) -> None:
+    """squeue --start: pending jobs with the start the twin expects (N/A: not within its
+    horizon, or a job without GPUs), on the cluster as it is now."""
+    if as_json:
+        emit_json([expected[j["id"]] for j in jobs if j["id"] in expected])
+        return
+    rows = []
+    for j in jobs:
+        at = expected.get(j["id"], {}).get("start_t_s")
+        when = iso(at) if at is not None else "N/A"
+        rows.append([j["id"], j["queue"], j["name"] or "-", j["user"], "PD", when,
+                     str(j["gpus"]), j["reason"]])  # fmt: skip
+    headers = ("JOBID", "QUEUE", "NAME", "USER", "ST", "START_TIME", "GPUS", "REASON")
+    print(table(headers, rows, right=("GPUS",)))
 
 
 def _queue_args(p: Parser) -> None:
@@ -354,6 +373,11 @@ def _queue_args(p: Parser) -> None:
         help='squeue\'s, e.g. "%%.18i %%.9P %%.8j %%.8u %%.2t %%.10M %%.6D %%R"',
     )
     p.add_argument("--noheader", action="store_true", help="no header line (squeue -h)")
+    p.add_argument(
+        "--start",
+        action="store_true",
+        help="pending jobs and when the scheduler's twin expects them to start (squeue --start)",
+    )
     p.add_argument(
         "--min-job-age",
         type=float,

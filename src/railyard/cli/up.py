@@ -25,6 +25,7 @@ def up(args: argparse.Namespace) -> None:
     from railyard.control.errors import ServiceError
     from railyard.control.server import SpoolTaken, StartupError, UpConfig, serve
     from railyard.sched import SchedulerConfig
+    from railyard.web.expected import router as starts
     from railyard.web.routes import router as dashboard
 
     try:
@@ -84,7 +85,7 @@ def up(args: argparse.Namespace) -> None:
         ray_address=args.ray,
         ray_insecure=args.insecure_ray,
         partitions=partitions,
-        extra_routers=() if args.no_dashboard else (dashboard(scheduler),),
+        extra_routers=(starts(scheduler),) + (() if args.no_dashboard else (dashboard(scheduler),)),
         health_checks=tuple(args.health_checks.split(","))
         if health and args.health_checks not in ("all", "")
         else (),

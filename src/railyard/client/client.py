@@ -240,6 +240,10 @@ class Client:
         "status", "detail"}]}``."""
         return cast(dict[str, Any], self._call("POST", "/v1/jobs/cancel", body={"ids": job_ids}))
 
+    def expected_starts(self) -> list[dict[str, Any]]:
+        """squeue --start: when the twin expects each of my pending jobs to start."""
+        return cast(list[dict[str, Any]], self._call("GET", "/v1/whatif/starts"))
+
     def signal(self, job_id: str, signal_name: str) -> list[wire.Job]:
         """scancel --signal: the loop sends it to the running job's processes, once."""
         path = _path("v1", "jobs", job_id, "signal")

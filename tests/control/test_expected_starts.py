@@ -1,0 +1,43 @@
+"""``railyard queue --start`` (squeue --start): the twin on the live state says when each of
+the caller's pending jobs should start; another user's pending jobs are not shown."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from railyard.control.api.app import create_app
+from railyard.control.store.database import Store
+from railyard.control.store.tables import JobRow
+from railyard.web.expected import router
+
+
+@pytest.fixture
+def clients(store: Store, tokens: dict[str, str], tmp_path: Path) -> dict[str, TestClient]:
+    app = create_app(store, wake=lambda: None, state_dir=tmp_path, extra_routers=(router(),))
+    return {n: TestClient(app, headers={"Authorization": f"Bearer {t}"}) for n, t in tokens.items()}
+
+
+def test_pending_jobs_start_when_the_running_ones_end(
+    store: Store, clients: dict[str, TestClient]
+) -> None:
+    alice, bob = clients["alice"], clients["bob"]
+    # default's quota is 8 GPUs: the next 8-GPU job of default waits for this one's end
+    [running] = alice.post("/v1/jobs", json={"command": ["x"], "gpus": 8, "time": "10"}).json()
+    with store.session() as session:
+        row = session.get_one(JobRow, running["id"])
+        row.state, row.start_t_s, row.placement = "running", time.time(), {"n01": list(range(8))}
+    [waiting] = alice.post("/v1/jobs", json={"command": ["x"], "gpus": 8, "time": "20"}).json()
+    [theirs] = bob.post("/v1/jobs", json={"command": ["x"], "gpus": 16, "time": "5"}).json()
+    [cpu] = alice.post("/v1/jobs", json={"command": ["x"], "gpus": 0}).json()
+    before = time.time()
+    starts = {e["id"]: e for e in alice.get("/v1/whatif/starts").json()}
+    assert set(starts) == {waiting["id"], cpu["id"]}  # not bob's
+    expected = starts[waiting["id"]]
+    assert 590 <= expected["start_in_s"] <= 610  # when the 10-minute job ends
+    assert expected["start_t_s"] == pytest.approx(before + expected["start_in_s"], abs=5)
+    assert starts[cpu["id"]]["start_in_s"] is None  # the twin simulates GPU jobs only
+    assert theirs["id"] in {e["id"] for e in clients["root"].get("/v1/whatif/starts").json()}
