@@ -41,3 +41,25 @@ def test_pending_jobs_start_when_the_running_ones_end(
     assert expected["start_t_s"] == pytest.approx(before + expected["start_in_s"], abs=5)
     assert starts[cpu["id"]]["start_in_s"] is None  # the twin simulates GPU jobs only
     assert theirs["id"] in {e["id"] for e in clients["root"].get("/v1/whatif/starts").json()}
+
+
+def test_test_only_says_when_and_stores_nothing(
+    store: Store, clients: dict[str, TestClient]
+) -> None:
+    """sbatch --test-only: checked as a submit is, simulated behind the pending line, never
+    stored; a refusal is the submit's one line."""
+    alice = clients["alice"]
+    [running] = alice.post("/v1/jobs", json={"command": ["x"], "gpus": 8, "time": "10"}).json()
+    with store.session() as session:
+        row = session.get_one(JobRow, running["id"])
+        row.state, row.start_t_s, row.placement = "running", time.time(), {"n01": list(range(8))}
+    answer = alice.post("/v1/whatif/submit", json={"command": ["x"], "gpus": 4, "time": "5"})
+    assert answer.status_code == 200, answer.text
+    found = answer.json()
+    assert (found["queue"], found["gpus"]) == ("default", 4)
+    assert 590 <= found["start_in_s"] <= 610
+    with store.session() as session:
+        assert session.query(JobRow).count() == 1  # nothing stored
+    refused = alice.post("/v1/whatif/submit", json={"command": ["x"], "gpus": 99})
+    assert refused.status_code == 422
+    assert refused.json()["detail"].startswith("gpus: 99 GPUs asked, the cluster has 16")

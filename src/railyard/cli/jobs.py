@@ -95,6 +95,7 @@ def submit_usage(prog: str) -> str:
         ("--wrap CMD", "run CMD as a /bin/sh batch script (sbatch's --wrap)"),
         ("--parsable", "print only the job id (sbatch's --parsable), for $(...)"),
         ("-W, --wait", "return when the job ends, with its exit code (an array: the highest)"),
+        ("--test-only", "check it and say when it would start; submit nothing (sbatch's)"),
         ("--json", "machine-readable output"),
         ("-h, --help", "this help"),
     ]
@@ -107,7 +108,7 @@ def submit_usage(prog: str) -> str:
     return f"{usage}\n\n{doc}\n\noptions:\n{options}"
 
 
-OWN_SWITCHES = ("--json", "--parsable", "--wait", "-W", "-h", "--help")
+OWN_SWITCHES = ("--json", "--parsable", "--wait", "-W", "--test-only", "-h", "--help")
 WRAPPED = "#!/bin/sh\n# written by railyard submit --wrap\n{command}\n"
 
 
@@ -224,6 +225,8 @@ def submit(args: argparse.Namespace) -> int:
     for note in notes:
         print(f"railyard: note: {note}", file=sys.stderr)
     with connect() as client:
+        if "--test-only" in own:
+            return _test_only(client, body, "--json" in own)
         jobs = client.submit(body)
         if "--json" in own:
             emit_json(jobs)
@@ -232,6 +235,20 @@ def submit(args: argparse.Namespace) -> int:
         else:
             print("\n".join(f"Submitted batch job {job['id']}" for job in jobs), flush=True)
         return _wait_for(client, jobs[0]) if "--wait" in own else 0
+
+
+def _test_only(client: Client, body: dict[str, Any], as_json: bool) -> int:
+    """sbatch --test-only: ``Job to start at T using G GPUs in queue Q``, on stderr as
+    sbatch says it; nothing is stored."""
+    found = client.test_only(body)
+    if as_json:
+        emit_json(found)
+        return 0
+    at = found["start_t_s"]
+    when = iso(at) if at is not None else "no time within the twin's horizon"
+    print(f"railyard: Job to start at {when} using {found['gpus']} GPUs in queue "
+          f"{found['queue']} (nothing was submitted)", file=sys.stderr)  # fmt: skip
+    return 0
 
 
 WAIT_POLL_S = 1.0

@@ -244,6 +244,10 @@ class Client:
         """squeue --start: when the twin expects each of my pending jobs to start."""
         return cast(list[dict[str, Any]], self._call("GET", "/v1/whatif/starts"))
 
+    def test_only(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """sbatch --test-only: when this submission would start; nothing is stored."""
+        return cast(dict[str, Any], self._call("POST", "/v1/whatif/submit", body=dict(spec)))
+
     def signal(self, job_id: str, signal_name: str) -> list[wire.Job]:
         """scancel --signal: the loop sends it to the running job's processes, once."""
         path = _path("v1", "jobs", job_id, "signal")

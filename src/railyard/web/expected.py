@@ -12,7 +12,14 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from railyard.control.api.deps import ContextDep, CurrentUser, SessionDep
-from railyard.control.usecases.whatif import expected_starts
+from railyard.control.schemas import JobSubmit
+from railyard.control.usecases.admission import admit
+from railyard.control.usecases.whatif import (
+    TEST_ONLY_ID,
+    TwinJob,
+    expected_start_of,
+    expected_starts,
+)
 from railyard.sched import SchedulerConfig
 from railyard.web.whatif import twin
 
@@ -47,4 +54,35 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
             for e in expected_starts(session, user, now, simulate)
         ]  # fmt: skip
 
+    @r.post("/whatif/submit")
+    def test_only(
+        spec: JobSubmit, session: SessionDep, user: CurrentUser, ctx: ContextDep
+    ) -> TestOnly:
+        """sbatch --test-only: the submission is checked as a submit checks it (one-line
+        422/403 on a refusal) and never stored; the twin says when it would start if
+        submitted now, behind every pending job."""
+        now = ctx.clock()
+        known = ctx.known_flavors() if ctx.known_flavors is not None else None
+        admitted = admit(session, user, spec, now, known_flavors=known, run_as=ctx.run_as)
+        job = admitted.common
+        gpus = job["workers"] * job["gpus_per_worker"]
+        limit = job["walltime_s"]
+        twin_job = TwinJob(TEST_ONLY_ID, 0.0, gpus, limit or 0.0, job["queue"], user.name,
+                           job["priority"], limit, job["preemptible"])  # fmt: skip
+        start_in_s = expected_start_of(session, twin_job, now, simulate) if gpus else 0.0
+        return TestOnly(
+            queue=job["queue"], gpus=gpus, start_in_s=start_in_s,
+            start_t_s=None if start_in_s is None else now + start_in_s,
+        )  # fmt: skip
+
     return r
+
+
+class TestOnly(BaseModel):
+    """When a submission would start (None: not within the twin's horizon); a job without
+    GPUs is taken to start at once (the twin simulates GPU jobs)."""
+
+    queue: str
+    gpus: int
+    start_in_s: float | None
+    start_t_s: float | None

@@ -68,6 +68,45 @@ def expected_starts(
     """When each pending job the actor may see is expected to start. Jobs without a time
     limit run their queue's DefaultTime, or `default_run_s`; jobs without GPUs are left out
     of the twin (its traces are GPU jobs)."""
+    found, pending, names = _live(session, now_t_s, default_run_s)
+    if not found.jobs:
+        return []
+    started = simulate(found)
+    return [
+        Expected(row.id, row.queue, names.get(row.user_id, "?"),
+                 row.workers * row.gpus_per_worker, started.get(row.id))
+        for row in pending
+        if actor.is_admin or row.user_id == actor.id
+    ]  # fmt: skip
+
+
+TEST_ONLY_ID = "test-only"
+
+
+def expected_start_of(
+    session: Session,
+    job: TwinJob,
+    now_t_s: float,
+    simulate: Simulate,
+    *,
+    default_run_s: float = DEFAULT_RUN_S,
+) -> float | None:
+    """sbatch --test-only: when ``job``, submitted now behind every pending job, would
+    start (seconds from now; None: not within the horizon)."""
+    found, pending, _ = _live(session, now_t_s, default_run_s)
+    last = 1e-3 * (len(pending) + 1)
+    queue = session.get(QueueRow, job.queue)
+    run_s = job.runtime_s or (queue.default_time_s if queue else None) or default_run_s
+    mine = TwinJob(TEST_ONLY_ID, last, job.gpus, run_s, job.queue, job.user, job.priority,
+                   job.walltime_s, job.preemptible)  # fmt: skip
+    started = simulate(WhatIfInput(found.nodes, found.queues, [*found.jobs, mine]))
+    return started.get(TEST_ONLY_ID)
+
+
+def _live(
+    session: Session, now_t_s: float, default_run_s: float
+) -> tuple[WhatIfInput, list[JobRow], dict[int, str]]:
+    """The twin's input from the store: running jobs first, then the pending line."""
     nodes = [to_node(r) for r in session.scalars(select(NodeRow).order_by(NodeRow.name))]
     queue_rows = list(session.scalars(select(QueueRow)))
     default_of = {q.name: q.default_time_s or default_run_s for q in queue_rows}
@@ -81,12 +120,14 @@ def expected_starts(
         left = max(60.0, limit - (now_t_s - (row.start_t_s or now_t_s)))
         trace.append(TwinJob(f"running:{row.id}", 0.0, gpus, left, row.queue,
                              names.get(row.user_id, "?"), RUNNING_PRIORITY))  # fmt: skip
-    pending = session.scalars(
-        select(JobRow)
-        .where(JobRow.state == JobState.PENDING.value)
-        .order_by(JobRow.submit_t_s, JobRow.number)
-        .limit(HORIZON_JOBS)
-    ).all()
+    pending = list(
+        session.scalars(
+            select(JobRow)
+            .where(JobRow.state == JobState.PENDING.value)
+            .order_by(JobRow.submit_t_s, JobRow.number)
+            .limit(HORIZON_JOBS)
+        )
+    )
     for i, row in enumerate(pending):
         gpus = row.workers * row.gpus_per_worker
         if gpus < 1:
@@ -95,12 +136,4 @@ def expected_starts(
         trace.append(TwinJob(row.id, 1e-3 * (i + 1), gpus, run_s, row.queue,
                              names.get(row.user_id, "?"), row.priority, row.walltime_s,
                              row.preemptible))  # fmt: skip
-    if not trace:
-        return []
-    started = simulate(WhatIfInput(nodes, [to_queue(r) for r in queue_rows], trace))
-    return [
-        Expected(row.id, row.queue, names.get(row.user_id, "?"),
-                 row.workers * row.gpus_per_worker, started.get(row.id))
-        for row in pending
-        if actor.is_admin or row.user_id == actor.id
-    ]  # fmt: skip
+    return WhatIfInput(nodes, [to_queue(r) for r in queue_rows], trace), pending, names
