@@ -24,18 +24,17 @@ def nvlink_domains(node_type: NodeType) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(range(s, s + size)) for s in range(0, node_type.gpus, size))
 
 
-def _node(
-    name: str, nt: NodeType, gpus: int, path: tuple[str, ...], pool: str | None = None
-) -> Node:
+def _node(name: str, nt: NodeType, gpus: int, path: tuple[str, ...], group: NodeGroup) -> Node:
     assert nt.gpu is not None
     return Node(
         name,
-        pooled(nt.gpu, pool),
+        pooled(nt.gpu, group.pool),
         gpus,
         cpu_cores=nt.cpu_cores,
         mem_gb=nt.ram_gbyte,
         path=path,
         nvlink_domains=nvlink_domains(nt),
+        features=frozenset(group.features),
     )
 
 
@@ -48,7 +47,7 @@ def scheduler_nodes(bp: Blueprint) -> list[Node]:
             group = bp.node_groups[tn.group]
             nt = bp.node_types[group.node_type]
             if tn.gpus and nt.gpu:
-                out.append(_node(tn.name, nt, tn.gpus, tn.path, group.pool))
+                out.append(_node(tn.name, nt, tn.gpus, tn.path, group))
     else:
         for group_name, group, nt in bp.fabric_groups():
             out += _group_nodes(group_name, group, nt, ("su0", f"{group_name}-lg0"))
@@ -65,8 +64,7 @@ def _group_nodes(
     prefix = group.hostname_prefix or group_name
     width = max(3, len(str(group.count)))
     return [
-        _node(f"{prefix}{i:0{width}d}", nt, nt.gpus, path, group.pool)
-        for i in range(1, group.count + 1)
+        _node(f"{prefix}{i:0{width}d}", nt, nt.gpus, path, group) for i in range(1, group.count + 1)
     ]
 
 

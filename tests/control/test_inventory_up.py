@@ -60,3 +60,32 @@ def test_the_blueprints_partitions_are_declared_at_every_start(tmp_path: Path) -
             assert rows["default"].nominal_gpus == {"H100-SXM-80GB": 16}
     finally:
         store.close()
+
+
+def test_a_blueprints_node_features_reach_the_nodes_table(tmp_path: Path) -> None:
+    from railyard.blueprint import BlueprintError, load_text
+    from railyard.control.store.database import Store, sqlite_url
+    from railyard.control.store.tables import NodeRow
+
+    text = (
+        "name: t\nnode_types:\n  box: {gpu: H100-SXM-80GB, gpus: 8, power_w: 10000}\n"
+        "node_groups:\n  a: {node_type: box, count: 1, hostname_prefix: ib, features: [ib]}\n"
+        "  b: {node_type: box, count: 1, hostname_prefix: eth}\n"
+    )
+    path = tmp_path / "bp.yaml"
+    path.write_text(text)
+    config = UpConfig(state_dir=tmp_path, blueprint=str(path), node_name="ib001")
+    found, local = inventory(config, False)
+    store = Store(sqlite_url(tmp_path / "railyard.db"))
+    try:
+        bootstrap(store, found, local)
+        with store.session() as session:
+            rows = {r.name: r.features for r in session.query(NodeRow)}
+    finally:
+        store.close()
+    assert rows == {"ib001": ["ib"], "eth001": None}
+    with pytest.raises(
+        BlueprintError,
+        match=r"^bp.yaml:5: node_groups.a.features\[0\]: 'i b' is not a feature name",
+    ):
+        load_text(text.replace("[ib]", "['i b']"), file="bp.yaml")

@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from railyard.client.scripts import parse_script
 from railyard.control.api.app import create_app
 from railyard.control.store.database import Store
+from railyard.control.store.tables import NodeRow
 
 
 @pytest.fixture
@@ -51,6 +52,51 @@ def test_a_bad_choice_is_one_line(
 
 
 def test_script_directives_and_short_options() -> None:
-    script = "#!/bin/bash\n#SBATCH -w gpu[01-02]\n#SBATCH --exclude=gpu03\nsrun hostname\n"
+    script = (
+        "#!/bin/bash\n#SBATCH -w gpu[01-02]\n#SBATCH --exclude=gpu03\n#SBATCH -C ib&nvme\n"
+        "srun hostname\n"
+    )
     parsed = parse_script(script, "job.sh")
     assert (parsed.options["nodelist"], parsed.options["exclude"]) == ("gpu[01-02]", "gpu03")
+    assert parsed.options["constraint"] == "ib&nvme"
+
+
+@pytest.mark.parametrize(
+    ("constraint", "only"),
+    [
+        ("ib", ["n01"]),
+        ("ib&nvme", ["n01"]),
+        ("ib,nvme", ["n01"]),  # sbatch's older AND
+        ("nvme|eth", ["n01", "n02"]),
+        ("h100", ["n01", "n02"]),  # a GPU type is a feature of its nodes
+        ("H100-SXM-80GB&eth", ["n02"]),
+    ],
+)
+def test_a_constraint_becomes_the_nodes_that_have_its_features(
+    store: Store, alice: TestClient, constraint: str, only: list[str]
+) -> None:
+    with store.session() as session:
+        session.get_one(NodeRow, "n01").features = ["ib", "nvme"]
+        session.get_one(NodeRow, "n02").features = ["eth"]
+    response = alice.post("/v1/jobs", json={"command": ["x"], "gpus": 1, "constraint": constraint})
+    assert response.status_code == 201, response.text
+    assert response.json()[0]["only_nodes"] == only
+
+
+@pytest.mark.parametrize(
+    ("fields", "detail"),
+    [
+        ({"constraint": "ib"}, "constraint: no node has features 'ib' (hint: features here: eth,"),
+        ({"constraint": "eth", "nodelist": "n01"}, "constraint: no node of --nodelist has those"),
+        ({"constraint": "[a|b]"}, "constraint: constraint '[a|b]': only & and | are supported"),
+        ({"constraint": "a&&b"}, "constraint: bad feature '' in 'a&&b'"),
+    ],
+)
+def test_a_constraint_no_node_meets_is_refused(
+    store: Store, alice: TestClient, fields: dict[str, object], detail: str
+) -> None:
+    with store.session() as session:
+        session.get_one(NodeRow, "n02").features = ["eth"]
+    response = alice.post("/v1/jobs", json={"command": ["x"], "gpus": 1, **fields})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"].startswith(detail)

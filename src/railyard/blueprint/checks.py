@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 from railyard.blueprint.errors import Problem, nearest
 from railyard.blueprint.models import Blueprint, Design
 from railyard.blueprint.partitions import MAX_NAME, NAME_RE, PARENT
+
+FEATURE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 def _unknown(kind: str, name: str, known: set[str]) -> tuple[str, str]:
@@ -41,6 +45,12 @@ def check_references(bp: Blueprint) -> list[Problem]:
     if problems:
         return problems  # later checks assume names resolve
     problems += _check_partitions(bp)
+    for name, group in bp.node_groups.items():
+        for i, feature in enumerate(group.features):
+            if not FEATURE_RE.match(feature):
+                problems.append(Problem(("node_groups", name, "features", i),
+                                        f"{feature!r} is not a feature name",
+                                        "letters, digits, _ . - (e.g. ib, nvme)"))  # fmt: skip
     problems += _check_fabric(bp)
     if bp.frontend is not None and bp.frontend.switch not in bp.known_switches():
         msg, hint = _unknown("switch", bp.frontend.switch, bp.known_switches())

@@ -95,6 +95,11 @@ class NodeGroup(_Strict):
         description="a node pool (e.g. interactive): only queues limited to it run there",
     )
 
+    features: list[str] = Field(
+        default_factory=list,
+        description="Slurm's node features (ib, nvme...): --constraint picks nodes by them",
+    )
+
     def attached(self) -> bool:
         return self.role == Role.COMPUTE if self.on_fabric is None else self.on_fabric
 

@@ -16,12 +16,17 @@ def nodes(args: argparse.Namespace) -> None:
     if args.json:
         emit_json(rows)
         return
-    headers = ("NODE", "FLAVOR", "GPUS", "USED", "STATE", "HEALTH", "PATH", "REASON")
+    headers: tuple[str, ...] = ("NODE", "FLAVOR", "GPUS", "USED", "STATE", "HEALTH", "PATH",
+                                "REASON")  # fmt: skip
     body = [
         [n["name"], n["flavor"], str(n["gpus"]), str(n["gpus_used"]), n["state"],
          n.get("health") or "-", "/".join(n["path"]), n["reason"]]
         for n in rows
     ]  # fmt: skip
+    if any(n.get("features") for n in rows):  # sinfo's AVAIL_FEATURES, where there are some
+        headers += ("FEATURES",)
+        for line, n in zip(body, rows, strict=True):
+            line.append(",".join(n.get("features") or []))
     print(table(headers, body))
 
 

@@ -51,6 +51,7 @@ OPTION_HELP = {
     "--array": "array tasks, e.g. 0-9%2",
     "--nodelist": "only on these nodes, e.g. gpu[01-04],gpu07",
     "--exclude": "never on these nodes",
+    "--constraint": "node features it needs: ib&nvme, h100|a100 (a GPU type is one)",
     "--job-name": "a name for the job",
     "--name": "the same as --job-name",
     "--signal": "[B:]SIG@SECONDS: this signal that long before the time limit (and to preempt)",

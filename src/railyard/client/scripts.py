@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from railyard.client.values import (
     parse_array,
+    parse_constraint,
     parse_dependency,
     parse_hostlist,
     parse_mem,
@@ -234,6 +235,7 @@ _OPTIONS: dict[str, Option] = {
     "--exclusive": Option("exclusive", None),
     "--nodelist": Option("nodelist", _checked(parse_hostlist)),
     "--exclude": Option("exclude", _checked(parse_hostlist)),
+    "--constraint": Option("constraint", _checked(parse_constraint)),
     "--array": Option("array", _checked(parse_array)),
     "--job-name": Option("name"),
     "--name": Option("name"),
@@ -285,15 +287,15 @@ _SHORT = {
     "-H": "--hold",
     "-w": "--nodelist",
     "-x": "--exclude",
+    "-C": "--constraint",
 }
 _UNSUPPORTED = {  # real Slurm options, with what to do instead
-    "--constraint": "use --gres=gpu:TYPE:N or --flavor to pick a GPU type",
     "--uid": "jobs run as the submitting user's Unix account",
     "--container-name": "each step starts from the image; keep state in a mounted directory",
     "--container-save": "build images outside railyard (podman build, podman save)",
     "--container-remap-root": "a job's processes are its user, in containers too",
 }
-_SHORT_UNSUPPORTED = {"-C": "--constraint"}
+_SHORT_UNSUPPORTED: dict[str, str] = {}
 
 
 def option_names() -> list[str]:

@@ -248,3 +248,24 @@ def parse_hostlist(value: str) -> list[str]:
         if len(names) > MAX_HOSTLIST:
             raise ValueError(f"{text[:MAX_SHORT]!r} names over {MAX_HOSTLIST} nodes")
     return list(names)
+
+
+_FEATURE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def parse_constraint(value: str) -> list[frozenset[str]]:
+    """sbatch's ``--constraint``: node features joined by ``&`` (or ``,``: all of them) and
+    ``|`` (any side), ``&`` first: ``ib&nvme|a100``. Returns the alternatives, each the set a
+    node must have. Slurm's brackets and counts (``[a|b]``, ``a*2``) are refused with a hint."""
+    text = value.strip()
+    hint = "(hint: features joined by & and |, e.g. ib&nvme or h100|a100)"
+    if any(c in text for c in "[]()*!") or len(text) > MAX_HOSTLIST_TEXT:
+        raise ValueError(f"constraint {text[:MAX_SHORT]!r}: only & and | are supported {hint}")
+    out = []
+    for alternative in text.split("|"):
+        names = re.split(r"[&,]", alternative)
+        bad = [n for n in names if not _FEATURE_RE.match(n.strip())]
+        if bad:
+            raise ValueError(f"bad feature {bad[0].strip()!r} in {text[:MAX_SHORT]!r} {hint}")
+        out.append(frozenset(n.strip() for n in names))
+    return out

@@ -59,6 +59,7 @@ class LogChunk(TypedDict):
 
 
 class Node(TypedDict):
+    features: NotRequired[list[str]]  # from servers that keep them
     name: str
     flavor: str
     gpus: int

@@ -38,6 +38,7 @@ from railyard.client.bounds import (
 from railyard.client.values import (
     MAX_HOSTLIST_TEXT,
     parse_array,
+    parse_constraint,
     parse_dependency,
     parse_hostlist,
     parse_mem,
@@ -171,6 +172,9 @@ class JobSubmit(Request):
         None, description="its nodes are among these (sbatch --nodelist: gpu[01-04],gpu07)"
     )
     exclude: HostList | None = Field(None, description="none of these (sbatch --exclude)")
+    constraint: (
+        Annotated[str, Field(max_length=MAX_HOSTLIST_TEXT), _parsed_by(parse_constraint)] | None
+    ) = Field(None, description="node features it needs: ib&nvme, h100|a100 (sbatch -C)")
     array: Annotated[ArraySpec | None, _parsed_by(parse_array)] = None
     export: str = Field("NONE", min_length=1, max_length=1024)
     env: dict[EnvName, Text] = Field(default_factory=dict)  # bounded by check_env
@@ -552,6 +556,7 @@ class NodeOut(Response):
     path: list[str]
     health: str | None = None  # the verdict of its last health run
     health_t_s: float | None = None
+    features: list[str] = []  # Slurm's node features (--constraint)
 
 
 class NodeAction(Request):

@@ -287,6 +287,7 @@ def bootstrap(
                 s.add(row)
             row.flavor, row.gpus, row.path = n.flavor, n.gpus, list(n.path)
             row.cpu_cores, row.mem_gb, row.updated_t_s = n.cpu_cores, n.mem_gb, now
+            row.features = sorted(n.features) or None
             if local is None or n.name != local.name:  # joining brings them up
                 row.state, row.reason = NodeState.DOWN.value, NOT_JOINED
             elif row.state == NodeState.DOWN.value:

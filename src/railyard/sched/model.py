@@ -88,6 +88,9 @@ class Node:
     images: frozenset[str] = frozenset()
     """Container images already on the node: a job that runs in one prefers these nodes
     when all else is equal (its start skips the pull)."""
+    features: frozenset[str] = frozenset()
+    """Slurm's node features (a blueprint's): a job's --constraint becomes the set of nodes
+    it may use at submit (`Job.only_nodes`); the cycle does not read them."""
 
     def __post_init__(self) -> None:
         if self.gpus < 0:

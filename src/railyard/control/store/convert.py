@@ -46,6 +46,7 @@ def to_node(row: NodeRow) -> Node:
         path=tuple(row.path),
         state=NodeState(row.state),
         images=frozenset(row.images or ()),
+        features=frozenset(row.features or ()),
     )
 
 

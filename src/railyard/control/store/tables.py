@@ -268,6 +268,8 @@ class NodeRow(Base):
     health_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     # container images jobs brought here, most recent last (`control.loop.apply.IMAGES_KEPT`)
     images: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    # Slurm's node features from the blueprint, written at every start (--constraint)
+    features: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
 
 
 class HealthRow(Base):

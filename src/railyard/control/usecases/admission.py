@@ -13,10 +13,11 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from railyard.blueprint.pools import pool_of
+from railyard.blueprint.pools import gpu_of, pool_of
 from railyard.client.bounds import MAX_SUBMIT_STORED_BYTES
 from railyard.client.values import (
     parse_array,
+    parse_constraint,
     parse_hostlist,
     parse_mem,
     parse_signal,
@@ -137,23 +138,53 @@ def default_partition(session: Session, queue: str) -> str:
 
 
 def _node_choice(session: Session, spec: JobSubmit) -> dict[str, Any]:
-    """``--nodelist`` / ``--exclude`` as the scheduler's node sets; a name that is no node of
-    this cluster is refused, as sbatch refuses one ("Invalid node name specified")."""
-    if spec.nodelist is None and spec.exclude is None:
+    """``--nodelist`` / ``--exclude`` / ``--constraint`` as the scheduler's node sets. A name
+    that is no node of this cluster is refused, as sbatch refuses one ("Invalid node name
+    specified"), and so is a constraint no node meets ("Invalid feature specification")."""
+    if spec.nodelist is None and spec.exclude is None and spec.constraint is None:
         return {}
-    known = once(session, "node-names", lambda: set(session.scalars(select(NodeRow.name))))
+    nodes: dict[str, tuple[str, frozenset[str]]] = once(session, "node-features", lambda: {
+        name: (flavor, frozenset(features or ()))
+        for name, flavor, features in session.execute(
+            select(NodeRow.name, NodeRow.flavor, NodeRow.features)
+        )
+    })  # fmt: skip
     out: dict[str, Any] = {}
     for field, text, key in (("nodelist", spec.nodelist, "only_nodes"),
                              ("exclude", spec.exclude, "never_nodes")):  # fmt: skip
         if text is None:
             continue
         names = parse_hostlist(text)
-        unknown = [name for name in names if name not in known]
+        unknown = [name for name in names if name not in nodes]
         if unknown:
-            shown = ", ".join(sorted(known)[:4]) + (", ..." if len(known) > 4 else "")
+            shown = ", ".join(sorted(nodes)[:4]) + (", ..." if len(nodes) > 4 else "")
             raise Invalid(field, f"no node {unknown[0]!r}", f"nodes: {shown or 'none'}")
         out[key] = frozenset(names)
+    if spec.constraint is not None:
+        wanted = parse_constraint(spec.constraint)
+        having = frozenset(
+            name for name, (flavor, features) in nodes.items()
+            if any(all(_has(f, flavor, features) for f in alt) for alt in wanted)
+        )  # fmt: skip
+        if not having:
+            every = sorted({f for _, features in nodes.values() for f in features})
+            raise Invalid("constraint", f"no node has features {spec.constraint!r}",
+                          f"features here: {', '.join(every[:8]) or 'none'}, or a GPU "
+                          "type (h100); a blueprint's node_groups declare features")  # fmt: skip
+        only = out.get("only_nodes")
+        out["only_nodes"] = having if only is None else only & having
+        if not out["only_nodes"]:
+            raise Invalid("constraint", "no node of --nodelist has those features")
     return out
+
+
+def _has(feature: str, flavor: str, features: frozenset[str]) -> bool:
+    """A node's feature: one its blueprint declares, or its GPU type (``h100`` on an
+    ``H100-SXM-80GB`` node, as ``--gres=gpu:h100:N`` matches it)."""
+    if feature in features:
+        return True
+    want, gpu = feature.lower(), gpu_of(flavor).lower()
+    return want == gpu or gpu.startswith(want + "-") or want in gpu.split("-")
 
 
 def _check_workdir(workdir: str) -> None:

@@ -32,6 +32,7 @@ def list_nodes(session: Session, actor: User) -> list[NodeOut]:
             path=n.path,
             health=n.health,
             health_t_s=n.health_t_s,
+            features=n.features or [],
         )
         for n in session.scalars(select(NodeRow).order_by(NodeRow.name))
     ]
