@@ -15,9 +15,9 @@ from sqlalchemy import select
 from tests.control.conftest import Seeder
 
 from railyard.cli.main import main
+from railyard.control.adminschemas import UserUpdate
 from railyard.control.api.app import create_app
 from railyard.control.errors import Conflict
-from railyard.control.schemas import UserUpdate
 from railyard.control.store.database import Store, sqlite_url
 from railyard.control.store.paths import database_path
 from railyard.control.store.tables import User

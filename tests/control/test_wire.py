@@ -8,16 +8,16 @@ import pytest
 from pydantic import BaseModel
 
 from railyard.client import wire
-from railyard.control import schemas
+from railyard.control import adminschemas, schemas
 
 PAIRS = [
     (wire.Job, schemas.JobOut),
     (wire.LogChunk, schemas.LogChunk),
-    (wire.Node, schemas.NodeOut),
-    (wire.Queue, schemas.QueueOut),
-    (wire.User, schemas.UserOut),
-    (wire.Token, schemas.TokenOut),
-    (wire.TokenCreated, schemas.TokenCreated),
+    (wire.Node, adminschemas.NodeOut),
+    (wire.Queue, adminschemas.QueueOut),
+    (wire.User, adminschemas.UserOut),
+    (wire.Token, adminschemas.TokenOut),
+    (wire.TokenCreated, adminschemas.TokenCreated),
     (wire.Health, schemas.Health),
 ]
 

@@ -298,7 +298,7 @@ def _with_environment(body: dict[str, Any], notes: list[str], resolve: Any) -> d
 # -- looking at jobs -----------------------------------------------------------------------------
 
 
-def _states(values: list[str] | None) -> list[str]:
+def states_of(values: list[str] | None) -> list[str]:
     return [s.strip().lower() for item in values or [] for s in item.split(",") if s.strip()]
 
 
@@ -322,7 +322,7 @@ def queue(args: argparse.Namespace) -> None:
     """
     if args.min_job_age is not None and args.min_job_age < 0:
         fail("queue: --min-job-age must be >= 0")
-    states = _states(args.state)
+    states = states_of(args.state)
     finished = states or args.min_job_age is not None
     if "all" in states:
         states = []
@@ -493,158 +493,6 @@ def _show_args(p: Parser) -> None:
 # -- acting on jobs ------------------------------------------------------------------------------
 
 
-def _each(args: argparse.Namespace, act: str, done: str) -> int:
-    """Apply ``act`` to every id; report each result, and exit 1 if any was refused (2 if
-    any was bad input, a 422). Many ids
-    to cancel go in one request and one transaction, as ``scancel 12 13 14``: the loop never
-    starts one of them while the others are being cancelled."""
-    from railyard.client.client import ClientError
-
-    results: list[Job] = []
-    refused: list[tuple[str, str, int | None]] = []
-    with connect() as client:
-        if act == "cancel" and len(args.job_ids) > 1:
-            answer = client.cancel_many(list(args.job_ids))
-            results = answer["jobs"]
-            refused = [(r["id"], r["detail"], r["status"]) for r in answer["refused"]]
-        else:
-
-            def signal(job_id: str) -> list[Job]:
-                return client.signal(job_id, args.signal)
-
-            method = {"cancel": client.cancel, "hold": client.hold, "release": client.release,
-                      "signal": signal}  # fmt: skip
-            for job_id in args.job_ids:
-                try:
-                    results += method[act](job_id)
-                except ClientError as exc:
-                    if exc.status is None:
-                        raise
-                    refused.append((job_id, exc.detail, exc.status))
-    for job_id, detail, _ in refused:
-        print(f"railyard: {job_id}: {detail}", file=sys.stderr)
-    if args.json:
-        emit_json(results)
-    else:
-        for job in results:
-            print(f"{job['id']} {job['state'] if act == 'cancel' else done}")
-    if any(status == 422 for _, _, status in refused):
-        return 2  # bad input, as everywhere: exit 2
-    return 1 if refused else 0
-
-
-def cancel(args: argparse.Namespace) -> int:
-    """Cancel jobs: pending ones end at once, running ones are stopped by the scheduler loop.
-
-    As scancel, --name, --user, --state and --partition choose the jobs (all of them must
-    match; with ids, among those ids), and the chosen ones are cancelled in one transaction.
-    """
-    chosen = (args.name, args.user, args.state, args.partition)
-    if not args.job_ids and not any(chosen):
-        fail("cancel: name the jobs (hint: railyard cancel ID..., or --name/--user/--state)")
-    if any(chosen):
-        with connect() as client:
-            jobs = client.jobs(
-                states=_states(args.state) or (RUNNING if args.signal else ACTIVE_STATES),
-                queue=args.partition,
-                user=args.user or client.whoami()["name"],
-            )
-        named = [j for j in jobs if args.name is None or j["name"] == args.name]
-        if args.job_ids:
-            named = [j for j in named if matches(j["id"], args.job_ids)]
-        if not named:
-            print("railyard: cancel: no job of yours matches", file=sys.stderr)
-            return 0
-        args.job_ids = [j["id"] for j in named]
-    if args.signal is not None:
-        return _each(args, "signal", f"signalled {args.signal}")
-    return _each(args, "cancel", "cancelled")
-
-
-def _cancel_args(p: Parser) -> None:
-    p.add_argument("job_ids", nargs="*", metavar="ID", help="job ids (an array id: all tasks)")
-    p.add_argument("--name", "-n", help="jobs of this name (scancel --name)")
-    p.add_argument("--user", "-u", help="this user's jobs (another's: admins)")
-    p.add_argument(
-        "--state", "-t", action="append", help="jobs in this state (default: unfinished ones)"
-    )
-    p.add_argument("--partition", "-p", "--queue", dest="partition", help="jobs of this queue")
-    p.add_argument(
-        "--signal",
-        "-s",
-        metavar="SIG",
-        help="send SIG (USR1, 10...) to the running jobs' processes instead of cancelling",
-    )
-    json_flag(p)
-
-
-def hold(args: argparse.Namespace) -> int:
-    """Keep pending jobs from starting (scontrol hold); an array's id holds its pending tasks.
-
-    An admin holding another user's job sets an admin hold, which only an admin releases.
-    """
-    return _each(args, "hold", "held")
-
-
-def release(args: argparse.Namespace) -> int:
-    """Let held jobs start again (scontrol release)."""
-    return _each(args, "release", "released")
-
-
-def _ids_args(p: Parser) -> None:
-    p.add_argument("job_ids", nargs="+", metavar="ID", help="job ids (an array id: all tasks)")
-    json_flag(p)
-
-
-UPDATE_KEYS = {"timelimit": "time", "priority": "priority", "dependency": "dependency"}
-
-
-def update(args: argparse.Namespace) -> int:
-    """Change a pending job's time limit, priority or dependency (scontrol update).
-
-    An array's id changes its pending tasks. Options, or scontrol's words: TimeLimit=1:00:00
-    Priority=high Dependency=afterok:12 (Dependency= removes it). A plain user may lower a
-    time limit, not raise it."""
-    change = {k: v for k, v in (("time", args.time), ("priority", args.priority),
-                                ("dependency", args.dependency)) if v is not None}  # fmt: skip
-    for word in args.settings:
-        key, sep, value = word.partition("=")
-        field = UPDATE_KEYS.get(key.lower()) if sep else None
-        if field is None:
-            fail(f"update: {word!r} is not KEY=VALUE of {', '.join(UPDATE_KEYS)} "
-                 "(hint: TimeLimit=1:00:00, or --time 1:00:00)")  # fmt: skip
-        change[field] = value
-    if not change:
-        fail("update: nothing to change (hint: --time T, --priority P or --dependency D)")
-    if "time" in change:  # whole minutes, rounded up, as scontrol keeps a TimeLimit
-        from railyard.client.values import whole_minutes
-
-        try:
-            change["time"] = whole_minutes(change["time"])
-        except ValueError as exc:
-            fail(f"update: TimeLimit: {exc}")
-    job_id = (
-        args.job_id.split("=", 1)[1] if args.job_id.lower().startswith("jobid=") else args.job_id
-    )
-    with connect() as client:
-        jobs = client.update(job_id, change)
-    if args.json:
-        emit_json(jobs)
-    else:
-        for job in jobs:
-            print(f"{job['id']} updated")
-    return 0
-
-
-def _update_args(p: Parser) -> None:
-    p.add_argument("job_id", metavar="ID", help="a pending job, or an array's id")
-    p.add_argument("settings", nargs="*", metavar="KEY=VALUE", help="TimeLimit=, Priority=...")
-    p.add_argument("--time", "-t", help="the new time limit (a plain user: only lower)")
-    p.add_argument("--priority", help="an integer or low|normal|high|critical")
-    p.add_argument("--dependency", "-d", help="afterok:ID... ('' removes it)")
-    json_flag(p)
-
-
 def logs(args: argparse.Namespace) -> None:
     """Print one rank's log; with -f, keep printing until the job finishes."""
     with connect() as client:
@@ -677,9 +525,5 @@ COMMANDS = (
     Command("submit", submit, None),
     Command("queue", queue, _queue_args),
     Command("show", show, _show_args),
-    Command("cancel", cancel, _cancel_args),
-    Command("hold", hold, _ids_args),
-    Command("release", release, _ids_args),
-    Command("update", update, _update_args),
     Command("logs", logs, _logs_args),
 )

@@ -71,16 +71,16 @@ CONTROL = {
         "Jobs that ran or are running, like sacct: state, exit code, elapsed, GPU-hours.",
     ),
     "cancel": (
-        "jobs",
+        "jobctl",
         "Cancel jobs: pending ones end at once, running ones are stopped by the scheduler loop.",
     ),
     "hold": (
-        "jobs",
+        "jobctl",
         "Keep pending jobs from starting (scontrol hold); an array's id holds its pending tasks.",
     ),
-    "release": ("jobs", "Let held jobs start again (scontrol release)."),
+    "release": ("jobctl", "Let held jobs start again (scontrol release)."),
     "update": (
-        "jobs",
+        "jobctl",
         "Change a pending job's time limit, priority or dependency (scontrol update).",
     ),
     "logs": ("jobs", "Print one rank's log; with -f, keep printing until the job finishes."),

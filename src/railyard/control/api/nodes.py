@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
 
-from railyard.control import schemas as s
+from railyard.control import adminschemas as a
 from railyard.control.store.tables import User
 from railyard.control.usecases import nodes
 from railyard.control.usecases.logs import read_log as read_log
@@ -19,18 +19,18 @@ router = v1_router()
 
 
 @router.get("/nodes")
-def list_nodes(session: SessionDep, user: CurrentUser) -> list[s.NodeOut]:
+def list_nodes(session: SessionDep, user: CurrentUser) -> list[a.NodeOut]:
     return nodes.list_nodes(session, user)
 
 
-def _node(session: Session, user: User, name: str) -> s.NodeOut:
+def _node(session: Session, user: User, name: str) -> a.NodeOut:
     return next(n for n in nodes.list_nodes(session, user) if n.name == name)
 
 
 @router.post("/nodes/{name}/drain")
 def drain_node(
-    name: NodePath, body: s.NodeAction, session: SessionDep, user: CurrentUser, ctx: ContextDep
-) -> s.NodeOut:
+    name: NodePath, body: a.NodeAction, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> a.NodeOut:
     nodes.drain_node(session, user, name, body.reason, ctx.clock())
     return _node(session, user, name)
 
@@ -38,6 +38,6 @@ def drain_node(
 @router.post("/nodes/{name}/resume")
 def resume_node(
     name: NodePath, session: SessionDep, user: CurrentUser, ctx: ContextDep
-) -> s.NodeOut:
+) -> a.NodeOut:
     nodes.resume_node(session, user, name, ctx.clock())
     return _node(session, user, name)

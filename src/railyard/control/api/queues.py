@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
 
-from railyard.control import schemas as s
+from railyard.control import adminschemas as a
 from railyard.control.store.tables import User
 from railyard.control.usecases import queues
 from railyard.control.usecases.logs import read_log as read_log
@@ -26,35 +26,35 @@ router = v1_router()
 
 
 @router.get("/queues")
-def list_queues(session: SessionDep, user: CurrentUser) -> list[s.QueueOut]:
+def list_queues(session: SessionDep, user: CurrentUser) -> list[a.QueueOut]:
     """The queues the user belongs to and those below them; an admin sees all."""
     return queues.list_queues(session, user)
 
 
-def _queue(session: Session, user: User, name: str) -> s.QueueOut:
+def _queue(session: Session, user: User, name: str) -> a.QueueOut:
     return next(q for q in queues.list_queues(session, user) if q.name == name)
 
 
 @router.post("/queues", status_code=201)
 def create_queue(
-    body: s.QueueCreate, session: SessionDep, user: CurrentUser, ctx: ContextDep
-) -> s.QueueOut:
+    body: a.QueueCreate, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> a.QueueOut:
     queues.create_queue(session, user, body, ctx.clock())
     return _queue(session, user, body.name)
 
 
 @router.patch("/queues/{name}")
 def update_queue(
-    name: QueuePath, body: s.QueueUpdate, session: SessionDep, user: CurrentUser, ctx: ContextDep
-) -> s.QueueOut:
+    name: QueuePath, body: a.QueueUpdate, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> a.QueueOut:
     queues.update_queue(session, user, name, body, ctx.clock())
     return _queue(session, user, name)
 
 
 @router.post("/queues/{name}/members")
 def add_member(
-    name: QueuePath, body: s.MemberChange, session: SessionDep, user: CurrentUser
-) -> s.QueueOut:
+    name: QueuePath, body: a.MemberChange, session: SessionDep, user: CurrentUser
+) -> a.QueueOut:
     queues.add_member(session, user, name, body.user)
     return _queue(session, user, name)
 
@@ -62,6 +62,6 @@ def add_member(
 @router.delete("/queues/{name}/members/{member}")
 def remove_member(
     name: QueuePath, member: UserPath, session: SessionDep, user: CurrentUser
-) -> s.QueueOut:
+) -> a.QueueOut:
     queues.remove_member(session, user, name, member)
     return _queue(session, user, name)

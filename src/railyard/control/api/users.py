@@ -9,7 +9,7 @@ from fastapi import Path as PathParam
 from railyard.client.bounds import (
     INT32_MAX,
 )
-from railyard.control import schemas as s
+from railyard.control import adminschemas as a
 from railyard.control.store.tables import User
 from railyard.control.usecases import queues, users
 from railyard.control.usecases.logs import read_log as read_log
@@ -22,9 +22,9 @@ router = v1_router()
 
 
 @router.get("/whoami")
-def whoami(session: SessionDep, user: CurrentUser) -> s.UserOut:
+def whoami(session: SessionDep, user: CurrentUser) -> a.UserOut:
     mine = sorted(queues.member_queues(session, user))
-    return s.UserOut.model_validate({**_fields(user), "queues": mine})
+    return a.UserOut.model_validate({**_fields(user), "queues": mine})
 
 
 def _fields(row: Any) -> dict[str, Any]:
@@ -32,33 +32,33 @@ def _fields(row: Any) -> dict[str, Any]:
 
 
 @router.get("/users")
-def list_users(session: SessionDep, user: CurrentUser) -> list[s.UserOut]:
+def list_users(session: SessionDep, user: CurrentUser) -> list[a.UserOut]:
     return [
-        s.UserOut.model_validate({**_fields(u), "queues": q})
+        a.UserOut.model_validate({**_fields(u), "queues": q})
         for u, q in users.list_users(session, user)
     ]
 
 
 @router.post("/users", status_code=201)
 def create_user(
-    body: s.UserCreate, session: SessionDep, user: CurrentUser, ctx: ContextDep
-) -> s.UserOut:
-    return s.UserOut.model_validate(_fields(users.create_user(session, user, body, ctx.clock())))
+    body: a.UserCreate, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> a.UserOut:
+    return a.UserOut.model_validate(_fields(users.create_user(session, user, body, ctx.clock())))
 
 
 @router.patch("/users/{name}")
 def update_user(
-    name: str, body: s.UserUpdate, session: SessionDep, user: CurrentUser, ctx: ContextDep
-) -> s.UserOut:
+    name: str, body: a.UserUpdate, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> a.UserOut:
     """Change a user's Unix account (``unix_user``) or admin flag."""
     changed = users.update_user(session, user, name, body, ctx.clock())
-    return s.UserOut.model_validate(_fields(changed))
+    return a.UserOut.model_validate(_fields(changed))
 
 
 @router.delete("/users/{name}")
-def delete_user(name: str, session: SessionDep, user: CurrentUser, ctx: ContextDep) -> s.UserOut:
+def delete_user(name: str, session: SessionDep, user: CurrentUser, ctx: ContextDep) -> a.UserOut:
     """Remove a user (their tokens and memberships go with them); never the last admin."""
-    return s.UserOut.model_validate(_fields(users.delete_user(session, user, name, ctx.clock())))
+    return a.UserOut.model_validate(_fields(users.delete_user(session, user, name, ctx.clock())))
 
 
 def _token_out(token: Any, user: str) -> dict[str, Any]:
@@ -66,19 +66,19 @@ def _token_out(token: Any, user: str) -> dict[str, Any]:
 
 
 @router.get("/tokens")
-def list_tokens(session: SessionDep, user: CurrentUser) -> list[s.TokenOut]:
+def list_tokens(session: SessionDep, user: CurrentUser) -> list[a.TokenOut]:
     return [
-        s.TokenOut.model_validate(_token_out(t, n)) for t, n in users.list_tokens(session, user)
+        a.TokenOut.model_validate(_token_out(t, n)) for t, n in users.list_tokens(session, user)
     ]
 
 
 @router.post("/tokens", status_code=201)
 def create_token(
-    body: s.TokenCreate, session: SessionDep, user: CurrentUser, ctx: ContextDep
-) -> s.TokenCreated:
+    body: a.TokenCreate, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> a.TokenCreated:
     """A new token for ``body.user``; the plaintext is in this response only."""
     token, plaintext = users.create_token(session, user, body, ctx.clock())
-    return s.TokenCreated.model_validate({**_token_out(token, body.user), "token": plaintext})
+    return a.TokenCreated.model_validate({**_token_out(token, body.user), "token": plaintext})
 
 
 @router.delete("/tokens/{token_id}")
@@ -87,7 +87,7 @@ def revoke_token(
     session: SessionDep,
     user: CurrentUser,
     ctx: ContextDep,
-) -> s.TokenOut:
+) -> a.TokenOut:
     token = users.revoke_token(session, user, token_id, ctx.clock())
     owner = session.get(User, token.user_id)
-    return s.TokenOut.model_validate(_token_out(token, owner.name if owner else "?"))
+    return a.TokenOut.model_validate(_token_out(token, owner.name if owner else "?"))

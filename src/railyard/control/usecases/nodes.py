@@ -7,8 +7,8 @@ from collections import defaultdict
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from railyard.control.adminschemas import NodeOut
 from railyard.control.errors import NotFound
-from railyard.control.schemas import NodeOut
 from railyard.control.store.effects import record, request_wake
 from railyard.control.store.tables import HOLDING_STATES, JobRow, NodeRow, User
 from railyard.control.usecases.users import require_admin

@@ -11,8 +11,8 @@ from collections import defaultdict
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from railyard.control.adminschemas import QueueCreate, QueueOut, QueueUpdate
 from railyard.control.errors import Conflict, Invalid, NotFound
-from railyard.control.schemas import QueueCreate, QueueOut, QueueUpdate
 from railyard.control.store.effects import record, request_wake
 from railyard.control.store.tables import (
     ACTIVE_STATES,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from railyard.control.schemas import QueueOut
+from railyard.control.adminschemas import QueueOut
 from railyard.control.store.convert import to_queue
 from railyard.control.store.tables import QueueRow, UsageRow, User
 from railyard.control.usecases import queues

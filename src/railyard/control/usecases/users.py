@@ -11,8 +11,8 @@ from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session, aliased
 from sqlalchemy.sql.selectable import ScalarSelect, Select
 
+from railyard.control.adminschemas import TokenCreate, UserCreate, UserUpdate
 from railyard.control.errors import Conflict, Forbidden, NotFound
-from railyard.control.schemas import TokenCreate, UserCreate, UserUpdate
 from railyard.control.store.effects import record, request_auth_reload
 from railyard.control.store.tables import JobRow, QueueMember, Token, User
 from railyard.control.usecases.auth import is_valid, issue_token
