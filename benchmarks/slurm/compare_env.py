@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -250,21 +251,32 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", type=Path, help="keep the jobs' files in this directory")
     args = parser.parse_args(argv)
+    return run_report(args.keep, RESULTS, compare, print_report)
+
+
+def run_report(
+    keep: Path | None,
+    results: Path,
+    run: Callable[[Path, str], dict[str, Any]],
+    show: Callable[[dict[str, Any]], None],
+) -> int:
+    """Both comparisons' main: ``run(work, slurm_version)`` in a scratch directory (or
+    ``keep``), then the table and the JSON; exit 2 without a working Slurm."""
     version = slurm_version()
     if version is None:
         print("no working Slurm here (see benchmarks/slurm/setup_local_slurm.sh)", file=sys.stderr)
         return 2
-    work = args.keep or Path(tempfile.mkdtemp(prefix="railyard-slurm-"))
+    work = keep or Path(tempfile.mkdtemp(prefix="railyard-slurm-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        report = compare(work, version)
+        report = run(work, version)
     finally:
-        if args.keep is None:
+        if keep is None:
             shutil.rmtree(work, ignore_errors=True)
-    print_report(report)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"written {RESULTS.relative_to(ROOT)}")
+    show(report)
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"written {results.relative_to(ROOT)}")
     return 0
 
 

@@ -19,10 +19,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +32,7 @@ from benchmarks.slurm.compare_env import (
     classify,
     job_env,
     load,
-    slurm_version,
+    run_report,
 )
 
 RESULTS = ROOT / "benchmarks" / "results" / "slurm_scripts.json"
@@ -226,22 +224,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--only: unknown script {unknown[0]!r} (hint: {', '.join(SCRIPTS)})",
               file=sys.stderr)  # fmt: skip
         return 2
-    version = slurm_version()
-    if version is None:
-        print("no working Slurm here (see benchmarks/slurm/setup_local_slurm.sh)", file=sys.stderr)
-        return 2
-    work = args.keep or Path(tempfile.mkdtemp(prefix="railyard-scripts-"))
-    work.mkdir(parents=True, exist_ok=True)
-    try:
-        report = compare(work, version, names)
-    finally:
-        if args.keep is None:
-            shutil.rmtree(work, ignore_errors=True)
-    print_report(report)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"written {RESULTS.relative_to(ROOT)}")
-    return 0
+    return run_report(
+        args.keep, RESULTS, lambda work, version: compare(work, version, names), print_report
+    )
 
 
 if __name__ == "__main__":

@@ -12,12 +12,13 @@ from fastapi.testclient import TestClient
 from railyard.control.api.app import create_app
 from railyard.control.store.database import Store
 from railyard.control.store.tables import JobRow
-from railyard.web.expected import router
+from railyard.sched import SchedulerConfig
+from railyard.web.whatif import twin
 
 
 @pytest.fixture
 def clients(store: Store, tokens: dict[str, str], tmp_path: Path) -> dict[str, TestClient]:
-    app = create_app(store, wake=lambda: None, state_dir=tmp_path, extra_routers=(router(),))
+    app = create_app(store, wake=lambda: None, state_dir=tmp_path, whatif=twin(SchedulerConfig()))
     return {n: TestClient(app, headers={"Authorization": f"Bearer {t}"}) for n, t in tokens.items()}
 
 
@@ -63,3 +64,13 @@ def test_test_only_says_when_and_stores_nothing(
     refused = alice.post("/v1/whatif/submit", json={"command": ["x"], "gpus": 99})
     assert refused.status_code == 422
     assert refused.json()["detail"].startswith("gpus: 99 GPUs asked, the cluster has 16")
+
+
+def test_without_a_twin_the_what_if_is_503_in_one_line(
+    store: Store, tokens: dict[str, str], tmp_path: Path
+) -> None:
+    app = create_app(store, wake=lambda: None, state_dir=tmp_path)
+    alice = TestClient(app, headers={"Authorization": f"Bearer {tokens['alice']}"})
+    answer = alice.get("/v1/whatif/starts")
+    assert answer.status_code == 503
+    assert answer.json()["detail"] == "this server runs no twin (hint: railyard up starts one)"

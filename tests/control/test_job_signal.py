@@ -36,8 +36,12 @@ def test_a_signal_reaches_the_running_job_once(tmp_path: Path) -> None:
                 signal_job(session, alice, held, "SIGUSR2", time.time())
             signalled = signal_job(session, alice, job_id, "SIGUSR2", time.time())
             assert [row.id for row, _ in signalled] == [job_id]
-        step_until(cluster.loop, lambda: states(cluster.store)[job_id] == "completed")
-        assert "got USR2" in cluster.log(job_id)
+        ended = ("completed", "failed", "cancelled", "timeout")
+        step_until(cluster.loop, lambda: states(cluster.store)[job_id] in ended, timeout_s=120)
+        assert (states(cluster.store)[job_id], "got USR2" in cluster.log(job_id)) == (
+            "completed",
+            True,
+        ), cluster.log(job_id)
         with cluster.store.session() as session:
             assert session.get_one(JobRow, job_id).signal_request is None
             assert signals_to_send(session) == []

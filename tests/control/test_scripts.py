@@ -137,7 +137,7 @@ ERRORS = [
     ("#SBATCH --gpu=8", "unknown #SBATCH option '--gpu' (hint: did you mean '--gpus'?)"),
     ("#RAILYARD --preemptable", "unknown #RAILYARD option '--preemptable' (hint: did you mean"),
     ("#SBATCH --mem-per-cpu=lots", "--mem-per-cpu: bad memory size 'lots' (hint: e.g. 16G"),
-    ("#SBATCH -C h100", "unsupported #SBATCH option '-C' (hint: use --gres=gpu:TYPE:N"),
+    ("#SBATCH --uid=bob", "unsupported #SBATCH option '--uid' (hint: jobs run as the"),
     ("#SBATCH --time=1h", "--time: bad time '1h' (hint: use MM, MM:SS"),
     ("#SBATCH --gpus=-1", "--gpus: expected an integer >= 0, got '-1'"),
     ("#SBATCH --nodes=2-4", "--nodes: node ranges are not supported: '2-4'"),

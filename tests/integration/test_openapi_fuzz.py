@@ -18,6 +18,8 @@ from railyard.control.api.app import create_app
 from railyard.control.loop.service import Loop, LoopConfig
 from railyard.control.store.database import Store, sqlite_url
 from railyard.exec.protocol import ExitReport, JobHandle, LaunchSpec
+from railyard.sched import SchedulerConfig
+from railyard.web.whatif import twin
 from tests.control.conftest import Seeder
 from tests.integration.fuzz_api import fuzz
 from tests.tiers import tiered
@@ -59,7 +61,10 @@ def test_fuzzed_api_has_no_5xx_and_keeps_its_schema(tmp_path: Path, examples: in
     store = Store(sqlite_url(tmp_path / "railyard.db"))
     try:
         tokens = Seeder(store).cluster()
-        app = create_app(store, wake=lambda: None, state_dir=tmp_path)
+        # as `railyard up` builds it: the what-if routes run the twin
+        app = create_app(
+            store, wake=lambda: None, state_dir=tmp_path, whatif=twin(SchedulerConfig())
+        )
         failures: dict[str, Any] = {}
         requests = 0
         for who in ("alice", "root"):

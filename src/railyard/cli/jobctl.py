@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 
 def _each(args: argparse.Namespace, act: str, done: str) -> int:
     """Apply ``act`` to every id; report each result, and exit 1 if any was refused (2 if
-    any was bad input, a 422). Many ids
-    to cancel go in one request and one transaction, as ``scancel 12 13 14``: the loop never
-    starts one of them while the others are being cancelled."""
+    any was bad input, a 422). Many ids to cancel go in one request and one transaction, as
+    ``scancel 12 13 14``: the loop never starts one of them while the others are being
+    cancelled."""
     from railyard.client.client import ClientError
 
     results: list[Job] = []

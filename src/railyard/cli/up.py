@@ -25,8 +25,8 @@ def up(args: argparse.Namespace) -> None:
     from railyard.control.errors import ServiceError
     from railyard.control.server import SpoolTaken, StartupError, UpConfig, serve
     from railyard.sched import SchedulerConfig
-    from railyard.web.expected import router as starts
     from railyard.web.routes import router as dashboard
+    from railyard.web.whatif import twin
 
     try:
         estimate_s = parse_walltime(args.default_time) if args.default_time else None
@@ -85,7 +85,8 @@ def up(args: argparse.Namespace) -> None:
         ray_address=args.ray,
         ray_insecure=args.insecure_ray,
         partitions=partitions,
-        extra_routers=(starts(scheduler),) + (() if args.no_dashboard else (dashboard(scheduler),)),
+        extra_routers=() if args.no_dashboard else (dashboard(scheduler),),
+        whatif=twin(scheduler),
         health_checks=tuple(args.health_checks.split(","))
         if health and args.health_checks not in ("all", "")
         else (),

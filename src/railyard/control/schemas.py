@@ -538,6 +538,28 @@ class LogChunk(Response):
     finished: bool
 
 
+class ExpectedStart(Response):
+    """A pending job and when the twin expects it to start (None: not within the horizon,
+    or a job without GPUs, which the twin does not simulate)."""
+
+    id: str
+    queue: str
+    user: str
+    gpus: int
+    start_in_s: float | None
+    start_t_s: float | None
+
+
+class TestOnly(Response):
+    """When a submission would start (None: not within the twin's horizon); a job without
+    GPUs is taken to start at once (the twin simulates GPU jobs)."""
+
+    queue: str
+    gpus: int
+    start_in_s: float | None
+    start_t_s: float | None
+
+
 class Health(Response):
     """``ok``, or ``failing`` (503) with the reason: the store does not answer, a step of the
     scheduler loop failed in the last minute, the loop is behind, or jobs are stuck in a

@@ -68,6 +68,7 @@ from railyard.control.usecases.jobs import JOB_COUNTER
 from railyard.control.usecases.joined import NOT_JOINED, JoinedNodes
 from railyard.control.usecases.partitions import declare_partitions
 from railyard.control.usecases.users import bootstrap_admin
+from railyard.control.usecases.whatif import Simulate
 from railyard.exec.backend import (
     Backend,
     BackendKind,
@@ -118,6 +119,7 @@ class UpConfig:
     # Slurm partitions to declare as queues, without a blueprint (`up --partition`)
     partitions: tuple[tuple[str, Partition], ...] = ()
     extra_routers: tuple[APIRouter, ...] = ()  # the dashboard, from `railyard up`
+    whatif: Simulate | None = None  # the twin the what-if routes run, from `railyard up`
 
     @property
     def backend_name(self) -> str:
@@ -537,6 +539,7 @@ def compose(
         extra_routers=config.extra_routers,
         across=loop_.across,
         ordering=config.scheduler.ordering,
+        whatif=config.whatif,
     )
     return Service(store, backend, loop_, app, run_as, spool, token)
 

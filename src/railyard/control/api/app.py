@@ -31,6 +31,7 @@ from railyard.control.api import nodes as node_routes
 from railyard.control.api import queues as queue_routes
 from railyard.control.api import terminal as terminal_routes
 from railyard.control.api import users as user_routes
+from railyard.control.api import whatif as whatif_routes
 from railyard.control.api.deps import Context
 from railyard.control.api.errors import BodyLimit, install_errors
 from railyard.control.api.metrics import metrics_router
@@ -49,6 +50,7 @@ from railyard.control.usecases.groupcommit import (
 )
 from railyard.control.usecases.logs import read_log as read_log
 from railyard.control.usecases.loopstatus import LoopHealth, loop_status
+from railyard.control.usecases.whatif import Simulate
 
 if TYPE_CHECKING:
     from railyard.control.loop.sweeps import AcrossChecks
@@ -71,6 +73,7 @@ def create_app(
     across: AcrossChecks | None = None,
     wake_prompt: Callable[[], None] | None = None,
     ordering: str = "fairshare",
+    whatif: Simulate | None = None,
 ) -> FastAPI:
     """The API over ``store``; ``wake`` is called after each commit the service loop must see
     (submit, cancel, node or queue change); ``wake_prompt`` after a submit of interactive jobs
@@ -81,7 +84,7 @@ def create_app(
     serves what ``metrics`` says (default: the store's figures, for an admin's token).
     ``health_fail_requeues``: a failed health check requeues the node's jobs (else drains).
     ``ordering``: the loop's ordering policy (under fair share, a pending job's record says
-    its figures)."""
+    its figures); ``whatif`` the twin the what-if routes run (None: they answer 503)."""
     app = FastAPI(
         title="railyard",
         version=__version__,
@@ -95,7 +98,7 @@ def create_app(
     app.state.railyard = Context(
         store, wake, spool, known_flavors, clock, run_as, loop_health, health_fail_requeues,
         remote_log, across, submits, Path(state_dir), Activity(store, clock), TokenCache(),
-        ordering,
+        ordering, whatif,
     )  # fmt: skip
 
     @app.get(
@@ -128,7 +131,7 @@ def create_app(
             return JSONResponse(body.model_dump(), status_code=503)
         return body
 
-    for routes in (user_routes, job_routes, node_routes, queue_routes):
+    for routes in (user_routes, job_routes, node_routes, queue_routes, whatif_routes):
         app.include_router(routes.router)
     app.include_router(nodehealth.router)
     app.include_router(terminal_routes.router)

@@ -35,6 +35,7 @@ from railyard.control.usecases.groupcommit import (
 )
 from railyard.control.usecases.logs import read_log as read_log
 from railyard.control.usecases.loopstatus import LoopHealth
+from railyard.control.usecases.whatif import Simulate
 
 if TYPE_CHECKING:
     from railyard.control.loop.sweeps import AcrossChecks
@@ -82,6 +83,7 @@ class Context:
     activity: Activity | None = None  # when users last sent their interactive jobs anything
     tokens: auth.TokenCache | None = None  # who recently seen tokens are (the submit path)
     ordering: str = "fairshare"  # the loop's ordering policy (`sched.policies.ordering`)
+    whatif: Simulate | None = None  # the twin, handed in by `railyard up` (api/whatif.py)
 
 
 def _ctx(request: Request) -> Context:
