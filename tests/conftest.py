@@ -90,12 +90,12 @@ def pytest_collection_modifyitems_long_first(items: list[pytest.Item]) -> None:
     counts = Counter(module(item) for item in items)
     long_modules = {module(item) for item in items if item.get_closest_marker("long")}
     alone = {module(item) for item in items if item.get_closest_marker("exclusive")}
-    rays = sorted({module(item) for item in items if item.get_closest_marker("ray_cluster")})
-    others = sorted(long_modules - set(rays), key=lambda name: (-counts[name], name))
-    # Ray modules (one at a time: `_one_ray_cluster`) take turns with the other long ones,
+    heavy = sorted({module(item) for item in items if item.get_closest_marker("heavy")})
+    others = sorted(long_modules - set(heavy), key=lambda name: (-counts[name], name))
+    # Heavy modules (one at a time: `_one_heavy`) take turns with the other long ones,
     # so xdist's first hand-out (units 1 and 3 to one worker, 2 and 4 to the other) gives
     # two to one worker in a row, not one to each at once, where one would wait on the lock.
-    turn = {name: 2 * index for index, name in enumerate(rays)}
+    turn = {name: 2 * index for index, name in enumerate(heavy)}
     turn |= {name: 2 * index + 1 for index, name in enumerate(others)}
     items.sort(
         key=lambda item: (
@@ -135,17 +135,18 @@ def _machine_share(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 @pytest.fixture(scope="module", autouse=True)  # autouse: before the module's own fixtures
-def _one_ray_cluster(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Under pytest-xdist, a module marked ``ray_cluster`` (it starts a Ray cluster of its own)
-    holds this machine's one Ray slot from before its first fixture to after its last. Ray
-    waits a hard-coded 30 s for a new raylet to register with its GCS; two clusters starting
-    on a loaded 2-core machine missed it ("timed out during startup"), on one side or the
-    other, in CI. One cluster at a time is what a user's machine runs too."""
+def _one_heavy(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Under pytest-xdist, a module marked ``heavy`` (it starts many processes of its own: a
+    Ray cluster, torch.distributed workers) holds this machine's one heavy slot from before
+    its first fixture to after its last. Ray waits a hard-coded 30 s for a new raylet to
+    register with its GCS: two clusters starting on a loaded 2-core machine missed it ("timed
+    out during startup") in CI, and a two-worker DDP job beside a Ray cluster missed its
+    120 s. Mark the module, not a test: the slot must be taken before any fixture."""
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if run is None or request.node.get_closest_marker("ray_cluster") is None:
+    if run is None or request.node.get_closest_marker("heavy") is None:
         yield
         return
-    path = os.path.join(tempfile.gettempdir(), f"railyard-tests-{run}.ray")
+    path = os.path.join(tempfile.gettempdir(), f"railyard-tests-{run}.heavy")
     with open(path, "a") as slot:
         fcntl.flock(slot, fcntl.LOCK_EX)
         try:

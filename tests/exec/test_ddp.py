@@ -15,7 +15,7 @@ from railyard.exec import LocalExecutor, Outcome
 
 # Two torch imports per attempt: the extended tier; the main tier preempts and resumes DDP
 # through the control plane (tests/control/test_loop_torch.py).
-pytestmark = [needs("torch"), pytest.mark.long, pytest.mark.slow]
+pytestmark = [needs("torch"), pytest.mark.long, pytest.mark.slow, pytest.mark.heavy]
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "ddp_train.py"
 JOB = "ddp"

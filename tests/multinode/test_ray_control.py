@@ -25,7 +25,7 @@ from tests.parts import needs
 
 # Five Ray clusters' worth of minutes: the extended tier; the main tier keeps Ray's executor
 # (tests/multinode/test_ray_executor.py) and the control plane on the local one.
-pytestmark = [pytest.mark.long, pytest.mark.slow, pytest.mark.ray_cluster]
+pytestmark = [pytest.mark.long, pytest.mark.slow, pytest.mark.heavy]
 
 NAMES = ("gpu001", "gpu017", "gpu018")
 ACTIVE = ("pending", "starting", "running", "preempting", "cancelling")

@@ -23,7 +23,7 @@ from tests.multinode.conftest import LocalRay
 
 # A Ray cluster of its own (a minute to start): the extended tier, with the other Ray modules;
 # .ci/run runs it on every landing.
-pytestmark = [pytest.mark.long, pytest.mark.slow, pytest.mark.ray_cluster]
+pytestmark = [pytest.mark.long, pytest.mark.slow, pytest.mark.heavy]
 
 ENV_SCRIPT = """
 import json, os, sys

@@ -119,7 +119,7 @@ pytestmark = [
         not _writable(), reason="needs a writable cgroup v1 cpu controller (root) and 2 CPUs"
     ),
     pytest.mark.exclusive,  # it judges this machine's speed (tests/conftest.py)
-    pytest.mark.ray_cluster,  # one Ray cluster at a time (tests/conftest.py)
+    pytest.mark.heavy,  # one heavy module at a time (tests/conftest.py)
 ]
 
 

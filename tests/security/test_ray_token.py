@@ -32,7 +32,7 @@ require("ray")
 
 # Ray clusters started with and without tokens (two minutes): the extended tier, which CI runs
 # on every landing (.ci/run) like the main one.
-pytestmark = [pytest.mark.long, pytest.mark.slow, pytest.mark.ray_cluster]
+pytestmark = [pytest.mark.long, pytest.mark.slow, pytest.mark.heavy]
 
 RAILYARD = [sys.executable, "-m", "railyard"]
 RAY = str(Path(sys.executable).parent / "ray")

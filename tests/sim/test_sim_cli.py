@@ -11,7 +11,6 @@ from typer.testing import CliRunner
 
 from railyard.cli.simulate import register
 from railyard.sim import plots, sweep
-from tests.parts import needs
 
 FIXTURES = Path(__file__).parent / "fixtures"
 runner = CliRunner(env={"COLUMNS": "160"})
@@ -113,21 +112,6 @@ def test_process_sweep_matches_in_process_runs() -> None:
     parallel = sweep.sweep(scenarios, workers=2)
     serial = sweep.sweep(scenarios, workers=1)
     assert [r["jct"] for r in parallel] == [r["jct"] for r in serial]
-
-
-@needs("ray")
-@pytest.mark.slow  # a Ray instance's start: the extended tier (the process pool runs in main)
-def test_ray_sweep_on_a_local_instance() -> None:
-    scenarios = [
-        sweep.Scenario("gaggle-h100", "fifo", seed=s, synthetic="philly", jobs=40) for s in (0, 1)
-    ]
-    import ray
-
-    try:
-        results = sweep.sweep(scenarios, ray_address="local")
-    finally:
-        ray.shutdown()  # the local instance goes with the test, not with this worker
-    assert [r["seed"] for r in results] == [0, 1]
 
 
 @pytest.mark.parametrize(("extra", "noted"), [([], True), (["--preemptible-jobs"], False)])
