@@ -29,7 +29,8 @@ def test_a_signal_reaches_the_running_job_once(tmp_path: Path) -> None:
     [job_id] = cluster.submit(command=["python3", "-c", TRAP], gpus=0, name="trap")
     [held] = cluster.submit(command=["true"], gpus=0, hold=True)
     try:
-        step_until(cluster.loop, lambda: "ready" in cluster.log(job_id))
+        # a line of its own: the log's header line holds the command, words and all
+        step_until(cluster.loop, lambda: "ready" in cluster.log(job_id).splitlines())
         with cluster.store.session() as session:
             alice = session.get_one(User, 2)
             with pytest.raises(Conflict, match=r"^job 2 is pending: only a running job"):
@@ -38,7 +39,7 @@ def test_a_signal_reaches_the_running_job_once(tmp_path: Path) -> None:
             assert [row.id for row, _ in signalled] == [job_id]
         ended = ("completed", "failed", "cancelled", "timeout")
         step_until(cluster.loop, lambda: states(cluster.store)[job_id] in ended, timeout_s=120)
-        assert (states(cluster.store)[job_id], "got USR2" in cluster.log(job_id)) == (
+        assert (states(cluster.store)[job_id], "got USR2" in cluster.log(job_id).splitlines()) == (
             "completed",
             True,
         ), cluster.log(job_id)
