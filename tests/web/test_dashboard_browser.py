@@ -21,14 +21,21 @@ from tests.parts import require
 
 require("chromium")
 from selenium import webdriver  # noqa: E402
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait as _Wait  # noqa: E402
 
 
 def WebDriverWait(driver: object, timeout_s: float) -> _Wait:
-    """The jobs table is replaced every 2 s: an element found a moment ago may be gone."""
-    return _Wait(driver, timeout_s, ignored_exceptions=(StaleElementReferenceException,))
+    """The jobs table is replaced every 2 s, and a login's redirect replaces the page: an
+    element found a moment ago may be gone when read. Chromium says so as a stale element or,
+    mid-navigation, as an unknown error ("Node with given id does not belong to the
+    document"); a wait takes either as "not yet" (it still fails at its timeout)."""
+    ignored = (StaleElementReferenceException, WebDriverException)
+    return _Wait(driver, timeout_s, ignored_exceptions=ignored)
 
 
 SHOTS = os.environ.get("RAILYARD_SCREENSHOTS")
