@@ -123,7 +123,7 @@ def main(argv: list[str]) -> int:
             save(ckpt, model, opt, step)
             if rank == 0:
                 print(f"preempted at step {step}", flush=True)
-            dist.destroy_process_group()
+            finish()
             return 0
         x, y = batch(step, rank, device)
         loss = nn.functional.mse_loss(ddp(x), y)
@@ -138,8 +138,16 @@ def main(argv: list[str]) -> int:
     if rank == 0:
         print(f"final loss {loss.item():.6f}", flush=True)
         print("done", flush=True)
-    dist.destroy_process_group()
+    finish()
     return 0
+
+
+def finish() -> None:
+    """Leave together: a rank that tears its process group down while its peer is still in
+    the last collective can make gloo abort that peer at exit ("terminate called without an
+    active exception", exit 134), so every rank waits for the others first."""
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
