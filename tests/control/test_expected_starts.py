@@ -74,3 +74,38 @@ def test_without_a_twin_the_what_if_is_503_in_one_line(
     answer = alice.get("/v1/whatif/starts")
     assert answer.status_code == 503
     assert answer.json()["detail"] == "this server runs no twin (hint: railyard up starts one)"
+
+
+def test_test_only_takes_no_write_lock(
+    store: Store, tokens: dict[str, str], tmp_path: Path
+) -> None:
+    """The twin runs for seconds on a big cluster: --test-only must not hold SQLite's write
+    lock meanwhile (a submit beside it would wait for it)."""
+    seen: list[bool] = []
+
+    def twin_watching(found: object) -> dict[str, float | None]:
+        seen.append(store.engine.url.get_backend_name() != "sqlite" or _can_write(store))
+        return {}
+
+    app = create_app(store, wake=lambda: None, state_dir=tmp_path, whatif=twin_watching)
+    alice = TestClient(app, headers={"Authorization": f"Bearer {tokens['alice']}"})
+    answer = alice.post("/v1/whatif/submit", json={"command": ["x"], "gpus": 1})
+    assert answer.status_code == 200, answer.text
+    assert seen == [True]
+
+
+def _can_write(store: Store) -> bool:
+    """Whether another connection may write now (no one holds SQLite's write lock)."""
+    import sqlite3
+
+    path = store.engine.url.database
+    assert path is not None
+    other = sqlite3.connect(path, timeout=0.2)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        other.close()

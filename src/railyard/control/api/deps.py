@@ -48,6 +48,9 @@ _BEARER = {"WWW-Authenticate": "Bearer"}
 
 
 _READS = {"GET", "HEAD", "OPTIONS"}
+READ_ONLY_POSTS = {"/v1/whatif/submit"}
+"""POSTs that store nothing: sbatch --test-only checks a submission and runs the twin for
+seconds; holding SQLite's write lock that long would stall every submit and the loop."""
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -95,7 +98,8 @@ def get_db(request: Request) -> Iterator[Session]:
     """One transaction per request; the service loop is woken after a commit that needs it.
     A request that may write takes SQLite's write lock first (``Store.session(write=True)``)."""
     ctx = _ctx(request)
-    with ctx.store.session(write=request.method not in _READS) as session:
+    write = request.method not in _READS and request.url.path not in READ_ONLY_POSTS
+    with ctx.store.session(write=write) as session:
         yield session
         wake = wants_wake(session)
         reload_auth = wants_auth_reload(session)
