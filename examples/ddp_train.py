@@ -151,4 +151,11 @@ def finish() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    # Leave without the interpreter's teardown: gloo's worker threads may still hold tensors
+    # with Python references, and freeing them while the interpreter is being torn down
+    # aborts the process ("terminate called without an active exception", exit 134) even
+    # after the barrier and destroy_process_group (pytorch/pytorch#179291 describes it).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

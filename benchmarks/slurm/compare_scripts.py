@@ -54,6 +54,7 @@ SCRIPTS: dict[str, str] = {
     "nodelist": "#SBATCH -w " + HOST + "\n#SBATCH --gres=gpu:1\n{dump}\n",
     "exclusive": "#SBATCH --exclusive\n#SBATCH --nodes=1\n{dump}\n",
     "time-minutes": "#SBATCH --time=1:30\n{dump}\n",
+    "deadline": "#SBATCH --time=10 --deadline=now+1hour\n{dump}\n",
     "gpus-per-task": "#SBATCH --ntasks=2 --gpus-per-task=1\nsrun {dump}\n",
     "singleton": "#SBATCH --dependency=singleton -J single\n{dump}\n",
 }

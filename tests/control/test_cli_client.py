@@ -264,6 +264,22 @@ def test_begin_as_sbatch(cli: Cli) -> None:
     assert wrong.stderr.startswith("railyard: --begin: bad time 'soonish'")
 
 
+def test_deadline_as_sbatch(cli: Cli) -> None:
+    """``sbatch --deadline=now+1hour``: stored as the time it names and shown; without a time
+    limit, or not after ``--begin``, one line, exit 2."""
+    job = cli("alice", "submit", "--parsable", "-t", "10", "--deadline", "now+1hour", "--", "x")
+    [row] = cli.json("alice", "queue", "-j", job.stdout.strip())
+    assert abs(row["deadline_t_s"] - (time.time() + 3600)) < 60
+    assert "deadline" in cli("alice", "show", job.stdout.strip()).stdout
+    unbounded = cli("alice", "submit", "--deadline", "now+1hour", "--", "x")
+    assert unbounded.exit_code == 2
+    assert unbounded.stderr.startswith("railyard: deadline_t_s: a deadline needs a time limit")
+    crossed = cli("alice", "submit", "-t", "10", "--begin", "now+2hours", "--deadline",
+                  "now+1hour", "--", "x")  # fmt: skip
+    assert crossed.exit_code == 2
+    assert "begin_t_s is not before deadline_t_s" in crossed.stderr
+
+
 def test_bad_input_exits_2_and_submits_nothing(cli: Cli, tmp_path: Path) -> None:
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/bash\n#SBATCH --gpu=8\necho run\n")

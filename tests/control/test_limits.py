@@ -61,6 +61,8 @@ BAD_JOBS: list[tuple[dict[str, Any], str]] = [
     ({"command": None, "script": "#" * (2 << 20)}, "script: "),
     ({"queue": "a\x00b"}, "queue: String should match pattern"),
     ({"flavor": "f" * 65}, "flavor: String should have at most 64 characters"),
+    ({"begin_t_s": 2e9, "deadline_t_s": 2e9 - 1, "time": 60}, "begin_t_s is not before"),
+    ({"deadline_t_s": 2e9}, "deadline_t_s: a deadline needs a time limit, and queue default"),
 ]
 
 

@@ -95,3 +95,45 @@ def test_the_running_loop_leaves_start_up_objects_out_of_full_collections(
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+def test_the_loop_sleeps_only_until_the_next_warning_or_limit_falls_due(tmp_path: Path) -> None:
+    """A `--signal=USR1@60` warning lands when due, not up to an interval later: with nothing
+    to wake it, the loop sleeps until the last plan's next deadline (never below a floor,
+    never past the interval); after a failed step, the whole interval."""
+    from railyard.control.loop.service import MIN_SLEEP_S, StepReport
+    from railyard.sched import Usage
+    from railyard.sched.decisions import CycleResult
+    from railyard.sched.lifecycle import StepPlan
+
+    store = Store(sqlite_url(tmp_path / "railyard.db"))
+    executor = Exits(Engine(), CheckpointPolicy(rule=IntervalRule.NONE, restart_s=0))
+    now = 1000.0
+    loop = Loop(store, executor, LoopConfig(state_dir=tmp_path, cycle_interval_s=2.0),
+                clock=lambda: now)  # fmt: skip
+
+    def plan(due_t_s: float) -> StepPlan:
+        return StepPlan((), (), (), CycleResult(), {}, (), Usage(), next_deadline_t_s=due_t_s)
+
+    assert loop._until_due_s() == 2.0  # no plan yet
+    for due, expected in ((now + 0.25, 0.25), (now + 30, 2.0), (now - 5, MIN_SLEEP_S)):
+        loop.last_plan = plan(due)
+        assert loop._until_due_s() == expected
+
+    waits: list[float] = []
+    stop = threading.Event()
+
+    class Wake(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            waits.append(timeout or 0.0)
+            if len(waits) == 2:
+                stop.set()
+            return False
+
+    outcomes = iter([StepReport(), None])
+    loop.last_plan = plan(now + 0.25)
+    loop._wake = Wake()
+    loop.step_or_report = lambda: next(outcomes)  # type: ignore[method-assign]
+    loop.run(stop)
+    store.close()
+    assert waits == [0.25, 2.0]

@@ -14,6 +14,7 @@ from railyard.exec import ExecutorError, Outcome
 from railyard.exec.identity import Account, login_path
 from railyard.exec.launch import (
     allocation,
+    batch_env,
     decode_allocation,
     encode_allocation,
     expand_pattern,
@@ -203,6 +204,21 @@ def test_layout_over_two_nodes() -> None:
     assert tasks_per_node([8, 8, 8, 1]) == "8(x3),1"
     master, decoded = decode_allocation(encode_allocation(nodes, "10.0.0.1"))
     assert (master, decoded) == ("10.0.0.1", nodes)
+
+
+def test_cpu_counts_are_the_cores_booked_on_each_node() -> None:
+    """``--exclusive`` books every core of its nodes: the batch step says so as sbatch does
+    (16 on a 16-core node, and a task per core when no task count was given); a job that
+    booked fewer cores than its tasks use counts its tasks' CPUs, as before."""
+    whole = allocation({"a": (0, 1), "b": (0, 1)}, ntasks_per_node=1, cpus_per_node=16)
+    untold = batch_env(whole, tasks_given=False)
+    assert (untold["SLURM_CPUS_ON_NODE"], untold["SLURM_JOB_CPUS_PER_NODE"]) == ("16", "16(x2)")
+    assert untold["SLURM_TASKS_PER_NODE"] == "16(x2)"
+    told = batch_env(allocation({"a": (0,)}, ntasks_per_node=2, cpus_per_node=16), 4)
+    assert (told["SLURM_CPUS_ON_NODE"], told["SLURM_TASKS_PER_NODE"]) == ("16", "2")
+    few = batch_env(allocation({"a": (0,)}, ntasks_per_node=2, cpus_per_node=2), 3)
+    assert (few["SLURM_CPUS_ON_NODE"], few["SLURM_JOB_CPUS_PER_NODE"]) == ("6", "6")
+    assert decode_allocation(encode_allocation(whole, "10.0.0.1"))[1] == whole
 
 
 def test_batch_job_is_one_process_on_the_first_node(tmp_path: Path) -> None:

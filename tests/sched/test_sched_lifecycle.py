@@ -126,3 +126,38 @@ def test_a_job_waits_for_its_begin_time_and_the_step_wakes_then():
     assert early.next_deadline_t_s == 500.0
     due = step(StepInput(inventory, Q, [later], [], [], now_t_s=500.0), config)
     assert [s.job_id for s in due.result.starts] == ["later"]
+
+
+def test_a_job_past_its_latest_start_expires_and_the_step_wakes_just_after_it():
+    """sbatch --deadline: a job may start while now + its limit <= its deadline; after that it
+    leaves the queue (end state DEADLINE), held or not; the plan's next deadline is just past
+    the latest start, so a simulated clock steps there."""
+    from railyard.sched.config import SchedulerConfig
+    from railyard.sched.lifecycle import StepInput, step
+
+    blocker = running(job("big", gpus=8), "n0:0-7", start_t_s=0.0)
+    waits = job("waits", gpus=8, walltime_s=100.0, deadline_t_s=1000.0)
+    held = job("held", gpus=1, walltime_s=100.0, deadline_t_s=500.0, hold="user")
+    inventory, config = nodes(1), SchedulerConfig()
+    early = step(StepInput(inventory, Q, [waits, held], [blocker], [], now_t_s=400.0), config)
+    assert early.expired == ()
+    assert early.next_deadline_t_s == pytest.approx(400.0)
+    assert early.next_deadline_t_s > 400.0
+    later = step(StepInput(inventory, Q, [waits, held], [blocker], [], now_t_s=401.0), config)
+    assert later.expired == ("held",)
+    assert "held" not in later.reasons
+    assert later.next_deadline_t_s > 900.0
+    # at its latest start it still starts, since it ends exactly by its deadline
+    free = step(StepInput(inventory, Q, [waits], [], [], now_t_s=900.0), config)
+    assert (free.expired, [s.job_id for s in free.result.starts]) == ((), ["waits"])
+    gone = step(StepInput(inventory, Q, [waits], [], [], now_t_s=900.5), config)
+    assert (gone.expired, gone.result.starts) == (("waits",), ())
+
+
+def test_a_deadline_without_any_time_limit_expires_at_once():
+    from railyard.sched.config import SchedulerConfig
+    from railyard.sched.lifecycle import StepInput, step
+
+    unbounded = job("u", gpus=1, deadline_t_s=1e9)
+    plan = step(StepInput(nodes(1), Q, [unbounded], [], [], now_t_s=0.0), SchedulerConfig())
+    assert plan.expired == ("u",)

@@ -125,3 +125,24 @@ def test_without_checkpoints_a_failure_loses_the_whole_attempt() -> None:
     result = log.run()
     assert result.lost_gpu_s == pytest.approx(8 * 335)
     assert result.records["x"].end_t_s == pytest.approx(385 + 1000)
+
+
+def test_a_trace_deadline_ends_a_job_unrun_in_the_twin(tmp_path: Path) -> None:
+    """The twin runs the same lifecycle: b (16 GPUs, 50 s, deadline at 120) cannot start
+    before a ends at 100 and would end at 150, so at t=70+ it is past its latest start and
+    ends ``deadline`` unrun (kept out of the JCT). Under strict FIFO, c waited behind b on
+    the free node; it starts the moment b leaves the queue, well within its own deadline."""
+    trace = tmp_path / "t.csv"
+    trace.write_text(
+        "id,submit_s,gpus,runtime_s,walltime_s,deadline_s\n"
+        "a,0,8,100,100,\n"
+        "b,1,16,50,50,120\n"
+        "c,2,8,50,50,400\n"
+    )
+    log = run("fifo", load_trace(trace, "railyard"))
+    b = log.records["b"]
+    assert (b.state, b.first_start_t_s) == ("deadline", None)
+    assert b.end_t_s == pytest.approx(70.0)
+    start, end = times(log)["c"]
+    assert (start, end) == (pytest.approx(70.0), pytest.approx(120.0))
+    assert summarize(log)["jct"]["jobs"] == 2

@@ -69,6 +69,11 @@ def test_railyard_csv_round_trip() -> None:
         ("railyard", "id,submit_s,gpus,runtime_s\na,0,8,-5\n", ":2: runtime_s: must be a finite"),
         ("railyard", "id,submit_s,gpus,runtime_s\na,0,8\n", ":2: row: 3 fields"),
         (
+            "railyard",
+            "id,submit_s,gpus,runtime_s,deadline_s\na,50,8,100,40\n",
+            ":2: deadline_s: must be after submit_s",
+        ),
+        (
             "helios",
             "job_id,gpu_num,state,submit_time,duration\nx,1,COMPLETED,yesterday,5\n",
             ":2: submit_time: not a time",

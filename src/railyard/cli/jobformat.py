@@ -23,7 +23,7 @@ Field = Callable[["Job"], str]
 
 COMPACT = {"pending": "PD", "starting": "CF", "running": "R", "preempting": "CG",
            "cancelling": "CG", "completed": "CD", "failed": "F", "cancelled": "CA",
-           "timeout": "TO", "node_fail": "NF"}  # fmt: skip
+           "timeout": "TO", "node_fail": "NF", "deadline": "DL"}  # fmt: skip
 """squeue's %t: STARTING is Slurm's CONFIGURING, a job being stopped its COMPLETING."""
 
 

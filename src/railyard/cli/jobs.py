@@ -406,7 +406,7 @@ def _queue_args(p: Parser) -> None:
 
 
 _TIMES = {"submit_t_s": "submit_time", "start_t_s": "start_time", "end_t_s": "end_time",
-          "begin_t_s": "begin_time",
+          "begin_t_s": "begin_time", "deadline_t_s": "deadline",
           "run_t_s": "image_ready_time", "active_t_s": "active_time"}  # fmt: skip
 _DURATIONS = {"walltime_s": "time_limit", "elapsed_s": "elapsed", "age_s": "age"}
 

@@ -49,7 +49,7 @@ starts steps across the allocation. Leaving the shell releases it."""
 POLL_S = 0.25
 IN_ALLOCATION = "RAILYARD_ALLOCATION"  # set by the executor in a batch step (exec.launch)
 FIRST_POLL_S = 0.01
-FINISHED = ("completed", "failed", "cancelled", "timeout", "node_fail")
+FINISHED = ("completed", "failed", "cancelled", "timeout", "node_fail", "deadline")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -194,8 +194,8 @@ def _list_of(what: str) -> Callable[[str], list[str]]:
 
 
 def _begin(value: str) -> float:
-    """sbatch's ``--begin`` (``16:00``, ``now+1hour``, ``2026-12-01T08:00``...) as Unix seconds,
-    in this machine's local time, as sbatch reads it."""
+    """sbatch's ``--begin`` or ``--deadline`` (``16:00``, ``now+1hour``, ``2026-12-01T08:00``...)
+    as Unix seconds, in this machine's local time, as sbatch reads it."""
     from datetime import datetime
 
     from railyard.client.timespec import parse_time
@@ -232,6 +232,7 @@ _OPTIONS: dict[str, Option] = {
     "--preemptible": Option("preemptible", None),
     "--hold": Option("hold", None),
     "--begin": Option("begin_t_s", _begin),
+    "--deadline": Option("deadline_t_s", _begin),
     "--exclusive": Option("exclusive", None),
     "--nodelist": Option("nodelist", _checked(parse_hostlist)),
     "--exclude": Option("exclude", _checked(parse_hostlist)),

@@ -96,7 +96,7 @@ def _parsed_by(parse: Callable[[Any], object]) -> AfterValidator:
 HostList = Annotated[str, Field(max_length=MAX_HOSTLIST_TEXT), _parsed_by(parse_hostlist)]
 """Slurm's hostlist as written (``gpu[01-04,07]``); the names are expanded at submit."""
 TimeIn = Annotated[Short | int | None, _parsed_by(parse_walltime)]
-"""``--time`` as written: MM, HH:MM:SS, D-HH:MM:SS... (seconds when an integer)."""
+"""``--time`` as written: MM, HH:MM:SS, D-HH:MM:SS... (minutes when an integer, as Slurm)."""
 PriorityIn = Annotated[int | Short | None, _parsed_by(parse_priority)]
 """``--priority`` as written: an integer or low|normal|high|critical."""
 
@@ -159,6 +159,13 @@ class JobSubmit(Request):
     begin_t_s: float | None = Field(
         None, ge=0, le=1e11, description="Unix seconds: not started before this (sbatch --begin)"
     )
+    deadline_t_s: float | None = Field(
+        None,
+        ge=0,
+        le=1e11,
+        description="Unix seconds: it must end by then; once it no longer could (now plus its "
+        "time limit is later), it ends DEADLINE without starting (sbatch --deadline)",
+    )
     exclusive: bool = False
     nodelist: HostList | None = Field(
         None, description="its nodes are among these (sbatch --nodelist: gpu[01-04],gpu07)"
@@ -210,6 +217,9 @@ class JobSubmit(Request):
             raise ValueError("give exactly one of command or script")
         if self.command is not None and not self.command:
             raise ValueError("command must not be empty")
+        begin, deadline = self.begin_t_s, self.deadline_t_s
+        if begin is not None and deadline is not None and begin >= deadline:
+            raise ValueError("begin_t_s is not before deadline_t_s (hint: begin earlier)")
         asked = [n for n in ("mem", "mem_per_cpu", "mem_per_gpu") if getattr(self, n) is not None]
         if len(asked) > 1:
             raise ValueError(f"give one of {', '.join(asked)} (as sbatch: they exclude each other)")
@@ -430,6 +440,7 @@ class JobOut(Response):
         "(its time limit runs from then); null for a job without an image, or while it pulls",
     )
     begin_t_s: float | None = Field(None, description="not started before this (--begin)")
+    deadline_t_s: float | None = Field(None, description="to end by this (--deadline)")
     only_nodes: list[str] | None = Field(None, description="its nodes are among these")
     never_nodes: list[str] | None = Field(None, description="none of these")
     fair_share: str | None = Field(
@@ -495,6 +506,7 @@ class JobOut(Response):
             container_image=(getattr(row, "container", None) or {}).get("image"),
             run_t_s=getattr(row, "run_t_s", None),
             begin_t_s=getattr(row, "begin_t_s", None),
+            deadline_t_s=getattr(row, "deadline_t_s", None),
             only_nodes=getattr(row, "only_nodes", None),
             never_nodes=getattr(row, "never_nodes", None),
         )

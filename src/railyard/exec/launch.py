@@ -56,13 +56,16 @@ NO_ARRAY_INDEX = "4294967294"  # what sbatch 22.05 writes for %a in a job that i
 
 @dataclass(frozen=True)
 class NodeAlloc:
-    """One node of a job's allocation: its GPUs and how many tasks run there."""
+    """One node of a job's allocation: its GPUs and how many tasks run there; `cpus` the
+    cores the scheduler booked there (the whole node's with `--exclusive`; 0: not known, the
+    tasks' own count)."""
 
     name: str
     index: int
     gpus: tuple[int, ...]
     ntasks: int
     first_task: int
+    cpus: int = 0
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ def allocation(
     ntasks_per_node: int | None = None,
     cpu_tasks_per_node: int = 1,
     gpus_per_task: int = 0,
+    cpus_per_node: int = 0,
 ) -> list[NodeAlloc]:
     """Nodes in placement order with their task counts: ``ntasks_per_node``, else one per GPU
     the job holds there (one per ``gpus_per_task`` of them), else (a CPU job)
@@ -90,7 +94,7 @@ def allocation(
     first = 0
     for index, (name, gpus) in enumerate(placement.items()):
         ntasks = ntasks_per_node or len(gpus) // max(1, gpus_per_task) or cpu_tasks_per_node
-        nodes.append(NodeAlloc(name, index, tuple(gpus), ntasks, first))
+        nodes.append(NodeAlloc(name, index, tuple(gpus), ntasks, first, cpus_per_node))
         first += ntasks
     return nodes
 
@@ -100,7 +104,9 @@ def job_allocation(spec: LaunchSpec) -> list[NodeAlloc]:
     if not spec.placement:
         raise ValueError(f"job {spec.job_id}: placed on no node")
     per_node = max(1, spec.workers // len(spec.placement))
-    return allocation(spec.placement, spec.ntasks_per_node, per_node, spec.gpus_per_task)
+    return allocation(
+        spec.placement, spec.ntasks_per_node, per_node, spec.gpus_per_task, spec.cpus_per_node
+    )
 
 
 def task_layout(nodes: Sequence[NodeAlloc]) -> list[RankSlot]:
@@ -136,11 +142,13 @@ def tasks_per_node(counts: Sequence[int]) -> str:
 def allocation_env(
     nodes: Sequence[NodeAlloc], node: NodeAlloc, cpus_per_task: int = 0
 ) -> dict[str, str]:
-    """What sbatch sets about the allocation, seen from ``node``. CPUs: ``cpus_per_task`` per
-    task, or one per task (Slurm's default) when none were asked for."""
+    """What sbatch sets about the allocation, seen from ``node``. CPUs: those booked on the
+    node, at least ``cpus_per_task`` per task, or one per task (Slurm's default) when none
+    were asked for."""
     counts = [n.ntasks for n in nodes]
     gpus = ",".join(str(g) for g in node.gpus)
-    cpus = (cpus_per_task or 1) * node.ntasks
+    per_node = [max((cpus_per_task or 1) * n.ntasks, n.cpus) for n in nodes]
+    cpus = per_node[node.index]
     env = {
         "SLURM_JOB_NODELIST": compress([n.name for n in nodes]),
         "SLURM_NODELIST": compress([n.name for n in nodes]),
@@ -154,7 +162,7 @@ def allocation_env(
         "SLURM_TOPOLOGY_ADDR": node.name,  # what Slurm sets without a topology plugin
         "SLURM_TOPOLOGY_ADDR_PATTERN": "node",
         "SLURM_CPUS_ON_NODE": str(cpus),
-        "SLURM_JOB_CPUS_PER_NODE": tasks_per_node([(cpus_per_task or 1) * c for c in counts]),
+        "SLURM_JOB_CPUS_PER_NODE": tasks_per_node(per_node),
         # CUDA's own rule: an empty list hides every GPU; unset would show them all.
         "CUDA_VISIBLE_DEVICES": gpus,
     }
@@ -227,16 +235,24 @@ def task_env(
     return env
 
 
-def batch_env(nodes: Sequence[NodeAlloc], cpus_per_task: int = 0) -> dict[str, str]:
-    """The batch step: the script itself, once, on the first node (sbatch's environment)."""
+def batch_env(
+    nodes: Sequence[NodeAlloc], cpus_per_task: int = 0, tasks_given: bool = True
+) -> dict[str, str]:
+    """The batch step: the script itself, once, on the first node (sbatch's environment).
+    Without a task count (``tasks_given`` False), sbatch counts a task per ``cpus_per_task``
+    of the CPUs booked on each node (16 on a 16-core node taken with ``--exclusive``)."""
     first = nodes[0]
-    return {
+    env = {
         **allocation_env(nodes, first, cpus_per_task),
         "SLURM_PROCID": "0",
         "SLURM_LOCALID": "0",
         "SLURM_GTIDS": "0",
         "ENVIRONMENT": "BATCH",
     }
+    if not tasks_given and any(n.cpus for n in nodes):
+        per = max(1, cpus_per_task)
+        env["SLURM_TASKS_PER_NODE"] = tasks_per_node([max(n.ntasks, n.cpus // per) for n in nodes])
+    return env
 
 
 def clean_user_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -306,7 +322,7 @@ def process_env(
     env.update(railyard_env(spec, account))
     nodes = job_allocation(spec)
     if spec.batch:
-        env.update(batch_env(nodes, spec.cpus_per_task))
+        env.update(batch_env(nodes, spec.cpus_per_task, spec.tasks_given))
         env["MASTER_ADDR"] = master_addr  # railyard's: the first node, for torchrun's flags
         env[ALLOCATION_VAR] = encode_allocation(nodes, master_addr)
         if spec.steps_dir is not None:
@@ -334,7 +350,10 @@ def encode_allocation(nodes: Iterable[NodeAlloc], master_addr: str) -> str:
     return json.dumps(
         {
             "master_addr": master_addr,
-            "nodes": [{"name": n.name, "gpus": list(n.gpus), "ntasks": n.ntasks} for n in nodes],
+            "nodes": [
+                {"name": n.name, "gpus": list(n.gpus), "ntasks": n.ntasks, "cpus": n.cpus}
+                for n in nodes
+            ],
         },
         separators=(",", ":"),
     )
@@ -347,7 +366,8 @@ def decode_allocation(text: str) -> tuple[str, list[NodeAlloc]]:
     first = 0
     for index, node in enumerate(data["nodes"]):
         gpus = tuple(int(g) for g in node["gpus"])
-        nodes.append(NodeAlloc(str(node["name"]), index, gpus, int(node["ntasks"]), first))
+        ntasks, cpus = int(node["ntasks"]), int(node.get("cpus", 0))
+        nodes.append(NodeAlloc(str(node["name"]), index, gpus, ntasks, first, cpus))
         first += int(node["ntasks"])
     return str(data["master_addr"]), nodes
 

@@ -87,6 +87,8 @@ class LaunchSpec:
     script_path: Path | None = None
     output: Output = field(default_factory=Output)
     cpus_per_task: int = 0
+    cpus_per_node: int = 0  # cores booked on each node (all of them with --exclusive); 0: none
+    tasks_given: bool = True  # False: no task count asked (sbatch counts one per booked CPU)
     gpus_per_task: int = 0  # each task sees its own GPUs (sbatch --gpus-per-task); 0: all
     mem_per_node_mb: int = 0
     preempt_signal: str = DEFAULT_PREEMPT_SIGNAL

@@ -26,7 +26,7 @@ class Verdict(Enum):
 
 
 PENDING, RUNNING = "pending", "running"
-_ENDED_BADLY = frozenset({"failed", "timeout", "node_fail", "cancelled"})
+_ENDED_BADLY = frozenset({"failed", "timeout", "node_fail", "cancelled", "deadline"})
 _PART = re.compile(r"^(after|afterok|afternotok|afterany|aftercorr):([0-9_]+(?::[0-9_]+)*)$")
 HINT = "e.g. afterok:12, afterany:12:13, afterok:12?afterok:13, aftercorr:12, singleton"
 

@@ -32,7 +32,7 @@ from railyard.sched.cycle import cycle
 from railyard.sched.decisions import CycleResult, Reason
 from railyard.sched.dependencies import Verdict, first_of_name, verdict
 from railyard.sched.health import HealthInput, due_checks, group_ready
-from railyard.sched.limits import time_limit_s
+from railyard.sched.limits import latest_start_t_s, time_limit_s
 from railyard.sched.model import (
     ClusterState,
     Job,
@@ -66,6 +66,7 @@ class EndState(StrEnum):
     CANCELLED = "cancelled"
     TIMEOUT = "timeout"
     NODE_FAIL = "node_fail"
+    DEADLINE = "deadline"  # never started: it could no longer end by its --deadline
 
 
 @dataclass(frozen=True)
@@ -225,6 +226,26 @@ def _first_deadline(
 # -- gates before the cycle --------------------------------------------------------------------
 
 
+def past_deadline(
+    pending: Sequence[Job], queues: Mapping[str, Queue], now_t_s: float
+) -> tuple[tuple[str, ...], list[Job], float]:
+    """Pending jobs that could no longer end by their `--deadline` (now is past their latest
+    start), the others, and when the next of those others falls due (just after its latest
+    start: starting at that very instant still ends in time)."""
+    expired: list[str] = []
+    kept: list[Job] = []
+    next_t_s = math.inf
+    for job in pending:
+        latest = latest_start_t_s(job, queues.get(job.queue))
+        if now_t_s > latest:
+            expired.append(job.id)
+            continue
+        kept.append(job)
+        if latest < math.inf:
+            next_t_s = min(next_t_s, math.nextafter(latest, math.inf))
+    return tuple(expired), kept, next_t_s
+
+
 def gate(
     pending: Sequence[Job],
     running: Iterable[RunningJob],
@@ -333,6 +354,8 @@ class StepPlan:
     checks: tuple[str, ...] = ()  # nodes whose health check starts now (idle, due)
     next_check_t_s: float = math.inf  # when the next periodic check falls due
     group_check: tuple[str, ...] = ()  # an across-node check's group, idle now: start it
+    expired: tuple[str, ...] = ()
+    """Pending jobs that could no longer end by their `--deadline`: they end DEADLINE now."""
     stops: tuple[Stop, ...] = ()
     """Every stop this step asks for, typed (`sched.stops`): time limits (also in `stop`),
     preemptions and node-down requeues (also in `result`); a driver acts on these alone."""
@@ -374,7 +397,11 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
         cause.update(dict.fromkeys(limits.idle, StopCause.IDLE_LIMIT))
         running = [replace(r, stop_cause=cause[r.id]) if r.id in cause else r for r in running]
 
-    # 3. Gates, then 4. the cycle on what is left.
+    # 3. Deadlines, gates, then 4. the cycle on what is left.
+    expired: tuple[str, ...] = ()
+    expire_t_s = math.inf
+    if any(j.deadline_t_s is not None for j in pending):
+        expired, pending, expire_t_s = past_deadline(pending, queues, now)
     states = dict(given.job_states)
     for s in settled:  # what this step settled counts already
         states[s.job_id] = s.end.value if s.end is not None else "pending"
@@ -390,7 +417,7 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
             given.runtime_history_s,
         )  # fmt: skip
         result = cycle(state, now, config, cache)
-    next_t_s = min(limits.next_t_s, _first_deadline(result, eligible, queues, now))
+    next_t_s = min(limits.next_t_s, _first_deadline(result, eligible, queues, now), expire_t_s)
     begins = (j.begin_t_s for j in pending if held.get(j.id) is Reason.BEGIN_TIME)
     next_t_s = min(next_t_s, min((t for t in begins if t is not None), default=math.inf))
     checks: tuple[str, ...] = ()
@@ -424,6 +451,7 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
         next_check_t_s=check_t_s,
         group_check=group,
         stops=stop_intents(limits.stop, result, limits.idle),
+        expired=expired,
     )
 
 

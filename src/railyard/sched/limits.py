@@ -31,6 +31,16 @@ def time_limit_s(job: Job, queue: Queue | None) -> float | None:
     return queue.default_time_s if queue.default_time_s is not None else queue.max_time_s
 
 
+def latest_start_t_s(job: Job, queue: Queue | None) -> float:
+    """The last moment a job with a `--deadline` may start and still end by it (Slurm's
+    "no ending is possible before this deadline"); +inf without one, -inf with one but no
+    time limit (it could never be sure to end in time)."""
+    if job.deadline_t_s is None:
+        return math.inf
+    limit = time_limit_s(job, queue)
+    return -math.inf if limit is None else job.deadline_t_s - limit
+
+
 def over_max_time(job: Job, queue: Queue | None) -> bool:
     return (
         queue is not None

@@ -191,7 +191,9 @@ class Job:
     `--dependency`, all of them or with `dependency_any` any one; `name` for `singleton`) and
     `hold` (scontrol hold: "user" or "admin"). `image`: the container image it runs in
     (placement prefers nodes that have it; its time limit starts once it is on the nodes).
-    `begin_t_s`: sbatch's `--begin`, the earliest it may start.
+    `begin_t_s`: sbatch's `--begin`, the earliest it may start. `deadline_t_s`: sbatch's
+    `--deadline`: once it could no longer end by then (now plus its time limit is later), it
+    leaves the queue with end state DEADLINE.
     """
 
     id: str
@@ -226,6 +228,7 @@ class Job:
     interactive: bool = False  # a session (terminal, notebook): its queue's idle limit applies
     image: str | None = None
     begin_t_s: float | None = None
+    deadline_t_s: float | None = None
     # sbatch's --nodelist / --exclude: its nodes are among `only_nodes` (None: any) and none
     # of `never_nodes` (placement reads them through `Shape`)
     only_nodes: frozenset[str] | None = None

@@ -35,11 +35,13 @@ from railyard.sched import (
 from railyard.sched.health import HealthInput, NodeChange, with_sweep
 from railyard.sched.history import RuntimeHistory
 from railyard.sched.lifecycle import (
+    EndState,
     ExitKind,
     Settlement,
     StepInput,
     StepPlan,
     history_run,
+    past_deadline,
     time_limits,
 )
 from railyard.sched.lifecycle import step as lifecycle_step
@@ -275,11 +277,13 @@ class _Run:
             if self.deadline_at == t_s:
                 self.deadline_at = None
                 due = time_limits(self.running.values(), self.queue_map, t_s)
-                if due.warn or due.stop or due.idle:  # it may have ended before
+                dated = [j for j in self.pending.values() if j.deadline_t_s is not None]
+                expired, _, expire_t_s = past_deadline(dated, self.queue_map, t_s)
+                if due.warn or due.stop or due.idle or expired:  # it may have ended before
                     self.changed = True
                     self._want_cycle(t_s)  # coalesced like any other event
                 else:
-                    self._want_deadline(due.next_t_s)
+                    self._want_deadline(min(due.next_t_s, expire_t_s))
             return
         if kind is not EventKind.TICK and kind is not EventKind.CHECKPOINT:
             self.changed = True
@@ -377,6 +381,13 @@ class _Run:
         self.last_accrual_t_s = now
         for s in plan.settled:
             self._settled(now, s)
+        for job_id in plan.expired:  # could no longer end by its --deadline: never runs
+            self.pending.pop(job_id)
+            self.nominated.discard(job_id)
+            rec = self.records[job_id]
+            rec.state, rec.end_t_s = EndState.DEADLINE.value, now
+            self.done += 1
+            self._note(now, EventKind.END, job_id)
         for job_id in plan.warn:
             self.running[job_id] = replace(self.running[job_id], warned=True)
         for stop in plan.stops:

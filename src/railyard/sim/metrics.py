@@ -55,7 +55,12 @@ def _grouped(records: list[JobRecord], key: str) -> dict[str, dict[str, Any]]:
 
 
 def _jct(records: Iterable[JobRecord]) -> Iterable[float]:
-    return (r.end_t_s - r.trace.submit_s for r in records if r.end_t_s is not None)
+    """Of the jobs that ran and ended (one past its --deadline ended without running)."""
+    return (
+        r.end_t_s - r.trace.submit_s
+        for r in records
+        if r.end_t_s is not None and r.first_start_t_s is not None
+    )
 
 
 def _wait(records: Iterable[JobRecord]) -> Iterable[float]:

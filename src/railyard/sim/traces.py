@@ -12,11 +12,13 @@ Formats (from their published schemas; users bring the files, nothing is downloa
   headerless as released, or with a header). GPUs = ceil(sum of inst_num x plan_gpu / 100):
   fractional-GPU tasks take whole GPUs here.
 - ``railyard``: id, submit_s, gpus, runtime_s[, queue, user, priority, walltime_s,
-  preemptible, state, cpus, mem_gb, interactive, active_s, pool, image] (cpus and mem_gb for
-  the whole job; ``interactive`` true for a session, a shell or a notebook, whose user works
-  in it for ``active_s`` and then leaves it open until ``runtime_s``, unless its queue's idle
-  limit ends it first; ``pool`` the blueprint's node pool it runs on; ``image`` the container
-  image it runs in, pulled at a cold start, see ``sim.images``).
+  preemptible, state, cpus, mem_gb, interactive, active_s, pool, image, deadline_s] (cpus
+  and mem_gb for the whole job; ``interactive`` true for a session, a shell or a notebook,
+  whose user works in it for ``active_s`` and then leaves it open until ``runtime_s``, unless
+  its queue's idle limit ends it first; ``pool`` the blueprint's node pool it runs on;
+  ``image`` the container image it runs in, pulled at a cold start, see ``sim.images``;
+  ``deadline_s`` sbatch's ``--deadline`` in the trace's seconds: a job that could no longer
+  end by then leaves the queue unrun, state ``deadline``).
 
 Jobs that never ran, never ended or use no GPU are skipped and counted by reason; anything
 malformed raises `TraceError` naming file, line and field, with a hint.
@@ -210,6 +212,11 @@ def load_railyard(path: Path) -> Workload:
         if cpus != int(cpus):
             raise row.fail("cpus", f"must be a whole number, got {row.raw('cpus')!r}", "e.g. 16")
         mem_gb = row.number("mem_gb", default=0.0)
+        deadline = row.raw("deadline_s")
+        deadline_s = row.number("deadline_s") if deadline else None
+        if deadline_s is not None and not row.number("submit_s") < deadline_s < math.inf:
+            raise row.fail("deadline_s", f"must be after submit_s, got {deadline!r}",
+                           "seconds from the trace's start, as submit_s")  # fmt: skip
         jobs.append(
             TraceJob(
                 id=job_id,
@@ -228,6 +235,7 @@ def load_railyard(path: Path) -> Workload:
                 active_s=active_s,
                 pool=row.raw("pool") or None,
                 image=row.raw("image") or None,
+                deadline_s=deadline_s,
             )
         )
     return Workload.of(path.stem, jobs)

@@ -48,6 +48,7 @@ class TraceJob:
     # it open (None: for all of `runtime_s`); an idle limit may end it before `runtime_s`
     pool: str | None = None  # the node pool it runs on (`blueprint.pools`); None: unpooled
     image: str | None = None  # the container image it runs in (`sim.images`)
+    deadline_s: float | None = None  # sbatch's --deadline, seconds from the trace's start
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -58,6 +59,8 @@ class TraceJob:
             raise ValueError(f"job {self.id}: cpus and mem_gb must be >= 0")
         if self.active_s is not None and not self.active_s >= 0:
             raise ValueError(f"job {self.id}: active_s must be >= 0")
+        if self.deadline_s is not None and not self.deadline_s > self.submit_s:
+            raise ValueError(f"job {self.id}: deadline_s must be after submit_s")
 
 
 @dataclass(frozen=True)
@@ -113,4 +116,5 @@ def scheduler_job(t: TraceJob, flavor: str, workers: int, gpw: int, grace_s: flo
         array_max_running=t.array_max_running,
         interactive=t.interactive,
         image=t.image,
+        deadline_t_s=t.deadline_s,
     )

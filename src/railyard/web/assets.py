@@ -22,7 +22,7 @@ table{border-collapse:collapse;margin:8px 0} th,td{padding:3px 8px;border-bottom
 text-align:left;vertical-align:top} th{background:#eee}
 .num{text-align:right} .muted{color:#777} .err{color:#b00020}
 .state-running{color:#1a7f37} .state-pending{color:#9a6700} .state-failed,.state-timeout,
-.state-node_fail{color:#b00020} .state-completed{color:#555}
+.state-node_fail,.state-deadline{color:#b00020} .state-completed{color:#555}
 pre.log{background:#111;color:#ddd;padding:8px;max-height:420px;overflow:auto;font-size:12px}
 .su{border:1px solid #bbb;margin:6px 0;padding:4px;background:#fff}
 .lg{display:inline-block;vertical-align:top;border:1px dashed #ccc;margin:3px;padding:3px}

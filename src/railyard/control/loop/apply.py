@@ -67,6 +67,8 @@ def write_plan(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> 
     out = Written()
     for s in plan.settled:
         _settle(session, s, seen.states.get(s.job_id), now_t_s, out)
+    for job_id in plan.expired:
+        _expire(session, job_id, now_t_s, out)
     for job_id in plan.warn:
         if cas(session, job_id, JobState.RUNNING.value, warned=True, updated_t_s=now_t_s):
             record(session, now_t_s, "warn", "time limit warning signal", job_id)
@@ -85,6 +87,25 @@ def write_plan(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> 
             record(session, now_t_s, "drained", f"node {name} drained", None)
     _usage(session, plan.usage, now_t_s)
     return out
+
+
+def _expire(session: Session, job_id: str, now_t_s: float, out: Written) -> None:
+    """A pending job that could no longer end by its deadline ends DEADLINE (Slurm's state
+    and reason), unless its row moved since the read (the next step judges it again)."""
+    ended = cas(
+        session,
+        job_id,
+        JobState.PENDING.value,
+        state=JobState.DEADLINE.value,
+        reason="DeadLine",
+        nominated=False,
+        end_t_s=now_t_s,
+        updated_t_s=now_t_s,
+    )
+    if ended:
+        message = "it could no longer end by its deadline: not started"
+        record(session, now_t_s, JobState.DEADLINE.value, message, job_id)
+        out.finished.append((job_id, JobState.DEADLINE.value))
 
 
 def _settle(

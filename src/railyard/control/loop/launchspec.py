@@ -67,6 +67,8 @@ def launch_spec(
         script_path=script,
         output=Output(stdout=row.output, stderr=row.error, fields=fields),
         cpus_per_task=row.cpus_per_task,
+        cpus_per_node=row.cpus_per_worker,
+        tasks_given=row.tasks_given,
         gpus_per_task=row.gpus_per_task or 0,
         mem_per_node_mb=row.mem_per_node_mb,
         preempt_signal=row.preempt_signal,

@@ -68,6 +68,10 @@ from railyard.sched.lifecycle import step as lifecycle_step
 
 log = logging.getLogger("railyard.loop")
 
+MIN_SLEEP_S = 0.005
+"""The shortest sleep between steps when something falls due: a due time just passed (the
+step that acts on it is this one) must not turn the loop into a spin."""
+
 
 @dataclass(frozen=True)
 class LoopConfig:
@@ -188,9 +192,9 @@ class Loop:
         self.health.begin(self.clock())
         while not stop.is_set():
             began = time.perf_counter()
-            self.step_or_report()
+            stepped = self.step_or_report() is not None
             took_s = time.perf_counter() - began
-            if self._wake.wait(self.config.cycle_interval_s):
+            if self._wake.wait(self._until_due_s() if stepped else self.config.cycle_interval_s):
                 # Coalesce a burst of events into one cycle. After a request (a thousand
                 # submits), leave the API at least as much time as the last step took; after
                 # exits alone, GPUs are idle: only a short window, so that a gang's ranks
@@ -203,6 +207,17 @@ class Loop:
                     stop.wait(self.config.exit_coalesce_s)
             self._wake.clear()
             self._asked = self._prompt = False
+
+    def _until_due_s(self) -> float:
+        """How long to sleep when nothing happens: the interval, or less when the last plan
+        says a warning signal, time limit, deadline or health check falls due sooner (so
+        `--signal=SIG@T` lands T before the limit, not up to an interval later)."""
+        interval_s = self.config.cycle_interval_s
+        plan = self.last_plan
+        if plan is None:
+            return interval_s
+        due_t_s = min(plan.next_deadline_t_s, plan.next_check_t_s)
+        return min(interval_s, max(MIN_SLEEP_S, due_t_s - self.clock()))
 
     def step_or_report(self) -> StepReport | None:
         """One step; a failure is logged and told to /healthz, and the next step retries

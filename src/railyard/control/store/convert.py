@@ -120,6 +120,7 @@ class JobFields(Protocol):
     image: str | None
     run_t_s: float | None
     begin_t_s: float | None
+    deadline_t_s: float | None
     only_nodes: list[str] | None
     never_nodes: list[str] | None
 
@@ -132,7 +133,7 @@ SCHED_NAMES: tuple[str, ...] = (
     "warn_before_s", "warned", "attained_gpu_s", "nominated", "hold", "name", "dependency",
     "state", "reason", "placement", "start_t_s", "last_checkpoint_t_s", "preempt_for",
     "stop_cause", "updated_t_s", "terminal", "active_t_s", "image", "run_t_s", "begin_t_s",
-    "only_nodes", "never_nodes",
+    "deadline_t_s", "only_nodes", "never_nodes",
 )  # fmt: skip
 SCHED_COLUMNS: tuple[Any, ...] = tuple(getattr(JobRow, name) for name in SCHED_NAMES)
 """Selected without the ORM (no identity map, no large command/env/script columns): a cycle
@@ -156,7 +157,7 @@ _JOB_NAMES = (
     "topology_level", "topology_mode", "submit_t_s", "min_runtime_s", "checkpoint_grace_s",
     "restart_count", "max_restarts", "array_parent", "array_index", "array_max_running",
     "warn_before_s", "attained_gpu_s", "nominated", "hold", "name", "dependency", "terminal",
-    "image", "begin_t_s", "only_nodes", "never_nodes",
+    "image", "begin_t_s", "deadline_t_s", "only_nodes", "never_nodes",
 )  # fmt: skip
 
 
@@ -193,6 +194,7 @@ def _job(f: Mapping[str, Any], user: str) -> Job:
         interactive=bool(f["terminal"]),
         image=f["image"],
         begin_t_s=f["begin_t_s"],
+        deadline_t_s=f["deadline_t_s"],
         only_nodes=None if f["only_nodes"] is None else frozenset(f["only_nodes"]),
         never_nodes=frozenset(f["never_nodes"] or ()),
         **_dependencies(f["dependency"]),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, false
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, false, true
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from railyard.client.values import PRIORITY_CLASSES
@@ -34,6 +34,7 @@ class JobState(StrEnum):
     CANCELLED = "cancelled"
     TIMEOUT = "timeout"
     NODE_FAIL = "node_fail"
+    DEADLINE = "deadline"  # it could no longer end by its --deadline: it never started
 
     @property
     def finished(self) -> bool:
@@ -50,7 +51,14 @@ class JobState(StrEnum):
 
 
 _FINISHED = frozenset(
-    {JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.NODE_FAIL}
+    {
+        JobState.COMPLETED,
+        JobState.FAILED,
+        JobState.CANCELLED,
+        JobState.TIMEOUT,
+        JobState.NODE_FAIL,
+        JobState.DEADLINE,
+    }
 )
 ACTIVE_STATES = tuple(s.value for s in JobState if not s.finished)
 # JobRow.hold -> Slurm's reason for a held job (an admin's hold only an admin releases)
@@ -195,6 +203,8 @@ class JobRow(Base):
     submit_dir: Mapped[str] = mapped_column(String(1024), default="")
     submit_host: Mapped[str] = mapped_column(String(256), default="")
     ntasks_per_node: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # False: no task count was asked for (sbatch then counts a task per booked CPU)
+    tasks_given: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     cpus_per_task: Mapped[int] = mapped_column(Integer, default=0)
     mem_per_node_mb: Mapped[int] = mapped_column(Integer, default=0)
     cpus_per_worker: Mapped[int] = mapped_column(Integer, default=0)
@@ -216,6 +226,8 @@ class JobRow(Base):
     run_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     # sbatch's --begin: not before this time (reason BeginTime until then)
     begin_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # sbatch's --deadline: ends DEADLINE once it could no longer end by then
+    deadline_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     # sbatch's --mem-per-cpu / --mem-per-gpu as asked (its environment says them); the
     # scheduler books mem_per_worker_gb, the cgroup mem_per_node_mb
     mem_per_cpu_mb: Mapped[int | None] = mapped_column(Integer, nullable=True)

@@ -389,6 +389,20 @@ def _check_bounds(session: Session, queue: str, min_runtime_s: float, grace_s: f
             )
 
 
+def _check_deadline(session: Session, spec: JobSubmit) -> None:
+    """A deadline is judged against the job's time limit (`sched.limits.latest_start_t_s`):
+    without one, no start could be sure to end in time (sbatch asks for a limit too)."""
+    if spec.walltime_s() is not None:
+        return
+    row = once(session, f"queue:{spec.queue}", lambda: session.get(QueueRow, spec.queue))
+    if row is None or (row.default_time_s is None and row.max_time_s is None):
+        raise Invalid(
+            "deadline_t_s",
+            f"a deadline needs a time limit, and queue {spec.queue} gives none",
+            "add --time",
+        )
+
+
 @dataclass(frozen=True)
 class Admitted:
     """A job that passed every check: the values its rows share (all but number and ids) and
@@ -432,6 +446,8 @@ def admit(
         raise Invalid("terminal", "an interactive job (or an app) is one job, not an array",
                       "railyard run [options] -- CMD")  # fmt: skip
     _check_bounds(session, spec.queue, spec.min_runtime_s, grace_s)
+    if spec.deadline_t_s is not None:
+        _check_deadline(session, spec)
     priority = job_priority(session, user, spec)
     topology = (
         TopologyRequirement(Level.parse(level), TopologyMode(mode)) if level and mode else None
@@ -505,6 +521,8 @@ def admit(
         "submit_t_s": now_t_s,
         "updated_t_s": now_t_s,
         "begin_t_s": spec.begin_t_s,
+        "deadline_t_s": spec.deadline_t_s,
+        "tasks_given": spec.ntasks is not None or spec.ntasks_per_node is not None,
         "only_nodes": sorted(shape.only_nodes) if shape.only_nodes is not None else None,
         "never_nodes": sorted(shape.never_nodes) or None,
     }
