@@ -4,7 +4,9 @@
 
 1. One cycle on a 2,048-GPU cluster (256 nodes x 8 H100, 16 scalable units of 16 nodes, one
    leaf group per SU, rail-optimized) with 10,000 pending and 1,500 running jobs, sizes
-   skewed small like real traces. Reports median and p90 over repeated cycles.
+   skewed small like real traces, and on eight times that (16,384 GPUs, 12,000 running),
+   under four policies (the default, FIFO, conservative backfill, time slicing). Reports
+   median and p90 over repeated cycles.
 2. Admission throughput shaped like Kueue's baseline performance test: 5 cohorts x 6
    queues, 15,000 small workloads; cycles run on a virtual clock (finished jobs free their
    GPUs) until every workload is admitted. Reports admitted jobs per second of cycle time.
@@ -59,8 +61,9 @@ PENDING_SIZES = [
 RUNNING_SIZES = {1: 1280, 2: 150, 4: 50, 8: 15, 16: 4, 32: 1}  # 1,500 jobs, 1,996 GPUs
 
 
-def rail_optimized_cluster() -> list[Node]:
-    """256 nodes x 8 GPUs: 16 scalable units of 16 nodes, one leaf group per SU."""
+def rail_optimized_cluster(sus: int = 16) -> list[Node]:
+    """`sus` scalable units of 16 nodes x 8 GPUs, one leaf group per SU: 16 SUs are 2,048
+    GPUs, 128 SUs 16,384."""
     return [
         Node(
             f"su{su}-n{k}",
@@ -70,12 +73,12 @@ def rail_optimized_cluster() -> list[Node]:
             mem_gb=2048,
             path=(f"su{su}", f"su{su}-lg0"),
         )
-        for su in range(16)
+        for su in range(sus)
         for k in range(16)
     ]
 
 
-def tenant_queues() -> list[Queue]:
+def tenant_queues(scale: int = 1) -> list[Queue]:
     """One cohort (the cluster) of two organisations x four teams. Nominal quotas add up to
     1.5x the cluster (over-committed, as shared clusters often are), so most waiting jobs
     wait for GPUs, not quota, and placement and backfill do the work."""
@@ -87,7 +90,12 @@ def tenant_queues() -> list[Queue]:
     for o in range(2):
         for t in range(4):
             out.append(
-                Queue(f"o{o}-t{t}", parent=f"org{o}", nominal_gpus={H100: 384}, weight=1 + t % 2)
+                Queue(
+                    f"o{o}-t{t}",
+                    parent=f"org{o}",
+                    nominal_gpus={H100: 384 * scale},
+                    weight=1 + t % 2,
+                )
             )
     return out
 
@@ -113,15 +121,17 @@ def make_job(rng: random.Random, id: str, gpus: int, queue: str, now_t_s: float)
     )
 
 
-def scenario_state(seed: int, n_pending: int, now_t_s: float) -> ClusterState:
+def scenario_state(seed: int, n_pending: int, now_t_s: float, scale: int = 1) -> ClusterState:
+    """The 2,048-GPU scenario, or `scale` times its nodes, quotas and running jobs (8: the
+    16,384-GPU one, 12,000 running); the pending line stays `n_pending` long."""
     rng = random.Random(seed)
-    inventory = rail_optimized_cluster()
-    queues = tenant_queues()
+    inventory = rail_optimized_cluster(16 * scale)
+    queues = tenant_queues(scale)
     leaves = [q.name for q in queues if q.name.startswith("o") and "-t" in q.name]
     snap = Snapshot(Topology(inventory))
     place = FabricAware()
     running = []
-    sizes = [g for g, n in sorted(RUNNING_SIZES.items(), reverse=True) for _ in range(n)]
+    sizes = [g for g, n in sorted(RUNNING_SIZES.items(), reverse=True) for _ in range(n * scale)]
     for k, gpus in enumerate(sizes):
         job = make_job(rng, f"r{k}", gpus, rng.choice(leaves), now_t_s)
         job = replace(job, topology=None)
@@ -230,15 +240,25 @@ def main() -> None:
     args = parser.parse_args()
     now_t_s = 1_000_000.0
     repeats = 5 if args.quick else 11
-    state = scenario_state(seed=7, n_pending=10_000, now_t_s=now_t_s)
     configs = {
         "fairshare+easy+preempt (default)": SchedulerConfig(),
         "fifo, no backfill, no preemption": SchedulerConfig(
             ordering="fifo", backfill="none", preemption="off"
         ),
         "fairshare+conservative+preempt": SchedulerConfig(backfill="conservative"),
+        "las (time slicing)": SchedulerConfig(
+            ordering="las", backfill="none", preemption="las", greedy_hold_after_s=None
+        ),
     }
-    one_cycle = {name: time_cycles(state, now_t_s, c, repeats) for name, c in configs.items()}
+    by_size: dict[str, dict[str, dict]] = {}
+    for scale in (1, 8):
+        state = scenario_state(seed=7, n_pending=10_000, now_t_s=now_t_s, scale=scale)
+        label = f"{2048 * scale:,} GPUs"
+        by_size[label] = {
+            name: time_cycles(state, now_t_s, c, repeats if scale == 1 else max(3, repeats // 2))
+            for name, c in configs.items()
+        }
+    one_cycle = by_size["2,048 GPUs"]
     throughput = kueue_shaped_throughput(3_000 if args.quick else 15_000, seed=11)
     report = {
         "machine": {
@@ -250,22 +270,28 @@ def main() -> None:
         "scenario_1_one_cycle": {
             "nodes": 256, "gpus": 2048, "pending": 10_000, "running": 1_500, "by_config": one_cycle,
         },
+        "scenario_1b_one_cycle_16k": {
+            "nodes": 2048, "gpus": 16384, "pending": 10_000, "running": 12_000,
+            "by_config": by_size["16,384 GPUs"],
+        },
         "scenario_2_admission_throughput": throughput,
     }  # fmt: skip
     report["machine"]["load_avg_1m_at_end"] = os.getloadavg()[0]
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")
 
-    table = Table(title="railyard.sched: one cycle, 2,048 GPUs, 10,000 pending, 1,500 running")
-    for col in ("config", "median ms", "p90 ms", "cpu median ms", "starts", "preempts", "resv"):
-        table.add_column(col, justify="left" if col == "config" else "right")
-    for name, r in one_cycle.items():
-        table.add_row(
-            name, f"{r['median_ms']:.1f}", f"{r['p90_ms']:.1f}", f"{r['cpu_median_ms']:.1f}",
-            str(r["starts"]),
-            str(r["preemptions"]), str(r["reservations"]),
-        )  # fmt: skip
-    console = Console(width=120)
+    table = Table(title="railyard.sched: one cycle, 10,000 pending (1,500 / 12,000 running)")
+    for col in ("cluster", "config", "median ms", "p90 ms", "cpu median ms", "starts",
+                "preempts", "resv"):  # fmt: skip
+        table.add_column(col, justify="left" if col in ("cluster", "config") else "right")
+    for size, results in by_size.items():
+        for name, r in results.items():
+            table.add_row(
+                size, name, f"{r['median_ms']:.1f}", f"{r['p90_ms']:.1f}",
+                f"{r['cpu_median_ms']:.1f}", str(r["starts"]), str(r["preemptions"]),
+                str(r["reservations"]),
+            )  # fmt: skip
+    console = Console(width=130)
     console.print(table)
     console.print(
         f"Kueue-shaped admission: {throughput['admitted']} workloads in {throughput['cycles']} "

@@ -63,6 +63,8 @@ BAD_JOBS: list[tuple[dict[str, Any], str]] = [
     ({"flavor": "f" * 65}, "flavor: String should have at most 64 characters"),
     ({"begin_t_s": 2e9, "deadline_t_s": 2e9 - 1, "time": 60}, "begin_t_s is not before"),
     ({"deadline_t_s": 2e9}, "deadline_t_s: a deadline needs a time limit, and queue default"),
+    # no admin bound set: the default one (an hour), not ten years of immunity
+    ({"min_runtime_s": 3e8}, "min_runtime_s: 3e+08 s is above queue default's bound of 3600 s"),
 ]
 
 

@@ -31,6 +31,9 @@ def test_a_scrape_reports_what_the_store_holds(live: Live, tmp_path: Path) -> No
     assert value(found, "railyard_jobs", queue="default", state="pending") == 1
     assert value(found, "railyard_jobs", queue="research", state="running") == 0
     assert value(found, "railyard_jobs_pending", queue="default", reason="Resources") == 1
+    # nothing waits in research: zeros, so an alert on it reads 0 rather than no data
+    assert value(found, "railyard_jobs_pending", queue="research", reason="Resources") == 0
+    assert value(found, "railyard_jobs_pending", queue="research", reason="Priority") == 0
     flavor = "virtual"
     assert value(found, "railyard_queue_allocated_gpus", queue="default", flavor=flavor) == 3
     assert value(found, "railyard_queue_allocated_gpus", queue="research", flavor=flavor) == 0

@@ -35,7 +35,16 @@ def emitted(tmp_path: Path) -> tuple[set[str], set[str]]:
         loop.step()
         config = MetricsConfig(loop=loop.metrics, loop_health=loop.health)
         app = create_app(store, wake=lambda: None, state_dir=tmp_path, metrics=config)
-        text = scrape(TestClient(app), admin_token(store))
+        client = TestClient(app)
+        token = admin_token(store)
+        slow = {"check": "compute", "status": "fail", "measured": 35.0, "expected": 95.0}
+        reported = client.post(
+            "/v1/nodes/node0/health",
+            json={"results": [slow]},
+            headers={"Authorization": f"Bearer {token}"},
+        )  # a health run: the node-health families have samples
+        assert reported.status_code == 200, reported.text
+        text = scrape(client, token)
     finally:
         store.close()
     names, labels = set(DCGM_NAMES), set(LABELS)
@@ -77,9 +86,21 @@ def test_every_metric_the_dashboard_queries_is_one_metrics_emits(tmp_path: Path)
         "railyard_scheduler_cycle_duration_seconds_bucket",
         "railyard_job_submit_to_start_seconds_bucket",
         "DCGM_FI_DEV_GPU_UTIL",
+        "railyard_loop_step_duration_seconds_bucket",
+        "railyard_node_health",
+        "railyard_node_health_check_status",
     } <= used
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))
+    for panel in dashboard["panels"]:  # one measure per panel: the cycle is not the step
+        found = set(NAME.findall(" ".join(t["expr"] for t in panel.get("targets", []))))
+        assert (
+            not {
+                "railyard_scheduler_cycle_duration_seconds_bucket",
+                "railyard_loop_step_duration_seconds_bucket",
+            }
+            <= found
+        ), panel["title"]
 
 
 def test_scrape_config_sends_a_bearer_token_from_a_file() -> None:

@@ -92,6 +92,10 @@ def drive(
                 assert s.end is not None
                 run.ended[s.job_id] = s.end.value
                 run.log.append((now, "end", s.job_id, s.end.value))
+        for job_id in plan.expired:  # past its --deadline: ends unrun
+            del run.pending[job_id]
+            run.ended[job_id] = "deadline"
+            run.log.append((now, "end", job_id, "deadline"))
         for stop in plan.stops:
             run.running[stop.job_id] = stop.applied(run.running[stop.job_id])
             asked[stop.job_id] = now

@@ -83,6 +83,10 @@ def test_a_user_table_is_read_with_its_lines(tmp_path: Path) -> None:
         ("id,kind,gpus,nodes,gpu,quantity,params,value,unit\n"
          "x,training,8,1,H100-SXM-80GB,q,model=llama3-8b;gbs=4,1,TFLOP/s\n",
          "mine.csv:2: x: global batch 4 is not a multiple of dp x micro_batch = 8"),
+        # a GPU as people write it: one line naming the catalog's name, not a traceback
+        ("id,kind,gpus,nodes,gpu,fabric,quantity,params,value,unit\n"
+         "x,collective,8,1,H200,nvlink4+nvswitch,all_reduce busbw,size=1073741824,1,GB/s\n",
+         "mine.csv:2: gpu: unknown GPU 'H200' (hint: did you mean 'H200-SXM-141GB'?"),
     ],
 )  # fmt: skip
 def test_bad_user_tables_name_file_line_and_field(tmp_path: Path, text: str, message: str) -> None:

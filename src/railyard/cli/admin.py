@@ -293,7 +293,8 @@ def _limit_args(p: Parser) -> None:
     p.add_argument("--default-time", help=f"limit of jobs that give none (DefaultTime; {times})")
     p.add_argument("--max-time", help=f"largest limit a job may ask (MaxTime; {times})")
     p.add_argument(
-        "--max-min-runtime", help=f"bound on a job's protection from preemption ({times})"
+        "--max-min-runtime",
+        help=f"bound on a job's protection from preemption ({times}; default 1:00:00)",
     )
     p.add_argument("--max-grace", help=f"bound on a job's checkpoint grace ({times})")
     p.add_argument(

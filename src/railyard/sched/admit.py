@@ -100,6 +100,7 @@ class Pass:
             run_loads=run_loads,
             requeued=requeued,
             memo=self.memo,
+            holds=self.holds,
         )
         self.starts: list[Start] = []
         self.started: list[Blocker] = []
@@ -113,6 +114,9 @@ class Pass:
         varies = policies.preemption.name == "las" or bool(self.preemption.backfilled)
         self._preemptor_class = self.preemption.preemptor_class if varies else None
         self._max_time_queues = {q.name for q in quota.queues.values() if q.max_time_s}
+        hold = config.greedy_hold_after_s
+        greedy = policies.backfill.name == "none" and hold is not None
+        self._hold_before_t_s = now_t_s - hold if greedy and hold is not None else -math.inf
 
     # -- the per-job story -------------------------------------------------------------------
 
@@ -146,6 +150,7 @@ class Pass:
                 usable,
                 starving,
                 defer_borrowing,
+                job.submit_t_s <= self._hold_before_t_s,
             )
             hit = memo.decided.get(key)
             before = memo.epoch
@@ -266,6 +271,8 @@ class Pass:
         attempts = self._reserve_attempts.get(job.flavor, 0)
         limit = self.config.max_reservations
         wants = attempts < limit if starving else self.policies.backfill.reserves(attempts, limit)
+        if not wants and job.submit_t_s <= self._hold_before_t_s:
+            wants = attempts == 0  # greedy, but held back long enough: EASY's head
         if not wants:
             return False
         self.memo.changed()

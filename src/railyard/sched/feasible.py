@@ -24,8 +24,10 @@ from railyard.sched.snapshot import Shape, Snapshot, Topology, mem_mib
 def shape_reason(topo: Topology, placement: PlacementPolicy, shape: Shape) -> Reason | None:
     """`Unschedulable` if the shape fits no empty inventory (placed there once per inventory,
     whatever nodes are down), `ReqNodeNotAvail` if the nodes up now are too few or too small
-    for it (a count, cheap; for a gang that asks for cores or memory, a placement on the idle
-    nodes that are up); memoised on the topology index."""
+    for it (a count, cheap; for a gang that asks for cores or memory or names nodes, and for
+    a gang over several nodes while some of its flavor are down, a placement on the idle
+    nodes that are up: two nodes of one leaf group, one of them down, are not a leaf group
+    of two); memoised on the topology index."""
     if shape in topo.feasible:
         return topo.feasible[shape]
     reason: Reason | None = None
@@ -42,8 +44,13 @@ def shape_reason(topo: Topology, placement: PlacementPolicy, shape: Shape) -> Re
             shape.gpus_per_worker > topo.max_gpus.get(f, -1)
             or shape.gpus > topo.ready_gpus.get(f, 0)
             or (shape.distinct_nodes and shape.workers > len(topo.flavor_nodes.get(f, ())))
-            or (  # cores or memory, or the nodes it names: only nodes down may hold it
-                (shape.picks_nodes or (shape.asks_load and f in topo.limited))
+            or (  # cores or memory, the nodes it names, a required topology, or a
+                # gang over several nodes while some are down: only nodes down may hold it
+                (
+                    shape.picks_nodes
+                    or (shape.asks_load and f in topo.limited)
+                    or (shape.workers > 1 and topo.ready_gpus.get(f, 0) < topo.total_gpus_all[f])
+                )
                 and placement.place(Snapshot(topo), shape) is None
             )
         ):

@@ -50,10 +50,22 @@ def over_max_time(job: Job, queue: Queue | None) -> bool:
     )
 
 
+DEFAULT_MAX_MIN_RUNTIME_S = 3600.0
+"""The bound on `min_runtime_s` of a queue whose admin set none: an hour of protection from
+preemption after start (Kueue and Slurm have no such claim at all; ten years of it, accepted
+unbounded, blocked reclaim for good). An admin sets another with `--max-min-runtime`."""
+
+
+def min_runtime_bound_s(queue: Queue | None) -> float:
+    if queue is None or queue.max_min_runtime_s is None:
+        return DEFAULT_MAX_MIN_RUNTIME_S
+    return queue.max_min_runtime_s
+
+
 def min_runtime_s(job: Job, queue: Queue | None) -> float:
-    """Protection from preemption after start, capped by the queue's bound."""
-    bound = queue.max_min_runtime_s if queue is not None else None
-    return job.min_runtime_s if bound is None else min(job.min_runtime_s, bound)
+    """Protection from preemption after start, capped by the queue's bound (or the default
+    one)."""
+    return min(job.min_runtime_s, min_runtime_bound_s(queue))
 
 
 def checkpoint_grace_s(job: Job, queue: Queue | None) -> float:

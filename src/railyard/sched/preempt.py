@@ -18,6 +18,7 @@ from collections.abc import Callable, Hashable, Sequence
 
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.decisions import Preempt, PreemptReason
+from railyard.sched.holds import HoldBook
 from railyard.sched.limits import checkpoint_grace_s, min_runtime_s
 from railyard.sched.memo import PassMemo
 from railyard.sched.model import Job, RunningJob
@@ -31,6 +32,15 @@ from railyard.sched.policies.registry import (
 from railyard.sched.quota import QuotaTree
 from railyard.sched.snapshot import Load, Masks, Shape, Snapshot
 from railyard.sched.victims import Candidate, find_victims, removed
+
+_BEHIND_RESERVATIONS = frozenset({PreemptReason.PRIORITY})
+"""Victim reasons that may not take GPUs a reservation of a higher-ranked job counts on.
+Time slicing may (it ranks by attained service, not by the order reservations follow)."""
+
+
+def _overlaps(masks: Masks, other: Masks) -> bool:
+    return any(m & other.get(i, 0) for i, m in masks.items())
+
 
 Nominate = Callable[[Job, float, Masks], None]
 """Called with (preemptor, grace seconds, GPUs) when victims make room: hold them for it."""
@@ -52,8 +62,10 @@ class Preemption:
         run_loads: dict[str, Load],
         requeued: set[str],
         memo: PassMemo,
+        holds: HoldBook | None = None,
     ) -> None:
         self.now_t_s = now_t_s
+        self.holds = holds
         self.config = config
         self.policy = policy
         self.admission = admission
@@ -192,16 +204,33 @@ class Preemption:
                 self._classes.setdefault(r.job.flavor, {}).setdefault(cls, []).append(r)
         return self._classes
 
+    def _reserved(self) -> dict[int, int]:
+        """GPUs, per node, that reservations of this pass count on, free or still busy. Every
+        job that reserved was admitted before the one now searching: it ranks ahead."""
+        out: dict[int, int] = {}
+        for h in self.holds.holds if self.holds is not None else ():
+            if not h.is_nomination:
+                for i, m in h.full.items():
+                    out[i] = out.get(i, 0) | m
+        return out
+
     def _find_candidates(self, job: Job) -> list[Candidate]:
         out: list[Candidate] = []
         seen: set[str] = set()
+        reserved = self._reserved()
         for members in self._victim_classes().get(job.flavor, {}).values():
             reason = self.policy.victim_reason(job, members[0], self.ctx)
             if reason is None:
                 continue
+            # A job ranked ahead reserved these GPUs for when their jobs end: evicting one
+            # by priority would hand them to a later job and push that reservation back (a
+            # lender's reclaim of its own quota, and time slicing, are not held back).
+            guarded = reserved if reason in _BEHIND_RESERVATIONS else None
             back: dict[int, bool] = {}  # alike victims of one size answer alike
             for r in members:
                 if r.id in self.signalled:
+                    continue
+                if guarded and _overlaps(self.run_masks[r.id], guarded):
                     continue
                 if r.gpus not in back:
                     back[r.gpus] = self._would_preempt_back(job, r)
@@ -218,6 +247,9 @@ class Preemption:
                 and r.id not in self.signalled
                 and r.job.priority <= job.priority
                 and (r.job.submit_t_s, r.id) > (job.submit_t_s, job.id)
+                # a job that borrows its lender's quota across a reservation would be
+                # reclaimed by the very job that yielded to it
+                and not self._would_reclaim_back(job, r)
             ):
                 out.append(self._candidate(r, PreemptReason.RESERVATION))
         return out
@@ -227,6 +259,18 @@ class Preemption:
             r.job.flavor == job.flavor and (r.job.submit_t_s, r.id) > (job.submit_t_s, job.id)
             for r in self.backfilled
         )
+
+    def _would_reclaim_back(self, job: Job, victim: RunningJob) -> bool:
+        """Once swapped, would the victim's queue take its quota back from the job? (Time
+        slicing may still hand a reservation's GPUs back and forth: that is its design.)"""
+        v = victim.job
+        self.quota.remove(v.queue, v.flavor, victim.gpus)
+        self.quota.add(job.queue, job.flavor, job.gpus)
+        try:
+            return self.quota.reclaimable(job.queue, v.queue, v.flavor, victim.gpus)
+        finally:
+            self.quota.remove(job.queue, job.flavor, job.gpus)
+            self.quota.add(v.queue, v.flavor, victim.gpus)
 
     def _would_preempt_back(self, job: Job, victim: RunningJob) -> bool:
         """Once swapped (victim pending, job running), would the victim evict the job?"""

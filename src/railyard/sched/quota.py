@@ -151,8 +151,11 @@ class QuotaTree:
         """May the preemptor take back quota from the victim's queue?
 
         Below their lowest common ancestor, the preemptor's branch must stay within its own
-        nominal after taking `gpus`, and some queue on the victim's branch must use more than
-        its nominal (that is, it runs on quota borrowed from elsewhere in the cohort).
+        nominal after taking `gpus`, and the victim's branch must use more than its nominal
+        (it runs on quota borrowed from elsewhere under that ancestor). A queue deeper on the
+        victim's side that borrows from its own siblings borrows nothing of the preemptor's:
+        counting it let two branches of an over-committed tree (5 GPUs of nominal on a node
+        of 4) reclaim from each other forever.
         """
         pv, pp = self.paths[victim_queue], self.paths[preemptor_queue]
         if pv[0] != pp[0] or victim_queue == preemptor_queue:
@@ -165,7 +168,5 @@ class QuotaTree:
         mine = pp[depth]
         if self.total.get((mine, flavor), 0) + gpus > self.subtree_nominal.get((mine, flavor), 0):
             return False
-        return any(
-            self.total.get((q, flavor), 0) > self.subtree_nominal.get((q, flavor), 0)
-            for q in pv[depth:]
-        )
+        theirs = pv[depth]
+        return self.total.get((theirs, flavor), 0) > self.subtree_nominal.get((theirs, flavor), 0)

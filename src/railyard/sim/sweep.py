@@ -56,6 +56,8 @@ def policy_config(name: str, **overrides: Any) -> SchedulerConfig:
         "preemption": preemption,
         "admission": "unlimited",
     }
+    if name == "las":  # time slicing makes room by preemption; measured without holds
+        kw["greedy_hold_after_s"] = None
     kw.update(overrides)
     return SchedulerConfig(**kw)
 

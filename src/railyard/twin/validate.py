@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import difflib
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 
+from railyard.blueprint.catalog import GPUS
 from railyard.twin.collective import CollectiveModel
 from railyard.twin.reference import reference_blueprint
 from railyard.twin.spec import SpecError
@@ -126,12 +128,24 @@ def read_table(path: str | Path) -> list[dict[str, str]]:
                     raise TableError(
                         f"{file}:{line}: kind: {clean['kind']!r} is not one of {', '.join(KINDS)}"
                     )
+                if clean["gpu"] and clean["gpu"] not in GPUS:  # memory rows may name none
+                    raise TableError(f"{file}:{line}: gpu: {_unknown_gpu(clean['gpu'])}")
                 rows.append(clean)
     except FileNotFoundError:
         raise TableError(f"{file}: no such file (hint: give a CSV path)") from None
     except UnicodeDecodeError:
         raise TableError(f"{file}: not UTF-8 text (hint: save the table as CSV)") from None
     return rows
+
+
+def _unknown_gpu(name: str) -> str:
+    """One line for a GPU the catalog lacks, with the catalog name it most likely means
+    (``H200`` is ``H200-SXM-141GB``)."""
+    known = sorted(GPUS)
+    close = [k for k in known if name and k.lower().startswith(name.lower())]
+    close = close or difflib.get_close_matches(name, known, n=1)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown GPU {name!r} (hint: {guess}known: {', '.join(known)})"
 
 
 def _comm_factory() -> object:

@@ -42,7 +42,7 @@ from railyard.control.usecases.loopstatus import LoopHealth, LoopStatus, loop_st
 from railyard.control.usecases.overview import pending_counts
 from railyard.control.usecases.queueviews import entitlements
 from railyard.probe import GpuReading
-from railyard.sched import NodeState
+from railyard.sched import NodeState, Reason
 from railyard.sched.quota import QuotaTree
 
 
@@ -164,7 +164,10 @@ def _jobs(session: Session, queue_names: list[str]) -> Iterator[Metric]:
         "Pending jobs by queue and why they wait (squeue's reason; None before the first cycle).",
         labels=["queue", "reason"],
     )
-    reasons = pending_counts(session)
+    # A zero for every queue and reason, so that an alert on a sum or a rate has a series
+    # to read while nothing waits (an absent series is no data, not 0).
+    reasons = {(q, r.value): 0 for q in queue_names for r in Reason}
+    reasons.update(pending_counts(session))
     for (queue, reason), count in sorted(reasons.items()):
         pending.add_metric([queue, reason], count)
     yield pending
