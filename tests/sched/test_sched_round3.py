@@ -181,3 +181,45 @@ def test_greedy_backfill_holds_for_a_job_that_waited_an_hour():
     held = light_user_behind_a_stream(3600.0)
     assert 600.0 + 3600.0 <= held.start_t_s["light"] <= 600.0 + 3600.0 + 90.0 + 10.0
     assert "light" not in light_user_behind_a_stream(None).start_t_s  # the old behaviour
+
+
+# -- 6. speed: what a pass derives once must equal what it derived each time ---------------------
+
+
+def test_release_events_from_a_kept_base_equal_those_derived_from_every_blocker():
+    """A pass keeps the running jobs' GPU release events (`base_events`) and lays the few
+    blockers of the pass on top; the result must be the events of all of them together,
+    also where two blockers share a GPU (the later end frees it)."""
+    import random
+
+    from railyard.sched.reserve import Blocker, base_events, release_events
+    from railyard.sched.snapshot import Snapshot, Topology
+
+    rng = random.Random(5)
+    inventory = nodes(6)
+    snap = Snapshot(Topology(inventory))
+    flavor = inventory[0].flavor
+    for _ in range(50):
+
+        def blocker():
+            masks = {i: rng.randrange(1, 256) for i in rng.sample(range(6), rng.randint(1, 3))}
+            return Blocker(float(rng.choice([10, 20, 30, 40, float("inf")])), masks)
+
+        running = [blocker() for _ in range(rng.randint(0, 12))]
+        extra = [blocker() for _ in range(rng.randint(0, 3))]
+        layered = list(release_events(snap, flavor, base_events(snap, flavor, running), extra))
+        whole = list(release_events(snap, flavor, base_events(snap, flavor, running + extra)))
+        assert layered == whole
+
+
+def test_quota_knows_when_nobody_borrows():
+    queues = flat_queues({"a": 8, "b": 8})
+    from railyard.sched.quota import QuotaTree
+
+    tree = QuotaTree(queues, [H100])
+    tree.add("a", H100, 8)
+    assert not tree.borrowing(H100)
+    tree.add("a", H100, 4)  # a runs on 4 of b's
+    assert tree.borrowing(H100)
+    tree.remove("a", H100, 4)
+    assert not tree.borrowing(H100)

@@ -40,7 +40,7 @@ from railyard.sched.policies.registry import (
 )
 from railyard.sched.preempt import Preemption
 from railyard.sched.quota import QuotaTree
-from railyard.sched.reserve import Blocker, earliest_start
+from railyard.sched.reserve import BaseEvents, Blocker, base_events, earliest_start
 from railyard.sched.snapshot import Load, Masks, Shape, Snapshot
 
 _BLOCKING = frozenset({Reason.RESOURCES, Reason.TOPOLOGY, Reason.FRAGMENTATION, Reason.PRIORITY})
@@ -110,6 +110,7 @@ class Pass:
         self.blocked_flavors: set[str] = set()
         self._reserve_attempts: dict[str, int] = {}
         self._run_blockers: list[Blocker] | None = None
+        self._run_events: dict[str, BaseEvents] = {}  # per flavor, from the running jobs
         self._yields = policies.preemption.name != "off"  # preemptible jobs may cross holds
         varies = policies.preemption.name == "las" or bool(self.preemption.backfilled)
         self._preemptor_class = self.preemption.preemptor_class if varies else None
@@ -277,17 +278,23 @@ class Pass:
             return False
         self.memo.changed()
         self._reserve_attempts[job.flavor] = attempts + 1
-        blockers = [*self._running_blockers(), *self.started]
-        blockers += [Blocker(h.end_t_s, h.full, load=h.held_load) for h in self.holds.holds]
+        running = self._running_blockers()
+        base = self._run_events.get(job.flavor)
+        if base is None:
+            base = self._run_events[job.flavor] = base_events(self.snap, job.flavor, running)
+        extra = [*self.started]
+        extra += [Blocker(h.end_t_s, h.full, load=h.held_load) for h in self.holds.holds]
         admission = self.policies.admission
         found = earliest_start(
             self.snap,
             shape,
-            blockers,
+            running,
             self.policies.placement,
             self.now_t_s,
             self.quota,
             None if quota_ok else (lambda: admission.fits(self.quota, job)),
+            base=base,
+            extra=extra,
         )
         if found is None:
             return False

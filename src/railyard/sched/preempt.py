@@ -22,6 +22,7 @@ from railyard.sched.holds import HoldBook
 from railyard.sched.limits import checkpoint_grace_s, min_runtime_s
 from railyard.sched.memo import PassMemo
 from railyard.sched.model import Job, RunningJob
+from railyard.sched.policies.preemption import may_preempt_by_priority
 from railyard.sched.policies.registry import (
     AdmissionPolicy,
     PlacementPolicy,
@@ -93,6 +94,7 @@ class Preemption:
         ]
         self._classes: dict[str, dict[Hashable, list[RunningJob]]] | None = None
         self._candidate_cache: dict[Hashable, tuple[int, list[Candidate]]] = {}
+        self._candidate_of: dict[tuple[str, PreemptReason], Candidate] = {}
         self._searches_left = config.preemption_searches_per_cycle
         self._queue_searches: dict[str, int] = {}
         self.decisions: list[Preempt] = []
@@ -157,6 +159,12 @@ class Preemption:
             return None
         if not self.policy.may_preempt(job, self.ctx) and not self._may_take_backfilled(job):
             return None  # changes with quota use: not remembered as a failure
+        if (
+            self._reclaims_only(job)
+            and not self.quota.borrowing(job.flavor)
+            and not self._may_take_backfilled(job)
+        ):
+            return None  # nobody borrows: nothing to reclaim (changes with quota use too)
         candidates = self._candidates(job)
         short = job.gpus - self.snap.flavor_free.get(job.flavor, 0)
         if not candidates or sum(c.useful_gpus for c in candidates) < short:
@@ -254,6 +262,11 @@ class Preemption:
                 out.append(self._candidate(r, PreemptReason.RESERVATION))
         return out
 
+    def _reclaims_only(self, job: Job) -> bool:
+        """Is reclaim the only reason this policy could give to evict for `job`?"""
+        name = self.policy.name
+        return name == "reclaim" or (name == "on" and not may_preempt_by_priority(job, self.ctx))
+
     def _may_take_backfilled(self, job: Job) -> bool:
         return any(
             r.job.flavor == job.flavor and (r.job.submit_t_s, r.id) > (job.submit_t_s, job.id)
@@ -285,7 +298,16 @@ class Preemption:
             self.quota.add(v.queue, v.flavor, victim.gpus)
 
     def _candidate(self, r: RunningJob, reason: PreemptReason) -> Candidate:
+        """One per running job and reason in a pass (its masks, the nodes' state and the
+        clock are fixed within it): time slicing searches victims for several jobs a cycle
+        over thousands of candidates each."""
+        key = (r.id, reason)
+        hit = self._candidate_of.get(key)
+        if hit is not None:
+            return hit
         masks = self.run_masks[r.id]
         topo = self.snap.topo
         useful = sum(m.bit_count() for i, m in masks.items() if topo.ready[i])
-        return Candidate.of(r, masks, reason, self.now_t_s, useful, self.run_loads.get(r.id))
+        made = Candidate.of(r, masks, reason, self.now_t_s, useful, self.run_loads.get(r.id))
+        self._candidate_of[key] = made
+        return made

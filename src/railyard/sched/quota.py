@@ -48,6 +48,7 @@ class QuotaTree:
         self.total: dict[tuple[str, str], int] = {}  # all GPUs of jobs in the subtree
         self._memo: dict[tuple[str, str], int] = {}
         self._reclaim_memo: dict[tuple[str, str, str, int], bool] = {}
+        self._borrowing_memo: dict[str, bool] = {}
 
     def _path(self, name: str) -> tuple[str, ...]:
         out = [name]
@@ -117,6 +118,7 @@ class QuotaTree:
     def _apply(self, name: str, flavor: str, delta: int) -> None:
         self._memo.clear()
         self._reclaim_memo.clear()
+        self._borrowing_memo.clear()
         total, used, guaranteed = self.total, self.used, self.guaranteed
         for q in self.paths[name]:
             total[q, flavor] = total.get((q, flavor), 0) + delta
@@ -129,6 +131,20 @@ class QuotaTree:
             g = guaranteed.get(key, 0)
             delta = max(0, new - g) - max(0, old - g)
             q_or_none = self.parent[q_or_none]
+
+    def borrowing(self, flavor: str) -> bool:
+        """Does any queue below a root use more than its subtree's nominal? If none does,
+        nobody can reclaim anything (:meth:`reclaimable` needs such a branch): a pass asks
+        before it looks for reclaim victims among thousands of running jobs."""
+        hit = self._borrowing_memo.get(flavor)
+        if hit is None:
+            total, nominal = self.total, self.subtree_nominal
+            hit = self._borrowing_memo[flavor] = any(
+                total.get((q, flavor), 0) > nominal.get((q, flavor), 0)
+                for q, parent in self.parent.items()
+                if parent is not None
+            )
+        return hit
 
     def may_reclaim(self, preemptor_queue: str, flavor: str, gpus: int) -> bool:
         """Could the preemptor reclaim from anyone? Some queue on its path below the root

@@ -12,8 +12,9 @@ start the cycle itself would make at that time, whether GPUs or quota blocked th
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 from railyard.sched.policies.registry import PlacementPolicy
@@ -32,31 +33,79 @@ class Blocker(NamedTuple):
     load: Load | None = None  # cores and memory it books, taken from the snapshot
 
 
-def release_events(snap: Snapshot, flavor: str, blockers: Iterable[Blocker]) -> list[Blocker]:
-    """Per node, each GPU is released by the latest-ending blocker that touches it."""
+class BaseEvents(NamedTuple):
+    """When the GPUs of a set of blockers (a pass's running jobs) come free, for one flavor:
+    `per_node` node -> [(t_s, GPUs)], each GPU once, at the end of the latest blocker that
+    holds it; `ordered` all of them as (t_s, node, GPUs), by time. A pass computes them once
+    per flavor: conservative backfill searches up to 16 reservations a flavor, and deriving
+    12,000 running jobs' events for each search was most of a cycle at 16,384 GPUs."""
+
+    per_node: dict[int, list[tuple[float, int]]]
+    ordered: list[tuple[float, int, int]]
+
+
+Claims = list[tuple[float, int]]  # (end t_s, GPUs) of the blockers on one node
+
+
+def _claims(snap: Snapshot, flavor: str, blockers: Iterable[Blocker]) -> dict[int, Claims]:
     topo = snap.topo
-    per_node: dict[int, list[tuple[float, int]]] = {}
+    per_node: dict[int, Claims] = {}
     for b in blockers:
         for i, m in b.masks.items():
             if topo.ready[i] and topo.flavor[i] == flavor:
                 per_node.setdefault(i, []).append((b.end_t_s, m))
-    events: list[tuple[float, int, int]] = []
-    for i, claims in per_node.items():
-        claims.sort(reverse=True)
-        assigned = 0
-        for t_s, m in claims:
-            new = m & ~assigned & ~snap.free_mask[i]
-            assigned |= m
-            if new and t_s < math.inf:
-                events.append((t_s, i, new))
-    events.sort()
-    out: list[Blocker] = []
-    for t_s, i, m in events:
-        if out and out[-1].end_t_s == t_s:
-            out[-1].masks[i] = out[-1].masks.get(i, 0) | m
-        else:
-            out.append(Blocker(t_s, {i: m}))
+    return per_node
+
+
+def _node_events(snap: Snapshot, i: int, claims: Claims) -> Claims:
+    """Each GPU of node `i` is released by the latest-ending claim that touches it (a GPU free
+    now is no event)."""
+    claims.sort(reverse=True)
+    assigned = 0
+    out = []
+    busy = ~snap.free_mask[i]
+    for t_s, m in claims:
+        new = m & ~assigned & busy
+        assigned |= m
+        if new and t_s < math.inf:
+            out.append((t_s, new))
+    out.reverse()
     return out
+
+
+def base_events(snap: Snapshot, flavor: str, blockers: Iterable[Blocker]) -> BaseEvents:
+    per_node = {i: _node_events(snap, i, c) for i, c in _claims(snap, flavor, blockers).items()}
+    ordered = sorted((t_s, i, m) for i, events in per_node.items() for t_s, m in events)
+    return BaseEvents(per_node, ordered)
+
+
+def release_events(
+    snap: Snapshot, flavor: str, base: BaseEvents, extra: Iterable[Blocker] = ()
+) -> Iterator[tuple[float, Masks]]:
+    """GPUs coming free, by time, grouped per instant: `base` with `extra` blockers on top
+    (the nodes they touch are derived again: a GPU is free when its last holder ends).
+    Lazy, so a search that finds its start early reads only the first events."""
+    touched = _claims(snap, flavor, extra)
+    again: list[tuple[float, int, int]] = []
+    for i, claims in touched.items():
+        merged = [*base.per_node.get(i, ()), *claims]
+        again += [(t_s, i, m) for t_s, m in _node_events(snap, i, merged)]
+    again.sort()
+    if touched:
+        kept: Iterable[tuple[float, int, int]] = (e for e in base.ordered if e[1] not in touched)
+        stream: Iterable[tuple[float, int, int]] = heapq.merge(kept, again)
+    else:
+        stream = base.ordered
+    group: Masks = {}
+    group_t_s = -math.inf
+    for t_s, i, m in stream:
+        if group and t_s != group_t_s:
+            yield group_t_s, group
+            group = {}
+        group_t_s = t_s
+        group[i] = group.get(i, 0) | m
+    if group:
+        yield group_t_s, group
 
 
 def earliest_start(
@@ -67,38 +116,52 @@ def earliest_start(
     now_t_s: float,
     quota: QuotaTree | None = None,
     quota_fits: Callable[[], bool] | None = None,
+    *,
+    base: BaseEvents | None = None,
+    extra: Sequence[Blocker] = (),
 ) -> tuple[float, Masks] | None:
     """(start time, GPUs) at which `shape` fits once blockers end; None if never by estimates.
 
-    With `quota_fits`, quota is released too (each blocker's charge to `quota`, undone before
+    `blockers` and `extra` both block; a caller that keeps `base` (the GPU events of
+    `blockers`, from :func:`base_events`) passes the few others as `extra`. With
+    `quota_fits`, quota is released too (each blocker's charge to `quota`, undone before
     returning) and a time counts only once both GPUs and quota allow the start.
     """
-    gpu_events = release_events(snap, shape.flavor, blockers)
+    if base is None:
+        base = base_events(snap, shape.flavor, blockers)
+    every = [*blockers, *extra] if extra else blockers
     asks = shape.cpus_per_worker or shape.mem_per_worker_mib
     loads: list[tuple[float, Load]] = sorted(
-        ((b.end_t_s, b.load) for b in blockers if asks and b.load and b.end_t_s < math.inf),
+        ((b.end_t_s, b.load) for b in every if asks and b.load and b.end_t_s < math.inf),
         key=lambda e: e[0],
     )
     charges: list[tuple[float, str, int]] = sorted(
         (b.end_t_s, b.queue, b.gpus)
-        for b in blockers
+        for b in every
         if quota_fits is not None
         and b.queue is not None
         and b.flavor == shape.flavor
         and b.gpus
         and b.end_t_s < math.inf
     )
-    ends = {t for t, _ in loads}
-    times = sorted({e.end_t_s for e in gpu_events} | {c[0] for c in charges} | ends)
+    gpu_events = release_events(snap, shape.flavor, base, extra)
+    upcoming = next(gpu_events, None)
     scratch = snap.copy()
     released: list[tuple[str, int]] = []
-    g = c = n = 0
+    c = n = 0
     try:
-        for t_s in times:
-            while g < len(gpu_events) and gpu_events[g].end_t_s <= t_s:
-                scratch.release(gpu_events[g].masks)
-                g += 1
-            while loads and n < len(loads) and loads[n][0] <= t_s:
+        while True:
+            t_s = min(
+                upcoming[0] if upcoming is not None else math.inf,
+                loads[n][0] if n < len(loads) else math.inf,
+                charges[c][0] if c < len(charges) else math.inf,
+            )
+            if t_s == math.inf:
+                return None
+            while upcoming is not None and upcoming[0] <= t_s:
+                scratch.release(upcoming[1])
+                upcoming = next(gpu_events, None)
+            while n < len(loads) and loads[n][0] <= t_s:
                 scratch.release_load(loads[n][1])
                 n += 1
             while c < len(charges) and charges[c][0] <= t_s:
@@ -113,7 +176,6 @@ def earliest_start(
                 found = placement.place(scratch, shape)
                 if found is not None:
                     return max(t_s, now_t_s), found
-        return None
     finally:
         for queue, gpus in reversed(released):
             assert quota is not None
