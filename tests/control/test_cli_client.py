@@ -138,7 +138,9 @@ def test_admin_sets_up_a_user_who_submits_and_cancels(cli: Cli) -> None:
     assert [(j["id"], j["state"]) for j in cli.json("dave", "queue", "-t", "all")] == [
         ("1", "cancelled")
     ]
-    assert "CANCELLED" in cli("dave", "queue", "-t", "all").stdout
+    listed = cli("dave", "queue", "-t", "all").stdout
+    assert "CANCELLED" in listed
+    assert " 0:00 " in listed  # it never ran: TIME 0:00, as squeue (not its age)
     assert cli.json("dave", "queue", "-t", "all", "--min-job-age", "0") == []
     assert len(cli.json("dave", "queue", "--min-job-age", "300")) == 1
     assert [j["id"] for j in cli.json("dave", "queue", "--state", "cancelled")] == ["1"]

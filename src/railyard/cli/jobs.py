@@ -307,7 +307,9 @@ def _job_rows(jobs: list[Job]) -> str:
     rows = []
     for j in jobs:
         started = j["start_t_s"] is not None
-        time_s = j["elapsed_s"] if started else j["age_s"]
+        # a pending job's wait so far; one that ended unrun (cancelled, past its deadline)
+        # ran for 0:00, as squeue says
+        time_s = j["elapsed_s"] if started else 0.0 if j["end_t_s"] is not None else j["age_s"]
         row = [j["id"], j["name"] or "-", j["user"], j["queue"], j["state"].upper(), str(j["gpus"])]
         rows.append([*row, placement(j["placement"]), squeue_time(time_s), j["reason"]])
     return table(headers, rows, right=("GPUS",))
