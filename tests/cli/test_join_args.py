@@ -129,3 +129,18 @@ def test_ray_start_args_are_passed_on(ray_start: RayStart) -> None:
 def test_insecure_ray_needs_ray(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["up", "--insecure-ray"]) == 2
     assert "--insecure-ray: only with --ray" in one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--service-levels", "1,x"], "up: --service-levels: '1,x' is not GPU-hours"),
+        (["--victim-searches-per-queue", "0"], "up: --victim-searches-per-queue: must be"),
+        (["--greedy-hold", "later"], "up: --greedy-hold: bad time 'later'"),
+    ],
+)
+def test_bad_scheduler_knobs_stop_up_before_it_starts(
+    capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    assert main(["up", *flags]) == 2
+    assert message in one_line(capsys.readouterr().err)

@@ -55,6 +55,11 @@ def test_synthetic_table() -> None:
         ([], "give exactly one of --trace FILE or --synthetic PROFILE"),
         (["--trace", "/no/such.csv"], "/no/such.csv:0: file: no such file"),
         (["--synthetic", "philly", "--checkpoint", "often"], "--checkpoint: 'often'"),
+        (["--synthetic", "philly", "--service-levels", "24,1"], "--service-levels: give incr"),
+        (["--synthetic", "philly", "--service-levels", "a"], "--service-levels: 'a' is not"),
+        (["--synthetic", "philly", "--victim-searches", "0"], "--victim-searches: must be"),
+        (["--synthetic", "philly", "--greedy-hold", "soon"], "--greedy-hold: bad time"),
+        (["--synthetic", "philly", "--quantum", "-1"], "--quantum: must be >= 0"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
@@ -154,3 +159,27 @@ def test_bad_health_flags(flags: list[str], message: str) -> None:
     result = runner.invoke(APP, args)
     assert result.exit_code == 2
     assert message in result.output
+
+
+def test_scheduler_knobs_reach_the_simulated_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--quantum, --service-levels, --victim-searches(-per-queue) and --greedy-hold become
+    the run's SchedulerConfig fields, over the policy's own."""
+    seen = []
+    real = sweep.policy_config
+
+    def spy(name: str, **overrides: object) -> object:
+        config = real(name, **overrides)
+        seen.append(config)
+        return config
+
+    monkeypatch.setattr(sweep, "policy_config", spy)
+    args = ["simulate", "gaggle-h100", "--trace", str(FIXTURES / "railyard_trace.csv")]
+    knobs = ["--quantum", "360", "--service-levels", "1,2,4,8", "--victim-searches", "64",
+             "--victim-searches-per-queue", "4", "--greedy-hold", "none"]  # fmt: skip
+    result = runner.invoke(APP, [*args, *knobs, "--policy", "las", "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    [config] = seen
+    assert config.time_slice_quantum_s == 360.0
+    assert config.service_levels_gpu_s == (3600.0, 7200.0, 14400.0, 28800.0)
+    assert (config.preemption_searches_per_cycle, config.preemption_searches_per_queue) == (64, 4)
+    assert config.greedy_hold_after_s is None

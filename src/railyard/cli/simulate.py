@@ -20,6 +20,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from railyard.blueprint import BlueprintError, load
+from railyard.cli.tuning import HELP as TUNING_HELP
+from railyard.cli.tuning import tuning
 from railyard.client.values import parse_walltime
 from railyard.sched.health import HealthPolicy
 from railyard.sim.checkpoints import CheckpointPolicy, IntervalRule
@@ -80,9 +82,15 @@ def simulate(
             "this long ends, e.g. 30:00"
         ),
     ] = None,
-    quantum: Annotated[
-        float | None, typer.Option(help="las: seconds a job runs before it may be sliced")
+    quantum: Annotated[float | None, typer.Option(help=TUNING_HELP["quantum"])] = None,
+    service_levels: Annotated[str | None, typer.Option(help=TUNING_HELP["service_levels"])] = None,
+    victim_searches: Annotated[
+        int | None, typer.Option(help=TUNING_HELP["victim_searches"])
     ] = None,
+    victim_searches_per_queue: Annotated[
+        int | None, typer.Option(help=TUNING_HELP["victim_searches_per_queue"])
+    ] = None,
+    greedy_hold: Annotated[str | None, typer.Option(help=TUNING_HELP["greedy_hold"])] = None,
     workers: Annotated[int, typer.Option(help="parallel processes")] = 2,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     plot: Annotated[Path | None, typer.Option(help="write PNG plots into this folder")] = None,
@@ -130,8 +138,16 @@ def simulate(
         idle_limit_s = parse_walltime(idle_limit) if idle_limit is not None else None
     except ValueError as exc:
         _fail(f"--idle-limit: {exc}")
-    if quantum is not None and not quantum >= 0:
-        _fail("--quantum must be >= 0 seconds")
+    try:
+        knobs = tuning(
+            quantum=quantum,
+            service_levels=service_levels,
+            victim_searches=victim_searches,
+            victim_searches_per_queue=victim_searches_per_queue,
+            greedy_hold=greedy_hold,
+        )
+    except ValueError as exc:
+        _fail(str(exc))
     images = _images(image_size, image_default_size, image_link_gbps, registry_gbps)
     scenarios = [
         replace(
@@ -140,7 +156,7 @@ def simulate(
             priority_preemption=priority_preemption,
             default_time_s=default_time_s,
             idle_limit_s=idle_limit_s,
-            quantum_s=quantum,
+            tuning=tuple(knobs.items()),
             health=_health(blueprint, health_interval, health_check_time, slow_node, health_fail),
             images=images,
         )

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from railyard.cli.args import Command, Parser, fail, parse_duration
+from railyard.cli.tuning import HELP as TUNING_HELP
+from railyard.cli.tuning import tuning
 
 if TYPE_CHECKING:
     from railyard.blueprint.partitions import Partition
@@ -33,11 +35,22 @@ def up(args: argparse.Namespace) -> None:
     except ValueError as exc:
         fail(f"up: --default-time: {exc}")
     try:
+        knobs = tuning(
+            quantum=args.quantum,
+            service_levels=args.service_levels,
+            victim_searches=args.victim_searches,
+            victim_searches_per_queue=args.victim_searches_per_queue,
+            greedy_hold=args.greedy_hold,
+        )
+    except ValueError as exc:
+        fail(f"up: {exc}")
+    try:
         scheduler = SchedulerConfig(
             ordering=args.policy,
             backfill=args.backfill,
             preemption=args.preemption,
             default_walltime_s=estimate_s,
+            **knobs,
         )
     except (KeyError, ValueError) as exc:
         fail(f"up: --policy/--backfill/--preemption: {exc.args[0]} (hint: see railyard up --help)")
@@ -199,6 +212,16 @@ def _up_args(p: Parser) -> None:
         "--default-time",
         help="run-time estimate for jobs with no time limit and no history (D-HH:MM:SS)",
     )
+    p.add_argument("--quantum", type=float, metavar="S", help=TUNING_HELP["quantum"])
+    p.add_argument("--service-levels", metavar="H,H", help=TUNING_HELP["service_levels"])
+    p.add_argument("--victim-searches", type=int, metavar="N", help=TUNING_HELP["victim_searches"])
+    p.add_argument(
+        "--victim-searches-per-queue",
+        type=int,
+        metavar="N",
+        help=TUNING_HELP["victim_searches_per_queue"],
+    )
+    p.add_argument("--greedy-hold", metavar="TIME", help=TUNING_HELP["greedy_hold"])
     p.add_argument("--blueprint", help="the cluster's nodes and topology: a preset or YAML file")
     p.add_argument(
         "--partition",

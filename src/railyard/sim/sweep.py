@@ -83,7 +83,7 @@ class Scenario:
     priority_preemption: bool = False  # queues let higher priorities preempt (opt-in)
     default_time_s: float | None = None  # queues' DefaultTime: a limit for jobs with none
     idle_limit_s: float | None = None  # queues' idle limit: sessions unused this long end
-    quantum_s: float | None = None  # least run before a time slice may end (las)
+    tuning: tuple[tuple[str, Any], ...] = ()  # SchedulerConfig fields over the policy's
     health: HealthWorld | None = None  # scheduled health checks, and nodes that turn slow
     images: ImageWorld | None = None  # what pulling a job's container image costs
 
@@ -118,9 +118,8 @@ def run_scenario(s: Scenario, progress: Progress | None = None) -> dict[str, Any
         default_time_s=s.default_time_s,
         idle_limit_s=s.idle_limit_s,
     )
-    overrides = {} if s.quantum_s is None else {"time_slice_quantum_s": s.quantum_s}
     config = SimConfig(
-        scheduler=policy_config(s.policy, **overrides),
+        scheduler=policy_config(s.policy, **dict(s.tuning)),
         checkpoint=s.checkpoint,
         failures=FailureModel() if s.failures else None,
         cycle_interval_s=s.cycle_interval_s,

@@ -1,0 +1,62 @@
+"""The scheduler's knobs as `up` and `simulate` take them, so both spell them alike: LAS's
+quantum and service levels, the victim-search budgets, greedy backfill's hold."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from railyard.client.values import parse_walltime
+
+HELP = {
+    "quantum": "las: seconds a job runs before it may be sliced (default 600)",
+    "service_levels": "las: attained-service thresholds in GPU-hours, e.g. 1,24 (the default)",
+    "victim_searches": "preemption: victim searches per cycle (default 16)",
+    "victim_searches_per_queue": "preemption: victim searches per queue and cycle (default 1)",
+    "greedy_hold": "backfill none: hold GPUs for a job blocked this long, or 'none' "
+    "(default 1-00:00:00)",
+}
+
+
+def tuning(
+    *,
+    quantum: float | None = None,
+    service_levels: str | None = None,
+    victim_searches: int | None = None,
+    victim_searches_per_queue: int | None = None,
+    greedy_hold: str | None = None,
+) -> dict[str, Any]:
+    """`SchedulerConfig` fields for the options given; ValueError names the option."""
+    out: dict[str, Any] = {}
+    if quantum is not None:
+        if not 0 <= quantum < float("inf"):
+            raise ValueError("--quantum: must be >= 0 seconds")
+        out["time_slice_quantum_s"] = quantum
+    if service_levels is not None:
+        try:
+            hours = [float(h) for h in service_levels.split(",") if h.strip()]
+        except ValueError:
+            raise ValueError(
+                f"--service-levels: {service_levels!r} is not GPU-hours (hint: e.g. 1,24)"
+            ) from None
+        if not hours or any(not 0 < h < float("inf") for h in hours) or hours != sorted(hours):
+            raise ValueError(
+                "--service-levels: give increasing positive GPU-hours (hint: e.g. 0.5,4,32)"
+            )
+        out["service_levels_gpu_s"] = tuple(h * 3600.0 for h in hours)
+    for name, value, field in (
+        ("--victim-searches", victim_searches, "preemption_searches_per_cycle"),
+        ("--victim-searches-per-queue", victim_searches_per_queue, "preemption_searches_per_queue"),
+    ):
+        if value is not None:
+            if not 1 <= value <= 100_000:
+                raise ValueError(f"{name}: must be between 1 and 100000")
+            out[field] = value
+    if greedy_hold is not None:
+        if greedy_hold.strip().lower() == "none":
+            out["greedy_hold_after_s"] = None
+        else:
+            try:
+                out["greedy_hold_after_s"] = parse_walltime(greedy_hold) or 0.0
+            except ValueError as exc:
+                raise ValueError(f"--greedy-hold: {exc}") from None
+    return out
