@@ -88,6 +88,27 @@ def test_two_branches_of_an_over_committed_tree_do_not_reclaim_from_each_other()
         assert set(run.ended) == {"p0", "r1", "r2"}, preemption
 
 
+def test_reclaim_takes_back_only_what_was_borrowed():
+    """5 GPUs of nominal on a 4-GPU node: r (1, priority preemption) runs j0 and j1 (one GPU
+    each: one of them borrowed); p (4) wants all 4 for j2. Reclaim may take back the one
+    borrowed GPU, not r's own: j2 may not evict both. Before, it did, and r's j1 took its
+    own GPU back from j2 by priority, for ever."""
+    queues = [
+        Queue("org"),
+        Queue("r", "org", {H100: 1}, priority_preemption=True),
+        Queue("p", "org", {H100: 4}),
+    ]
+    pending = [
+        job("j0", "r", gpus=1, walltime_s=50.0, submit_t_s=0.0),
+        job("j1", "r", gpus=1, priority=10, walltime_s=50.0, submit_t_s=1.0),
+        job("j2", "p", gpus=4, preemptible=True, walltime_s=50.0, submit_t_s=2.0),
+    ]
+    run = drive(state(nodes(1, gpus=4), queues, pending), SchedulerConfig(), runtime_s={},
+                until_t_s=2000.0)  # fmt: skip
+    assert run.kinds("preempt") == []
+    assert set(run.ended) == {"j0", "j1", "j2"}
+
+
 def test_a_borrower_does_not_evict_its_lenders_backfilled_job():
     """Queue b (8 GPUs) runs j1 and lends to c; c's j0 (8 GPUs) reserves the node for j1's
     end, and b's preemptible j2 backfills across it. When j1 ends, j0 may not make j2 yield:

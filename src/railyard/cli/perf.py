@@ -483,6 +483,16 @@ def validate(
         None
     ),
     write_bands: Annotated[bool, typer.Option(help="rewrite the shipped error bands")] = False,
+    holdout_by: Annotated[
+        str | None,
+        typer.Option(
+            help="source: judge each source's rows by bands made without them "
+            "(leave one source out), per kind"
+        ),
+    ] = None,
+    coverage: Annotated[
+        float, typer.Option(help="the calibrated interval's stated coverage (--holdout-by)")
+    ] = 0.8,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Predicted vs published for every row of the shipped (or your own) reference table."""
@@ -498,6 +508,9 @@ def validate(
         raise fail(str(exc)) from None
     if write_bands:
         _write_bands(checks, rows or shipped_reference())
+    if holdout_by is not None:
+        _held_out(checks, rows or shipped_reference(), holdout_by, coverage, as_json)
+        return
     if as_json:
         out = [{**dataclasses.asdict(c), "error": c.error, "target": c.target,
                 "within_target": c.within_target} for c in checks]  # fmt: skip
@@ -526,6 +539,45 @@ def validate(
         console.print("misses and their causes:")
         for cause, ids in causes.items():
             console.print(f"- {', '.join(ids)}: {cause}")
+
+
+def _held_out(
+    checks: list[Any], rows: list[dict[str, str]], by: str, coverage: float, as_json: bool
+) -> None:
+    """`perf validate --holdout-by source`: per kind, errors and held-out band coverage."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from railyard.twin.holdout import held_out
+
+    if by != "source":
+        raise fail(f"--holdout-by: {by!r} is not a grouping (hint: --holdout-by source)")
+    if not 0 < coverage < 1:
+        raise fail(f"--coverage: {coverage:g} is not a fraction (hint: e.g. 0.8)")
+    found = held_out(checks, rows, coverage)
+    if as_json:
+        out = [{**dataclasses.asdict(h), "range_coverage": h.range_coverage,
+                "calibrated_coverage": h.calibrated_coverage} for h in found]  # fmt: skip
+        print(json.dumps(out, indent=2))
+        return
+
+    def share(part: float | None) -> str:
+        return "-" if part is None else f"{part:.0%}"
+
+    table = Table(title=f"railyard perf validate: each source held out ({coverage:.0%} bands)")
+    for column in ("kind", "rows", "sources", "mean |err|", "max |err|", "judged",
+                   "min-max band", f"{coverage:.0%} band"):  # fmt: skip
+        table.add_column(column, justify="left" if column == "kind" else "right")
+    for h in found:
+        table.add_row(h.kind, str(h.rows), str(h.sources), f"{h.mean_abs_error:.1%}",
+                      f"{h.max_abs_error:.1%}", str(h.judged), share(h.range_coverage),
+                      share(h.calibrated_coverage))  # fmt: skip
+    console = Console()
+    console.print(table)
+    console.print(
+        "judged: rows of a source with at least two other sources to make bands from; a "
+        "band covers a row when it holds the row's error"
+    )
 
 
 def _write_bands(checks: list[Any], rows: list[dict[str, str]]) -> None:

@@ -182,9 +182,27 @@ class Preemption:
             self.config.exact_victim_search_max,
             quota_fits=self.admission.fits(self.quota, job),
         )
+        if result is not None and not self._reclaims_only_borrowed(job, result[0]):
+            result = None
         if result is None:
             self.memo.preempt_fail.add(key)
         return result
+
+    def _reclaims_only_borrowed(self, job: Job, victims: Sequence[Candidate]) -> bool:
+        """Reclaim takes back what a branch borrowed, not more: each branch must still be
+        borrowing before its last (largest) reclaimed job goes. A set that takes a branch
+        below its nominal (two 1-GPU jobs of a queue borrowing one) let the queue take its
+        own quota back by priority, and the two evicted each other for ever."""
+        sizes: dict[str, list[int]] = {}
+        for c in victims:
+            if c.reason is PreemptReason.RECLAIM:
+                branch = self.quota.branch_between(c.run.job.queue, job.queue)
+                if branch is not None:
+                    sizes.setdefault(branch, []).append(c.run.gpus)
+        return all(
+            sum(taken) - max(taken) < self.quota.borrowed(branch, job.flavor)
+            for branch, taken in sizes.items()
+        )
 
     def _candidates(self, job: Job) -> list[Candidate]:
         """Who `job` may evict; alike preemptors (queue, priority, size, class) get the same

@@ -186,3 +186,18 @@ class QuotaTree:
             return False
         theirs = pv[depth]
         return self.total.get((theirs, flavor), 0) > self.subtree_nominal.get((theirs, flavor), 0)
+
+    def branch_between(self, victim_queue: str, preemptor_queue: str) -> str | None:
+        """The victim's branch right under its common ancestor with the preemptor: the one
+        :meth:`reclaimable` asks to be borrowing (None: no such branch)."""
+        pv, pp = self.paths.get(victim_queue, ()), self.paths.get(preemptor_queue, ())
+        depth = 0
+        while depth < min(len(pv), len(pp)) and pv[depth] == pp[depth]:
+            depth += 1
+        if not pv or not pp or pv[0] != pp[0] or depth >= len(pv) or depth >= len(pp):
+            return None
+        return pv[depth]
+
+    def borrowed(self, branch: str, flavor: str) -> int:
+        """GPUs the branch uses beyond its subtree's nominal quota."""
+        return self.total.get((branch, flavor), 0) - self.subtree_nominal.get((branch, flavor), 0)
