@@ -198,3 +198,16 @@ def test_llama3_405b_as_published_fits_on_h100() -> None:
     # gradients unsharded (13 GiB more) and an even split puts 8 layers on the first stage
     megatron = dataclasses.replace(par, zero_stage=0, distributed_optimizer=True, stage_layers=())
     assert not estimate_memory(PRESETS["llama3-405b"], megatron, GPUS["H100-SXM-80GB"]).fits
+
+
+def test_a_middle_stage_is_what_published_per_gpu_states_count() -> None:
+    """Korthikanti et al. Figure 1 gives GPT-3 175B at TP8 PP8 45.56 GiB of model states per
+    GPU: a middle stage's twelve layers. The first stage adds the embedding tables; the
+    estimate keeps both, and names which is which."""
+    par = Parallelism(tp=8, pp=8, micro_batch=1, global_batch=64, interleave=3)
+    mem = estimate_memory(GPT175B, dataclasses.replace(par, flash_attention=False), A100)
+    assert mem.stage == "first stage"
+    assert mem.middle_states.total_bytes / GIB == pytest.approx(45.56, rel=0.001)
+    assert mem.states.total_bytes > mem.middle_states.total_bytes + GIB  # + the tables
+    alone = estimate_memory(GPT22B, Parallelism(tp=8, micro_batch=4, global_batch=4), A100)
+    assert alone.middle_states == alone.states  # one stage: no middle one

@@ -118,6 +118,14 @@ class MemoryEstimate:
         return self.needed_bytes <= self.available_bytes
 
     @property
+    def middle_states(self) -> ModelStates:
+        """Model states of a stage that holds no embedding or output table (a middle one):
+        what published per-GPU figures of pipelined runs count (Korthikanti et al. 2022,
+        Figure 1). Without such a stage (one or two stages), the busiest rank's."""
+        plain = [s for s in self.stages if not s.table_states.total_bytes]
+        return plain[len(plain) // 2].states if plain else self.states
+
+    @property
     def dominant(self) -> str:
         parts = {
             "weights": self.states.weights_bytes,
