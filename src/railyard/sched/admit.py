@@ -115,8 +115,8 @@ class Pass:
         varies = policies.preemption.name == "las" or bool(self.preemption.backfilled)
         self._preemptor_class = self.preemption.preemptor_class if varies else None
         self._max_time_queues = {q.name for q in quota.queues.values() if q.max_time_s}
-        hold = config.greedy_hold_after_s
-        greedy = policies.backfill.name == "none" and hold is not None
+        hold = config.greedy_hold_after_s  # greedy backfill holds for a job blocked this long
+        greedy = policies.backfill.name == "none"
         self._hold_before_t_s = now_t_s - hold if greedy and hold is not None else -math.inf
 
     # -- the per-job story -------------------------------------------------------------------

@@ -56,16 +56,16 @@ preemption after start (Kueue and Slurm have no such claim at all; ten years of 
 unbounded, blocked reclaim for good). An admin sets another with `--max-min-runtime`."""
 
 
-def min_runtime_bound_s(queue: Queue | None) -> float:
-    if queue is None or queue.max_min_runtime_s is None:
-        return DEFAULT_MAX_MIN_RUNTIME_S
-    return queue.max_min_runtime_s
+def min_runtime_bound_s(max_min_runtime_s: float | None) -> float:
+    """A queue's bound on protection from preemption: its admin's, or the default."""
+    return DEFAULT_MAX_MIN_RUNTIME_S if max_min_runtime_s is None else max_min_runtime_s
 
 
 def min_runtime_s(job: Job, queue: Queue | None) -> float:
     """Protection from preemption after start, capped by the queue's bound (or the default
     one)."""
-    return min(job.min_runtime_s, min_runtime_bound_s(queue))
+    bound = min_runtime_bound_s(queue.max_min_runtime_s if queue is not None else None)
+    return min(job.min_runtime_s, bound)
 
 
 def checkpoint_grace_s(job: Job, queue: Queue | None) -> float:

@@ -14,7 +14,8 @@ Rules that keep preemption from wasting work (each was a bug once):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import contextmanager
 
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.decisions import Preempt, PreemptReason
@@ -291,29 +292,30 @@ class Preemption:
             for r in self.backfilled
         )
 
-    def _would_reclaim_back(self, job: Job, victim: RunningJob) -> bool:
-        """Once swapped, would the victim's queue take its quota back from the job? (Time
-        slicing may still hand a reservation's GPUs back and forth: that is its design.)"""
+    @contextmanager
+    def _swapped(self, job: Job, victim: RunningJob) -> Iterator[None]:
+        """What-if: the quota as if `job` ran in the victim's place."""
         v = victim.job
         self.quota.remove(v.queue, v.flavor, victim.gpus)
         self.quota.add(job.queue, job.flavor, job.gpus)
         try:
-            return self.quota.reclaimable(job.queue, v.queue, v.flavor, victim.gpus)
+            yield
         finally:
             self.quota.remove(job.queue, job.flavor, job.gpus)
             self.quota.add(v.queue, v.flavor, victim.gpus)
 
+    def _would_reclaim_back(self, job: Job, victim: RunningJob) -> bool:
+        """Once swapped, would the victim's queue take its quota back from the job? (Time
+        slicing may still hand a reservation's GPUs back and forth: that is its design.)"""
+        v = victim.job
+        with self._swapped(job, victim):
+            return self.quota.reclaimable(job.queue, v.queue, v.flavor, victim.gpus)
+
     def _would_preempt_back(self, job: Job, victim: RunningJob) -> bool:
         """Once swapped (victim pending, job running), would the victim evict the job?"""
-        v = victim.job
-        self.quota.remove(v.queue, v.flavor, victim.gpus)
-        self.quota.add(job.queue, job.flavor, job.gpus)
-        try:
+        with self._swapped(job, victim):
             swapped = RunningJob(job, {}, self.now_t_s - self.config.time_slice_quantum_s)
-            return self.policy.victim_reason(v, swapped, self.ctx) is not None
-        finally:
-            self.quota.remove(job.queue, job.flavor, job.gpus)
-            self.quota.add(v.queue, v.flavor, victim.gpus)
+            return self.policy.victim_reason(victim.job, swapped, self.ctx) is not None
 
     def _candidate(self, r: RunningJob, reason: PreemptReason) -> Candidate:
         """One per running job and reason in a pass (its masks, the nodes' state and the

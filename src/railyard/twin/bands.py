@@ -49,6 +49,20 @@ def _band(kind: str, errors: Sequence[float]) -> Band:
     return Band(kind, len(errors), min(errors), max(errors), statistics.median(errors))
 
 
+def band_keys(check: ValidationResult, row: Mapping[str, str]) -> list[str]:
+    """The bands a figure counts in: its kind, and training per GPU model or collectives on
+    one node or across nodes (a yes/no memory row counts in none)."""
+    if check.kind == "memory" and check.unit == "fits":
+        return []
+    keys = [check.kind]
+    if check.kind == "training":
+        keys.append(f"training on {row.get('gpu', '?')}")
+    elif check.kind == "collective":
+        nodes = row.get("nodes", "1").strip()
+        keys.append("collective on one node" if nodes == "1" else "collective across nodes")
+    return keys
+
+
 def compute_bands(
     checks: Sequence[ValidationResult], rows: Sequence[Mapping[str, str]]
 ) -> dict[str, Band]:
@@ -56,16 +70,7 @@ def compute_bands(
     by_id = {r["id"]: r for r in rows}
     groups: dict[str, list[float]] = {}
     for c in checks:
-        row = by_id.get(c.row_id.split(".")[0], {})
-        keys = [c.kind]
-        if c.kind == "training":
-            keys.append(f"training on {row.get('gpu', '?')}")
-        elif c.kind == "collective":
-            nodes = row.get("nodes", "1").strip()
-            keys.append("collective on one node" if nodes == "1" else "collective across nodes")
-        elif c.kind == "memory" and c.unit == "fits":
-            continue
-        for key in keys:
+        for key in band_keys(c, by_id.get(c.row_id.split(".")[0], {})):
             groups.setdefault(key, []).append(c.error)
     return {k: _band(k, v) for k, v in sorted(groups.items())}
 
@@ -92,4 +97,4 @@ def band_for(kind: str, gpu: str | None = None) -> Band | None:
     return bands.get(kind)
 
 
-__all__ = ["Band", "band_for", "compute_bands", "shipped_bands", "write_bands"]
+__all__ = ["Band", "band_for", "band_keys", "compute_bands", "shipped_bands", "write_bands"]

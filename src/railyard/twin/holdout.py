@@ -2,7 +2,7 @@
 
 The twin fits nothing on the reference table except its error bands, so the held-out
 question is whether a band made without a source's rows covers that source's errors. Per kind
-(the keys of `bands.compute_bands`), each source's rows are judged by bands built from the
+(`bands.band_keys`), each source's rows are judged by bands built from the
 other sources' rows only:
 
 - the shipped kind of band, the range (min to max) of the others' errors;
@@ -26,6 +26,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from railyard.twin.bands import band_keys
 from railyard.twin.validate_train import ValidationResult
 
 _ARXIV = re.compile(r"arXiv[: ]*(\d{4}\.\d{4,5})")
@@ -74,19 +75,6 @@ class HeldOut:
         return self.calibrated_covered / self.judged if self.judged else None
 
 
-def _kinds(check: ValidationResult, row: Mapping[str, str]) -> list[str]:
-    """The band keys a figure counts in (as `bands.compute_bands`)."""
-    if check.kind == "memory" and check.unit == "fits":
-        return []
-    keys = [check.kind]
-    if check.kind == "training":
-        keys.append(f"training on {row.get('gpu', '?')}")
-    elif check.kind == "collective":
-        nodes = row.get("nodes", "1").strip()
-        keys.append("collective on one node" if nodes == "1" else "collective across nodes")
-    return keys
-
-
 def calibrated_half_width(by_source: Mapping[str, list[float]], coverage: float) -> float | None:
     """The conformal half-width around the median: each source's errors scored against the
     median of the others', the k-th smallest score (None: too few scores for `coverage`)."""
@@ -111,7 +99,7 @@ def held_out(
     for c in checks:
         row = by_id.get(c.row_id.split(".")[0], {})
         source = source_key(row, by_id)
-        for kind in _kinds(c, row):
+        for kind in band_keys(c, row):
             groups.setdefault(kind, {}).setdefault(source, []).append(c.error)
     out = []
     for kind, by_source in sorted(groups.items()):

@@ -37,7 +37,7 @@ from railyard.control.usecases.priority import job_priority
 from railyard.control.usecases.queues import member_queues, parent_map, path
 from railyard.sched.dependencies import job_ids, parse_dependency
 from railyard.sched.feasible import never_placeable, over_every_node
-from railyard.sched.limits import DEFAULT_MAX_MIN_RUNTIME_S
+from railyard.sched.limits import min_runtime_bound_s
 from railyard.sched.model import Job, Level, Node, TopologyMode, TopologyRequirement
 from railyard.sched.policies import PLACEMENT
 
@@ -371,11 +371,6 @@ def check_dependency(session: Session, actor: User, dependency: str | None) -> N
         )
 
 
-def _or_default(max_min_runtime_s: float | None) -> float:
-    """A queue's bound on protection from preemption, or the scheduler's default (1 h)."""
-    return DEFAULT_MAX_MIN_RUNTIME_S if max_min_runtime_s is None else max_min_runtime_s
-
-
 def _check_bounds(session: Session, queue: str, min_runtime_s: float, grace_s: float) -> None:
     """What a job may claim for itself is bounded by its queue (an admin's setting, or for
     the protection from preemption the default bound)."""
@@ -385,7 +380,7 @@ def _check_bounds(session: Session, queue: str, min_runtime_s: float, grace_s: f
     if row is None:
         return
     for field, value, bound in (
-        ("min_runtime_s", min_runtime_s, _or_default(row.max_min_runtime_s)),
+        ("min_runtime_s", min_runtime_s, min_runtime_bound_s(row.max_min_runtime_s)),
         ("checkpoint_grace_s", grace_s, row.max_checkpoint_grace_s),
     ):
         if bound is not None and value > bound:
