@@ -1,4 +1,5 @@
-"""Dashboard pages with 10,000 jobs in the store (the target: under 100 ms server time each).
+"""Dashboard pages with 10,000 jobs in the store (the target: under 100 ms server time each),
+and 100,000 finished attempts over 30 days behind the accounting pages (``--attempts``).
 
 The cluster of bench_metrics.py: 256 nodes of 8 GPUs, 7 queues, 10,000 jobs (500 running,
 ``--pending`` waiting: 1,500, and 9,500 as in the live loop's world; the rest finished).
@@ -13,18 +14,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from fastapi.testclient import TestClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.bench_metrics import open_store, seed
+from benchmarks.bench_metrics import QUEUES, open_store, seed
 from benchmarks.common import time_runs
 
 from railyard.control.api.app import create_app
+from railyard.control.store.database import Store
+from railyard.control.store.usagedays import Ended, record_attempts
 from railyard.web.routes import router
 
 RESULTS = Path(__file__).parent / "results" / "bench_dashboard.json"
@@ -32,17 +37,42 @@ PAGES = {
     "overview": "/ui/",
     "jobs (newest 50)": "/ui/jobs",
     "jobs, pending in team3": "/ui/jobs?state=pending&queue=team3",
+    "jobs, by priority": "/ui/jobs?sort=priority",
+    "jobs, search a name": "/ui/jobs?q=nomatch",
+    "jobs, page 100": "/ui/jobs?offset=4950",
     "job page": "/ui/jobs/1",
     "fabric map (256 nodes)": "/ui/fabric",
     "fabric, one job picked": "/ui/fabric?job=1",
     "queues": "/ui/queues",
+    "accounting, 7 days by user": "/ui/accounting?days=7&by=user",
+    "accounting, 30 days by queue": "/ui/accounting?days=30&by=queue",
+    "accounting, 365 days by account": "/ui/accounting?days=365&by=account",
 }
+USERS = 40  # the accounting history's users
 
 
-def measure(kind: str, tmp: Path, jobs: int, repeat: int, pending: int) -> list[dict[str, object]]:
+def seed_attempts(store: Store, count: int) -> None:
+    """``count`` finished attempts over the last 30 days (1 to 64 GPUs, minutes to a day),
+    as the loop writes them: what the accounting pages sum."""
+    now = time.time()
+    rng = random.Random(7)
+    rows = []
+    for i in range(count):
+        start = now - rng.uniform(0, 30 * 86400)
+        end = min(now, start + rng.uniform(60, 86400))
+        rows.append(Ended(f"h{i}", 0, f"user{i % USERS}", QUEUES[i % len(QUEUES)],
+                          rng.choice((1, 2, 4, 8, 64)), start, end, "completed"))  # fmt: skip
+    with store.session() as s:
+        record_attempts(s, rows)
+
+
+def measure(
+    kind: str, tmp: Path, jobs: int, repeat: int, pending: int, attempts: int
+) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     with open_store(kind, tmp) as store:
         token = seed(store, jobs, pending)
+        seed_attempts(store, attempts)
         app = create_app(store, wake=lambda: None, state_dir=tmp, extra_routers=[router()])
         client = TestClient(app)
         form = client.get("/ui/login").text  # the login form's CSRF value, as a browser
@@ -67,12 +97,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--stores", default="sqlite,postgresql")
     parser.add_argument("--pending", default="1500,9500", help="pending jobs of the --jobs")
+    parser.add_argument("--attempts", type=int, default=100_000, help="finished, for accounting")
     args = parser.parse_args()
     rows = []
     for kind in args.stores.split(","):
         for pending in map(int, args.pending.split(",")):
             with tempfile.TemporaryDirectory() as tmp:
-                rows += measure(kind, Path(tmp), args.jobs, args.repeat, pending)
+                rows += measure(kind, Path(tmp), args.jobs, args.repeat, pending, args.attempts)
     print(f"{'store':<11}{'pending':>8} {'page':<30}{'p50 ms':>9}{'max ms':>9}{'KiB':>7}")
     for r in rows:
         print(f"{r['store']:<11}{r['pending']:>8} {r['page']:<30}{r['p50_ms']:>9.1f}"

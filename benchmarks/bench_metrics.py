@@ -74,11 +74,16 @@ def seed(store: Store, jobs: int, pending: int = 1500) -> str:
                 state, placement, reason, workers, per = "pending", None, REASONS[i % 5], 2, 8
             else:
                 state, placement, reason, workers, per = FINISHED[i % 4], None, "Completed", 1, 1
+            start, end = (now - 60 if state == "running" else None), None
+            if state in FINISHED:  # ended over the last 30 days, as a busy cluster's history
+                end = now - (i * 7919 % 2_592_000)
+                start = end - 60 - i % 3600
             rows.append(
                 JobRow(id=str(i + 1), number=i + 1, user_id=admin.id, queue=queue, state=state,
                        reason=reason, command=["true"], flavor=FLAVOR, workers=workers,
-                       gpus_per_worker=per, placement=placement, submit_t_s=now - 3600,
-                       start_t_s=now - 60 if state == "running" else None, updated_t_s=now)
+                       gpus_per_worker=per, placement=placement,
+                       submit_t_s=min(now - 3600, start or now), start_t_s=start, end_t_s=end,
+                       updated_t_s=now)
             )  # fmt: skip
         s.add_all(rows)
         for name in ["root", *QUEUES]:

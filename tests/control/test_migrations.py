@@ -72,3 +72,45 @@ def test_upgrade_keeps_jobs_and_adds_hold(engine: Engine) -> None:
     assert "hold" not in {c["name"] for c in inspect(engine).get_columns("jobs")}
     with engine.connect() as c:
         assert c.execute(text("SELECT name FROM jobs")).all() == [("old",)]
+
+
+def test_accounting_is_backfilled_from_the_jobs_that_ran(engine: Engine) -> None:
+    """Revision 0022 cuts an ended job's last attempt at midnight and adds its earlier
+    attempts' GPU time (attained_gpu_s) as one attempt ending when the last began."""
+    _to(engine, "0021")
+    tables = MetaData()
+    tables.reflect(engine)
+    day = 86400.0 * 20_000  # a UTC midnight
+    with engine.begin() as c:
+        c.execute(insert(tables.tables["users"]).values(id=1, name="a", is_admin=False,
+                                                        created_t_s=0.0))  # fmt: skip
+        c.execute(insert(tables.tables["queues"]).values(
+            name="q", nominal_gpus={}, borrowing_limit_gpus={}, lending_limit_gpus={},
+            weight=1.0, created_t_s=0.0,
+        ))  # fmt: skip
+        ran = {
+            **JOB_AT_0001,
+            "state": "completed",
+            "gpus_per_worker": 2,
+            "restart_count": 1,
+            "start_t_s": day - 7200,
+            "end_t_s": day + 3600,
+            "attained_gpu_s": 7200.0,
+        }
+        c.execute(insert(tables.tables["jobs"]).values(**ran))  # fmt: skip
+        c.execute(insert(tables.tables["jobs"]).values(**{**JOB_AT_0001, "id": "2",
+                                                          "number": 2}))  # fmt: skip
+    migrate(engine)
+    with engine.connect() as c:
+        pieces = c.execute(text("SELECT day_t_s, attempt, start_t_s, end_t_s, state, gpus "
+                                "FROM attempts ORDER BY start_t_s")).all()  # fmt: skip
+        days = c.execute(text("SELECT day_t_s, user_name, queue, gpu_s FROM usage_days "
+                              "ORDER BY day_t_s")).all()  # fmt: skip
+    assert [tuple(p) for p in pieces] == [
+        (day - 86400, 0, day - 3 * 3600, day - 7200, "requeue", 2),  # 7,200 GPU-s on 2 GPUs
+        (day - 86400, 1, day - 7200, day, "completed", 2),
+        (day, 1, day, day + 3600, "completed", 2),
+    ]
+    assert [tuple(d) for d in days] == [
+        (day - 86400, "a", "q", 7200.0 + 14400.0), (day, "a", "q", 7200.0)
+    ]  # fmt: skip

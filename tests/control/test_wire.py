@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from railyard.client import wire
 from railyard.control import adminschemas, schemas
+from railyard.control.api import accounting
 
 PAIRS = [
     (wire.Job, schemas.JobOut),
@@ -19,6 +20,8 @@ PAIRS = [
     (wire.Token, adminschemas.TokenOut),
     (wire.TokenCreated, adminschemas.TokenCreated),
     (wire.Health, schemas.Health),
+    (wire.Report, accounting.ReportOut),
+    (wire.UsageLine, accounting.UsageLineOut),
 ]
 
 

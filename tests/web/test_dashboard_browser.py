@@ -1,9 +1,9 @@
 """The dashboard in a real headless browser (Debian's Chromium through Selenium) against a
 real `railyard up --blueprint gaggle-h100` server: log in, submit from the CLI and watch the
 job appear and finish on the jobs page without a reload, read its log as it is written, drain
-a node from the fabric map (confirming the dialog) and see it drained there; another user is
-refused the job's page. With RAILYARD_SCREENSHOTS=DIR it saves each page there (docs/ holds
-the ones the README shows)."""
+a node from the fabric map (confirming the dialog) and see it drained there, find the job's
+GPU time on the accounting page; another user is refused the job's page. With
+RAILYARD_SCREENSHOTS=DIR it saves each page there (docs/ holds the ones the README shows)."""
 
 from __future__ import annotations
 
@@ -120,6 +120,11 @@ def test_the_dashboard_in_a_browser(server: ServerProcess, browser: object) -> N
     shot(b, "queues")
     b.get(f"{server.url}/ui/queues/whatif")  # type: ignore[attr-defined]
     shot(b, "whatif")
+    b.find_element(By.LINK_TEXT, "Accounting").click()  # type: ignore[attr-defined]
+    WebDriverWait(b, 10).until(lambda d: d.find_element(By.TAG_NAME, "h1").text == "Accounting")
+    usage = b.find_element(By.ID, "usage").text  # type: ignore[attr-defined]
+    assert usage.splitlines()[0].startswith("admin")  # the job's 2 GPUs for 3 s, today
+    shot(b, "accounting")
 
     # another user: refused the admin's job page
     server.request("POST", "/v1/users", json={"name": "carol", "unix_user": "root"})

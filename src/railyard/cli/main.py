@@ -70,6 +70,7 @@ CONTROL = {
         "history",
         "Jobs that ran or are running, like sacct: state, exit code, elapsed, GPU-hours.",
     ),
+    "report": ("report", "GPU-hours by user, queue and account per period, like sreport."),
     "cancel": (
         "jobctl",
         "Cancel jobs: pending ones end at once, running ones are stopped by the scheduler loop.",

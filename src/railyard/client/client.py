@@ -280,6 +280,20 @@ class Client:
 
     # -- nodes and queues ---------------------------------------------------------------------
 
+    def report(
+        self,
+        *,
+        start_t_s: float,
+        end_t_s: float | None = None,
+        period: str = "total",
+        by: list[str] | None = None,
+        user: str | None = None,
+    ) -> wire.Report:
+        """GPU-hours per period and group (sreport)."""
+        params = {"start": start_t_s, "end": end_t_s, "period": period, "by": by or ["user"],
+                  "user": user}  # fmt: skip
+        return cast(wire.Report, self._call("GET", "/v1/report", params=params))
+
     def nodes(self) -> list[wire.Node]:
         return cast(list[wire.Node], self._call("GET", "/v1/nodes"))
 

@@ -165,3 +165,22 @@ class Health(TypedDict):
     reason: NotRequired[str | None]
     last_step_t_s: NotRequired[float | None]
     failing_steps: NotRequired[int]
+
+
+class UsageLine(TypedDict):
+    start_t_s: float
+    end_t_s: float
+    user: str | None
+    queue: str | None
+    account: str | None
+    gpu_hours: float
+    share: float
+
+
+class Report(TypedDict):
+    start_t_s: float
+    end_t_s: float
+    period: str
+    by: list[str]
+    cluster_gpus: int
+    lines: list[UsageLine]

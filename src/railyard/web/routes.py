@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
@@ -20,16 +19,16 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from sqlalchemy.orm import Session
 
 from railyard.control.errors import Forbidden, Invalid, NotFound, ServiceError
+from railyard.control.usecases import joblist as job_list
 from railyard.control.usecases import jobs, nodes
+from railyard.control.usecases.accounting import Report, gpu_hours, nominal_gpus
 from railyard.control.usecases.fabric import fabric_view
 from railyard.control.usecases.history import history
 from railyard.control.usecases.jobviews import (
     JobDetail,
-    JobFilters,
     JobLine,
     job_detail,
     job_filters,
-    job_lines,
     read_job_log,
     sessions_of,
 )
@@ -42,7 +41,8 @@ from railyard.control.usecases.overview import (
 from railyard.control.usecases.queueviews import queue_shares
 from railyard.control.usecases.whatif import expected_starts
 from railyard.sched import SchedulerConfig
-from railyard.web import appproxy, assets, fabric, login
+from railyard.web import accounting as accounting_page
+from railyard.web import appproxy, assets, fabric, joblist, login
 from railyard.web.figures import sparkline
 from railyard.web.headers import SecureRoute
 from railyard.web.login import LOGIN_PATH, form, refused
@@ -51,6 +51,7 @@ from railyard.web.session import COOKIE, Viewer, cross_site, csrf_ok, drop_cooki
 from railyard.web.whatif import twin
 
 PAGE_ROWS = 50
+MAX_OFFSET = 10_000_000  # a page beyond is empty anyway: no huge OFFSET for the store
 
 
 def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
@@ -104,31 +105,22 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
         return page("Overview", body, user=who.user.name, active="/ui/", csrf=who.csrf)
 
     def jobs_page(request: Request, session: Session, who: Viewer, now: float) -> Response:
-        q = request.query_params
-        state = q.get("state") or None
-        queue = q.get("queue") or None
-        owner = (q.get("user") or None) if who.admin else None
-        offset = max(0, _int(q.get("offset"), 0))
+        q = {k: v for k, v in request.query_params.items() if v}
         try:
-            found = job_lines(
-                session, who.user, state=state, queue=queue, user=owner, now_t_s=now,
-                limit=PAGE_ROWS + 1, offset=offset,
+            found = job_list.job_page(
+                session, who.user, state=q.get("state"), queue=q.get("queue"),
+                user=q.get("user") if who.admin else None, array=q.get("array"),
+                search=q.get("q"), sort=q.get("sort") or "newest",
+                offset=min(max(0, _int(q.get("offset"), 0)), MAX_OFFSET), limit=PAGE_ROWS,
             )  # fmt: skip
         except ServiceError as exc:
             return page("Jobs", f'<p class="err">{esc(exc)}</p>', user=who.user.name,
                         status=422, csrf=who.csrf)  # fmt: skip
-        rows = [_job_row(line) for line in found[:PAGE_ROWS]]
-        tbody = table(("job", "name", "user", "queue", "state", "GPUs", "placement", "reason"),
-                      rows, tbody_id="jobs")  # fmt: skip
+        tbody = joblist.rows(found, now)
         if q.get("partial"):
             return HTMLResponse(tbody)
-        filters = _filters(job_filters(session, who.user), state, queue, owner)
-        more = ""
-        if len(found) > PAGE_ROWS:
-            args = {k: v for k, v in q.items() if k != "partial"} | {"offset": offset + PAGE_ROWS}
-            more = f'<p><a href="/ui/jobs?{esc(urlencode(args))}">older jobs</a></p>'
-        return page("Jobs", filters + tbody + more, user=who.user.name, active="/ui/jobs",
-                    csrf=who.csrf)  # fmt: skip
+        body = joblist.form(job_filters(session, who.user), q) + joblist.pager(found, q) + tbody
+        return page("Jobs", body, user=who.user.name, active="/ui/jobs", csrf=who.csrf)
 
     def fabric_page(request: Request, session: Session, who: Viewer, now: float) -> Response:
         focus = request.query_params.get("job") or None
@@ -184,8 +176,37 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
         return page(f"Job {job_id}", detail, user=who.user.name, active="/ui/jobs",
                     csrf=who.csrf)  # fmt: skip
 
+    def usage(
+        request: Request, session: Session, who: Viewer, now: float
+    ) -> tuple[Report, int, str]:
+        q = request.query_params
+        days = _int(q.get("days"), 7)
+        days = days if days in accounting_page.WINDOWS_DAYS else 7
+        by = q.get("by") or "user"
+        by = by if by in ("user", "queue", "account") else "user"
+        midnight = now - now % 86400
+        start = midnight - (days - 1) * 86400 if days > 1 else now - 86400
+        period = accounting_page.PERIOD_OF_WINDOW[days]
+        found = gpu_hours(session, who.user, start, now, now, period=period, by=(by,))
+        return found, days, by
+
+    def accounting_view(request: Request, session: Session, who: Viewer, now: float) -> Response:
+        found, days, by = usage(request, session, who, now)
+        nominal = nominal_gpus(session)
+        body = accounting_page.render(found, nominal, days, by)
+        return page("Accounting", body, user=who.user.name, active="/ui/accounting",
+                    csrf=who.csrf)  # fmt: skip
+
+    def accounting_csv(request: Request, session: Session, who: Viewer, now: float) -> Response:
+        found, days, by = usage(request, session, who, now)
+        name = f"railyard-gpu-hours-{days}d-by-{by}.csv"
+        disposition = {"Content-Disposition": f'attachment; filename="{name}"'}
+        return Response(accounting_page.csv_text(found), media_type="text/csv",
+                        headers=disposition)  # fmt: skip
+
     for path, render in (("/", overview), ("/jobs", jobs_page), ("/fabric", fabric_page),
                          ("/queues", queues_page), ("/queues/whatif", whatif_page),
+                         ("/accounting", accounting_view), ("/accounting.csv", accounting_csv),
                          ("/jobs/{job_id}", job_page)):  # fmt: skip
         r.add_api_route(path, guarded(render), methods=["GET"], response_class=HTMLResponse)
 
@@ -340,29 +361,6 @@ def _duration(seconds: float) -> str:
 
 def _placement(placement: dict[str, list[int]] | None) -> str:
     return " ".join(f"{n}:{','.join(map(str, g))}" for n, g in (placement or {}).items())
-
-
-def _job_row(line: JobLine) -> list[str]:
-    link = f'<a href="/ui/jobs/{esc(line.id)}">{esc(line.id)}</a>'
-    state = f'<span class="state-{esc(line.state)}">{esc(line.state)}</span>'
-    return [link, esc(line.name), esc(line.user), esc(line.queue), state, _n(line.gpus),
-            esc(_placement(line.placement)), esc(line.reason)]  # fmt: skip
-
-
-def _filters(choices: JobFilters, state: str | None, queue: str | None,
-             owner: str | None) -> str:  # fmt: skip
-    def select_box(name: str, values: list[str], current: str | None) -> str:
-        options = "".join(
-            f'<option value="{esc(v)}"{" selected" if v == current else ""}>{esc(v) or "all"}'
-            "</option>"
-            for v in ["", *values]
-        )
-        return f'<label>{name} <select name="{name}">{options}</select></label> '
-
-    boxes = select_box("state", choices.states, state) + select_box("queue", choices.queues, queue)
-    if choices.users:
-        boxes += select_box("user", choices.users, owner)
-    return f'<form method="get" action="/ui/jobs">{boxes}<button>Filter</button></form>'
 
 
 def _job_detail(job: JobDetail, who: Viewer) -> str:

@@ -25,6 +25,7 @@ from sqlalchemy.exc import DBAPIError
 
 from railyard import __version__
 from railyard.control import schemas as s
+from railyard.control.api import accounting as accounting_routes
 from railyard.control.api import jobs as job_routes
 from railyard.control.api import nodehealth
 from railyard.control.api import nodes as node_routes
@@ -131,7 +132,8 @@ def create_app(
             return JSONResponse(body.model_dump(), status_code=503)
         return body
 
-    for routes in (user_routes, job_routes, node_routes, queue_routes, whatif_routes):
+    for routes in (user_routes, job_routes, node_routes, queue_routes, whatif_routes,
+                   accounting_routes):  # fmt: skip
         app.include_router(routes.router)
     app.include_router(nodehealth.router)
     app.include_router(terminal_routes.router)

@@ -22,7 +22,8 @@ from railyard.control.store.convert import usage_keys
 from railyard.control.store.effects import record, record_many
 from railyard.control.store.tables import JobRow, JobState, NodeRow, UsageRow
 from railyard.control.store.transitions import changed_rows
-from railyard.sched import NodeState, StopCause, Usage
+from railyard.control.store.usagedays import Ended, record_attempts
+from railyard.sched import NodeState, RunningJob, StopCause, Usage
 from railyard.sched.decisions import Start
 from railyard.sched.lifecycle import Settlement, StepPlan
 from railyard.sched.stops import Stop
@@ -42,6 +43,7 @@ class Written:
     requeued: list[str] = field(default_factory=list)
     unsettled: list[str] = field(default_factory=list)  # changed since read: settle again
     reasons: dict[str, str] = field(default_factory=dict)  # pending job -> reason written
+    attempts: list[Ended] = field(default_factory=list)  # ended runs, for accounting
 
 
 def cas(
@@ -66,7 +68,10 @@ def cas(
 def write_plan(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> Written:
     out = Written()
     for s in plan.settled:
-        _settle(session, s, seen.states.get(s.job_id), now_t_s, out)
+        run = seen.running.get(s.job_id)
+        if _settle(session, s, seen.states.get(s.job_id), now_t_s, out) and run is not None:
+            _ended_attempt(s, run, now_t_s, out)
+    record_attempts(session, out.attempts)
     for job_id in plan.expired:
         _expire(session, job_id, now_t_s, out)
     for job_id in plan.warn:
@@ -87,6 +92,17 @@ def write_plan(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> 
             record(session, now_t_s, "drained", f"node {name} drained", None)
     _usage(session, plan.usage, now_t_s)
     return out
+
+
+def _ended_attempt(s: Settlement, run: RunningJob, now_t_s: float, out: Written) -> None:
+    """The accounting row of the attempt a settlement ended: its GPUs from its start (an
+    image pull included: the GPUs were held) to its exit."""
+    ended = s.exit
+    assert ended is not None
+    end_t_s = ended.t_s if ended.t_s is not None else now_t_s
+    state = "requeue" if s.requeued is not None else (s.end.value if s.end else "ended")
+    out.attempts.append(Ended(s.job_id, ended.restart_count, run.job.user, run.job.queue,
+                              run.gpus, run.start_t_s, end_t_s, state))  # fmt: skip
 
 
 def _expire(session: Session, job_id: str, now_t_s: float, out: Written) -> None:
@@ -110,15 +126,15 @@ def _expire(session: Session, job_id: str, now_t_s: float, out: Written) -> None
 
 def _settle(
     session: Session, s: Settlement, seen_state: str | None, now_t_s: float, out: Written
-) -> None:
+) -> bool:
     """Compare-and-set on the state the step decided from: a settlement made for a running
     job must not land on one that was cancelled since (a requeue would revive it); the next
-    step settles the exit again, from the new state."""
+    step settles the exit again, from the new state. True: written."""
     ended = s.exit
     assert ended is not None  # the lifecycle settles exits only
     if seen_state is None:
         out.unsettled.append(s.job_id)
-        return
+        return False
     expected = JobRow.restart_count == ended.restart_count
     if s.requeued is not None:
         stmt = (
@@ -146,9 +162,9 @@ def _settle(
             message = f"{s.reason}; restart {s.requeued.restart_count}"
             record(session, now_t_s, "requeue", message, s.job_id)
             out.requeued.append(s.job_id)
-        else:
-            out.unsettled.append(s.job_id)
-        return
+            return True
+        out.unsettled.append(s.job_id)
+        return False
     assert s.end is not None
     stmt = (
         update(JobRow)
@@ -170,8 +186,9 @@ def _settle(
         )
         record(session, now_t_s, s.end.value, message, s.job_id)
         out.finished.append((s.job_id, s.end.value))
-    else:
-        out.unsettled.append(s.job_id)
+        return True
+    out.unsettled.append(s.job_id)
+    return False
 
 
 def _decisions(session: Session, plan: StepPlan, seen: Seen, now_t_s: float, out: Written) -> None:

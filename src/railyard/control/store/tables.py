@@ -316,6 +316,41 @@ class UsageRow(Base):
     updated_t_s: Mapped[float] = mapped_column(Float)
 
 
+class AttemptRow(Base):
+    """A job's attempt that held GPUs, one row per UTC day it ran in, written when it ended
+    (requeued or final): what accounting reads at the edges of a window (``railyard report``,
+    Slurm's ``sreport``). A job's own row keeps only its last attempt's times; a preempted
+    attempt's GPU time would be lost without these. ``user_name`` and ``queue`` are names, so
+    usage outlives a removed user. Cut by day, a window's rows are found by ``day_t_s`` alone
+    (an interval of any length is never scanned for)."""
+
+    __tablename__ = "attempts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    day_t_s: Mapped[float] = mapped_column(Float, index=True)  # the UTC day's midnight
+    job_id: Mapped[str] = mapped_column(String(64), index=True)
+    attempt: Mapped[int] = mapped_column(Integer)  # the job's restart_count during it
+    user_name: Mapped[str] = mapped_column(String(64))
+    queue: Mapped[str] = mapped_column(String(64))
+    gpus: Mapped[int] = mapped_column(Integer)
+    start_t_s: Mapped[float] = mapped_column(Float)  # within the day
+    end_t_s: Mapped[float] = mapped_column(Float)
+    state: Mapped[str] = mapped_column(String(16))  # how it ended: requeue or the end state
+
+
+class UsageDayRow(Base):
+    """GPU-seconds of ended attempts per UTC day, user and queue (the sum of their
+    ``attempts`` rows): a year of accounting reads days x users x queues rows, not every
+    attempt."""
+
+    __tablename__ = "usage_days"
+
+    day_t_s: Mapped[float] = mapped_column(Float, primary_key=True)
+    user_name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    queue: Mapped[str] = mapped_column(String(64), primary_key=True)
+    gpu_s: Mapped[float] = mapped_column(Float, default=0.0)
+
+
 class EventRow(Base):
     """The audit trail: every decision and state change, in order."""
 

@@ -89,25 +89,6 @@ def _line(row: JobRow, user: str) -> JobLine:
                    row.reason)  # fmt: skip
 
 
-def job_lines(
-    session: Session,
-    actor: User,
-    *,
-    state: str | None,
-    queue: str | None,
-    user: str | None,
-    now_t_s: float,
-    limit: int,
-    offset: int,
-) -> list[JobLine]:
-    """Newest first; Invalid for an unknown state."""
-    found = jobs.list_jobs(
-        session, actor, states=[state] if state else None, queue=queue, user=user,
-        now_t_s=now_t_s, limit=limit, offset=offset, newest_first=True,
-    )  # fmt: skip
-    return [_line(row, name) for row, name in found]
-
-
 def job_filters(session: Session, actor: User) -> JobFilters:
     queues = sorted(session.scalars(select(QueueRow.name)))
     users = sorted(session.scalars(select(User.name))) if actor.is_admin else []
