@@ -66,6 +66,14 @@ def decode(data: bytes, offset: int) -> tuple[str, int]:
     return text, offset + len(data) - pending
 
 
+def node_of(row: JobRow, rank: int) -> str | None:
+    """The machine rank ``rank`` of the job's current (or last) attempt runs on; None: not
+    known (no handle yet)."""
+    workers = (row.handle or {}).get("workers") or []
+    node = workers[rank].get("node") if 0 <= rank < len(workers) else None
+    return str(node) if node else None
+
+
 def read_rank_log(
     row: JobRow,
     rank: int,
@@ -77,8 +85,7 @@ def read_rank_log(
     """A process's log from `offset`: from this machine's disk, or, with `remote` (the Ray
     executor), from the node the rank ran on, with the same rule."""
     source = log_source(row, rank, path, spool_dir)
-    workers = (row.handle or {}).get("workers") or []
-    node = workers[rank].get("node") if rank < len(workers) else None
+    node = node_of(row, rank)
     if remote is None or node is None:
         return read_log(source, offset)
     try:
