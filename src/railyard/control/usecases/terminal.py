@@ -14,10 +14,10 @@ from pathlib import Path
 from sqlalchemy.orm import Session
 
 from railyard.control.errors import Conflict, Invalid, NotFound
-from railyard.control.store.paths import attempts_dir, logs_dir
+from railyard.control.store.paths import logs_dir
 from railyard.control.store.tables import JobRow, JobState, User
 from railyard.control.usecases.jobs import get_job
-from railyard.control.usecases.logs import node_of
+from railyard.control.usecases.logs import node_of, records_of
 from railyard.exec import terminal
 from railyard.exec.jobsocket import JobSocket
 from railyard.exec.taskfile import rank_task_path
@@ -49,7 +49,7 @@ def attach_target(
     task = rank_task_path(logs_dir(spool_dir, row.id), rank, row.restart_count)
     return JobSocket(
         row.id, row.restart_count, node_of(row, rank), "attach", str(task),
-        records=str(attempts_dir(state_dir, row.id)), pty=pty, ssh=ssh,
+        records=str(records_of(row, rank, state_dir)), pty=pty, ssh=ssh,
     )  # fmt: skip
 
 
@@ -65,7 +65,7 @@ def terminal_socket(session: Session, actor: User, job_id: str, state_dir: Path)
                        hint=f"open /ui/jobs/{row.id}/app/ in the dashboard")  # fmt: skip
     if row.state not in LIVE:
         raise Conflict(f"job {row.id} is {row.state}: its terminal is gone")
-    path = terminal.socket_path(attempts_dir(state_dir, row.id), row.restart_count)
+    path = terminal.socket_path(records_of(row, 0, state_dir), row.restart_count)
     return JobSocket(row.id, row.restart_count, node_of(row, 0), "terminal", str(path))
 
 
