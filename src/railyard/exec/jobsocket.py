@@ -43,7 +43,7 @@ class JobSocket:
     ``kind``: ``terminal`` (``path``: the wrapper's socket of rank 0), ``app`` (``path``: the
     app's socket, ``port``: its loopback port, ``user``: the account that must listen there,
     ``""`` for this process's own), ``attach`` (``path``: the rank's task file, ``records``: the
-    attempt's records directory; a new shell there, on a pty or pipes, or with ``ssh`` an
+    rank's records directory; a new shell in ``rank``, on a pty or pipes, or with ``ssh`` an
     ``sshd -i``). ``node``: the machine the socket is on (None: unknown, reached here)."""
 
     job_id: str
@@ -54,6 +54,7 @@ class JobSocket:
     port: int | None = None
     user: str = ""
     records: str = ""
+    rank: int = 0
     pty: bool = True
     ssh: bool = False
 

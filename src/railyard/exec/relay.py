@@ -75,10 +75,12 @@ class Relays:
             listener.settimeout(self.accept_s)
             conn, _ = listener.accept()
         except OSError:  # nobody came in time
-            target.close()
-            return
+            pass
         finally:
             listener.close()  # one connection, whatever it says
+        if conn is None:
+            target.close()
+            return
         try:
             conn.settimeout(max(0.01, deadline - time.monotonic()))
             said = _recv_exactly(conn, SECRET_BYTES)

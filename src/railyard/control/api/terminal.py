@@ -93,7 +93,7 @@ def _attached_target(
 
 def _unreachable(target: JobSocket, exc: SocketUnreachable) -> HTTPException:
     if target.kind == "attach":
-        return HTTPException(409, f"job {target.job_id}: {exc}")
+        return HTTPException(409, f"job {target.job_id} rank {target.rank}: {exc}")
     return HTTPException(409, f"job {target.job_id}'s terminal cannot be reached ({exc})")
 
 

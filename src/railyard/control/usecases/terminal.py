@@ -49,7 +49,7 @@ def attach_target(
     task = rank_task_path(logs_dir(spool_dir, row.id), rank, row.restart_count)
     return JobSocket(
         row.id, row.restart_count, node_of(row, rank), "attach", str(task),
-        records=str(records_of(row, rank, state_dir)), pty=pty, ssh=ssh,
+        records=str(records_of(row, rank, state_dir)), rank=rank, pty=pty, ssh=ssh,
     )  # fmt: skip
 
 
