@@ -10,8 +10,12 @@ Figures, on a real ``railyard up`` (SQLite, loopback):
 - 50 sessions at once, each sending 100 numbered lines to its own ``cat`` and reading them
   back, then ending it: lines lost or out of order (target 0), wall time.
 
-Run: ``python benchmarks/bench_interactive.py [--runs 20] [--keys 300] [--sessions 50]``;
-prints a table and writes ``benchmarks/results/bench_interactive.json``.
+With ``--ray``, the first two again with the job on a Ray node that is not the server's (a
+local Ray cluster of one joined machine, ``tests/multinode``): the bytes go through the node
+agent's relay (`exec.relay`), one more TCP hop and a Ray call to open it.
+
+Run: ``python benchmarks/bench_interactive.py [--runs 20] [--keys 300] [--sessions 50]
+[--ray]``; prints a table and writes ``benchmarks/results/bench_interactive.json``.
 """
 
 from __future__ import annotations
@@ -109,12 +113,32 @@ def one_session(server: ServerProcess, lines: int) -> int:
     return sum(1 for i in range(lines) if i >= len(got) or got[i] != str(i)) + (code != 0)
 
 
+def ray_figures(runs: int, keys: int) -> tuple[list[float], list[float]]:
+    """``run -- true`` and keystroke echo with the job on a Ray node (its agent's relay)."""
+    from tests.multinode.conftest import LocalRay
+
+    cluster = LocalRay(("n1",))
+    tmp = Path(tempfile.mkdtemp(prefix="bench-interactive-ray-"))
+    server = ServerProcess(tmp / "state", gpus=None, extra=cluster.up_args)
+    server.state_dir.mkdir()
+    try:
+        server.start(timeout_s=300)
+        while not any(n["state"] == "ready" for n in server.request("GET", "/v1/nodes")):
+            time.sleep(0.2)
+        return run_round_trips(server, runs), echo_latency(server, keys)
+    finally:
+        server.stop()
+        cluster.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--keys", type=int, default=300)
     parser.add_argument("--sessions", type=int, default=50)
     parser.add_argument("--lines", type=int, default=100)
+    parser.add_argument("--ray", action="store_true", help="also through a Ray node's relay")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-interactive-"))
     server = ServerProcess(tmp / "state", gpus=0)
@@ -131,6 +155,7 @@ def main() -> None:
     finally:
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+    ray_runs, ray_keys = ray_figures(args.runs, args.keys) if args.ray else ([], [])
     run_s, srun_s = statistics.median(runs), statistics.median(sruns) if sruns else None
     rows = [
         ("railyard run -- true, median s", run_s, "<= 2x srun"),
@@ -141,6 +166,12 @@ def main() -> None:
         (f"{args.sessions} sessions x {args.lines} lines: lost", float(lost), "0"),
         (f"{args.sessions} sessions: wall s", sessions_s, ""),
     ]
+    if ray_runs:
+        rows += [
+            ("Ray node: run -- true, median s", statistics.median(ray_runs), ""),
+            ("Ray node: keystroke echo p50 ms", statistics.median(ray_keys) * 1e3, ""),
+            ("Ray node: keystroke echo p99 ms", p99(ray_keys) * 1e3, "< 20"),
+        ]
     for name, value, target in rows:
         shown = "-" if value is None else f"{value:.3f}"
         print(f"{name:<40} {shown:>10}  {target}")

@@ -75,6 +75,7 @@ from railyard.exec.backend import (
     BackendRequest,
     BackendUnavailable,
     NodeSink,
+    OpensSockets,
     backend_kind,
 )
 from railyard.exec.nccl import nccl_env
@@ -536,6 +537,7 @@ def compose(
         ),
         health_fail_requeues=config.health_fail_requeues,
         remote_log=backend.log_reader,
+        remote_socket=backend.socket_opener if isinstance(backend, OpensSockets) else None,
         extra_routers=config.extra_routers,
         across=loop_.across,
         ordering=config.scheduler.ordering,

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from railyard.exec.jobsocket import SocketOpener
 from railyard.exec.logread import LogSource
 from railyard.exec.protocol import Executor
 from railyard.sched import Node
@@ -90,6 +91,18 @@ class Backend(Protocol):
 
     def confinement_lines(self) -> tuple[str, ...]:
         """How job processes are tracked and confined, one line each, for ``railyard up``."""
+        ...
+
+
+@runtime_checkable
+class OpensSockets(Protocol):
+    """A backend whose jobs run on other machines and that reaches their sockets there (an
+    interactive job's terminal, a shell in a rank, a web app); a backend without it has every
+    job's sockets on this machine."""
+
+    @property
+    def socket_opener(self) -> SocketOpener:
+        """Connects to a job's socket on the machine it is on (`exec.jobsocket`)."""
         ...
 
 

@@ -8,18 +8,27 @@ contract of :mod:`railyard.exec.launch` (wired to the first node's address and p
 markers so a rank runs at most once, exit records, process groups for signals. Detached: the
 agent outlives the control plane's driver, so a restarted control plane finds it by name and
 adopts what runs.
+
+It also opens one-shot relays to a job's sockets on its node (`relay`): the terminal of
+``railyard run``, a shell or ``sshd -i`` of ``railyard attach`` and ``ssh job-N``, a web app,
+checked here exactly as the control plane checks them on its own machine
+(:mod:`railyard.exec.jobsocket`, :mod:`railyard.exec.relay`). An agent belongs to one attempt
+and is killed when its end is reported, so its relays end with the job.
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import Sequence
 from typing import Any
 
+from railyard.exec.jobsocket import CONNECT_WAIT_S, JobSocket, SocketUnreachable, connect_here
 from railyard.exec.launch import free_port
 from railyard.exec.local import LocalExecutor
 from railyard.exec.logread import LogRefused, LogSource, read_chunk
 from railyard.exec.protocol import ExecutorError, ExitReport, JobHandle, LaunchSpec
+from railyard.exec.relay import Opened, Relays
 
 NODE_RESOURCE = "railyard_node:"  # + node name: one per joined machine
 GPUS_RESOURCE = "railyard_gpus"  # its GPU count
@@ -40,13 +49,32 @@ class NodeAgent:
         self.executor = LocalExecutor(
             node, gpus=gpus, term_grace_s=term_grace_s, one_node_of_many=True
         )
+        self.relays = Relays()
 
     def endpoint(self) -> tuple[str, int]:
         """This node's address as other nodes reach it, and a port free here now."""
-        import ray
-
-        address: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+        address = _node_address()
         return address, free_port(socket.gethostbyname(address) if address else "0.0.0.0")
+
+    def relay(self, target: JobSocket) -> Opened | tuple[str, bool]:
+        """Connect to ``target`` on this node, with the checks made on the control plane's
+        own machine, and relay it on a fresh port of this node's address for the control
+        plane, which alone learns the secret; else ``(why, whether to try again soon)``.
+        A terminal is tried once (the control plane tries again: this actor's calls run one
+        at a time, and poll must not wait); a new shell is waited for, never started twice."""
+        wait_s = CONNECT_WAIT_S if target.kind == "attach" else 0.0
+        try:
+            sock = asyncio.run(connect_here(target, wait_s))
+        except SocketUnreachable as exc:
+            return exc.why, exc.retry
+        try:
+            return self.relays.open(sock, socket.gethostbyname(_node_address()))
+        except OSError as exc:
+            return f"the node cannot listen for its relay ({exc.strerror or exc})", False
+
+    def relayed(self) -> int:
+        """How many relays this agent opened (tests ask)."""
+        return self.relays.opened
 
     def start(self, spec: LaunchSpec) -> JobHandle:
         return self.executor.start(spec)
@@ -92,6 +120,13 @@ class NodeAgent:
     def process_groups(self) -> list[int]:
         """The process groups of the ranks this agent runs (tests kill them with the node)."""
         return self.executor.process_groups()
+
+
+def _node_address() -> str:
+    import ray
+
+    address: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+    return address
 
 
 def remote_agent_class() -> Any:

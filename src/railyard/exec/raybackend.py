@@ -1,6 +1,7 @@
 """`railyard up --ray ADDRESS`: jobs run on a Ray cluster by :class:`RayExecutor`, the
 inventory is the machines that joined (matched to the blueprint's nodes when there is one),
-and logs are read on the machine a rank ran on.
+logs are read on the machine a rank ran on, and interactive jobs' sockets are reached there
+(a relay through the node's agent).
 
 Connecting happens before `railyard up` writes anything (:meth:`RayKind.preflight`), and
 refuses a cluster without token authentication unless the operator accepts it.
@@ -20,6 +21,7 @@ from railyard.exec.backend import (
     Machine,
     NodeSink,
 )
+from railyard.exec.jobsocket import SocketOpener
 from railyard.exec.logread import LogSource
 from railyard.exec.rayagent import NAMESPACE
 from railyard.exec.rayauth import MODE_ENV, TOKEN_HINT, ProbeFailed, probe
@@ -69,6 +71,11 @@ class RayBackend:
     @property
     def log_reader(self) -> LogReader | None:
         return self._read_log
+
+    @property
+    def socket_opener(self) -> SocketOpener:
+        """A job's terminal, shells and app on its node, through the node's agent."""
+        return self.executor.open_socket
 
     def describe(self) -> str:
         joined = [n.name for n in ray_nodes() if n.alive]

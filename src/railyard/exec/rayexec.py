@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from railyard.exec.backend import Machine
 from railyard.exec.exits import NODE_FAIL_SIGNAL
+from railyard.exec.jobsocket import JobSocket, SocketUnreachable
 from railyard.exec.logread import LogRefused
 from railyard.exec.protocol import ExecutorError, ExitReport, JobHandle, LaunchSpec, Outcome
 from railyard.exec.rayagent import (
@@ -35,10 +38,12 @@ from railyard.exec.rayagent import (
     agent_name,
     remote_agent_class,
 )
+from railyard.exec.relay import Opened, dial
 
 log = logging.getLogger("railyard.ray")
 CALL_TIMEOUT_S = 120.0  # an agent's worker process starts in seconds; a loaded node, longer
 POLL_TIMEOUT_S = 5.0
+RELAY_TIMEOUT_S = 15.0  # one relay call; a new shell waits for its socket on the node
 
 
 def ray_nodes(nodes: Iterable[dict[str, Any]] | None = None) -> list[Machine]:
@@ -312,6 +317,42 @@ class RayExecutor:
         if isinstance(found, str):
             raise LogRefused(found)
         return found
+
+    # -- sockets of jobs on other machines ------------------------------------------------------
+
+    def open_socket(self, target: JobSocket, wait_s: float) -> socket.socket:
+        """A byte stream to a job's socket on its node, through the attempt's agent there (a
+        one-shot relay, :mod:`railyard.exec.relay`): the agent connects with the checks the
+        control plane makes on its own machine. A terminal not listening yet is asked for
+        again for ``wait_s``. Any thread may call it (the API's): it reads no executor state,
+        and it finds the agent by name, never starting one, so an attempt that ended has
+        none. Raises :class:`SocketUnreachable`, one line why."""
+        assert target.node is not None
+        ray = self._ray
+        name = agent_name(target.job_id, target.restart_count, target.node)
+        try:
+            agent = ray.get_actor(name, namespace=NAMESPACE)
+        except ValueError:
+            raise SocketUnreachable(f"it has no agent on {target.node} (it ended there)") from None
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                found: Opened | tuple[str, bool] = ray.get(agent.relay.remote(target),
+                                                           timeout=RELAY_TIMEOUT_S)  # fmt: skip
+            except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError) as exc:
+                log.warning("job %s: %s did not open a relay: %s", target.job_id,
+                            target.node, type(exc).__name__)  # fmt: skip
+                raise SocketUnreachable(f"its node {target.node} did not answer") from None
+            if isinstance(found, Opened):
+                try:
+                    return dial(found)
+                except OSError as exc:
+                    raise SocketUnreachable(f"its node {target.node}'s relay refused "
+                                            f"({exc.strerror or exc})") from None  # fmt: skip
+            why, retry = found
+            if not retry or time.monotonic() >= deadline:
+                raise SocketUnreachable(f"{why}, on {target.node}", retry=retry)
+            time.sleep(0.02)
 
     # -- internals -------------------------------------------------------------------------------
 

@@ -4,7 +4,8 @@ through the dashboard, to the job's owner alone, HTTP and WebSockets.
 Who: the dashboard's session cookie (`web.session`), as every page; the owner only, an
 admin too gets "no job" (`control.usecases.apps`), and a WebSocket's ``Origin`` must be this
 server (a page elsewhere cannot open one with the user's cookie). Where: `exec.appsocket`
-connects and checks that the job's account answers, before a byte is sent. What: the
+connects and checks that the job's account answers, before a byte is sent, on the machine the
+app runs on (`exec.jobsocket`: here, or a Ray node through its agent's relay). What: the
 request as it came, less railyard's own cookies and any ``Authorization`` (the app never sees
 the user's session or token), with ``Connection: close``; the answer as it comes, less any
 ``Set-Cookie`` of railyard's names, ``Service-Worker-Allowed`` (a worker's scope stays the
@@ -31,9 +32,9 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import WebSocketException
 
 from railyard.control.errors import NotFound, ServiceError
-from railyard.control.usecases.apps import AppTarget, app_target
-from railyard.exec.appsocket import AppUnreachable
-from railyard.exec.appsocket import connect as connect_app
+from railyard.control.usecases.apps import app_target
+from railyard.exec import jobsocket
+from railyard.exec.jobsocket import JobSocket, SocketUnreachable
 from railyard.web.login import LOGIN_PATH
 from railyard.web.page import esc, page
 from railyard.web.session import viewer
@@ -61,8 +62,8 @@ def router() -> APIRouter:
         if isinstance(found, Response):
             return found
         try:
-            sock = await connect_app(found.socket, found.port, found.uid)
-        except AppUnreachable as exc:
+            sock = await _connect(request, found)
+        except SocketUnreachable as exc:
             return _page(409, f"Job {job_id}'s app cannot be reached: {exc}.")
         _touch(request, job_id)
         return await _forward(request, sock)
@@ -81,8 +82,8 @@ def router() -> APIRouter:
             await websocket.close(code=4000 + found.status_code)
             return
         try:
-            sock = await connect_app(found.socket, found.port, found.uid)
-        except AppUnreachable:
+            sock = await _connect(websocket, found)
+        except SocketUnreachable:
             await websocket.close(code=4409)
             return
         await _bridge_ws(websocket, sock, job_id)
@@ -100,7 +101,13 @@ def _same_origin(conn: HTTPConnection, *, required: bool = False) -> bool:
     return origin.split("://", 1)[-1] == conn.headers.get("host", "")
 
 
-def _target(conn: HTTPConnection, job_id: str) -> AppTarget | Response:
+async def _connect(conn: HTTPConnection, target: JobSocket) -> socket.socket:
+    """The app's socket on its machine (here, or a Ray node through its agent), its
+    listener checked there to be the job's account."""
+    return await jobsocket.connect(target, conn.app.state.railyard.remote_socket, wait_s=0.0)
+
+
+def _target(conn: HTTPConnection, job_id: str) -> JobSocket | Response:
     """The owner's app, or the page that says why not (the login page for no session)."""
     ctx = conn.app.state.railyard
     with ctx.store.session() as session:

@@ -52,6 +52,7 @@ from railyard.control.usecases.groupcommit import (
 from railyard.control.usecases.logs import read_log as read_log
 from railyard.control.usecases.loopstatus import LoopHealth, loop_status
 from railyard.control.usecases.whatif import Simulate
+from railyard.exec.jobsocket import SocketOpener
 
 if TYPE_CHECKING:
     from railyard.control.loop.sweeps import AcrossChecks
@@ -70,6 +71,7 @@ def create_app(
     metrics: MetricsConfig | None = None,
     health_fail_requeues: bool = False,
     remote_log: logs.RemoteLog | None = None,
+    remote_socket: SocketOpener | None = None,
     extra_routers: Sequence[APIRouter] = (),
     across: AcrossChecks | None = None,
     wake_prompt: Callable[[], None] | None = None,
@@ -85,7 +87,9 @@ def create_app(
     serves what ``metrics`` says (default: the store's figures, for an admin's token).
     ``health_fail_requeues``: a failed health check requeues the node's jobs (else drains).
     ``ordering``: the loop's ordering policy (under fair share, a pending job's record says
-    its figures); ``whatif`` the twin the what-if routes run (None: they answer 503)."""
+    its figures); ``whatif`` the twin the what-if routes run (None: they answer 503).
+    ``remote_log``, ``remote_socket``: the backend's reader of logs and opener of interactive
+    jobs' sockets on other machines (None: every job runs here)."""
     app = FastAPI(
         title="railyard",
         version=__version__,
@@ -99,7 +103,7 @@ def create_app(
     app.state.railyard = Context(
         store, wake, spool, known_flavors, clock, run_as, loop_health, health_fail_requeues,
         remote_log, across, submits, Path(state_dir), Activity(store, clock), TokenCache(),
-        ordering, whatif,
+        ordering, whatif, remote_socket,
     )  # fmt: skip
 
     @app.get(

@@ -36,6 +36,7 @@ from railyard.control.usecases.groupcommit import (
 from railyard.control.usecases.logs import read_log as read_log
 from railyard.control.usecases.loopstatus import LoopHealth
 from railyard.control.usecases.whatif import Simulate
+from railyard.exec.jobsocket import SocketOpener
 
 if TYPE_CHECKING:
     from railyard.control.loop.sweeps import AcrossChecks
@@ -87,6 +88,7 @@ class Context:
     tokens: auth.TokenCache | None = None  # who recently seen tokens are (the submit path)
     ordering: str = "fairshare"  # the loop's ordering policy (`sched.policies.ordering`)
     whatif: Simulate | None = None  # the twin, handed in by `railyard up` (api/whatif.py)
+    remote_socket: SocketOpener | None = None  # reaches a job's socket on another machine (Ray)
 
 
 def _ctx(request: Request) -> Context:

@@ -8,19 +8,17 @@ accept, as one JSON text message ``{"status", "detail"}`` and a close code of 40
 HTTP status the same refusal gets elsewhere (a browser cannot read an upgrade's refusal).
 Then the bridge: the client's frames go to the wrapper's socket (only input, window size and
 the signals :mod:`railyard.exec.terminal` allows), the wrapper's bytes come back as binary
-messages, until either side ends."""
+messages, until either side ends. The socket is where the job runs: this machine, or a Ray
+node, through its agent's relay (`exec.jobsocket`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
-import os
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 
 from fastapi import APIRouter, HTTPException, WebSocket
 from starlette.concurrency import run_in_threadpool
@@ -32,16 +30,13 @@ from railyard.control.api.errors import status_of
 from railyard.control.errors import ServiceError
 from railyard.control.store.tables import User
 from railyard.control.usecases.activity import Activity
-from railyard.control.usecases.terminal import attach_files, terminal_socket
-from railyard.exec import attach, sshd, terminal
-from railyard.exec.protocol import ExecutorError
-from railyard.exec.taskfile import Task
+from railyard.control.usecases.terminal import attach_target, terminal_socket
+from railyard.exec import jobsocket
+from railyard.exec.jobsocket import JobSocket, SocketUnreachable
 
 router = APIRouter(tags=["jobs"])
 CLOSE_BASE = 4000
-ATTACH_LINGER_S = 5.0  # an attached shell whose client is gone is hung up after this
 ATTACH_PER_JOB = 8
-CONNECT_WAIT_S = 10.0  # from the job's start to its wrapper's listening socket
 
 
 def _caller(ctx: Context, authorization: str) -> User:
@@ -51,7 +46,7 @@ def _caller(ctx: Context, authorization: str) -> User:
     return _identify(ctx, token.strip())
 
 
-def _terminal_path(ctx: Context, authorization: str, job_id: str) -> Path:
+def _terminal_target(ctx: Context, authorization: str, job_id: str) -> JobSocket:
     user = _caller(ctx, authorization)
     assert ctx.state_dir is not None
     with ctx.store.session() as session:
@@ -84,66 +79,29 @@ ATTACHED = AttachSlots()
 SSH_SESSIONS = AttachSlots(what="SSH connections")  # an editor opens a few at once
 
 
-def _attached_path(
+def _attached_target(
     ctx: Context, authorization: str, job_id: str, rank: int, pty: bool, ssh: bool = False
-) -> Path:
-    """A new shell (or with ``ssh`` an ``sshd -i``) in the rank's step, as its user: its
-    socket."""
+) -> JobSocket:
+    """A new shell (or with ``ssh`` an ``sshd -i``) in the rank's step, as its user, started
+    on the rank's machine when it is connected to (`exec.jobsocket`)."""
     user = _caller(ctx, authorization)
     assert ctx.state_dir is not None
-    sshd_bin = sshd.sshd_path() if ssh else None
-    if ssh and sshd_bin is None:
-        raise HTTPException(409, "this machine has no sshd (hint: apt-get install openssh-server)")
     with ctx.store.session() as session:
-        task, records = attach_files(session, user, job_id, rank, ctx.state_dir, ctx.spool_dir)
-    run = None if sshd_bin is None else _sshd_of(sshd_bin)
-    try:
-        return attach.start(
-            task, records, ATTACH_LINGER_S, pty=pty, command=run,
-            kind="ssh" if ssh else "attach", lossless=ssh,
-        )  # fmt: skip
-    except (ExecutorError, OSError) as exc:
-        raise HTTPException(409, f"job {job_id} rank {rank}: {exc}") from None
+        return attach_target(session, user, job_id, rank, (ctx.state_dir, ctx.spool_dir),
+                             pty=pty, ssh=ssh)  # fmt: skip
 
 
-def _sshd_of(sshd_bin: str) -> Callable[[Task], list[str]]:
-    return lambda task: sshd.command(
-        sshd_bin, task.env, task.account.name if task.account else None
-    )
-
-
-async def _connect(path: Path, job_id: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """The wrapper's socket: a job runs once launched, and its wrapper listens a moment
-    later, so a missing or refusing socket is retried for a few seconds (without a thread)."""
-    deadline = time.monotonic() + CONNECT_WAIT_S
-    while True:
-        try:
-            name, fd = terminal.short_path(path)
-        except OSError as exc:
-            raise _unreachable(job_id, exc) from None
-        try:
-            return await asyncio.open_unix_connection(name)
-        except (FileNotFoundError, ConnectionRefusedError) as exc:
-            if time.monotonic() >= deadline:
-                raise _unreachable(job_id, exc) from None
-        except OSError as exc:
-            raise _unreachable(job_id, exc) from None
-        finally:
-            os.close(fd)
-        await asyncio.sleep(0.01)
-
-
-def _unreachable(job_id: str, exc: OSError) -> HTTPException:
-    why = exc.strerror or str(exc)
-    return HTTPException(409, f"job {job_id}'s terminal cannot be reached ({why}); "
-                         "interactive jobs run on the server's machine")  # fmt: skip
+def _unreachable(target: JobSocket, exc: SocketUnreachable) -> HTTPException:
+    if target.kind == "attach":
+        return HTTPException(409, f"job {target.job_id} rank {target.rank}: {exc}")
+    return HTTPException(409, f"job {target.job_id}'s terminal cannot be reached ({exc})")
 
 
 @router.websocket("/v1/jobs/{job_id}/terminal")
 async def job_terminal(websocket: WebSocket, job_id: str) -> None:
     """The terminal of an interactive job (``railyard run``, ``alloc``)."""
     auth = websocket.headers.get("authorization", "")
-    await _bridge(websocket, job_id, lambda ctx: _terminal_path(ctx, auth, job_id))
+    await _bridge(websocket, job_id, lambda ctx: _terminal_target(ctx, auth, job_id))
 
 
 @router.websocket("/v1/jobs/{job_id}/attach")
@@ -152,7 +110,7 @@ async def job_attach(websocket: WebSocket, job_id: str, rank: int = 0, pty: bool
     ``pty=false`` on pipes, for a client whose input is not a terminal."""
     auth = websocket.headers.get("authorization", "")
     await _slotted(
-        websocket, job_id, ATTACHED, lambda ctx: _attached_path(ctx, auth, job_id, rank, pty)
+        websocket, job_id, ATTACHED, lambda ctx: _attached_target(ctx, auth, job_id, rank, pty)
     )
 
 
@@ -162,12 +120,12 @@ async def job_ssh(websocket: WebSocket, job_id: str, rank: int = 0) -> None:
     auth = websocket.headers.get("authorization", "")
     await _slotted(
         websocket, job_id, SSH_SESSIONS,
-        lambda ctx: _attached_path(ctx, auth, job_id, rank, False, True),
+        lambda ctx: _attached_target(ctx, auth, job_id, rank, False, True),
     )  # fmt: skip
 
 
 async def _slotted(
-    websocket: WebSocket, job_id: str, slots: AttachSlots, find: Callable[[Context], Path]
+    websocket: WebSocket, job_id: str, slots: AttachSlots, find: Callable[[Context], JobSocket]
 ) -> None:
     """A bridge to a process the server starts for this connection, within ``slots``."""
     await websocket.accept()
@@ -191,13 +149,17 @@ async def _refuse(websocket: WebSocket, exc: HTTPException | ServiceError) -> No
     await websocket.close(code=CLOSE_BASE + status)
 
 
-async def _bridge(websocket: WebSocket, job_id: str, find: Callable[[Context], Path]) -> None:
+async def _bridge(websocket: WebSocket, job_id: str, find: Callable[[Context], JobSocket]) -> None:
     ctx: Context = websocket.app.state.railyard
     if websocket.client_state == WebSocketState.CONNECTING:
         await websocket.accept()
     try:
-        path = await run_in_threadpool(find, ctx)  # the store, and an attach's fork
-        reader, writer = await _connect(path, job_id)
+        target = await run_in_threadpool(find, ctx)  # the store
+        try:  # here, or on the job's node (an attach forks there)
+            sock = await jobsocket.connect(target, ctx.remote_socket)
+        except SocketUnreachable as exc:
+            raise _unreachable(target, exc) from None
+        reader, writer = await asyncio.open_connection(sock=sock)
     except (HTTPException, ServiceError) as exc:
         await _refuse(websocket, exc)
         return

@@ -6,15 +6,13 @@ there (JupyterLab's ``--ServerApp.sock``); an app that can only listen on TCP ge
 port in ``RAILYARD_APP_PORT``. ``RAILYARD_APP_BASE`` is the path the dashboard serves it under
 (``/ui/jobs/N/app/``). The dashboard's proxy (`web.appproxy`) reaches it for the job's owner
 alone and first checks that whoever listens there is the job's own account (`exec.appsocket`),
-so a symlink the user plants, or another user's process on the port, is refused.
+so a symlink the user plants, or another user's process on the port, is refused; on the
+machine the app runs on, wherever that is (`exec.jobsocket`).
 """
 
 from __future__ import annotations
 
-import os
-import pwd
 import socket
-from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy.orm import Session
@@ -22,6 +20,8 @@ from sqlalchemy.orm import Session
 from railyard.control.errors import Conflict, NotFound
 from railyard.control.store.paths import job_dir
 from railyard.control.store.tables import JobState, User
+from railyard.control.usecases.logs import node_of
+from railyard.exec.jobsocket import JobSocket
 
 SOCKET_VAR = "RAILYARD_APP_SOCKET"
 PORT_VAR = "RAILYARD_APP_PORT"
@@ -49,16 +49,10 @@ def app_launch_env(spool_dir: Path, job_id: str) -> dict[str, str]:
     return {SOCKET_VAR: str(app_dir(spool_dir, job_id) / "app.sock"), BASE_VAR: base_path(job_id)}
 
 
-@dataclass(frozen=True)
-class AppTarget:
-    socket: Path
-    port: int | None
-    uid: int  # the account the listener must run as
-
-
-def app_target(session: Session, actor: User, job_id: str, spool_dir: Path) -> AppTarget:
-    """Where the owner's running app listens; NotFound for anyone else's (an admin's too),
-    Conflict (saying why) for a job that is no app or not running."""
+def app_target(session: Session, actor: User, job_id: str, spool_dir: Path) -> JobSocket:
+    """Where the owner's running app listens, and the account that must listen there (the
+    job's; none: this server's own, which runs every job as itself); NotFound for anyone
+    else's (an admin's too), Conflict (saying why) for a job that is no app or not running."""
     from railyard.control.usecases.jobs import get_job  # jobs -> admission -> this module
 
     row, _ = get_job(session, actor, job_id)
@@ -69,7 +63,8 @@ def app_target(session: Session, actor: User, job_id: str, spool_dir: Path) -> A
     if row.state != JobState.RUNNING.value:
         raise Conflict(f"job {row.id} is {row.state}: its app is not running")
     port = row.env.get(PORT_VAR, "")
-    uid = pwd.getpwnam(row.unix_user).pw_uid if row.unix_user else os.getuid()
-    return AppTarget(
-        app_dir(spool_dir, row.id) / "app.sock", int(port) if port.isdigit() else None, uid
-    )
+    where = app_dir(spool_dir, row.id) / "app.sock"
+    return JobSocket(
+        row.id, row.restart_count, node_of(row, 0), APP, str(where),
+        port=int(port) if port.isdigit() else None, user=row.unix_user or "",
+    )  # fmt: skip

@@ -8,7 +8,7 @@ import codecs
 from pathlib import Path
 
 from railyard.control.errors import Forbidden
-from railyard.control.store.paths import log_path
+from railyard.control.store.paths import attempts_dir, log_path
 from railyard.control.store.tables import JobRow
 from railyard.exec.backend import LogReader
 from railyard.exec.logread import LogRefused, LogSource, read_chunk
@@ -66,6 +66,23 @@ def decode(data: bytes, offset: int) -> tuple[str, int]:
     return text, offset + len(data) - pending
 
 
+def node_of(row: JobRow, rank: int) -> str | None:
+    """The machine rank ``rank`` of the job's current (or last) attempt runs on; None: not
+    known (no handle yet)."""
+    workers = (row.handle or {}).get("workers") or []
+    node = workers[rank].get("node") if 0 <= rank < len(workers) else None
+    return str(node) if node else None
+
+
+def records_of(row: JobRow, rank: int, state_dir: Path) -> Path:
+    """The records directory of rank ``rank``'s attempt on its machine (where its exit
+    record, and an interactive task's socket, are): the executor's ``attempts/<job>``, or
+    a directory per node in it where nodes may share a file system (Ray's agents)."""
+    workers = (row.handle or {}).get("workers") or []
+    exit_path = workers[rank].get("exit_path") if 0 <= rank < len(workers) else None
+    return Path(exit_path).parent if exit_path else attempts_dir(state_dir, row.id)
+
+
 def read_rank_log(
     row: JobRow,
     rank: int,
@@ -77,8 +94,7 @@ def read_rank_log(
     """A process's log from `offset`: from this machine's disk, or, with `remote` (the Ray
     executor), from the node the rank ran on, with the same rule."""
     source = log_source(row, rank, path, spool_dir)
-    workers = (row.handle or {}).get("workers") or []
-    node = workers[rank].get("node") if rank < len(workers) else None
+    node = node_of(row, rank)
     if remote is None or node is None:
         return read_log(source, offset)
     try:

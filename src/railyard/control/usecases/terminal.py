@@ -3,7 +3,9 @@ running job ``railyard attach`` may open a shell in (its owner's).
 
 The socket lives in the job's records directory, which no user can reach; the control plane
 connects there for the owner only (an admin cannot type into another user's shell either),
-so the bearer token of the WebSocket is the whole of the access check."""
+so the bearer token of the WebSocket is the whole of the access check. Each answer names the
+machine the socket is on (the rank's node in the job's handle), where `exec.jobsocket` reaches
+it, here or through the backend (a Ray node's agent)."""
 
 from __future__ import annotations
 
@@ -12,31 +14,46 @@ from pathlib import Path
 from sqlalchemy.orm import Session
 
 from railyard.control.errors import Conflict, Invalid, NotFound
-from railyard.control.store.paths import attempts_dir, logs_dir
+from railyard.control.store.paths import logs_dir
 from railyard.control.store.tables import JobRow, JobState, User
 from railyard.control.usecases.jobs import get_job
+from railyard.control.usecases.logs import node_of, records_of
 from railyard.exec import terminal
+from railyard.exec.jobsocket import JobSocket
 from railyard.exec.taskfile import rank_task_path
 
 WAITING = frozenset((JobState.PENDING.value, JobState.STARTING.value))
 LIVE = frozenset(s.value for s in (JobState.RUNNING, JobState.PREEMPTING, JobState.CANCELLING))
 
 
-def attach_files(
-    session: Session, actor: User, job_id: str, rank: int, state_dir: Path, spool_dir: Path
-) -> tuple[Path, Path]:
-    """For ``railyard attach``: the rank's task file and the attempt's records directory of
-    the owner's running job (any job, batch or interactive); NotFound for another user's."""
+def attach_target(
+    session: Session,
+    actor: User,
+    job_id: str,
+    rank: int,
+    dirs: tuple[Path, Path],
+    *,
+    pty: bool = True,
+    ssh: bool = False,
+) -> JobSocket:
+    """For ``railyard attach`` (and ``ssh job-N``): a new shell in rank ``rank`` of the
+    owner's running job (any job, batch or interactive), from its task file and the attempt's
+    records directory (``dirs``: the state and spool directories); NotFound for another
+    user's."""
+    state_dir, spool_dir = dirs
     row = _started(session, actor, job_id)
     if row.state != JobState.RUNNING.value:
         raise Conflict(f"job {row.id} is {row.state}: there is nothing to attach to")
     if not 0 <= rank < 1 << 20:
         raise Invalid("rank", f"{rank} is not a rank")
     task = rank_task_path(logs_dir(spool_dir, row.id), rank, row.restart_count)
-    return task, attempts_dir(state_dir, row.id)
+    return JobSocket(
+        row.id, row.restart_count, node_of(row, rank), "attach", str(task),
+        records=str(records_of(row, rank, state_dir)), rank=rank, pty=pty, ssh=ssh,
+    )  # fmt: skip
 
 
-def terminal_socket(session: Session, actor: User, job_id: str, state_dir: Path) -> Path:
+def terminal_socket(session: Session, actor: User, job_id: str, state_dir: Path) -> JobSocket:
     """The socket of ``job_id``'s running task; NotFound for another user's job, Conflict
     (with why) for a batch job, one not started yet or one that ended."""
     row = _started(session, actor, job_id)
@@ -48,7 +65,8 @@ def terminal_socket(session: Session, actor: User, job_id: str, state_dir: Path)
                        hint=f"open /ui/jobs/{row.id}/app/ in the dashboard")  # fmt: skip
     if row.state not in LIVE:
         raise Conflict(f"job {row.id} is {row.state}: its terminal is gone")
-    return terminal.socket_path(attempts_dir(state_dir, row.id), row.restart_count)
+    path = terminal.socket_path(records_of(row, 0, state_dir), row.restart_count)
+    return JobSocket(row.id, row.restart_count, node_of(row, 0), "terminal", str(path))
 
 
 def _started(session: Session, actor: User, job_id: str) -> JobRow:
