@@ -49,7 +49,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from railyard.exec import cgroup, containerrun, interactive, procfs, proctrack
+from railyard.exec import cgroup, containerrun, interactive, procfs, proctrack, stepd
 from railyard.exec.attempt import STOOD_DOWN_EXIT, claim, read_claim, start_marker_path
 from railyard.exec.exitfile import NOTED_SIGNALS, RankExit, signal_name, write_exit
 from railyard.exec.outputs import outputs_record_path, record_outputs
@@ -106,6 +106,7 @@ def run(exit_file: Path, command: list[str], task: Task | None = None) -> int:
             return EXEC_FAILED
         if task.terminal is not None:
             ends, server = interactive.open_ends(task)
+        launcher = stepd.start(task, exec_as) if task.steps is not None else None
         report, told = os.pipe()  # the child tells which files it opened, then execs (CLOEXEC)
         pid = child = os.fork()
         if pid == 0:  # the child: never returns
@@ -117,6 +118,8 @@ def run(exit_file: Path, command: list[str], task: Task | None = None) -> int:
             returncode = interactive.relay(ends, server, pid, task)
         else:
             returncode = wait_child(pid)
+        if task.steps is not None:
+            stepd.stop(launcher, task.steps)
         if task.subreaper:
             proctrack.kill_descendants()  # what the command left behind ends with it
     record(exit_file, RankExit.from_returncode(returncode, tuple(received)))
