@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,7 @@ from tests.parts import needs
 
 from railyard.exec import LaunchSpec, Outcome, jobfiles
 from railyard.exec.proctrack import step_name
-from railyard.exec.steps import StepRequest, read_request, send_request, socket_path
+from railyard.exec.steps import socket_path
 
 pytestmark = [needs("podman"), *NEEDS_ROOT]
 
@@ -216,16 +215,3 @@ def test_cancel_during_a_step_leaves_no_container(make_executor: MakeExecutor) -
         assert left.stdout == ""
         assert not list(Path("/sys/fs/cgroup").glob(f"*/railyard/{step}"))
         assert not socket_path(step).exists()
-
-
-def test_the_request_round_trips() -> None:
-    request = StepRequest(image="img", command=("a", "b c"), mounts="/d:/e:ro",
-                          env_names=("X",), mount_home=False, cwd="/w", step_id=3,
-                          tasks=((1, {"A": "1"}),))  # fmt: skip
-    left, right = socket.socketpair()
-    with left, right:
-        send_request(left, request, (1, 2))
-        got, fds = read_request(right)
-        for fd in fds:
-            os.close(fd)
-    assert got == request

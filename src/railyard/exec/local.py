@@ -70,7 +70,7 @@ from railyard.exec.protocol import (
     NotifiesExits,
     WorkerHandle,
 )
-from railyard.exec.steps import SOCKET_VAR, StepLauncher, recorded_containers
+from railyard.exec.steps import SOCKET_VAR, StepLauncher, recorded_containers, socket_path
 from railyard.exec.taskfile import Task, rank_task_path
 from railyard.probe import gpu_minors, resolve_gpus
 
@@ -339,6 +339,8 @@ class LocalExecutor:
         step = self._step(handle)
         if step is not None:
             self.containment.end(step)
+            with contextlib.suppress(OSError):  # a launcher killed before it could remove it
+                socket_path(step).unlink(missing_ok=True)
         records = handle.workers[0].exit_path.parent if handle.workers else None
         steps = recorded_containers(records, handle.restart_count) if records else []
         remove_containers([*handle.containers, *steps])  # a killed runtime leaves these

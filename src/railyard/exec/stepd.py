@@ -46,6 +46,7 @@ from railyard.exec.taskfile import Task
 
 ExecAs = Callable[[Task, list[str]], None]  # the wrapper's exec_as: never returns
 CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+MAX_STEPS = 64  # steps of one job at once
 GONE_GRACE_S = 10.0  # srun went away: its tasks' containers get this long after SIGTERM
 
 
@@ -104,15 +105,21 @@ def listen(launcher: StepLauncher, task: Task) -> socket.socket:
 
 
 def serve(listener: socket.socket, task: Task, launcher: StepLauncher, exec_as: ExecAs) -> None:
-    """Accept steps until killed; each in a handler process of its own."""
+    """Accept steps until killed; each in a handler process of its own, at most
+    :data:`MAX_STEPS` at once (a script cannot make root fork without bound)."""
     for sig in NOTED_SIGNALS:  # the job's signals are for its tasks (podman proxies them)
         signal.signal(sig, signal.SIG_IGN)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # handlers are reaped by the kernel
+    handlers: set[int] = set()
     while True:
+        while handlers:  # reap the handlers that ended; wait for one while at the cap
+            pid, _ = os.waitpid(-1, 0 if len(handlers) >= MAX_STEPS else os.WNOHANG)
+            if pid == 0:
+                break
+            handlers.discard(pid)
         conn, _ = listener.accept()
-        if os.fork() == 0:
+        pid = os.fork()
+        if pid == 0:
             listener.close()
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             code = 0
             try:
                 handle(conn, task, launcher, exec_as)
@@ -121,6 +128,7 @@ def serve(listener: socket.socket, task: Task, launcher: StepLauncher, exec_as: 
                 code = 1
             finally:
                 os._exit(code)
+        handlers.add(pid)
         conn.close()
 
 

@@ -34,6 +34,7 @@ SOCKET_VAR = "RAILYARD_STEP_SOCKET"  # where a batch script's srun asks for cont
 SOCKET_DIR = Path("/run/railyard-steps")  # root's own (0711): one socket per batch step
 MAX_REQUEST = 4 << 20  # a request's bytes (the tasks' environments)
 HELLO = b"railyard-step 1\n"  # the first bytes, sent with srun's stdout and stderr
+MAX_IMAGE, MAX_MOUNTS = 1024, 64  # as the API's (`control.containerschema`)
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -137,12 +138,16 @@ def request_problem(request: StepRequest, launcher: StepLauncher) -> str | None:
     ``--container-*`` options meet at submit (`control.containerschema`,
     `control.usecases.containers`); the wrapper checks each mount's real path again."""
     problem = image_problem(request.image)
+    if len(request.image) > MAX_IMAGE:
+        problem = f"at most {MAX_IMAGE} characters"
     if problem is not None:
         return f"--container-image={request.image}: {problem}"
     try:
         mounts = parse_mounts(request.mounts)
     except ValueError as exc:
         return f"--container-mounts: {exc}"
+    if len(mounts) > MAX_MOUNTS:
+        return f"--container-mounts: {len(mounts)} mounts, at most {MAX_MOUNTS}"
     allowed = launcher.template.allowed
     for mount in mounts:
         if not any(under(mount.src, prefix) for prefix in allowed):
