@@ -31,6 +31,11 @@ Why not ``subprocess.Popen(user=..., group=..., extra_groups=..., umask=...)``: 
 directory and opens nothing after it drops privileges, and it cannot open the output files as
 the user; the explicit pre-exec step does each of these in slurmstepd's order.
 
+A bare batch script's task file may name a step launcher (``steps``): the wrapper, root and in
+the step's cgroups, forks it (:mod:`railyard.exec.stepd`) before the script starts, so that
+the script's ``srun --container-image`` can have its tasks run in an image, and kills it when
+the script ends.
+
 Before it runs anything the wrapper claims the process's start marker
 (:mod:`railyard.exec.attempt`). If this process of this attempt was claimed before (a
 relaunch after the control plane crashed) or sealed (the attempt is over), it says so on
