@@ -13,11 +13,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from exec_helpers import MakeExecutor, logs, spec, wait_for, wait_report
+from exec_helpers import NODE, MakeExecutor, logs, spec, wait_for, wait_report
 from tests.exec.container_image import OS_NAME, imported_image
 from tests.integration.tenants import (
     NEEDS_ROOT,
@@ -215,3 +216,25 @@ def test_cancel_during_a_step_leaves_no_container(make_executor: MakeExecutor) -
         assert left.stdout == ""
         assert not list(Path("/sys/fs/cgroup").glob(f"*/railyard/{step}"))
         assert not socket_path(step).exists()
+
+
+def test_the_batch_script_still_reaches_only_its_gpus(make_executor: MakeExecutor) -> None:
+    """The step's v1 devices group stays open for the runtime; the script's own group below
+    it (`batch`) keeps the deny lines."""
+    with unix_accounts(1) as (account,), scratch_dir() as work, scratch_dir() as dev:
+        os.chmod(work, 0o777)
+        for minor in range(4):
+            os.mknod(dev / f"nvidia{minor}", 0o666 | 0o020000, os.makedev(195, minor))
+            (dev / f"nvidia{minor}").chmod(0o666)
+        executor = make_executor(gpus=4)
+        body = f'for n in 0 1 2 3; do (exec 3<>"{dev}/nvidia$n") 2>&1 | sed "s|.*: |$n: |"; done\n'
+        job = batch(work, body, account.pw_name)
+        executor.start(replace(job, workers=1, gpus_per_worker=1, placement={NODE: (2,)}))
+        report = wait_report(executor, "job", TIMEOUT_S)
+        text = logs(work, "job")
+        assert report.outcome == Outcome.COMPLETED, text
+        if "cgroup v1 devices" not in text:
+            pytest.skip("no cgroup v1 devices controller here")
+        assert "2: No such device or address" in text, text  # its own: allowed (no driver)
+        for other in (0, 1, 3):
+            assert f"{other}: Operation not permitted" in text, text
