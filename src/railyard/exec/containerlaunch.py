@@ -24,6 +24,7 @@ from railyard.exec.container import (
     rdma_devices,
     ulimit_args,
 )
+from railyard.exec.containment import Containment
 from railyard.exec.identity import Account
 from railyard.exec.protocol import ExecutorError, LaunchSpec
 from railyard.exec.steps import StepLauncher, names_path, socket_path
@@ -88,8 +89,7 @@ def step_launcher(
     gpu_minors: Sequence[int],
     account: Account,
     cwd: str,
-    track_group: Path | None,
-    cgroup_parent: str | None,
+    containment: Containment,
     records: Path,
     ntasks: int,
     dev: Path = Path("/dev"),
@@ -100,6 +100,7 @@ def step_launcher(
     step can run in a container: not a bare batch script, not root, no Podman, no cgroup."""
     if not spec.batch or spec.container is not None or os.geteuid() != 0:
         return None
+    track_group, cgroup_parent = containment.tracking.group(step), containment.cgroup_parent(step)
     if track_group is None or cgroup_parent is None or available() is not None:
         return None
     bare = replace(spec, container=ContainerSpec(image="", mount_home=False))

@@ -70,7 +70,7 @@ from railyard.exec.protocol import (
     NotifiesExits,
     WorkerHandle,
 )
-from railyard.exec.steps import SOCKET_VAR, StepLauncher, recorded_containers, socket_path
+from railyard.exec.steps import StepLauncher, leftovers
 from railyard.exec.taskfile import Task, rank_task_path
 from railyard.probe import gpu_minors, resolve_gpus
 
@@ -164,11 +164,9 @@ class LocalExecutor:
         groups = self.containment.enter(step, minors, limits, container=bool(spec.container),
                                         container_steps=bare_batch)  # fmt: skip
         parent = self.containment.cgroup_parent(step) if spec.container or bare_batch else None
-        launcher = step_launcher(
-            spec, step=step, gpu_minors=minors, account=account, cwd=_cwd(spec, account),
-            track_group=self.containment.tracking.group(step), cgroup_parent=parent,
-            records=records, ntasks=here.ntasks, dev=self.dev_dir,
-        )  # fmt: skip
+        launcher = step_launcher(spec, step=step, gpu_minors=minors, account=account,
+                                 cwd=_cwd(spec, account), containment=self.containment,
+                                 records=records, ntasks=here.ntasks, dev=self.dev_dir)  # fmt: skip
         port = spec.master_port or _launch_port(launch_record_path(records, spec.restart_count))
         ranks: list[RankState] = []
         try:
@@ -339,10 +337,8 @@ class LocalExecutor:
         step = self._step(handle)
         if step is not None:
             self.containment.end(step)
-            with contextlib.suppress(OSError):  # a launcher killed before it could remove it
-                socket_path(step).unlink(missing_ok=True)
         records = handle.workers[0].exit_path.parent if handle.workers else None
-        steps = recorded_containers(records, handle.restart_count) if records else []
+        steps = leftovers(step, records, handle.restart_count)  # `srun --container-image`'s
         remove_containers([*handle.containers, *steps])  # a killed runtime leaves these
 
     def _watch(self, ranks: Sequence[RankState]) -> None:
@@ -412,8 +408,6 @@ class LocalExecutor:
         env = process_env(
             spec, account, slot, master_addr=master, master_port=port, srun_dir=srun_dir
         )
-        if steps is not None:
-            env[SOCKET_VAR] = steps.socket
         stdout, stderr = jobfiles.output_paths(spec, slot, slot.node_rank)
         interactive = bool(spec.terminal) and slot.rank == 0
         if interactive:  # its output goes to the client; the spool log keeps the header

@@ -12,6 +12,7 @@ per task) with its wire format, and :func:`request_problem`, the submit-time rul
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -48,9 +49,14 @@ def names_path(records: Path, restart_count: int) -> Path:
     return records / f"step-containers-{restart_count}"
 
 
-def recorded_containers(records: Path, restart_count: int) -> list[str]:
+def leftovers(step: str | None, records: Path | None, restart_count: int) -> list[str]:
+    """A step that ended: its socket removed (its launcher may have been killed first), and
+    the names of the step containers its launcher started (for ``podman rm``)."""
+    if step is not None:
+        with contextlib.suppress(OSError):
+            socket_path(step).unlink(missing_ok=True)
     try:
-        return names_path(records, restart_count).read_text().split()
+        return names_path(records, restart_count).read_text().split() if records else []
     except OSError:
         return []
 

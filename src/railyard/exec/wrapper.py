@@ -51,6 +51,7 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
@@ -58,6 +59,7 @@ from railyard.exec import cgroup, containerrun, interactive, procfs, proctrack, 
 from railyard.exec.attempt import STOOD_DOWN_EXIT, claim, read_claim, start_marker_path
 from railyard.exec.exitfile import NOTED_SIGNALS, RankExit, signal_name, write_exit
 from railyard.exec.outputs import outputs_record_path, record_outputs
+from railyard.exec.steps import SOCKET_VAR
 from railyard.exec.taskfile import Task
 
 USAGE = "usage: python -m railyard.exec.wrapper --exit-file PATH [--task-file PATH] -- cmd ..."
@@ -112,6 +114,8 @@ def run(exit_file: Path, command: list[str], task: Task | None = None) -> int:
         if task.terminal is not None:
             ends, server = interactive.open_ends(task)
         launcher = stepd.start(task, exec_as) if task.steps is not None else None
+        if launcher is not None and task.steps is not None:  # srun finds it by this
+            task = replace(task, env={**task.env, SOCKET_VAR: task.steps.socket})
         report, told = os.pipe()  # the child tells which files it opened, then execs (CLOEXEC)
         pid = child = os.fork()
         if pid == 0:  # the child: never returns
