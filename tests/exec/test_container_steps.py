@@ -238,3 +238,45 @@ def test_the_batch_script_still_reaches_only_its_gpus(make_executor: MakeExecuto
         assert "2: No such device or address" in text, text  # its own: allowed (no driver)
         for other in (0, 1, 3):
             assert f"{other}: Operation not permitted" in text, text
+
+
+def test_a_signal_to_srun_reaches_its_containers(make_executor: MakeExecutor) -> None:
+    """`timeout` signals its own process group: srun's, not the containers' runtimes'."""
+    image = imported_image()
+    with unix_accounts(1) as (account,), scratch_dir() as work:
+        os.chmod(work, 0o777)
+        executor = make_executor(gpus=2)
+        task = "trap 'echo got TERM; exit 143' TERM; echo started; sleep 600 & wait"
+        body = (
+            f"timeout 4 srun -n 1 --container-image={image} --container-mounts=/usr:/usr:ro "
+            f'sh -c "{task}"\n'
+            'echo "srun exit $?"\n'
+        )
+        began = time.monotonic()
+        executor.start(batch(work, body, account.pw_name))
+        report = wait_report(executor, "job", TIMEOUT_S)
+        text = logs(work, "job")
+        assert report.outcome == Outcome.COMPLETED, text
+        assert "started" in text, text
+        assert "got TERM" in text, text
+        assert "srun exit 124" in text, text
+        assert time.monotonic() - began < 30
+
+
+def test_the_preempt_signal_reaches_a_step_container_once(make_executor: MakeExecutor) -> None:
+    image = imported_image()
+    with unix_accounts(1) as (account,), scratch_dir() as work:
+        os.chmod(work, 0o777)
+        executor = make_executor(gpus=2, term_grace_s=1.0)
+        task = "trap 'echo got USR1' USR1; echo started; while :; do sleep 0.1; done"
+        body = (
+            f'srun -n 1 --container-image={image} --container-mounts=/usr:/usr:ro sh -c "{task}"\n'
+        )
+        executor.start(batch(work, body, account.pw_name))
+        wait_for(lambda: "started" in logs(work, "job"), TIMEOUT_S)
+        executor.signal("job", "SIGUSR1")
+        wait_for(lambda: "got USR1" in logs(work, "job"), 30)
+        time.sleep(1.0)  # a second delivery (srun passing it on too) would show by now
+        executor.cancel("job")
+        wait_report(executor, "job", TIMEOUT_S)
+        assert logs(work, "job").count("got USR1") == 1, logs(work, "job")

@@ -26,13 +26,14 @@ and the steps.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -229,12 +230,14 @@ def step_tasks(
     return step_id, tasks
 
 
-def note_signals() -> None:
+def note_signals(forward: Callable[[int], None] | None = None) -> None:
     """The job's signals are for the tasks (the executor signals the whole group): srun
-    notes them and keeps waiting."""
+    notes them and keeps waiting; ``forward``: tell the step launcher (whose tasks are not
+    in srun's process group; it decides whether they already had it)."""
 
-    def note(_signum: int, _frame: FrameType | None) -> None:
-        pass
+    def note(signum: int, _frame: FrameType | None) -> None:
+        if forward is not None:
+            forward(signum)
 
     for sig in NOTED:
         if signal.getsignal(sig) != signal.SIG_IGN:
@@ -265,7 +268,7 @@ def launch_in_image(step: Step, environ: dict[str, str], master_addr: str,
             send_request(sock, request, (1, 2))
         except OSError as exc:
             raise SrunError(f"cannot reach the step launcher: {exc.strerror or exc}") from None
-        note_signals()
+        note_signals(lambda signum: _tell(sock, f"signal {signum}"))
         with sock.makefile("rb") as answers:
             line = answers.readline().decode(errors="replace").strip()  # retried across signals
     what, _, rest = line.partition(" ")
@@ -277,6 +280,11 @@ def launch_in_image(step: Step, environ: dict[str, str], master_addr: str,
     if note:
         print(f"srun: error: {note}", file=sys.stderr, flush=True)
     return int(code)
+
+
+def _tell(sock: socket.socket, line: str) -> None:
+    with contextlib.suppress(OSError):  # the launcher is gone: the answer's absence says so
+        sock.sendall(line.encode() + b"\n")
 
 
 # srun's SLURM_TASK_PID is the task's own pid: a shell notes its pid ($$) and execs the task,

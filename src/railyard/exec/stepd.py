@@ -20,7 +20,8 @@ Each connection gets a handler process of its own, which
    :class:`~railyard.exec.container.ContainerTask`: mounts opened as the user and kept to the
    queue's prefixes, the job's GPUs alone, the user's uid with no new privileges);
 4. waits for the tasks as srun waits for bare ones (the first failure stops the others and is
-   the step's code), ends the step if srun goes away, and answers ``exit N``.
+   the step's code), passes on the signals srun received where its bare tasks would have had
+   them, ends the step if srun goes away, and answers ``exit N``.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from railyard.exec.taskfile import Task
 
 ExecAs = Callable[[Task, list[str]], None]  # the wrapper's exec_as: never returns
 CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+PASSED = {str(int(s)) for s in NOTED_SIGNALS}  # the signals srun passes on
 MAX_STEPS = 64  # steps of one job at once
 GONE_GRACE_S = 10.0  # srun went away: its tasks' containers get this long after SIGTERM
 
@@ -134,7 +136,7 @@ def serve(listener: socket.socket, task: Task, launcher: StepLauncher, exec_as: 
 
 def handle(conn: socket.socket, task: Task, launcher: StepLauncher, exec_as: ExecAs) -> None:
     uid = task.account.uid if task.account is not None else os.getuid()
-    problem = peer_problem(conn, uid, Path(launcher.track_group))
+    peer_pid, problem = peer_problem(conn, uid, Path(launcher.track_group))
     if problem is not None:
         say(f"railyard: step launcher: refused a connection: {problem}")
         answer(conn, f"error {problem}")
@@ -168,27 +170,33 @@ def handle(conn: socket.socket, task: Task, launcher: StepLauncher, exec_as: Exe
         started.append((rank, pid, ctask.name))
     for fd in fds:
         os.close(fd)
-    code, note = wait_tasks(conn, started)
+    # A signal srun gets reaches its bare tasks (its children, in its process group); the
+    # containers' runtimes are in the wrapper's group: srun's signals are passed on when
+    # srun is in another group (`timeout srun ...`), else the group's signal reached them.
+    forward = os.getpgid(peer_pid) != os.getpgrp()
+    code, note = wait_tasks(conn, started, forward=forward)
     answer(conn, f"exit {code} {note}".rstrip())
 
 
-def peer_problem(conn: socket.socket, uid: int, track_group: Path) -> str | None:
-    """Why the peer may not ask for steps (None: it may): it must be the job's uid and a
-    process of the step's tracking group itself (not of a container's group below it)."""
+def peer_problem(conn: socket.socket, uid: int, track_group: Path) -> tuple[int, str | None]:
+    """The peer's pid, and why it may not ask for steps (None: it may): it must be the job's
+    uid and a process of the step's tracking group itself (not of a container's below)."""
     cred = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, CRED.size)
     pid, peer_uid, _ = CRED.unpack(cred)
     if peer_uid != uid:
-        return f"uid {peer_uid} is not the job's"
+        return pid, f"uid {peer_uid} is not the job's"
     if pid not in proctrack.procs(track_group):
-        return f"pid {pid} is not a process of this job"
-    return None
+        return pid, f"pid {pid} is not a process of this job"
+    return pid, None
 
 
-def wait_tasks(conn: socket.socket, started: list[tuple[int, int, str]]) -> tuple[int, str]:
+def wait_tasks(
+    conn: socket.socket, started: list[tuple[int, int, str]], *, forward: bool = False
+) -> tuple[int, str]:
     """srun's rule: wait for every task; the first failure terminates the rest and is the
     step's code (128+N for signal N), with srun's line for it. srun gone (killed, or the
     script ended): SIGTERM every task, then remove their containers after
-    :data:`GONE_GRACE_S`."""
+    :data:`GONE_GRACE_S`. ``forward``: pass on the signals srun says it received."""
     selector = selectors.DefaultSelector()
     selector.register(conn, selectors.EVENT_READ, None)
     live: dict[int, tuple[int, str]] = {}
@@ -206,11 +214,18 @@ def wait_tasks(conn: socket.socket, started: list[tuple[int, int, str]]) -> tupl
             remove_containers([name for _, name in live.values()])
             deadline = None
         for key, _ in events:
-            if key.data is None:  # srun sent nothing more: it is gone
-                selector.unregister(conn)
+            if key.data is None:
+                said = _recv(conn)
+                if said:  # "signal N" lines
+                    for line in said.decode(errors="replace").split("\n"):
+                        what, _, number = line.partition(" ")
+                        if forward and what == "signal" and number in PASSED:
+                            signal_all(live, int(number))
+                    continue
+                selector.unregister(conn)  # srun is gone
                 first_failure = first_failure or 128 + signal.SIGTERM
                 deadline = time.monotonic() + GONE_GRACE_S
-                terminate(live)
+                signal_all(live, signal.SIGTERM)
                 continue
             pid = key.data
             selector.unregister(key.fileobj)
@@ -223,14 +238,21 @@ def wait_tasks(conn: socket.socket, started: list[tuple[int, int, str]]) -> tupl
                 how = "Exited with exit code" if returncode >= 0 else "Killed by signal"
                 note = f"task {rank}: {how} {abs(returncode)}"
                 first_failure = code
-                terminate(live)
+                signal_all(live, signal.SIGTERM)
     return first_failure, note
 
 
-def terminate(live: dict[int, tuple[int, str]]) -> None:
+def signal_all(live: dict[int, tuple[int, str]], sig: int) -> None:
     for pid in live:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)  # podman passes it to the task
+            os.kill(pid, sig)  # podman passes it to the task
+
+
+def _recv(conn: socket.socket) -> bytes:
+    try:
+        return conn.recv(4096)
+    except OSError:
+        return b""
 
 
 def answer(conn: socket.socket, line: str) -> None:
