@@ -134,3 +134,34 @@ def test_pull_then_run_the_limit_from_ready_and_the_next_job_where_the_image_is(
     _step(loop, engine, executor, 211.0)
     assert list(_row(store, again).placement or {}) == ["n1"]
     assert list(_row(store, plain).placement or {}) == ["n0"]
+
+
+def test_a_bare_script_s_container_steps_may_mount_its_queue_s_prefixes(
+    store: Store, tmp_path: Path
+) -> None:
+    """`srun --container-image` in a bare batch script (exec.stepd) keeps to the prefixes of
+    the job's queue when it starts; a command job gets none, a container job its own."""
+    loop, engine, executor = _world(store, tmp_path)
+    specs: dict[str, LaunchSpec] = {}
+    start = executor.start
+
+    def recording(spec: LaunchSpec, setup_s: float = 0.0) -> JobHandle:
+        specs[spec.job_id] = spec
+        return start(spec, setup_s)
+
+    executor.start = recording  # type: ignore[method-assign]
+    with store.session() as s:
+        queue = s.get(QueueRow, "default")
+        assert queue is not None
+        queue.container_mounts = ["/datasets", "/scratch"]
+    script = _job(store, executor, 0.0, 10.0, 1)
+    with store.session() as s:
+        row = s.get(JobRow, script)
+        assert row is not None
+        row.script = "#!/bin/bash\nsrun --container-image=img true\n"
+    command = _job(store, executor, 0.0, 10.0, 1)
+    _step(loop, engine, executor, 1.0)
+    assert specs[script].batch
+    assert specs[script].container is None
+    assert specs[script].container_allowed == ("/datasets", "/scratch")
+    assert specs[command].container_allowed == ()

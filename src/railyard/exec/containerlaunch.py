@@ -9,19 +9,25 @@ and the directory of its web app, so that ``$HOME``, ``$SLURM_SUBMIT_DIR``,
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from railyard.exec.container import (
+    ContainerSpec,
     ContainerTask,
     Mount,
+    available,
     container_name,
     gpu_devices,
     rdma_devices,
     ulimit_args,
 )
+from railyard.exec.containment import Containment
 from railyard.exec.identity import Account
 from railyard.exec.protocol import ExecutorError, LaunchSpec
+from railyard.exec.steps import StepLauncher, names_path, socket_path
 
 
 def container_task(
@@ -73,4 +79,38 @@ def container_task(
         env_names=spec.container.env,
         notes=tuple(notes),
         ready_file=ready_file,
+    )
+
+
+def step_launcher(
+    spec: LaunchSpec,
+    *,
+    step: str,
+    gpu_minors: Sequence[int],
+    account: Account,
+    cwd: str,
+    containment: Containment,
+    records: Path,
+    ntasks: int,
+    dev: Path = Path("/dev"),
+) -> StepLauncher | None:
+    """What a bare batch step's ``srun --container-image`` steps may have (`exec.stepd`): the
+    container this job would get with ``--container-image`` (its own paths, its GPUs, its
+    cgroup, its queue's prefixes), the image and home left to each step. None where no
+    step can run in a container: not a bare batch script, not root, no Podman, no cgroup."""
+    if not spec.batch or spec.container is not None or os.geteuid() != 0:
+        return None
+    track_group, cgroup_parent = containment.tracking.group(step), containment.cgroup_parent(step)
+    if track_group is None or cgroup_parent is None or available() is not None:
+        return None
+    bare = replace(spec, container=ContainerSpec(image="", mount_home=False))
+    template = container_task(bare, step=step, rank=0, gpu_minors=gpu_minors, account=account,
+                              cwd=cwd, cgroup_parent=cgroup_parent, dev=dev)  # fmt: skip
+    return StepLauncher(
+        socket=str(socket_path(step)),
+        template=template,
+        home=account.home,
+        track_group=str(track_group),
+        max_tasks=ntasks,
+        names_file=str(names_path(records, spec.restart_count)),
     )

@@ -64,10 +64,12 @@ class Containment:
         limits: cgroup.Limits,
         *,
         container: bool = False,
+        container_steps: bool = False,
     ) -> StepGroups:
         """Make the step's groups; an OSError leaves nothing half made. ``container``: the
         step's processes run in containers, whose runtime makes their groups below these and
-        confines their devices itself (:meth:`devices.Confinement.make`)."""
+        confines their devices itself (:meth:`devices.Confinement.make`); ``container_steps``:
+        its processes run bare, and ``srun`` may start containers below (`exec.stepd`)."""
         made: list[Path] = []
         try:
             group = self.tracking.make(step)
@@ -78,7 +80,8 @@ class Containment:
                 devices_line = ("devices: each job reaches only its own GPUs (the devices cgroup "
                                 "its container runtime makes, under the step's)")  # fmt: skip
             if self.device_guard.parent is not None:
-                confined = self.device_guard.make(step, gpu_minors, runtime_confines=container)
+                confined = self.device_guard.make(step, gpu_minors, runtime_confines=container,
+                                                  tasks_apart=container_steps)  # fmt: skip
                 if confined not in made:  # bpf: the tracking group itself
                     made.append(confined)
             limits_group, limits_line = cgroup.prepare(step, limits, self.limits_root)

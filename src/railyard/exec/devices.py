@@ -84,16 +84,23 @@ class Confinement:
         proc_devices: Path = PROC_DEVICES,
         *,
         runtime_confines: bool = False,
+        tasks_apart: bool = False,
     ) -> Path:
         """The step's devices group, denying every NVIDIA device but ``minors``.
         ``runtime_confines``: a container runtime makes the step's processes a devices group
         of their own below this one (denying all but the job's GPUs); a v1 parent with deny
-        lines would refuse it its base rules (``c *:* m``), so a v1 group is left open."""
+        lines would refuse it its base rules (``c *:* m``), so a v1 group is left open.
+        ``tasks_apart``: both at once (a bare batch step whose ``srun`` may start
+        containers): a v1 group stays open for the runtime and the step's own processes
+        join a ``batch`` group below it that holds the deny lines (returned)."""
         assert self.parent is not None
         group = self.parent / step
         group.mkdir(exist_ok=True)
         if runtime_confines and self.kind == "v1":
             return group
+        if tasks_apart and self.kind == "v1":
+            group = group / "batch"
+            group.mkdir(exist_ok=True)
         if self.kind == "bpf":
             majors = char_majors(proc_devices)
             denied = [majors[name] for name in DENIED_MAJORS if name in majors]

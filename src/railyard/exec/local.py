@@ -45,7 +45,7 @@ from railyard.exec.attempt import (
     start_marker_path,
 )
 from railyard.exec.container import ContainerTask, container_name, remove_containers
-from railyard.exec.containerlaunch import container_task
+from railyard.exec.containerlaunch import container_task, step_launcher
 from railyard.exec.containment import Containment, StepGroups
 from railyard.exec.exitfile import NOTED_SIGNALS, UNKNOWN, RankExit, read_exit
 from railyard.exec.exitwatch import SUPPORTED as CAN_WATCH_EXITS
@@ -70,6 +70,7 @@ from railyard.exec.protocol import (
     NotifiesExits,
     WorkerHandle,
 )
+from railyard.exec.steps import StepLauncher, leftovers
 from railyard.exec.taskfile import Task, rank_task_path
 from railyard.probe import gpu_minors, resolve_gpus
 
@@ -159,8 +160,13 @@ class LocalExecutor:
         limits = cgroup.Limits(spec.cpus_per_task * here.ntasks, spec.mem_per_node_mb * MIB)
         step = proctrack.step_name(spec.job_id, spec.restart_count, records)
         minors = [self.gpu_minors[g] for g in spec.placement[self.node_name]]
-        groups = self.containment.enter(step, minors, limits, container=bool(spec.container))
-        parent = self.containment.cgroup_parent(step) if spec.container else None
+        bare_batch = spec.batch and spec.container is None  # its srun may start containers
+        groups = self.containment.enter(step, minors, limits, container=bool(spec.container),
+                                        container_steps=bare_batch)  # fmt: skip
+        parent = self.containment.cgroup_parent(step) if spec.container or bare_batch else None
+        launcher = step_launcher(spec, step=step, gpu_minors=minors, account=account,
+                                 cwd=_cwd(spec, account), containment=self.containment,
+                                 records=records, ntasks=here.ntasks, dev=self.dev_dir)  # fmt: skip
         port = spec.master_port or _launch_port(launch_record_path(records, spec.restart_count))
         ranks: list[RankState] = []
         try:
@@ -175,7 +181,7 @@ class LocalExecutor:
                             cwd=_cwd(spec, account), cgroup_parent=parent, dev=self.dev_dir,
                             ready_file=str(ready_marker_path(exit_path)),
                         )  # fmt: skip
-                    ranks.append(self._launch(spec, slot, port, account, groups, ctask))
+                    ranks.append(self._launch(spec, slot, port, account, groups, ctask, launcher))
                 elif claimed.sealed:
                     raise ExecutorError(
                         f"job {spec.job_id}: attempt {spec.restart_count} was sealed when it "
@@ -331,7 +337,9 @@ class LocalExecutor:
         step = self._step(handle)
         if step is not None:
             self.containment.end(step)
-        remove_containers(handle.containers)  # a runtime killed with its task leaves these
+        records = handle.workers[0].exit_path.parent if handle.workers else None
+        steps = leftovers(step, records, handle.restart_count)  # `srun --container-image`'s
+        remove_containers([*handle.containers, *steps])  # a killed runtime leaves these
 
     def _watch(self, ranks: Sequence[RankState]) -> None:
         if self._watcher is not None:
@@ -388,6 +396,7 @@ class LocalExecutor:
         account: Account,
         groups: StepGroups,
         container: ContainerTask | None = None,
+        steps: StepLauncher | None = None,
     ) -> RankState:
         """Start one process under the wrapper; its task file says who and how."""
         spool_log = spec.log_dir / f"rank-{slot.rank}.log"
@@ -437,6 +446,7 @@ class LocalExecutor:
             pty=interactive and spec.terminal == "pty",
             linger_s=spec.terminal_linger_s,
             container=container,
+            steps=steps,
         )
         task.write(task_path)
         log_fd = jobfiles.open_spool_log(spool_log, account)

@@ -26,12 +26,14 @@ and the steps.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -46,6 +48,7 @@ from railyard.exec.launch import (
     task_env,
     task_layout,
 )
+from railyard.exec.steps import SOCKET_VAR, StepRequest, send_request
 
 USAGE_ERROR = 2
 NOTED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
@@ -58,6 +61,15 @@ IGNORED_OPTIONS = {  # accepted with a note: harmless here (spelled --name or --
     "--export": "tasks get the batch script's environment",
     "--label": "output lines carry no task label",
     "-l": "output lines carry no task label",
+}
+
+CONTAINER_VALUED = ("--container-image", "--container-mounts", "--container-workdir",
+                    "--container-env")  # fmt: skip
+CONTAINER_SWITCHES = ("--container-mount-home", "--no-container-mount-home")
+CONTAINER_REFUSED = {  # Pyxis's, with why not here
+    "--container-name": "each step starts from the image; keep state in a mounted directory",
+    "--container-remap-root": "a job's processes are its user, in containers too",
+    "--container-save": "build images outside railyard (podman build, podman save)",
 }
 
 
@@ -75,10 +87,27 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     """Options up to the command; the harmless ones of :data:`IGNORED_OPTIONS` become notes."""
     kept: list[str] = []
     notes: list[str] = []
+    container: dict[str, str] = {}
     rest = list(argv)
     while rest and rest[0].startswith("-") and rest[0] != "--":
         token = rest.pop(0)
-        name = token.partition("=")[0]
+        name, equals, value = token.partition("=")
+        if name.startswith(("--container-", "--no-container-")):
+            if name in CONTAINER_REFUSED:
+                raise SrunError(f"{name} is not supported: {CONTAINER_REFUSED[name]}")
+            if name in CONTAINER_SWITCHES:
+                container["mount_home"] = "" if name.startswith("--no-") else "1"
+                continue
+            if name not in CONTAINER_VALUED:
+                raise SrunError(f"unknown option {name}")
+            if not equals:
+                if not rest:
+                    raise SrunError(f"{name} takes a value")
+                value = rest.pop(0)
+            key = name.removeprefix("--container-")
+            joined = key in ("mounts", "env") and key in container
+            container[key] = f"{container[key]},{value}" if joined else value
+            continue
         if name in IGNORED_OPTIONS:
             notes.append(f"{token} ignored: {IGNORED_OPTIONS[name]}")
             continue
@@ -96,6 +125,9 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--ntasks-per-node", type=int, help="tasks on each node")
     args = parser.parse_args(kept)
     args.command = rest[1:] if rest[:1] == ["--"] else rest
+    args.container = container
+    if container and "image" not in container:
+        raise SrunError("--container-* options go with --container-image")
     return args, notes
 
 
@@ -149,18 +181,9 @@ def next_step_id(steps_dir: str | None) -> int:
 
 def launch(step: Step, environ: dict[str, str], master_addr: str) -> int:
     """Start the step's tasks on this node, wait for all, return srun's exit status."""
-    here = environ.get("SLURMD_NODENAME", "")
-    elsewhere = sorted({n.name for n in step.nodes if n.name != here})
-    if elsewhere:
-        raise SrunError(
-            f"tasks on {', '.join(elsewhere)} need an executor that reaches them "
-            f"(this is {here or 'an unknown node'}; the local executor runs one node)"
-        )
     if shutil.which(step.command[0], path=environ.get("PATH")) is None:  # the shim would exec it
         raise SrunError(f"cannot run {step.command[0]!r}: no such program or not executable")
-    addr = environ.get("MASTER_ADDR") or master_addr
-    port = int(environ["MASTER_PORT"]) if environ.get("MASTER_PORT") else free_port(addr)
-    step_id = next_step_id(environ.get(STEPS_DIR_VAR))
+    _, tasks = step_tasks(step, environ, master_addr)
     preempt = environ.get("RAILYARD_PREEMPT_SIGNAL", "SIGUSR1")
     batch_shell_signal = environ.get(BATCH_SHELL_SIGNAL_VAR) == "1"
     disposition = signal.SIG_IGN if batch_shell_signal else signal.SIG_DFL
@@ -168,37 +191,100 @@ def launch(step: Step, environ: dict[str, str], master_addr: str) -> int:
     def restore() -> None:  # in the task, before exec
         signal.signal(signal.Signals[preempt], disposition)
 
-    received: list[int] = []
-
-    def note(signum: int, _frame: FrameType | None) -> None:
-        received.append(signum)
-
-    for sig in NOTED:
-        if signal.getsignal(sig) != signal.SIG_IGN:
-            signal.signal(sig, note)
+    note_signals()
     procs: list[tuple[int, subprocess.Popen[bytes]]] = []
-    cpus = int(environ.get("SLURM_CPUS_PER_TASK") or 0)
-    per_task = int(environ.get("SLURM_GPUS_PER_TASK") or 0)
-    for slot in task_layout(step.nodes):
-        wiring = task_env(
-            step.nodes,
-            slot,
-            master_addr=addr,
-            master_port=port,
-            step_id=step_id,
-            cpus_per_task=cpus,
-            gpus_per_task=per_task,
-        )
-        env = {**environ, **wiring}
-        env.pop("SLURM_TASK_PID", None)  # the batch shell's: each task gets its own below
+    for rank, env in tasks:
         try:
             proc = subprocess.Popen([*TASK_PID_SHIM, *step.command], env=env, preexec_fn=restore)
         except OSError as exc:
             for _, started in procs:
                 started.terminate()
             raise SrunError(f"cannot run {step.command[0]!r}: {exc.strerror}") from None
-        procs.append((slot.rank, proc))
+        procs.append((rank, proc))
     return wait_all(procs)
+
+
+def step_tasks(
+    step: Step, environ: dict[str, str], master_addr: str
+) -> tuple[int, list[tuple[int, dict[str, str]]]]:
+    """The step's id and each task's rank and environment (the script's, then srun's)."""
+    here = environ.get("SLURMD_NODENAME", "")
+    elsewhere = sorted({n.name for n in step.nodes if n.name != here})
+    if elsewhere:
+        raise SrunError(
+            f"tasks on {', '.join(elsewhere)} need an executor that reaches them "
+            f"(this is {here or 'an unknown node'}; the local executor runs one node)"
+        )
+    addr = environ.get("MASTER_ADDR") or master_addr
+    port = int(environ["MASTER_PORT"]) if environ.get("MASTER_PORT") else free_port(addr)
+    step_id = next_step_id(environ.get(STEPS_DIR_VAR))
+    cpus = int(environ.get("SLURM_CPUS_PER_TASK") or 0)
+    per_task = int(environ.get("SLURM_GPUS_PER_TASK") or 0)
+    tasks = []
+    for slot in task_layout(step.nodes):
+        wiring = task_env(step.nodes, slot, master_addr=addr, master_port=port,
+                          step_id=step_id, cpus_per_task=cpus, gpus_per_task=per_task)  # fmt: skip
+        env = {**environ, **wiring}
+        env.pop("SLURM_TASK_PID", None)  # the batch shell's: each task gets its own
+        tasks.append((slot.rank, env))
+    return step_id, tasks
+
+
+def note_signals(forward: Callable[[int], None] | None = None) -> None:
+    """The job's signals are for the tasks (the executor signals the whole group): srun
+    notes them and keeps waiting; ``forward``: tell the step launcher (whose tasks are not
+    in srun's process group; it decides whether they already had it)."""
+
+    def note(signum: int, _frame: FrameType | None) -> None:
+        if forward is not None:
+            forward(signum)
+
+    for sig in NOTED:
+        if signal.getsignal(sig) != signal.SIG_IGN:
+            signal.signal(sig, note)
+
+
+def launch_in_image(step: Step, environ: dict[str, str], master_addr: str,
+                    options: dict[str, str]) -> int:  # fmt: skip
+    """Ask the node's step launcher (root: `exec.stepd`) to run the step's tasks in the image,
+    srun's stdout and stderr theirs; its answer is the step's exit status."""
+    path = environ.get(SOCKET_VAR)
+    if not path:
+        raise SrunError(
+            "no step launcher for --container-image here (it needs a batch script without "
+            "--container-image of its own, on a node where railyard runs as root with Podman)"
+        )
+    step_id, tasks = step_tasks(step, environ, master_addr)
+    request = StepRequest(
+        image=options["image"], command=tuple(step.command), mounts=options.get("mounts", ""),
+        workdir=options.get("workdir", ""), env_names=tuple(
+            n for n in options.get("env", "").split(",") if n),
+        mount_home=bool(options.get("mount_home", "1")), cwd=os.getcwd(), step_id=step_id,
+        tasks=tuple(tasks),
+    )  # fmt: skip
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(path)
+            send_request(sock, request, (1, 2))
+        except OSError as exc:
+            raise SrunError(f"cannot reach the step launcher: {exc.strerror or exc}") from None
+        note_signals(lambda signum: _tell(sock, f"signal {signum}"))
+        with sock.makefile("rb") as answers:
+            line = answers.readline().decode(errors="replace").strip()  # retried across signals
+    what, _, rest = line.partition(" ")
+    if what == "error":
+        raise SrunError(rest)
+    if what != "exit":
+        raise SrunError("the step launcher ended without an answer (the job is ending?)")
+    code, _, note = rest.partition(" ")
+    if note:
+        print(f"srun: error: {note}", file=sys.stderr, flush=True)
+    return int(code)
+
+
+def _tell(sock: socket.socket, line: str) -> None:
+    with contextlib.suppress(OSError):  # the launcher is gone: the answer's absence says so
+        sock.sendall(line.encode() + b"\n")
 
 
 # srun's SLURM_TASK_PID is the task's own pid: a shell notes its pid ($$) and execs the task,
@@ -235,12 +321,12 @@ def wait_all(procs: list[tuple[int, subprocess.Popen[bytes]]]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args, notes = parse(sys.argv[1:] if argv is None else argv)
-    for note in notes:
-        print(f"srun: note: {note}", file=sys.stderr)
-    command = args.command
     environ = dict(os.environ)
     try:
+        args, notes = parse(sys.argv[1:] if argv is None else argv)
+        for note in notes:
+            print(f"srun: note: {note}", file=sys.stderr)
+        command = args.command
         if not command:
             raise SrunError("nothing to run (hint: srun python train.py)")
         if ALLOCATION_VAR not in environ:
@@ -248,7 +334,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "no railyard allocation here (hint: srun runs inside `railyard submit job.sh`)"
             )
         master_addr, allocated = decode_allocation(environ[ALLOCATION_VAR])
-        return launch(Step(plan(args, allocated), command), environ, master_addr)
+        step = Step(plan(args, allocated), command)
+        if args.container:
+            return launch_in_image(step, environ, master_addr, args.container)
+        return launch(step, environ, master_addr)
     except SrunError as exc:
         print(f"srun: error: {exc}", file=sys.stderr, flush=True)
         return USAGE_ERROR

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from railyard.exec.container import ContainerTask
 from railyard.exec.identity import JOB_UMASK, Account
+from railyard.exec.steps import StepLauncher
 
 
 def rank_task_path(log_dir: Path, rank: int, restart_count: int) -> Path:
@@ -34,7 +35,8 @@ class Task:
     it gets a pseudo-terminal, ``linger_s`` how long it outlives a lost client; ``lossless``:
     the terminal carries a byte stream (``ssh job-N``) whose input must never be dropped, so
     the client is read only as fast as the task takes its input. ``container``: run it in
-    this image (:mod:`railyard.exec.containerrun`)."""
+    this image (:mod:`railyard.exec.containerrun`); ``steps``: a bare batch script's launcher
+    of ``srun --container-image`` steps (:mod:`railyard.exec.stepd`)."""
 
     env: dict[str, str]
     cwd: str
@@ -52,6 +54,7 @@ class Task:
     linger_s: float = 30.0
     lossless: bool = False
     container: ContainerTask | None = None
+    steps: StepLauncher | None = None
 
     def write(self, path: Path) -> None:
         data = {
@@ -71,6 +74,7 @@ class Task:
             "linger_s": self.linger_s,
             "lossless": self.lossless,
             "container": self.container.to_dict() if self.container else None,
+            "steps": self.steps.to_dict() if self.steps else None,
         }
         tmp = path.with_name(path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
@@ -99,4 +103,5 @@ class Task:
             linger_s=float(data.get("linger_s", 30.0)),
             lossless=bool(data.get("lossless", False)),
             container=ContainerTask.from_dict(data["container"]) if data.get("container") else None,
+            steps=StepLauncher.from_dict(data["steps"]) if data.get("steps") else None,
         )

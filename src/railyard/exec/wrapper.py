@@ -31,6 +31,11 @@ Why not ``subprocess.Popen(user=..., group=..., extra_groups=..., umask=...)``: 
 directory and opens nothing after it drops privileges, and it cannot open the output files as
 the user; the explicit pre-exec step does each of these in slurmstepd's order.
 
+A bare batch script's task file may name a step launcher (``steps``): the wrapper, root and in
+the step's cgroups, forks it (:mod:`railyard.exec.stepd`) before the script starts, so that
+the script's ``srun --container-image`` can have its tasks run in an image, and kills it when
+the script ends.
+
 Before it runs anything the wrapper claims the process's start marker
 (:mod:`railyard.exec.attempt`). If this process of this attempt was claimed before (a
 relaunch after the control plane crashed) or sealed (the attempt is over), it says so on
@@ -46,13 +51,15 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
-from railyard.exec import cgroup, containerrun, interactive, procfs, proctrack
+from railyard.exec import cgroup, containerrun, interactive, procfs, proctrack, stepd
 from railyard.exec.attempt import STOOD_DOWN_EXIT, claim, read_claim, start_marker_path
 from railyard.exec.exitfile import NOTED_SIGNALS, RankExit, signal_name, write_exit
 from railyard.exec.outputs import outputs_record_path, record_outputs
+from railyard.exec.steps import SOCKET_VAR
 from railyard.exec.taskfile import Task
 
 USAGE = "usage: python -m railyard.exec.wrapper --exit-file PATH [--task-file PATH] -- cmd ..."
@@ -106,6 +113,9 @@ def run(exit_file: Path, command: list[str], task: Task | None = None) -> int:
             return EXEC_FAILED
         if task.terminal is not None:
             ends, server = interactive.open_ends(task)
+        launcher = stepd.start(task, exec_as) if task.steps is not None else None
+        if launcher is not None and task.steps is not None:  # srun finds it by this
+            task = replace(task, env={**task.env, SOCKET_VAR: task.steps.socket})
         report, told = os.pipe()  # the child tells which files it opened, then execs (CLOEXEC)
         pid = child = os.fork()
         if pid == 0:  # the child: never returns
@@ -117,6 +127,8 @@ def run(exit_file: Path, command: list[str], task: Task | None = None) -> int:
             returncode = interactive.relay(ends, server, pid, task)
         else:
             returncode = wait_child(pid)
+        if task.steps is not None:
+            stepd.stop(launcher, task.steps)
         if task.subreaper:
             proctrack.kill_descendants()  # what the command left behind ends with it
     record(exit_file, RankExit.from_returncode(returncode, tuple(received)))

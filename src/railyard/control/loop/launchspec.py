@@ -10,7 +10,7 @@ the layout (:mod:`railyard.exec.launch`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from railyard.client.values import array_stats
@@ -29,12 +29,15 @@ def launch_spec(
     *,
     records: Path | None = None,
     terminal_linger_s: float = 30.0,
+    step_mounts: Sequence[str] = (),
 ) -> LaunchSpec:
     """The executor's view of a job row: who, where, with what environment and files.
 
     ``records`` holds the attempts' start markers and exit records
     (:func:`railyard.control.store.paths.attempts_dir`, the server's own directory);
-    ``terminal_linger_s``: how long an interactive job outlives a lost client."""
+    ``terminal_linger_s``: how long an interactive job outlives a lost client;
+    ``step_mounts``: what a bare batch script's ``srun --container-image`` steps may mount
+    (its queue's prefixes when it starts; a job's own container keeps those of its submit)."""
     batch = row.script is not None
     app = row.terminal == "app"
     script = script_path(spool, row.id) if batch else None
@@ -79,7 +82,9 @@ def launch_spec(
         nccl_env=dict(nccl_env),
         records_dir=records,
         container=ContainerSpec.from_dict(row.container) if row.container else None,
-        container_allowed=tuple(row.container.get("allowed", ())) if row.container else (),
+        container_allowed=(
+            tuple(row.container.get("allowed", ())) if row.container else tuple(step_mounts)
+        ),
     )
 
 

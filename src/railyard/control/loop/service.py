@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
 from railyard.control.errors import ServiceError
 from railyard.control.loop.apply import Written, write_plan, write_ready
@@ -51,6 +51,7 @@ from railyard.control.store.database import Store
 from railyard.control.store.paths import attempts_dir
 from railyard.control.store.stuck import Overdue, overdue
 from railyard.control.store.tables import HOLDING_STATES, JobRow, JobState
+from railyard.control.usecases.containers import queue_mount_prefixes
 from railyard.control.usecases.jobsignal import signal_sent, signals_to_send
 from railyard.control.usecases.loopstatus import FAILURE_WINDOW_S, LoopHealth
 from railyard.exec.exits import exit_of
@@ -454,8 +455,12 @@ class Loop:
     def _launch_spec(self, row: JobRow) -> LaunchSpec:
         config = self.config
         records = attempts_dir(config.state_dir, row.id)
+        session = object_session(row)  # a bare script's srun steps: its queue's prefixes now
+        steps = row.script is not None and not row.container and session is not None
+        step_mounts = queue_mount_prefixes(session, row.queue) if steps and session else []
         return launch_spec(row, config.spool, config.nccl_env, config.cluster_name,
-                           records=records, terminal_linger_s=config.terminal_linger_s)  # fmt: skip
+                           records=records, terminal_linger_s=config.terminal_linger_s,
+                           step_mounts=step_mounts)  # fmt: skip
 
 
 def freeze_heap() -> None:
