@@ -31,7 +31,17 @@ width:92px} .node.draining,.node.drained{border-color:#e9c46a} .node.down{border
 .node.hfail{outline:2px solid #b00020} .gpu{display:inline-block;width:8px;height:8px;
 margin:1px;background:#ddd} .gpu.other{background:#999} .gpu.dim{opacity:.25}
 form.inline{display:inline} button{cursor:pointer}
-""" + "".join(f".gpu.h{i}{{background:hsl({i * 360 // HUES},65%,45%)}}\n" for i in range(HUES))
+.node.absent{border-color:#bbb;color:#999} .node .note{color:#b00020;display:block}
+.su.map .lg{width:auto;max-width:118px;margin:2px}
+.cell{display:inline-block;width:12px;height:12px;margin:1px;background:#e8eef3;
+border:1px solid transparent;box-sizing:border-box}
+.cell.u1{background:#a8c5da} .cell.u2{background:#6b9ac4} .cell.u3{background:#3a6ea5}
+.cell.u4{background:#1d3557} .cell.draining,.cell.drained{border-color:#e9c46a}
+.cell.down{border-color:#b00020} .cell.absent{background:#f4f4f4;border-color:#ccc}
+.cell.hfail{outline:2px solid #b00020} .cell.dim{opacity:.3} p.pager a{margin:0 2px}
+""" + "".join(
+    f".gpu.h{i},.cell.h{i}{{background:hsl({i * 360 // HUES},65%,45%)}}\n" for i in range(HUES)
+)
 
 JS = r"""
 "use strict";
@@ -50,6 +60,13 @@ if (document.getElementById("jobs")) {
         .replace(/^[\s\S]*?<tbody/, "<tbody").replace(/<\/tbody>[\s\S]*$/, "</tbody>");
     }
   }, 2000);
+}
+// a pending job's page: the twin's expected start, asked apart (it runs the simulator)
+const start = document.getElementById("start");
+if (start) {
+  fetch(location.pathname + "/start").then((r) => r.json()).then((d) => {
+    start.textContent = d.text || "not pending any more";
+  }).catch(() => { start.textContent = "unknown"; });
 }
 // a job's page: its log, tailed while the job runs
 const pre = document.getElementById("log");

@@ -43,12 +43,13 @@ from railyard.control.usecases.whatif import expected_starts
 from railyard.sched import SchedulerConfig
 from railyard.web import accounting as accounting_page
 from railyard.web import appproxy, assets, fabric, joblist, login
+from railyard.web import why as why_panel
 from railyard.web.figures import sparkline
 from railyard.web.headers import SecureRoute
 from railyard.web.login import LOGIN_PATH, form, refused
 from railyard.web.page import button, esc, page, table
 from railyard.web.session import COOKIE, Viewer, cross_site, csrf_ok, drop_cookie, viewer
-from railyard.web.whatif import twin
+from railyard.web.whatif import StartCache, twin
 
 PAGE_ROWS = 50
 MAX_OFFSET = 10_000_000  # a page beyond is empty anyway: no huge OFFSET for the store
@@ -60,6 +61,7 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
     r = APIRouter(prefix="/ui", include_in_schema=False, route_class=SecureRoute)
     policy = scheduler or SchedulerConfig()
     simulate = twin(policy)
+    starts = StartCache(simulate)
 
     def context(request: Request) -> Any:
         return request.app.state.railyard
@@ -124,7 +126,8 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
 
     def fabric_page(request: Request, session: Session, who: Viewer, now: float) -> Response:
         focus = request.query_params.get("job") or None
-        body = fabric.render(fabric_view(session, who.user, focus), who, focus)
+        params = {k: v for k, v in request.query_params.items() if v}
+        body = fabric.render(fabric_view(session, who.user, focus), who, focus, params)
         return page("Fabric", body, user=who.user.name, active="/ui/fabric", csrf=who.csrf)
 
     def queues_page(request: Request, session: Session, who: Viewer, now: float) -> Response:
@@ -209,6 +212,27 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
                          ("/accounting", accounting_view), ("/accounting.csv", accounting_csv),
                          ("/jobs/{job_id}", job_page)):  # fmt: skip
         r.add_api_route(path, guarded(render), methods=["GET"], response_class=HTMLResponse)
+
+    @r.get("/jobs/{job_id}/start")
+    def job_start(request: Request, job_id: str) -> Response:
+        """The twin's expected start of a pending job the viewer may see (the why panel)."""
+        ctx = context(request)
+        with ctx.store.session() as session:
+            who = viewer(request, session, ctx.clock())
+            if who is None:
+                return JSONResponse({"detail": "log in first"}, status_code=401)
+            now = ctx.clock()
+            try:
+                found = job_detail(session, who.user, job_id, now)
+            except ServiceError as exc:
+                return JSONResponse({"detail": str(exc)}, status_code=404)
+            if found.why is None:
+                return JSONResponse({"pending": False, "start_t_s": None})
+            known, start = starts.start_t_s(session, job_id, now)
+        shown = "not within the twin's horizon" if start is None else (
+            "now" if start <= now else f"in {_duration(start - now)} (" + time.strftime(
+                "%Y-%m-%d %H:%M:%S", time.localtime(start)) + ")")  # fmt: skip
+        return JSONResponse({"pending": known, "start_t_s": start, "text": shown})
 
     @r.get("/jobs/{job_id}/log")
     def job_log(request: Request, job_id: str, rank: int = 0, offset: int = 0) -> Response:
@@ -399,8 +423,9 @@ def _job_detail(job: JobDetail, who: Viewer) -> str:
         "<p class=muted>Per-GPU figures of this job (utilization, memory, power) are served "
         "under dcgm-exporter's names at /metrics where NVML is present.</p>"
     )
+    why = why_panel.render(job.why, line.id) if job.why is not None else ""
     return (
-        summary + f"<p>{actions}</p>"
+        summary + f"<p>{actions}</p>" + why
         + f'<p><a href="/ui/fabric?job={esc(line.id)}">Where its ranks sit</a></p>'
         + "<h2>History</h2>" + history + "<h2>GPU metrics</h2>" + gpus
         + f'<h2>Logs</h2><label>rank <select id="rank">{options}</select></label>'

@@ -8,7 +8,12 @@ the server's policy (control sits below the simulator, so the twin is handed in 
 
 from __future__ import annotations
 
-from railyard.control.usecases.whatif import Simulate, WhatIfInput
+import threading
+from collections.abc import Callable
+
+from sqlalchemy.orm import Session
+
+from railyard.control.usecases.whatif import Simulate, WhatIfInput, every_start
 from railyard.sched import SchedulerConfig
 from railyard.sim.driver import SimConfig, Simulation
 from railyard.sim.workload import TraceJob, Workload
@@ -28,3 +33,28 @@ def twin(scheduler: SchedulerConfig) -> Simulate:
         return {job_id: record.first_start_t_s for job_id, record in log.records.items()}
 
     return simulate
+
+
+MISS_AGAIN_S = 2.0  # a job newer than the last run: run again, but not more often than this
+
+
+class StartCache:
+    """Every pending job's expected start from one twin run, reused for ``ttl_s``: a job page
+    asks for its own start without running the simulator (seconds) on every view. The caller
+    checks that the viewer may see the job; the cache holds times only."""
+
+    def __init__(self, simulate: Simulate, ttl_s: float = 30.0,
+                 clock: Callable[[], float] | None = None) -> None:  # fmt: skip
+        self.simulate, self.ttl_s = simulate, ttl_s
+        self._lock = threading.Lock()
+        self._at = float("-inf")
+        self._starts: dict[str, float | None] = {}
+
+    def start_t_s(self, session: Session, job_id: str, now_t_s: float) -> tuple[bool, float | None]:
+        """(known, start): known is False for a job the last run did not see pending."""
+        with self._lock:  # one twin run at a time; the others wait for its answer
+            age_s = now_t_s - self._at
+            if age_s > self.ttl_s or (job_id not in self._starts and age_s > MISS_AGAIN_S):
+                self._starts = every_start(session, now_t_s, self.simulate)
+                self._at = now_t_s
+            return job_id in self._starts, self._starts.get(job_id)

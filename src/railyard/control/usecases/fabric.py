@@ -11,6 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from railyard.control.store.tables import HOLDING_STATES, JobRow, NodeRow, User
+from railyard.control.usecases.nodes import has_machine
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class NodeCell:
     health: str | None
     path: tuple[str, ...]
     gpus: tuple[GpuCell, ...]
+    machine: bool = True  # False: down with no machine behind it (never joined, or left)
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,8 @@ def fabric_view(session: Session, actor: User, focus: str | None) -> FabricView:
     for n in session.scalars(select(NodeRow).order_by(NodeRow.name)):
         on = held.get(n.name, {})
         cells.append(NodeCell(n.name, n.state, n.reason, n.health, tuple(n.path),
-                              tuple(_gpu(on.get(g), actor) for g in range(n.gpus))))  # fmt: skip
+                              tuple(_gpu(on.get(g), actor) for g in range(n.gpus)),
+                              has_machine(n.state, n.reason)))  # fmt: skip
     row = session.get(JobRow, focus) if focus else None
     if row is None or (not actor.is_admin and row.user_id != actor.id):
         return FabricView(cells, None, frozenset())

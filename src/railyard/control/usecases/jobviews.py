@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from railyard.control.errors import Forbidden, Invalid, NotFound
 from railyard.control.store.tables import EventRow, JobRow, JobState, QueueRow, User
 from railyard.control.usecases import jobs, logs
+from railyard.control.usecases.why import Why, why_pending
 
 STATES = [s.value for s in JobState]
 HISTORY_EVENTS = 100  # the newest events a job page shows
@@ -59,6 +60,7 @@ class JobDetail:
     events: list[Event]  # oldest first, the newest HISTORY_EVENTS
     interactive: str = ""  # pipes or pty (railyard run), app (railyard jupyter)
     mine: bool = False  # the viewer's own: only its owner may open an app or a terminal
+    why: Why | None = None  # a pending job's wait, in numbers
 
     @property
     def finished(self) -> bool:
@@ -120,6 +122,7 @@ def job_detail(session: Session, actor: User, job_id: str, now_t_s: float) -> Jo
         ranks=max(1, len((row.handle or {}).get("workers") or [])),
         events=[Event(e.t_s, e.kind, e.message) for e in events[-HISTORY_EVENTS:]],
         interactive=row.terminal, mine=row.user_id == actor.id,
+        why=why_pending(session, row, owner.name if owner else "?"),
     )  # fmt: skip
 
 

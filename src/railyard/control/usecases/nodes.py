@@ -8,9 +8,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from railyard.control.adminschemas import NodeOut
-from railyard.control.errors import NotFound
+from railyard.control.errors import Conflict, NotFound
 from railyard.control.store.effects import record, request_wake
 from railyard.control.store.tables import HOLDING_STATES, JobRow, NodeRow, User
+from railyard.control.usecases.joined import NOT_JOINED, left_reason
 from railyard.control.usecases.users import require_admin
 from railyard.sched.model import NodeState
 
@@ -57,4 +58,18 @@ def drain_node(session: Session, actor: User, name: str, reason: str, now_t_s: f
 
 
 def resume_node(session: Session, actor: User, name: str, now_t_s: float) -> NodeRow:
+    """Back to ready, unless no machine is behind the node (never joined, or left): it comes
+    up by itself when one joins, and jobs placed on it before would only fail to launch."""
+    require_admin(actor)
+    node = session.get(NodeRow, name)
+    if node is not None and not has_machine(node.state, node.reason):
+        raise Conflict(f"node {name} has no live machine ({node.reason}); it comes up when "
+                       "one joins", hint=f"railyard join on {name}")  # fmt: skip
     return _set_node(session, actor, name, NodeState.READY, "", now_t_s)
+
+
+def has_machine(state: str, reason: str) -> bool:
+    """False for a node down because no machine is behind it (`control.usecases.joined`)."""
+    return not (
+        state == NodeState.DOWN.value and (reason == NOT_JOINED or reason.endswith(left_reason("")))
+    )

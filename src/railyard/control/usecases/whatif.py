@@ -80,6 +80,20 @@ def expected_starts(
     ]  # fmt: skip
 
 
+def every_start(
+    session: Session, now_t_s: float, simulate: Simulate, default_run_s: float = DEFAULT_RUN_S
+) -> dict[str, float | None]:
+    """Each pending job's expected start as Unix time (None: not within the twin's horizon),
+    for a cache that answers each viewer about the jobs they may see (`web.whatif`)."""
+    found, pending, _ = _live(session, now_t_s, default_run_s)
+    started = simulate(found) if found.jobs else {}
+    out: dict[str, float | None] = {}
+    for row in pending:
+        offset = started.get(row.id)
+        out[row.id] = None if offset is None else now_t_s + offset
+    return out
+
+
 TEST_ONLY_ID = "test-only"
 
 
