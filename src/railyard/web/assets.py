@@ -39,6 +39,8 @@ border:1px solid transparent;box-sizing:border-box}
 .cell.u4{background:#1d3557} .cell.draining,.cell.drained{border-color:#e9c46a}
 .cell.down{border-color:#b00020} .cell.absent{background:#f4f4f4;border-color:#ccc}
 .cell.hfail{outline:2px solid #b00020} .cell.dim{opacity:.3} p.pager a{margin:0 2px}
+.inline-table{display:inline-block;vertical-align:top;margin-right:24px}
+.charts figure{display:inline-block;margin:8px 16px 8px 0}
 """ + "".join(
     f".gpu.h{i},.cell.h{i}{{background:hsl({i * 360 // HUES},65%,45%)}}\n" for i in range(HUES)
 )

@@ -1,23 +1,62 @@
-"""Small figures the pages draw from use-case values (control.usecases): no store reads here."""
+"""Small figures the pages draw from use-case values (control.usecases): no store reads here.
+Inline SVG with its axes written out (the CSP allows no script to draw them)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 
-def sparkline(values: list[float], *, label: str, percent: bool = False) -> str:
-    """An inline SVG line of `values` (oldest first) with its last value."""
-    width, height = 360, 60
-    top = max(values) if values and max(values) > 0 else 1.0
-    if percent:
-        top = 1.0
-    step = width / max(1, len(values) - 1)
-    points = " ".join(f"{i * step:.1f},{height - v / top * (height - 4) - 2:.1f}"
-                      for i, v in enumerate(values))  # fmt: skip
-    last = values[-1] if values else 0.0
-    shown = f"{last:.0%}" if percent else f"{last:.0f}"
+from railyard.web.page import esc
+
+WIDTH, HEIGHT, LEFT, BOTTOM = 420, 110, 44, 18  # plot box and the axes' margins, px
+
+
+def chart(values: Sequence[float], *, label: str, x_labels: Sequence[str], percent: bool = False,
+          bars: bool = False) -> str:  # fmt: skip
+    """A line (or bars) of ``values``, oldest first, with a y axis from 0 to its top (100% for
+    percentages) and ``x_labels`` spread under it (first at the left, last at the right)."""
+    top = 1.0 if percent else max([*values, 0.0]) or 1.0
+    plot_w, plot_h = WIDTH - LEFT - 4, HEIGHT - BOTTOM - 6
+    n = max(1, len(values))
+
+    def y(v: float) -> float:
+        return 6 + plot_h - min(1.0, v / top) * plot_h
+
+    def fmt(v: float) -> str:
+        return f"{v:.0%}" if percent else f"{v:,.0f}"
+
+    if bars:
+        slot = plot_w / n
+        marks = "".join(
+            f'<rect x="{LEFT + i * slot + 2:.1f}" y="{y(v):.1f}" width="{max(1.0, slot - 4):.1f}" '
+            f'height="{6 + plot_h - y(v):.1f}" fill="#1d3557"><title>{esc(fmt(v))}</title></rect>'
+            for i, v in enumerate(values)
+        )  # fmt: skip
+    else:
+        step = plot_w / max(1, n - 1)
+        points = " ".join(f"{LEFT + i * step:.1f},{y(v):.1f}" for i, v in enumerate(values))
+        marks = f'<polyline fill="none" stroke="#1d3557" stroke-width="2" points="{points}"/>'
+    last_i = len(x_labels) - 1
+    anchors = [
+        "start" if i == 0 else "end" if i == last_i else "middle" for i in range(len(x_labels))
+    ]
+    ticks = "".join(
+        f'<text x="{LEFT + plot_w * i / max(1, last_i):.1f}" y="{HEIGHT - 4}" font-size="10" '
+        f'text-anchor="{anchors[i]}">{esc(t)}</text>'
+        for i, t in enumerate(x_labels)
+    )  # fmt: skip
+    axes = (
+        f'<line x1="{LEFT}" y1="6" x2="{LEFT}" y2="{6 + plot_h}" stroke="#999"/>'
+        f'<line x1="{LEFT}" y1="{6 + plot_h}" x2="{LEFT + plot_w}" y2="{6 + plot_h}" '
+        'stroke="#999"/>'
+        f'<text x="{LEFT - 4}" y="12" font-size="10" text-anchor="end">{esc(fmt(top))}</text>'
+        f'<text x="{LEFT - 4}" y="{6 + plot_h}" font-size="10" text-anchor="end">'
+        f'{esc(fmt(0.0))}</text>'
+    )  # fmt: skip
+    last = fmt(values[-1]) if values else fmt(0.0)
     return (
-        f"<figure><figcaption>{label}: now {shown} (last 6 h)</figcaption>"
-        f'<svg width="{width}" height="{height}" role="img" aria-label="{label}">'
-        f'<rect width="{width}" height="{height}" fill="#fff" stroke="#ccc"/>'
-        f'<polyline fill="none" stroke="#1d3557" stroke-width="2" points="{points}"/></svg>'
+        f"<figure><figcaption>{esc(label)}: {'today' if bars else 'now'} {esc(last)}"
+        "</figcaption>"
+        f'<svg width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{esc(label)}">'
+        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="#fff"/>{axes}{marks}{ticks}</svg>'
         "</figure>"
     )

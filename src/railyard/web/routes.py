@@ -21,7 +21,12 @@ from sqlalchemy.orm import Session
 from railyard.control.errors import Forbidden, Invalid, NotFound, ServiceError
 from railyard.control.usecases import joblist as job_list
 from railyard.control.usecases import jobs, nodes
-from railyard.control.usecases.accounting import Report, gpu_hours, nominal_gpus
+from railyard.control.usecases.accounting import (
+    Report,
+    daily_utilization,
+    gpu_hours,
+    nominal_gpus,
+)
 from railyard.control.usecases.fabric import fabric_view
 from railyard.control.usecases.history import history
 from railyard.control.usecases.jobviews import (
@@ -33,8 +38,10 @@ from railyard.control.usecases.jobviews import (
     sessions_of,
 )
 from railyard.control.usecases.overview import (
+    InUse,
     LoopReport,
     gpus_by_flavor,
+    gpus_in_use_by,
     loop_report,
     pending_by_reason,
 )
@@ -44,7 +51,7 @@ from railyard.sched import SchedulerConfig
 from railyard.web import accounting as accounting_page
 from railyard.web import appproxy, assets, fabric, joblist, login
 from railyard.web import why as why_panel
-from railyard.web.figures import sparkline
+from railyard.web.figures import chart
 from railyard.web.headers import SecureRoute
 from railyard.web.login import LOGIN_PATH, form, refused
 from railyard.web.page import button, esc, page, table
@@ -91,6 +98,7 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
                  _n(f.down)] for f in flavors]  # fmt: skip
         reasons = pending_by_reason(session, who.user)
         util, waiting = history(session, now, sum(f.total for f in flavors))
+        week = daily_utilization(session, 7, now)
         mine = "" if who.admin else " (yours)"
         loop = loop_report(session, context(request).loop_health, who.user, now)
         body = (
@@ -101,8 +109,16 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
             + (table(("reason", "jobs"), [[esc(k), _n(v)] for k, v in reasons])
                if reasons else "<p class=muted>none waiting</p>")
             + _sessions(sessions_of(session, who.user))
-            + sparkline(util, label="GPU utilization", percent=True)
-            + sparkline(waiting, label="pending jobs (all users)")
+            + _in_use(gpus_in_use_by(session, who.user))
+            + '<div class="charts">'
+            + chart(util, label="GPU utilization, last 6 hours", percent=True,
+                    x_labels=("-6 h", "-4 h", "-2 h", "now"))
+            + chart(waiting, label="pending jobs (all users), last 6 hours",
+                    x_labels=("-6 h", "-4 h", "-2 h", "now"))
+            + chart([u for _, u in week], label="GPU utilization per day, last 7 days",
+                    percent=True, bars=True,
+                    x_labels=[time.strftime("%m-%d", time.gmtime(d)) for d, _ in week])
+            + "</div>"
         )  # fmt: skip
         return page("Overview", body, user=who.user.name, active="/ui/", csrf=who.csrf)
 
@@ -351,6 +367,18 @@ def _sessions(found: list[tuple[JobLine, str]]) -> str:
     return "<h2>Your sessions</h2>" + table(
         ("job", "name", "kind", "state", "GPUs", ""), rows, tbody_id="sessions"
     )
+
+
+def _in_use(found: InUse) -> str:
+    """GPUs held now by queue and by user, side by side."""
+    if not found.by_queue:
+        return ""
+
+    def part(title: str, rows: list[tuple[str, int]]) -> str:
+        return (f'<div class="inline-table"><h2>{title}</h2>'
+                + table(("", "GPUs"), [[esc(k), _n(v)] for k, v in rows]) + "</div>")  # fmt: skip
+
+    return part("GPUs in use by queue", found.by_queue) + part("by user", found.by_user)
 
 
 def _loop_box(report: LoopReport) -> str:

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from railyard.control.store.tables import HOLDING_STATES, JobRow, JobState, NodeRow, User
 from railyard.control.usecases.loopstatus import LoopHealth, loop_status
+from railyard.control.usecases.queues import list_queues
 
 _REASON_WORD = re.compile(r"[A-Za-z]+")
 STUCK_LINE = "stuck past their deadline"  # the loop's line naming stuck jobs' ids
@@ -111,3 +112,34 @@ def loop_report(
     stuck = ", ".join(f"{n} {state}" for state, n in by_state if n)
     lines += [f"scheduler loop: {status.stuck.total} jobs stuck ({stuck})"] if stuck else []
     return LoopReport(False, tuple(lines))
+
+
+@dataclass(frozen=True)
+class InUse:
+    """GPUs held now, by queue and by user, most first. A plain user sees their own line and
+    the queues they may see; everyone else is summed into one line of each."""
+
+    by_queue: list[tuple[str, int]]
+    by_user: list[tuple[str, int]]
+
+
+OTHERS = "(others)"
+
+
+def gpus_in_use_by(session: Session, actor: User) -> InUse:
+    visible = None if actor.is_admin else {q.name for q in list_queues(session, actor)}
+    queues: Counter[str] = Counter()
+    users: Counter[str] = Counter()
+    rows = session.execute(
+        select(JobRow.queue, User.name, JobRow.workers * JobRow.gpus_per_worker)
+        .join(User, User.id == JobRow.user_id)
+        .where(JobRow.state.in_(HOLDING_STATES))
+    )
+    for queue, user, gpus in rows:
+        queues[queue if visible is None or queue in visible else OTHERS] += gpus
+        users[user if actor.is_admin or user == actor.name else OTHERS] += gpus
+    return InUse(_most_first(queues), _most_first(users))
+
+
+def _most_first(counts: Counter[str]) -> list[tuple[str, int]]:
+    return sorted(counts.items(), key=lambda kv: (kv[0] == OTHERS, -kv[1], kv[0]))
