@@ -24,13 +24,11 @@ Dropping an executor leaves its ranks running, so that a new one can adopt them.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,21 +39,19 @@ from railyard.exec.attempt import (
     read_claim,
     read_ready,
     ready_marker_path,
-    seal,
     start_marker_path,
 )
 from railyard.exec.container import ContainerTask, container_name, remove_containers
 from railyard.exec.containerlaunch import container_task, step_launcher
 from railyard.exec.containment import Containment, StepGroups
-from railyard.exec.exitfile import NOTED_SIGNALS, UNKNOWN, RankExit, read_exit
+from railyard.exec.exitfile import NOTED_SIGNALS
 from railyard.exec.exitwatch import SUPPORTED as CAN_WATCH_EXITS
 from railyard.exec.exitwatch import ExitWatcher
 from railyard.exec.identity import Account, resolve
-from railyard.exec.jobstate import JobState, RankState, Stage, decide
+from railyard.exec.jobstate import JobState, RankState, Stage
 from railyard.exec.launch import (
     WRAPPER_ENV,
     RankSlot,
-    free_port,
     job_allocation,
     process_env,
     rank_layout,
@@ -69,6 +65,14 @@ from railyard.exec.protocol import (
     LaunchSpec,
     NotifiesExits,
     WorkerHandle,
+)
+from railyard.exec.rankexit import (
+    claimant,
+    exit_of,
+    launch_port,
+    read_handle,
+    report,
+    write_handle,
 )
 from railyard.exec.steps import StepLauncher, leftovers
 from railyard.exec.taskfile import Task, rank_task_path
@@ -145,7 +149,7 @@ class LocalExecutor:
             return self._started[key]
         records = self._records(spec)
         record = handle_record_path(records, spec.restart_count)
-        previous = _read_handle(record)
+        previous = read_handle(record)
         if previous is not None and previous.job_id == spec.job_id:
             self._pending.extend(self.adopt([previous]))
             self._started[key] = previous
@@ -167,7 +171,8 @@ class LocalExecutor:
         launcher = step_launcher(spec, step=step, gpu_minors=minors, account=account,
                                  cwd=_cwd(spec, account), containment=self.containment,
                                  records=records, ntasks=here.ntasks, dev=self.dev_dir)  # fmt: skip
-        port = spec.master_port or _launch_port(launch_record_path(records, spec.restart_count))
+        record_path = launch_record_path(records, spec.restart_count)
+        port = spec.master_port or launch_port(record_path, MASTER_ADDR)
         ranks: list[RankState] = []
         try:
             for slot in self._slots(spec):
@@ -209,7 +214,7 @@ class LocalExecutor:
             ),
             signal_shell_only=spec.batch and spec.signal_batch_shell,
         )
-        _write_handle(record, handle)
+        write_handle(record, handle)
         self._jobs[spec.job_id] = JobState(handle, ranks)
         self._started[key] = handle
         self._watch(ranks)
@@ -254,7 +259,7 @@ class LocalExecutor:
                 del self._jobs[job.handle.job_id]
                 self._keep_ready(job)
                 self._end_step(job.handle)  # what the ranks left behind ends with them
-                reports.append(_report(job))
+                reports.append(report(job))
         return reports
 
     def _keep_ready(self, job: JobState) -> None:
@@ -276,12 +281,12 @@ class LocalExecutor:
         for handle in handles:
             if handle.job_id in self._jobs:
                 continue
-            job = JobState(handle, [RankState(_claimant(w), None) for w in handle.workers])
+            job = JobState(handle, [RankState(claimant(w), None) for w in handle.workers])
             self._started.setdefault((handle.job_id, handle.restart_count), handle)
             self._observe(job)
             if job.done():
                 self._end_step(handle)
-                reports.append(_report(job))
+                reports.append(report(job))
             else:
                 self._jobs[handle.job_id] = job
                 self._watch(job.live())
@@ -478,7 +483,7 @@ class LocalExecutor:
 
     def _observe(self, job: JobState) -> None:
         for rank in job.live():
-            rank.exit = _exit_of(rank)
+            rank.exit = exit_of(rank)
             failed = rank.exit is not None and not rank.exit.clean
             if failed and job.first_failure is None and job.stage < Stage.TERMINATING:
                 job.first_failure = rank
@@ -535,91 +540,6 @@ def _log_path(spec: LaunchSpec, slot: RankSlot, account: Account) -> Path:
 
 def _cwd(spec: LaunchSpec, account: Account) -> str:
     return str(spec.workdir) if str(spec.workdir) not in ("", ".") else account.home
-
-
-def _exit_of(rank: RankState) -> RankExit | None:
-    """The rank's end if it has exited, after killing what it left in its group.
-
-    A process that exits is checked against the rank's start marker: if another wrapper
-    claimed the rank (ours stood down), that one is watched from now on.
-    """
-    worker = rank.handle
-    if rank.proc is not None:
-        try:
-            # Peek without reaping: the zombie keeps the pgid ours while we sweep the group.
-            status = os.waitid(os.P_PID, worker.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:  # reaped behind our back (SIGCHLD ignored, os.wait()...)
-            rank.proc = None
-            return _exit_of(rank)
-        if status is None:
-            return None
-        procfs.signal_group(worker.pgid, worker.start_time_ticks, signal.SIGKILL)
-        returncode = rank.proc.wait()
-        if _follow_claimant(rank):
-            return _exit_of(rank)
-        return read_exit(worker.exit_path) or RankExit.from_returncode(returncode)
-    if procfs.is_alive(worker.pid, worker.start_time_ticks):
-        return None
-    if _follow_claimant(rank):
-        return _exit_of(rank)
-    procfs.signal_group(worker.pgid, worker.start_time_ticks, signal.SIGKILL)
-    return read_exit(worker.exit_path) or UNKNOWN
-
-
-def _claimant(worker: WorkerHandle) -> WorkerHandle:
-    """The worker that claimed this rank's start marker (``worker`` itself if none did)."""
-    claimed = read_claim(start_marker_path(worker.exit_path))
-    if claimed is None or claimed.pid is None or claimed.start_time_ticks is None:
-        return worker
-    return replace(
-        worker, pid=claimed.pid, pgid=claimed.pid, start_time_ticks=claimed.start_time_ticks
-    )
-
-
-def _follow_claimant(rank: RankState) -> bool:
-    """Watch the rank's claimant instead of an exited process that was not it; True if so."""
-    claimant = _claimant(rank.handle)
-    if (claimant.pid, claimant.start_time_ticks) == (
-        rank.handle.pid,
-        rank.handle.start_time_ticks,
-    ):
-        return False
-    rank.handle, rank.proc = claimant, None
-    return True
-
-
-def _report(job: JobState) -> ExitReport:
-    """The job's outcome; first seal its ranks that nobody claimed, so that a wrapper of this
-    attempt still on its way can never run after the attempt was reported."""
-    for rank in job.ranks:
-        with contextlib.suppress(OSError):  # records unwritable: the report must still go out
-            seal(start_marker_path(rank.handle.exit_path))
-    return decide(job)
-
-
-def _launch_port(path: Path) -> int:
-    """The port an earlier launch of this attempt recorded, or a new one, recorded now."""
-    try:
-        port = int(json.loads(path.read_text())["port"])
-    except (FileNotFoundError, json.JSONDecodeError, KeyError, ValueError):
-        port = free_port(MASTER_ADDR)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps({"port": port}) + "\n")
-        os.replace(tmp, path)
-    return port
-
-
-def _write_handle(path: Path, handle: JobHandle) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(handle.to_dict(), indent=1) + "\n")
-    os.replace(tmp, path)
-
-
-def _read_handle(path: Path) -> JobHandle | None:
-    try:
-        return JobHandle.from_dict(json.loads(path.read_text()))
-    except (FileNotFoundError, json.JSONDecodeError, KeyError):
-        return None
 
 
 if TYPE_CHECKING:  # mypy proves that LocalExecutor honours the protocol
