@@ -242,7 +242,7 @@ class JobRow(Base):
     signal_request: Mapped[str | None] = mapped_column(String(16), nullable=True)
     submit_t_s: Mapped[float] = mapped_column(Float)
     start_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
-    end_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    end_t_s: Mapped[float | None] = mapped_column(Float, nullable=True, index=True)
     placement: Mapped[dict[str, list[int]] | None] = mapped_column(JSON, nullable=True)
     handle: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
