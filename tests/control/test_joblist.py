@@ -121,6 +121,9 @@ def test_the_jobs_page_searches_sorts_and_pages(
     assert "1-8 of 8" in first
     assert first.index(f">{seeded['plain']}<") < first.index(f">{seeded['wide']}<")
     assert f'{seeded["array"]}_[2-9%2]</a> <span class="muted">(8 tasks)' in first
+    past = client.get("/ui/jobs", params={"offset": "99999999999"}).text
+    assert "none here: 8 in all" in past
+    assert 'href="/ui/jobs?offset=0">first</a>' in past
     bad = client.get("/ui/jobs", params={"sort": "size"})
     assert bad.status_code == 422
     assert "unknown sort" in bad.text

@@ -340,6 +340,10 @@ def queue(args: argparse.Namespace) -> None:
         expected = {e["id"]: e for e in client.expected_starts()} if args.start else None
     if args.jobs:
         jobs = [j for j in jobs if matches(j["id"], args.jobs)]
+    if not (args.array or args.json or expected is not None):
+        from railyard.cli.arrays import fold_pending
+
+        jobs = fold_pending(jobs)
     if expected is not None:
         _print_starts(jobs, expected, args.json)
     elif args.json:
@@ -393,6 +397,10 @@ def _queue_args(p: Parser) -> None:
         help='squeue\'s, e.g. "%%.18i %%.9P %%.8j %%.8u %%.2t %%.10M %%.6D %%R"',
     )
     p.add_argument("--noheader", action="store_true", help="no header line (squeue -h)")
+    p.add_argument(
+        "--array", "-r", action="store_true",
+        help="one line per array task (squeue -r); else an array's pending tasks are one line",
+    )  # fmt: skip
     p.add_argument(
         "--start",
         action="store_true",

@@ -82,13 +82,16 @@ def pager(found: JobPage, params: Mapping[str, str]) -> str:
         href = "/ui/jobs?" + urlencode(keep | {"offset": str(offset)})
         return f'<a href="{esc(href)}">{label}</a>'
 
+    final = (found.total - 1) // found.limit * found.limit
+    if not found.lines:  # an offset past the end (a stale link, a hand-made URL)
+        return (f'<p class="pager">none here: {found.total:,} in all · {link(0, "first")} · '
+                f'{link(final, "last")}</p>')  # fmt: skip
     parts = [f"{first:,}-{last:,} of {found.total:,}"]
     if found.offset > 0:
         parts.append(link(0, "first"))
         parts.append(link(max(0, found.offset - found.limit), "previous"))
     if last < found.total:
         parts.append(link(found.offset + found.limit, "next"))
-        final = (found.total - 1) // found.limit * found.limit
         parts.append(link(final, "last"))
     return f'<p class="pager">{" · ".join(parts)}</p>'
 
