@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from railyard.blueprint.pools import pool_of
@@ -26,7 +26,6 @@ from railyard.sched import (
     NodeState,
     Queue,
     RunningJob,
-    SchedulerConfig,
     Start,
     StartReason,
     StopCause,
@@ -46,13 +45,12 @@ from railyard.sched.lifecycle import (
 )
 from railyard.sched.lifecycle import step as lifecycle_step
 from railyard.sim.across import AcrossSweeps, world_tests
-from railyard.sim.checkpoints import CheckpointPolicy
 from railyard.sim.cluster import flat_queues
+from railyard.sim.config import NodeEvent, SimConfig
 from railyard.sim.engine import Engine, Event, EventKind
 from railyard.sim.executor import VirtualExecutor
-from railyard.sim.failures import FailureModel, FailureProcess
-from railyard.sim.health import HealthState, HealthWorld
-from railyard.sim.images import ImageWorld
+from railyard.sim.failures import FailureProcess
+from railyard.sim.health import HealthState
 from railyard.sim.records import JobRecord, RunLog
 from railyard.sim.workload import Workload, scheduler_job
 
@@ -61,43 +59,6 @@ Progress = Callable[[float], None]
 
 _SIM_COMMAND = ("railyard-sim",)
 _SIM_DIR = Path("/nonexistent/railyard-sim")  # LaunchSpec needs paths; nothing is written
-
-
-@dataclass(frozen=True)
-class NodeEvent:
-    """An admin action at `t_s`: `drain` (no new work; drained once empty) or `resume`."""
-
-    t_s: float
-    node: str
-    action: str
-    reason: str = ""
-
-    def __post_init__(self) -> None:
-        if self.action not in ("drain", "resume"):
-            raise ValueError(f"node event action must be drain or resume, not {self.action!r}")
-
-
-@dataclass(frozen=True)
-class SimConfig:
-    """Policies, world model and loop timing of one run. Everything random follows `seed`."""
-
-    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
-    checkpoint: CheckpointPolicy = field(default_factory=CheckpointPolicy)
-    failures: FailureModel | None = None
-    cycle_interval_s: float = 60.0
-    coalesce_s: float = 0.0
-    grace_s: float = 120.0
-    keep_submit_time: bool = True
-    seed: int = 0
-    record_events: bool = False
-    skip_idle_ticks: bool = True
-    node_events: tuple[NodeEvent, ...] = ()
-    health: HealthWorld | None = None  # the scheduler's health checks, and slow nodes
-    images: ImageWorld | None = None  # container pulls at cold starts (None: free)
-
-    def __post_init__(self) -> None:
-        if self.cycle_interval_s <= 0 or self.coalesce_s < 0 or self.grace_s < 0:
-            raise ValueError("cycle_interval_s must be > 0; coalesce_s and grace_s >= 0")
 
 
 class Simulation:
