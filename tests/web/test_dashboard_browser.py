@@ -51,15 +51,20 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     proc.stop()
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
+def chrome() -> webdriver.Chrome:
+    """Headless Chromium at 1280 x 900, through Debian's chromedriver."""
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or "chromium"
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
                 "--window-size=1280,900"):  # fmt: skip
         options.add_argument(arg)
     service = webdriver.ChromeService(executable_path=shutil.which("chromedriver"))
-    driver = webdriver.Chrome(options=options, service=service)
+    return webdriver.Chrome(options=options, service=service)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    driver = chrome()
     try:
         yield driver
     finally:

@@ -6,7 +6,6 @@ RAILYARD_SCREENSHOTS=DIR it saves the map (docs/dashboard-fabric-2048.png)."""
 from __future__ import annotations
 
 import random
-import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -19,11 +18,10 @@ from railyard.control.store.tables import JobRow, NodeRow, QueueRow, User
 from railyard.control.usecases.auth import issue_token
 from railyard.web.routes import router
 from tests.parts import require
-from tests.web.test_dashboard_browser import SHOTS, WebDriverWait, shot
+from tests.web.test_dashboard_browser import SHOTS, WebDriverWait, chrome, shot
 
 require("chromium")
 import uvicorn  # noqa: E402
-from selenium import webdriver  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 NODES, GPUS = 256, 8
@@ -83,13 +81,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
 
 def test_a_2048_gpu_fabric_fits_on_one_screen(served: tuple[str, str]) -> None:
     url, token = served
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or "chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                "--window-size=1280,900"):  # fmt: skip
-        options.add_argument(arg)
-    service = webdriver.ChromeService(executable_path=shutil.which("chromedriver"))
-    b = webdriver.Chrome(options=options, service=service)
+    b = chrome()
     try:
         b.get(f"{url}/ui/login")
         b.find_element(By.NAME, "token").send_keys(token)

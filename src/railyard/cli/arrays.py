@@ -37,7 +37,7 @@ def fold_pending(jobs: list[Job]) -> list[Job]:
         if j["state"] != "pending" or parent is None:
             out.append(j)
         elif parent in tasks:  # the first of its pending tasks: the array's line
-            spec = str(j.get("array") or "")
+            spec = j.get("array") or ""
             limit = f"%{spec.rpartition('%')[2]}" if "%" in spec else ""
             indices = tasks.pop(parent)
             shown = f"{parent}_{indices[0]}" if len(indices) == 1 and not limit else (

@@ -47,6 +47,7 @@ class Job(TypedDict):
     outcome: str | None
     hold: str | None  # "user" or "admin" while held (Slurm's JobHeldUser / JobHeldAdmin)
     signal: NotRequired[str | None]  # the signal that ended it, from servers that record it
+    array: NotRequired[str | None]  # an array task's array as submitted (0-9%2)
 
 
 class LogChunk(TypedDict):

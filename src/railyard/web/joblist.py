@@ -4,13 +4,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from urllib.parse import urlencode
 
 from railyard.control.usecases.joblist import SORTS, JobPage, ListedJob
 from railyard.control.usecases.jobviews import JobFilters
-from railyard.web.page import esc, table
+from railyard.web.page import duration, esc, table
 
 HEADERS = ("job", "name", "user", "queue", "state", "GPUs", "priority", "waited", "ran",
            "placement", "reason")  # fmt: skip
@@ -31,14 +30,6 @@ def _row(line: ListedJob, now_t_s: float) -> list[str]:
     return [link, esc(line.name), esc(line.user), esc(line.queue), state, _n(line.gpus),
             _n(line.priority), _n(duration(waited)), _n(duration(ran) if ran is not None else ""),
             esc(placement), esc(line.reason)]  # fmt: skip
-
-
-def duration(seconds: float) -> str:
-    """Slurm's ``[D-]HH:MM:SS``."""
-    seconds = max(0, int(seconds))
-    days, rest = divmod(seconds, 86400)
-    text = time.strftime("%H:%M:%S", time.gmtime(rest))
-    return f"{days}-{text}" if days else text
 
 
 def form(choices: JobFilters, params: Mapping[str, str]) -> str:

@@ -4,6 +4,7 @@ script or style (the Content-Security-Policy forbids both): `web.assets` serves 
 from __future__ import annotations
 
 import html
+import time
 from collections.abc import Iterable, Sequence
 
 from fastapi.responses import HTMLResponse
@@ -58,3 +59,11 @@ def page(title: str, body: str, *, user: str | None, active: str = "", status: i
         f'<script src="{assets.url("app.js")}"></script></body></html>'
     )
     return HTMLResponse(doc, status_code=status, headers={"Cache-Control": "no-store"})
+
+
+def duration(seconds: float) -> str:
+    """Slurm's ``[D-]HH:MM:SS``."""
+    seconds = max(0, int(seconds))
+    days, rest = divmod(seconds, 86400)
+    text = time.strftime("%H:%M:%S", time.gmtime(rest))
+    return f"{days}-{text}" if days else text

@@ -26,6 +26,7 @@ from railyard.control.usecases.accounting import (
     daily_utilization,
     gpu_hours,
     nominal_gpus,
+    window_start_t_s,
 )
 from railyard.control.usecases.fabric import fabric_view
 from railyard.control.usecases.history import history
@@ -54,7 +55,7 @@ from railyard.web import why as why_panel
 from railyard.web.figures import chart
 from railyard.web.headers import SecureRoute
 from railyard.web.login import LOGIN_PATH, form, refused
-from railyard.web.page import button, esc, page, table
+from railyard.web.page import button, duration, esc, page, table
 from railyard.web.session import COOKIE, Viewer, cross_site, csrf_ok, drop_cookie, viewer
 from railyard.web.whatif import StartCache, twin
 
@@ -170,7 +171,7 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
         took = time.perf_counter() - began
         rows = [[f'<a href="/ui/jobs/{esc(e.job_id)}">{esc(e.job_id)}</a>', esc(e.queue),
                  esc(e.user), _n(e.gpus),
-                 "not within the horizon" if e.start_in_s is None else _duration(e.start_in_s)]
+                 "not within the horizon" if e.start_in_s is None else duration(e.start_in_s)]
                 for e in found]  # fmt: skip
         body = (
             f"<p>The twin ran {policy.ordering} with {policy.backfill} backfill on the live "
@@ -203,8 +204,7 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
         days = days if days in accounting_page.WINDOWS_DAYS else 7
         by = q.get("by") or "user"
         by = by if by in ("user", "queue", "account") else "user"
-        midnight = now - now % 86400
-        start = midnight - (days - 1) * 86400 if days > 1 else now - 86400
+        start = window_start_t_s(days, now)
         period = accounting_page.PERIOD_OF_WINDOW[days]
         found = gpu_hours(session, who.user, start, now, now, period=period, by=(by,))
         return found, days, by
@@ -246,7 +246,7 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
                 return JSONResponse({"pending": False, "start_t_s": None})
             known, start = starts.start_t_s(session, job_id, now)
         shown = "not within the twin's horizon" if start is None else (
-            "now" if start <= now else f"in {_duration(start - now)} (" + time.strftime(
+            "now" if start <= now else f"in {duration(start - now)} (" + time.strftime(
                 "%Y-%m-%d %H:%M:%S", time.localtime(start)) + ")")  # fmt: skip
         return JSONResponse({"pending": known, "start_t_s": start, "text": shown})
 
@@ -404,13 +404,6 @@ def _quota(values: dict[str, int]) -> str:
     return esc(", ".join(f"{k}={v}" for k, v in sorted(values.items()) if v))
 
 
-def _duration(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    days, rest = divmod(seconds, 86400)
-    text = time.strftime("%H:%M:%S", time.gmtime(rest))
-    return f"{days}-{text}" if days else text
-
-
 def _placement(placement: dict[str, list[int]] | None) -> str:
     return " ".join(f"{n}:{','.join(map(str, g))}" for n, g in (placement or {}).items())
 
@@ -425,8 +418,8 @@ def _job_detail(job: JobDetail, who: Viewer) -> str:
         ("GPUs", f"{job.workers} x {job.gpus_per_worker} {esc(job.flavor)}"),
         ("placement", esc(_placement(line.placement)) or "-"),
         ("restarts", f"{job.restart_count} of at most {job.max_restarts}"),
-        ("run time", _duration(job.run_s) if job.run_s is not None else "-"),
-        ("time limit", _duration(job.walltime_s) if job.walltime_s else "none"),
+        ("run time", duration(job.run_s) if job.run_s is not None else "-"),
+        ("time limit", duration(job.walltime_s) if job.walltime_s else "none"),
         ("command", f"<code>{esc(' '.join(job.command))}</code>" if job.command is not None
          else "batch script"),
         ("environment", esc(f"{len(env)} variables exported: " + ", ".join(env[:12])

@@ -9,7 +9,6 @@ the server's policy (control sits below the simulator, so the twin is handed in 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 
 from sqlalchemy.orm import Session
 
@@ -43,8 +42,7 @@ class StartCache:
     asks for its own start without running the simulator (seconds) on every view. The caller
     checks that the viewer may see the job; the cache holds times only."""
 
-    def __init__(self, simulate: Simulate, ttl_s: float = 30.0,
-                 clock: Callable[[], float] | None = None) -> None:  # fmt: skip
+    def __init__(self, simulate: Simulate, ttl_s: float = 30.0) -> None:
         self.simulate, self.ttl_s = simulate, ttl_s
         self._lock = threading.Lock()
         self._at = float("-inf")

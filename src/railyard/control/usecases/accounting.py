@@ -218,10 +218,15 @@ def _rows(
 def daily_utilization(session: Session, days: int, now_t_s: float) -> list[tuple[float, float]]:
     """The whole cluster's busy GPU share per UTC day over the last ``days`` (today so far):
     totals only, so every viewer may see them (as the overview's six hours)."""
-    start = day_of(now_t_s) - (days - 1) * DAY_S
-    cuts = periods(start, now_t_s, "day")
+    cuts = periods(window_start_t_s(days, now_t_s), now_t_s, "day")
     gpus = int(session.scalar(select(func.coalesce(func.sum(NodeRow.gpus), 0))) or 0)
     busy = dict.fromkeys((lo for lo, _ in cuts), 0.0)
     for lo, _, _, gpu_s in _rows(session, cuts, None, now_t_s):
         busy[lo] += gpu_s
     return [(lo, busy[lo] / (gpus * (hi - lo)) if gpus and hi > lo else 0.0) for lo, hi in cuts]
+
+
+def window_start_t_s(days: int, now_t_s: float) -> float:
+    """Where "the last ``days`` days" begin: the UTC midnight ``days - 1`` days before today's
+    (today counts as one), or for one day the last 24 hours."""
+    return now_t_s - DAY_S if days <= 1 else day_of(now_t_s) - (days - 1) * DAY_S
