@@ -22,6 +22,13 @@ def free_port() -> int:
     return launch_free_port("127.0.0.1")
 
 
+def ctrl_c_as_at_a_terminal() -> None:
+    """In the server's child: SIGINT as a shell's foreground command gets it. A run started in
+    the background (``pytest &``) inherits it ignored, and Ctrl-C tests would then see a
+    server that, rightly, ignores it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class ServerProcess:
     """Starts `python -m railyard up` and talks to it over HTTP with the admin token."""
 
@@ -77,6 +84,7 @@ class ServerProcess:
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "RAILYARD_HOME": str(self.state_dir)},
+            preexec_fn=ctrl_c_as_at_a_terminal,
         )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
