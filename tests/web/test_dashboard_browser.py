@@ -45,7 +45,8 @@ SHOTS = os.environ.get("RAILYARD_SCREENSHOTS")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     state = tmp_path_factory.mktemp("state")
     proc = ServerProcess(state, gpus=None,
-                         extra=("--blueprint", "gaggle-h100", "--node-name", "dgx003"))  # fmt: skip
+                         extra=("--blueprint", "gaggle-h100", "--node-name", "dgx003",
+                                "--sample-interval", "0.5"))  # fmt: skip
     proc.start()
     yield proc
     proc.stop()
@@ -108,6 +109,8 @@ def test_the_dashboard_in_a_browser(server: ServerProcess, browser: object) -> N
     WebDriverWait(b, 30).until(
         lambda d: "hello from the browser test" in d.find_element(By.ID, "log").text
     )
+    resident = "svg[aria-label='memory of its processes (resident)']"  # read while it ran
+    assert b.find_elements(By.CSS_SELECTOR, resident)  # type: ignore[attr-defined]
     shot(b, "job")
     b.get(f"{server.url}/ui/fabric")  # type: ignore[attr-defined]
     node = b.find_element(By.ID, "node-dgx003")  # type: ignore[attr-defined]

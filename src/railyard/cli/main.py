@@ -71,6 +71,7 @@ CONTROL = {
         "Jobs that ran or are running, like sacct: state, exit code, elapsed, GPU-hours.",
     ),
     "report": ("report", "GPU-hours by user, queue and account per period, like sreport."),
+    "stats": ("stats", "What a running or recent job's GPUs and processes used, like sstat."),
     "cancel": (
         "jobctl",
         "Cancel jobs: pending ones end at once, running ones are stopped by the scheduler loop.",

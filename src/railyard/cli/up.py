@@ -25,6 +25,7 @@ def up(args: argparse.Namespace) -> None:
     from railyard.client.config import default_state_dir
     from railyard.client.values import parse_walltime
     from railyard.control.errors import ServiceError
+    from railyard.control.metrics.sampler import SamplerConfig
     from railyard.control.server import SpoolTaken, StartupError, UpConfig, serve
     from railyard.sched import SchedulerConfig
     from railyard.web.routes import router as dashboard
@@ -64,6 +65,12 @@ def up(args: argparse.Namespace) -> None:
         fail("up: --cycle-interval: must be > 0")
     if not 0 < args.terminal_linger <= 86400:
         fail("up: --terminal-linger: must be in (0, 86400] seconds")
+    if not 0 <= args.sample_interval <= 3600:
+        fail("up: --sample-interval: must be in [0, 3600] seconds (0: no sampling)")
+    samples = SamplerConfig(
+        interval_s=args.sample_interval,
+        retention_s=parse_duration(args.sample_retention, "up: --sample-retention"),
+    )
     health = _health_policy(args)
     floor = args.health_across_floor
     if floor is not None and not 0 < floor < 1e6:
@@ -83,6 +90,7 @@ def up(args: argparse.Namespace) -> None:
         flavor=args.flavor,
         cycle_interval_s=args.cycle_interval,
         terminal_linger_s=args.terminal_linger,
+        samples=samples,
         scheduler=scheduler,
         blueprint=args.blueprint,
         spool_dir=args.spool_dir,
@@ -249,6 +257,18 @@ def _up_args(p: Parser) -> None:
         type=float,
         default=30.0,
         help="seconds a `railyard run` job outlives its lost client (then it is hung up)",
+    )
+    p.add_argument(
+        "--sample-interval",
+        type=float,
+        default=10.0,
+        help="seconds between readings of running jobs' GPUs and processes, kept for the "
+        "job page and `railyard stats` (0: none)",
+    )
+    p.add_argument(
+        "--sample-retention",
+        default="7d",
+        help="how long those readings are kept (e.g. 7d, 12h; default 7d)",
     )
     p.add_argument(
         "--metrics-open",

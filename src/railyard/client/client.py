@@ -294,6 +294,11 @@ class Client:
                   "user": user}  # fmt: skip
         return cast(wire.Report, self._call("GET", "/v1/report", params=params))
 
+    def samples(self, job_id: str, *, points: int = 300) -> wire.Samples:
+        """The job's resource history, at most ``points`` buckets."""
+        path = _path("v1", "jobs", job_id, "samples")
+        return cast(wire.Samples, self._call("GET", path, params={"points": points}))
+
     def nodes(self) -> list[wire.Node]:
         return cast(list[wire.Node], self._call("GET", "/v1/nodes"))
 

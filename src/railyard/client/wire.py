@@ -185,3 +185,22 @@ class Report(TypedDict):
     by: list[str]
     cluster_gpus: int
     lines: list[UsageLine]
+
+
+class SamplePoint(TypedDict):
+    t_s: float
+    gpu_util_pct: float | None
+    gpu_mem_used_bytes: float | None
+    gpu_power_w: float | None
+    gpu_temp_c_max: float | None
+    cpu_pct: float | None
+    host_mem_bytes: float | None
+    gpus: dict[str, float]
+
+
+class Samples(TypedDict):
+    job_id: str
+    bucket_s: float
+    readings: int
+    gpus: list[str]
+    points: list[SamplePoint]

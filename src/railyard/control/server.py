@@ -43,6 +43,7 @@ from railyard.control.errors import ServiceError, Unavailable, describe_failure
 from railyard.control.loop.service import Loop, LoopConfig
 from railyard.control.loop.sweeps import Expect, floor_expectation
 from railyard.control.metrics.prometheus import MetricsConfig
+from railyard.control.metrics.sampler import Sampler, SamplerConfig, job_sampler
 from railyard.control.store.database import Store, sqlite_url
 from railyard.control.store.lock import StoreLock, StoreLocked
 from railyard.control.store.paths import (
@@ -114,6 +115,7 @@ class UpConfig:
     health_across_floor_gbps: float | None = None  # across-node tests' floor (else the twin)
     health_across_interval_s: float | None = None  # sweep idle nodes this often (None: never)
     terminal_linger_s: float = 30.0  # an interactive job outlives its lost client this long
+    samples: SamplerConfig = field(default_factory=SamplerConfig)  # interval 0: no sampler
     backend: str | None = None  # how jobs run (`railyard.exec.backend`); None: local or ray
     ray_address: str | None = None  # run jobs on a Ray cluster (address, or "auto")
     ray_insecure: bool = False  # accept a Ray cluster without token authentication
@@ -464,6 +466,7 @@ class Service:
     run_as: RunAs
     spool: Path
     token: str | None  # the admin token when this start made one (shown once)
+    sampler: Sampler | None = None  # this machine's jobs' resource history
 
 
 def joined_sink(store: Store, source: str, gate: bool) -> NodeSink:
@@ -543,7 +546,8 @@ def compose(
         ordering=config.scheduler.ordering,
         whatif=config.whatif,
     )
-    return Service(store, backend, loop_, app, run_as, spool, token)
+    sampler = job_sampler(store, local, backend.executor, read_gpus, config.samples)
+    return Service(store, backend, loop_, app, run_as, spool, token, sampler)
 
 
 def _serve_locked(config: UpConfig, sock: socket.socket, api_url: str, service: Service) -> None:
@@ -574,6 +578,8 @@ def _serve_locked(config: UpConfig, sock: socket.socket, api_url: str, service: 
     stop = threading.Event()
     thread = threading.Thread(target=loop_.run, args=(stop,), name="railyard-loop", daemon=True)
     thread.start()
+    if service.sampler is not None:
+        service.sampler.start(stop)
     store_url = store.engine.url.render_as_string(hide_password=True)
     print(f"railyard up: {api_url} ({what}, store {store_url})", flush=True)
     print(f"railyard up: {run_as.describe()}; job files in {spool}", flush=True)

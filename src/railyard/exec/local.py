@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from railyard.exec import cgroup, jobfiles, procfs, proctrack, terminal
+from railyard.exec import usage as procusage
 from railyard.exec.attempt import (
     Claim,
     exit_record_path,
@@ -294,6 +295,22 @@ class LocalExecutor:
 
     def running(self) -> set[str]:
         return set(self._jobs)
+
+    def usage(self, job_id: str) -> procusage.ProcessUsage | None:
+        """What the job's processes here use (see `exec.usage`), less the ranks' wrappers
+        (railyard's, not the user's); callable from another thread (the sampler's): it reads
+        the job table once and /proc, and changes nothing."""
+        job = self._jobs.get(job_id)
+        if job is None:
+            return None
+        wrappers = {r.handle.pid for r in job.ranks if r.exit is None}
+        step = self._step(job.handle)
+        group = None if step is None else self.containment.tracking.group(step)
+        if group is not None and group.is_dir():
+            pids = proctrack.all_procs(group)
+        else:
+            pids = list(procusage.descendants(wrappers))
+        return procusage.measure(p for p in pids if p not in wrappers)
 
     def ready(self) -> dict[str, tuple[int, float]]:
         """Job -> (attempt, when its image was on the node for every rank here), for the

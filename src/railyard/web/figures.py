@@ -3,7 +3,7 @@ Inline SVG with its axes written out (the CSP allows no script to draw them)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from railyard.web.page import esc
 
@@ -11,9 +11,12 @@ WIDTH, HEIGHT, LEFT, BOTTOM = 420, 110, 44, 18  # plot box and the axes' margins
 
 
 def chart(values: Sequence[float], *, label: str, x_labels: Sequence[str], percent: bool = False,
-          bars: bool = False) -> str:  # fmt: skip
+          bars: bool = False, unit: Callable[[float], str] | None = None,
+          latest: str | None = None) -> str:  # fmt: skip
     """A line (or bars) of ``values``, oldest first, with a y axis from 0 to its top (100% for
-    percentages) and ``x_labels`` spread under it (first at the left, last at the right)."""
+    percentages) and ``x_labels`` spread under it (first at the left, last at the right);
+    ``unit`` writes a value (default: a fraction as a percentage, else a whole number);
+    ``latest`` names the last value in the caption (default: now, or today for bars)."""
     top = 1.0 if percent else max([*values, 0.0]) or 1.0
     plot_w, plot_h = WIDTH - LEFT - 4, HEIGHT - BOTTOM - 6
     n = max(1, len(values))
@@ -22,6 +25,8 @@ def chart(values: Sequence[float], *, label: str, x_labels: Sequence[str], perce
         return 6 + plot_h - min(1.0, v / top) * plot_h
 
     def fmt(v: float) -> str:
+        if unit is not None:
+            return unit(v)
         return f"{v:.0%}" if percent else f"{v:,.0f}"
 
     if bars:
@@ -54,7 +59,8 @@ def chart(values: Sequence[float], *, label: str, x_labels: Sequence[str], perce
     )  # fmt: skip
     last = fmt(values[-1]) if values else fmt(0.0)
     return (
-        f"<figure><figcaption>{esc(label)}: {'today' if bars else 'now'} {esc(last)}"
+        f"<figure><figcaption>{esc(label)}: {esc(latest or ('today' if bars else 'now'))} "
+        f"{esc(last)}"
         "</figcaption>"
         f'<svg width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{esc(label)}">'
         f'<rect width="{WIDTH}" height="{HEIGHT}" fill="#fff"/>{axes}{marks}{ticks}</svg>'

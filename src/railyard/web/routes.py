@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from railyard.control.errors import Forbidden, Invalid, NotFound, ServiceError
 from railyard.control.usecases import joblist as job_list
-from railyard.control.usecases import jobs, nodes
+from railyard.control.usecases import jobs, jobsamples, nodes
 from railyard.control.usecases.accounting import (
     Report,
     daily_utilization,
@@ -50,7 +50,7 @@ from railyard.control.usecases.queueviews import queue_shares
 from railyard.control.usecases.whatif import expected_starts
 from railyard.sched import SchedulerConfig
 from railyard.web import accounting as accounting_page
-from railyard.web import appproxy, assets, fabric, joblist, login
+from railyard.web import appproxy, assets, fabric, jobcharts, joblist, login
 from railyard.web import why as why_panel
 from railyard.web.figures import chart
 from railyard.web.headers import SecureRoute
@@ -192,7 +192,9 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
         except Forbidden:
             return page("Not yours", f"<p>Job {esc(job_id)} belongs to another user.</p>",
                         user=who.user.name, status=403, csrf=who.csrf)  # fmt: skip
-        detail = _job_detail(found, who)
+        points = jobsamples.history(session, found.line.id, points=jobcharts.POINTS)
+        resources = jobcharts.render(points)
+        detail = _job_detail(found, who, resources)
         return page(f"Job {job_id}", detail, user=who.user.name, active="/ui/jobs",
                     csrf=who.csrf)  # fmt: skip
 
@@ -216,6 +218,13 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
         return page("Accounting", body, user=who.user.name, active="/ui/accounting",
                     csrf=who.csrf)  # fmt: skip
 
+    def samples_csv(request: Request, session: Session, who: Viewer, now: float) -> Response:
+        job_id = request.path_params["job_id"]
+        row, _ = jobs.get_job(session, who.user, job_id)  # else 404 (the API's error handler)
+        found = jobsamples.history(session, row.id, points=jobsamples.MAX_POINTS)
+        disposition = {"Content-Disposition": f'attachment; filename="job-{row.id}-samples.csv"'}
+        return Response(jobsamples.to_csv(found), media_type="text/csv", headers=disposition)
+
     def accounting_csv(request: Request, session: Session, who: Viewer, now: float) -> Response:
         found, days, by = usage(request, session, who, now)
         name = f"railyard-gpu-hours-{days}d-by-{by}.csv"
@@ -226,7 +235,8 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
     for path, render in (("/", overview), ("/jobs", jobs_page), ("/fabric", fabric_page),
                          ("/queues", queues_page), ("/queues/whatif", whatif_page),
                          ("/accounting", accounting_view), ("/accounting.csv", accounting_csv),
-                         ("/jobs/{job_id}", job_page)):  # fmt: skip
+                         ("/jobs/{job_id}", job_page),
+                         ("/jobs/{job_id}/samples.csv", samples_csv)):  # fmt: skip
         r.add_api_route(path, guarded(render), methods=["GET"], response_class=HTMLResponse)
 
     @r.get("/jobs/{job_id}/start")
@@ -408,7 +418,7 @@ def _placement(placement: dict[str, list[int]] | None) -> str:
     return " ".join(f"{n}:{','.join(map(str, g))}" for n, g in (placement or {}).items())
 
 
-def _job_detail(job: JobDetail, who: Viewer) -> str:
+def _job_detail(job: JobDetail, who: Viewer, resources: str) -> str:
     line = job.line
     env = job.env_names
     facts = [
@@ -440,15 +450,11 @@ def _job_detail(job: JobDetail, who: Viewer) -> str:
             actions += " " + button(f"/ui/jobs/{line.id}/{verb}", verb.title(), who.csrf,
                                     confirm=f"{verb.title()} job {line.id}?")  # fmt: skip
     options = "".join(f'<option value="{i}">{i}</option>' for i in range(job.ranks))
-    gpus = (
-        "<p class=muted>Per-GPU figures of this job (utilization, memory, power) are served "
-        "under dcgm-exporter's names at /metrics where NVML is present.</p>"
-    )
     why = why_panel.render(job.why, line.id) if job.why is not None else ""
     return (
         summary + f"<p>{actions}</p>" + why
         + f'<p><a href="/ui/fabric?job={esc(line.id)}">Where its ranks sit</a></p>'
-        + "<h2>History</h2>" + history + "<h2>GPU metrics</h2>" + gpus
+        + "<h2>History</h2>" + history + "<h2>Resources</h2>" + resources
         + f'<h2>Logs</h2><label>rank <select id="rank">{options}</select></label>'
         + '<pre class="log" id="log"></pre>'
     )  # fmt: skip

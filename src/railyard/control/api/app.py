@@ -30,6 +30,7 @@ from railyard.control.api import jobs as job_routes
 from railyard.control.api import nodehealth
 from railyard.control.api import nodes as node_routes
 from railyard.control.api import queues as queue_routes
+from railyard.control.api import samples as sample_routes
 from railyard.control.api import terminal as terminal_routes
 from railyard.control.api import users as user_routes
 from railyard.control.api import whatif as whatif_routes
@@ -137,7 +138,7 @@ def create_app(
         return body
 
     for routes in (user_routes, job_routes, node_routes, queue_routes, whatif_routes,
-                   accounting_routes):  # fmt: skip
+                   accounting_routes, sample_routes):  # fmt: skip
         app.include_router(routes.router)
     app.include_router(nodehealth.router)
     app.include_router(terminal_routes.router)

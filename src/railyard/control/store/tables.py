@@ -11,7 +11,18 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, false, true
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    false,
+    true,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from railyard.client.values import PRIORITY_CLASSES
@@ -349,6 +360,29 @@ class UsageDayRow(Base):
     user_name: Mapped[str] = mapped_column(String(64), primary_key=True)
     queue: Mapped[str] = mapped_column(String(64), primary_key=True)
     gpu_s: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class SampleRow(Base):
+    """One reading of a running job's resources on one node (`control.metrics.sampler`): a
+    GPU's (``gpu`` its index there) or, with ``gpu`` None, its processes' host CPU and memory.
+    Kept for the retention window, then pruned: what the job page draws and exports, as the
+    Ray dashboard and Determined do, without a Prometheus behind."""
+
+    __tablename__ = "job_samples"
+    __table_args__ = (Index("ix_job_samples_job_t", "job_id", "t_s"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(64))
+    attempt: Mapped[int] = mapped_column(Integer)
+    t_s: Mapped[float] = mapped_column(Float, index=True)
+    node: Mapped[str] = mapped_column(String(64))
+    gpu: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    gpu_util_pct: Mapped[float | None] = mapped_column(Float, nullable=True)
+    gpu_mem_used_bytes: Mapped[float | None] = mapped_column(Float, nullable=True)
+    gpu_power_w: Mapped[float | None] = mapped_column(Float, nullable=True)
+    gpu_temp_c: Mapped[float | None] = mapped_column(Float, nullable=True)
+    cpu_pct: Mapped[float | None] = mapped_column(Float, nullable=True)  # 100: one core busy
+    host_mem_bytes: Mapped[float | None] = mapped_column(Float, nullable=True)  # resident
 
 
 class EventRow(Base):

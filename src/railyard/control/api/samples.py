@@ -1,0 +1,61 @@
+"""``GET /v1/jobs/{id}/samples``: a job's resource history (GPU utilisation, memory, power,
+temperature; host CPU and memory), bucketed (`control.usecases.jobsamples`), as JSON or CSV."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import Query
+from fastapi.responses import Response as HttpResponse
+
+from railyard.control.api.deps import CurrentUser, SessionDep, v1_router
+from railyard.control.schemas import Response
+from railyard.control.usecases import jobs, jobsamples
+
+router = v1_router()
+
+
+class SamplePointOut(Response):
+    t_s: float
+    gpu_util_pct: float | None
+    gpu_mem_used_bytes: float | None
+    gpu_power_w: float | None
+    gpu_temp_c_max: float | None
+    cpu_pct: float | None
+    host_mem_bytes: float | None
+    gpus: dict[str, float]
+
+
+class SamplesOut(Response):
+    job_id: str
+    bucket_s: float
+    readings: int
+    gpus: list[str]
+    points: list[SamplePointOut]
+
+
+@router.get("/jobs/{job_id}/samples", response_model=None)
+def job_samples(
+    job_id: str,
+    session: SessionDep,
+    user: CurrentUser,
+    points: Annotated[int, Query(ge=1, le=jobsamples.MAX_POINTS)] = jobsamples.DEFAULT_POINTS,
+    since_t_s: Annotated[float | None, Query(ge=0, le=1e11, description="Unix time")] = None,
+    out: Annotated[Literal["json", "csv"], Query(alias="format")] = "json",
+) -> SamplesOut | HttpResponse:
+    """At most ``points`` buckets, each the mean of the samples in it: the job's mean GPU
+    utilisation, summed GPU memory and power, hottest GPU, summed host CPU (100: one core)
+    and resident memory; ``gpus`` each GPU's utilisation (``node:index``)."""
+    row, _ = jobs.get_job(session, user, job_id)  # 404 unless the reader may see it
+    found = jobsamples.history(session, row.id, points=points, since_t_s=since_t_s)
+    if out == "csv":
+        disposition = f'attachment; filename="job-{row.id}-samples.csv"'
+        return HttpResponse(jobsamples.to_csv(found), media_type="text/csv",
+                            headers={"Content-Disposition": disposition})  # fmt: skip
+    return SamplesOut(
+        job_id=row.id,
+        bucket_s=found.bucket_s,
+        readings=found.readings,
+        gpus=found.gpu_names(),
+        points=[SamplePointOut(**vars(b)) for b in found.buckets],
+    )

@@ -1,0 +1,184 @@
+"""Per-job resource history: every ``interval_s`` the sampler reads this node's GPUs (NVML,
+:func:`railyard.probe.read_gpus`) and each running job's processes (`exec.usage`), and keeps
+one row per job and GPU, plus one for its host CPU and memory, for ``retention_s``.
+
+Why railyard keeps its own: ``/metrics`` has the same DCGM figures, but only now; without a
+Prometheus scraping it nothing would draw a job's last hour. The rows are few (a 10 s
+interval on an 8-GPU node writes 9 rows per job per tick in one transaction, about 0.8 M rows
+a week when the node is busy) and the job page and ``railyard stats`` read them bucketed
+(`control.usecases.jobsamples`). Figures in dcgm-exporter's meaning (util %, framebuffer
+used, power W, temperature C); host CPU as ``top`` shows it (100 = one core busy).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from sqlalchemy import delete, insert, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from railyard.control.store.database import Store
+from railyard.control.store.tables import JobRow, JobState, SampleRow
+from railyard.exec.usage import MeasuresUsage, ProcessUsage
+from railyard.probe import GpuReading
+
+log = logging.getLogger(__name__)
+
+MIB_BYTES = 1024 * 1024
+PRUNE_EVERY_S = 600.0
+SAMPLED_STATES = (JobState.RUNNING.value,)
+
+
+class HasName(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """How often, and how long rows are kept (``railyard up --sample-interval-s``,
+    ``--sample-retention-days``)."""
+
+    interval_s: float = 10.0
+    retention_s: float = 7 * 86400.0
+
+
+@dataclass(frozen=True)
+class Running:
+    """A running job's GPUs on this node and its attempt."""
+
+    job_id: str
+    attempt: int
+    gpus: tuple[int, ...]
+
+
+FIGURES = ("gpu", "gpu_util_pct", "gpu_mem_used_bytes", "gpu_power_w", "gpu_temp_c", "cpu_pct",
+           "host_mem_bytes")  # fmt: skip
+
+
+def row(job: Running, node: str, t_s: float, **figures: object) -> dict[str, object]:
+    """A ``job_samples`` row; every row has every column (one executemany)."""
+    return {"job_id": job.job_id, "attempt": job.attempt, "t_s": t_s, "node": node,
+            **dict.fromkeys(FIGURES), **figures}  # fmt: skip
+
+
+def gpu_rows(job: Running, readings: Mapping[int, GpuReading], node: str,
+             t_s: float) -> list[dict[str, object]]:  # fmt: skip
+    """One row per GPU of the job that NVML reported on."""
+    rows: list[dict[str, object]] = []
+    for index in job.gpus:
+        r = readings.get(index)
+        if r is None:
+            continue
+        used = None if r.fb_used_mib is None else r.fb_used_mib * MIB_BYTES
+        figures = {"gpu_util_pct": r.util_pct, "gpu_mem_used_bytes": used,
+                   "gpu_power_w": r.power_w, "gpu_temp_c": r.temp_c}  # fmt: skip
+        rows.append(row(job, node, t_s, gpu=index, **figures))
+    return rows
+
+
+def cpu_pct(before: tuple[float, float] | None, t_s: float, cpu_s: float) -> float | None:
+    """Busy cores x 100 since ``before`` (time, cumulative CPU seconds); None at the first
+    reading. A process that left uncounted (reparented, not reaped) can make the sum drop:
+    that interval counts as idle rather than negative."""
+    if before is None or t_s <= before[0]:
+        return None
+    return max(0.0, cpu_s - before[1]) / (t_s - before[0]) * 100.0
+
+
+class Sampler:
+    """Reads and writes one tick at a time (:meth:`tick`); :meth:`run` ticks until stopped,
+    on a thread of its own (a slow NVML or store never delays the scheduling loop)."""
+
+    def __init__(
+        self,
+        store: Store,
+        node: str,
+        read_gpus: Callable[[], Sequence[GpuReading]],
+        usage: Callable[[str], ProcessUsage | None] | None,
+        config: SamplerConfig | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store, self.node, self.read_gpus, self.usage = store, node, read_gpus, usage
+        self.config = config or SamplerConfig()
+        self.clock = clock
+        self._cpu: dict[tuple[str, int], tuple[float, float]] = {}
+        self._pruned_t_s = 0.0
+
+    def running(self) -> list[Running]:
+        with self.store.session() as session:
+            rows = session.execute(
+                select(JobRow.id, JobRow.restart_count, JobRow.placement).where(
+                    JobRow.state.in_(SAMPLED_STATES)
+                )
+            ).all()
+        return [
+            Running(job_id, attempt, tuple(int(i) for i in placement[self.node]))
+            for job_id, attempt, placement in rows
+            if placement and self.node in placement
+        ]
+
+    def tick(self) -> int:
+        """Sample every running job here once; the number of rows written."""
+        jobs = self.running()
+        readings = {r.index: r for r in self.read_gpus()} if any(j.gpus for j in jobs) else {}
+        t_s = self.clock()
+        rows: list[dict[str, object]] = []
+        seen: set[tuple[str, int]] = set()
+        for job in jobs:
+            rows += gpu_rows(job, readings, self.node, t_s)
+            used = self.usage(job.job_id) if self.usage is not None else None
+            if used is None or used.processes == 0:  # not here, or between its last exit and
+                continue  # the loop's noticing: no reading rather than a false zero
+            key = (job.job_id, job.attempt)
+            seen.add(key)
+            pct = cpu_pct(self._cpu.get(key), t_s, used.cpu_s)
+            self._cpu[key] = (t_s, used.cpu_s)
+            rows.append(row(job, self.node, t_s, cpu_pct=pct, host_mem_bytes=float(used.rss_bytes)))
+        self._cpu = {k: v for k, v in self._cpu.items() if k in seen}
+        with self.store.session(write=True) as session:
+            if rows:
+                session.execute(insert(SampleRow), rows)
+            if t_s - self._pruned_t_s >= PRUNE_EVERY_S:
+                cutoff = t_s - self.config.retention_s
+                session.execute(delete(SampleRow).where(SampleRow.t_s < cutoff))
+                self._pruned_t_s = t_s
+        return len(rows)
+
+    def start(self, stop: threading.Event) -> threading.Thread:
+        """:meth:`run` on a daemon thread of its own."""
+        thread = threading.Thread(target=self.run, args=(stop,), name="railyard-sampler",
+                                  daemon=True)  # fmt: skip
+        thread.start()
+        return thread
+
+    def run(self, stop: threading.Event) -> None:
+        """Tick every ``interval_s`` until ``stop``; a failed tick is logged, not fatal."""
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                self.tick()
+            except (SQLAlchemyError, OSError) as exc:
+                log.warning("railyard sampler: tick failed: %s", exc)
+            stop.wait(max(0.0, self.config.interval_s - (time.monotonic() - started)))
+
+
+def job_sampler(
+    store: Store,
+    local: HasName | None,
+    executor: object,
+    read_gpus: Callable[[], Sequence[GpuReading]],
+    config: SamplerConfig,
+) -> Sampler | None:
+    """The sampler of ``railyard up``: this machine's jobs, when jobs run here (``local``)
+    and the interval is not 0. An executor that cannot measure processes (`exec.usage`)
+    still gets its GPUs sampled."""
+    if local is None or config.interval_s <= 0:
+        return None
+    usage = executor.usage if isinstance(executor, MeasuresUsage) else None
+    return Sampler(store, local.name, read_gpus, usage, config)
