@@ -156,7 +156,9 @@ def test_buckets_are_means_of_the_readings_in_them(store: Store, sampled: list[f
         assert history(session, "1", points=1000).bucket_s == 1.0  # never under a second
         assert history(session, "2").buckets == []
         late = history(session, "1", points=300, since_t_s=500.0)
+        recent = history(session, "1", points=300, last_s=100.0)  # a page's window
     assert late.buckets[0].t_s == 500.0
+    assert (recent.buckets[0].t_s, recent.readings, len(recent.buckets)) == (490.0, 11, 11)
 
 
 def _client(store: Store, tmp_path: Path, token: str) -> TestClient:

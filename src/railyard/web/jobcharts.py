@@ -12,6 +12,7 @@ from railyard.web.figures import chart
 from railyard.web.page import esc
 
 POINTS = 120  # one graph's width in buckets (about 3 px each)
+WINDOW_S = 6 * 3600.0  # the last six hours of its readings (the CSV has them all)
 GIB = 2**30
 
 

@@ -192,7 +192,8 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
         except Forbidden:
             return page("Not yours", f"<p>Job {esc(job_id)} belongs to another user.</p>",
                         user=who.user.name, status=403, csrf=who.csrf)  # fmt: skip
-        points = jobsamples.history(session, found.line.id, points=jobcharts.POINTS)
+        points = jobsamples.history(session, found.line.id, points=jobcharts.POINTS,
+                                    last_s=jobcharts.WINDOW_S)  # fmt: skip
         resources = jobcharts.render(points)
         detail = _job_detail(found, who, resources)
         return page(f"Job {job_id}", detail, user=who.user.name, active="/ui/jobs",

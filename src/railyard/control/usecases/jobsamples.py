@@ -106,17 +106,22 @@ def _bucket(t_s: float, groups: list[_Avg]) -> Bucket:
 
 
 def history(session: Session, job_id: str, *, points: int = DEFAULT_POINTS,
-            since_t_s: float | None = None) -> History:  # fmt: skip
-    """At most ``points`` buckets of the job's samples from ``since_t_s`` (the caller has
-    checked the job is the reader's to see)."""
+            since_t_s: float | None = None, last_s: float | None = None) -> History:  # fmt: skip
+    """At most ``points`` buckets of the job's samples from ``since_t_s``, or of its last
+    ``last_s`` seconds of samples (a page's graph of a week-long job reads hours, not the
+    week); the caller has checked the job is the reader's to see."""
     where = [SampleRow.job_id == job_id]
     if since_t_s is not None:
         where.append(SampleRow.t_s >= since_t_s)
-    span = select(func.min(SampleRow.t_s), func.max(SampleRow.t_s),
-                  func.count(func.distinct(SampleRow.t_s))).where(*where)  # fmt: skip
-    first, last, readings = session.execute(span).one()
+    span = select(func.min(SampleRow.t_s), func.max(SampleRow.t_s)).where(*where)
+    first, last = session.execute(span).one()
     if first is None:
         return History(job_id, 0.0, [], 0)
+    if last_s is not None and last - first > last_s:
+        first = last - last_s
+        where.append(SampleRow.t_s >= first)
+    count = select(func.count(func.distinct(SampleRow.t_s))).where(*where)
+    readings = session.execute(count).scalar_one()
     width_s = max(1.0, math.ceil((last - first) / points + 1e-9))
     bucket = _bucket_of(session, first, width_s).label("bucket")
     rows = session.execute(
