@@ -16,7 +16,7 @@ from railyard.control.errors import Invalid
 from railyard.control.schemas import JobSubmit
 from railyard.control.store.database import Store
 from railyard.control.store.tables import JobRow, User
-from railyard.control.usecases import jobs
+from railyard.control.usecases import joblist, jobs
 from railyard.control.usecases.joblist import SORTS, job_page
 
 pytestmark = pytest.mark.stores
@@ -150,3 +150,22 @@ def test_pages_tile_with_many_folded_arrays(store: Store, tokens: dict[str, str]
         pages = [_page(store, "root", sort=sort, offset=o, limit=limit)[0]
                  for o in range(0, total + limit, limit)]  # fmt: skip
         assert [i for p in pages for i in p] == whole, sort
+
+
+@pytest.mark.parametrize("sort", list(SORTS))
+def test_a_search_reads_the_same_pages_sparse_or_dense(
+    store: Store, seeded: dict[str, str], sort: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search matching few jobs is read in one scan and ordered here; one matching many by
+    the store's ordered window: every page of each is the same list."""
+    pages = {}
+    for sparse in (joblist.SPARSE, 0):  # 0: every search counts as dense
+        monkeypatch.setattr(joblist, "SPARSE", sparse)
+        whole, total = _page(store, "root", sort=sort, search="s", limit=100)
+        tiles = [_page(store, "root", sort=sort, search="s", offset=o, limit=2)
+                 for o in range(0, total + 2, 2)]  # fmt: skip
+        assert [i for ids, _ in tiles for i in ids] == whole
+        assert {t for _, t in tiles} == {total}
+        pages[sparse] = (whole, total)
+    assert pages[joblist.SPARSE] == pages[0]
+    assert pages[0][1] >= 5  # bob's, the array's ("sweep") and their users' ("bobs")

@@ -100,12 +100,18 @@ def job_page(
     # holds unfolded lines from offset - len(arrays) on, so only those are read.
     first = max(0, offset - len(arrays))
     single = select(*_COLUMNS, _USER).join(User, JobRow.user_id == User.id).where(*where)
-    counted = select(func.count()).select_from(JobRow).join(User, JobRow.user_id == User.id)
-    counted = counted.where(*where)
     if fold:
-        single, counted = single.where(not_(folded)), counted.where(not_(folded))
-    window = single.order_by(*order()).offset(first).limit(offset + limit - first)
-    rows = [(_sort_values(r), _line(r)) for r in session.execute(window)]
+        where = [*where, not_(folded)]
+        single = single.where(not_(folded))
+    searched = bool((search or "").strip())
+    found = _sparse(session, where, key, first, offset + limit) if searched else None
+    if found is None:
+        window = single.order_by(*order()).offset(first).limit(offset + limit - first)
+        rows = [(_sort_values(r), _line(r)) for r in session.execute(window)]
+        counted = select(func.count()).select_from(JobRow).where(*where)
+        unfolded = int(session.scalar(counted) or 0)
+    else:
+        rows, unfolded = found
     placed: list[tuple[int, ListedJob]] = []
     for rank, (values, line) in enumerate(rows, start=first):
         before = sum(1 for a in arrays if key(*a[0]) < key(*values))
@@ -119,7 +125,7 @@ def job_page(
             continue  # off this page: before the lines read (and so before offset), or after
         before = first + sum(1 for v, _ in rows if key(*v) < keyed)
         placed.append((before + n, line))
-    total = int(session.scalar(counted) or 0) + len(arrays)
+    total = unfolded + len(arrays)
     lines = [
         line for at, line in sorted(placed, key=lambda p: p[0]) if offset <= at < offset + limit
     ]
@@ -132,6 +138,37 @@ _COLUMNS = (JobRow.id, JobRow.number, JobRow.array_index, JobRow.name, JobRow.qu
             JobRow.reason, JobRow.array_parent, JobRow.array_max_running)  # fmt: skip
 """What a line shows and sorts by: never the wide columns (environment, script, command)."""
 _USER = User.name.label("user_name")
+
+
+SPARSE = 2000  # a search matching at most this many jobs is read in one scan (`_sparse`)
+
+
+def _sparse(
+    session: Session,
+    where: list[ColumnElement[bool]],
+    key: Callable[[int, int, int, float, int], _Key],
+    first: int,
+    end: int,
+) -> tuple[list[tuple[tuple[int, int, int, float, int], ListedJob]], int] | None:
+    """A search's lines ``[first, end)`` and its count from one scan, when it matches at
+    most :data:`SPARSE` jobs: their sort values are read (the scan stops past that many),
+    ordered here, and the page's rows fetched by id. A search that matches more is dense, and
+    the store's ordered window finds its page quickly; None then. Without this, a search
+    matching nothing scanned the table twice (the window, the count): 100-170 ms with
+    110,000 jobs."""
+    gpus = JobRow.workers * JobRow.gpus_per_worker
+    keys = session.execute(
+        select(JobRow.id, JobRow.number, JobRow.array_index, JobRow.priority,
+               JobRow.submit_t_s, gpus).where(*where).limit(SPARSE + 1)
+    ).all()  # fmt: skip
+    if len(keys) > SPARSE:
+        return None
+    ordered = sorted(keys, key=lambda k: key(k[1], k[2] or 0, k[3], k[4], k[5]))[first:end]
+    ids = [k[0] for k in ordered]
+    by_id = {r.id: r for r in session.execute(
+        select(*_COLUMNS, _USER).join(User, JobRow.user_id == User.id).where(JobRow.id.in_(ids))
+    )}  # fmt: skip
+    return [(_sort_values(by_id[i]), _line(by_id[i])) for i in ids if i in by_id], len(keys)
 
 
 def _sort_values(r: Any) -> tuple[int, int, int, float, int]:
@@ -151,7 +188,7 @@ def _filters(
     if not actor.is_admin:
         where.append(JobRow.user_id == actor.id)
     elif user is not None:
-        where.append(User.name == user)
+        where.append(JobRow.user_id.in_(select(User.id).where(User.name == user)))
     if state is not None:
         where.append(JobRow.state == state)
     if queue is not None:
@@ -165,7 +202,7 @@ def _filters(
         where.append(or_(
             JobRow.id.like(f"{escaped}%", escape="\\"),
             JobRow.name.like(anywhere, escape="\\"),
-            User.name.like(anywhere, escape="\\"),
+            JobRow.user_id.in_(select(User.id).where(User.name.like(anywhere, escape="\\"))),
             cast(JobRow.command, String).like(anywhere, escape="\\"),
         ))  # fmt: skip
     return where
