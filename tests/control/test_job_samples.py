@@ -20,11 +20,17 @@ from tests.control.conftest import FLAVOR
 from tests.control.test_dashboard import app_for, login
 
 from railyard.control.api.app import create_app
-from railyard.control.metrics.sampler import PRUNE_EVERY_S, Sampler, SamplerConfig
+from railyard.control.metrics.sampler import (
+    PRUNE_EVERY_S,
+    Sampler,
+    SamplerConfig,
+    job_sampler,
+    local_reader,
+)
 from railyard.control.store.database import Store
 from railyard.control.store.tables import JobRow, SampleRow, User
 from railyard.control.usecases.jobsamples import history
-from railyard.exec.usage import ProcessUsage
+from railyard.exec.usage import NodeReading, Placements, ProcessUsage
 from railyard.probe import GpuReading
 
 pytestmark = pytest.mark.stores
@@ -90,7 +96,9 @@ def test_a_tick_reads_this_nodes_running_jobs_gpus_and_processes(
     store: Store, jobs: dict[str, str]
 ) -> None:
     clock, usage = Clock(1000.0), Usage()
-    sampler = Sampler(store, "n01", readings, usage, SamplerConfig(interval_s=10), clock)
+    sampler = Sampler(
+        store, local_reader("n01", readings, usage), SamplerConfig(interval_s=10), clock
+    )
     assert sampler.tick() == 3  # GPUs 2 and 3, and the host's processes
     rows = _rows(store)
     assert usage.asked == ["1"]
@@ -110,10 +118,35 @@ def test_a_tick_reads_this_nodes_running_jobs_gpus_and_processes(
     assert sampler.tick() == 2  # its GPUs still, no false zero for its memory
 
 
+class Nodes:
+    """An executor whose nodes read themselves (Ray's agents; `tests/multinode` runs the real
+    one): job 2 answers from n02 only, as the placement says."""
+
+    def __init__(self) -> None:
+        self.asked: list[Placements] = []
+
+    def read_jobs(self, placements: Placements) -> dict[str, list[NodeReading]]:
+        self.asked.append(placements)
+        usage = ProcessUsage(cpu_s=1.0, rss_bytes=64 * MIB, processes=2)
+        return {"2": [NodeReading("n02", usage, tuple(readings()))]}
+
+
+def test_a_backends_nodes_read_their_own_share(store: Store, jobs: dict[str, str]) -> None:
+    nodes = Nodes()
+    sampler = job_sampler(store, None, nodes, readings, SamplerConfig(interval_s=10))
+    assert sampler is not None
+    assert sampler.tick() == 2  # bob's GPU 0 on n02 and his processes there
+    assert nodes.asked == [{"1": {"n01": (2, 3)}, "2": {"n02": (0,)}}]
+    assert [(r.job_id, r.node, r.gpu) for r in _rows(store)] == [("2", "n02", None),
+                                                                 ("2", "n02", 0)]  # fmt: skip
+    assert job_sampler(store, None, object(), readings, SamplerConfig()) is None  # no machine
+    assert job_sampler(store, None, nodes, readings, SamplerConfig(interval_s=0)) is None
+
+
 def test_rows_older_than_the_retention_are_pruned(store: Store, jobs: dict[str, str]) -> None:
     clock = Clock(1000.0)
     config = SamplerConfig(interval_s=10, retention_s=100)
-    sampler = Sampler(store, "n01", readings, Usage(), config, clock)
+    sampler = Sampler(store, local_reader("n01", readings, Usage()), config, clock)
     sampler.tick()
     clock.t_s = 1000.0 + PRUNE_EVERY_S
     sampler.tick()
@@ -124,8 +157,8 @@ def test_rows_older_than_the_retention_are_pruned(store: Store, jobs: dict[str, 
 def sampled(store: Store, jobs: dict[str, str]) -> list[float]:
     """60 ticks, 10 s apart from t=0: job 1's GPU 2 utilisation is the tick's number."""
     clock, usage = Clock(0.0), Usage()
-    sampler = Sampler(store, "n01", lambda: readings(float(clock.t_s / 10)), usage,
-                      SamplerConfig(interval_s=10), clock)  # fmt: skip
+    reader = local_reader("n01", lambda: readings(float(clock.t_s / 10)), usage)
+    sampler = Sampler(store, reader, SamplerConfig(interval_s=10), clock)
     times = []
     for i in range(60):
         clock.t_s, usage.cpu_s = 10.0 * i, 5.0 * i  # half a core busy

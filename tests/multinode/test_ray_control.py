@@ -74,7 +74,8 @@ def rail_server(
     leaves no job active, and a test that kills it starts it again on the same state."""
     state = tmp_path_factory.mktemp("rail-server")
     proc = ServerProcess(state, gpus=None,
-                         extra=(*rail_ray.up_args, "--blueprint", "rail-2048"))  # fmt: skip
+                         extra=(*rail_ray.up_args, "--blueprint", "rail-2048",
+                                "--sample-interval", "1"))  # fmt: skip
     proc.start(timeout_s=90)
     try:
         yield proc
@@ -126,6 +127,30 @@ def test_the_inventory_is_the_blueprint_with_the_machines_that_joined(
     assert len(found) == 256
     assert {n for n, v in found.items() if v["state"] == "ready"} == set(NAMES)
     assert {v["reason"] for n, v in found.items() if n not in NAMES} == {"no live machine"}
+
+
+HOLD = """
+import time
+held = bytearray(64 * 2**20)
+for i in range(0, len(held), 4096):
+    held[i] = 1
+time.sleep(300)
+"""
+
+
+def test_a_two_node_jobs_processes_are_read_on_both_nodes(server: ServerProcess) -> None:
+    """The sampler asks each node's agent for its share: the job's resident memory is both
+    ranks' (64 MiB each, one per node), kept and served as on one machine."""
+    body = {"command": [sys.executable, "-c", HOLD], "nodes": 2, "gpus_per_node": 8,
+            "ntasks_per_node": 1, "env": {"PATH": os.environ["PATH"]}}  # fmt: skip
+    [made] = server.request("POST", "/v1/jobs", json=body)
+
+    def both_nodes() -> bool:
+        points = server.request("GET", f"/v1/jobs/{made['id']}/samples")["points"]
+        return any((p["host_mem_bytes"] or 0) >= 2 * 64 * 2**20 for p in points)
+
+    wait_for(both_nodes)
+    server.request("DELETE", f"/v1/jobs/{made['id']}")
 
 
 @needs("torch")  # the DDP script

@@ -221,3 +221,39 @@ def test_a_node_that_cannot_start_its_share_is_a_node_failure(
     report = wait_report(executor, "stuck", timeout_s=30)
     assert report.signal == NODE_FAIL_SIGNAL
     assert exit_of(report).kind is ExitKind.NODE_FAIL
+
+
+HOLD = """
+import os, sys, time
+held = bytearray(48 * 2**20)
+for i in range(0, len(held), 4096):
+    held[i] = 1
+open(os.path.join(sys.argv[1], "ready-" + os.environ["RANK"]), "w").close()
+time.sleep(120)
+"""
+
+
+def test_each_nodes_agent_reads_its_share_of_a_job(local_ray: LocalRay, tmp_path: Path) -> None:
+    """The sampler's readings of a job on Ray nodes: each node's agent measures its own ranks
+    (two per node here, 48 MiB each), and a job not running reads as nothing."""
+    executor = RayExecutor()
+    placement = {"n2": (0, 1), "n3": (0, 1)}
+    executor.start(spec(tmp_path, py(HOLD, str(tmp_path)), job_id="held", workers=2,
+                        gpus_per_worker=2, placement=placement))  # fmt: skip
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("ready-*"))) < 4:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    try:
+        found = executor.read_jobs({"held": placement, "absent": {"n2": (2,)}})
+        assert set(found) == {"held"}
+        by_node = {r.node: r for r in found["held"]}
+        assert set(by_node) == {"n2", "n3"}
+        for reading in by_node.values():
+            assert reading.usage is not None
+            assert reading.usage.processes == 2  # its ranks there, not their wrappers
+            assert reading.usage.rss_bytes >= 2 * 48 * 2**20
+            assert reading.gpus == ()  # no NVML on these nodes
+    finally:
+        executor.cancel("held")
+        wait_report(executor, "held")

@@ -29,6 +29,8 @@ from railyard.exec.local import LocalExecutor
 from railyard.exec.logread import LogRefused, LogSource, read_chunk
 from railyard.exec.protocol import ExecutorError, ExitReport, JobHandle, LaunchSpec
 from railyard.exec.relay import Opened, Relays
+from railyard.exec.usage import NodeReading
+from railyard.probe import read_gpus
 
 NODE_RESOURCE = "railyard_node:"  # + node name: one per joined machine
 GPUS_RESOURCE = "railyard_gpus"  # its GPU count
@@ -116,6 +118,13 @@ class NodeAgent:
             return read_chunk(LogSource(path, user, outputs, anchor), offset, limit)
         except (LogRefused, ExecutorError) as exc:
             return str(exc)
+
+    def sample(self, job_id: str, gpus: Sequence[int]) -> NodeReading:
+        """The job's processes here and its GPUs (``gpus``: NVML indices on this node), for
+        the control plane's sampler (`control.metrics.sampler`)."""
+        held = set(gpus)
+        readings = tuple(r for r in read_gpus() if r.index in held) if held else ()
+        return NodeReading(self.node, self.executor.usage(job_id), readings)
 
     def process_groups(self) -> list[int]:
         """The process groups of the ranks this agent runs (tests kill them with the node)."""

@@ -39,6 +39,7 @@ from railyard.exec.rayagent import (
     remote_agent_class,
 )
 from railyard.exec.relay import Opened, dial
+from railyard.exec.usage import NodeReading, Placements
 
 log = logging.getLogger("railyard.ray")
 CALL_TIMEOUT_S = 120.0  # an agent's worker process starts in seconds; a loaded node, longer
@@ -279,6 +280,27 @@ class RayExecutor:
         if not job.agents or len(job.ready) < len(job.agents):
             return None
         return max(job.ready.values())
+
+    def read_jobs(self, placements: Placements) -> dict[str, list[NodeReading]]:
+        """Each node's agent reads its share of the job (`NodeAgent.sample`); asked all at
+        once, from the sampler's thread (the job table is read, never changed, here). A
+        node that does not answer in time is left out of this reading."""
+        asked: list[tuple[str, Any]] = []
+        for job_id, placement in placements.items():
+            job = self._jobs.get(job_id)
+            if job is None:
+                continue
+            for node, agent in list(job.agents.items()):
+                asked.append((job_id, agent.sample.remote(job_id, tuple(placement.get(node, ())))))
+        found: dict[str, list[NodeReading]] = {}
+        deadline = time.monotonic() + POLL_TIMEOUT_S
+        for job_id, ref in asked:
+            try:
+                reading = self._ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
+            except Exception:  # a node slow or gone: poll reports a lost one
+                continue
+            found.setdefault(job_id, []).append(reading)
+        return found
 
     def probe(self, node: str, timeout_s: float = 2.0) -> bool:
         """Whether `node` runs an agent now (its log agent answers within `timeout_s`)."""

@@ -12,11 +12,12 @@ same fields (``sstat``'s AveCPU and MaxRSS).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from railyard.exec import procfs
+from railyard.probe import GpuReading
 
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
@@ -37,6 +38,29 @@ class MeasuresUsage(Protocol):
 
     def usage(self, job_id: str) -> ProcessUsage | None:
         """None when the job is not running here."""
+        ...
+
+
+@dataclass(frozen=True)
+class NodeReading:
+    """A running job's share of one node at one instant: its processes there (None: not
+    measured) and the GPUs it holds there as NVML reads them."""
+
+    node: str
+    usage: ProcessUsage | None
+    gpus: tuple[GpuReading, ...] = ()
+
+
+Placements = Mapping[str, Mapping[str, Sequence[int]]]  # job -> node -> its GPU indices
+
+
+@runtime_checkable
+class ReadsNodes(Protocol):
+    """An executor whose jobs run on machines the server cannot read (Ray's): each node
+    reads its share and answers."""
+
+    def read_jobs(self, placements: Placements) -> dict[str, list[NodeReading]]:
+        """Job -> a reading per node that answered in time (jobs not running here: none)."""
         ...
 
 

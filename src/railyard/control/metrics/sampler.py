@@ -24,7 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from railyard.control.store.database import Store
 from railyard.control.store.tables import JobRow, JobState, SampleRow
-from railyard.exec.usage import MeasuresUsage, ProcessUsage
+from railyard.exec.usage import MeasuresUsage, NodeReading, ProcessUsage, ReadsNodes
 from railyard.probe import GpuReading
 
 log = logging.getLogger(__name__)
@@ -50,12 +50,15 @@ class SamplerConfig:
 
 @dataclass(frozen=True)
 class Running:
-    """A running job's GPUs on this node and its attempt."""
+    """A running job, its attempt and its GPUs per node."""
 
     job_id: str
     attempt: int
-    gpus: tuple[int, ...]
+    placement: Mapping[str, tuple[int, ...]]
 
+
+# reads the running jobs it is given (those on the nodes it can reach)
+Reader = Callable[[Sequence[Running]], Mapping[str, Sequence[NodeReading]]]
 
 FIGURES = ("gpu", "gpu_util_pct", "gpu_mem_used_bytes", "gpu_power_w", "gpu_temp_c", "cpu_pct",
            "host_mem_bytes")  # fmt: skip
@@ -67,18 +70,17 @@ def row(job: Running, node: str, t_s: float, **figures: object) -> dict[str, obj
             **dict.fromkeys(FIGURES), **figures}  # fmt: skip
 
 
-def gpu_rows(job: Running, readings: Mapping[int, GpuReading], node: str,
-             t_s: float) -> list[dict[str, object]]:  # fmt: skip
-    """One row per GPU of the job that NVML reported on."""
+def gpu_rows(job: Running, reading: NodeReading, t_s: float) -> list[dict[str, object]]:
+    """One row per GPU of the job there that NVML reported on."""
+    held = set(job.placement.get(reading.node, ()))
     rows: list[dict[str, object]] = []
-    for index in job.gpus:
-        r = readings.get(index)
-        if r is None:
+    for r in reading.gpus:
+        if r.index not in held:
             continue
         used = None if r.fb_used_mib is None else r.fb_used_mib * MIB_BYTES
         figures = {"gpu_util_pct": r.util_pct, "gpu_mem_used_bytes": used,
                    "gpu_power_w": r.power_w, "gpu_temp_c": r.temp_c}  # fmt: skip
-        rows.append(row(job, node, t_s, gpu=index, **figures))
+        rows.append(row(job, reading.node, t_s, gpu=r.index, **figures))
     return rows
 
 
@@ -91,23 +93,37 @@ def cpu_pct(before: tuple[float, float] | None, t_s: float, cpu_s: float) -> flo
     return max(0.0, cpu_s - before[1]) / (t_s - before[0]) * 100.0
 
 
+def local_reader(
+    node: str,
+    read_gpus: Callable[[], Sequence[GpuReading]],
+    usage: Callable[[str], ProcessUsage | None] | None,
+) -> Reader:
+    """The jobs on this machine (``node``): NVML read once a tick, processes per job."""
+
+    def read(jobs: Sequence[Running]) -> dict[str, list[NodeReading]]:
+        here = [j for j in jobs if node in j.placement]
+        gpus = tuple(read_gpus()) if any(j.placement[node] for j in here) else ()
+        return {j.job_id: [NodeReading(node, usage(j.job_id) if usage else None, gpus)]
+                for j in here}  # fmt: skip
+
+    return read
+
+
 class Sampler:
     """Reads and writes one tick at a time (:meth:`tick`); :meth:`run` ticks until stopped,
-    on a thread of its own (a slow NVML or store never delays the scheduling loop)."""
+    on a thread of its own (a slow NVML, node or store never delays the scheduling loop)."""
 
     def __init__(
         self,
         store: Store,
-        node: str,
-        read_gpus: Callable[[], Sequence[GpuReading]],
-        usage: Callable[[str], ProcessUsage | None] | None,
+        reader: Reader,
         config: SamplerConfig | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.store, self.node, self.read_gpus, self.usage = store, node, read_gpus, usage
+        self.store, self.reader = store, reader
         self.config = config or SamplerConfig()
         self.clock = clock
-        self._cpu: dict[tuple[str, int], tuple[float, float]] = {}
+        self._cpu: dict[tuple[str, int, str], tuple[float, float]] = {}
         self._pruned_t_s = 0.0
 
     def running(self) -> list[Running]:
@@ -118,28 +134,31 @@ class Sampler:
                 )
             ).all()
         return [
-            Running(job_id, attempt, tuple(int(i) for i in placement[self.node]))
+            Running(job_id, attempt, {n: tuple(int(i) for i in g) for n, g in placement.items()})
             for job_id, attempt, placement in rows
-            if placement and self.node in placement
+            if placement
         ]
 
     def tick(self) -> int:
-        """Sample every running job here once; the number of rows written."""
-        jobs = self.running()
-        readings = {r.index: r for r in self.read_gpus()} if any(j.gpus for j in jobs) else {}
+        """Sample every running job the reader reaches once; the number of rows written."""
+        jobs = {j.job_id: j for j in self.running()}
+        found = self.reader(list(jobs.values())) if jobs else {}
         t_s = self.clock()
         rows: list[dict[str, object]] = []
-        seen: set[tuple[str, int]] = set()
-        for job in jobs:
-            rows += gpu_rows(job, readings, self.node, t_s)
-            used = self.usage(job.job_id) if self.usage is not None else None
-            if used is None or used.processes == 0:  # not here, or between its last exit and
-                continue  # the loop's noticing: no reading rather than a false zero
-            key = (job.job_id, job.attempt)
-            seen.add(key)
-            pct = cpu_pct(self._cpu.get(key), t_s, used.cpu_s)
-            self._cpu[key] = (t_s, used.cpu_s)
-            rows.append(row(job, self.node, t_s, cpu_pct=pct, host_mem_bytes=float(used.rss_bytes)))
+        seen: set[tuple[str, int, str]] = set()
+        for job_id, readings in found.items():
+            job = jobs[job_id]
+            for reading in readings:
+                rows += gpu_rows(job, reading, t_s)
+                used = reading.usage
+                if used is None or used.processes == 0:  # not measured, or between its last
+                    continue  # exit and the loop's noticing: no reading, not a false zero
+                key = (job_id, job.attempt, reading.node)
+                seen.add(key)
+                pct = cpu_pct(self._cpu.get(key), t_s, used.cpu_s)
+                self._cpu[key] = (t_s, used.cpu_s)
+                rows.append(row(job, reading.node, t_s, cpu_pct=pct,
+                                host_mem_bytes=float(used.rss_bytes)))  # fmt: skip
         self._cpu = {k: v for k, v in self._cpu.items() if k in seen}
         with self.store.session(write=True) as session:
             if rows:
@@ -175,10 +194,16 @@ def job_sampler(
     read_gpus: Callable[[], Sequence[GpuReading]],
     config: SamplerConfig,
 ) -> Sampler | None:
-    """The sampler of ``railyard up``: this machine's jobs, when jobs run here (``local``)
-    and the interval is not 0. An executor that cannot measure processes (`exec.usage`)
-    still gets its GPUs sampled."""
-    if local is None or config.interval_s <= 0:
+    """The sampler of ``railyard up`` (None with an interval of 0): every node's jobs through
+    an executor whose nodes read themselves (Ray's agents), else this machine's (``local``),
+    its processes measured where the executor can (`exec.usage`)."""
+    if config.interval_s <= 0:
+        return None
+    if isinstance(executor, ReadsNodes):
+        nodes = executor
+        return Sampler(store, lambda jobs: nodes.read_jobs({j.job_id: j.placement for j in jobs}),
+                       config)  # fmt: skip
+    if local is None:
         return None
     usage = executor.usage if isinstance(executor, MeasuresUsage) else None
-    return Sampler(store, local.name, read_gpus, usage, config)
+    return Sampler(store, local_reader(local.name, read_gpus, usage), config)

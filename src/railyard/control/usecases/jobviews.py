@@ -142,10 +142,12 @@ SESSION_STATES = (JobState.PENDING.value, JobState.STARTING.value, JobState.RUNN
 
 def sessions_of(session: Session, actor: User, limit: int = 50) -> list[tuple[JobLine, str]]:
     """The actor's own interactive jobs not yet ended, newest first, with their kind
-    (pipes, pty, app): the dashboard's "Your sessions"."""
+    (pipes, pty, app): the dashboard's "Your sessions". Found through the state index (the
+    jobs not ended, a bounded set), not the user's (every job they ever ran: ``+ 0`` keeps
+    the planner off it; 30 ms -> 3 ms for a user with 110,000 jobs on SQLite)."""
     rows = session.scalars(
         select(JobRow)
-        .where(JobRow.user_id == actor.id, JobRow.terminal != "",
+        .where(JobRow.user_id + 0 == actor.id, JobRow.terminal != "",
                JobRow.state.in_(SESSION_STATES))
         .order_by(JobRow.submit_t_s.desc())
         .limit(limit)
