@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import csv
 import io
+import threading
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -22,6 +25,7 @@ from tests.control.test_dashboard import app_for, login
 from railyard.control.api.app import create_app
 from railyard.control.metrics.sampler import (
     PRUNE_EVERY_S,
+    Running,
     Sampler,
     SamplerConfig,
     job_sampler,
@@ -29,6 +33,7 @@ from railyard.control.metrics.sampler import (
 )
 from railyard.control.store.database import Store
 from railyard.control.store.tables import JobRow, SampleRow, User
+from railyard.control.usecases import jobsamples
 from railyard.control.usecases.jobsamples import history
 from railyard.exec.usage import NodeReading, Placements, ProcessUsage
 from railyard.probe import GpuReading
@@ -244,3 +249,49 @@ def test_the_job_page_draws_the_history_and_offers_it_as_csv(
     assert "No readings yet" in pending
     other = login(app_for(store, tmp_path), jobs["bob"])
     assert other.get("/ui/jobs/1/samples.csv").status_code == 404
+
+
+def test_a_failing_tick_is_logged_and_the_next_one_samples(
+    store: Store, jobs: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    local = local_reader("n01", readings, Usage())
+    calls: list[int] = []
+
+    def flaky(running: Sequence[Running]) -> Mapping[str, Sequence[NodeReading]]:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("a reader's bug")
+        return local(running)
+
+    stop = threading.Event()
+    thread = Sampler(store, flaky, SamplerConfig(interval_s=0.05)).start(stop)
+    try:
+        deadline = time.monotonic() + 30
+        while not _rows(store):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert "railyard sampler: tick failed" in caplog.text
+    assert "a reader's bug" in caplog.text
+
+
+def test_one_request_reads_a_bounded_number_of_rows(
+    store: Store, sampled: list[float], jobs: dict[str, str], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """60 readings of 3 rows each kept; a budget of 30 rows: the newest 10 readings, or the
+    10 from ``since_t_s`` on, and the answer says it is partial."""
+    monkeypatch.setattr(jobsamples, "ROW_BUDGET", 30)
+    with store.session() as session:
+        newest = history(session, "1")
+        oldest = history(session, "1", since_t_s=0.0)
+        whole = history(session, "1", since_t_s=500.0)  # 10 readings fit
+    assert (newest.partial, newest.readings) == (True, 10)
+    assert [b.t_s for b in newest.buckets] == [500.0 + 10 * i for i in range(10)]
+    assert (oldest.partial, oldest.readings) == (True, 10)
+    assert [b.t_s for b in oldest.buckets] == [10.0 * i for i in range(10)]
+    assert (whole.partial, whole.readings) == (False, 10)
+    body = _client(store, tmp_path, jobs["alice"]).get("/v1/jobs/1/samples").json()
+    assert (body["partial"], body["readings"]) == (True, 10)

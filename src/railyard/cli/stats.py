@@ -79,6 +79,8 @@ def stats(args: argparse.Namespace) -> None:
     merged = (f", shown as {len(points)} means of {found['bucket_s']:g} s"
               if found["readings"] > len(points) else "")  # fmt: skip
     print(f"job {found['job_id']}: {found['readings']} readings over {span_s:,.0f} s{merged}")
+    if found["partial"]:
+        print("(its newest readings only: one request reads at most 200,000 rows)")
     print(table(["FIGURE", "LAST", "MEAN", "MAX"], _rows(points, found["gpus"]),
                 right=("LAST", "MEAN", "MAX")))  # fmt: skip
 

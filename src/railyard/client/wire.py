@@ -202,5 +202,6 @@ class Samples(TypedDict):
     job_id: str
     bucket_s: float
     readings: int
+    partial: bool
     gpus: list[str]
     points: list[SamplePoint]

@@ -53,6 +53,8 @@ def render(found: History) -> str:
         figures.append(chart(scaled, label=title, x_labels=labels, unit=unit, latest="last"))
     merged = (f", drawn as {len(found.buckets)} means of {found.bucket_s:g} s"
               if found.readings > len(found.buckets) else "")  # fmt: skip
+    if found.partial:
+        merged += " (its newest: a page reads at most 200,000 rows)"
     note = (f"<p class=muted>{found.readings} readings{merged}. "
             f'<a href="/ui/jobs/{job}/samples.csv">Download as CSV</a></p>')  # fmt: skip
     return '<div class="charts">' + "".join(figures) + "</div>" + note

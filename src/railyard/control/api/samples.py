@@ -30,6 +30,7 @@ class SamplesOut(Response):
     job_id: str
     bucket_s: float
     readings: int
+    partial: bool  # only part of what is kept: one request reads at most 200,000 rows
     gpus: list[str]
     points: list[SamplePointOut]
 
@@ -45,7 +46,10 @@ def job_samples(
 ) -> SamplesOut | HttpResponse:
     """At most ``points`` buckets, each the mean of the samples in it: the job's mean GPU
     utilisation, summed GPU memory and power, hottest GPU, summed host CPU (100: one core)
-    and resident memory; ``gpus`` each GPU's utilisation (``node:index``)."""
+    and resident memory; ``gpus`` each GPU's utilisation (``node:index``). One request reads
+    at most 200,000 rows (a 256-node job keeps that many in 15 minutes): ``partial`` then says
+    only the newest part is here, or from ``since_t_s`` on, the oldest; page with
+    ``since_t_s``."""
     row, _ = jobs.get_job(session, user, job_id)  # 404 unless the reader may see it
     found = jobsamples.history(session, row.id, points=points, since_t_s=since_t_s)
     if out == "csv":
@@ -56,6 +60,7 @@ def job_samples(
         job_id=row.id,
         bucket_s=found.bucket_s,
         readings=found.readings,
+        partial=found.partial,
         gpus=found.gpu_names(),
         points=[SamplePointOut(**vars(b)) for b in found.buckets],
     )

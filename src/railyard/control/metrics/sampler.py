@@ -177,13 +177,16 @@ class Sampler:
         return thread
 
     def run(self, stop: threading.Event) -> None:
-        """Tick every ``interval_s`` until ``stop``; a failed tick is logged, not fatal."""
+        """Tick every ``interval_s`` until ``stop``; a failed tick is logged, not fatal (the
+        next one reads afresh)."""
         while not stop.is_set():
             started = time.monotonic()
             try:
                 self.tick()
-            except (SQLAlchemyError, OSError) as exc:
+            except (SQLAlchemyError, OSError) as exc:  # the store or a node, for now
                 log.warning("railyard sampler: tick failed: %s", exc)
+            except Exception:  # a bug must not end the history for the server's lifetime
+                log.exception("railyard sampler: tick failed")
             stop.wait(max(0.0, self.config.interval_s - (time.monotonic() - started)))
 
 

@@ -20,6 +20,7 @@ from railyard.client.samplecsv import csv_text
 from railyard.control.store.tables import SampleRow
 
 MAX_POINTS = 10_000
+ROW_BUDGET = 200_000  # rows one request aggregates at most (~0.2-0.4 s of one store thread)
 DEFAULT_POINTS = 300
 
 
@@ -40,12 +41,15 @@ class Bucket:
 @dataclass(frozen=True)
 class History:
     """The job's buckets, oldest first; ``bucket_s`` their width (0: no samples);
-    ``readings`` how many ticks read the job (more than buckets: each is a mean of several)."""
+    ``readings`` how many ticks read the job (more than buckets: each is a mean of several);
+    ``partial``: only the newest (or, from ``since_t_s``, the oldest) readings that fit in
+    :data:`ROW_BUDGET` rows."""
 
     job_id: str
     bucket_s: float
     buckets: list[Bucket]
     readings: int
+    partial: bool = False  # more readings than one request reads (`ROW_BUDGET`) were kept
 
     def gpu_names(self) -> list[str]:
         return sorted({name for b in self.buckets for name in b.gpus}, key=_gpu_order)
@@ -105,11 +109,24 @@ def _bucket(t_s: float, groups: list[_Avg]) -> Bucket:
     )
 
 
+def _tick(session: Session, job_id: str, last: float, first: float) -> tuple[int, float]:
+    """Rows per reading and the time between readings, from the newest two (index seeks:
+    nothing here reads the whole history)."""
+    mine = SampleRow.job_id == job_id
+    per_tick = session.execute(select(func.count()).where(mine, SampleRow.t_s == last)).scalar_one()
+    before = session.execute(
+        select(func.max(SampleRow.t_s)).where(mine, SampleRow.t_s < last, SampleRow.t_s >= first)
+    ).scalar_one()
+    return max(1, int(per_tick)), (last - before) if before is not None else 1.0
+
+
 def history(session: Session, job_id: str, *, points: int = DEFAULT_POINTS,
             since_t_s: float | None = None, last_s: float | None = None) -> History:  # fmt: skip
     """At most ``points`` buckets of the job's samples from ``since_t_s``, or of its last
     ``last_s`` seconds of samples (a page's graph of a week-long job reads hours, not the
-    week); the caller has checked the job is the reader's to see."""
+    week); the caller has checked the job is the reader's to see. One request aggregates at
+    most about :data:`ROW_BUDGET` rows, whatever the job's size and age: a 256-node job's
+    week is 140 M rows, and one user's request must not stall the store for others."""
     where = [SampleRow.job_id == job_id]
     if since_t_s is not None:
         where.append(SampleRow.t_s >= since_t_s)
@@ -119,7 +136,14 @@ def history(session: Session, job_id: str, *, points: int = DEFAULT_POINTS,
         return History(job_id, 0.0, [], 0)
     if last_s is not None and last - first > last_s:
         first = last - last_s
-        where.append(SampleRow.t_s >= first)
+    per_tick, tick_s = _tick(session, job_id, last, first)
+    max_span_s = (max(1, ROW_BUDGET // per_tick) - 1) * tick_s
+    partial = last - first > max_span_s
+    if partial and since_t_s is not None:  # read forward from where the reader asked
+        last = first + max_span_s
+    elif partial:
+        first = last - max_span_s
+    where += [SampleRow.t_s >= first, SampleRow.t_s <= last]
     count = select(func.count(func.distinct(SampleRow.t_s))).where(*where)
     readings = session.execute(count).scalar_one()
     width_s = max(1.0, math.ceil((last - first) / points + 1e-9))
@@ -137,7 +161,7 @@ def history(session: Session, job_id: str, *, points: int = DEFAULT_POINTS,
         figures = (None if v is None else float(v) for v in r[3:])
         grouped[int(r[0])].append(_Avg(r[1], r[2], *figures))
     buckets = [_bucket(first + n * width_s, grouped[n]) for n in sorted(grouped)]
-    return History(job_id, width_s, buckets, int(readings))
+    return History(job_id, width_s, buckets, int(readings), partial)
 
 
 def to_csv(h: History) -> str:
