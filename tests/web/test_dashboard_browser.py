@@ -98,7 +98,11 @@ def test_the_dashboard_in_a_browser(server: ServerProcess, browser: object) -> N
     log_in(b, server, server.token)
     shot(b, "overview")
     b.get(f"{server.url}/ui/jobs")  # type: ignore[attr-defined]
-    code = "import time; print('hello from the browser test', flush=True); time.sleep(3)"
+    code = (
+        "import time; print('hello from the browser test', flush=True); "
+        "held = b'x' * 2**26; t = time.time()\n"
+        "while time.time() - t < 4: pass"
+    )  # a core busy, 64 MiB held: its graphs
     job = cli(server, server.token, "submit", "--parsable", "--gpus", "2", "--name", "hello", "--",
               sys.executable, "-c", code)  # fmt: skip
     row = f"//tbody[@id='jobs']//a[text()='{job}']/../.."
@@ -112,6 +116,9 @@ def test_the_dashboard_in_a_browser(server: ServerProcess, browser: object) -> N
     resident = "svg[aria-label='memory of its processes (resident)']"  # read while it ran
     assert b.find_elements(By.CSS_SELECTOR, resident)  # type: ignore[attr-defined]
     shot(b, "job")
+    resources = b.find_element(By.XPATH, "//h2[text()='Resources']")  # type: ignore[attr-defined]
+    _ = resources.location_once_scrolled_into_view  # scrolls there
+    shot(b, "job-resources")
     b.get(f"{server.url}/ui/fabric")  # type: ignore[attr-defined]
     node = b.find_element(By.ID, "node-dgx003")  # type: ignore[attr-defined]
     assert node.get_attribute("data-state") == "ready"

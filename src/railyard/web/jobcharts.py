@@ -21,6 +21,8 @@ def _clock(t_s: float) -> str:
 
 
 def _gib(v: float) -> str:
+    if v < 1:
+        return f"{v * 1024:,.0f} MiB"
     return f"{v:,.1f} GiB" if v < 100 else f"{v:,.0f} GiB"
 
 
