@@ -57,22 +57,22 @@ except Exception as exc:
 """
 
 
-def ray_ports() -> str:
-    """`ray start` flags that keep this head's side ports off those of other Rays here."""
-    return (
-        " ".join(
-            f"--{flag} {free_port()}"
-            for flag in (
-                "node-manager-port",
-                "object-manager-port",
-                "metrics-export-port",
-                "dashboard-agent-listen-port",
-                "dashboard-agent-grpc-port",
-                "runtime-env-agent-port",
-            )
-        )
-        + " --num-cpus 1 --include-dashboard false"
-    )
+SIDE_PORTS = ("node-manager-port", "object-manager-port", "metrics-export-port",
+              "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+              "runtime-env-agent-port")  # fmt: skip
+
+
+def ray_ports(head_port: int) -> str:
+    """`ray start` flags that keep this head's side ports off those of other Rays here, each
+    its own: a free port is not held, so two draws can give the same one (Ray then refuses
+    to start: "is trying to use a port number ... used by other components")."""
+    ports: list[int] = []
+    while len(ports) < len(SIDE_PORTS):
+        port = free_port()
+        if port != head_port and port not in ports:
+            ports.append(port)
+    flags = " ".join(f"--{flag} {port}" for flag, port in zip(SIDE_PORTS, ports, strict=True))
+    return flags + " --num-cpus 1 --include-dashboard false"
 
 
 class Scratch:
@@ -160,7 +160,7 @@ def head(scratch: Scratch) -> tuple[str, Path, str]:
             "--gpus",
             "0",
             "--ray-start-args",
-            ray_ports(),
+            ray_ports(port),
         ],
         scratch.env(home),
     )
@@ -183,7 +183,7 @@ def open_head(scratch: Scratch) -> str:
             "--num-gpus",
             "0",
             "--disable-usage-stats",
-            *ray_ports().split(),
+            *ray_ports(port).split(),
         ],
         env,
     )
