@@ -1,11 +1,12 @@
-"""Per-job resource history: every ``interval_s`` the sampler reads this node's GPUs (NVML,
-:func:`railyard.probe.read_gpus`) and each running job's processes (`exec.usage`), and keeps
-one row per job and GPU, plus one for its host CPU and memory, for ``retention_s``.
+"""Per-job resource history: every ``interval_s`` the sampler reads each running job's GPUs
+(NVML, :func:`railyard.probe.read_gpus`) and processes (`exec.usage`), on this machine or
+through each node's agent (Ray), and keeps one row per job, node and GPU, plus one per node
+for its processes' CPU and memory, for ``retention_s``.
 
 Why railyard keeps its own: ``/metrics`` has the same DCGM figures, but only now; without a
 Prometheus scraping it nothing would draw a job's last hour. The rows are few (a 10 s
-interval on an 8-GPU node writes 9 rows per job per tick in one transaction, about 0.8 M rows
-a week when the node is busy) and the job page and ``railyard stats`` read them bucketed
+interval on an 8-GPU node writes 9 rows a tick in one transaction, about 0.5 M rows a week
+when the node is busy) and the job page and ``railyard stats`` read them bucketed
 (`control.usecases.jobsamples`). Figures in dcgm-exporter's meaning (util %, framebuffer
 used, power W, temperature C); host CPU as ``top`` shows it (100 = one core busy).
 """
@@ -41,8 +42,8 @@ class HasName(Protocol):
 
 @dataclass(frozen=True)
 class SamplerConfig:
-    """How often, and how long rows are kept (``railyard up --sample-interval-s``,
-    ``--sample-retention-days``)."""
+    """How often, and how long rows are kept (``railyard up --sample-interval``,
+    ``--sample-retention``)."""
 
     interval_s: float = 10.0
     retention_s: float = 7 * 86400.0
