@@ -23,8 +23,9 @@ from tests.control.conftest import FLAVOR
 from tests.control.test_dashboard import app_for, login
 
 from railyard.control.api.app import create_app
+from railyard.control.metrics import sampler as sampler_module
 from railyard.control.metrics.sampler import (
-    PRUNE_EVERY_S,
+    PRUNE_BATCH,
     Running,
     Sampler,
     SamplerConfig,
@@ -148,14 +149,24 @@ def test_a_backends_nodes_read_their_own_share(store: Store, jobs: dict[str, str
     assert job_sampler(store, None, nodes, readings, SamplerConfig(interval_s=0)) is None
 
 
-def test_rows_older_than_the_retention_are_pruned(store: Store, jobs: dict[str, str]) -> None:
+def test_rows_older_than_the_retention_are_pruned(
+    store: Store, jobs: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     clock = Clock(1000.0)
     config = SamplerConfig(interval_s=10, retention_s=100)
     sampler = Sampler(store, local_reader("n01", readings, Usage()), config, clock)
     sampler.tick()
-    clock.t_s = 1000.0 + PRUNE_EVERY_S
+    clock.t_s = 1050.0
     sampler.tick()
-    assert {r.t_s for r in _rows(store)} == {1000.0 + PRUNE_EVERY_S}
+    assert {r.t_s for r in _rows(store)} == {1000.0, 1050.0}  # within the retention
+    clock.t_s = 1150.0
+    sampler.tick()
+    assert {r.t_s for r in _rows(store)} == {1050.0, 1150.0}
+    monkeypatch.setattr(sampler_module, "PRUNE_BATCH", 2)  # a batch at most a tick
+    clock.t_s = 1400.0
+    sampler.tick()
+    assert len([r for r in _rows(store) if r.t_s < 1300.0]) == 6 - 2
+    assert PRUNE_BATCH >= 2_304  # a tick of 2,048 GPUs on 256 nodes: the pruning keeps up
 
 
 @pytest.fixture

@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING
 
 from railyard.cli.args import Command, Parser, connect, emit_json, json_flag
 from railyard.cli.text import table
+from railyard.client.bounds import MAX_SAMPLE_POINTS, SAMPLE_ROW_BUDGET
 from railyard.client.samplecsv import csv_text
 
 if TYPE_CHECKING:
     from railyard.client.wire import SamplePoint
-
-MAX_POINTS = 10_000
 
 
 def _bytes(v: float) -> str:
@@ -80,15 +79,15 @@ def stats(args: argparse.Namespace) -> None:
               if found["readings"] > len(points) else "")  # fmt: skip
     print(f"job {found['job_id']}: {found['readings']} readings over {span_s:,.0f} s{merged}")
     if found["partial"]:
-        print("(its newest readings only: one request reads at most 200,000 rows)")
+        print(f"(its newest readings only: one request reads at most {SAMPLE_ROW_BUDGET:,} rows)")
     print(table(["FIGURE", "LAST", "MEAN", "MAX"], _rows(points, found["gpus"]),
                 right=("LAST", "MEAN", "MAX")))  # fmt: skip
 
 
 def _points(text: str) -> int:
     value = int(text)
-    if not 1 <= value <= MAX_POINTS:
-        raise argparse.ArgumentTypeError(f"must be in 1..{MAX_POINTS}")
+    if not 1 <= value <= MAX_SAMPLE_POINTS:
+        raise argparse.ArgumentTypeError(f"must be in 1..{MAX_SAMPLE_POINTS}")
     return value
 
 

@@ -12,6 +12,8 @@ MiB = 1024 * KiB
 
 MAX_REQUEST_BYTES = 16 * MiB  # a request body; larger is 413
 MAX_COMMAND_ARGS = 4096
+MAX_SAMPLE_POINTS = 10_000  # buckets of a job's resource history in one answer
+SAMPLE_ROW_BUDGET = 200_000  # rows of it one request aggregates at most
 MAX_ARG_BYTES = 128 * KiB  # MAX_ARG_STRLEN
 MAX_COMMAND_BYTES = 256 * KiB  # all arguments together
 MAX_ENV_ENTRIES = 1024

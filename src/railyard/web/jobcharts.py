@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from railyard.control.usecases.jobsamples import History
+from railyard.control.usecases.jobsamples import ROW_BUDGET, History
 from railyard.web.figures import chart
 from railyard.web.page import esc
 
@@ -56,7 +56,7 @@ def render(found: History) -> str:
     merged = (f", drawn as {len(found.buckets)} means of {found.bucket_s:g} s"
               if found.readings > len(found.buckets) else "")  # fmt: skip
     if found.partial:
-        merged += " (its newest: a page reads at most 200,000 rows)"
+        merged += f" (its newest: a page reads at most {ROW_BUDGET:,} rows)"
     note = (f"<p class=muted>{found.readings} readings{merged}. "
             f'<a href="/ui/jobs/{job}/samples.csv">Download as CSV</a></p>')  # fmt: skip
     return '<div class="charts">' + "".join(figures) + "</div>" + note

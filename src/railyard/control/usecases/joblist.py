@@ -215,7 +215,6 @@ def _folded(
     groups = session.execute(
         select(JobRow.array_parent, func.count(), func.min(JobRow.array_index),
                func.max(JobRow.array_index), func.min(JobRow.id))
-        .join(User, JobRow.user_id == User.id)
         .where(*where, folded)
         .group_by(JobRow.array_parent)
     ).all()  # fmt: skip

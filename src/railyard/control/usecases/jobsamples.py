@@ -16,11 +16,12 @@ from sqlalchemy import Integer, cast, func, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
+from railyard.client.bounds import MAX_SAMPLE_POINTS, SAMPLE_ROW_BUDGET
 from railyard.client.samplecsv import csv_text
 from railyard.control.store.tables import SampleRow
 
-MAX_POINTS = 10_000
-ROW_BUDGET = 200_000  # rows one request aggregates at most (~0.2-0.4 s of one store thread)
+MAX_POINTS = MAX_SAMPLE_POINTS
+ROW_BUDGET = SAMPLE_ROW_BUDGET  # ~0.3 s of one store thread
 DEFAULT_POINTS = 300
 
 
