@@ -19,7 +19,7 @@ reuse failures and whole decisions for alike jobs (see memo.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from railyard.sched.config import SchedulerConfig
@@ -121,51 +121,55 @@ class Pass:
 
     # -- the per-job story -------------------------------------------------------------------
 
-    def admit(self, job: Job, *, starving: bool, defer_borrowing: bool = False) -> Outcome:
-        """Decide for one job. Jobs alike in everything the decision reads (queue, shape,
-        priority, service, which holds they may use, tier) get the same outcome while
-        nothing has changed since the last one was decided, so a long blocked tail costs a
-        dictionary lookup per job."""
-        usable = 0
-        if job.flavor in self.holds.lendable:
-            end_t_s = self.estimates.end_t_s(job, self.now_t_s)
-            usable = self.holds.usable(job.flavor, end_t_s, job.preemptible and self._yields)
-        memo = self.memo
-        if job.nominated or job.id in self.preemption.signalled_for:
-            outcome = self._decide(job, usable, starving, defer_borrowing)
-        else:
-            key = (
-                job.queue,
-                job.flavor,
-                job.workers,
-                job.gpus_per_worker,
-                job.cpus_per_worker,
-                job.mem_per_worker_gb,
-                job.topology,
-                job.distinct_nodes,
-                job.only_nodes,
-                job.never_nodes,
-                job.priority,
-                job.queue in self._max_time_queues and self.feasible.over_max_time(job),
-                self._preemptor_class(job) if self._preemptor_class else None,
-                usable,
-                starving,
-                defer_borrowing,
-                job.submit_t_s <= self._hold_before_t_s,
-            )
-            hit = memo.decided.get(key)
-            before = memo.epoch
-            if hit is not None and hit[0] == before:
-                outcome = hit[1]
-            else:
+    def admit_in_order(
+        self, jobs: Iterable[Job], *, starving_t_s: float, defer_borrowing: bool = False
+    ) -> list[Job]:
+        """Decide for each job in turn (a job submitted by `starving_t_s` is starving); return
+        those deferred because they fit only by borrowing.
+
+        Jobs alike in everything the decision reads (queue, shape, priority, service, which
+        holds they may use, tier) get the same outcome while nothing has changed since the
+        last one was decided, so a long blocked tail costs a dictionary lookup per job. The
+        loop runs once per pending job per cycle: what it reads is bound once, outside it."""
+        deferred: list[Job] = []
+        memo, decided, reasons = self.memo, self.memo.decided, self.reasons
+        lendable, usable_of = self.holds.lendable, self.holds.usable
+        end_t_s, now_t_s, yields = self.estimates.end_t_s, self.now_t_s, self._yields
+        signalled_for = self.preemption.signalled_for
+        max_time_queues, over_max_time = self._max_time_queues, self.feasible.over_max_time
+        preemptor_class, hold_before_t_s = self._preemptor_class, self._hold_before_t_s
+        for job in jobs:
+            starving = job.submit_t_s <= starving_t_s
+            usable = 0
+            if job.flavor in lendable:
+                usable = usable_of(job.flavor, end_t_s(job, now_t_s), job.preemptible and yields)
+            if job.nominated or job.id in signalled_for:
                 outcome = self._decide(job, usable, starving, defer_borrowing)
-                if memo.epoch == before:  # the decision changed nothing: reusable
-                    memo.decided[key] = (before, outcome)
-        if outcome.reason is not None:
-            self.reasons[job.id] = outcome.reason
-        if outcome is PREEMPTING:
-            self.nominated.add(job.id)
-        return outcome
+            else:
+                key = (
+                    job.alike,
+                    job.queue in max_time_queues and over_max_time(job),
+                    preemptor_class(job) if preemptor_class else None,
+                    usable,
+                    starving,
+                    defer_borrowing,
+                    job.submit_t_s <= hold_before_t_s,
+                )
+                hit = decided.get(key)
+                before = memo.epoch
+                if hit is not None and hit[0] == before:
+                    outcome = hit[1]
+                else:
+                    outcome = self._decide(job, usable, starving, defer_borrowing)
+                    if memo.epoch == before:  # the decision changed nothing: reusable
+                        decided[key] = (before, outcome)
+            if outcome.reason is not None:
+                reasons[job.id] = outcome.reason
+            elif outcome is DEFERRED:
+                deferred.append(job)
+            if outcome is PREEMPTING:
+                self.nominated.add(job.id)
+        return deferred
 
     def _decide(self, job: Job, usable: int, starving: bool, defer_borrowing: bool) -> Outcome:
         never = self.feasible.reason(job)

@@ -8,6 +8,7 @@ plane get the same decisions for the same state, with or without the cache.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from railyard.sched.admit import Pass, Policies
@@ -15,7 +16,6 @@ from railyard.sched.config import SchedulerConfig
 from railyard.sched.decisions import CycleResult, Requeue
 from railyard.sched.limits import Estimates
 from railyard.sched.model import ClusterState, Job, NodeState, RunningJob
-from railyard.sched.outcome import Verdict
 from railyard.sched.policies import ADMISSION, BACKFILL, ORDERING, PLACEMENT, PREEMPTION
 from railyard.sched.policies.registry import OrderContext
 from railyard.sched.quota import QuotaTree
@@ -146,14 +146,8 @@ def cycle(
         requeued={r.job_id for r in requeues},
         estimates=_estimates(state, booked.quota, config),
     )
-    borrowers = [
-        job
-        for job in ordered
-        if admit.admit(job, starving=job.submit_t_s <= starving_t_s, defer_borrowing=True).verdict
-        is Verdict.DEFERRED
-    ]
-    for job in borrowers:
-        admit.admit(job, starving=False)
+    borrowers = admit.admit_in_order(ordered, starving_t_s=starving_t_s, defer_borrowing=True)
+    admit.admit_in_order(borrowers, starving_t_s=-math.inf)
 
     # 5. Collect the decisions.
     return CycleResult(

@@ -14,8 +14,8 @@ Rules that keep preemption from wasting work (each was a bug once):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator, Sequence
-from contextlib import contextmanager
+from bisect import bisect_right
+from collections.abc import Callable, Hashable, Sequence
 
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.decisions import Preempt, PreemptReason
@@ -29,7 +29,6 @@ from railyard.sched.policies.registry import (
     PlacementPolicy,
     PreemptContext,
     PreemptionPolicy,
-    service_level,
 )
 from railyard.sched.quota import QuotaTree
 from railyard.sched.snapshot import Load, Masks, Shape, Snapshot
@@ -97,15 +96,17 @@ class Preemption:
         self._candidate_cache: dict[Hashable, tuple[int, list[Candidate]]] = {}
         self._candidate_of: dict[tuple[str, PreemptReason], Candidate] = {}
         self._searches_left = config.preemption_searches_per_cycle
+        self._running_as: RunningJob | None = None
         self._queue_searches: dict[str, int] = {}
         self.decisions: list[Preempt] = []
 
     def preemptor_class(self, job: Job) -> Hashable:
         """What besides queue, priority and shape decides which victims a job may take: its
-        service level under time slicing, its age while backfilled jobs might yield to it."""
+        service level under time slicing, its age while backfilled jobs might yield to it.
+        (Asked for every pending job of a time-slicing cycle, hence the plain bisect.)"""
         if self.policy.name == "las":
-            level = service_level(job.attained_gpu_s, self.ctx.service_levels_gpu_s)
-            return (level, job.submit_t_s if self.backfilled else None)
+            level = bisect_right(self.ctx.service_levels_gpu_s, job.attained_gpu_s)
+            return (level, job.submit_t_s) if self.backfilled else level
         return job.submit_t_s if self.backfilled else None
 
     def preempt(self, job: Job, shape: Shape, nominate: Nominate) -> bool:
@@ -245,6 +246,9 @@ class Preemption:
         out: list[Candidate] = []
         seen: set[str] = set()
         reserved = self._reserved()
+        # Would a victim evict `job` back? The victim asks as a preemptor would, so victims
+        # alike as preemptors (queue, priority, size, class) answer alike: one what-if each.
+        answers: dict[Hashable, bool] = {}
         for members in self._victim_classes().get(job.flavor, {}).values():
             reason = self.policy.victim_reason(job, members[0], self.ctx)
             if reason is None:
@@ -260,7 +264,12 @@ class Preemption:
                 if guarded and _overlaps(self.run_masks[r.id], guarded):
                     continue
                 if r.gpus not in back:
-                    back[r.gpus] = self._would_preempt_back(job, r)
+                    v = r.job
+                    alike = (v.queue, v.priority, v.flavor, v.gpus, r.gpus, self.preemptor_class(v))
+                    answer = answers.get(alike)
+                    if answer is None:
+                        answer = answers[alike] = self._would_preempt_back(job, r)
+                    back[r.gpus] = answer
                 if not back[r.gpus]:
                     out.append(self._candidate(r, reason))
                     seen.add(r.id)
@@ -292,30 +301,36 @@ class Preemption:
             for r in self.backfilled
         )
 
-    @contextmanager
-    def _swapped(self, job: Job, victim: RunningJob) -> Iterator[None]:
-        """What-if: the quota as if `job` ran in the victim's place."""
+    def _swapped(self, job: Job, victim: RunningJob, question: Callable[[], bool]) -> bool:
+        """`question` answered with the quota as if `job` ran in the victim's place."""
         v = victim.job
-        self.quota.remove(v.queue, v.flavor, victim.gpus)
-        self.quota.add(job.queue, job.flavor, job.gpus)
-        try:
-            yield
-        finally:
-            self.quota.remove(job.queue, job.flavor, job.gpus)
-            self.quota.add(v.queue, v.flavor, victim.gpus)
+        return self.quota.ask_moved(v.queue, victim.gpus, job.queue, job.gpus, v.flavor, question)
+
+    def _as_running(self, job: Job) -> RunningJob:
+        """`job` as if it had run one quantum (the victim's view once the two swapped)."""
+        if self._running_as is None or self._running_as.job is not job:
+            start_t_s = self.now_t_s - self.config.time_slice_quantum_s
+            self._running_as = RunningJob(job, {}, start_t_s)
+        return self._running_as
 
     def _would_reclaim_back(self, job: Job, victim: RunningJob) -> bool:
         """Once swapped, would the victim's queue take its quota back from the job? (Time
         slicing may still hand a reservation's GPUs back and forth: that is its design.)"""
         v = victim.job
-        with self._swapped(job, victim):
-            return self.quota.reclaimable(job.queue, v.queue, v.flavor, victim.gpus)
+        return self._swapped(
+            job, victim, lambda: self.quota.reclaimable(job.queue, v.queue, v.flavor, victim.gpus)
+        )
 
     def _would_preempt_back(self, job: Job, victim: RunningJob) -> bool:
         """Once swapped (victim pending, job running), would the victim evict the job?"""
-        with self._swapped(job, victim):
-            swapped = RunningJob(job, {}, self.now_t_s - self.config.time_slice_quantum_s)
-            return self.policy.victim_reason(victim.job, swapped, self.ctx) is not None
+        swapped = self._as_running(job)
+        if self.policy.reason_without_quota(victim.job, swapped, self.ctx) is not None:
+            return True
+        return self._swapped(
+            job,
+            victim,
+            lambda: self.policy.victim_reason(victim.job, swapped, self.ctx) is not None,
+        )
 
     def _candidate(self, r: RunningJob, reason: PreemptReason) -> Candidate:
         """One per running job and reason in a pass (its masks, the nodes' state and the

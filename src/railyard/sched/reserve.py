@@ -108,6 +108,74 @@ def release_events(
         yield group_t_s, group
 
 
+class _Sweep:
+    """The free state of a search as events release GPUs, cores and memory, kept as plain
+    counts (free GPUs of the flavor, how many workers' worth fit on single nodes) until those
+    say a placement may fit; only then is a `Snapshot` built to place on, and updated event by
+    event from there. A large gang's search reads hundreds of events before anything could
+    fit, and keeping every aggregate of a full snapshot current for each of them was most of
+    the cost of a reservation."""
+
+    def __init__(self, snap: Snapshot, shape: Shape, with_loads: bool) -> None:
+        self.base = snap
+        self.shape = shape
+        self.free_mask = list(snap.free_mask)
+        self.free_cpu = list(snap.free_cpu) if with_loads else snap.free_cpu
+        self.free_mem = list(snap.free_mem) if with_loads else snap.free_mem
+        self.scratch: Snapshot | None = None
+        buckets = snap.buckets.get(shape.flavor)
+        self.any_node = buckets is not None
+        self.flavor_free = snap.flavor_free.get(shape.flavor, 0)
+        self.capacity = sum(
+            len(nodes) * self._fits(free) for free, nodes in enumerate(buckets or ())
+        )
+
+    def _fits(self, free: int) -> int:
+        """Workers of the shape that `free` GPUs of one node hold (as `Snapshot.may_fit`)."""
+        gpw = self.shape.gpus_per_worker
+        if gpw == 0 or free < gpw:
+            return 0
+        return 1 if self.shape.distinct_nodes else free // gpw
+
+    def release(self, masks: Masks) -> None:
+        if self.scratch is not None:
+            self.scratch.release(masks)
+            return
+        free_mask = self.free_mask
+        for i, m in masks.items():  # events come from ready nodes of the shape's flavor only
+            fm = free_mask[i]
+            if fm & m:
+                raise ValueError(f"releasing free GPUs on node {self.base.topo.nodes[i].name}")
+            old, new = fm.bit_count(), (fm | m).bit_count()
+            free_mask[i] = fm | m
+            self.flavor_free += new - old
+            self.capacity += self._fits(new) - self._fits(old)
+
+    def release_load(self, load: Load) -> None:
+        if self.scratch is not None:
+            self.scratch.release_load(load)
+            return
+        for i, (cores, mib) in load.items():
+            self.free_cpu[i] += cores
+            self.free_mem[i] += mib
+
+    def may_fit(self) -> bool:
+        shape = self.shape
+        if self.scratch is not None:
+            scratch = self.scratch
+            return scratch.flavor_free.get(shape.flavor, 0) >= shape.gpus and scratch.may_fit(shape)
+        return (
+            self.any_node
+            and self.flavor_free >= shape.gpus
+            and (shape.gpus_per_worker == 0 or self.capacity >= shape.workers)
+        )
+
+    def snapshot(self) -> Snapshot:
+        if self.scratch is None:
+            self.scratch = Snapshot(self.base.topo, self.free_mask, self.free_cpu, self.free_mem)
+        return self.scratch
+
+
 def earliest_start(
     snap: Snapshot,
     shape: Shape,
@@ -131,22 +199,26 @@ def earliest_start(
         base = base_events(snap, shape.flavor, blockers)
     every = [*blockers, *extra] if extra else blockers
     asks = shape.cpus_per_worker or shape.mem_per_worker_mib
-    loads: list[tuple[float, Load]] = sorted(
-        ((b.end_t_s, b.load) for b in every if asks and b.load and b.end_t_s < math.inf),
-        key=lambda e: e[0],
+    loads: list[tuple[float, Load]] = (
+        sorted(
+            ((b.end_t_s, b.load) for b in every if b.load and b.end_t_s < math.inf),
+            key=lambda e: e[0],
+        )
+        if asks
+        else []
     )
-    charges: list[tuple[float, str, int]] = sorted(
-        (b.end_t_s, b.queue, b.gpus)
-        for b in every
+    charges: list[tuple[float, str, int]] = (
+        sorted(
+            (b.end_t_s, b.queue, b.gpus)
+            for b in every
+            if b.queue is not None and b.flavor == shape.flavor and b.gpus and b.end_t_s < math.inf
+        )
         if quota_fits is not None
-        and b.queue is not None
-        and b.flavor == shape.flavor
-        and b.gpus
-        and b.end_t_s < math.inf
+        else []
     )
     gpu_events = release_events(snap, shape.flavor, base, extra)
     upcoming = next(gpu_events, None)
-    scratch = snap.copy()
+    sweep = _Sweep(snap, shape, bool(loads))
     released: list[tuple[str, int]] = []
     c = n = 0
     try:
@@ -159,10 +231,10 @@ def earliest_start(
             if t_s == math.inf:
                 return None
             while upcoming is not None and upcoming[0] <= t_s:
-                scratch.release(upcoming[1])
+                sweep.release(upcoming[1])
                 upcoming = next(gpu_events, None)
             while n < len(loads) and loads[n][0] <= t_s:
-                scratch.release_load(loads[n][1])
+                sweep.release_load(loads[n][1])
                 n += 1
             while c < len(charges) and charges[c][0] <= t_s:
                 _, queue, gpus = charges[c]
@@ -172,8 +244,8 @@ def earliest_start(
                 c += 1
             if quota_fits is not None and not quota_fits():
                 continue
-            if scratch.flavor_free.get(shape.flavor, 0) >= shape.gpus and scratch.may_fit(shape):
-                found = placement.place(scratch, shape)
+            if sweep.may_fit():
+                found = placement.place(sweep.snapshot(), shape)
                 if found is not None:
                     return max(t_s, now_t_s), found
     finally:

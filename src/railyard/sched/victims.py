@@ -122,27 +122,17 @@ def _one_node(
     topo, need = snap.topo, shape.gpus
     need_cpu = shape.workers * shape.cpus_per_worker
     need_mem = shape.workers * shape.mem_per_worker_mib
-    on_node: dict[int, list[Candidate]] = {}
-    for c in candidates:
+    on_node: dict[int, list[Candidate]] = {}  # each node's candidates, cheapest first
+    for c in sorted(candidates, key=_by_cost):
         for i in c.masks:
             if topo.ready[i] and topo.flavor[i] == shape.flavor:
                 on_node.setdefault(i, []).append(c)
     best: tuple[tuple[int, float, int, float], int, list[Candidate]] | None = None
     for i, here in on_node.items():
-        free = (snap.free[i], snap.free_cpu[i], snap.free_mem[i])
-        chosen: list[Candidate] = []
-        for c in sorted(here, key=lambda c: c.cost):
-            if _enough(free, need, need_cpu, need_mem):
-                break
-            chosen.append(c)
-            free = _plus(free, _frees(c, i))
-        if not _enough(free, need, need_cpu, need_mem):
-            continue
-        for c in sorted(chosen, key=lambda c: c.cost, reverse=True):
-            less = _plus(free, _frees(c, i), -1)
-            if _enough(less, need, need_cpu, need_mem):
-                chosen.remove(c)
-                free = less
+        if need_cpu or need_mem:
+            chosen = _cheapest_freeing(here, i, snap, need, need_cpu, need_mem)
+        else:
+            chosen = _cheapest_freeing_gpus(here, i, snap.free[i], need)
         if chosen and (best is None or (set_cost(chosen), i) < best[:2]):
             best = (set_cost(chosen), i, chosen)
     if best is None:
@@ -151,6 +141,53 @@ def _one_node(
     with removed(snap, quota, victims, *_claims(victims)):
         found = fits()
     return None if found is None else (victims, found)
+
+
+def _by_cost(c: Candidate) -> tuple[int, float, int, float, str]:
+    return c.cost
+
+
+def _cheapest_freeing_gpus(
+    here: Sequence[Candidate], i: int, free: int, need: int
+) -> list[Candidate]:
+    """The cheapest of `here` (cheapest first) that free `need` GPUs on node `i`, none kept
+    that is not needed; empty if they cannot. (GPUs only: most gangs ask for nothing else,
+    and this runs for every node of each search.)"""
+    chosen: list[Candidate] = []
+    for c in here:
+        if free >= need:
+            break
+        chosen.append(c)
+        free += c.masks[i].bit_count()
+    if free < need:
+        return []
+    for c in reversed(chosen[:]):  # dearest first: keep back what is not needed
+        frees = c.masks[i].bit_count()
+        if free - frees >= need:
+            chosen.remove(c)
+            free -= frees
+    return chosen
+
+
+def _cheapest_freeing(
+    here: Sequence[Candidate], i: int, snap: Snapshot, need: int, need_cpu: int, need_mem: int
+) -> list[Candidate]:
+    """As `_cheapest_freeing_gpus`, counting cores and memory too."""
+    free = (snap.free[i], snap.free_cpu[i], snap.free_mem[i])
+    chosen: list[Candidate] = []
+    for c in here:
+        if _enough(free, need, need_cpu, need_mem):
+            break
+        chosen.append(c)
+        free = _plus(free, _frees(c, i))
+    if not _enough(free, need, need_cpu, need_mem):
+        return []
+    for c in reversed(chosen[:]):
+        less = _plus(free, _frees(c, i), -1)
+        if _enough(less, need, need_cpu, need_mem):
+            chosen.remove(c)
+            free = less
+    return chosen
 
 
 def _frees(c: Candidate, i: int) -> tuple[int, int, int]:

@@ -13,6 +13,7 @@ quotas hold (reclaim stays on; a queue's quota is never exceeded to slice).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Hashable
 from dataclasses import dataclass
 
@@ -37,8 +38,8 @@ class LeastAttainedService:
     name: str = "las"
 
     def sort_key(self, ctx: OrderContext) -> SortKey:
-        levels = ctx.service_levels_gpu_s
-        return lambda j: (-j.priority, service_level(j.attained_gpu_s, levels), j.submit_t_s, j.tie)
+        levels = ctx.service_levels_gpu_s  # service_level's bisect, inline: 10,000 calls
+        return lambda j: (-j.priority, bisect_right(levels, j.attained_gpu_s), j.submit_t_s, j.tie)
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ class TimeSlice:
         level = service_level(attained_gpu_s(victim, ctx.now_t_s), ctx.service_levels_gpu_s)
         return (j.queue, j.priority, j.preemptible, sliceable, level)
 
-    def victim_reason(
+    def reason_without_quota(
         self, preemptor: Job, victim: RunningJob, ctx: PreemptContext
     ) -> PreemptReason | None:
         v = victim.job
@@ -69,6 +70,14 @@ class TimeSlice:
             > service_level(preemptor.attained_gpu_s, levels)
         ):
             return PreemptReason.TIME_SLICE
+        return None
+
+    def victim_reason(
+        self, preemptor: Job, victim: RunningJob, ctx: PreemptContext
+    ) -> PreemptReason | None:
+        sliced = self.reason_without_quota(preemptor, victim, ctx)
+        if sliced is not None:
+            return sliced
         return PreemptReason.RECLAIM if reclaims(preemptor, victim, ctx) else None
 
 

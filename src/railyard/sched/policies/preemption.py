@@ -55,6 +55,11 @@ class Off:
     def victim_class(self, victim: RunningJob, ctx: PreemptContext) -> Hashable:
         return None
 
+    def reason_without_quota(
+        self, preemptor: Job, victim: RunningJob, ctx: PreemptContext
+    ) -> PreemptReason | None:
+        return None
+
     def victim_reason(
         self, preemptor: Job, victim: RunningJob, ctx: PreemptContext
     ) -> PreemptReason | None:
@@ -70,6 +75,11 @@ class ReclaimOnly:
 
     def victim_class(self, victim: RunningJob, ctx: PreemptContext) -> Hashable:
         return by_queue_priority(victim, ctx)
+
+    def reason_without_quota(
+        self, preemptor: Job, victim: RunningJob, ctx: PreemptContext
+    ) -> PreemptReason | None:
+        return None
 
     def victim_reason(
         self, preemptor: Job, victim: RunningJob, ctx: PreemptContext
@@ -94,6 +104,11 @@ class ReclaimAndPriority:
 
     def victim_class(self, victim: RunningJob, ctx: PreemptContext) -> Hashable:
         return by_queue_priority(victim, ctx)
+
+    def reason_without_quota(
+        self, preemptor: Job, victim: RunningJob, ctx: PreemptContext
+    ) -> PreemptReason | None:
+        return None
 
     def victim_reason(
         self, preemptor: Job, victim: RunningJob, ctx: PreemptContext

@@ -151,6 +151,14 @@ class PreemptionPolicy(Protocol):
         self, preemptor: Job, victim: RunningJob, ctx: PreemptContext
     ) -> PreemptReason | None: ...
 
+    def reason_without_quota(
+        self, preemptor: Job, victim: RunningJob, ctx: PreemptContext
+    ) -> PreemptReason | None:
+        """A reason `victim_reason` gives whatever the quota's use (None: it must be asked).
+        Whether a victim would evict its preemptor back is asked with the two swapped in
+        the quota tree; a reason that does not read the quota spares that what-if."""
+        ...
+
 
 ORDERING: Registry[OrderingPolicy] = Registry("ordering")
 ADMISSION: Registry[AdmissionPolicy] = Registry("admission")
