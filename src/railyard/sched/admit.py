@@ -19,6 +19,7 @@ reuse failures and whole decisions for alike jobs (see memo.py).
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -133,21 +134,33 @@ class Pass:
         loop runs once per pending job per cycle: what it reads is bound once, outside it."""
         deferred: list[Job] = []
         memo, decided, reasons = self.memo, self.memo.decided, self.reasons
-        lendable, usable_of = self.holds.lendable, self.holds.usable
+        holds, lendable = self.holds, self.holds.lendable
         end_t_s, now_t_s, yields = self.estimates.end_t_s, self.now_t_s, self._yields
+        lend_flavor, lend_version, lend_starts, lend_bits = "", -1, [0.0], [0, 0]
         signalled_for = self.preemption.signalled_for
         max_time_queues, over_max_time = self._max_time_queues, self.feasible.over_max_time
         preemptor_class, hold_before_t_s = self._preemptor_class, self._hold_before_t_s
         for job in jobs:
             starving = job.submit_t_s <= starving_t_s
             usable = 0
-            if job.flavor in lendable:
-                usable = usable_of(job.flavor, end_t_s(job, now_t_s), job.preemptible and yields)
+            if job.flavor in lendable:  # `holds.usable`, inline: asked for every job
+                if job.flavor != lend_flavor or holds.version != lend_version:
+                    lend_flavor = job.flavor
+                    lend_version, lend_starts, lend_bits = holds.lend_index(lend_flavor)
+                if job.preemptible and yields:
+                    usable = lend_bits[0]
+                else:
+                    walltime_s = job.walltime_s
+                    end = now_t_s + walltime_s if walltime_s is not None else end_t_s(job, now_t_s)
+                    usable = lend_bits[bisect_left(lend_starts, end)]
             if job.nominated or job.id in signalled_for:
                 outcome = self._decide(job, usable, starving, defer_borrowing)
             else:
+                # The identity of `alike` stands for its value: alike jobs share one tuple
+                # (model._interned), and every job of the pass, so every id, is alive till
+                # it ends. Jobs alike but not sharing (past the bound) just miss the memo.
                 key = (
-                    job.alike,
+                    id(job.alike),
                     job.queue in max_time_queues and over_max_time(job),
                     preemptor_class(job) if preemptor_class else None,
                     usable,

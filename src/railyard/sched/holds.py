@@ -53,11 +53,22 @@ class HoldBook:
         holds each time was a fifth of a conservative-backfill cycle, so the holds that still
         lend something are indexed by start time, with the OR of their bits from each one
         on (rebuilt only after a hold changes)."""
+        _, starts_t_s, bits_from = self.lend_index(flavor)
+        return bits_from[0 if preemptible else bisect_left(starts_t_s, end_t_s)]
+
+    @property
+    def version(self) -> int:
+        """Changes whenever a hold is added or gives some of what it holds."""
+        return self._version
+
+    def lend_index(self, flavor: str) -> tuple[int, list[float], list[int]]:
+        """(version, start times ascending, OR of the bits of the holds from each one on) of
+        the reservations of `flavor` that still lend something: `usable` in two lookups,
+        for a caller that asks for thousands of jobs while `version` stays the same."""
         index = self._lend_index.get(flavor)
         if index is None or index[0] != self._version:
             index = self._lend_index[flavor] = self._index(flavor)
-        _, starts_t_s, bits_from = index
-        return bits_from[0 if preemptible else bisect_left(starts_t_s, end_t_s)]
+        return index
 
     def _index(self, flavor: str) -> tuple[int, list[float], list[int]]:
         """(version, start times ascending, OR of the bits of holds k.. on; one more: 0)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import IntEnum, StrEnum
 
 Placement = Mapping[str, tuple[int, ...]]
@@ -176,6 +176,19 @@ class TopologyRequirement:
     mode: TopologyMode = TopologyMode.REQUIRED
 
 
+_ALIKE: dict[tuple[object, ...], tuple[object, ...]] = {}
+_ALIKE_MAX = 16_384
+
+
+def _interned(alike: tuple[object, ...]) -> tuple[object, ...]:
+    """One shared tuple per distinct `Job.alike` in this process, so alike jobs hold the same
+    object (a pass keys its memo on the object's identity: see `Pass.admit_in_order`). Bounded:
+    past the bound it starts over, which costs only sharing, never correctness."""
+    if len(_ALIKE) >= _ALIKE_MAX:
+        _ALIKE.clear()
+    return _ALIKE.setdefault(alike, alike)
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
     """A gang of `workers` chunks, each needing `gpus_per_worker` GPUs (and `cpus_per_worker`
@@ -239,8 +252,9 @@ class Job:
     # and slowed each cycle by half on 15,000 jobs.)
     tie: tuple[int, str, int, str] = field(init=False, repr=False, compare=False)
     # Everything of the job itself that an admission decision reads (queue, shape, nodes,
-    # priority), as one tuple made once: a cycle keys its memo of decisions on it for each of
-    # 10,000 pending jobs, and reading eleven fields per job was a fifth of a cycle.
+    # priority), as one tuple made once and shared by alike jobs: a cycle keys its memo of
+    # decisions on it for each of 10,000 pending jobs, and reading and hashing eleven fields
+    # per job was a fifth of a cycle.
     alike: tuple[object, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -254,7 +268,13 @@ class Job:
         alike = (self.queue, self.flavor, self.workers, self.gpus_per_worker,
                  self.cpus_per_worker, self.mem_per_worker_gb, self.topology,
                  self.distinct_nodes, self.only_nodes, self.never_nodes, self.priority)  # fmt: skip
-        object.__setattr__(self, "alike", alike)
+        object.__setattr__(self, "alike", _interned(alike))
+
+    def __setstate__(self, state: list[object]) -> None:
+        """Unpickled (a sweep's worker process): shares `alike` with this process's jobs."""
+        for f, value in zip(fields(self), state, strict=True):
+            object.__setattr__(self, f.name, value)
+        object.__setattr__(self, "alike", _interned(self.alike))
 
     @property
     def gpus(self) -> int:

@@ -92,6 +92,7 @@ class Preemption:
         self.backfilled = [
             r for r in running if r.backfilled and r.job.preemptible and r.id not in self.signalled
         ]
+        self.preemptor_class = self._classify_preemptors()
         self._classes: dict[str, dict[Hashable, list[RunningJob]]] | None = None
         self._candidate_cache: dict[Hashable, tuple[int, list[Candidate]]] = {}
         self._candidate_of: dict[tuple[str, PreemptReason], Candidate] = {}
@@ -100,14 +101,18 @@ class Preemption:
         self._queue_searches: dict[str, int] = {}
         self.decisions: list[Preempt] = []
 
-    def preemptor_class(self, job: Job) -> Hashable:
+    def _classify_preemptors(self) -> Callable[[Job], Hashable]:
         """What besides queue, priority and shape decides which victims a job may take: its
         service level under time slicing, its age while backfilled jobs might yield to it.
-        (Asked for every pending job of a time-slicing cycle, hence the plain bisect.)"""
+        Chosen once a pass: a time-slicing cycle asks for every pending job."""
+        levels = self.ctx.service_levels_gpu_s
         if self.policy.name == "las":
-            level = bisect_right(self.ctx.service_levels_gpu_s, job.attained_gpu_s)
-            return (level, job.submit_t_s) if self.backfilled else level
-        return job.submit_t_s if self.backfilled else None
+            if self.backfilled:
+                return lambda job: (bisect_right(levels, job.attained_gpu_s), job.submit_t_s)
+            return lambda job: bisect_right(levels, job.attained_gpu_s)
+        if self.backfilled:
+            return lambda job: job.submit_t_s
+        return lambda job: None
 
     def preempt(self, job: Job, shape: Shape, nominate: Nominate) -> bool:
         """Use victims already stopping for this job, or signal the cheapest new set."""

@@ -53,6 +53,7 @@ class QuotaTree:
         self._reclaim_memo: dict[tuple[str, str, str, int], bool] = {}
         self._borrowing_memo: dict[str, bool] = {}
         self._path_keys: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        self._used_behind: list[tuple[str, str, int]] | None = None  # see ask_moved
 
     def _path(self, name: str) -> tuple[str, ...]:
         out = [name]
@@ -93,6 +94,8 @@ class QuotaTree:
         return memo
 
     def _available(self, name: str, flavor: str) -> int:
+        if self._used_behind is not None:
+            self._catch_up()
         key = (name, flavor)
         if key not in self.pool:
             return 0
@@ -130,31 +133,52 @@ class QuotaTree:
     ) -> T:
         """`question`'s answer with `from_gpus` of `from_queue` taken away and `to_gpus`
         given to `to_queue` (a victim swapped for its preemptor), all undone before
-        returning. What was memoised before stays valid after, so it is kept aside rather
-        than thrown away: time slicing asks hundreds of such questions a cycle, and
-        recomputing every queue's availability after each was a fifth of it."""
+        returning. Time slicing asks hundreds of these a cycle, so they are cheap: what was
+        memoised before stays valid after and is kept aside rather than thrown away, and
+        `used` is brought along only if the question reads availability (asking whether the
+        victim would reclaim reads only the totals)."""
+        if self._used_behind is not None:  # asked inside another's question
+            self._catch_up()
         saved = self._memo, self._reclaim_memo, self._borrowing_memo
         self._memo, self._reclaim_memo, self._borrowing_memo = {}, {}, {}
-        self._apply(from_queue, flavor, -from_gpus)
-        self._apply(to_queue, flavor, to_gpus)
+        self._move_total(from_queue, flavor, -from_gpus)
+        self._move_total(to_queue, flavor, to_gpus)
+        self._used_behind = [(from_queue, flavor, -from_gpus), (to_queue, flavor, to_gpus)]
         try:
             return question()
         finally:
-            self._apply(to_queue, flavor, -to_gpus)
-            self._apply(from_queue, flavor, from_gpus)
+            self._move_total(to_queue, flavor, -to_gpus)
+            self._move_total(from_queue, flavor, from_gpus)
+            if self._used_behind is None:  # the question read availability: undo it too
+                self._move_used(to_queue, flavor, -to_gpus)
+                self._move_used(from_queue, flavor, from_gpus)
+            self._used_behind = None
             self._memo, self._reclaim_memo, self._borrowing_memo = saved
 
     def _apply(self, name: str, flavor: str, delta: int) -> None:
         self._memo.clear()
         self._reclaim_memo.clear()
         self._borrowing_memo.clear()
-        total, used, guaranteed = self.total, self.used, self.guaranteed
+        self._move_total(name, flavor, delta)
+        self._move_used(name, flavor, delta)
+
+    def _keys(self, name: str, flavor: str) -> list[tuple[str, str]]:
+        """(queue, flavor) from the queue up to its root, made once."""
         keys = self._path_keys.get((name, flavor))
-        if keys is None:  # (queue, flavor) from the queue up to its root, made once
+        if keys is None:
             keys = self._path_keys[name, flavor] = [(q, flavor) for q in reversed(self.paths[name])]
-        for key in keys:
+        return keys
+
+    def _move_total(self, name: str, flavor: str, delta: int) -> None:
+        total = self.total
+        for key in self._keys(name, flavor):
             total[key] = total.get(key, 0) + delta
-        for key in keys:
+
+    def _move_used(self, name: str, flavor: str, delta: int) -> None:
+        if self._used_behind is not None:
+            self._catch_up()
+        used, guaranteed = self.used, self.guaranteed
+        for key in self._keys(name, flavor):
             if not delta:
                 break
             old = used.get(key, 0)
@@ -162,6 +186,12 @@ class QuotaTree:
             used[key] = new
             g = guaranteed.get(key, 0)
             delta = max(0, new - g) - max(0, old - g)
+
+    def _catch_up(self) -> None:
+        """Bring `used` along with the totals of an `ask_moved` before it is read."""
+        behind, self._used_behind = self._used_behind, None
+        for name, flavor, delta in behind or ():
+            self._move_used(name, flavor, delta)
 
     def borrowing(self, flavor: str) -> bool:
         """Does any queue below a root use more than its subtree's nominal? If none does,

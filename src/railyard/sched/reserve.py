@@ -36,7 +36,8 @@ class Blocker(NamedTuple):
 class BaseEvents(NamedTuple):
     """When the GPUs of a set of blockers (a pass's running jobs) come free, for one flavor:
     `per_node` node -> [(t_s, GPUs)], each GPU once, at the end of the latest blocker that
-    holds it; `ordered` all of them as (t_s, node, GPUs), by time. A pass computes them once
+    holds it (inf: never); `ordered` all of them that do come free, as (t_s, node, GPUs), by
+    time. A pass computes them once
     per flavor: conservative backfill searches up to 16 reservations a flavor, and deriving
     12,000 running jobs' events for each search was most of a cycle at 16,384 GPUs."""
 
@@ -57,9 +58,11 @@ def _claims(snap: Snapshot, flavor: str, blockers: Iterable[Blocker]) -> dict[in
     return per_node
 
 
-def _node_events(snap: Snapshot, i: int, claims: Claims) -> Claims:
+def _node_events(snap: Snapshot, i: int, claims: Claims, *, never: bool = False) -> Claims:
     """Each GPU of node `i` is released by the latest-ending claim that touches it (a GPU free
-    now is no event)."""
+    now is no event). With `never`, GPUs a claim holds for good are kept as events at inf:
+    a base that others are laid on must remember them, or a later blocker's end would free
+    them."""
     claims.sort(reverse=True)
     assigned = 0
     out = []
@@ -67,15 +70,18 @@ def _node_events(snap: Snapshot, i: int, claims: Claims) -> Claims:
     for t_s, m in claims:
         new = m & ~assigned & busy
         assigned |= m
-        if new and t_s < math.inf:
+        if new and (never or t_s < math.inf):
             out.append((t_s, new))
     out.reverse()
     return out
 
 
 def base_events(snap: Snapshot, flavor: str, blockers: Iterable[Blocker]) -> BaseEvents:
-    per_node = {i: _node_events(snap, i, c) for i, c in _claims(snap, flavor, blockers).items()}
-    ordered = sorted((t_s, i, m) for i, events in per_node.items() for t_s, m in events)
+    claims = _claims(snap, flavor, blockers)
+    per_node = {i: _node_events(snap, i, c, never=True) for i, c in claims.items()}
+    ordered = sorted(
+        (t_s, i, m) for i, events in per_node.items() for t_s, m in events if t_s < math.inf
+    )
     return BaseEvents(per_node, ordered)
 
 
@@ -108,27 +114,42 @@ def release_events(
         yield group_t_s, group
 
 
-class _Sweep:
-    """The free state of a search as events release GPUs, cores and memory, kept as plain
-    counts (free GPUs of the flavor, how many workers' worth fit on single nodes) until those
-    say a placement may fit; only then is a `Snapshot` built to place on, and updated event by
-    event from there. A large gang's search reads hundreds of events before anything could
-    fit, and keeping every aggregate of a full snapshot current for each of them was most of
-    the cost of a reservation."""
+class _Timeline:
+    """One search's view of the future: the GPU release events of `base` with the extra
+    blockers' nodes derived again (as :func:`release_events`, merged here by hand, lazily),
+    applied in order to the search's free state.
 
-    def __init__(self, snap: Snapshot, shape: Shape, with_loads: bool) -> None:
-        self.base = snap
+    Until a placement may fit, that state is plain counts (free GPUs of the flavor, workers'
+    worth on single nodes: `Snapshot.may_fit`'s test) kept in one tight loop; only then is
+    a `Snapshot` built to place on, and updated event by event from there. A whole-node
+    gang's reservation reads hundreds of events before any node is whole again (one-GPU jobs
+    end all over the cluster), and a generator plus a full snapshot's aggregates per event
+    were most of a conservative-backfill cycle."""
+
+    def __init__(
+        self, snap: Snapshot, shape: Shape, base: BaseEvents, extra: Iterable[Blocker], loads: bool
+    ) -> None:
+        flavor = shape.flavor
+        self.touched = _claims(snap, flavor, extra)
+        again: list[tuple[float, int, int]] = []
+        for i, claims in self.touched.items():
+            merged = [*base.per_node.get(i, ()), *claims]
+            again += [(t_s, i, m) for t_s, m in _node_events(snap, i, merged)]
+        again.sort()
+        self.ordered, self.b = base.ordered, 0
+        self.again, self.a = again, 0
+        self.snap = snap
         self.shape = shape
         self.free_mask = list(snap.free_mask)
-        self.free_cpu = list(snap.free_cpu) if with_loads else snap.free_cpu
-        self.free_mem = list(snap.free_mem) if with_loads else snap.free_mem
+        self.free = list(snap.free)
+        self.free_cpu = list(snap.free_cpu) if loads else snap.free_cpu
+        self.free_mem = list(snap.free_mem) if loads else snap.free_mem
         self.scratch: Snapshot | None = None
-        buckets = snap.buckets.get(shape.flavor)
+        self.changed: list[int] = []  # nodes freed on before `scratch` was made
+        buckets = snap.buckets.get(flavor)
         self.any_node = buckets is not None
-        self.flavor_free = snap.flavor_free.get(shape.flavor, 0)
-        self.capacity = sum(
-            len(nodes) * self._fits(free) for free, nodes in enumerate(buckets or ())
-        )
+        self.flavor_free = snap.flavor_free.get(flavor, 0)
+        self.capacity = sum(len(on) * self._fits(free) for free, on in enumerate(buckets or ()))
 
     def _fits(self, free: int) -> int:
         """Workers of the shape that `free` GPUs of one node hold (as `Snapshot.may_fit`)."""
@@ -137,19 +158,79 @@ class _Sweep:
             return 0
         return 1 if self.shape.distinct_nodes else free // gpw
 
-    def release(self, masks: Masks) -> None:
-        if self.scratch is not None:
-            self.scratch.release(masks)
-            return
-        free_mask = self.free_mask
-        for i, m in masks.items():  # events come from ready nodes of the shape's flavor only
+    def next_t_s(self) -> float:
+        """When the next GPUs come free (inf: never)."""
+        ordered, b, touched = self.ordered, self.b, self.touched
+        while b < len(ordered) and ordered[b][1] in touched:
+            b += 1
+        self.b = b
+        t_s = ordered[b][0] if b < len(ordered) else math.inf
+        return min(t_s, self.again[self.a][0]) if self.a < len(self.again) else t_s
+
+    def release_until(self, t_s: float) -> None:
+        """Free every GPU whose event is at or before `t_s`."""
+        self._run(math.nextafter(t_s, math.inf), check=False)
+
+    def release_before(self, t_s: float) -> None:
+        """Free every GPU whose event is before `t_s`."""
+        self._run(t_s, check=False)
+
+    def run_until_may_fit(self, before_t_s: float) -> float | None:
+        """Free GPUs instant by instant, before `before_t_s`, until `may_fit`; the instant it
+        came true at, or None (every instant before `before_t_s` freed)."""
+        return self._run(before_t_s, check=True)
+
+    def _run(self, before_t_s: float, check: bool) -> float | None:
+        """Free the GPUs of every event before `before_t_s`, in one loop over both event
+        lists; with `check` (counts only), stop at the first instant after which `may_fit`
+        holds and return it."""
+        ordered, again, touched = self.ordered, self.again, self.touched
+        b, a, n_ordered, n_again = self.b, self.a, len(ordered), len(self.again)
+        scratch, changed = self.scratch, self.changed
+        free_mask, free = self.free_mask, self.free
+        gpw, distinct = self.shape.gpus_per_worker, self.shape.distinct_nodes
+        gpus, workers = self.shape.gpus, self.shape.workers
+        flavor_free, capacity = self.flavor_free, self.capacity
+        check = check and scratch is None and self.any_node
+        instant_t_s: float | None = None  # the instant whose events are being freed
+        fit_t_s = None
+        while True:
+            while b < n_ordered and ordered[b][1] in touched:
+                b += 1
+            from_base = b < n_ordered and (a >= n_again or ordered[b][0] <= again[a][0])
+            if from_base:
+                t_s, i, m = ordered[b]
+            elif a < n_again:
+                t_s, i, m = again[a]
+            else:
+                t_s = math.inf
+            ended = check and instant_t_s is not None and t_s != instant_t_s
+            if ended and flavor_free >= gpus and (gpw == 0 or capacity >= workers):
+                fit_t_s = instant_t_s  # every event of that instant is freed: it may fit
+                break
+            if t_s >= before_t_s:
+                break
+            if from_base:
+                b += 1
+            else:
+                a += 1
+            instant_t_s = t_s
+            if scratch is not None:
+                scratch.release({i: m})
+                continue
             fm = free_mask[i]
             if fm & m:
-                raise ValueError(f"releasing free GPUs on node {self.base.topo.nodes[i].name}")
-            old, new = fm.bit_count(), (fm | m).bit_count()
+                raise ValueError(f"releasing free GPUs on node {self.snap.topo.nodes[i].name}")
             free_mask[i] = fm | m
-            self.flavor_free += new - old
-            self.capacity += self._fits(new) - self._fits(old)
+            changed.append(i)
+            old = free[i]
+            new = free[i] = old + m.bit_count()
+            flavor_free += new - old
+            if gpw and new >= gpw:
+                capacity += (1 - (old >= gpw)) if distinct else new // gpw - old // gpw
+        self.b, self.a = b, a
+        self.flavor_free, self.capacity = flavor_free, capacity
+        return fit_t_s
 
     def release_load(self, load: Load) -> None:
         if self.scratch is not None:
@@ -172,7 +253,9 @@ class _Sweep:
 
     def snapshot(self) -> Snapshot:
         if self.scratch is None:
-            self.scratch = Snapshot(self.base.topo, self.free_mask, self.free_cpu, self.free_mem)
+            self.scratch = self.snap.moved(
+                self.free_mask, self.changed, self.free_cpu, self.free_mem
+            )
         return self.scratch
 
 
@@ -216,25 +299,34 @@ def earliest_start(
         if quota_fits is not None
         else []
     )
-    gpu_events = release_events(snap, shape.flavor, base, extra)
-    upcoming = next(gpu_events, None)
-    sweep = _Sweep(snap, shape, bool(loads))
+    line = _Timeline(snap, shape, base, extra, bool(loads))
     released: list[tuple[str, int]] = []
     c = n = 0
+    quota_ok = quota_fits is None or quota_fits()
     try:
         while True:
-            t_s = min(
-                upcoming[0] if upcoming is not None else math.inf,
+            other_t_s = min(
                 loads[n][0] if n < len(loads) else math.inf,
                 charges[c][0] if c < len(charges) else math.inf,
             )
+            if line.scratch is None:
+                # Between quota and load events only GPUs come free: no placement is tried
+                # until the counts say one may fit (and the quota allows it).
+                if quota_ok:
+                    t_s = line.run_until_may_fit(other_t_s)
+                    if t_s is not None:
+                        found = placement.place(line.snapshot(), shape)
+                        if found is not None:
+                            return max(t_s, now_t_s), found
+                        continue
+                else:
+                    line.release_before(other_t_s)
+            t_s = min(line.next_t_s(), other_t_s)
             if t_s == math.inf:
                 return None
-            while upcoming is not None and upcoming[0] <= t_s:
-                sweep.release(upcoming[1])
-                upcoming = next(gpu_events, None)
+            line.release_until(t_s)
             while n < len(loads) and loads[n][0] <= t_s:
-                sweep.release_load(loads[n][1])
+                line.release_load(loads[n][1])
                 n += 1
             while c < len(charges) and charges[c][0] <= t_s:
                 _, queue, gpus = charges[c]
@@ -242,10 +334,12 @@ def earliest_start(
                 quota.remove(queue, shape.flavor, gpus)
                 released.append((queue, gpus))
                 c += 1
-            if quota_fits is not None and not quota_fits():
-                continue
-            if sweep.may_fit():
-                found = placement.place(sweep.snapshot(), shape)
+            if quota_fits is not None:
+                quota_ok = quota_fits()
+                if not quota_ok:
+                    continue
+            if line.may_fit():
+                found = placement.place(line.snapshot(), shape)
                 if found is not None:
                     return max(t_s, now_t_s), found
     finally:

@@ -76,8 +76,10 @@ class FairShare:
         shares = {p: (*levels.get(p[0], ()), users.get(p, 0.0)) for p in pairs}
         ranked = sorted(set(shares.values()))
         rank_of = {fs: r for r, fs in enumerate(ranked)}
-        rank = {p: rank_of[fs] for p, fs in shares.items()}
-        return lambda j: (-j.priority, rank[j.queue, j.user], j.submit_t_s, j.tie)
+        rank: dict[str, dict[str, int]] = {}  # queue -> user -> rank: no pair made per job
+        for (queue, user), fs in shares.items():
+            rank.setdefault(queue, {})[user] = rank_of[fs]
+        return lambda j: (-j.priority, rank[j.queue][j.user], j.submit_t_s, j.tie)
 
 
 ORDERING.add(Fifo())
