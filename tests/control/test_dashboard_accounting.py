@@ -22,9 +22,12 @@ pytestmark = pytest.mark.stores
 @pytest.fixture
 def client(store: Store, tmp_path: Path, tokens: dict[str, str]) -> TestClient:
     now = time.time()
-    start = now - now % 86400 - 86400  # yesterday 00:00 UTC
+    # The day before yesterday, 00:00 UTC: bob's run ends at 01:00 yesterday, in the past
+    # whatever the time now (from yesterday at 00:00 it ended in the future before 01:00,
+    # and the page, which counts up to now, showed less).
+    start = now - now % 86400 - 2 * 86400
     with store.session() as session:
-        record_attempts(session, [  # alice: 2 GPUs 06:00-09:00 yesterday; bob: 8, 23:00-01:00
+        record_attempts(session, [  # alice: 2 GPUs 06:00-09:00 that day; bob: 8, 23:00-01:00
             Ended("1", 0, "alice", "default", 2, start + 6 * 3600, start + 9 * 3600, "completed"),
             Ended("2", 0, "bob", "research", 8, start + 23 * 3600, start + 25 * 3600,
                   "completed"),
@@ -43,7 +46,7 @@ def test_gpu_hours_per_user_and_day(client: TestClient, tokens: dict[str, str]) 
     page = client.get("/ui/accounting", params={"days": 7, "by": "user"})
     assert page.status_code == 200
     assert 'href="/ui/accounting" class=on' in page.text
-    bob = _cells(page.text, "bob")  # 8 GPU-h yesterday, 8 today, 16 in all
+    bob = _cells(page.text, "bob")  # 8 GPU-h on each of two days, 16 in all
     assert bob[-4:-1] == ["8.00", "8.00", "16.00"]
     alice = _cells(page.text, "alice")
     assert alice[-3:-1] == ["6.00", "6.00"]

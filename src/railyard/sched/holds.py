@@ -42,7 +42,7 @@ class HoldBook:
         self.snap = snap
         self.holds: list[Hold] = []
         self.lendable: dict[str, list[int]] = {}  # flavor -> reservation holds it may lend
-        self._version = 0  # bumped whenever a hold is added or gives some of what it holds
+        self.version = 0  # bumped whenever a hold is added or gives some of what it holds
         self._lend_index: dict[str, tuple[int, list[float], list[int]]] = {}
 
     def usable(self, flavor: str, end_t_s: float, preemptible: bool) -> int:
@@ -56,17 +56,12 @@ class HoldBook:
         _, starts_t_s, bits_from = self.lend_index(flavor)
         return bits_from[0 if preemptible else bisect_left(starts_t_s, end_t_s)]
 
-    @property
-    def version(self) -> int:
-        """Changes whenever a hold is added or gives some of what it holds."""
-        return self._version
-
     def lend_index(self, flavor: str) -> tuple[int, list[float], list[int]]:
         """(version, start times ascending, OR of the bits of the holds from each one on) of
         the reservations of `flavor` that still lend something: `usable` in two lookups,
         for a caller that asks for thousands of jobs while `version` stays the same."""
         index = self._lend_index.get(flavor)
-        if index is None or index[0] != self._version:
+        if index is None or index[0] != self.version:
             index = self._lend_index[flavor] = self._index(flavor)
         return index
 
@@ -80,7 +75,7 @@ class HoldBook:
         bits_from = [0] * (len(lending) + 1)
         for n in range(len(lending) - 1, -1, -1):
             bits_from[n] = bits_from[n + 1] | 1 << lending[n][1]
-        return self._version, [t_s for t_s, _ in lending], bits_from
+        return self.version, [t_s for t_s, _ in lending], bits_from
 
     def masks(self, usable: int) -> list[Masks]:
         return [self.holds[k].held for k in bits(usable)]
@@ -117,7 +112,7 @@ class HoldBook:
             snap.take_load(held_load)
         if t_s > -math.inf:
             self.lendable.setdefault(flavor, []).append(len(self.holds))
-        self._version += 1
+        self.version += 1
         self.holds.append(Hold(job_id, flavor, t_s, end_t_s, dict(masks), held, held_load))
 
     def give(self, flavor: str, masks: Masks, load: Load | None = None, usable: int = 0) -> bool:
@@ -133,7 +128,7 @@ class HoldBook:
             backfill = backfill or not h.is_nomination
             overlap = {i: h.held[i] & m for i, m in masks.items() if h.held.get(i, 0) & m}
             if overlap:
-                self._version += 1
+                self.version += 1
                 self.snap.release(overlap)
                 for i, m in overlap.items():
                     h.held[i] &= ~m
@@ -152,7 +147,7 @@ class HoldBook:
                 c, m = min(max(0, short_c), have_c), min(max(0, short_m), have_m)
                 if c or m:
                     assert h.held_load is not None
-                    self._version += 1
+                    self.version += 1
                     h.held_load[i] = (have_c - c, have_m - m)
                     snap.release_load({i: (c, m)})
                     short_c, short_m = short_c - c, short_m - m

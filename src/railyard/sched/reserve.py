@@ -37,9 +37,9 @@ class BaseEvents(NamedTuple):
     """When the GPUs of a set of blockers (a pass's running jobs) come free, for one flavor:
     `per_node` node -> [(t_s, GPUs)], each GPU once, at the end of the latest blocker that
     holds it (inf: never); `ordered` all of them that do come free, as (t_s, node, GPUs), by
-    time. A pass computes them once
-    per flavor: conservative backfill searches up to 16 reservations a flavor, and deriving
-    12,000 running jobs' events for each search was most of a cycle at 16,384 GPUs."""
+    time. A pass computes them once per flavor: conservative backfill searches up to 16
+    reservations a flavor, and deriving 12,000 running jobs' events for each search was most
+    of a cycle at 16,384 GPUs."""
 
     per_node: dict[int, list[tuple[float, int]]]
     ordered: list[tuple[float, int, int]]
@@ -85,18 +85,26 @@ def base_events(snap: Snapshot, flavor: str, blockers: Iterable[Blocker]) -> Bas
     return BaseEvents(per_node, ordered)
 
 
-def release_events(
-    snap: Snapshot, flavor: str, base: BaseEvents, extra: Iterable[Blocker] = ()
-) -> Iterator[tuple[float, Masks]]:
-    """GPUs coming free, by time, grouped per instant: `base` with `extra` blockers on top
-    (the nodes they touch are derived again: a GPU is free when its last holder ends).
-    Lazy, so a search that finds its start early reads only the first events."""
+def _laid_on(
+    snap: Snapshot, flavor: str, base: BaseEvents, extra: Iterable[Blocker]
+) -> tuple[dict[int, Claims], list[tuple[float, int, int]]]:
+    """The nodes `extra` touches, and their events derived again with `base`'s, by time."""
     touched = _claims(snap, flavor, extra)
     again: list[tuple[float, int, int]] = []
     for i, claims in touched.items():
         merged = [*base.per_node.get(i, ()), *claims]
         again += [(t_s, i, m) for t_s, m in _node_events(snap, i, merged)]
     again.sort()
+    return touched, again
+
+
+def release_events(
+    snap: Snapshot, flavor: str, base: BaseEvents, extra: Iterable[Blocker] = ()
+) -> Iterator[tuple[float, Masks]]:
+    """GPUs coming free, by time, grouped per instant: `base` with `extra` blockers on top
+    (the nodes they touch are derived again: a GPU is free when its last holder ends).
+    Lazy, so a search that finds its start early reads only the first events."""
+    touched, again = _laid_on(snap, flavor, base, extra)
     if touched:
         kept: Iterable[tuple[float, int, int]] = (e for e in base.ordered if e[1] not in touched)
         stream: Iterable[tuple[float, int, int]] = heapq.merge(kept, again)
@@ -130,12 +138,7 @@ class _Timeline:
         self, snap: Snapshot, shape: Shape, base: BaseEvents, extra: Iterable[Blocker], loads: bool
     ) -> None:
         flavor = shape.flavor
-        self.touched = _claims(snap, flavor, extra)
-        again: list[tuple[float, int, int]] = []
-        for i, claims in self.touched.items():
-            merged = [*base.per_node.get(i, ()), *claims]
-            again += [(t_s, i, m) for t_s, m in _node_events(snap, i, merged)]
-        again.sort()
+        self.touched, again = _laid_on(snap, flavor, base, extra)
         self.ordered, self.b = base.ordered, 0
         self.again, self.a = again, 0
         self.snap = snap
