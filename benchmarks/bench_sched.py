@@ -6,7 +6,8 @@
    leaf group per SU, rail-optimized) with 10,000 pending and 1,500 running jobs, sizes
    skewed small like real traces, and on eight times that (16,384 GPUs, 12,000 running),
    under four policies (the default, FIFO, conservative backfill, time slicing). Reports
-   median and p90 over repeated cycles.
+   the least, median and p90 over repeated cycles (on a shared machine the least is the one
+   other tenants disturbed least).
 2. Admission throughput shaped like Kueue's baseline performance test: 5 cohorts x 6
    queues, 15,000 small workloads; cycles run on a virtual clock (finished jobs free their
    GPUs) until every workload is admitted. Reports admitted jobs per second of cycle time.
@@ -170,6 +171,7 @@ def time_cycles(state: ClusterState, now_t_s: float, config: SchedulerConfig, re
     cpu_ms.sort()
     p90 = min(len(wall_ms) - 1, math.ceil(0.9 * len(wall_ms)) - 1)
     return {
+        "min_ms": wall_ms[0],  # the least disturbed: other tenants only ever add time
         "median_ms": statistics.median(wall_ms),
         "p90_ms": wall_ms[p90],
         "cpu_median_ms": statistics.median(cpu_ms),
@@ -281,13 +283,13 @@ def main() -> None:
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")
 
     table = Table(title="railyard.sched: one cycle, 10,000 pending (1,500 / 12,000 running)")
-    for col in ("cluster", "config", "median ms", "p90 ms", "cpu median ms", "starts",
-                "preempts", "resv"):  # fmt: skip
+    for col in ("cluster", "config", "min ms", "median ms", "p90 ms", "cpu median ms",
+                "starts", "preempts", "resv"):  # fmt: skip
         table.add_column(col, justify="left" if col in ("cluster", "config") else "right")
     for size, results in by_size.items():
         for name, r in results.items():
             table.add_row(
-                size, name, f"{r['median_ms']:.1f}", f"{r['p90_ms']:.1f}",
+                size, name, f"{r['min_ms']:.1f}", f"{r['median_ms']:.1f}", f"{r['p90_ms']:.1f}",
                 f"{r['cpu_median_ms']:.1f}", str(r["starts"]), str(r["preemptions"]),
                 str(r["reservations"]),
             )  # fmt: skip

@@ -1,0 +1,107 @@
+"""CPU instructions of one scheduling cycle, counted by Valgrind's callgrind.
+
+    python benchmarks/bench_sched_instructions.py [--gpus 2048|16384] [--against DIR]
+
+A shared 2-core machine's clock varies by up to 2x between runs of the same code; the number
+of instructions a cycle executes does not. Each policy of `bench_sched.py`'s scenario runs in
+a child process under callgrind with counting off; the child builds the state (with a fixed
+hash seed, so every run builds the same one), runs two cycles to warm its caches, and counts
+the third, with the garbage collector paused (a full collection lands in one counted cycle
+and not in another, and would swamp what changed; `bench_sched.py`'s times include it).
+`--against DIR` counts the `src` of another checkout too (a `git worktree` of an earlier
+commit), in the same minutes, and prints the ratio. Needs Debian's `valgrind`.
+
+Prints a table and writes benchmarks/results/bench_sched_instructions.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "bench_sched_instructions.json"
+POLICIES = {
+    "default": "SchedulerConfig()",
+    "fifo": 'SchedulerConfig(ordering="fifo", backfill="none", preemption="off")',
+    "conservative": 'SchedulerConfig(backfill="conservative")',
+    "las": 'SchedulerConfig(ordering="las", backfill="none", preemption="las", '
+    "greedy_hold_after_s=None)",
+}
+CHILD = """
+import gc, os, subprocess, sys
+sys.path.insert(0, {bench!r})
+from bench_sched import scenario_state
+from railyard.sched import CycleCache, SchedulerConfig, cycle
+state = scenario_state(seed=7, n_pending=10_000, now_t_s=1e6, scale={scale})
+config, cache = {config}, CycleCache()
+for _ in range(2):
+    cycle(state, 1e6, config, cache)
+gc.collect()
+gc.disable()
+subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], capture_output=True)
+cycle(state, 1e6, config, cache)
+subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], capture_output=True)
+"""
+
+
+def count(src: Path, policy: str, scale: int) -> int:
+    """Instructions of one warm cycle of `policy` with `src` first on the import path."""
+    code = CHILD.format(bench=str(HERE), scale=scale, config=POLICIES[policy])
+    env = {**os.environ, "PYTHONPATH": str(src), "PYTHONHASHSEED": "0"}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+             f"--callgrind-out-file={tmp}/callgrind.out", sys.executable, "-c", code],
+            env=env, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+    found = re.search(r"Collected : (\d+)", out.stderr)
+    if found is None:
+        raise RuntimeError(f"callgrind printed no count:\n{out.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", type=int, choices=(2048, 16384), default=2048)
+    parser.add_argument("--against", type=Path, help="another checkout to count as 'before'")
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        sys.exit("bench_sched_instructions: valgrind is not installed (apt-get install valgrind)")
+    scale = args.gpus // 2048
+    mine = HERE.parent / "src"
+    rows = {}
+    for policy in POLICIES:
+        row = {"instructions": count(mine, policy, scale)}
+        if args.against is not None:
+            row["before"] = count(args.against / "src", policy, scale)
+            row["ratio"] = row["instructions"] / row["before"]
+        rows[policy] = row
+    report = {"gpus": args.gpus, "pending": 10_000, "running": 1_500 * scale, "by_policy": rows}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+
+    table = Table(title=f"instructions of one warm cycle, {args.gpus:,} GPUs, 10,000 pending")
+    for col in ("policy", "before (M)", "now (M)", "ratio"):
+        table.add_column(col, justify="left" if col == "policy" else "right")
+    for policy, row in rows.items():
+        before = f"{row['before'] / 1e6:,.1f}" if "before" in row else "-"
+        ratio = f"{row['ratio']:.3f}" if "ratio" in row else "-"
+        table.add_row(policy, before, f"{row['instructions'] / 1e6:,.1f}", ratio)
+    Console(width=100).print(table)
+    shown = RESULTS.relative_to(Path.cwd()) if RESULTS.is_relative_to(Path.cwd()) else RESULTS
+    print(f"wrote {shown}")
+
+
+if __name__ == "__main__":
+    main()
