@@ -248,9 +248,7 @@ def main() -> None:
             ordering="fifo", backfill="none", preemption="off"
         ),
         "fairshare+conservative+preempt": SchedulerConfig(backfill="conservative"),
-        "las (time slicing)": SchedulerConfig(
-            ordering="las", backfill="none", preemption="las", greedy_hold_after_s=None
-        ),
+        "las (time slicing)": SchedulerConfig.of(ordering="las", backfill="none", preemption="las"),
     }
     by_size: dict[str, dict[str, dict]] = {}
     for scale in (1, 8):

@@ -35,7 +35,12 @@ POLICIES = {
     "default": "SchedulerConfig()",
     "fifo": 'SchedulerConfig(ordering="fifo", backfill="none", preemption="off")',
     "conservative": 'SchedulerConfig(backfill="conservative")',
+    # time slicing at its defaults (SchedulerConfig.of, spelled out so an older checkout
+    # given to --against runs the same knobs), and at the last round's
     "las": 'SchedulerConfig(ordering="las", backfill="none", preemption="las", '
+    "greedy_hold_after_s=21600.0, preemption_searches_per_queue=16, "
+    "service_levels_gpu_s=(3600.0, 28800.0, 230400.0))",
+    "las-r2": 'SchedulerConfig(ordering="las", backfill="none", preemption="las", '
     "greedy_hold_after_s=None)",
 }
 CHILD = """
@@ -75,13 +80,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, choices=(2048, 16384), default=2048)
     parser.add_argument("--against", type=Path, help="another checkout to count as 'before'")
+    parser.add_argument("--only", nargs="+", choices=list(POLICIES), help="these policies")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("bench_sched_instructions: valgrind is not installed (apt-get install valgrind)")
     scale = args.gpus // 2048
     mine = HERE.parent / "src"
     rows = {}
-    for policy in POLICIES:
+    for policy in args.only or POLICIES:
         row = {"instructions": count(mine, policy, scale)}
         if args.against is not None:
             row["before"] = count(args.against / "src", policy, scale)

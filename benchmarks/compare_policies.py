@@ -1,25 +1,29 @@
-"""Scheduling policies compared on Philly-profile synthetic traces, time slicing included.
+"""Scheduling policies compared on 1-8-GPU gangs, and time slicing's defaults chosen.
 
-    python benchmarks/compare_policies.py [--seeds N] [--failures] [--quick] [--only BLUEPRINT]
+    python benchmarks/compare_policies.py [--seeds N] [--jobs N] [--quick] [--choose]
 
-Runs each policy on the same seeded Philly-profile workloads (run times resampled from the
-published Philly CDF, noisy user walltime estimates) and prints mean JCT, mean queueing delay
-and the p99 JCT of large gangs (9+ GPUs) per policy, averaged over seeds, with the change
-against `fairshare+easy`. Every job is preemptible (time slicing needs it; the other policies
-then let preemptible jobs backfill across reservations and yield) and every preemption pays
-for it: a checkpoint at the Young interval (60 s each) and 300 s to restart. Writes
+Runs each policy on the same seeded workloads: three profiles of 1-8-GPU gangs on
+gaggle-h100's twelve 8-GPU nodes (`gavel`: the time-slicing literature's synthetic jobs,
+Narayanan et al. OSDI 2020; `philly` and `helios`: run times and sizes fitted to the published
+trace summaries, gangs over 8 GPUs cut to 8), at offered loads 0.8, 1.2 and 1.5. Every job is
+preemptible (time slicing needs it; the other policies then let preemptible jobs backfill
+across reservations and yield) and every preemption pays for it: a checkpoint at the Young
+interval (60 s each) and 300 s to restart. Prints mean JCT and the p99 JCT of 8-GPU gangs
+per policy, averaged over seeds, and how `las` at its defaults compares with `las` at the
+last round's knobs (`las-r2`) and with `fairshare+easy`. Writes
 benchmarks/results/compare_policies.json.
 
-Policies: `fifo` is strict FIFO (a job blocked for GPUs stops every job behind it, Slurm's
-sched/builtin); `easy` is FIFO with EASY backfill (Slurm's default); `fairshare+easy` adds
-fair-share ordering; `las` is Tiresias' discretized least-attained-service time slicing
-(Gu et al., NSDI 2019) with its default two thresholds and a 10-minute quantum.
+`--choose` runs a grid of time-slicing knobs (service levels, victim-search budgets, the
+greedy hold) and ranks them by the geometric mean of mean JCT over every workload and seed,
+8-GPU gangs' p99 as the tie-break: the winner is what `sched/config.py` ships.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import math
 import statistics
 import time
 from pathlib import Path
@@ -28,124 +32,172 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from railyard.sched.config import TIME_SLICING_DEFAULTS, SchedulerConfig
 from railyard.sim.checkpoints import CheckpointPolicy
 from railyard.sim.sweep import Scenario, sweep
 
 RESULTS = Path(__file__).parent / "results" / "compare_policies.json"
-POLICIES = ("fifo", "easy", "fairshare+easy", "las")
-BASELINE = "fairshare+easy"
+BLUEPRINT = "gaggle-h100"
+PROFILES = ("gavel", "philly", "helios")
+LOADS = (0.8, 1.2, 1.5)
 COSTS = CheckpointPolicy(cost_s=60.0, restart_s=300.0)  # Young interval by default
-# (blueprint, jobs, offered load, seeds). Philly run times are heavy-tailed (the longest 1% of
-# jobs hold about 60% of the GPU-time and run up to 49 days): at load 1.0 most of a job's JCT
-# is its own run time, at 1.5 queueing dominates, which is where time slicing pays.
-CLUSTERS = (("gaggle-h100", 5000, 1.0, 3), ("gaggle-h100", 5000, 1.5, 3))
-QUICK = (("gaggle-h100", 1000, 1.0, 1), ("gaggle-h100", 1000, 1.5, 1))
+# the last round's time slicing: two levels (1 GPU-hour, 1 GPU-day), one victim search per
+# queue and 16 per cycle, no hold for a blocked gang
+LAS_R2 = (
+    ("greedy_hold_after_s", None),
+    ("preemption_searches_per_cycle", 16),
+    ("preemption_searches_per_queue", 1),
+    ("service_levels_gpu_s", (3600.0, 86_400.0)),
+)
+POLICIES: dict[str, tuple[str, tuple[tuple[str, Any], ...]]] = {
+    "easy": ("easy", ()),
+    "fairshare+easy": ("fairshare+easy", ()),
+    "las-r2": ("las", LAS_R2),
+    "las": ("las", ()),
+}
+GRID = {
+    "service_levels_gpu_s": ((3600.0, 86_400.0), (3600.0, 8 * 3600.0, 64 * 3600.0)),
+    "preemption_searches_per_queue": (1, 16),
+    "greedy_hold_after_s": (None, 6 * 3600.0),
+}
 
 
-def change_pct(new: float, base: float) -> str:
-    return f"{100.0 * (new - base) / base:+.1f}%"
+def _scenarios(
+    runs: dict[str, tuple[str, tuple[tuple[str, Any], ...]]], jobs: int, seeds: int
+) -> list[tuple[tuple[str, str, float, int], Scenario]]:
+    return [
+        (
+            (name, prof, load, seed),
+            Scenario(
+                BLUEPRINT,
+                policy,
+                seed=seed,
+                synthetic=prof,
+                jobs=jobs,
+                load=load,
+                max_gpus=8,
+                coalesce_s=60.0,
+                checkpoint=COSTS,
+                preemptible=True,
+                tuning=tuning,
+            ),
+        )
+        for name, (policy, tuning) in runs.items()
+        for prof in PROFILES
+        for load in LOADS
+        for seed in range(seeds)
+    ]
 
 
-def _big_p99_s(run: dict[str, Any]) -> float:
-    """p99 JCT of gangs of 9 GPUs or more (the jobs time slicing could starve)."""
-    sizes = run["by_size"]
-    values = [sizes[k]["jct"]["p99_s"] for k in ("9-64", "65+") if k in sizes]
-    return max(values) if values else 0.0
+def _run(
+    runs: dict[str, tuple[str, tuple[tuple[str, Any], ...]]], jobs: int, seeds: int
+) -> dict[tuple[str, str, float], list[dict[str, Any]]]:
+    keyed = _scenarios(runs, jobs, seeds)
+    results = sweep([s for _, s in keyed], workers=2)
+    out: dict[tuple[str, str, float], list[dict[str, Any]]] = {}
+    for (name, prof, load, _), r in zip((k for k, _ in keyed), results, strict=True):
+        out.setdefault((name, prof, load), []).append(r)
+    return out
+
+
+def _jct_h(runs: list[dict[str, Any]]) -> float:
+    return statistics.fmean(r["jct"]["mean_s"] for r in runs) / 3600
+
+
+def _gang_p99_h(runs: list[dict[str, Any]]) -> float:
+    return statistics.fmean(r["gangs_8_plus"]["jct"].get("p99_s", 0.0) for r in runs) / 3600
+
+
+def _choose(jobs: int, seeds: int, console: Console) -> list[dict[str, Any]]:
+    names = list(GRID)
+    candidates = {
+        f"c{i}": ("las", tuple(zip(names, values, strict=True)))
+        for i, values in enumerate(itertools.product(*GRID.values()))
+    }
+    found = _run(candidates, jobs, seeds)
+    ranked = []
+    for name, (_, knobs) in candidates.items():
+        cells = [v for k, v in found.items() if k[0] == name]
+        geo = math.exp(statistics.fmean(math.log(_jct_h(c)) for c in cells))
+        p99 = statistics.fmean(_gang_p99_h(c) for c in cells)
+        ranked.append({"knobs": dict(knobs), "geomean_jct_h": geo, "gang_p99_h": p99})
+    ranked.sort(key=lambda r: (round(r["geomean_jct_h"], 2), r["gang_p99_h"]))
+    table = Table(title="time-slicing knobs, best first (geometric mean over workloads)")
+    for col in ("levels GPU-h", "searches/queue", "hold h", "JCT geomean h", "8-GPU p99 h"):
+        table.add_column(col, justify="right")
+    for r in ranked:
+        k = r["knobs"]
+        hold = k["greedy_hold_after_s"]
+        table.add_row(
+            ",".join(f"{x / 3600:g}" for x in k["service_levels_gpu_s"]),
+            str(k["preemption_searches_per_queue"]),
+            "-" if hold is None else f"{hold / 3600:g}",
+            f"{r['geomean_jct_h']:.2f}",
+            f"{r['gang_p99_h']:.0f}",
+        )
+    console.print(table)
+    return ranked
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, default=0, help="seeds per cluster (default: table)")
-    ap.add_argument("--failures", action="store_true", help="node failures at the Llama 3 rate")
-    ap.add_argument("--quick", action="store_true", help="smaller workloads (about a minute)")
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--only", help="run one cluster of the table (a blueprint name)")
+    ap.add_argument("--seeds", type=int, default=2, help="seeds per workload")
+    ap.add_argument("--jobs", type=int, default=2000, help="jobs per workload")
+    ap.add_argument("--quick", action="store_true", help="one seed of 500 jobs (a smoke run)")
+    ap.add_argument("--choose", action="store_true", help="also rank a grid of las knobs")
     args = ap.parse_args()
-
-    clusters = [
-        (bp, jobs, load, args.seeds or seeds)
-        for bp, jobs, load, seeds in (QUICK if args.quick else CLUSTERS)
-        if args.only in (None, bp)
-    ]
-    scenarios = [
-        Scenario(
-            bp,
-            policy,
-            seed=seed,
-            synthetic="philly",
-            jobs=jobs,
-            load=load,
-            failures=args.failures,
-            coalesce_s=60.0,
-            checkpoint=COSTS,
-            preemptible=True,
-        )
-        for bp, jobs, load, seeds in clusters
-        for policy in POLICIES
-        for seed in range(seeds)
-    ]
+    seeds, jobs = (1, 500) if args.quick else (args.seeds, args.jobs)
+    console = Console(width=140)
     t0 = time.perf_counter()
-    runs = sweep(scenarios, workers=args.workers)
-    wall_s = time.perf_counter() - t0
-
+    found = _run(POLICIES, jobs, seeds)
     rows: list[dict[str, Any]] = []
-    for bp, jobs, load, seeds in clusters:
-        mine = [
-            (s, r)
-            for s, r in zip(scenarios, runs, strict=True)
-            if (s.blueprint, s.jobs, s.load) == (bp, jobs, load)
-        ]
-
-        def mean(policy: str, get: Any, mine: list[Any] = mine) -> float:
-            return statistics.fmean(get(r) for s, r in mine if s.policy == policy)
-
-        jct_h = {p: mean(p, lambda r: r["jct"]["mean_s"]) / 3600 for p in POLICIES}
-        for p in POLICIES:
-            rows.append(
-                {
-                    "blueprint": bp,
-                    "jobs": jobs,
-                    "load": load,
-                    "seeds": seeds,
-                    "policy": p,
-                    "mean_jct_h": jct_h[p],
-                    "mean_wait_h": mean(p, lambda r: r["queueing"]["mean_s"]) / 3600,
-                    "big_gang_p99_jct_h": mean(p, _big_p99_s) / 3600,
-                    "preemptions": mean(p, lambda r: r["preemptions"]),
-                    "goodput": mean(p, lambda r: r["goodput"]),
-                    "vs_baseline": change_pct(jct_h[p], jct_h[BASELINE]),
-                    "x_lower_than_baseline": jct_h[BASELINE] / jct_h[p],
-                }
-            )
-
-    title = "Philly-profile traces, every job preemptible, checkpoint and restart costs charged"
-    if args.failures:
-        title += ", with failures"
-    table = Table(title=title)
-    columns = ("cluster", "jobs", "load", "policy", "JCT mean h", "wait mean h",
-               "9+ GPU p99 h", "preempts", "goodput", f"vs {BASELINE}")  # fmt: skip
-    for col in columns:
-        table.add_column(col, justify="left" if col in ("cluster", "policy") else "right")
+    for prof, load in itertools.product(PROFILES, LOADS):
+        jct = {p: _jct_h(found[(p, prof, load)]) for p in POLICIES}
+        p99 = {p: _gang_p99_h(found[(p, prof, load)]) for p in POLICIES}
+        rows.append(
+            {
+                "profile": prof,
+                "load": load,
+                "mean_jct_h": jct,
+                "gang8_p99_jct_h": p99,
+                "las_x_lower_than_las_r2": jct["las-r2"] / jct["las"],
+                "las_gang_p99_vs_fairshare_easy": p99["las"] / p99["fairshare+easy"],
+            }
+        )
+    table = Table(
+        title=f"1-8-GPU gangs on {BLUEPRINT}, {jobs:,} jobs x {seeds} seeds, every job "
+        "preemptible, checkpoint and restart costs charged: mean JCT h (8-GPU p99 h)"
+    )
+    for col in ("profile", "load", *POLICIES, "las vs las-r2", "las p99 vs fs+easy"):
+        table.add_column(col, justify="left" if col == "profile" else "right")
     for r in rows:
         table.add_row(
-            r["blueprint"],
-            f"{r['jobs']:,}",
+            r["profile"],
             f"{r['load']:.1f}",
-            r["policy"],
-            f"{r['mean_jct_h']:.2f}",
-            f"{r['mean_wait_h']:.2f}",
-            f"{r['big_gang_p99_jct_h']:.0f}",
-            f"{r['preemptions']:.0f}",
-            f"{r['goodput']:.3f}",
-            f"{r['vs_baseline']} ({r['x_lower_than_baseline']:.2f}x)",
+            *(f"{r['mean_jct_h'][p]:.2f} ({r['gang8_p99_jct_h'][p]:.0f})" for p in POLICIES),
+            f"{r['las_x_lower_than_las_r2']:.2f}x lower",
+            f"{r['las_gang_p99_vs_fairshare_easy']:.2f}x",
         )
-    console = Console(width=140)
     console.print(table)
-    console.print(f"{len(scenarios)} simulations in {wall_s:.0f} s")
+    ranked = _choose(jobs, seeds, console) if args.choose else []
+    wall_s = time.perf_counter() - t0
+    console.print(f"{wall_s:.0f} s")
+    defaults = SchedulerConfig.of(preemption="las")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(
         json.dumps(
-            {"seeds": args.seeds, "failures": args.failures, "wall_s": wall_s, "rows": rows},
+            {
+                "jobs": jobs,
+                "seeds": seeds,
+                "wall_s": wall_s,
+                "las_defaults": {
+                    **TIME_SLICING_DEFAULTS,
+                    "service_levels_gpu_s": defaults.service_levels_gpu_s,
+                    "time_slice_quantum_s": defaults.time_slice_quantum_s,
+                },
+                "rows": rows,
+                "grid": ranked,
+            },
             indent=1,
         )
         + "\n"

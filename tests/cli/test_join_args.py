@@ -144,3 +144,30 @@ def test_bad_scheduler_knobs_stop_up_before_it_starts(
 ) -> None:
     assert main(["up", *flags]) == 2
     assert message in one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(
+    ("flags", "searches_per_queue", "hold_s"),
+    [
+        (["--policy", "las", "--backfill", "none", "--preemption", "las"], 16, 6 * 3600.0),
+        (["--preemption", "las", "--victim-searches-per-queue", "2"], 2, 6 * 3600.0),
+        (["--policy", "fairshare", "--backfill", "none"], 1, 86_400.0),
+    ],
+)
+def test_up_gives_time_slicing_its_own_defaults(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    flags: list[str],
+    searches_per_queue: int,
+    hold_s: float,
+) -> None:
+    """`railyard up --preemption las` runs time slicing at the defaults the simulator's
+    `las` has (sched.config.TIME_SLICING_DEFAULTS); a knob given on the command line wins."""
+    from railyard.control import server
+
+    served: list[Any] = []
+    monkeypatch.setattr(server, "serve", served.append)
+    assert main(["up", "--state-dir", str(tmp_path), *flags]) == 0
+    (config,) = served
+    assert config.scheduler.preemption_searches_per_queue == searches_per_queue
+    assert config.scheduler.greedy_hold_after_s == hold_s

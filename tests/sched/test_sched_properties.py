@@ -236,6 +236,7 @@ LIVENESS_CONFIGS = st.builds(
     starvation_limit_s=st.sampled_from([300.0, 1e9]),
     time_slice_quantum_s=st.sampled_from([50.0, 600.0]),
     service_levels_gpu_s=st.just((500.0, 5000.0)),
+    preemption_searches_per_queue=st.sampled_from([1, 16]),  # 16: time slicing's default
 )
 
 
@@ -316,7 +317,7 @@ def assert_no_ping_pong(pairs):
 @examples(75, 1500, SETTINGS)
 @given(tenancy_states(), st.sampled_from(["on", "las"]))
 def test_lenders_borrowers_and_priorities_reach_a_fixed_point(s, preemption):
-    config = SchedulerConfig(preemption=preemption, time_slice_quantum_s=0.0)
+    config = SchedulerConfig.of(preemption=preemption, time_slice_quantum_s=0.0)
     runtime = {j.id: j.walltime_s for j in s.pending} | {r.id: r.job.walltime_s for r in s.running}
     run = drive(s, config, runtime_s=runtime, until_t_s=20_000.0, dt_s=10.0)
     assert_no_ping_pong([(victim, preemptor) for _, victim, preemptor in run.kinds("preempt")])
@@ -372,7 +373,7 @@ def over_committed_states(draw):
 @given(over_committed_states(), st.sampled_from(["on", "reclaim", "las"]))
 def test_over_committed_trees_reach_a_fixed_point(s, preemption):
     """No job is evicted twice by the same job, and the cluster drains."""
-    config = SchedulerConfig(preemption=preemption)
+    config = SchedulerConfig.of(preemption=preemption)
     runtime = {j.id: j.walltime_s for j in s.pending} | {r.id: r.job.walltime_s for r in s.running}
     run = drive(s, config, runtime_s=runtime, until_t_s=20_000.0, dt_s=10.0)
     assert_no_ping_pong([(victim, preemptor) for _, victim, preemptor in run.kinds("preempt")])

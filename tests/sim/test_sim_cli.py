@@ -47,6 +47,16 @@ def test_synthetic_table() -> None:
     assert result.output.count("fairshare+easy") >= 2
 
 
+def test_gavel_gangs_of_one_node_and_the_time_slicing_defaults() -> None:
+    args = ["simulate", "gaggle-h100", "--synthetic", "gavel", "--jobs", "80", "--max-gpus", "8"]
+    result = runner.invoke(APP, [*args, "--policy", "las", "--preemptible-jobs", "--json"])
+    assert result.exit_code == 0, result.output
+    run = json.loads(result.output)["runs"][0]
+    assert run["jobs"] == 80
+    assert run["gangs_8_plus"]["jct"]["jobs"] >= 1
+    assert set(run["by_size"]) <= {"1", "2-8"}
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -60,6 +70,7 @@ def test_synthetic_table() -> None:
         (["--synthetic", "philly", "--victim-searches", "0"], "--victim-searches: must be"),
         (["--synthetic", "philly", "--greedy-hold", "soon"], "--greedy-hold: bad time"),
         (["--synthetic", "philly", "--quantum", "-1"], "--quantum: must be >= 0"),
+        (["--synthetic", "gavel", "--max-gpus", "0"], "--max-gpus: 0 is not a gang size"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:

@@ -51,6 +51,35 @@ def test_offered_load_and_capping() -> None:
     assert offered == pytest.approx(0.8, rel=0.05)
 
 
+def test_max_gpus_cuts_gangs_to_one_node() -> None:
+    w = generate("philly", jobs=3000, cluster_gpus=96, seed=1, max_gpus=8)
+    assert {j.gpus for j in w.jobs} == {1, 2, 4, 8}
+    whole = generate("philly", jobs=3000, cluster_gpus=96, seed=1)
+    assert max(j.gpus for j in whole.jobs) > 8  # the cut is the option's, not the profile's
+    with pytest.raises(ValueError, match="max_gpus"):
+        generate("philly", jobs=10, cluster_gpus=96, max_gpus=0)
+
+
+def test_gavel_profile_follows_the_papers_generator() -> None:
+    """Run times 10^x minutes (x uniform on [1.5, 3] w.p. 0.8, else [3, 4]); sizes 1, 2, 4, 8
+    w.p. 0.7, 0.1, 0.15, 0.05; every job completes."""
+    w = generate("gavel", jobs=JOBS, cluster_gpus=96, seed=4)
+    minutes = np.array([j.runtime_s for j in w.jobs]) / 60
+    gpus = np.array([j.gpus for j in w.jobs])
+    assert minutes.min() >= 10**1.5 - 1
+    assert minutes.max() <= 10**4 + 1
+    assert (minutes > 1000).mean() == pytest.approx(0.2, abs=0.01)
+    log_short = np.log10(minutes[minutes < 1000])
+    assert log_short.mean() == pytest.approx(2.25, abs=0.02)  # uniform on [1.5, 3]
+    for size, share in {1: 0.7, 2: 0.1, 4: 0.15, 8: 0.05}.items():
+        assert (gpus == size).mean() == pytest.approx(share, abs=0.01)
+    assert {j.state for j in w.jobs} == {FinalState.COMPLETED}
+    p = profile("gavel")
+    assert np.median(minutes * 60) == pytest.approx(p.median_runtime_s, rel=MEDIAN_TOL)
+    assert minutes.mean() * 60 == pytest.approx(p.mean_runtime_s, rel=MEAN_TOL)
+    assert gpus.mean() == pytest.approx(p.mean_gpus, rel=GPU_MEAN_TOL)
+
+
 def test_llm_lab_has_large_gangs_and_long_pretraining() -> None:
     w = generate("llm-lab", jobs=5000, cluster_gpus=2048, seed=3)
     gpus = np.array([j.gpus for j in w.jobs])

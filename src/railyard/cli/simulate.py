@@ -50,6 +50,9 @@ def simulate(
         str | None, typer.Option(help=f"synthetic profile: {' | '.join(PROFILES)}")
     ] = None,
     jobs: Annotated[int, typer.Option(help="synthetic jobs")] = 1000,
+    max_gpus: Annotated[
+        int | None, typer.Option(help="synthetic jobs' largest gang, e.g. 8 (one node)")
+    ] = None,
     load_: Annotated[float, typer.Option("--load", help="offered load (x cluster GPUs)")] = 0.9,
     walltime: Annotated[
         str, typer.Option(help=f"synthetic walltime estimates: {' | '.join(WALLTIME_MODES)}")
@@ -126,6 +129,8 @@ def simulate(
     ] = 100.0,
 ) -> None:
     """Simulate scheduling policies on a virtual clock and compare JCT, waits, utilization."""
+    if max_gpus is not None and max_gpus < 1:
+        _fail(f"--max-gpus: {max_gpus} is not a gang size (hint: give 1 or more, e.g. 8)")
     scenarios = _scenarios(
         blueprint, trace, fmt, synthetic, jobs, load_, walltime, policy, seed, seeds, failures,
         checkpoint, checkpoint_cost, restart_overhead, coalesce,
@@ -159,6 +164,7 @@ def simulate(
             tuning=tuple(knobs.items()),
             health=_health(blueprint, health_interval, health_check_time, slow_node, health_fail),
             images=images,
+            max_gpus=max_gpus,
         )
         for s in scenarios
     ]

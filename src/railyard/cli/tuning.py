@@ -9,11 +9,12 @@ from railyard.client.values import parse_walltime
 
 HELP = {
     "quantum": "las: seconds a job runs before it may be sliced (default 600)",
-    "service_levels": "las: attained-service thresholds in GPU-hours, e.g. 1,24 (the default)",
+    "service_levels": "las: attained-service thresholds in GPU-hours (default 1,8,64)",
     "victim_searches": "preemption: victim searches per cycle (default 16)",
-    "victim_searches_per_queue": "preemption: victim searches per queue and cycle (default 1)",
+    "victim_searches_per_queue": "preemption: victim searches per queue and cycle "
+    "(default 1; las 16)",
     "greedy_hold": "backfill none: hold GPUs for a job blocked this long, or 'none' "
-    "(default 1-00:00:00)",
+    "(default 1-00:00:00; las 6:00:00)",
 }
 
 

@@ -46,7 +46,7 @@ def up(args: argparse.Namespace) -> None:
     except ValueError as exc:
         fail(f"up: {exc}")
     try:
-        scheduler = SchedulerConfig(
+        scheduler = SchedulerConfig.of(
             ordering=args.policy,
             backfill=args.backfill,
             preemption=args.preemption,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from railyard.sched.policies import ADMISSION, BACKFILL, ORDERING, PLACEMENT, PREEMPTION
 
@@ -38,7 +39,7 @@ class SchedulerConfig:
       stream of small ones until the starvation limit, seven days. On the Philly-profile
       trace of the README (5,000 jobs, load 1.0) the day's hold cut `fifo-greedy`'s mean JCT
       of 9-64-GPU gangs from 148.8 to 67.5 h and its mean JCT from 8.34 to 8.17 h (time
-      slicing, `las`, makes its room by preemption and keeps None).
+      slicing, `las`, holds after 6 h: `TIME_SLICING_DEFAULTS`).
     - `estimate_from_history`: drivers hand the cycle run-time predictions from each
       queue's completed jobs, used where a job has no time limit (`limits.Estimates`).
     - `history_refresh_s`: how often those predictions may change (`history.RuntimeHistory`;
@@ -58,9 +59,9 @@ class SchedulerConfig:
     preemption_searches_per_queue: int = 1
     fairshare_half_life_s: float = 7 * 24 * 3600.0
     priority_preemption_min: int | None = None
-    # Tiresias (NSDI 2019) uses two queues; its threshold is tuned per trace. One GPU-hour
-    # and one GPU-day split Philly-like traces into short, medium and long jobs.
-    service_levels_gpu_s: tuple[float, ...] = (3600.0, 86_400.0)
+    # Tiresias (NSDI 2019) uses two queues; its threshold is tuned per trace. Chosen by
+    # benchmarks/compare_policies.py over 1, 24 and finer ladders (TIME_SLICING_DEFAULTS).
+    service_levels_gpu_s: tuple[float, ...] = (3600.0, 8 * 3600.0, 64 * 3600.0)
     time_slice_quantum_s: float = 600.0
     kill_wait_s: float = 30.0
     greedy_hold_after_s: float | None = 86_400.0
@@ -91,3 +92,25 @@ class SchedulerConfig:
         for name in ("time_slice_quantum_s", "kill_wait_s", "history_refresh_s"):
             if not 0 <= getattr(self, name) < math.inf:
                 raise ValueError(f"{name} must be a finite number >= 0")
+
+    @classmethod
+    def of(cls, **fields: Any) -> SchedulerConfig:
+        """A config whose unnamed knobs take the defaults of its preemption policy: time
+        slicing (`las`) gets `TIME_SLICING_DEFAULTS`, the others the field defaults. The live
+        server (`railyard up`) and the simulator's presets both build it this way."""
+        if fields.get("preemption") == "las":
+            fields = {**TIME_SLICING_DEFAULTS, **fields}
+        return cls(**fields)
+
+
+TIME_SLICING_DEFAULTS: dict[str, Any] = {
+    # Chosen by benchmarks/compare_policies.py --choose (1-8-GPU gangs; Gavel-, Philly- and
+    # Helios-profile traces; loads 0.8-1.5). One victim search per queue let each queue slice
+    # in one gang a cycle; 16 let the cycle's budget (16, as for every policy: a search costs
+    # in proportion to the running jobs, about 3 M instructions at 1,500 of them and 47 M at
+    # 12,000) go where the least-served jobs are.
+    "preemption_searches_per_queue": 16,
+    # A gang blocked 6 h holds what it needs, as EASY's head would: without it the smaller
+    # jobs that always fit first took every GPU freed, and the gang waited to be sliced in.
+    "greedy_hold_after_s": 6 * 3600.0,
+}

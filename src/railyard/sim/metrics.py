@@ -125,6 +125,8 @@ def summarize(log: RunLog, *, bins: int = 100) -> dict[str, Any]:
         "queueing": _stats(_wait(recs)),
         "by_size": _grouped(finished, "size"),
         "by_queue": _grouped(finished, "queue"),
+        # a node's worth and more: the gangs time slicing and fragmentation hurt first
+        "gangs_8_plus": {"jct": _stats(_jct(r for r in finished if r.gpus >= 8))},
         "makespan_s": makespan,
         "utilization": busy_gpu_s / (log.total_gpus * makespan) if makespan > 0 else 0.0,
         "goodput": log.useful_gpu_s / log.allocated_gpu_s if log.allocated_gpu_s else 1.0,

@@ -56,10 +56,8 @@ def policy_config(name: str, **overrides: Any) -> SchedulerConfig:
         "preemption": preemption,
         "admission": "unlimited",
     }
-    if name == "las":  # time slicing makes room by preemption; measured without holds
-        kw["greedy_hold_after_s"] = None
     kw.update(overrides)
-    return SchedulerConfig(**kw)
+    return SchedulerConfig.of(**kw)  # las: its own defaults (config.TIME_SLICING_DEFAULTS)
 
 
 @dataclass(frozen=True)
@@ -74,6 +72,7 @@ class Scenario:
     synthetic: str | None = None
     jobs: int = 1000
     load: float = 0.9
+    max_gpus: int | None = None  # a synthetic trace's largest gang (cut to fit)
     walltime: str = "noisy"
     failures: bool = False
     cycle_interval_s: float = 60.0
@@ -102,6 +101,7 @@ def scenario_workload(s: Scenario, cluster_gpus: int) -> Workload:
         load=s.load,
         seed=s.seed,
         walltime=s.walltime,
+        max_gpus=s.max_gpus,
     )
 
 

@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from railyard.sim.workload import FinalState, TraceJob, Workload
 
-PROFILES = ("philly", "helios", "kalos", "seren", "llm-lab")
+PROFILES = ("philly", "helios", "kalos", "seren", "llm-lab", "gavel")
 WALLTIME_MODES = ("noisy", "exact", "none")
 
 # Share of single-GPU jobs. The summaries give only median = 1 GPU (so >= 0.5); 0.7 is an
@@ -39,6 +39,14 @@ LLM_LAB_SIZES = {
 }  # fmt: skip
 PRETRAIN_MIN_GPUS = 256
 PRETRAIN_MEDIAN_S = 24 * 3600.0
+
+# gavel: the synthetic jobs of the time-slicing literature (Narayanan et al., "Gavel", OSDI
+# 2020, section 7.1): a job runs 10^x minutes, x uniform on [1.5, 3] with probability 0.8 and
+# on [3, 4] otherwise (32 min to 7 days, none of Philly's seconds-long jobs), on 1, 2, 4 or 8
+# GPUs with probabilities 0.7, 0.1, 0.15, 0.05 (Philly's sizes, as the paper says); every job
+# completes. Queueing, not run time, dominates its JCT under load: what time slicing is for.
+GAVEL_SIZES = {1: 0.7, 2: 0.1, 4: 0.15, 8: 0.05}
+GAVEL_SHORT_SHARE = 0.8
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,16 @@ def trace_profiles() -> dict[str, Profile]:
 
 
 def profile(name: str) -> Profile:
+    if name == "gavel":  # no published summary row: the paper's generator, above
+        mean_gpus = sum(g * w for g, w in GAVEL_SIZES.items())
+
+        def mean_min(lo: float, hi: float) -> float:  # E[10^x], x uniform on [lo, hi]
+            return (10**hi - 10**lo) / ((hi - lo) * math.log(10))
+
+        share = GAVEL_SHORT_SHARE
+        mean_s = 60 * (share * mean_min(1.5, 3) + (1 - share) * mean_min(3, 4))
+        median_s = 60 * 10 ** (1.5 + 1.5 * 0.5 / share)  # inside the short range
+        return Profile("gavel", median_s, mean_s, 10**4 * 60, mean_gpus, 8, 1, 0, 0)
     key = "kalos" if name == "llm-lab" else name
     found = trace_profiles().get(key)
     if found is None:
@@ -143,10 +161,12 @@ def generate(
     walltime: str = "noisy",
     queues: int = 8,
     users: int = 64,
+    max_gpus: int | None = None,
 ) -> Workload:
     """`jobs` jobs shaped like `profile_name`, offering `load` x `cluster_gpus` on average.
 
-    Gangs larger than the cluster are cut to the largest power of two that fits. Noisy
+    Gangs larger than the cluster, or than `max_gpus` (say 8: one node's gangs, as the
+    time-slicing papers' traces), are cut to the largest power of two that fits. Noisy
     walltimes over-request like real users: runtime x a lognormal factor (median 2, clipped
     at >= 1), rounded up to whole hours.
     """
@@ -156,10 +176,12 @@ def generate(
         raise ValueError(f"walltime must be one of {WALLTIME_MODES}")
     if jobs < 1 or cluster_gpus < 1 or not load > 0:
         raise ValueError("jobs and cluster_gpus must be >= 1 and load > 0")
+    if max_gpus is not None and max_gpus < 1:
+        raise ValueError("max_gpus must be >= 1")
     p = profile(profile_name)
     rng = np.random.default_rng(seed)
     gpus, runtime = _sizes_and_runtimes(p, profile_name, jobs, rng)
-    cap = 2 ** int(math.log2(cluster_gpus))
+    cap = 2 ** int(math.log2(min(cluster_gpus, max_gpus or cluster_gpus)))
     gpus = np.minimum(gpus, cap)
     shares = np.array([p.completed, p.cancelled, p.failed])
     states = rng.choice(3, size=jobs, p=shares / shares.sum())
@@ -196,6 +218,12 @@ def generate(
 def _sizes_and_runtimes(
     p: Profile, name: str, jobs: int, rng: np.random.Generator
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    if name == "gavel":
+        long = rng.random(jobs) >= GAVEL_SHORT_SHARE
+        minutes = 10 ** np.where(long, rng.uniform(3, 4, jobs), rng.uniform(1.5, 3, jobs))
+        sizes = np.array(list(GAVEL_SIZES))
+        gpus = rng.choice(sizes, size=jobs, p=np.array(list(GAVEL_SIZES.values())))
+        return gpus.astype(np.int64), np.round(minutes * 60.0)
     a, b = runtime_transform(p.median_runtime_s, p.mean_runtime_s, p.max_runtime_s)
     base = np.maximum(rng.choice(philly_runtimes_s(), size=jobs), 1.0)
     runtime = np.clip(np.round(a * base**b), 1.0, p.max_runtime_s)
