@@ -71,6 +71,7 @@ def test_gavel_gangs_of_one_node_and_the_time_slicing_defaults() -> None:
         (["--synthetic", "philly", "--greedy-hold", "soon"], "--greedy-hold: bad time"),
         (["--synthetic", "philly", "--quantum", "-1"], "--quantum: must be >= 0"),
         (["--synthetic", "gavel", "--max-gpus", "0"], "--max-gpus: 0 is not a gang size"),
+        (["--trace", "t.csv", "--max-gpus", "8"], "--max-gpus: shapes synthetic jobs only"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:

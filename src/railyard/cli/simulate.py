@@ -131,6 +131,8 @@ def simulate(
     """Simulate scheduling policies on a virtual clock and compare JCT, waits, utilization."""
     if max_gpus is not None and max_gpus < 1:
         _fail(f"--max-gpus: {max_gpus} is not a gang size (hint: give 1 or more, e.g. 8)")
+    if max_gpus is not None and trace is not None:
+        _fail("--max-gpus: shapes synthetic jobs only (hint: a trace's gangs are as recorded)")
     scenarios = _scenarios(
         blueprint, trace, fmt, synthetic, jobs, load_, walltime, policy, seed, seeds, failures,
         checkpoint, checkpoint_cost, restart_overhead, coalesce,
