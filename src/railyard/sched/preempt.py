@@ -248,9 +248,12 @@ class Preemption:
         return out
 
     def _find_candidates(self, job: Job) -> list[Candidate]:
+        """Walks every running job that may be evicted, once per victim search (time slicing
+        searches for up to 16 jobs a queue, over 12,000 running jobs at 16,384 GPUs): what
+        the walk reads per job is bound outside it."""
         out: list[Candidate] = []
-        seen: set[str] = set()
         reserved = self._reserved()
+        signalled, candidate_of, run_masks = self.signalled, self._candidate_of, self.run_masks
         # Would a victim evict `job` back? The victim asks as a preemptor would, so victims
         # alike as preemptors (queue, priority, size, class) answer alike: one what-if each.
         answers: dict[Hashable, bool] = {}
@@ -264,20 +267,24 @@ class Preemption:
             guarded = reserved if reason in _BEHIND_RESERVATIONS else None
             back: dict[int, bool] = {}  # alike victims of one size answer alike
             for r in members:
-                if r.id in self.signalled:
+                if r.id in signalled:
                     continue
-                if guarded and _overlaps(self.run_masks[r.id], guarded):
+                if guarded and _overlaps(run_masks[r.id], guarded):
                     continue
-                if r.gpus not in back:
+                gpus = r.gpus
+                answer = back.get(gpus)
+                if answer is None:
                     v = r.job
-                    alike = (v.queue, v.priority, v.flavor, v.gpus, r.gpus, self.preemptor_class(v))
+                    alike = (v.queue, v.priority, v.flavor, v.gpus, gpus, self.preemptor_class(v))
                     answer = answers.get(alike)
                     if answer is None:
                         answer = answers[alike] = self._would_preempt_back(job, r)
-                    back[r.gpus] = answer
-                if not back[r.gpus]:
-                    out.append(self._candidate(r, reason))
-                    seen.add(r.id)
+                    back[gpus] = answer
+                if not answer:
+                    out.append(candidate_of.get((r.id, reason)) or self._candidate(r, reason))
+        if not self.backfilled:
+            return out
+        seen = {c.run.id for c in out}
         for r in self.backfilled:  # jumped ahead of `job` across its reservation
             queue = self.quota.queues.get(r.job.queue)
             if self.now_t_s - r.start_t_s < min_runtime_s(r.job, queue):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import combinations
+from operator import attrgetter
 from typing import NamedTuple
 
 from railyard.sched.decisions import PreemptReason
@@ -123,7 +124,7 @@ def _one_node(
     need_cpu = shape.workers * shape.cpus_per_worker
     need_mem = shape.workers * shape.mem_per_worker_mib
     on_node: dict[int, list[Candidate]] = {}  # each node's candidates, cheapest first
-    for c in sorted(candidates, key=_by_cost):
+    for c in sorted(candidates, key=_BY_COST):
         for i in c.masks:
             if topo.ready[i] and topo.flavor[i] == shape.flavor:
                 on_node.setdefault(i, []).append(c)
@@ -143,8 +144,7 @@ def _one_node(
     return None if found is None else (victims, found)
 
 
-def _by_cost(c: Candidate) -> tuple[int, float, int, float, str]:
-    return c.cost
+_BY_COST = attrgetter("cost")  # a victim's cost (its id last: no ties)
 
 
 def _cheapest_freeing_gpus(
