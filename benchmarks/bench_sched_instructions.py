@@ -29,19 +29,36 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from railyard.sched.config import TIME_SLICING_DEFAULTS, SchedulerConfig
+
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "bench_sched_instructions.json"
+TIME_SLICED = 'SchedulerConfig(ordering="las", backfill="none", preemption="las", {})'
+# the last round's time slicing: thresholds 1 and 24 GPU-hours, one search per queue, no hold
+LAS_R2 = {"greedy_hold_after_s": None, "service_levels_gpu_s": (3600.0, 86_400.0)}
+
+
+def _knobs(knobs: dict[str, object]) -> str:
+    return ", ".join(f"{name}={value!r}" for name, value in sorted(knobs.items()))
+
+
+def _las_now() -> str:
+    """Time slicing at this checkout's defaults (`SchedulerConfig.of`), spelled out as plain
+    fields, so that an older checkout given to --against runs the same knobs."""
+    las = SchedulerConfig.of(ordering="las", backfill="none", preemption="las")
+    return TIME_SLICED.format(
+        _knobs(
+            {name: getattr(las, name) for name in (*TIME_SLICING_DEFAULTS, "service_levels_gpu_s")}
+        )
+    )
+
+
 POLICIES = {
     "default": "SchedulerConfig()",
     "fifo": 'SchedulerConfig(ordering="fifo", backfill="none", preemption="off")',
     "conservative": 'SchedulerConfig(backfill="conservative")',
-    # time slicing at its defaults (SchedulerConfig.of, spelled out so an older checkout
-    # given to --against runs the same knobs), and at the last round's
-    "las": 'SchedulerConfig(ordering="las", backfill="none", preemption="las", '
-    "greedy_hold_after_s=21600.0, preemption_searches_per_queue=16, "
-    "service_levels_gpu_s=(3600.0, 28800.0, 230400.0))",
-    "las-r2": 'SchedulerConfig(ordering="las", backfill="none", preemption="las", '
-    "greedy_hold_after_s=None)",
+    "las": _las_now(),
+    "las-r2": TIME_SLICED.format(_knobs(LAS_R2)),
 }
 CHILD = """
 import gc, os, subprocess, sys

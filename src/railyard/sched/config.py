@@ -108,8 +108,8 @@ TIME_SLICING_DEFAULTS: dict[str, Any] = {
     # Helios-profile traces; loads 0.8-1.5). One victim search per queue let each queue slice
     # in one gang a cycle; 16 let the cycle's budget (16, as for every policy) go where the
     # least-served jobs are. A search walks every running job: one cycle with 10,000 pending
-    # costs 336 M instructions at 2,048 GPUs (227 M at one per queue) and 1,320 M at 16,384
-    # (732 M); 64 searches a cycle cost 766 M and 3,783 M (bench_sched_instructions.py).
+    # costs 336 M instructions at 2,048 GPUs (226 M at the last round's knobs) and 1,320 M
+    # at 16,384 (729 M); 64 searches a cycle cost 766 M and 3,783 M (bench_sched_instructions.py).
     "preemption_searches_per_queue": 16,
     # A gang blocked 6 h holds what it needs, as EASY's head would: without it the smaller
     # jobs that always fit first took every GPU freed, and the gang waited to be sliced in.
