@@ -97,6 +97,22 @@ def test_train_with_custom_dimensions_and_moe() -> None:
     assert data["breakdown_s"]["tp_cp_ep_comm"] > 0  # the all-to-alls
 
 
+def test_train_optimizer_switch_and_its_error() -> None:
+    base = ["perf", "train", "gaggle-h100", "--model", "megatron-1.7b", "--implementation",
+            "eager", "--micro-batch", "2", "--global-batch", "2", "--json"]  # fmt: skip
+    fused = json.loads(runner.invoke(app, base).output)
+    foreach = runner.invoke(app, [*base, "--optimizer", "foreach"])
+    assert foreach.exit_code == 0, foreach.output
+    data = json.loads(foreach.output)
+    assert data["parallel"]["optimizer"] == "foreach"
+    # torch's foreach AdamW makes about eight passes (82 B per parameter) against fused's 30
+    assert data["breakdown_s"]["optimizer"] > 2 * fused["breakdown_s"]["optimizer"]
+    bad = runner.invoke(app, [*base, "--optimizer", "sgd"])
+    assert bad.exit_code == 2
+    assert "unknown optimizer 'sgd'" in bad.output
+    assert len(bad.output.strip().splitlines()) == 1
+
+
 def test_custom_dimensions_need_all_of_them_without_a_base() -> None:
     result = runner.invoke(app, ["perf", "train", "gaggle-h100", "--layers", "16"])
     assert result.exit_code == 2

@@ -245,6 +245,9 @@ def train(
     attention: Annotated[str | None, typer.Option(help="flash2, flash3, cudnn or unfused")] = None,
     fused_loss: Annotated[bool | None, typer.Option("--fused-loss/--unfused-loss")] = None,
     cuda_graphs: bool = False,
+    optimizer: Annotated[
+        str | None, typer.Option(help="Adam kernels: fused, or foreach (torch's default)")
+    ] = None,
     overlap_tp: Annotated[bool, typer.Option("--overlap-tp/--no-overlap-tp")] = False,
     overlap_dp: Annotated[bool, typer.Option("--overlap-dp/--no-overlap-dp")] = True,
     overlap_pp: Annotated[bool, typer.Option("--overlap-pp/--no-overlap-pp")] = False,
@@ -270,8 +273,8 @@ def train(
         interleave=interleave, zero_stage=zero, distributed_optimizer=distributed_optimizer,
         recompute=recompute, sequence_parallel=sequence_parallel, precision=precision,
         implementation=implementation, attention=attention or "", fused_loss=fused_loss,
-        cuda_graphs=cuda_graphs, overlap_tp_comm=overlap_tp, overlap_dp_comm=overlap_dp,
-        overlap_pp_comm=overlap_pp, overlap_ep_comm=overlap_ep,
+        cuda_graphs=cuda_graphs, optimizer=optimizer or "", overlap_tp_comm=overlap_tp,
+        overlap_dp_comm=overlap_dp, overlap_pp_comm=overlap_pp, overlap_ep_comm=overlap_ep,
     ), stage_layers)  # fmt: skip
     if par.gpus > total * per_node:
         raise fail(f"tp x pp x dp x cp = {par.gpus} GPUs; {bp.name} has {total * per_node}")
@@ -301,7 +304,8 @@ def _split(arch: LlmArch, fields: dict[str, Any], stages: str | None) -> Paralle
     try:
         if stages:
             fields["stage_layers"] = expand_stages(stages)
-        check_impl(fields["implementation"], attention=fields["attention"] or None)
+        check_impl(fields["implementation"], attention=fields["attention"] or None,
+                   optimizer=fields["optimizer"] or None)  # fmt: skip
         if fields["recompute"] not in ("none", "selective", "full"):
             raise ValueError(f"recompute {fields['recompute']!r} is not none, selective or full")
         if fields["precision"] not in ("bf16", "fp8"):

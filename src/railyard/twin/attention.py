@@ -61,6 +61,10 @@ AMPERE_FA2_SCALE = 0.73 / (370.0 / H100_PEAK_TFLOPS)
 # 2597, dropout benchmarks); the middles are taken.
 DROPOUT_FWD_RATE = 0.80
 DROPOUT_BWD_RATE = 0.65
+# FlashAttention-2 is compiled for head dimensions 32, 64, 96, 128, 160, 192 and 256 and runs a
+# head of another size in the next one up, padded (flash-attention csrc/flash_attn/src/
+# static_switch.h, HEADDIM_SWITCH): a head of 80 does the work of 96.
+FA2_HEAD_DIMS = (32, 64, 96, 128, 160, 192, 256)
 BWD_FLOPS_RATIO = 2.5  # five matmuls in backward against two in forward
 CAUSAL_WORK = 0.5  # a causal kernel skips the masked half of the score tiles
 
@@ -147,12 +151,16 @@ def fused_attention_s(
     sustained: float = 1.0,
     measured_tflops: dict[str, float] | None = None,
 ) -> tuple[float, float]:
-    """(forward, backward) seconds of one fused attention call.
+    """(forward, backward) seconds of one fused attention call (FlashAttention-2 pads the head
+    to the size it was compiled for, FA2_HEAD_DIMS).
 
     ``measured_tflops`` ({"fwd": .., "bwd": ..}, from a calibration file) replaces the
     published rates for the local GPU.
     """
-    flops = attention_flops(batch, heads, s_q, s_kv, head_dim, causal=causal)
+    run_dim = head_dim
+    if resolve_backend(backend, gpu_name) == "flash2":
+        run_dim = next((d for d in FA2_HEAD_DIMS if d >= head_dim), head_dim)
+    flops = attention_flops(batch, heads, s_q, s_kv, run_dim, causal=causal)
     out = []
     for direction, ratio, drop in (
         ("fwd", 1.0, DROPOUT_FWD_RATE),
@@ -165,7 +173,7 @@ def fused_attention_s(
                 peak_flops_s
                 * sustained
                 * fraction_of_peak(
-                    backend, gpu_name, direction, causal=causal, head_dim=head_dim, seq=s_kv
+                    backend, gpu_name, direction, causal=causal, head_dim=run_dim, seq=s_kv
                 )
             )
         if dropout:

@@ -76,7 +76,8 @@ class Implementation:
 
 PRESETS: dict[str, Implementation] = {
     # PyTorch eager + SDPA (its flash backend is FlashAttention-2, PyTorch 2.2 release notes),
-    # AMP autocast, AdamW(fused=True) as nanoGPT's configure_optimizers picks on CUDA
+    # AMP autocast, AdamW(fused=True) as nanoGPT's configure_optimizers picks on CUDA (a bare
+    # torch.optim.AdamW runs its foreach path, the default on CUDA: --optimizer foreach)
     "eager": Implementation(
         "eager", attention="flash2", fused_elementwise=False, fused_bias_grad=False,
         grad_accum_fusion=False, autocast=True, loss="eager", optimizer="fused",
@@ -146,6 +147,7 @@ def for_split(par: Parallelism) -> Implementation:
         fused_loss=par.fused_loss,
         grad_accum_fusion=par.grad_accum_fusion,
         cuda_graphs=par.cuda_graphs or None,
+        optimizer=par.optimizer or None,
     )
 
 

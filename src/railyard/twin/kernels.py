@@ -1,13 +1,14 @@
 """Time of one kernel on one GPU: GEMMs by shape, memory-bound streams, and launch costs.
 
 A GEMM is cut into output tiles that the GPU's streaming multiprocessors (SMs) work on in waves;
-the last wave may leave SMs idle (wave quantization) and a matrix edge may fill a tile only in
-part (tile quantization), as NVIDIA's "Matrix Multiplication Background User's Guide"
-(docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication) explains. Each
-tile then streams through its k dimension after a pipeline fill. So a GEMM of 2,048 tokens or more
-runs near the card's best burst matmul rate and a small one far below it: efficiency comes from
-the shape, not from one constant. Element-wise kernels move their bytes at HBM speed. Every
-kernel also costs a GPU-side gap and, in eager PyTorch, host time to launch it.
+the last wave may leave SMs idle (wave quantization) and a matrix edge may fill a tile only in part
+(tile quantization), as NVIDIA's "Matrix Multiplication Background User's Guide"
+(docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication) explains. Each tile
+then streams through its k dimension after a pipeline fill; where the last wave would leave SMs
+idle, stream-K decomposition shares the k iterations of all tiles evenly instead. So a GEMM of
+2,048 tokens or more runs near the card's best burst matmul rate and a small one far below it:
+efficiency comes from the shape, not from one constant. Element-wise kernels move their bytes at
+HBM speed. Every kernel also costs a GPU-side gap and, in eager PyTorch, host time to launch it.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ TILE_LONG, TILE_SHORT = 256, 128
 # of 64-wide k slices, the depth of CUTLASS's sm80/sm90 multistage mainloops (fp8 slices are
 # 128 wide, the same bytes, so twice the elements).
 K_FILL = 256
+# A partial last wave is spread over every SM by stream-K decomposition (Osama et al., "Stream-K:
+# Work-centric Parallel Decomposition for Dense Matrix-Matrix Multiplication on the GPU", PPoPP
+# 2023; CUTLASS 3's Hopper kernels and cuBLAS's split-K / stream-K kernels): each SM takes an
+# equal share of the MAC-loop iterations, which can span two tiles, so two pipeline fills.
+STREAM_K_FILLS = 2
 # fp8 tensor cores run at twice the bf16 dense rate on Hopper and Blackwell (H100 datasheet:
 # 1,979 vs 989 TFLOPS dense), but the best measured fp8 matmul is a smaller fraction of that
 # peak: median 73.9% (Bekman, MAMF table, FP8) against 80.3% for bf16.
@@ -98,12 +104,20 @@ class KernelModel:
 
     def _tile_s(self, m: float, n: float, k: float, batch: float) -> float:
         sm_flops_s = self.gemm_flops_s / self.sms
+        k_fill = K_FILL * 2.0 / self.operand_bytes
         best = math.inf
         for tm, tn in ((TILE_LONG, TILE_SHORT), (TILE_SHORT, TILE_LONG)):
             tiles = batch * math.ceil(m / tm) * math.ceil(n / tn)
             waves = math.ceil(tiles / self.sms)
-            k_fill = K_FILL * 2.0 / self.operand_bytes
-            best = min(best, (waves * k + k_fill) * 2.0 * tm * tn / sm_flops_s)
+            tile_flops = 2.0 * tm * tn
+            best = min(best, (waves * k + k_fill) * tile_flops / sm_flops_s)
+            share_k = tiles * k / self.sms
+            if tiles % self.sms and share_k >= STREAM_K_FILLS * k_fill:
+                # stream-K: every SM streams an equal share of all tiles' k iterations, so a
+                # partial last wave leaves no SM idle; a share spans parts of up to two tiles,
+                # each begun with a pipeline fill. A share shorter than those fills is not
+                # worth splitting (partial sums must still be added at each seam).
+                best = min(best, (share_k + STREAM_K_FILLS * k_fill) * tile_flops / sm_flops_s)
         return best
 
     def gemm_fwd_bwd_s(self, m: float, n: float, k: float) -> tuple[float, float]:

@@ -26,17 +26,30 @@ from railyard.twin.kernels import KernelModel
 from railyard.twin.models import LlmArch, Parallelism
 
 CATEGORIES = ("gemm", "attention", "elementwise", "loss", "optimizer")
-# Gradient accumulation per parameter per micro-batch: a bf16 gradient added to an fp32 buffer
-# (read 2, read 4, write 4); under autocast the gradient is first cast to fp32 (read 2, write
-# 4) and then accumulated (read 4 + 4, write 4). Autocast also casts each fp32 weight to bf16
-# once per forward (read 4, write 2).
-GRAD_ACCUM_BYTES = {"fp32-buffer": 10.0, "autocast": 18.0}
+# Gradient accumulation per parameter per micro-batch: Megatron adds a bf16 gradient to its fp32
+# main_grad buffer every micro-batch (read 2, read 4, write 4). Under autocast each fp32 weight
+# is cast to bf16 once per forward (read 4, write 2) and the cast's backward turns the bf16
+# gradient into fp32 (read 2, write 4); the first micro-batch's gradient is then stored as it is
+# (AccumulateGrad takes the tensor when .grad is None, as zero_grad(set_to_none=True) leaves
+# it), each later one is added (read 4 + 4, write 4).
+GRAD_ACCUM_BYTES = {"fp32-buffer": 10.0, "autocast": 12.0}
 AUTOCAST_CAST_BYTES = 6.0
-# torch's multi_tensor_apply launches one kernel per 36 tensors at depth 4 (params, grads,
-# exp_avg, exp_avg_sq: aten/src/ATen/native/cuda/MultiTensorApply.cuh, depth_to_max_tensors);
-# the foreach AdamW makes about eight such passes, the fused one a single pass.
+AUTOCAST_GRAD_CAST_BYTES = 6.0
+# torch's multi_tensor_apply launches a kernel per 36 tensors at depth 4 (params, grads,
+# exp_avg, exp_avg_sq) and per 320 blocks of 65,536 elements, whichever fills first
+# (aten/src/ATen/native/cuda/MultiTensorApply.cuh: depth_to_max_tensors, depth_to_max_blocks,
+# kChunkSize); the foreach AdamW makes about eight such passes, the fused one a single pass.
 FOREACH_TENSORS_PER_KERNEL = 36
+FOREACH_ELEMENTS_PER_KERNEL = 320 * 65536
 FOREACH_PASSES = 8
+# Eager unfused attention under autocast, bytes per attention score beyond the two batched
+# GEMMs, as ``softmax((q @ k^T) * scale masked by tril) @ v`` runs: forward scale (read 2,
+# write 2), masked_fill (read 2 + a 1-byte mask, write 2), autocast's cast to fp32 for softmax
+# (2 + 4), softmax in fp32 (4 + 4), the cast back to bf16 for the second GEMM (4 + 2): 29
+# bytes in 5 kernels; backward the two casts again (6 + 6), softmax backward (read y and dy,
+# write dx: 12), masked_fill's and the scale's backward (5 + 4): 33 bytes in 5 kernels.
+EAGER_SCORE_BYTES = (29.0, 33.0)
+EAGER_SCORE_KERNELS = 5
 
 
 @dataclass(slots=True)
@@ -142,20 +155,26 @@ def layer_work(
     # attention core
     heads = arch.heads / t
     if backend == "unfused":
-        # QK^T and attention-over-V as batched GEMMs, softmax and dropout in between
-        # (Megatron's fused scale-mask-softmax): forward moves 4 + 5 bytes per score (softmax
-        # read/write; dropout read/write + 1-byte mask), backward 6 + 5.
+        # QK^T and attention-over-V as batched GEMMs, softmax and dropout in between: Megatron's
+        # fused scale-mask-softmax moves 4 + 5 bytes per score forward (softmax read/write;
+        # dropout read/write + 1-byte mask) and 6 + 5 backward; eager PyTorch runs each step as
+        # its own kernel (EAGER_SCORE_BYTES)
         batch = par.micro_batch * heads
         s_q, s_kv = arch.seq_len / par.cp, arch.seq_len
         qk = km.gemm_s(s_q, s_kv, d, batch)
         av = km.gemm_s(s_q, d, s_kv, batch)
         scores = batch * s_q * s_kv
         drop = 5.0 if arch.dropout else 0.0
+        drop_k = 1 if arch.dropout else 0
+        if impl.fused_elementwise:
+            (soft_f, soft_b), soft_k = (4.0, 6.0), 1
+        else:
+            (soft_f, soft_b), soft_k = EAGER_SCORE_BYTES, EAGER_SCORE_KERNELS
         fwd.add("attention", qk + av, 2)
-        fwd.add("attention", km.stream_s(scores * (4.0 + drop)), 2 if arch.dropout else 1)
+        fwd.add("attention", km.stream_s(scores * (soft_f + drop)), soft_k + drop_k)
         bwd.add("attention", 2.0 * (qk + av), 4)
-        bwd.add("attention", km.stream_s(scores * (6.0 + drop)), 2 if arch.dropout else 1)
-        attn_fwd_s = qk + av + km.stream_s(scores * (4.0 + drop))
+        bwd.add("attention", km.stream_s(scores * (soft_b + drop)), soft_k + drop_k)
+        attn_fwd_s = qk + av + km.stream_s(scores * (soft_f + drop))
     else:
         measured = None
         if calibration is not None:
@@ -213,23 +232,33 @@ def _elementwise(
         fwd.add("elementwise", km.stream_s(fwd_bytes), fwd_k)
         bwd.add("elementwise", km.stream_s(bwd_bytes), bwd_k)
 
-    # two norms: one kernel reads 2h and writes 2h; under autocast the norm writes fp32 (4h)
-    # and the next GEMM's input is cast back (read 4h, write 2h); backward reads x and dy and
-    # writes dx (6h), plus the cast and the weight-gradient reduction kernel
-    norm_fwd, norm_bwd = (12.0, 12.0) if impl.autocast else (4.0, 6.0)
-    both(2 * sp * norm_fwd * h, 2 * sp * norm_bwd * h, 4 if impl.autocast else 2, 6 if eager else 4)
+    # two norms: one kernel reads 2h and writes 2h; backward reads x and dy and writes dx (6h).
+    # Under autocast the residual stream stays fp32 (the embedding is fp32 and an add of fp32
+    # and bf16 is fp32), and layer_norm runs in fp32: it reads 4h and writes 4h, and the next
+    # GEMM's input is cast (read 4h, write 2h); backward casts the GEMM's bf16 input gradient
+    # to fp32 (2h + 4h), computes dx (4h + 4h + 4h) and, in its own kernel, the weight and bias
+    # gradients (reading x and dy again, 8h)
+    if impl.autocast:
+        (norm_fwd, norm_bwd), norm_k = (14.0, 26.0), (4, 6)
+    else:
+        (norm_fwd, norm_bwd), norm_k = (4.0, 6.0), (2, 6 if eager else 4)
+    both(2 * sp * norm_fwd * h, 2 * sp * norm_bwd * h, *norm_k)
     # two residual branches: fused bias-dropout-add reads the branch and the residual and writes
     # the sum (and a 1-byte mask); unfused, dropout (read 2h, write 2h + mask) then add (read 4h,
     # write 2h). Backward: dropout backward (5h) and autograd's sum of the two gradient streams
-    # at the fork (read 4h, write 2h).
+    # at the fork (read 4h, write 2h). Under autocast the add reads the fp32 residual and the
+    # bf16 branch and writes fp32 (10h); backward sums fp32 streams (12h) and casts the
+    # branch's gradient to bf16 (read 4h, write 2h).
     drop = 5.0 if arch.dropout else 0.0
+    drop_k = 1 if arch.dropout else 0
     if eager:
-        res_fwd = drop + 6.0
-        res_k = 2 if arch.dropout else 1
+        add_f, add_b, add_bk = (10.0, 18.0, 2) if impl.autocast else (6.0, 6.0, 1)
+        res_fwd, res_bwd = drop + add_f, drop + add_b
+        res_k, res_bk = drop_k + 1, drop_k + add_bk
     else:
-        res_fwd = 6.0 + (1.0 if arch.dropout else 0.0)
-        res_k = 1
-    both(2 * sp * res_fwd * h, 2 * sp * (drop + 6.0) * h, 2 * res_k, 2 * res_k)
+        res_fwd, res_bwd = 6.0 + (1.0 if arch.dropout else 0.0), drop + 6.0
+        res_k = res_bk = 1
+    both(2 * sp * res_fwd * h, 2 * sp * res_bwd * h, 2 * res_k, 2 * res_bk)
     # activation: GeLU reads and writes the ffn columns (backward reads x and dy, writes dx);
     # SwiGLU reads gate and up and writes one (backward 10 bytes per column); unfused SwiGLU
     # is silu then multiply
@@ -246,8 +275,11 @@ def _elementwise(
         passes, k = (3.0, 6) if eager else (1.0, 1)
         both(passes * rope, passes * rope, k, k)
     if eager:
-        # eager attention output is transposed back to (tokens, heads x d) with a copy
+        # eager attention output is transposed back to (tokens, heads x d) with a copy; backward,
+        # the separate q, k and v gradients are stacked into the fused QKV layout they came from
+        # (the backward of the permute and view: read and write the QKV width)
         both(4.0 * tokens * q_width, 4.0 * tokens * q_width, 1, 1)
+        bwd.add("elementwise", km.stream_s(4.0 * tokens * qkv_width), 1)
     if arch.biases and not impl.fused_bias_grad:
         # grad_bias = grad_out.sum(0) for QKV and MLP-in (column parallel: all tokens) and for
         # the projection and MLP-out (row parallel: replicated bias, sp tokens)
@@ -270,14 +302,28 @@ def weight_tensors(arch: LlmArch) -> int:
 def grad_accumulation_work(
     params: float, tensors: int, impl: Implementation, km: KernelModel
 ) -> Work:
-    """Per micro-batch: fp32 gradient accumulation and autocast weight casts of ``params`` held
-    in ``tensors`` tensors (one kernel each per pass)."""
+    """Per micro-batch: fp32 gradient accumulation (Megatron) or autocast's weight casts and
+    their gradients' casts of ``params`` held in ``tensors`` tensors (one kernel each per pass);
+    autocast's later micro-batches add :func:`autocast_accumulation_work`."""
     work = Work()
     if impl.autocast:
         work.add("elementwise", km.stream_s(params * AUTOCAST_CAST_BYTES), tensors)
-        work.add("elementwise", km.stream_s(params * GRAD_ACCUM_BYTES["autocast"]), 2 * tensors)
+        work.add("elementwise", km.stream_s(params * AUTOCAST_GRAD_CAST_BYTES), tensors)
     elif not impl.grad_accum_fusion:
         work.add("elementwise", km.stream_s(params * GRAD_ACCUM_BYTES["fp32-buffer"]), tensors)
+    return work
+
+
+def autocast_accumulation_work(
+    params: float, tensors: int, impl: Implementation, km: KernelModel, micro_batches: int
+) -> Work:
+    """Per step under autocast: each micro-batch after the first adds its fp32 gradient to
+    ``.grad`` (GRAD_ACCUM_BYTES["autocast"], one kernel per tensor); nothing otherwise."""
+    work = Work()
+    if impl.autocast and micro_batches > 1:
+        extra = micro_batches - 1
+        work.add("elementwise", extra * km.stream_s(params * GRAD_ACCUM_BYTES["autocast"]),
+                 extra * tensors)  # fmt: skip
     return work
 
 
@@ -311,14 +357,19 @@ def embedding_work(arch: LlmArch, par: Parallelism, impl: Implementation, km: Ke
 def optimizer_work(
     params: float, shard_params: float, tensors: int, impl: Implementation, km: KernelModel
 ) -> Work:
-    """Once per step: zero the gradient buffer of ``params``, then Adam on this rank's shard."""
+    """Once per step: zero the gradient buffer of ``params`` (Megatron's memset; eager PyTorch's
+    zero_grad sets .grad to None, its default since torch 2.0), then Adam on this rank's
+    shard."""
     work = Work()
-    work.add(
-        "optimizer", km.stream_s(params * ZERO_GRAD_BYTES), 1 if not impl.autocast else tensors
-    )
+    if not impl.autocast:
+        work.add("optimizer", km.stream_s(params * ZERO_GRAD_BYTES), 1)
     kernels = 2
     if impl.optimizer == "foreach":
-        kernels = FOREACH_PASSES * max(1, -(-tensors // FOREACH_TENSORS_PER_KERNEL))
+        launches = max(
+            -(-tensors // FOREACH_TENSORS_PER_KERNEL),
+            -(-round(shard_params) // FOREACH_ELEMENTS_PER_KERNEL),
+        )
+        kernels = FOREACH_PASSES * max(1, launches)
     work.add("optimizer", km.stream_s(shard_params * OPTIMIZER_BYTES[impl.optimizer]), kernels)
     return work
 
@@ -327,6 +378,7 @@ __all__ = [
     "CATEGORIES",
     "LayerWork",
     "Work",
+    "autocast_accumulation_work",
     "embedding_work",
     "grad_accumulation_work",
     "layer_work",

@@ -181,6 +181,7 @@ def layer_activation_bytes(
     sequence_parallel: bool = False,
     recompute: str = "none",
     flash_attention: bool = False,
+    autocast_scores: bool = False,
 ) -> float:
     """Activation bytes one layer keeps for backward, per micro-batch, on one GPU.
 
@@ -193,7 +194,9 @@ def layer_activation_bytes(
       split by t: Q (2), K and V (4 kv/a), projection input (2), MLP activation inputs
       (2 per ffn-in column) and outputs (2 per ffn column)
       scores: softmax output (2), dropout mask (1) and output (2) per score; none with
-      FlashAttention (Dao et al. 2022), which recomputes them.
+      FlashAttention (Dao et al. 2022), which recomputes them. Eager attention under autocast
+      (``autocast_scores``) keeps softmax's output in fp32 (4) and the bf16 copy the second
+      GEMM saves (2), and the dropout mask (1) between them.
     For GPT (ffn 4h, dropout) this is exactly 10 + 24/t + 5as/(ht). With experts, every token
     keeps its MLP tensors once per routed expert, plus its permuted copy (2 h per expert).
     """
@@ -213,7 +216,10 @@ def layer_activation_bytes(
     per_sbh = (replicated / tp if sequence_parallel else replicated) + split / tp
     scores = 0.0
     if recompute == "none" and not flash_attention:
-        per_score = 5.0 if arch.dropout else 2.0
+        if autocast_scores:
+            per_score = 7.0 if arch.dropout else 6.0
+        else:
+            per_score = 5.0 if arch.dropout else 2.0
         scores = per_score * arch.heads * s * arch.seq_len * micro_batch / tp
     return per_sbh * sbh + scores
 
@@ -293,6 +299,7 @@ def estimate_memory(
         sequence_parallel=par.sequence_parallel,
         recompute=par.recompute,
         flash_attention=impl.attention != "unfused",
+        autocast_scores=impl.autocast,
     )
     table = arch.vocab * arch.hidden / t
     positions = arch.seq_len * arch.hidden if arch.learned_positions else 0

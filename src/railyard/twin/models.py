@@ -173,7 +173,8 @@ class Parallelism:
     communication runs under computation: Megatron-LM 2021 overlapped none but torch DDP's
     gradient all-reduce; Megatron-Core 2024 overlaps all three (its README's flags).
     implementation names the software stack (railyard.twin.implementation: eager, megatron,
-    megatron-te); attention, fused_loss, grad_accum_fusion and cuda_graphs override its choices.
+    megatron-te); attention, fused_loss, grad_accum_fusion, cuda_graphs and optimizer override its
+    choices.
     flash_attention=False forces unfused attention (kept for older callers).
     """
 
@@ -201,6 +202,7 @@ class Parallelism:
     fused_loss: bool | None = None
     grad_accum_fusion: bool | None = None
     cuda_graphs: bool = False
+    optimizer: str = ""  # fused or foreach Adam; "": the implementation's
 
     @property
     def gpus(self) -> int:

@@ -57,6 +57,7 @@ SPLIT_FIELDS: dict[str, tuple[Any, str]] = {
     "attention": (("flash2", "flash3", "cudnn", "unfused"), "attention backend"),
     "fused_loss": (bool, "fused cross-entropy"),
     "cuda_graphs": (bool, "CUDA graphs"),
+    "optimizer": (("fused", "foreach"), "Adam kernels"),
     "overlap": (str, "communication overlapped: any of tp,dp,pp,ep joined by +, or none"),
 }
 ALIASES = {"seq": "seq_len", "ffn": "ffn_hidden", "a": "heads", "h": "hidden"}

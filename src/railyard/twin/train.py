@@ -22,6 +22,7 @@ from railyard.twin.kernels import SUSTAINED_RATIO, KernelModel, kernel_model
 from railyard.twin.layer import (
     LayerWork,
     Work,
+    autocast_accumulation_work,
     embedding_work,
     grad_accumulation_work,
     layer_work,
@@ -38,6 +39,19 @@ __all__ = ["CommModel", "Parallelism", "StepEstimate", "estimate_step", "pipelin
 # accumulate_allreduce_grads_in_fp32); bf16 parameters are gathered after a sharded step.
 GRAD_REDUCE_BYTES = 4.0
 PARAM_GATHER_BYTES = 2.0
+# Overlapped communication is not free: its kernels take SMs and HBM bandwidth from the compute
+# they run beside, which ran 18.9% slower on average (40% at most) across GPT and Llama layers
+# on A100, H100, MI250 and MI210 (Agrawal et al., "Characterizing Compute-Communication Overlap
+# in GPU-Accelerated Distributed Deep Learning: Performance and Power Implications", arXiv
+# 2507.03114, 2025). So each second of communication hidden under compute still costs this much.
+OVERLAP_COMPUTE_SLOWDOWN = 0.189
+
+
+def _overlapped(comm_s: float, compute_s: float) -> float:
+    """Exposed seconds of ``comm_s`` run beside ``compute_s``: what does not fit under it,
+    plus the slowdown the hidden part causes (OVERLAP_COMPUTE_SLOWDOWN)."""
+    hidden = min(comm_s, max(0.0, compute_s))
+    return comm_s - hidden + OVERLAP_COMPUTE_SLOWDOWN * hidden
 
 
 class CommModel(Protocol):
@@ -236,7 +250,8 @@ def estimate_step(
        each pipeline stage's time from its own layer count (uneven stages allowed);
     2. exposed tensor-parallel collectives per layer (all-reduce, or reduce-scatter + all-gather
        with sequence parallelism): 2 forward, 2 backward, 2 more with full recompute
-       (Narayanan et al. section 3.1), hidden under the layer's GEMMs when overlapped; context-
+       (Narayanan et al. section 3.1), hidden under the layer's GEMMs when overlapped (slowing
+       them: OVERLAP_COMPUTE_SLOWDOWN, as every overlap below); context-
        parallel K/V exchange; expert-parallel all-to-all (dispatch and combine, each way);
     3. pipeline: point-to-point activations per micro-batch boundary and chunk, bubble
        (p - 1)/(m v) of the slowest stage's micro-batch time;
@@ -301,7 +316,7 @@ def estimate_step(
         for count, gemm_s in passes:
             exposed = count * one
             if par.overlap_tp_comm:
-                exposed = max(0.0, exposed - gemm_s)
+                exposed = _overlapped(exposed, gemm_s)
             per_layer_comm += exposed
     # context parallelism: K and V gathered forward, their grads reduce-scattered backward,
     # hidden under attention when it is longer (ring attention)
@@ -310,7 +325,7 @@ def estimate_step(
         cp_nodes, cp_gpn = _group(par.cp, t, gpus_per_node)
         cp_s = comm.time_s("all_gather", kv_bytes * par.cp, cp_nodes, cp_gpn)
         cp_s += comm.time_s("reduce_scatter", kv_bytes * par.cp, cp_nodes, cp_gpn)
-        per_layer_comm += max(0.0, cp_s - 0.5 * (layer.fwd.gpu_s + layer.bwd.gpu_s))
+        per_layer_comm += _overlapped(cp_s, 0.5 * (layer.fwd.gpu_s + layer.bwd.gpu_s))
     # expert parallelism: dispatch and combine all-to-alls of the routed token copies, forward
     # and backward (and again with full recompute), over ep ranks spaced tp x cp apart
     if arch.is_moe and par.ep > 1:
@@ -320,7 +335,7 @@ def estimate_step(
         count = 4 + (2 if par.recompute == "full" else 0)
         ep_s = count * comm.time_s("alltoall", a2a_bytes, ep_nodes, ep_gpn)
         if par.overlap_ep_comm:
-            ep_s = max(0.0, ep_s - layer.expert_gemm_s)
+            ep_s = _overlapped(ep_s, layer.expert_gemm_s)
         per_layer_comm += ep_s
     tp_exposed = [n * per_layer_comm for n in stage_layers]
 
@@ -330,7 +345,7 @@ def estimate_step(
         crosses = t * par.cp * par.dp >= gpus_per_node
         nodes, gpn = (2, 1) if crosses else (1, 2)
         hop = comm.time_s("broadcast", act_bytes / t, nodes, gpn)
-        pp_exposed = 0.0 if par.overlap_pp_comm else 2.0 * v * hop
+        pp_exposed = 2.0 * v * hop * (OVERLAP_COMPUTE_SLOWDOWN if par.overlap_pp_comm else 1.0)
     per_stage = [stage_times[i] + tp_exposed[i] + pp_exposed for i in range(p)]
     slowest = max(range(p), key=lambda i: per_stage[i])
     per_micro = per_stage[slowest]
@@ -374,8 +389,8 @@ def estimate_step(
             n_layers = stage_layers[heaviest]
             last_bwd = n_layers * (layer.bwd.gpu_s + layer.recompute.gpu_s)
             first_fwd = n_layers * layer.fwd.gpu_s
-            reduce_s = max(0.0, reduce_s - last_bwd)
-            gather_s = max(0.0, gather_s - first_fwd * (m if par.zero_stage >= 3 else 1))
+            reduce_s = _overlapped(reduce_s, last_bwd)
+            gather_s = _overlapped(gather_s, first_fwd * (m if par.zero_stage >= 3 else 1))
         dp_exposed += reduce_s + gather_s
 
     # 5. optimizer on this rank's shard, gradient buffer zeroed once per step
@@ -384,15 +399,20 @@ def estimate_step(
     )
     tensors = stage_layers[heaviest] * weight_tensors(arch) + 2
     opt = optimizer_work(dense_p + expert_p, shard, tensors, impl, km)
+    accumulate = autocast_accumulation_work(dense_p + expert_p, tensors, impl, km, m)
     optimizer_s = opt.time_s(km)
+    accumulate_s = accumulate.time_s(km)
 
-    step_s = m * per_micro + bubble_s + dp_exposed + optimizer_s
+    step_s = m * per_micro + bubble_s + dp_exposed + accumulate_s + optimizer_s
     tokens_per_step = par.global_batch * arch.seq_len
     busy = stage_work(slowest)
     breakdown = {k: m * s for k, s in busy.seconds.items()}
-    breakdown["launch_idle"] = m * busy.host_idle_s(km) + opt.host_idle_s(km)
-    breakdown["kernel_gaps"] = m * busy.kernels * km.gap_s
+    breakdown["launch_idle"] = (
+        m * busy.host_idle_s(km) + opt.host_idle_s(km) + accumulate.host_idle_s(km)
+    )
+    breakdown["kernel_gaps"] = (m * busy.kernels + accumulate.kernels) * km.gap_s
     breakdown["optimizer"] = breakdown.get("optimizer", 0.0) + opt.gpu_s
+    breakdown["elementwise"] = breakdown.get("elementwise", 0.0) + accumulate.gpu_s
     breakdown |= {
         "tp_cp_ep_comm": m * tp_exposed[slowest],
         "pp_comm": m * pp_exposed,

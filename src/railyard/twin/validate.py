@@ -40,11 +40,12 @@ _TCPXO = (
 _H100_OVERLAP = (
     "compute on H100 in large published runs (Megatron-Core/TE, NeMo, Llama 3) is priced at "
     "isolated-kernel rates (published GEMM and cuDNN attention benchmarks, derated for a busy "
-    "node); those runs sustain 12-25% less across sizes while the A100 Megatron rows land "
-    "within 0-15%; not attributed "
-    "yet (candidates: SM and HBM contention of the overlapped TP/DP communication, clocks "
-    "under the node's power cap below the 0.845 sustained ratio measured on H200); calibrate "
-    "on the target cluster (railyard perf calibrate)"
+    "node), and overlapped TP/DP/PP communication at the 18.9% compute slowdown measured "
+    "beside it; those runs still sustain 12-26% less across sizes while the A100 Megatron rows "
+    "land within 2-16%; not attributed yet (candidates: clocks under the node's power cap "
+    "below the 0.845 sustained ratio measured on H200, a contention larger than that average "
+    "for Transformer Engine's userbuffer overlap); calibrate on the target cluster (railyard "
+    "perf calibrate)"
 )
 MISS_CAUSES: dict[str, str] = {
     "c05": "NCCL 2.18.5 on H100 takes 42 us for 1 MiB where 2.20.5 on the same NVLink (H200, "
@@ -63,10 +64,17 @@ for _row in ("t06", "t07", "t13", "t16", "t17", "t18", "t19", "t20", "t23", "t24
     MISS_CAUSES[_row] = _H100_OVERLAP
 for _row in ("g01", "g05", "g11", "g12", "g13", "g14"):
     MISS_CAUSES[_row] = (
-        "GEMMs under about 2k x 2k leave most SMs idle with the model's one 256 x 128 tile; "
-        "cuBLAS picks smaller tiles, split-K and, on A100, two resident tiles per SM for them; "
-        "training GEMMs (2,048 tokens or more) are not in this range"
+        "GEMMs of 1k-4k cubed: the model runs them in 256 x 128 tiles, in waves or shared out "
+        "by stream-K when each SM's share of k outruns two pipeline fills; cuBLAS also picks "
+        "smaller tiles and, on A100, two resident tiles per SM, and a single timed GEMM of "
+        "this size carries its launch; training GEMMs (2,048 tokens or more, profiled within "
+        "15% on an H200) are not in this range"
     )
+MISS_CAUSES["g08"] = (
+    "fp8 at 8192^3: the fp8 rate is the bf16 shape model times the published fp8 MAMF ratio "
+    "(Bekman's median, 73.9% of the fp8 peak); Azure's cuBLASLt sweep on ND H100 v5 reached "
+    "65% at this size, below that median"
+)
 for _row in ("g06", "g07"):
     MISS_CAUSES[_row] = (
         "fp8 GEMMs of 2k-4k: the fp8 rate is the bf16 shape model times the published fp8 "
@@ -79,11 +87,13 @@ MISS_CAUSES["t15"] = (
     "micro-batch's backward; Megatron-Core overlaps it bucket by bucket and may reduce in "
     "bf16, which the row does not state"
 )
-for _row in ("t01", "t08", "t02", "t09"):
+for _row in ("t01", "t08", "t02", "t09", "t10"):
     MISS_CAUSES[_row] = (
-        "SC'21 runs without a pipeline: 10-15% optimistic, the same size as the H100 gap; "
-        "the full-recompute forward and torch DDP's bucketed all-reduce are priced at "
-        "isolated-kernel rates"
+        "Selene A100 runs of SC'21: the twin is 2-16% optimistic, most for the smaller models "
+        "without a pipeline, whose published utilisation (44% of peak) is furthest below the "
+        "largest ones' (57%); the full-recompute forward and torch DDP's bucketed all-reduce "
+        "are priced at isolated-kernel rates, and Megatron's fp16 kernels of 2021 are priced "
+        "by today's tile shapes"
     )
 
 
