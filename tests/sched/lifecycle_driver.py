@@ -30,6 +30,8 @@ class Run:
     pending: dict[str, Job] = field(default_factory=dict)
     running: dict[str, RunningJob] = field(default_factory=dict)
     ended: dict[str, str] = field(default_factory=dict)
+    preempt_reasons: dict[tuple[float, str], str] = field(default_factory=dict)
+    """(t_s, victim) -> the PreemptReason's value the cycle gave for that eviction."""
 
     def kinds(self, kind: str) -> list[tuple[float, str, str]]:
         return [(t, j, d) for t, k, j, d in self.log if k == kind]
@@ -104,6 +106,8 @@ def drive(
             elif stop.handshake:
                 run.log.append((now, "preempt", stop.job_id, stop.preempt_for or ""))
         result = plan.result
+        for p in result.preemptions:
+            run.preempt_reasons[(now, p.job_id)] = p.reason.value
         for s in result.starts:
             job = replace(run.pending.pop(s.job_id), nominated=False)
             backfilled = s.reason is StartReason.BACKFILL

@@ -261,8 +261,12 @@ def test_driven_to_the_end_no_livelock_no_starvation(s, config):
     s = _finite(s)
     runtime = {j.id: j.walltime_s for j in s.pending} | {r.id: r.job.walltime_s for r in s.running}
     run = drive(s, config, runtime_s=runtime, until_t_s=60_000.0, dt_s=25.0)
-    pairs = [(victim, preemptor) for _, victim, preemptor in run.kinds("preempt")]
-    assert_no_ping_pong(pairs)
+    evictions = run.kinds("preempt")
+    slices = [e for e in evictions if run.preempt_reasons.get(e[:2]) == "TimeSlice"]
+    pairs = [(victim, preemptor) for _, victim, preemptor in evictions]
+    assert_no_ping_pong([(v, p) for t, v, p in evictions if (t, v, p) not in slices])
+    first = {r.id: r.start_t_s for r in s.running}
+    assert_slices_wait_a_quantum(run, slices, config.time_slice_quantum_s, first)
     event(f"preemptions: {min(len(pairs), 3)}")
     for j in s.pending:
         if fits_empty_cluster(s, j, config):
@@ -303,6 +307,18 @@ def tenancy_states(draw):
         else:
             pending.append(j)
     return ClusterState(inventory, queues, pending, running)
+
+
+def assert_slices_wait_a_quantum(run, slices, quantum_s, first_start_t_s):
+    """Time slicing hands GPUs back and forth by design (two jobs of one service level take
+    turns, whatever evicted the first: a reservation, say), but never sooner than a quantum:
+    each time-slice victim ran at least that long since it last started (or since its start
+    in `first_start_t_s`, for a job running when the drive began)."""
+    starts = run.kinds("start")
+    for t, victim, _ in slices:
+        restarts = [s for s, j, _ in starts if j == victim and s <= t]
+        started = max(restarts) if restarts else first_start_t_s[victim]
+        assert t - started >= quantum_s, (victim, started, t)
 
 
 def assert_no_ping_pong(pairs):

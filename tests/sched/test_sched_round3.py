@@ -252,3 +252,40 @@ def test_quota_knows_when_nobody_borrows():
     assert tree.borrowing(H100)
     tree.remove("a", H100, 4)
     assert not tree.borrowing(H100)
+
+
+# -- 4. time slicing takes turns, a quantum apart, even after a reservation's eviction ----------
+
+
+def test_a_reservation_eviction_then_a_time_slice_back_waits_a_quantum() -> None:
+    """A random draw of the liveness property (fifo, EASY, `las` with a 50 s quantum): p7,
+    ahead in fifo, evicts the backfilled p2 (Reservation); requeued, p2 is ahead of the
+    backfilled p5 and evicts it (Reservation); once p2 has run more than a quantum, p5, with
+    less service, takes the GPUs back (TimeSlice). Taking turns is what time slicing is for;
+    what must hold is that nobody is sliced out before a quantum, and that everyone ends."""
+    inventory = nodes(3, per_lg=1, domains=(tuple(range(8)),))
+    queues = flat_queues({"q0": 0, "q1": 32}, priority_preemption=True)
+    q0 = dict(queue="q0", user="u1", walltime_s=200.0)
+    pending = [
+        job("p0", gpus=2, **q0), job("p1", gpus=4, **q0),
+        job("p2", gpus=4, preemptible=True, submit_t_s=1.0, **q0),
+        job("p3", gpus=8, workers=2, **q0), job("p4", **q0),
+        job("p5", gpus=4, preemptible=True, submit_t_s=1.0, **q0),
+        job("p6", gpus=2, workers=2, **q0), job("p7", workers=3, **q0),
+    ]  # fmt: skip
+    busy = [running(job("r0", gpus=8, **{**q0, "walltime_s": 10.0}), "n1:0-7")]
+    busy += [running(job(f"r{k}", **q0), f"n0:{k - 2}") for k in (2, 3, 4)]
+    config = SchedulerConfig(ordering="fifo", backfill="easy", preemption="las",
+                             starvation_limit_s=300.0, time_slice_quantum_s=50.0,
+                             service_levels_gpu_s=(500.0, 5000.0))  # fmt: skip
+    s = state(inventory, queues, pending, busy)
+    runtime = {j.id: 200.0 for j in pending} | {"r0": 10.0, "r2": 200.0, "r3": 200.0, "r4": 200.0}
+    run = drive(s, config, runtime_s=runtime, until_t_s=60_000.0, dt_s=25.0)
+    evictions = [(t, v, p, run.preempt_reasons[(t, v)]) for t, v, p in run.kinds("preempt")]
+    assert evictions == [
+        (50.0, "p2", "p7", "Reservation"),
+        (75.0, "p5", "p2", "Reservation"),
+        (175.0, "p2", "p5", "TimeSlice"),
+    ]
+    assert (100.0, "start", "p2", "n1") in run.log  # sliced out 75 s later, over the quantum
+    assert set(run.ended) >= {j.id for j in pending}
