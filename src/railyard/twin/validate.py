@@ -42,7 +42,7 @@ _H100_OVERLAP = (
     "isolated-kernel rates (published GEMM and cuDNN attention benchmarks, derated for a busy "
     "node), and overlapped TP/DP/PP communication at the 18.9% compute slowdown measured "
     "beside it; those runs still sustain 12-26% less across sizes while the A100 Megatron rows "
-    "land within 2-16%; not attributed yet (candidates: clocks under the node's power cap "
+    "land within -2% to +16%; not attributed yet (candidates: clocks under the node's power cap "
     "below the 0.845 sustained ratio measured on H200, a contention larger than that average "
     "for Transformer Engine's userbuffer overlap); calibrate on the target cluster (railyard "
     "perf calibrate)"
