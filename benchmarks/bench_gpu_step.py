@@ -194,8 +194,9 @@ def kernel_category(name: str) -> str:
 
 
 def kernel_profile(step: Any, sync: Any, on_gpu: bool, steps: int = 3) -> dict[str, Any]:
-    """Per step: device seconds and kernels by category, the busiest kernels, and the GEMM and
-    attention operators by input shape (torch.profiler over ``steps`` steps)."""
+    """Per step: device seconds and kernels launched, the 80 busiest kernels by name (which
+    :func:`by_category` sorts into the twin's categories), and the GEMM and attention operators
+    by input shape (torch.profiler over ``steps`` steps)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
