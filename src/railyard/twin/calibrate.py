@@ -198,7 +198,9 @@ def _training_host_us(torch: Any, dev: str, cuda: bool, sync: Callable[[], None]
     autocast's dispatch, so a training op costs the host more than a bare ``x.add_(1)``. The
     optimizer is left out: its few multi-tensor kernels carry Python set-up that, on a model
     this small, would be charged to each of them. Kernels per step are counted once with
-    torch.profiler; on a CPU the ops themselves are timed."""
+    torch.profiler; on a CPU, which launches no kernels, a bare operator is timed."""
+    if not cuda:
+        return _bare_op_host_us(torch, dev)
     from torch import nn
 
     torch.manual_seed(0)
@@ -206,10 +208,9 @@ def _training_host_us(torch: Any, dev: str, cuda: bool, sync: Callable[[], None]
               for _ in range(4)]  # fmt: skip
     model = nn.Sequential(*blocks).to(dev)
     x = torch.randn(8, 64, device=dev)
-    autocast_dtype = torch.bfloat16
 
     def step() -> None:
-        with torch.autocast(dev.split(":")[0], dtype=autocast_dtype):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = model(x).float().square().mean()
         loss.backward()
         model.zero_grad(set_to_none=True)
@@ -217,21 +218,26 @@ def _training_host_us(torch: Any, dev: str, cuda: bool, sync: Callable[[], None]
     for _ in range(3):
         step()
     sync()
-    kernels = _kernels_per_step(torch, step, sync) if cuda else 0
+    kernels = _kernels_per_step(torch, step, sync)
+    if kernels <= 0:  # a profiler that saw nothing
+        return _bare_op_host_us(torch, dev)
     steps = 20
     start = time.perf_counter()
     for _ in range(steps):
         step()
     host_s = (time.perf_counter() - start) / steps
     sync()
-    if kernels <= 0:  # a CPU, or a profiler that saw nothing: count operators instead
-        ops = 2000
-        y = torch.zeros(16, device=dev)
-        start = time.perf_counter()
-        for _ in range(ops):
-            y.add_(1.0)
-        return (time.perf_counter() - start) / ops * 1e6
     return host_s / kernels * 1e6
+
+
+def _bare_op_host_us(torch: Any, dev: str) -> float:
+    """Host microseconds to issue one tiny in-place operator."""
+    ops = 2000
+    y = torch.zeros(16, device=dev)
+    start = time.perf_counter()
+    for _ in range(ops):
+        y.add_(1.0)
+    return (time.perf_counter() - start) / ops * 1e6
 
 
 def _kernels_per_step(torch: Any, step: Callable[[], None], sync: Callable[[], None]) -> int:
