@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pwd
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -487,12 +488,27 @@ def test_single_user_mode_refuses_other_accounts_at_submit(
     multi = create_app(
         store, wake=lambda: None, state_dir=tmp_path, run_as=RunAs("root", multi_user=True)
     )
+    missing = _missing_unix_account()
+    root = TestClient(multi, headers={"Authorization": f"Bearer {tokens['root']}"})
+    assert root.patch("/v1/users/bob", json={"unix_user": missing}).status_code == 200
     bob = TestClient(multi, headers={"Authorization": f"Bearer {tokens['bob']}"})
     response = bob.post("/v1/jobs", json={"command": ["true"]})
-    assert response.status_code == 422  # no Unix account 'bob' on this machine
+    assert response.status_code == 422
     assert response.json()["detail"].startswith(
-        "unix_user: user 'bob' maps to Unix account 'bob', which does not exist on this machine"
+        f"unix_user: user 'bob' maps to Unix account '{missing}', which does not exist on this "
+        "machine"
     )
+
+
+def _missing_unix_account() -> str:
+    """A Unix account name no machine has, whatever walk-through users exist here."""
+    for suffix in range(1000):
+        name = f"ry-absent{suffix}"
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            return name
+    raise AssertionError("every ry-absentN account exists")
 
 
 @pytest.mark.parametrize(
