@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
+from benchmarks.rawhttp import RawClient
 
 from railyard.blueprint import Blueprint, load_text
 
@@ -58,15 +59,18 @@ def submit_rate(
     url: str, token: str, jobs: int, clients: int, body: Mapping[str, Any] = SINGLE
 ) -> tuple[float, list[float]]:
     """Jobs/s for ``jobs`` single submissions (``POST /v1/jobs``) spread over ``clients``
-    keep-alive connections, and every request's latency in seconds."""
+    keep-alive connections (bare HTTP, :mod:`benchmarks.rawhttp`), and every request's
+    latency in seconds. A non-201 answer fails the run."""
 
     def run(count: int) -> list[float]:
         took = []
-        with api_client(url, token) as client:
+        with RawClient(url, token, "/v1/jobs", body) as client:
             for _ in range(count):
                 began = time.perf_counter()
-                client.post("/v1/jobs", json=dict(body)).raise_for_status()
+                status, answer = client.post()
                 took.append(time.perf_counter() - began)
+                if status != 201:
+                    raise RuntimeError(f"submit answered {status}: {answer[:200]!r}")
         return took
 
     start = time.perf_counter()

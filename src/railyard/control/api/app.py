@@ -36,6 +36,7 @@ from railyard.control.api import users as user_routes
 from railyard.control.api import whatif as whatif_routes
 from railyard.control.api.deps import Context
 from railyard.control.api.errors import BodyLimit, install_errors
+from railyard.control.api.fastsubmit import FastSubmit
 from railyard.control.api.metrics import metrics_router
 from railyard.control.errors import (
     describe_failure,
@@ -149,6 +150,7 @@ def create_app(
     )
     install_errors(app)
     app.add_middleware(BodyLimit)
+    app.add_middleware(FastSubmit)  # outside BodyLimit: it takes small bodies only
     return app
 
 

@@ -52,7 +52,7 @@ async def submit_job(spec: s.JobSubmit, user: Submitter, ctx: ContextDep) -> lis
     ``0-9999%2``, as sbatch prints one id); its tasks are ``GET /v1/jobs?array=1234``."""
 
     if spec.array is None and ctx.submits is not None:  # shares a transaction with others
-        rows, now = await run_in_threadpool(ctx.submits.run, SubmitRequest(user, spec))
+        rows, now = await ctx.submits.arun(SubmitRequest(user, spec))
         return [s.JobOut.from_submitted(rows, user.name, now)]
 
     def store(session: Session, now: float, flavors: set[str] | None) -> list[s.JobOut]:

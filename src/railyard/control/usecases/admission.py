@@ -26,7 +26,7 @@ from railyard.client.values import (
 from railyard.control.errors import Forbidden, Invalid
 from railyard.control.jobspec import Shape, match_gpu_type
 from railyard.control.schemas import JobSubmit
-from railyard.control.store.bulk import once
+from railyard.control.store.bulk import once, queue_settings
 from railyard.control.store.convert import to_node
 from railyard.control.store.paths import default_output
 from railyard.control.store.tables import HOLD_REASONS, JobRow, JobState, NodeRow, QueueRow, User
@@ -376,7 +376,7 @@ def _check_bounds(session: Session, queue: str, min_runtime_s: float, grace_s: f
     the protection from preemption the default bound)."""
     # Kept in the transaction's memo: the session's identity map holds rows weakly, so a
     # batch would read the queue again per job (here and in ``job_priority``).
-    row = once(session, f"queue:{queue}", lambda: session.get(QueueRow, queue))
+    row = queue_settings(session, queue)
     if row is None:
         return
     for field, value, bound in (
@@ -396,7 +396,7 @@ def _check_deadline(session: Session, spec: JobSubmit) -> None:
     without one, no start could be sure to end in time (sbatch asks for a limit too)."""
     if spec.walltime_s() is not None:
         return
-    row = once(session, f"queue:{spec.queue}", lambda: session.get(QueueRow, spec.queue))
+    row = queue_settings(session, spec.queue)
     if row is None or (row.default_time_s is None and row.max_time_s is None):
         raise Invalid(
             "deadline_t_s",

@@ -17,6 +17,7 @@ have been for each alone, and ``RetryRoute`` runs each request again.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from railyard.control.schemas import JobSubmit
 from railyard.control.store.bulk import JobView
 from railyard.control.store.database import Store
 from railyard.control.store.effects import wants_wake
+from railyard.control.store.sharedreads import SharedReads
 from railyard.control.store.tables import User
 from railyard.control.usecases.accounts import RunAs
 from railyard.control.usecases.admission import Admitted, admit
@@ -49,6 +51,12 @@ class Pending(Generic[_In, _Out]):
     error: BaseException | None = None
     lead: bool = False  # woken to lead the next group, not with a result
     done: threading.Event = field(default_factory=threading.Event)
+    on_done: Callable[[], None] | None = None  # wakes an event loop's waiter (``arun``)
+
+    def notify(self) -> None:
+        self.done.set()
+        if self.on_done is not None:
+            self.on_done()
 
     def outcome(self) -> _Out:
         if self.error is not None:
@@ -72,16 +80,41 @@ class GroupCommit(Generic[_In, _Out]):
 
     def run(self, request: _In) -> _Out:
         mine: Pending[_In, _Out] = Pending(request)
-        with self._lock:
-            self._queue.append(mine)
-            lead = not self._leading
-            self._leading = True
-        if not lead:
+        if not self._join(mine):
             mine.done.wait()
             if not mine.lead:
                 return mine.outcome()
         self._lead()
         return mine.outcome()
+
+    async def arun(self, request: _In) -> _Out:
+        """:meth:`run` from an event loop: the request waits as a coroutine, not in a worker
+        thread of its own, and a worker thread is taken only to lead a group (one hop per
+        group, not per request). A cancelled caller still leads the group it was handed."""
+        return await asyncio.shield(asyncio.ensure_future(self._arun(request)))
+
+    async def _arun(self, request: _In) -> _Out:
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+
+        def wake() -> None:
+            loop.call_soon_threadsafe(woken.set)
+
+        mine: Pending[_In, _Out] = Pending(request, on_done=wake)
+        if not self._join(mine):
+            await woken.wait()
+            if not mine.lead:
+                return mine.outcome()
+        await loop.run_in_executor(None, self._lead)
+        return mine.outcome()
+
+    def _join(self, mine: Pending[_In, _Out]) -> bool:
+        """Queue ``mine``; True if it is to lead (no group is being stored)."""
+        with self._lock:
+            self._queue.append(mine)
+            lead = not self._leading
+            self._leading = True
+        return lead
 
     def _lead(self) -> None:
         """Store the queued requests (the leader's own is first), then pass the lead on."""
@@ -97,12 +130,12 @@ class GroupCommit(Generic[_In, _Out]):
             with self._lock:
                 if self._queue:
                     self._queue[0].lead = True
-                    self._queue[0].done.set()
+                    self._queue[0].notify()
                 else:
                     self._leading = False
             for pending in group:
                 pending.lead = False
-                pending.done.set()
+                pending.notify()
 
 
 @dataclass(frozen=True)
@@ -130,11 +163,13 @@ class SubmitStore:
     known_flavors: Callable[[], set[str]] | None = None
     run_as: RunAs | None = None
     wake_prompt: Callable[[], None] | None = None  # a group of interactive submits only
+    shared: SharedReads = field(default_factory=SharedReads)  # admission's reads, kept
 
     def __call__(self, group: Sequence[Pending[SubmitRequest, Submitted]]) -> None:
         flavors = self.known_flavors() if self.known_flavors else None
         stored: list[tuple[Pending[SubmitRequest, Submitted], list[JobView]]] = []
         with self.store.session(write=True) as session:
+            self.shared.attach(session)
             now_t_s = self.clock()
             by_user: dict[int, tuple[User, list[tuple[Pending[Any, Any], Admitted]]]] = {}
             last: tuple[int, JobSubmit, Admitted] | None = None

@@ -11,7 +11,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import func, or_, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -51,22 +51,21 @@ def _next_number(session: Session, count: int = 1) -> int:
     ``UPDATE ... RETURNING`` holds the row lock until commit (PostgreSQL) or takes the
     database write lock (SQLite), so two submitters never get the same number.
     """
-    bump = (
-        update(Counter)
-        .where(Counter.name == JOB_COUNTER)
-        .values(value=Counter.value + count)
-        .returning(Counter.value)
-        .execution_options(synchronize_session=False)
-    )
-    value = session.execute(bump).scalar_one_or_none()
+    connection = session.connection()
+    params = {"count": count, "name": JOB_COUNTER}
+    value = connection.execute(_BUMP, params).scalar_one_or_none()
     if value is None:
         try:
             with session.begin_nested():
                 session.add(Counter(name=JOB_COUNTER, value=count))
             return 1
         except IntegrityError:  # someone created it first
-            value = session.execute(bump).scalar_one()
-    return value - count + 1
+            value = connection.execute(_BUMP, params).scalar_one()
+    return int(value) - count + 1
+
+
+_BUMP = text("UPDATE counters SET value = value + :count WHERE name = :name RETURNING value")
+"""Built once: building the ``UPDATE`` per submit was a fifth of a group commit's CPU."""
 
 
 def _task_numbers(number: int, count: int) -> list[int]:

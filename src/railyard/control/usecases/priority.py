@@ -15,7 +15,8 @@ from railyard.client.bounds import INT32_MAX
 from railyard.client.values import PRIORITY_CLASSES, priority_label
 from railyard.control.errors import Forbidden
 from railyard.control.schemas import JobSubmit
-from railyard.control.store.tables import DEFAULT_MAX_PRIORITY, QueueRow, User
+from railyard.control.store.bulk import queue_settings
+from railyard.control.store.tables import DEFAULT_MAX_PRIORITY, User
 
 DEFAULT_PRIORITY = PRIORITY_CLASSES["normal"]  # railyard.sched.model.PriorityClass.NORMAL
 
@@ -32,7 +33,7 @@ def job_priority(session: Session, user: User, spec: JobSubmit) -> int:
     asks above the queue's bound or gives a negative nice. A job that asks no priority gets
     the default class, or the queue's bound where that is lower, so asking nothing is never
     refused."""
-    row = session.get(QueueRow, spec.queue)
+    row = queue_settings(session, spec.queue)
     bound = row.max_priority if row is not None else DEFAULT_MAX_PRIORITY
     if spec.priority is None:
         base = DEFAULT_PRIORITY if user.is_admin else min(DEFAULT_PRIORITY, bound)
