@@ -208,9 +208,12 @@ def once(session: Session, key: str, read: Callable[[], _T]) -> _T:
 def queue_settings(session: Session, name: str) -> Row[Any] | None:
     """Queue ``name``'s columns as plain values, read once (``once``): never the ORM row,
     which a rolled-back transaction would expire under the next one that shares it."""
-    table = QueueRow.__table__
-    stmt = select(table).where(table.c.name == name)
-    return once(session, f"queue:{name}", lambda: session.execute(stmt).first())
+
+    def read() -> Row[Any] | None:
+        table = QueueRow.__table__
+        return session.execute(select(table).where(table.c.name == name)).first()
+
+    return once(session, f"queue:{name}", read)
 
 
 def cancel_array(
