@@ -49,10 +49,19 @@ def _next_number(session: Session, count: int = 1) -> int:
     """Reserve ``count`` job numbers atomically in this transaction; return the first.
 
     ``UPDATE ... RETURNING`` holds the row lock until commit (PostgreSQL) or takes the
-    database write lock (SQLite), so two submitters never get the same number.
+    database write lock (SQLite), so two submitters never get the same number. On PostgreSQL
+    a big reservation (an array, a batch) commits in a short transaction of its own: the
+    10,000 rows that follow took 0.7 s, and every single submit waited that long for the
+    counter's lock (p99 0.35-0.53 s under an array). A submit that then fails leaves its
+    numbers unused, as Slurm's job ids have gaps.
     """
     connection = session.connection()
     params = {"count": count, "name": JOB_COUNTER}
+    if count >= RESERVE_APART_MIN and connection.dialect.name == "postgresql":
+        with connection.engine.begin() as apart:  # committed now: the row lock goes with it
+            value = apart.execute(_BUMP, params).scalar_one_or_none()
+        if value is not None:
+            return int(value) - count + 1
     value = connection.execute(_BUMP, params).scalar_one_or_none()
     if value is None:
         try:
@@ -64,6 +73,7 @@ def _next_number(session: Session, count: int = 1) -> int:
     return int(value) - count + 1
 
 
+RESERVE_APART_MIN = 100  # numbers: fewer are reserved inside the submit's own transaction
 _BUMP = text("UPDATE counters SET value = value + :count WHERE name = :name RETURNING value")
 """Built once: building the ``UPDATE`` per submit was a fifth of a group commit's CPU."""
 
