@@ -244,6 +244,14 @@ BAD_SUBMISSIONS = [
 ]
 
 
+def test_a_field_of_another_request_is_unknown_without_a_hint_to_itself(api: Api) -> None:
+    """``unix_user`` is a field of the users route, not of a submit: no "did you mean
+    'unix_user'?" for it (the answer to a user who tried to run as root)."""
+    response = api.as_["alice"].post("/v1/jobs", json={"command": ["id"], "unix_user": "root"})
+    assert response.status_code == 422
+    assert response.json()["detail"] == "unix_user: unknown field"
+
+
 @pytest.mark.parametrize(("body", "detail"), BAD_SUBMISSIONS)
 def test_malformed_submission_is_422_and_stores_nothing(
     api: Api, body: dict[str, Any], detail: str

@@ -15,7 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from railyard.client.bounds import MAX_REQUEST_BYTES
-from railyard.control.api.validation import validation_line
+from railyard.control.api.validation import body_fields, validation_line
 from railyard.control.errors import (
     Conflict,
     Forbidden,
@@ -58,8 +58,9 @@ def install_errors(app: FastAPI) -> None:
         return _refusal(exc)
 
     @app.exception_handler(RequestValidationError)
-    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        line, field = validation_line(list(exc.errors()))
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        fields = body_fields(request.scope.get("endpoint"))
+        line, field = validation_line(list(exc.errors()), fields)
         return JSONResponse(error_body(line, field=field), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)

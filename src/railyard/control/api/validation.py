@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import difflib
+import typing
 from typing import Any
 
 from railyard.control.schemas import Request
@@ -13,8 +14,24 @@ _REQUEST_FIELDS = sorted(
 )
 
 
-def validation_line(errors: list[Any]) -> tuple[str, str | None]:
-    """The first pydantic error as ``field: message (hint: ...)``, plus the field name."""
+def body_fields(endpoint: Any) -> list[str] | None:
+    """The fields of the request model ``endpoint`` takes as its body, if it takes one."""
+    try:
+        hints = typing.get_type_hints(endpoint) if endpoint is not None else {}
+    except (NameError, TypeError):  # an annotation it cannot resolve: the general hints
+        return None
+    for annotation in hints.values():
+        model = annotation if isinstance(annotation, type) else None
+        if model is not None and issubclass(model, Request):
+            return sorted(model.model_fields)
+    return None
+
+
+def validation_line(
+    errors: list[Any], fields: list[str] | None = None
+) -> tuple[str, str | None]:
+    """The first pydantic error as ``field: message (hint: ...)``, plus the field name.
+    ``fields``: the body's own fields, for the hint to an unknown top-level one."""
     if not errors:
         return "invalid request", None
     first = errors[0]
@@ -33,7 +50,10 @@ def validation_line(errors: list[Any]) -> tuple[str, str | None]:
     elif kind == "missing" and tuple(where) == ("body",):
         field, msg = None, "request body is missing (hint: send a JSON object)"
     elif kind == "extra_forbidden":
-        close = difflib.get_close_matches(loc[-1] if loc else "", _REQUEST_FIELDS, n=1)
+        name = loc[-1] if loc else ""
+        known = fields if fields is not None and len(loc) == 1 else _REQUEST_FIELDS
+        others = [f for f in known if f != name]  # another request's field is no help
+        close = difflib.get_close_matches(name, others, n=1)
         msg = "unknown field" + (f" (hint: did you mean {close[0]!r}?)" if close else "")
     elif first.get("type") == "json_invalid":
         field, msg = None, "request body is not valid JSON"
