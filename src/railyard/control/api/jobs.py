@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Query
 from sqlalchemy.orm import Session
@@ -74,9 +74,37 @@ async def submit_batch(batch: s.JobBatch, user: Submitter, ctx: ContextDep) -> l
             session, user, batch.jobs, now, known_flavors=flavors, run_as=ctx.run_as
         )
         stored = jobs.store_admitted(session, user, admitted, now, ctx.spool_dir)
-        return [s.JobOut.from_submitted(rows, user.name, now) for rows in stored]
+        return batch_records(stored, user.name, now)
 
     return await run_in_threadpool(_write, ctx, store)
+
+
+_OWN = frozenset({"id", "number", "task_number", "command"})  # what alike jobs differ in
+
+
+def batch_records(stored: Sequence[Sequence[Any]], user: str, now_t_s: float) -> list[s.JobOut]:
+    """``JobOut.from_submitted`` of each of a batch's jobs. A job whose row differs from the
+    one before only in what alike jobs have of their own (id, numbers, command) is a copy of
+    that one's record with those changed: building each of 1,000 records took 110 ms, half a
+    PostgreSQL batch's server time (cProfile)."""
+    out: list[s.JobOut] = []
+    before: dict[str, Any] | None = None
+    for rows in stored:
+        row = vars(rows[0])
+        if len(rows) == 1 and before is not None and _alike(before, row):
+            update = {"id": row["id"], "task_number": row["task_number"], "command": row["command"]}
+            out.append(out[-1].model_copy(update=update))
+        else:
+            out.append(s.JobOut.from_submitted(rows, user, now_t_s))
+            before = row if len(rows) == 1 else None
+    return out
+
+
+def _alike(before: dict[str, Any], row: dict[str, Any]) -> bool:
+    """Whether two stored rows (``JobView`` columns) differ only in ``_OWN``."""
+    if before.keys() != row.keys():
+        return False
+    return all(value == row[key] for key, value in before.items() if key not in _OWN)
 
 
 def _write(ctx: Context, work: Callable[[Session, float, set[str] | None], _T]) -> _T:

@@ -27,9 +27,7 @@ def body_fields(endpoint: Any) -> list[str] | None:
     return None
 
 
-def validation_line(
-    errors: list[Any], fields: list[str] | None = None
-) -> tuple[str, str | None]:
+def validation_line(errors: list[Any], fields: list[str] | None = None) -> tuple[str, str | None]:
     """The first pydantic error as ``field: message (hint: ...)``, plus the field name.
     ``fields``: the body's own fields, for the hint to an unknown top-level one."""
     if not errors:
