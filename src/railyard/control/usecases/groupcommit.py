@@ -146,7 +146,7 @@ class SubmitRequest:
     spec: JobSubmit
 
 
-Submitted = tuple[list[JobView], float]  # the stored rows, and the submit's time
+Submitted = tuple[Sequence[JobView], float]  # the stored rows, and the submit's time
 SubmitGroup = GroupCommit[SubmitRequest, Submitted]
 
 
@@ -167,7 +167,7 @@ class SubmitStore:
 
     def __call__(self, group: Sequence[Pending[SubmitRequest, Submitted]]) -> None:
         flavors = self.known_flavors() if self.known_flavors else None
-        stored: list[tuple[Pending[SubmitRequest, Submitted], list[JobView]]] = []
+        stored: list[tuple[Pending[SubmitRequest, Submitted], Sequence[JobView]]] = []
         with self.store.session(write=True) as session:
             self.shared.attach(session)
             now_t_s = self.clock()

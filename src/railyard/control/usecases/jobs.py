@@ -94,7 +94,7 @@ def submit(
     spool_dir: Path,
     known_flavors: set[str] | None = None,
     run_as: RunAs | None = None,
-) -> list[JobView]:
+) -> Sequence[JobView]:
     """Validate and store one job, or one row per array task (ids ``<n>_<i>``), in one
     multi-row ``INSERT`` (:mod:`railyard.control.store.bulk`); returns the stored rows' views.
 
@@ -105,7 +105,7 @@ def submit(
 
 def store_admitted(
     session: Session, user: User, admitted: Sequence[Admitted], now_t_s: float, spool_dir: Path
-) -> list[list[JobView]]:
+) -> list[Sequence[JobView]]:
     """Store a user's admitted jobs (a batch's, or one): their numbers reserved in one
     ``UPDATE``, their rows in one multi-row ``INSERT`` and their events in one ``INSERT ...
     SELECT``, whatever their count; returns each job's stored rows, in order."""
