@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy.exc import OperationalError
 
 from railyard.control.api import fastsubmit
 from railyard.control.api.app import create_app
@@ -148,3 +149,49 @@ def test_a_caller_cancelled_while_handed_the_lead_still_stores_its_group() -> No
     first.join(10)
     assert groups == [[0], [1, 2]]
     assert not commit._leading
+
+
+def _failing_once(app: Any, error: BaseException) -> list[int]:
+    """Make the group commit's first ``arun`` raise ``error``; the calls are counted."""
+    submits = app.state.railyard.submits
+    real, calls = submits.arun, []
+
+    async def arun(request: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise error
+        return await real(request)
+
+    submits.arun = arun
+    return calls
+
+
+def _operational(message: str) -> OperationalError:
+    return OperationalError("INSERT", {}, Exception(message))
+
+
+def test_a_store_busy_for_a_moment_is_run_again_by_the_route(
+    store: Store, tokens: dict[str, str], tmp_path: Path, counted: _Counting
+) -> None:
+    alice = _client(store, tmp_path, tokens["alice"])
+    assert alice.post("/v1/jobs", json=GOOD).status_code == 201
+    calls = _failing_once(alice.app, _operational("database is locked"))
+    answer = alice.post("/v1/jobs", json=GOOD)
+    assert answer.status_code == 201, answer.text
+    assert len(calls) == 2  # the fast path's try, then the route's
+    assert len(alice.get("/v1/jobs").json()) == 2
+
+
+def test_a_failure_that_may_have_committed_is_answered_not_run_again(
+    store: Store, tokens: dict[str, str], tmp_path: Path, counted: _Counting
+) -> None:
+    """A store error that is not a lost race (the connection dropped at COMMIT, say) may
+    have stored the job: it is answered 503, as the app's handler answers it, and the
+    submit is not run a second time (no duplicate job)."""
+    alice = _client(store, tmp_path, tokens["alice"])
+    assert alice.post("/v1/jobs", json=GOOD).status_code == 201
+    calls = _failing_once(alice.app, _operational("server closed the connection"))
+    answer = alice.post("/v1/jobs", json=GOOD)
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["retry-after"] == "1"
+    assert len(calls) == 1

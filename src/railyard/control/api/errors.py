@@ -45,7 +45,7 @@ def status_of(exc: ServiceError) -> int:
     return next((c for t, c in _STATUS.items() if isinstance(exc, t)), 400)
 
 
-def _refusal(exc: ServiceError) -> JSONResponse:
+def refusal_response(exc: ServiceError) -> JSONResponse:
     code = status_of(exc)
     headers = {"Retry-After": str(RETRY_AFTER_S)} if isinstance(exc, Unavailable) else None
     body = error_body(exc.line(), field=exc.field, hint=exc.hint)
@@ -55,7 +55,7 @@ def _refusal(exc: ServiceError) -> JSONResponse:
 def install_errors(app: FastAPI) -> None:
     @app.exception_handler(ServiceError)
     async def service_error(_: Request, exc: ServiceError) -> JSONResponse:
-        return _refusal(exc)
+        return refusal_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -78,13 +78,13 @@ def install_errors(app: FastAPI) -> None:
     async def store_failed(_: Request, exc: DBAPIError) -> JSONResponse:
         refusal = describe_failure(exc) or Unavailable("store error")
         log.error("store: %s", refusal.line())
-        return _refusal(refusal)
+        return refusal_response(refusal)
 
     @app.exception_handler(OSError)
     async def disk_failed(_: Request, exc: OSError) -> JSONResponse:
         refusal = describe_failure(exc) or Unavailable(str(exc))
         log.error("disk: %s", refusal.line())
-        return _refusal(refusal)
+        return refusal_response(refusal)
 
 
 class BodyLimit:

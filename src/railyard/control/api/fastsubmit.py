@@ -6,11 +6,13 @@ others, solving its dependencies, a worker-thread hop per request, validating th
 again (py-spy, in-process ASGI). :class:`FastSubmit` sits in front of the app and takes
 only the common case: a known bearer token (``auth.TokenCache``), a small JSON body that is
 a valid :class:`~railyard.control.schemas.JobSubmit` of one job, stored by the group commit.
-Anything else, and any refusal or failure on the way (an unknown token, a bad body, a 403 or
-422 of admission, a busy store), goes to the full route with the body it read: nothing was
-stored (admission only reads; a failed transaction rolled back), so the route judges and
-answers it as it would have, its errors and retries included. The answer is the route's,
-byte for byte (``tests/control/test_fastsubmit.py``).
+Anything else, and any refusal on the way (an unknown token, a bad body, a 403 or 422 of
+admission, a store busy for a moment), goes to the full route with the body it read: nothing
+was stored (admission only reads; a transient failure rolled the transaction back), so the
+route judges and answers it as it would have, its errors and retries included. Any other
+failure of the store or the disk, whose transaction may have committed, is answered here as
+the app's handlers answer it (503, 507), never run a second time. The answer is the
+route's, byte for byte (``tests/control/test_fastsubmit.py``).
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ import logging
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from railyard.control import schemas as s
 from railyard.control.api.deps import Context
+from railyard.control.api.errors import refusal_response
+from railyard.control.errors import ServiceError, Unavailable, describe_failure, is_transient
 from railyard.control.usecases.groupcommit import SubmitRequest
 
 PATH = "/v1/jobs"
@@ -59,7 +64,13 @@ class FastSubmit:
             await self.app(scope, receive, send)
             return
         body, more = await _read_body(receive)
-        answer = None if more is not None else await _submit(ctx, user, body)
+        try:
+            answer = None if more is not None else await _submit(ctx, user, body)
+        except (DBAPIError, OSError) as exc:  # may have committed: not run again
+            refusal = describe_failure(exc) or Unavailable("store error")
+            log.error("store: %s", refusal.line())
+            await refusal_response(refusal)(scope, receive, send)
+            return
         if answer is None:
             await self.app(scope, _replay(body, more, receive), send)
             return
@@ -106,9 +117,12 @@ async def _submit(ctx: Context, user: Any, body: bytes) -> bytes | None:
         return None
     try:
         rows, now_t_s = await ctx.submits.arun(SubmitRequest(user, spec))
-    except Exception as exc:  # refused, or the store failed: the route says so
-        log.debug("fast submit left to the route: %r", exc)
+    except ServiceError:  # refused by admission, which only reads: the route says why
         return None
+    except DBAPIError as exc:
+        if is_transient(exc) or isinstance(exc, IntegrityError):  # rolled back whole: the
+            return None  # route runs it again (RetryRoute), or answers its 409
+        raise
     return _ANSWER.dump_json([s.JobOut.from_submitted(rows, user.name, now_t_s)])
 
 
