@@ -116,9 +116,22 @@ def test_a_failed_record_strands_no_other_job(site: Site) -> None:
     assert site.launches() == sorted(f"{j} 0" for j in (first, second, third))
 
 
+def test_a_step_that_lost_one_race_is_run_again_at_once(site: Site) -> None:
+    """A lost race for the store (here SQLite's busy answer, in the soak a PostgreSQL
+    deadlock) is not a failed step: the step runs again at once, and /healthz stays green."""
+    job_id = site.add()
+    with failing_writes(site.store, FailingWrites(1)) as faults:
+        assert site.loop.step_or_report() is not None
+    assert faults.failed == 1
+    assert states(site.store) == {job_id: "running"}
+    assert site.healthz()[0] == 200
+    site.finish(job_id)
+
+
 def test_a_failed_step_fails_healthz_at_once_for_a_minute(site: Site) -> None:
     job_id = site.add()
-    with failing_writes(site.store, FailingWrites(1)):  # the step's own plan: nothing commits
+    # the step's own plan, and its one run again: nothing commits
+    with failing_writes(site.store, FailingWrites(1, times=2)):
         assert site.loop.step_or_report() is None
     assert states(site.store) == {job_id: "pending"}
     code, body = site.healthz()

@@ -37,9 +37,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sqlalchemy import select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, object_session
 
-from railyard.control.errors import ServiceError
+from railyard.control.errors import ServiceError, is_transient
 from railyard.control.loop.apply import Written, write_plan, write_ready
 from railyard.control.loop.healthjobs import ScheduledChecks, health_input
 from railyard.control.loop.launchspec import launch_spec
@@ -222,13 +223,23 @@ class Loop:
 
     def step_or_report(self) -> StepReport | None:
         """One step; a failure is logged and told to /healthz, and the next step retries
-        from the store (nothing was committed)."""
-        try:
-            return self.step()
-        except Exception as exc:  # keep serving
-            log.exception("loop step failed")
-            self.health.failed(exc, self.clock())
-            return None
+        from the store (nothing was committed). A step that lost a race for the store (SQLite
+        busy, a PostgreSQL deadlock) is run again at once, once, as the API runs a request
+        again (`store.retries`): a lost race is not a failure of the loop."""
+        for attempt in range(2):
+            try:
+                return self.step()
+            except DBAPIError as exc:
+                if attempt == 0 and is_transient(exc):
+                    log.info("loop step lost a race for the store (%s): running it again", exc.orig)
+                    continue
+                failed: Exception = exc
+            except Exception as exc:  # keep serving
+                failed = exc
+            break
+        log.exception("loop step failed", exc_info=failed)
+        self.health.failed(failed, self.clock())
+        return None
 
     def reconcile(self) -> list[Exit]:
         """After a restart: re-attach to what is running, start what was decided but maybe
