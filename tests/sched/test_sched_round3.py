@@ -109,6 +109,37 @@ def test_reclaim_takes_back_only_what_was_borrowed():
     assert set(run.ended) == {"j0", "j1", "j2"}
 
 
+def test_reclaim_counts_what_priority_victims_of_the_set_free():
+    """12 GPUs of nominal on one 8-GPU node: q's jobs use all 8 (4 borrowed), one of them
+    preemptible. g (p, 8 GPUs, priority 1) evicted that one by priority and reclaimed the
+    rest, 6 GPUs for 4 borrowed, taking q below its nominal; q's h (priority 2) then
+    evicted g by priority, q refilled, and g did it again, for ever (a random draw found it).
+    Once the preemptible job is gone, q borrows 2: g waits for q's own jobs to end."""
+    queues = [
+        Queue("org"),
+        Queue("q", "org", {H100: 4}, priority_preemption=True),
+        Queue("p", "org", {H100: 8}, priority_preemption=True),
+    ]
+    run_ = [
+        running(job("r0", "q", gpus=2, preemptible=True, walltime_s=200.0), "n0:0-1"),
+        running(job("r1", "q", gpus=3, walltime_s=200.0), "n0:2-4"),
+        running(job("r2", "q", gpus=3, walltime_s=200.0), "n0:5-7"),
+    ]
+    pending = [
+        job("g", "p", gpus=8, priority=1, preemptible=True, walltime_s=200.0, submit_t_s=0.0),
+        job("h", "q", gpus=3, priority=2, walltime_s=200.0, submit_t_s=1.0),
+        job("i", "q", gpus=3, walltime_s=200.0, submit_t_s=2.0),
+        job("k", "q", gpus=2, preemptible=True, walltime_s=200.0, submit_t_s=3.0),
+    ]
+    s = state(nodes(1, gpus=8), queues, pending, run_)
+    for ordering in ("fifo", "priority"):
+        config = SchedulerConfig.of(ordering=ordering, backfill="none", preemption="on")
+        run = drive(s, config, runtime_s={}, until_t_s=20_000.0, dt_s=25.0)
+        pairs = [(v, p) for _, v, p in run.kinds("preempt")]
+        assert not {(p, v) for v, p in pairs} & set(pairs), (ordering, pairs)
+        assert {"g", "h", "i", "k"} <= set(run.ended), ordering
+
+
 def test_a_borrower_does_not_evict_its_lenders_backfilled_job():
     """Queue b (8 GPUs) runs j1 and lends to c; c's j0 (8 GPUs) reserves the node for j1's
     end, and b's preemptible j2 backfills across it. When j1 ends, j0 may not make j2 yield:

@@ -199,15 +199,24 @@ class Preemption:
         """Reclaim takes back what a branch borrowed, not more: each branch must still be
         borrowing before its last (largest) reclaimed job goes. A set that takes a branch
         below its nominal (two 1-GPU jobs of a queue borrowing one) let the queue take its
-        own quota back by priority, and the two evicted each other for ever."""
+        own quota back by priority, and the two evicted each other for ever. What the set's
+        other victims (preemptible jobs taken by priority) free in a branch is no longer
+        borrowed: in a tree whose quotas add up to more than the cluster, a gang that took a
+        branch's preemptible jobs and then reclaimed the rest left it below its nominal, and
+        the branch's high-priority job evicted the gang back (issue 26 item 2)."""
         sizes: dict[str, list[int]] = {}
+        others: dict[str, int] = {}
         for c in victims:
+            branch = self.quota.branch_between(c.run.job.queue, job.queue)
+            if branch is None:
+                continue
             if c.reason is PreemptReason.RECLAIM:
-                branch = self.quota.branch_between(c.run.job.queue, job.queue)
-                if branch is not None:
-                    sizes.setdefault(branch, []).append(c.run.gpus)
+                sizes.setdefault(branch, []).append(c.run.gpus)
+            else:
+                others[branch] = others.get(branch, 0) + c.run.gpus
         return all(
-            sum(taken) - max(taken) < self.quota.borrowed(branch, job.flavor)
+            sum(taken) - max(taken)
+            < self.quota.borrowed(branch, job.flavor) - others.get(branch, 0)
             for branch, taken in sizes.items()
         )
 
