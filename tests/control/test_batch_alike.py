@@ -38,7 +38,8 @@ def test_a_batch_of_alike_jobs_stores_and_answers_as_one_row_each(
     assert alike.status_code == 201, alike.text
     # the same jobs told apart by name: one row each through the driver
     apart = [{**JOB, "name": f"n{i}"} for i in range(count)]
-    assert alice.post("/v1/jobs/batch", json={"jobs": apart}).status_code == 201
+    apart_answer = alice.post("/v1/jobs/batch", json={"jobs": apart})
+    assert apart_answer.status_code == 201
     rows = _rows(store)
     assert len(rows) == 2 * count
     for i in range(1, count + 1):
@@ -51,6 +52,12 @@ def test_a_batch_of_alike_jobs_stores_and_answers_as_one_row_each(
         }
     answered = alike.json()
     assert [a["id"] for a in answered] == [str(i) for i in range(1, count + 1)]
+    # records copied from the first (known alike by their shared stored row) are whole: the
+    # same as those built one per job, but for what each job has of its own
+    for copied, built in zip(answered, apart_answer.json(), strict=True):
+        assert {k: v for k, v in copied.items() if k not in OWN} == {
+            k: v for k, v in built.items() if k not in OWN
+        }
     for record in answered:  # each record is the job's own, as GET shows it
         shown = alice.get(f"/v1/jobs/{record['id']}").json()
         assert record["command"] == shown["command"]

@@ -97,7 +97,7 @@ def _executemany(
 
 def insert_jobs(
     session: Session, common: dict[str, Any], rows: Sequence[dict[str, Any]]
-) -> Sequence[JobView]:
+) -> StoredViews:
     """Store one job per item of ``rows`` (its own values), each with ``common``'s values.
 
     Rows that vary only in :data:`COPY_KEYS` (an array's tasks; a batch of alike jobs) go
@@ -123,6 +123,19 @@ class StoredViews(Sequence[JobView]):
 
     def __len__(self) -> int:
         return len(self._rows)
+
+    @property
+    def base(self) -> dict[str, Any]:
+        """The values every row shares (one object for all the rows of one insert)."""
+        return self._base
+
+    def own(self, index: int) -> dict[str, Any]:
+        """Row ``index``'s own values, without building its view."""
+        return self._rows[index]
+
+    def single(self, index: int) -> StoredViews:
+        """Row ``index`` alone, sharing this insert's base: a batch's job, still unbuilt."""
+        return StoredViews(self._base, self._rows[index : index + 1])
 
     @overload
     def __getitem__(self, index: int) -> JobView: ...

@@ -111,6 +111,7 @@ def store_admitted(
     SELECT``, whatever their count; returns each job's stored rows, in order."""
     first = number = _next_number(session, sum(a.count for a in admitted))
     per_job: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+    stored: list[Sequence[JobView]]
     for job in admitted:
         count, indices = job.count, job.indices
         numbers = _task_numbers(number, count)
@@ -138,7 +139,8 @@ def store_admitted(
         common = {**per_job[0][0], "array_parent": None}
         del common["number"]
         rows = [{**tasks[0], "number": shared["number"]} for shared, tasks in per_job]
-        stored = [[view] for view in insert_jobs(session, common, rows)]
+        views = insert_jobs(session, common, rows)
+        stored = [views.single(i) for i in range(len(rows))]
     else:
         merged = insert_jobs(session, {}, [{**c, **t} for c, tasks in per_job for t in tasks])
         ends = list(accumulate(len(tasks) for _, tasks in per_job))
