@@ -25,6 +25,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from operator import itemgetter
 
 from railyard.sched.accounting import accrue_usage
 from railyard.sched.config import SchedulerConfig
@@ -255,7 +256,9 @@ def gate(
     """Jobs the cycle may consider, and why the others may not: a hold (`JobHeldUser`,
     `JobHeldAdmin`), a `--begin` time still ahead (`BeginTime`), a dependency not yet (or
     never) satisfied, or an array already running its `%N` tasks (later tasks wait, lowest
-    index first, like Slurm)."""
+    index first, like Slurm). Only throttled tasks are taken in order (the cycle orders
+    what it is given by its own keys, ties broken by id): sorting 10,000 pending jobs every
+    step was a tenth of the live loop's lifecycle time (bench_live)."""
     running = list(running)
     states = job_states or {}
     singletons = first_of_name(pending, running) if any(j.name for j in pending) else {}
@@ -266,7 +269,8 @@ def gate(
             live[parent] = live.get(parent, 0) + 1
     eligible: list[Job] = []
     held: dict[str, Reason] = {}
-    for job in sorted(pending, key=_array_order):
+    throttled: list[tuple[tuple[float, str, int, str], Job, str, int]] = []
+    for job in pending:
         if job.hold is not None:
             held[job.id] = Reason.JOB_HELD_ADMIN if job.hold == "admin" else Reason.JOB_HELD_USER
             continue
@@ -281,10 +285,14 @@ def gate(
                 continue
         parent, limit = job.array_parent, job.array_max_running
         if parent is not None and limit is not None:
-            if live.get(parent, 0) >= limit:
-                held[job.id] = Reason.JOB_ARRAY_TASK_LIMIT
-                continue
-            live[parent] = live.get(parent, 0) + 1
+            throttled.append((_array_order(job), job, parent, limit))
+        else:
+            eligible.append(job)
+    for _, job, parent, limit in sorted(throttled, key=itemgetter(0)) if throttled else ():
+        if live.get(parent, 0) >= limit:
+            held[job.id] = Reason.JOB_ARRAY_TASK_LIMIT
+            continue
+        live[parent] = live.get(parent, 0) + 1
         eligible.append(job)
     return eligible, held
 
