@@ -489,8 +489,9 @@ def freeze_heap() -> None:
     their references go (`gc.freeze`, as Instagram's servers do after start-up). A step over
     10,000 pending jobs holds tens of thousands of objects for a moment: every 700
     allocations a young pass found them alive and moved them on, and the moved ones set off
-    a full pass of 20-40 ms every third step (bench_live: 23 in 60 steps, 1.1 s of the
-    collector's time; 0.29 s with `YOUNG_GC_THRESHOLD`, and no full pass)."""
+    a full pass of 20-40 ms about every third step, in the step or in whatever ran next (the
+    process of bench_live: 23 full passes in 60 steps, 1.1 s of the collector's time; with
+    `YOUNG_GC_THRESHOLD`, 0.16 s and none)."""
     gc.collect()
     gc.freeze()
     _, middle, old = gc.get_threshold()
