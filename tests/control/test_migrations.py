@@ -114,3 +114,32 @@ def test_accounting_is_backfilled_from_the_jobs_that_ran(engine: Engine) -> None
     assert [tuple(d) for d in days] == [
         (day - 86400, "a", "q", 7200.0 + 14400.0), (day, "a", "q", 7200.0)
     ]  # fmt: skip
+
+
+CONFIG_TRIGGERS = (
+    "SELECT c.relname, t.tgname, t.tgdeferrable, t.tginitdeferred FROM pg_trigger t "
+    "JOIN pg_class c ON c.oid = t.tgrelid WHERE t.tgname LIKE '%config%' ORDER BY 1, 2"
+)
+
+
+def test_a_store_made_at_0026_bumps_the_config_number_at_commit() -> None:
+    """0026's PostgreSQL triggers bumped the number with each statement (a deadlock in the
+    soak); a store made then gets the deferred ones of 0027, and goes back to them."""
+    with fresh_pg_database() as url:
+        engine = make_engine(url)
+        try:
+            _to(engine, "0026")
+            migrate(engine)
+            with engine.connect() as c:
+                upgraded = [tuple(r) for r in c.execute(text(CONFIG_TRIGGERS))]
+            _to(engine, "0026", down=True)
+            with engine.connect() as c:
+                downgraded = [tuple(r) for r in c.execute(text(CONFIG_TRIGGERS))]
+        finally:
+            engine.dispose()
+    tables = ("nodes", "queue_members", "queues")
+    assert upgraded == [
+        row for t in tables for row in ((t, f"{t}_config", True, True),
+                                         (t, f"{t}_config_truncate", False, False))
+    ]  # fmt: skip
+    assert downgraded == [(t, f"{t}_config", False, False) for t in tables]

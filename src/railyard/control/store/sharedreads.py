@@ -3,7 +3,7 @@
 Every single submit's transaction read the queues, the user's memberships and the nodes
 again (admission's checks): under 8 clients that was most of the store's CPU per submit,
 while those tables change a few times a day. The store bumps ``counters['config']`` by a
-trigger on every change to them (migration 0026, any process, any path to the store), so a
+trigger on every change to them (migrations 0026-0027, any process, any path to the store), so a
 transaction reads that one number and, while it is the one the kept reads were made under,
 uses them instead of reading again (``bulk.once``).
 

@@ -24,23 +24,14 @@ BUMP = "UPDATE counters SET value = value + 1 WHERE name = 'config'"
 def upgrade() -> None:
     op.execute("INSERT INTO counters (name, value) VALUES ('config', 0)")
     if op.get_bind().dialect.name == "postgresql":
-        # At commit (deferred), not at the change: the counter's row lock is then the last
-        # lock a transaction takes, so it closes no deadlock cycle (a loop step that wrote
-        # jobs and then a node, against a drain that wrote a node and then jobs, deadlocked
-        # in the soak test when the bump came with the node's UPDATE).
         op.execute(
             "CREATE FUNCTION railyard_bump_config() RETURNS trigger LANGUAGE plpgsql AS "
             f"$$ BEGIN {BUMP}; RETURN NULL; END $$"
         )
         for table in TABLES:
             op.execute(
-                f"CREATE CONSTRAINT TRIGGER {table}_config AFTER INSERT OR UPDATE OR DELETE "
-                f"ON {table} DEFERRABLE INITIALLY DEFERRED FOR EACH ROW "
-                "EXECUTE FUNCTION railyard_bump_config()"
-            )
-            op.execute(  # constraint triggers see no TRUNCATE
-                f"CREATE TRIGGER {table}_config_truncate AFTER TRUNCATE ON {table} "
-                "FOR EACH STATEMENT EXECUTE FUNCTION railyard_bump_config()"
+                f"CREATE TRIGGER {table}_config AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE "
+                f"ON {table} FOR EACH STATEMENT EXECUTE FUNCTION railyard_bump_config()"
             )
         return
     for table in TABLES:
@@ -55,7 +46,6 @@ def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         for table in TABLES:
             op.execute(f"DROP TRIGGER {table}_config ON {table}")
-            op.execute(f"DROP TRIGGER {table}_config_truncate ON {table}")
         op.execute("DROP FUNCTION railyard_bump_config()")
     else:
         for table in TABLES:
