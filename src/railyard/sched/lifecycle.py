@@ -288,7 +288,7 @@ def gate(
             throttled.append((_array_order(job), job, parent, limit))
         else:
             eligible.append(job)
-    for _, job, parent, limit in sorted(throttled, key=itemgetter(0)) if throttled else ():
+    for _, job, parent, limit in sorted(throttled, key=itemgetter(0)):
         if live.get(parent, 0) >= limit:
             held[job.id] = Reason.JOB_ARRAY_TASK_LIMIT
             continue
