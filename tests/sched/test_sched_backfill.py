@@ -151,3 +151,43 @@ def test_jobs_without_estimates_block_no_reservation_unless_a_default_applies():
 def test_config_rejects_unknown_policy_names():
     with pytest.raises(KeyError, match="known"):
         SchedulerConfig(backfill="aggressive")
+
+
+def _full_behind_a_head(free_gpu: bool):
+    """Two busy nodes (n1 has one GPU free when `free_gpu`); the head wants both whole
+    nodes and reserves them; two 1-GPU jobs too long to backfill wait behind it."""
+    run = [
+        running(job("x", gpus=8, walltime_s=100.0), "n0:0-7"),
+        running(
+            job("y", gpus=7 if free_gpu else 8, walltime_s=200.0),
+            "n1:0-6" if free_gpu else "n1:0-7",
+        ),
+    ]
+    pending = [
+        job("head", gpus=8, workers=2, walltime_s=1000.0, submit_t_s=0),
+        job("a", gpus=1, walltime_s=5000.0, submit_t_s=1),
+        job("b", gpus=1, walltime_s=5000.0, submit_t_s=2),
+    ]
+    return state(nodes(2), Q, pending, run)
+
+
+@pytest.mark.parametrize("free_gpu", [False, True])
+def test_behind_a_reserved_head_jobs_wait_for_priority_whether_a_gpu_is_free_or_not(free_gpu):
+    """As squeue shows a busy partition: the next job waits for Resources, the rest for
+    Priority. Judged by whether a GPU happened to be free at the cycle's end, the jobs
+    behind said Resources on a full cluster and Priority beside one free GPU, and ten
+    thousand reasons turned over every few cycles (the live loop wrote them all)."""
+    result = schedule(_full_behind_a_head(free_gpu), backfill="easy")
+    assert result.starts == ()
+    assert set(result.reservations) == {"head"}
+    assert result.pending_reasons == {
+        "head": Reason.RESOURCES,
+        "a": Reason.PRIORITY,
+        "b": Reason.PRIORITY,
+    }
+
+
+def test_with_no_job_keeping_gpus_every_job_short_of_them_waits_for_resources():
+    result = schedule(_full_behind_a_head(free_gpu=False), backfill="none")
+    assert result.reservations == {}
+    assert set(result.pending_reasons.values()) == {Reason.RESOURCES}

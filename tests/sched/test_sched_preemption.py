@@ -108,7 +108,7 @@ def test_one_victim_search_per_queue_and_cycle_by_default():
     pending = [HIGH, replace(HIGH, id="hi2", submit_t_s=1.0)]
     result = schedule(state(nodes(1), Q, pending, victims), NOW)
     assert [p.for_job_id for p in result.preemptions] == ["hi"]
-    assert result.pending_reasons == {"hi": Reason.PREEMPTING, "hi2": Reason.RESOURCES}
+    assert result.pending_reasons == {"hi": Reason.PREEMPTING, "hi2": Reason.PRIORITY}
 
 
 def test_preemptor_waits_for_its_own_victims_without_new_signals():

@@ -86,6 +86,10 @@ class HoldBook:
     def held_of(self, flavor: str) -> list[Masks]:
         return [h.held for h in self.holds if h.flavor == flavor and h.held]
 
+    def keeps(self, flavor: str) -> bool:
+        """Does any job of this pass keep GPUs of `flavor`, free now or still busy?"""
+        return any(h.flavor == flavor for h in self.holds)
+
     def held_loads_of(self, flavor: str) -> list[Load]:
         return [load for h in self.holds if h.flavor == flavor and (load := h.held_load)]
 
