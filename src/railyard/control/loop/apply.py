@@ -335,11 +335,16 @@ def _reasons(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> di
     ``updated_t_s`` alone, so the loop's cache of pending jobs (`control.world`) stays valid
     when a cycle turns ten thousand reasons at once, and any other writer's change still
     shows. Returns the reasons written, for that cache."""
+    stored = seen.reasons.get
     changed: dict[str, list[str]] = {}
-    for job_id, reason in plan.reasons.items():
-        stored = seen.reasons.get(job_id)
-        if stored is not None and stored != reason.value:
-            changed.setdefault(reason.value, []).append(job_id)
+    # a comprehension first: ten thousand reasons a step, and a few change (a reason is a
+    # str, compared as one)
+    for job_id, reason in [
+        (job_id, reason)
+        for job_id, reason in plan.reasons.items()
+        if (was := stored(job_id)) is not None and was != reason
+    ]:
+        changed.setdefault(reason.value, []).append(job_id)
     written: dict[str, str] = {}
     sqlite = session.get_bind().dialect.name == "sqlite"
     if changed and not sqlite:
