@@ -5,8 +5,8 @@ but for GPUs held for jobs ahead of it (`Priority`)? Are its queue's quota, not 
 stops it (`QOSGrpGRES`)? Too few free GPUs while a job ahead keeps GPUs of its flavor
 (`Priority`: it is not next), or too few with none kept (`Resources`: it is next), or GPUs
 enough but not the cores or memory beside them, or not on the nodes it names (`Resources`)?
-Enough, but not within its required
-topology domain (`Topology`), or not in its gang's shape (`Fragmentation`)?
+Enough, but not within its required topology domain (`Topology`), or not in its gang's shape
+(`Fragmentation`)?
 """
 
 from __future__ import annotations
