@@ -337,8 +337,8 @@ def _reasons(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> di
     shows. Returns the reasons written, for that cache."""
     stored = seen.reasons.get
     changed: dict[str, list[str]] = {}
-    # a comprehension first: ten thousand reasons a step, and a few change (a reason is a
-    # str, compared as one)
+    # ten thousand reasons a step and a few changed: filtered in a comprehension, a reason
+    # compared as the str it is (2.6 -> 0.8-1.3 ms a step than a loop reading `.value`)
     for job_id, reason in [
         (job_id, reason)
         for job_id, reason in plan.reasons.items()
