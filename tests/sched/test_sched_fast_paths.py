@@ -9,14 +9,24 @@ import pickle
 import random
 
 import pytest
-from sched_fakes import H100, flat_queues, job, nodes, schedule, state
+from sched_fakes import H100, flat_queues, job, nodes, running, schedule, state
 
-from railyard.sched import Level, Queue, SchedulerConfig, TopologyMode, TopologyRequirement
+from railyard.sched import (
+    Level,
+    Queue,
+    SchedulerConfig,
+    TopologyMode,
+    TopologyRequirement,
+    Usage,
+)
+from railyard.sched.decisions import PreemptReason
 from railyard.sched.holds import HoldBook
-from railyard.sched.policies import PLACEMENT
+from railyard.sched.policies import ORDERING, PLACEMENT
+from railyard.sched.policies.registry import OrderContext, in_order
 from railyard.sched.quota import QuotaTree
 from railyard.sched.reserve import Blocker, base_events, earliest_start, release_events
 from railyard.sched.snapshot import Shape, Snapshot, Topology
+from railyard.sched.victims import Candidate, _cheapest_freeing_gpus, _one_node, set_cost
 
 LG = TopologyRequirement(Level.LEAF_GROUP, TopologyMode.REQUIRED)
 
@@ -132,21 +142,29 @@ def nested_queues() -> list[Queue]:
     ]
 
 
+LEAVES = ["a", "b", "c", "d"]
+
+
+def random_swap(rng: random.Random) -> tuple[QuotaTree, str, int, str, int]:
+    """`nested_queues` with random use, and a victim (queue, GPUs) to swap for a preemptor."""
+    tree = QuotaTree(nested_queues(), [H100])
+    for q in LEAVES:
+        tree.add(q, H100, rng.randint(0, 5))
+    out_q, in_q = rng.choice(LEAVES), rng.choice(LEAVES)
+    out_gpus = min(rng.randint(0, 3), tree.total.get((out_q, H100), 0))
+    return tree, out_q, out_gpus, in_q, rng.randint(0, 3)
+
+
 @pytest.mark.parametrize("reads_availability", [False, True])
 def test_a_swap_what_if_answers_as_the_swapped_tree_and_leaves_the_tree_as_it_was(
     reads_availability,
 ):
     rng = random.Random(3)
-    leaves = ["a", "b", "c", "d"]
+    leaves = LEAVES
     for _ in range(200):
-        tree = QuotaTree(nested_queues(), [H100])
-        for q in leaves:
-            tree.add(q, H100, rng.randint(0, 5))
+        tree, out_q, out_gpus, in_q, in_gpus = random_swap(rng)
         before = {q: tree.available(q, H100) for q in [*leaves, "o0", "o1"]}
         totals, used = dict(tree.total), dict(tree.used)
-        out_q, in_q = rng.choice(leaves), rng.choice(leaves)
-        out_gpus, in_gpus = rng.randint(0, 3), rng.randint(0, 3)
-        out_gpus = min(out_gpus, tree.total.get((out_q, H100), 0))
 
         def question(t: QuotaTree):
             reclaim = {(v, p): t.reclaimable(v, p, H100, 1) for v in leaves for p in leaves}
@@ -163,6 +181,99 @@ def test_a_swap_what_if_answers_as_the_swapped_tree_and_leaves_the_tree_as_it_wa
         assert {k: v for k, v in tree.total.items() if v} == {k: v for k, v in totals.items() if v}
         assert {k: v for k, v in tree.used.items() if v} == {k: v for k, v in used.items() if v}
         assert {q: tree.available(q, H100) for q in before} == before
+
+
+def test_a_moved_reclaim_answers_as_the_swapped_tree_without_moving_anything():
+    """`reclaimable_moved` (would a victim, swapped out for its preemptor, take its quota
+    back?) against the question asked of a tree that really has the two swapped."""
+    rng = random.Random(5)
+    for _ in range(300):
+        tree, out_q, out_gpus, in_q, in_gpus = random_swap(rng)
+        totals = dict(tree.total)
+        gpus = rng.randint(1, 3)
+        swapped = copy.deepcopy(tree)
+        swapped.remove(out_q, H100, out_gpus)
+        swapped.add(in_q, H100, in_gpus)
+        expected = swapped.reclaimable(in_q, out_q, H100, gpus)
+        assert tree.reclaimable_moved(out_q, out_gpus, in_q, in_gpus, H100, gpus) == expected
+        assert tree.total == totals
+
+
+def plain_one_node(shape: Shape, candidates: list[Candidate], snap: Snapshot):
+    """Every node of the flavor scanned, its candidates sorted, the cheapest set kept."""
+    best = None
+    for i in range(len(snap.topo.nodes)):
+        if not snap.topo.ready[i] or snap.topo.flavor[i] != shape.flavor:
+            continue
+        here = sorted((c for c in candidates if i in c.masks), key=lambda c: c.cost)
+        chosen = _cheapest_freeing_gpus(here, i, snap.free[i], shape.gpus)
+        if chosen and (best is None or (set_cost(chosen), i) < best[:2]):
+            best = (set_cost(chosen), i, chosen)
+    return None if best is None else best[2]
+
+
+def test_the_one_node_victim_search_picks_what_a_scan_of_every_node_picks():
+    """The search takes nodes off a heap by their cheapest candidate and stops once no node
+    can beat the best set found; ties in lost work and start times are frequent here."""
+    rng = random.Random(11)
+    tree = QuotaTree(flat_queues({"a": 96}), [H100])
+    for _ in range(300):
+        snap = Snapshot(Topology(nodes(12)))
+        candidates = []
+        for k in range(rng.randint(1, 30)):
+            i, size = rng.randrange(12), rng.choice([1, 1, 2, 4])
+            first = rng.randrange(8 - size + 1)
+            mask = ((1 << size) - 1) << first
+            if snap.free_mask[i] & mask != mask:
+                continue
+            snap.take({i: mask})
+            j = job(f"v{k}", gpus=size, preemptible=rng.random() < 0.7)
+            start_t_s = rng.choice([0.0, 100.0, 200.0])
+            run = running(j, f"n{i}:{first}-{first + size - 1}", start_t_s)
+            lost = rng.choice([0.0, 50.0, 100.0]) * size
+            cost = (0 if j.preemptible else 1, lost, 1, -start_t_s, run.id)
+            candidates.append(
+                Candidate(run, {i: mask}, PreemptReason.TIME_SLICE, lost, size, size, cost)
+            )
+        shape = Shape.of(job("p", gpus=rng.choice([1, 2, 4, 8])))
+        expected = plain_one_node(shape, candidates, snap)
+        found = _one_node(shape, candidates, snap, tree, lambda: {0: 1})
+        assert (None if found is None else found[0]) == expected
+
+
+@pytest.mark.parametrize("name", ["fifo", "priority", "fairshare", "las"])
+def test_pending_jobs_sorted_part_by_part_come_in_the_order_of_the_policys_key(name):
+    """The cycle sorts by a policy's rank, arrival and number in turn (stable sorts); the
+    order must be the one its tuple key gives, ties in every part included."""
+    rng = random.Random(17)
+    policy = ORDERING.get(name)
+    tree = QuotaTree(flat_queues({"a": 8, "b": 8, "c": 8}), [H100])
+    for _ in range(60):
+        pending = []
+        for k in range(rng.randint(1, 80)):
+            parent = rng.choice([None, "4", "12"])
+            index = k if parent else None
+            pending.append(
+                job(
+                    f"{parent}_{index}" if parent else str(k),
+                    queue=rng.choice("abc"),
+                    user=rng.choice(["u1", "u2", "u3"]),
+                    priority=rng.choice([0, 0, 10, -5]),
+                    submit_t_s=rng.choice([0.0, 1.0, 2.0, rng.random()]),
+                    attained_gpu_s=rng.choice([0.0, 3600.0, 1e5, 1e7]),
+                    array_parent=parent,
+                    array_index=index,
+                )
+            )
+        usage = Usage(
+            queue_gpu_s={q: rng.choice([0.0, 1e5, 2e5]) for q in "abc"},
+            user_gpu_s={(q, u): rng.uniform(0, 1e4) for q in "abc" for u in ("u1", "u2")},
+        )
+        ctx = OrderContext(0.0, usage, tree, pending, (3600.0, 36_000.0, 360_000.0))
+        expected = sorted(pending, key=policy.sort_key(ctx))
+        got = list(pending)
+        in_order(got, policy, ctx)
+        assert [j.id for j in got] == [j.id for j in expected]
 
 
 def test_an_unpickled_job_shares_what_alike_jobs_share_and_is_decided_alike():

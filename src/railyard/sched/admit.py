@@ -114,7 +114,7 @@ class Pass:
         self._run_events: dict[str, BaseEvents] = {}  # per flavor, from the running jobs
         self._yields = policies.preemption.name != "off"  # preemptible jobs may cross holds
         varies = policies.preemption.name == "las" or bool(self.preemption.backfilled)
-        self._preemptor_class = self.preemption.preemptor_class if varies else None
+        self._preemptor_class = self.preemption.decision_class if varies else None
         self._max_time_queues = {q.name for q in quota.queues.values() if q.max_time_s}
         hold = config.greedy_hold_after_s  # greedy backfill holds for a job blocked this long
         greedy = policies.backfill.name == "none"

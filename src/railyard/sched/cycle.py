@@ -17,7 +17,7 @@ from railyard.sched.decisions import CycleResult, Requeue
 from railyard.sched.limits import Estimates
 from railyard.sched.model import ClusterState, Job, NodeState, RunningJob
 from railyard.sched.policies import ADMISSION, BACKFILL, ORDERING, PLACEMENT, PREEMPTION
-from railyard.sched.policies.registry import OrderContext
+from railyard.sched.policies.registry import OrderContext, in_order
 from railyard.sched.quota import QuotaTree
 from railyard.sched.reserve import Blocker, earliest_start
 from railyard.sched.snapshot import CycleCache, Load, Masks, Shape, Snapshot, Topology
@@ -127,7 +127,7 @@ def cycle(
         (nominated if j.nominated else starving if j.submit_t_s <= starving_t_s else rest).append(j)
     nominated.sort(key=lambda j: j.tie)
     starving.sort(key=lambda j: (-j.priority, j.submit_t_s, j.tie))
-    rest.sort(key=policies.ordering.sort_key(ctx))
+    in_order(rest, policies.ordering, ctx)
     ordered = nominated + starving + rest
 
     # 4. Admit in order: feasibility, quota, placement; else preempt; else a reason and maybe

@@ -115,9 +115,12 @@ class Estimates:
         Past its hard limit a job is being killed: gone within `kill_wait_s`. Past a soft
         estimate it is not stopped, so its estimate doubles until it lies in the future.
         """
-        seconds, hard = self.estimate_s(run.job)
+        seconds: float | None = run.job.walltime_s  # `estimate_s`'s first case, inline
+        hard = True
         if seconds is None:
-            return math.inf
+            seconds, hard = self.estimate_s(run.job)
+            if seconds is None:
+                return math.inf
         began_t_s = min(run.limit_from_t_s, now_t_s)  # an image still pulling: from now on
         end_t_s = began_t_s + seconds
         if end_t_s > now_t_s:

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Hashable, Sequence
+from operator import attrgetter
 
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.decisions import Preempt, PreemptReason
 from railyard.sched.holds import HoldBook
-from railyard.sched.limits import checkpoint_grace_s, min_runtime_s
+from railyard.sched.limits import checkpoint_grace_s, min_runtime_bound_s, min_runtime_s
 from railyard.sched.memo import PassMemo
 from railyard.sched.model import Job, RunningJob
 from railyard.sched.policies.preemption import may_preempt_by_priority
@@ -41,6 +42,20 @@ Time slicing may (it ranks by attained service, not by the order reservations fo
 
 def _overlaps(masks: Masks, other: Masks) -> bool:
     return any(m & other.get(i, 0) for i, m in masks.items())
+
+
+class _VictimClass:
+    """Running jobs the policy judges alike as victims, with what each search of a pass
+    reads of them made once: their ids, how many sizes they come in, and per reason their
+    candidates (time slicing searches for up to 16 jobs a cycle over the same classes)."""
+
+    __slots__ = ("ids", "made", "members", "sizes")
+
+    def __init__(self) -> None:
+        self.members: list[RunningJob] = []
+        self.ids: set[str] = set()
+        self.sizes = 0
+        self.made: dict[PreemptReason, list[Candidate]] = {}
 
 
 Nominate = Callable[[Job, float, Masks], None]
@@ -93,9 +108,17 @@ class Preemption:
             r for r in running if r.backfilled and r.job.preemptible and r.id not in self.signalled
         ]
         self.preemptor_class = self._classify_preemptors()
-        self._classes: dict[str, dict[Hashable, list[RunningJob]]] | None = None
+        # What of a job, besides its `alike`, an admission decision may read: the class,
+        # or under time slicing without backfilled jobs the attained service the class is
+        # cut from (finer, so a memo keyed on it only misses more; read in C for each of
+        # 10,000 pending jobs a cycle instead of a bisect in a lambda).
+        self.decision_class: Callable[[Job], Hashable] = self.preemptor_class
+        if self.policy.name == "las" and not self.backfilled:
+            self.decision_class = attrgetter("attained_gpu_s")
+        self._classes: dict[str, dict[Hashable, _VictimClass]] | None = None
         self._candidate_cache: dict[Hashable, tuple[int, list[Candidate]]] = {}
         self._candidate_of: dict[tuple[str, PreemptReason], Candidate] = {}
+        self._free_reasons: dict[Hashable, PreemptReason | None] = {}
         self._searches_left = config.preemption_searches_per_cycle
         self._running_as: RunningJob | None = None
         self._queue_searches: dict[str, int] = {}
@@ -231,19 +254,34 @@ class Preemption:
         self._candidate_cache[key] = (self.memo.epoch, out)
         return out
 
-    def _victim_classes(self) -> dict[str, dict[Hashable, list[RunningJob]]]:
+    def _victim_classes(self) -> dict[str, dict[Hashable, _VictimClass]]:
         """Running jobs that may be evicted at all, grouped by flavor and by what the policy
         judges them on; built on the first search of a pass (most passes search nobody)."""
         if self._classes is None:
             self._classes = {}
+            bounds: dict[str, float] = {}  # each queue's cap on a job's minimum run time
             for r in self.running:
                 if r.id in self.signalled:
                     continue
-                queue = self.quota.queues.get(r.job.queue)
-                if self.now_t_s - r.start_t_s < min_runtime_s(r.job, queue):
+                name = r.job.queue
+                bound = bounds.get(name)
+                if bound is None:
+                    queue = self.quota.queues.get(name)
+                    bound = bounds[name] = min_runtime_bound_s(
+                        queue.max_min_runtime_s if queue is not None else None
+                    )
+                if self.now_t_s - r.start_t_s < min(r.job.min_runtime_s, bound):
                     continue
                 cls = self.policy.victim_class(r, self.ctx)
-                self._classes.setdefault(r.job.flavor, {}).setdefault(cls, []).append(r)
+                by_class = self._classes.setdefault(r.job.flavor, {})
+                group = by_class.get(cls)
+                if group is None:
+                    group = by_class[cls] = _VictimClass()
+                group.members.append(r)
+                group.ids.add(r.id)
+            for by_class in self._classes.values():
+                for group in by_class.values():
+                    group.sizes = len({r.gpus for r in group.members})
         return self._classes
 
     def _reserved(self) -> dict[int, int]:
@@ -262,35 +300,50 @@ class Preemption:
         the walk reads per job is bound outside it."""
         out: list[Candidate] = []
         reserved = self._reserved()
-        signalled, candidate_of, run_masks = self.signalled, self._candidate_of, self.run_masks
-        # Would a victim evict `job` back? The victim asks as a preemptor would, so victims
-        # alike as preemptors (queue, priority, size, class) answer alike: one what-if each.
+        signalled = self.signalled
         answers: dict[Hashable, bool] = {}
-        for members in self._victim_classes().get(job.flavor, {}).values():
-            reason = self.policy.victim_reason(job, members[0], self.ctx)
+        policy, ctx, free_reasons = self.policy, self.ctx, self._free_reasons
+        # What of the preemptor a quota-free reason reads (its priority and class), and
+        # what reclaim reads (its queue and size): asked of each class, each search.
+        asks = (job.priority, self.preemptor_class(job))
+        reclaimable, mine, gpus = self.quota.reclaimable, job.queue, job.gpus
+        for cls, group in self._victim_classes().get(job.flavor, {}).items():
+            members = group.members
+            if policy.quota_reason_is_reclaim:  # `victim_reason`, its quota-free part kept
+                key = (cls, asks)
+                if key in free_reasons:
+                    reason = free_reasons[key]
+                else:
+                    reason = free_reasons[key] = policy.reason_without_quota(job, members[0], ctx)
+                if reason is None and reclaimable(members[0].job.queue, mine, job.flavor, gpus):
+                    reason = PreemptReason.RECLAIM
+            else:
+                reason = policy.victim_reason(job, members[0], ctx)
             if reason is None:
                 continue
             # A job ranked ahead reserved these GPUs for when their jobs end: evicting one
             # by priority would hand them to a later job and push that reservation back (a
             # lender's reclaim of its own quota, and time slicing, are not held back).
             guarded = reserved if reason in _BEHIND_RESERVATIONS else None
-            back: dict[int, bool] = {}  # alike victims of one size answer alike
+            if guarded:
+                out += self._guarded_candidates(job, members, reason, guarded, answers)
+                continue
+            # Alike victims of one size answer alike: the first not yet signalled asks.
+            back: dict[int, bool] = {}
             for r in members:
-                if r.id in signalled:
-                    continue
-                if guarded and _overlaps(run_masks[r.id], guarded):
-                    continue
-                gpus = r.gpus
-                answer = back.get(gpus)
-                if answer is None:
-                    v = r.job
-                    alike = (v.queue, v.priority, v.flavor, v.gpus, gpus, self.preemptor_class(v))
-                    answer = answers.get(alike)
-                    if answer is None:
-                        answer = answers[alike] = self._would_preempt_back(job, r)
-                    back[gpus] = answer
-                if not answer:
-                    out.append(candidate_of.get((r.id, reason)) or self._candidate(r, reason))
+                if r.gpus not in back and r.id not in signalled:
+                    back[r.gpus] = self._answer(job, r, answers)
+                    if len(back) == group.sizes:
+                        break
+            made = group.made.get(reason) or self._made(group, reason)
+            if not any(back.values()) and group.ids.isdisjoint(signalled):
+                out += made  # the common case: every one of them, in order
+            else:
+                out += [
+                    c
+                    for c, r in zip(made, members, strict=True)
+                    if not back.get(r.gpus, True) and r.id not in signalled
+                ]
         if not self.backfilled:
             return out
         seen = {c.run.id for c in out}
@@ -309,6 +362,42 @@ class Preemption:
                 and not self._would_reclaim_back(job, r)
             ):
                 out.append(self._candidate(r, PreemptReason.RESERVATION))
+        return out
+
+    def _answer(self, job: Job, r: RunningJob, answers: dict[Hashable, bool]) -> bool:
+        """Would `r` evict `job` back? Victims alike as preemptors (queue, priority, size,
+        class) answer alike: one what-if each per search."""
+        v = r.job
+        alike = (v.queue, v.priority, v.flavor, v.gpus, r.gpus, self.preemptor_class(v))
+        answer = answers.get(alike)
+        if answer is None:
+            answer = answers[alike] = self._would_preempt_back(job, r)
+        return answer
+
+    def _made(self, group: _VictimClass, reason: PreemptReason) -> list[Candidate]:
+        """The class's members as candidates for `reason`, in order, made once a pass."""
+        made = group.made[reason] = [self._candidate(r, reason) for r in group.members]
+        return made
+
+    def _guarded_candidates(
+        self,
+        job: Job,
+        members: list[RunningJob],
+        reason: PreemptReason,
+        guarded: dict[int, int],
+        answers: dict[Hashable, bool],
+    ) -> list[Candidate]:
+        """As the common case, but members on GPUs a reservation counts on are left out."""
+        out: list[Candidate] = []
+        back: dict[int, bool] = {}
+        for r in members:
+            if r.id in self.signalled or _overlaps(self.run_masks[r.id], guarded):
+                continue
+            answer = back.get(r.gpus)
+            if answer is None:
+                answer = back[r.gpus] = self._answer(job, r, answers)
+            if not answer:
+                out.append(self._candidate(r, reason))
         return out
 
     def _reclaims_only(self, job: Job) -> bool:
@@ -338,8 +427,8 @@ class Preemption:
         """Once swapped, would the victim's queue take its quota back from the job? (Time
         slicing may still hand a reservation's GPUs back and forth: that is its design.)"""
         v = victim.job
-        return self._swapped(
-            job, victim, lambda: self.quota.reclaimable(job.queue, v.queue, v.flavor, victim.gpus)
+        return self.quota.reclaimable_moved(
+            v.queue, victim.gpus, job.queue, job.gpus, v.flavor, victim.gpus
         )
 
     def _would_preempt_back(self, job: Job, victim: RunningJob) -> bool:
@@ -347,6 +436,11 @@ class Preemption:
         swapped = self._as_running(job)
         if self.policy.reason_without_quota(victim.job, swapped, self.ctx) is not None:
             return True
+        v = victim.job
+        if self.policy.quota_reason_is_reclaim:  # `reclaims(v, swapped)`, swapped
+            return self.quota.reclaimable_moved(
+                v.queue, victim.gpus, job.queue, job.gpus, v.flavor, v.gpus
+            )
         return self._swapped(
             job,
             victim,

@@ -234,19 +234,50 @@ class QuotaTree:
         counting it let two branches of an over-committed tree (5 GPUs of nominal on a node
         of 4) reclaim from each other forever.
         """
+        split = self._split(victim_queue, preemptor_queue)
+        if split is None:
+            return False
+        mine, theirs = split
+        if self.total.get((mine, flavor), 0) + gpus > self.subtree_nominal.get((mine, flavor), 0):
+            return False
+        return self.total.get((theirs, flavor), 0) > self.subtree_nominal.get((theirs, flavor), 0)
+
+    def _split(self, victim_queue: str, preemptor_queue: str) -> tuple[str, str] | None:
+        """The preemptor's and the victim's branches right under their lowest common
+        ancestor; None if they are one queue, in two trees, or one is above the other."""
         pv, pp = self.paths[victim_queue], self.paths[preemptor_queue]
         if pv[0] != pp[0] or victim_queue == preemptor_queue:
-            return False
+            return None
         depth = 0
         while depth < min(len(pv), len(pp)) and pv[depth] == pp[depth]:
             depth += 1
         if depth >= len(pp) or depth >= len(pv):
+            return None
+        return pp[depth], pv[depth]
+
+    def reclaimable_moved(
+        self,
+        from_queue: str,
+        from_gpus: int,
+        to_queue: str,
+        to_gpus: int,
+        flavor: str,
+        gpus: int,
+    ) -> bool:
+        """`reclaimable(to_queue, from_queue, flavor, gpus)` as `ask_moved(from_queue,
+        from_gpus, to_queue, to_gpus, ...)` would answer it, moving nothing: would a victim
+        of `from_queue`, swapped out for a preemptor of `to_queue`, take its quota back?
+        The two branches below the common ancestor are each on one path only, so the move
+        shifts each by one side's GPUs. Time slicing asks this of hundreds of victim
+        classes a cycle."""
+        split = self._split(to_queue, from_queue)
+        if split is None:
             return False
-        mine = pp[depth]
-        if self.total.get((mine, flavor), 0) + gpus > self.subtree_nominal.get((mine, flavor), 0):
+        mine, theirs = (split[0], flavor), (split[1], flavor)
+        total, nominal = self.total, self.subtree_nominal
+        if total.get(mine, 0) - from_gpus + gpus > nominal.get(mine, 0):
             return False
-        theirs = pv[depth]
-        return self.total.get((theirs, flavor), 0) > self.subtree_nominal.get((theirs, flavor), 0)
+        return total.get(theirs, 0) + to_gpus > nominal.get(theirs, 0)
 
     def branch_between(self, victim_queue: str, preemptor_queue: str) -> str | None:
         """The victim's branch right under its common ancestor with the preemptor: the one

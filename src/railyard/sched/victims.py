@@ -9,6 +9,7 @@ are searched exhaustively, larger ones greedily with a pruning pass.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import combinations
@@ -109,8 +110,36 @@ def find_victims(
         found = _one_node(shape, candidates, snap, quota, fits)
         if found is not None:
             return found
+    if not _may_fit_without(shape, candidates, snap):
+        return None  # not even with every candidate gone: spare evicting them one by one
     greedy_quota = None if quota_fits else quota
     return _greedy(candidates, useful, short, shape, snap, greedy_quota, fits)
+
+
+def _may_fit_without(shape: Shape, candidates: Sequence[Candidate], snap: Snapshot) -> bool:
+    """`snap.may_fit(shape)` as it would answer with every candidate evicted, counted
+    without evicting any: placement needs it, so when it fails the greedy search (which
+    would evict them all, hundreds of snapshot updates, and find nothing) cannot succeed.
+    A gang of 32 over 300 one-GPU candidates on full nodes is the common case."""
+    topo, flavor = snap.topo, shape.flavor
+    buckets = snap.buckets.get(flavor)
+    if buckets is None:
+        return False
+    gpw, workers = shape.gpus_per_worker, shape.workers
+    if gpw == 0:
+        return True
+    after: dict[int, int] = {}  # free GPUs of the touched nodes, the candidates gone
+    for c in candidates:
+        for i, m in c.masks.items():
+            if topo.ready[i] and topo.flavor[i] == flavor:
+                after[i] = after.get(i, snap.free[i]) + m.bit_count()
+
+    def per_node(free: int) -> int:
+        return int(free >= gpw) if shape.distinct_nodes else free // gpw
+
+    capacity = sum(len(nodes) * per_node(free) for free, nodes in enumerate(buckets))
+    capacity += sum(per_node(free) - per_node(snap.free[i]) for i, free in after.items())
+    return capacity >= workers
 
 
 def _one_node(
@@ -123,13 +152,27 @@ def _one_node(
     topo, need = snap.topo, shape.gpus
     need_cpu = shape.workers * shape.cpus_per_worker
     need_mem = shape.workers * shape.mem_per_worker_mib
-    on_node: dict[int, list[Candidate]] = {}  # each node's candidates, cheapest first
-    for c in sorted(candidates, key=_BY_COST):
+    on_node: dict[int, list[Candidate]] = {}
+    for c in candidates:
         for i in c.masks:
             if topo.ready[i] and topo.flavor[i] == shape.flavor:
                 on_node.setdefault(i, []).append(c)
+    # Nodes by their cheapest candidate, taken off a heap as needed. No set on a node costs
+    # less than that candidate alone (a set of it and others is dearer: lost time is never
+    # negative, and a second victim counts), so once the best set found is cheaper than a
+    # node's cheapest candidate, no later node can beat it: a 1-GPU preemptor looks at a
+    # node or two, and only their candidates are sorted, not every candidate of the flavor.
+    nodes = [
+        (min(here, key=_BY_COST).cost if len(here) > 1 else here[0].cost, i)
+        for i, here in on_node.items()
+    ]
+    heapq.heapify(nodes)
     best: tuple[tuple[int, float, int, float], int, list[Candidate]] | None = None
-    for i, here in on_node.items():
+    while nodes:
+        cheapest, i = heapq.heappop(nodes)
+        if best is not None and best[0] < cheapest[:4]:
+            break
+        here = sorted(on_node[i], key=_BY_COST)
         if need_cpu or need_mem:
             chosen = _cheapest_freeing(here, i, snap, need, need_cpu, need_mem)
         else:

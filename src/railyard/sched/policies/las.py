@@ -25,6 +25,7 @@ from railyard.sched.policies.registry import (
     PREEMPTION,
     OrderContext,
     PreemptContext,
+    Rank,
     SortKey,
     attained_gpu_s,
     service_level,
@@ -41,10 +42,15 @@ class LeastAttainedService:
         levels = ctx.service_levels_gpu_s  # service_level's bisect, inline: 10,000 calls
         return lambda j: (-j.priority, bisect_right(levels, j.attained_gpu_s), j.submit_t_s, j.tie)
 
+    def rank(self, ctx: OrderContext) -> Rank | None:
+        levels, span = ctx.service_levels_gpu_s, len(ctx.service_levels_gpu_s) + 1
+        return lambda j: -j.priority * span + bisect_right(levels, j.attained_gpu_s)
+
 
 @dataclass(frozen=True)
 class TimeSlice:
     name: str = "las"
+    quota_reason_is_reclaim: bool = True
 
     def may_preempt(self, preemptor: Job, ctx: PreemptContext) -> bool:
         levels = ctx.service_levels_gpu_s

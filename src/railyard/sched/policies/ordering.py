@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from railyard.sched.policies.registry import ORDERING, OrderContext, SortKey
+from railyard.sched.policies.registry import ORDERING, OrderContext, Rank, SortKey
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,9 @@ class Fifo:
     def sort_key(self, ctx: OrderContext) -> SortKey:
         return lambda j: (j.submit_t_s, j.tie)
 
+    def rank(self, ctx: OrderContext) -> Rank | None:
+        return None
+
 
 @dataclass(frozen=True)
 class PriorityFirst:
@@ -26,6 +29,9 @@ class PriorityFirst:
 
     def sort_key(self, ctx: OrderContext) -> SortKey:
         return lambda j: (-j.priority, j.submit_t_s, j.tie)
+
+    def rank(self, ctx: OrderContext) -> Rank | None:
+        return lambda j: -j.priority
 
 
 def queue_levels(ctx: OrderContext) -> dict[str, tuple[float, ...]]:
@@ -68,8 +74,18 @@ class FairShare:
     name: str = "fairshare"
 
     def sort_key(self, ctx: OrderContext) -> SortKey:
-        # Rank the few distinct (queue, user) share tuples once, so sorting thousands of jobs
-        # compares small ints instead of nested tuples.
+        rank = self._shares(ctx)
+        return lambda j: (-j.priority, rank[j.queue][j.user], j.submit_t_s, j.tie)
+
+    def rank(self, ctx: OrderContext) -> Rank | None:
+        rank = self._shares(ctx)
+        span = 1 + max((r for users in rank.values() for r in users.values()), default=0)
+        return lambda j: -j.priority * span + rank[j.queue][j.user]
+
+    def _shares(self, ctx: OrderContext) -> dict[str, dict[str, int]]:
+        """Queue -> user -> the rank of its fair-tree share tuple among the pending jobs'.
+        The few distinct tuples are ranked once, so sorting thousands of jobs compares small
+        ints instead of nested tuples."""
         pairs = {(j.queue, j.user) for j in ctx.pending}
         levels = queue_levels(ctx)
         users = user_levels(ctx, pairs)
@@ -79,7 +95,7 @@ class FairShare:
         rank: dict[str, dict[str, int]] = {}  # queue -> user -> rank: no pair made per job
         for (queue, user), fs in shares.items():
             rank.setdefault(queue, {})[user] = rank_of[fs]
-        return lambda j: (-j.priority, rank[j.queue][j.user], j.submit_t_s, j.tie)
+        return rank
 
 
 ORDERING.add(Fifo())

@@ -48,6 +48,7 @@ def by_queue_priority(victim: RunningJob, ctx: PreemptContext) -> Hashable:
 @dataclass(frozen=True)
 class Off:
     name: str = "off"
+    quota_reason_is_reclaim: bool = False  # it gives no reason at all
 
     def may_preempt(self, preemptor: Job, ctx: PreemptContext) -> bool:
         return False
@@ -69,6 +70,7 @@ class Off:
 @dataclass(frozen=True)
 class ReclaimOnly:
     name: str = "reclaim"
+    quota_reason_is_reclaim: bool = True
 
     def may_preempt(self, preemptor: Job, ctx: PreemptContext) -> bool:
         return may_reclaim(preemptor, ctx)
@@ -98,6 +100,7 @@ def may_preempt_by_priority(preemptor: Job, ctx: PreemptContext) -> bool:
 @dataclass(frozen=True)
 class ReclaimAndPriority:
     name: str = "on"
+    quota_reason_is_reclaim: bool = False
 
     def may_preempt(self, preemptor: Job, ctx: PreemptContext) -> bool:
         return may_preempt_by_priority(preemptor, ctx) or may_reclaim(preemptor, ctx)

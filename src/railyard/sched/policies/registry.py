@@ -14,6 +14,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Generic, Protocol, TypeVar
 
 from railyard.sched.decisions import PreemptReason
@@ -83,6 +84,7 @@ def attained_gpu_s(run: RunningJob, now_t_s: float) -> float:
 
 
 SortKey = Callable[[Job], tuple[object, ...]]
+Rank = Callable[[Job], int]
 
 
 class OrderingPolicy(Protocol):
@@ -92,6 +94,33 @@ class OrderingPolicy(Protocol):
     def name(self) -> str: ...
 
     def sort_key(self, ctx: OrderContext) -> SortKey: ...
+
+
+class RankedOrdering(OrderingPolicy, Protocol):
+    """An ordering whose `sort_key` is `(rank(job), job.submit_t_s, job.tie)`, or with no
+    rank `(job.submit_t_s, job.tie)`: the cycle then sorts by each part in turn (stable
+    sorts, last key first), each compared in C, instead of by tuples whose first parts
+    are mostly equal (10,000 pending jobs: about a fifth of a cycle)."""
+
+    def rank(self, ctx: OrderContext) -> Rank | None: ...
+
+
+def in_order(jobs: list[Job], policy: OrderingPolicy, ctx: OrderContext) -> None:
+    """Sort `jobs` in place by `policy.sort_key(ctx)`, by parts where the policy ranks."""
+    ranked = getattr(policy, "rank", None)
+    if ranked is None:
+        jobs.sort(key=policy.sort_key(ctx))
+        return
+    rank: Rank | None = ranked(ctx)
+    if len(set(map(_SUBMIT_T_S, jobs))) < len(jobs):  # jobs of one instant: by number
+        jobs.sort(key=_TIE)
+    jobs.sort(key=_SUBMIT_T_S)
+    if rank is not None:
+        jobs.sort(key=rank)
+
+
+_SUBMIT_T_S = attrgetter("submit_t_s")
+_TIE = attrgetter("tie")
 
 
 class AdmissionPolicy(Protocol):
@@ -156,7 +185,17 @@ class PreemptionPolicy(Protocol):
     ) -> PreemptReason | None:
         """A reason `victim_reason` gives whatever the quota's use (None: it must be asked).
         Whether a victim would evict its preemptor back is asked with the two swapped in
-        the quota tree; a reason that does not read the quota spares that what-if."""
+        the quota tree; a reason that does not read the quota spares that what-if. Of the
+        preemptor it may read only its priority and what its class under time slicing (its
+        service level) captures: a pass keeps the answer per victim class for them."""
+        ...
+
+    @property
+    def quota_reason_is_reclaim(self) -> bool:
+        """True if `victim_reason` is `reason_without_quota`, else reclaim when `reclaims`:
+        a pass then keeps the quota-free part per victim class, and whether a victim would
+        evict its preemptor back is read off the two branches' totals
+        (`QuotaTree.reclaimable_moved`), with no what-if."""
         ...
 
 
