@@ -152,14 +152,8 @@ class _Timeline:
         buckets = snap.buckets.get(flavor)
         self.any_node = buckets is not None
         self.flavor_free = snap.flavor_free.get(flavor, 0)
-        self.capacity = sum(len(on) * self._fits(free) for free, on in enumerate(buckets or ()))
-
-    def _fits(self, free: int) -> int:
-        """Workers of the shape that `free` GPUs of one node hold (as `Snapshot.may_fit`)."""
-        gpw = self.shape.gpus_per_worker
-        if gpw == 0 or free < gpw:
-            return 0
-        return 1 if self.shape.distinct_nodes else free // gpw
+        per_node = shape.workers_on
+        self.capacity = sum(len(on) * per_node(free) for free, on in enumerate(buckets or ()))
 
     def next_t_s(self) -> float:
         """When the next GPUs come free (inf: never)."""

@@ -61,6 +61,14 @@ class Shape(NamedTuple):
         """Whether it names nodes (--nodelist, --exclude): placement then reads per node."""
         return self.only_nodes is not None or bool(self.never_nodes)
 
+    def workers_on(self, free: int) -> int:
+        """Workers of this shape that `free` GPUs of one node hold: `Snapshot.may_fit`'s
+        count, which the reservation search and the victim search keep without a snapshot."""
+        gpw = self.gpus_per_worker
+        if gpw == 0 or free < gpw:
+            return 0
+        return 1 if self.distinct_nodes else free // gpw
+
     @property
     def asks_load(self) -> bool:
         """Whether it asks for cores or memory (most GPU jobs do not)."""

@@ -125,21 +125,17 @@ def _may_fit_without(shape: Shape, candidates: Sequence[Candidate], snap: Snapsh
     buckets = snap.buckets.get(flavor)
     if buckets is None:
         return False
-    gpw, workers = shape.gpus_per_worker, shape.workers
-    if gpw == 0:
+    if shape.gpus_per_worker == 0:
         return True
     after: dict[int, int] = {}  # free GPUs of the touched nodes, the candidates gone
     for c in candidates:
         for i, m in c.masks.items():
             if topo.ready[i] and topo.flavor[i] == flavor:
                 after[i] = after.get(i, snap.free[i]) + m.bit_count()
-
-    def per_node(free: int) -> int:
-        return int(free >= gpw) if shape.distinct_nodes else free // gpw
-
+    per_node = shape.workers_on
     capacity = sum(len(nodes) * per_node(free) for free, nodes in enumerate(buckets))
     capacity += sum(per_node(free) - per_node(snap.free[i]) for i, free in after.items())
-    return capacity >= workers
+    return capacity >= shape.workers
 
 
 def _one_node(
