@@ -8,8 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 
+import railyard.control.loop.world as world
 from railyard.control.loop.service import Loop, LoopConfig
 from railyard.control.schemas import JobSubmit
 from railyard.control.store.database import Store, sqlite_url
@@ -165,3 +167,31 @@ def stop_all(service: Loop, timeout_s: float = 30.0) -> None:
     while service.executor.running() and time.monotonic() < deadline:
         service.executor.poll()
         time.sleep(0.05)
+
+
+class Conversions:
+    """How many job rows, running rows and node rows `control.world` converts (its module's
+    converters counted in place)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.jobs = self.running = self.nodes = 0
+        job, running, node = world.job_of_columns, world.to_running, world.to_node
+
+        def count_job(*a: Any) -> Any:
+            self.jobs += 1
+            return job(*a)
+
+        def count_running(*a: Any) -> Any:
+            self.running += 1
+            return running(*a)
+
+        def count_node(*a: Any) -> Any:
+            self.nodes += 1
+            return node(*a)
+
+        monkeypatch.setattr(world, "job_of_columns", count_job)
+        monkeypatch.setattr(world, "to_running", count_running)
+        monkeypatch.setattr(world, "to_node", count_node)
+
+    def reset(self) -> None:
+        self.jobs = self.running = self.nodes = 0

@@ -19,7 +19,8 @@ from railyard.control.usecases.jobs import ALIKE_COPY_MIN
 pytestmark = pytest.mark.stores  # the copy is written per database
 
 JOB = {"script": "#!/bin/sh\necho hi\n", "gpus": 2, "env": {"A": "1"}, "name": "same"}
-OWN = {"id", "number", "task_number", "command", "name"}  # a script job's command names its id
+OWN = {"id", "number", "task_number", "command", "name", "change_seq"}  # a script job's command
+# names its id; the store numbers each row's write (`store.jobchanges`)
 
 
 def _rows(store: Store) -> dict[str, dict[str, Any]]:

@@ -8,13 +8,11 @@ counts below are the loop's own work; conversions are counted at `control.world`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import select, update
-from tests.control.loop_helpers import add_job
+from tests.control.loop_helpers import Conversions, add_job
 
-import railyard.control.loop.world as world
 from railyard.control.loop.service import Loop, LoopConfig
 from railyard.control.store.database import Store
 from railyard.control.store.tables import Counter, JobRow, NodeRow, QueueRow, User
@@ -26,28 +24,6 @@ from railyard.sim.workload import FinalState
 
 FLAVOR = "H100"
 PENDING = 40
-
-
-class Counted:
-    """Counts how many rows `control.world` converts (read in full) per step."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.jobs = self.running = 0
-        to_job, to_running = world.job_of_columns, world.to_running
-
-        def job(*a: Any) -> Any:
-            self.jobs += 1
-            return to_job(*a)
-
-        def run(*a: Any) -> Any:
-            self.running += 1
-            return to_running(*a)
-
-        monkeypatch.setattr(world, "job_of_columns", job)
-        monkeypatch.setattr(world, "to_running", run)
-
-    def reset(self) -> None:
-        self.jobs = self.running = 0
 
 
 def _world(store: Store, tmp_path: Path) -> tuple[Loop, Engine]:
@@ -79,7 +55,7 @@ def test_quiet_steps_convert_no_row_even_when_every_reason_turns(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     loop, engine = _world(store, tmp_path)
-    counted = Counted(monkeypatch)
+    counted = Conversions(monkeypatch)
     _step(loop, engine, 10.0)  # starts 4; the other 36 get their first reason
     _step(loop, engine, 20.0)  # the 4 started rows are read once more, as running
     before = _pending_reasons(store)
@@ -109,7 +85,7 @@ def test_a_row_changed_by_another_writer_is_read_again(
     with store.session() as s:  # the API holds job 40 and raises job 39 (their stamps move)
         s.execute(update(JobRow).where(JobRow.id == "40").values(hold="user", updated_t_s=25.0))
         s.execute(update(JobRow).where(JobRow.id == "39").values(priority=7, updated_t_s=25.0))
-    counted = Counted(monkeypatch)
+    counted = Conversions(monkeypatch)
     _step(loop, engine, 30.0)
     assert counted.jobs == 2
     assert loop.last_plan is not None

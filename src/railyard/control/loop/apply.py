@@ -20,6 +20,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from railyard.control.loop.world import Seen
 from railyard.control.store.convert import usage_keys
 from railyard.control.store.effects import record, record_many
+from railyard.control.store.jobchanges import numbered
 from railyard.control.store.tables import JobRow, JobState, NodeRow, UsageRow
 from railyard.control.store.transitions import changed_rows
 from railyard.control.store.usagedays import Ended, record_attempts
@@ -298,9 +299,10 @@ def _start_all(session: Session, starts: Sequence[Start], seen: Seen, now_t_s: f
         update(jobs)
         .where(jobs.c.id == bindparam("b_id"), jobs.c.state == JobState.PENDING.value,
                jobs.c.hold.is_(None))
-        .values(state=JobState.STARTING.value, placement=bindparam("b_placement"),
-                start_t_s=now_t_s, run_t_s=None, reason=bindparam("b_reason"),
-                nominated=False, updated_t_s=now_t_s)
+        .values(**numbered(session, dict(
+            state=JobState.STARTING.value, placement=bindparam("b_placement"),
+            start_t_s=now_t_s, run_t_s=None, reason=bindparam("b_reason"),
+            nominated=False, updated_t_s=now_t_s)))
     )  # fmt: skip
     params = [{"b_id": s.job_id, "b_placement": placements[s.job_id], "b_reason": reasons[s.job_id]}
               for s in wanted]  # fmt: skip
@@ -331,10 +333,10 @@ def _start_all(session: Session, starts: Sequence[Start], seen: Seen, now_t_s: f
 def _reasons(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> dict[str, str]:
     """Changed reasons of pending jobs, one UPDATE per distinct reason (and 5,000 jobs).
 
-    A reason is what the loop says of a row, not a change to the job: it leaves
-    ``updated_t_s`` alone, so the loop's cache of pending jobs (`control.world`) stays valid
-    when a cycle turns ten thousand reasons at once, and any other writer's change still
-    shows. Returns the reasons written, for that cache."""
+    A reason is what the loop says of a row, not a change to the job: it sets ``reason`` alone,
+    which the store does not count as a change (``jobs.change_seq``, migration 0028), so the
+    loop's reader (`control.world`) reads none of these rows again when a cycle turns ten
+    thousand reasons at once. Returns the reasons written, for that reader."""
     stored = seen.reasons.get
     changed: dict[str, list[str]] = {}
     # ten thousand reasons a step and a few changed: filtered in a comprehension, a reason

@@ -287,7 +287,7 @@ class Loop:
             exits += self._sweep(now_t_s, exits, report)
         self._carried = exits  # until the plan is committed: a failed step loses no exit
         # 2-3. Read, plan, write the plan before acting on it.
-        with self.store.session() as session:
+        with self._world.committing(), self.store.session() as session:
             if ready:
                 write_ready(session, ready, now_t_s)
             bounded = self._converting_steps < self.config.converting_steps_max

@@ -1,40 +1,44 @@
 """The store as the lifecycle sees it: rows in, a `sched.lifecycle.StepInput` out.
 
-Converting ten thousand pending rows on every step would starve the API, so pending and live
-jobs are cached by id and ``updated_t_s`` (every write to a job row bumps it) and only new or
-changed rows are read in full. The run-time history (`sched.history`) is read from the store
-once, when the loop starts; after that the loop records each completion it writes, by the
-same rule as the simulator.
+Reading ten thousand pending rows on every step would starve the API, so the reader keeps
+the pending and live job rows it has read, and each step reads only the rows written since
+its last read (``jobs.change_seq``, `control.store.jobchanges`): a few dozen on a busy
+cluster, whatever the queue holds. A row that says the same as the one kept is not converted
+again. The loop's reasons of pending jobs do not count as writes (the store's triggers leave
+``change_seq`` alone for them); the reader takes them from the loop (:meth:`WorldReader.wrote`),
+so a cycle that turns ten thousand reasons costs one UPDATE and no read. The nodes and queues
+are read again only when the store's config number moved (`control.store.sharedreads`). The
+run-time history (`sched.history`) is read from the store once, when the loop starts; after
+that the loop records each completion it writes, by the same rule as the simulator.
 
-A cached row is trusted only if it was written strictly before the step that read it and
-before the step that uses it: every later write, the loop's own included, then carries a
-newer ``updated_t_s``, even on a virtual clock where several steps share one instant. The one
-write that leaves the stamp alone is the loop's own reason of a pending job (`control.apply`),
-which the cache takes from the loop (:meth:`WorldReader.wrote`): a cycle that turns ten
-thousand reasons costs one UPDATE, not a full read of those rows on the next step.
-
-A read may be bounded (``convert_max_rows``): a 10,000-task array that has just landed is then
-converted over several steps, the number left in ``Seen.backlog``; the loop plans only once
-nothing is left (`control.loop`).
+New pending rows are converted at most ``convert_max_rows`` a step: a 10,000-task array that
+has just landed is converted over several steps, the number left in ``Seen.backlog``; the
+loop plans only once nothing is left (`control.loop`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, TypeVarTuple
+from itertools import islice
+from operator import itemgetter
+from typing import Any, TypeVarTuple
 
-from sqlalchemy import ColumnElement, Row, Select, or_, select
+from sqlalchemy import Row, Select, or_, select
 from sqlalchemy.orm import Session
 
 from railyard.control.store.convert import (
     SCHED_COLUMNS,
+    SCHED_NAMES,
     job_of_columns,
     to_node,
     to_queue,
     to_running,
     usage_from_rows,
 )
+from railyard.control.store.jobchanges import change_mark, changed_since
+from railyard.control.store.sharedreads import config_number
 from railyard.control.store.tables import (
     HOLDING_STATES,
     JobRow,
@@ -44,13 +48,20 @@ from railyard.control.store.tables import (
     UsageRow,
     User,
 )
-from railyard.sched import Job, RunningJob, SchedulerConfig
+from railyard.sched import Job, Node, Queue, RunningJob, SchedulerConfig
 from railyard.sched.dependencies import named_ids
 from railyard.sched.history import Predictions, RuntimeHistory
 from railyard.sched.lifecycle import Exit, StepInput, StepPlan, history_run
 
 HISTORY_JOBS = 2000  # completed jobs a starting loop seeds the run-time history with
-FULL_READ_MIN = 1000  # changed rows from which one query reads them all (`_rows`)
+PENDING = JobState.PENDING.value
+WATCHED = (PENDING, *HOLDING_STATES)  # the states a step reads jobs in
+# A row's columns by position: ten times faster than by name (0.05 vs 0.64 us a read of a
+# SQLAlchemy Row), which counts over a new array's ten thousand rows.
+_ID, _USER, _STATE, _REASON, _SUBMIT = (
+    SCHED_NAMES.index(name) for name in ("id", "user_id", "state", "reason", "submit_t_s")
+)
+_submit_order = itemgetter(_SUBMIT, _ID)
 
 
 @dataclass
@@ -61,16 +72,28 @@ class Seen:
     nominated: set[str] = field(default_factory=set)
     running: dict[str, RunningJob] = field(default_factory=dict)
     states: dict[str, str] = field(default_factory=dict)  # started job -> stored state
-    backlog: int = 0  # new pending rows left unread by a bounded read (`WorldReader._pending`)
+    backlog: int = 0  # new pending rows left unconverted by a bounded read
     images: dict[str, str] = field(default_factory=dict)  # pending job -> its container image
 
 
 class WorldReader:
+    _mark: int | None  # read the rows changed from here; None: read them all
+    _rows: dict[str, Any]  # pending job -> its row, in submit order
+    _unsorted: bool  # a row came out of submit order (`_pending_jobs` sorts)
+    _last_key: tuple[float, str]
+    _jobs: dict[str, Job]  # pending job -> its conversion
+    _unconverted: dict[str, None]  # pending rows not converted yet
+    _reasons: dict[str, str]  # pending job -> its stored reason
+    _nominated: set[str]
+    _images: dict[str, str]
+    _live: dict[str, tuple[Any, RunningJob]]  # started job -> (row, run)
+    _live_unsorted: bool
+
     def __init__(self, scheduler: SchedulerConfig) -> None:
         self.scheduler = scheduler
         self._users: dict[int, str] = {}
-        self._pending_cache: dict[str, tuple[float, str, Job]] = {}  # (updated, reason, job)
-        self._live_cache: dict[str, tuple[float, str, RunningJob]] = {}  # (updated, state, run)
+        self._config: tuple[int, list[Node], list[Queue]] | None = None  # (number, nodes, queues)
+        self._clear()
         self._history = RuntimeHistory.of(scheduler)
         self._history_seeded = False
 
@@ -87,12 +110,23 @@ class WorldReader:
         users = {u.id: u.name for u in session.scalars(select(User))}
         if users != self._users:  # a job carries its user's name: convert again
             self._users = users
-            self._pending_cache, self._live_cache = {}, {}
-        nodes = [to_node(r) for r in session.scalars(select(NodeRow).order_by(NodeRow.name))]
-        queues = [to_queue(r) for r in session.scalars(select(QueueRow))]
-        seen = Seen()
-        self._live(session, users, seen, now_t_s)
-        pending = self._pending(session, users, seen, now_t_s, convert_max_rows)
+            self._clear()
+        nodes, queues = self._config_rows(session)
+        mark = change_mark(session)  # before the read: what commits meanwhile is read next time
+        if mark is None or self._mark is None:
+            self._take(_core(session, select(*SCHED_COLUMNS).where(JobRow.state.in_(WATCHED))),
+                       everything=True)  # fmt: skip
+        else:
+            self._take(changed_since(session, self._mark, SCHED_COLUMNS), everything=False)
+        self._mark = mark
+        seen = Seen(backlog=self._convert(convert_max_rows))
+        pending = self._pending_jobs(seen)
+        if self._live_unsorted:  # in submit order too, whatever order they changed in
+            self._live = dict(sorted(self._live.items(), key=lambda kv: _submit_order(kv[1][0])))
+            self._live_unsorted = False
+        for job_id, (row, run) in self._live.items():
+            seen.running[job_id] = run
+            seen.states[job_id] = row[_STATE]
         usage = usage_from_rows(session.scalars(select(UsageRow)))
         wanted = {i for job in pending if job.dependencies for i in named_ids(job)}
         given = StepInput(
@@ -109,73 +143,141 @@ class WorldReader:
         )
         return given, seen
 
+    def _clear(self) -> None:
+        """Keep no job: the next read reads them all."""
+        self._mark = None
+        self._rows = {}
+        self._unsorted = False
+        self._last_key = (float("-inf"), "")
+        self._jobs = {}
+        self._unconverted = {}
+        self._reasons = {}
+        self._nominated = set()
+        self._images = {}
+        self._live = {}
+        self._live_unsorted = False
+
     def wrote(self, reasons: Mapping[str, str]) -> None:
-        """The loop wrote these pending jobs' reasons (and left their stamps alone)."""
-        cache = self._pending_cache
+        """The loop wrote these pending jobs' reasons (and the store counted no change)."""
+        kept = self._reasons
         for job_id, reason in reasons.items():
-            if job_id in cache:
-                updated_t_s, _, job = cache[job_id]
-                cache[job_id] = (updated_t_s, reason, job)
+            if job_id in kept:
+                kept[job_id] = reason
 
-    def _live(self, session: Session, users: dict[int, str], seen: Seen, now_t_s: float) -> None:
-        where = JobRow.state.in_(HOLDING_STATES)
-        keys = _core(session, select(JobRow.id, JobRow.updated_t_s, JobRow.state).where(where))
-        got = _fresh(self._live_cache, keys, now_t_s)
-        for r in _rows(session, [i for i, _, _ in keys if i not in got], len(keys), where):
-            if r.state in HOLDING_STATES:  # else it ended between the two reads
-                got[r.id] = (r.updated_t_s, r.state, to_running(r, users.get(r.user_id, "?")))
-        self._live_cache = _cacheable(got, now_t_s)
-        for job_id, _, _ in keys:
-            if job_id in got:
-                _, state, run = got[job_id]
-                seen.running[job_id] = run
-                seen.states[job_id] = state
+    @contextmanager
+    def committing(self) -> Iterator[None]:
+        """Around a step's transaction: if it fails, read everything next time. The read saw
+        the step's own writes, which the rollback took back without a new change number (and
+        on SQLite gave the numbers it took to the next writer, the config number's too)."""
+        try:
+            yield
+        except BaseException:
+            self._mark, self._config = None, None
+            raise
 
-    def _pending(
-        self,
-        session: Session,
-        users: dict[int, str],
-        seen: Seen,
-        now_t_s: float,
-        convert_max_rows: int | None,
-    ) -> list[Job]:
-        """The pending jobs, in submit order. New or changed rows are converted, at most
-        ``convert_max_rows`` of those that can be kept for later steps; the rest are counted
-        in ``seen.backlog`` and left for the next read (the loop makes no plan until it has seen
-        every pending job, see `control.loop`)."""
-        where = JobRow.state == JobState.PENDING.value
-        keys = _core(
-            session,
-            select(JobRow.id, JobRow.updated_t_s, JobRow.reason)
-            .where(where)
-            .order_by(JobRow.submit_t_s, JobRow.id),
-        )
-        # One pass per step over ten thousand keys costs milliseconds each: the loops below
-        # are comprehensions over lists aligned with `keys` (a third of the per-row loop).
-        get = self._pending_cache.get
-        entries: list[tuple[float, str, Job] | None] = [
-            e if (e := get(i)) is not None and e[0] == t and e[1] == w and t < now_t_s else None
-            for i, t, w in keys
-        ]
-        missing = [(k[0], k[1]) for k, e in zip(keys, entries, strict=True) if e is None]
-        if convert_max_rows is not None and len(missing) > convert_max_rows:
-            missing, seen.backlog = _budget(missing, now_t_s, convert_max_rows)
-        if missing:
-            got: dict[str, tuple[float, str, Job]] = {}
-            for r in _rows(session, [i for i, _ in missing], len(keys), where):
-                if r.state == JobState.PENDING.value:  # else it left between the two reads
-                    got[r.id] = (
-                        r.updated_t_s,
-                        r.reason,
-                        job_of_columns(r, users.get(r.user_id, "?")),
-                    )
-            entries = [e or got.get(k[0]) for k, e in zip(keys, entries, strict=True)]
-        kept = [e for e in entries if e is not None]
-        self._pending_cache = {e[2].id: e for e in kept if e[0] < now_t_s}
-        seen.reasons = {e[2].id: e[1] for e in kept}
-        out = [e[2] for e in kept]
-        seen.nominated = {job.id for job in out if job.nominated}
-        seen.images = {job.id: job.image for job in out if job.image is not None}
+    def _config_rows(self, session: Session) -> tuple[list[Node], list[Queue]]:
+        """The nodes and queues, read again only when the config number moved."""
+        number = config_number(session)  # before the read, as the change mark
+        if number is not None and self._config is not None and self._config[0] == number:
+            return self._config[1], self._config[2]
+        nodes = [to_node(r) for r in session.scalars(select(NodeRow).order_by(NodeRow.name))]
+        queues = [to_queue(r) for r in session.scalars(select(QueueRow))]
+        self._config = None if number is None else (number, nodes, queues)
+        return nodes, queues
+
+    def _take(self, rows: Sequence[Any], *, everything: bool) -> None:
+        """Keep what these rows say; with ``everything``, rows not among them have left."""
+        if everything:
+            present = {r[_ID] for r in rows}
+            for job_id in [i for i in self._rows if i not in present]:
+                self._drop_pending(job_id)
+            for job_id in [i for i in self._live if i not in present]:
+                del self._live[job_id]
+        known = self._rows
+        new: list[Any] = []
+        other: list[Any] = []
+        for row in rows:  # a new array's ten thousand rows are taken in bulk (`_add`)
+            (new if row[_STATE] == PENDING and row[_ID] not in known else other).append(row)
+        if new:
+            self._add(new)
+        for row in other:  # after a cancel of an array, ten thousand that left
+            state, job_id = row[_STATE], row[_ID]
+            if state == PENDING:
+                self._put_pending(row)
+            elif state in HOLDING_STATES:
+                self._drop_pending(job_id)
+                kept = self._live.get(job_id)
+                self._live_unsorted |= kept is None
+                if kept is None or kept[0] != row:
+                    self._live[job_id] = (row, to_running(row, self._users.get(row[_USER], "?")))
+            else:
+                self._drop_pending(job_id)
+                self._live.pop(job_id, None)
+
+    def _add(self, new: list[Any]) -> None:
+        """Pending rows not kept yet, to convert."""
+        new.sort(key=_submit_order)
+        ids = [row[_ID] for row in new]
+        for job_id in self._live.keys() & ids:  # requeued
+            del self._live[job_id]
+        first, last = _submit_order(new[0]), _submit_order(new[-1])
+        self._unsorted |= first < self._last_key
+        self._last_key = max(self._last_key, last)
+        self._rows.update(zip(ids, new, strict=True))
+        self._reasons.update(zip(ids, [row[_REASON] for row in new], strict=True))
+        self._unconverted.update(dict.fromkeys(ids))
+
+    def _put_pending(self, row: Any) -> None:
+        """A pending row read again: converted again only if it says something new."""
+        job_id = row[_ID]
+        self._reasons[job_id] = row[_REASON]
+        kept = self._rows[job_id]
+        self._rows[job_id] = row
+        if _same_job(kept, row):
+            return
+        self._unsorted |= kept[_SUBMIT] != row[_SUBMIT]
+        self._forget_job(job_id)
+        self._unconverted[job_id] = None
+
+    def _drop_pending(self, job_id: str) -> None:
+        if self._rows.pop(job_id, None) is not None:
+            self._reasons.pop(job_id, None)
+            self._unconverted.pop(job_id, None)
+            self._forget_job(job_id)
+
+    def _forget_job(self, job_id: str) -> None:
+        if self._jobs.pop(job_id, None) is not None:
+            self._nominated.discard(job_id)
+            self._images.pop(job_id, None)
+
+    def _convert(self, limit: int | None) -> int:
+        """Convert new pending rows, the first ``limit`` of them if bounded; the number left."""
+        todo = list(islice(self._unconverted, limit))  # as they came: new ones by submit order
+        for job_id in todo:
+            row = self._rows[job_id]
+            job = job_of_columns(row, self._users.get(row[_USER], "?"))
+            self._jobs[job_id] = job
+            if job.nominated:
+                self._nominated.add(job_id)
+            if job.image is not None:
+                self._images[job_id] = job.image
+            del self._unconverted[job_id]
+        return len(self._unconverted)
+
+    def _pending_jobs(self, seen: Seen) -> list[Job]:
+        """The converted pending jobs, in submit order, and what the writer needs of them."""
+        if self._unsorted:
+            self._rows = dict(sorted(self._rows.items(), key=lambda kv: _submit_order(kv[1])))
+            self._unsorted = False
+            self._last_key = _submit_order(next(reversed(self._rows.values())))
+        jobs = self._jobs
+        if self._unconverted:
+            out = [j for i in self._rows if (j := jobs.get(i)) is not None]
+        else:
+            out = list(map(jobs.__getitem__, self._rows))
+        seen.reasons = dict(self._reasons)
+        seen.nominated = set(self._nominated)
+        seen.images = dict(self._images)
         return out
 
     def settled(self, plan: StepPlan, seen: Seen, finished: Sequence[str], now_t_s: float) -> None:
@@ -203,60 +305,17 @@ class WorldReader:
 
 
 _Ts = TypeVarTuple("_Ts")
-_Entry = TypeVar("_Entry", bound=tuple[float, str, object])
 
 
-def _fresh(
-    cache: dict[str, _Entry], keys: Sequence[Row[str, float, str]], now_t_s: float
-) -> dict[str, _Entry]:
-    """The cached rows that still stand: same stamp and same state or reason (a writer that
-    changes either without the stamp is seen too), written before this step's instant."""
-    out = {}
-    for job_id, updated_t_s, word in keys:
-        entry = cache.get(job_id)
-        if entry is not None and entry[:2] == (updated_t_s, word) and updated_t_s < now_t_s:
-            out[job_id] = entry
-    return out
-
-
-def _cacheable(got: dict[str, _Entry], now_t_s: float) -> dict[str, _Entry]:
-    """What may be kept for later steps: rows written before this step's instant (a later
-    write at this same instant, on a virtual clock, would carry the same stamp)."""
-    return {i: e for i, e in got.items() if e[0] < now_t_s}
+def _same_job(kept: Any, row: Any) -> bool:
+    """Two reads of one pending row say the same of the job (the reason is the loop's)."""
+    return bool(kept[:_REASON] == row[:_REASON] and kept[_REASON + 1 :] == row[_REASON + 1 :])
 
 
 def _core(session: Session, stmt: Select[*_Ts]) -> Sequence[Row[*_Ts]]:
     """``stmt``'s rows through the session's connection, without the ORM's result layer
     (a third of the time of reading ten thousand rows; cProfile)."""
     return session.connection().execute(stmt).all()
-
-
-def _budget(
-    missing: list[tuple[str, float]], now_t_s: float, limit: int
-) -> tuple[list[tuple[str, float]], int]:
-    """Which of the missing rows to convert now, and how many are left: every row stamped at
-    or after the step's instant (it is read every step anyway, so leaving it would never end a
-    backlog), and the first ``limit`` others, in submit order."""
-    older = [m for m in missing if m[1] < now_t_s]
-    return [m for m in missing if m[1] >= now_t_s] + older[:limit], max(0, len(older) - limit)
-
-
-def _rows(
-    session: Session, ids: list[str], total: int, where: ColumnElement[bool]
-) -> Iterator[Any]:
-    """The scheduler's columns of these jobs (a row stamped at or after the step's instant is
-    read every time, see the module docstring): 500 ids a query, or, when they are most of
-    the ``total`` rows that match ``where`` (a new 10,000-task array), every matching row in
-    one query, which costs less than binding ten thousand ids."""
-    if len(ids) > FULL_READ_MIN and 2 * len(ids) > total:
-        wanted = set(ids)
-        rows = _core(session, select(*SCHED_COLUMNS).where(where))
-        yield from (r for r in rows if r.id in wanted)
-        return
-    for chunk in range(0, len(ids), 500):
-        yield from _core(
-            session, select(*SCHED_COLUMNS).where(JobRow.id.in_(ids[chunk : chunk + 500]))
-        )
 
 
 def job_states(session: Session, ids: set[str]) -> dict[str, str]:

@@ -36,7 +36,7 @@ class SharedReads:
     def attach(self, session: Session) -> None:
         """Let ``session``'s transaction use (and add to) the kept reads, if the config number
         it reads now is the one they were made under; else start them afresh."""
-        epoch = session.connection().exec_driver_sql(_EPOCH_SQL).scalar()
+        epoch = config_number(session)
         if epoch is None:
             return
         with self._lock:
@@ -44,6 +44,12 @@ class SharedReads:
                 self._epoch, self._kept = int(epoch), {}
             kept = self._kept  # this transaction's: a newer number starts another dict
         session.info[SHARED] = (session.get_transaction(), kept)
+
+
+def config_number(session: Session) -> int | None:
+    """The store's config number now; None if it keeps none (counters emptied by hand)."""
+    value = session.connection().exec_driver_sql(_EPOCH_SQL).scalar()
+    return None if value is None else int(value)
 
 
 def shared_of(session: Session) -> dict[str, Any] | None:

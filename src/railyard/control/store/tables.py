@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Float,
     ForeignKey,
@@ -270,6 +271,9 @@ class JobRow(Base):
     attained_gpu_s: Mapped[float] = mapped_column(Float, default=0.0)
     nominated: Mapped[bool] = mapped_column(Boolean, default=False)
     updated_t_s: Mapped[float] = mapped_column(Float)
+    # set by the store's triggers on every write but the loop's reasons, in commit order
+    # (migration 0028): the loop reads the rows changed since its last step (`store.jobchanges`)
+    change_seq: Mapped[int] = mapped_column(BigInteger, index=True, default=0, server_default="0")
 
 
 class NodeRow(Base):

@@ -27,6 +27,7 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
+from railyard.control.store.jobchanges import numbered
 from railyard.control.store.tables import JobRow, JobState
 
 CHUNK = 500  # ids per statement: well under SQLite's and PostgreSQL's parameter limits
@@ -108,7 +109,7 @@ def transition_where(
     stmt = (
         update(JobRow)
         .where(*where, JobRow.state.in_([s.value for s in expected]))
-        .values(**values)
+        .values(**numbered(session, values))
         .returning(JobRow.id)
         .execution_options(synchronize_session=False)
     )
