@@ -269,7 +269,8 @@ class WorldReader:
         if self._unsorted:
             self._rows = dict(sorted(self._rows.items(), key=lambda kv: _submit_order(kv[1])))
             self._unsorted = False
-            self._last_key = _submit_order(next(reversed(self._rows.values())))
+            last = next(reversed(self._rows.values()), None)
+            self._last_key = _submit_order(last) if last is not None else (float("-inf"), "")
         jobs = self._jobs
         if self._unconverted:
             out = [j for i in self._rows if (j := jobs.get(i)) is not None]

@@ -16,7 +16,10 @@ So a reader takes :func:`change_mark` *before* it reads, and reads next time the
 ``change_seq`` is at least that mark (:func:`changed_since`): nothing written since its
 first read is missed, whatever commits in between and in whatever order. Some rows are read
 twice (on PostgreSQL, those of transactions still running at the mark); a reader compares
-them. Job rows are never deleted, so "changed" covers everything a reader must learn.
+them. A transaction left open on the PostgreSQL server, in any of its databases, holds every
+mark back: each read then returns every row changed since it began (still correct; the
+server's ``idle_in_transaction_session_timeout`` bounds it). Job rows are never deleted, so
+"changed" covers everything a reader must learn.
 
 A read is good only if the reader's own transaction commits: it saw that transaction's
 writes, and a rollback takes them back without a new number (on SQLite it also gives the
