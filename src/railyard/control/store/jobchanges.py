@@ -2,8 +2,8 @@
 
 The store sets ``change_seq`` on every insert and every update of a job row (triggers,
 migration 0028; a bulk statement may number its rows itself, :func:`numbered`), except an
-update of ``reason`` alone: that is what the scheduler loop says
-of a pending row each step, not a change to the job. The number grows as writes commit:
+update of ``reason`` alone: that is what the scheduler loop says of a pending row each step,
+not a change to the job. The number grows as writes commit:
 
 - On SQLite one writer runs at a time, and the number is ``counters['job_changes']``,
   bumped by each row it stamps, in the writer's transaction. A reader that sees the counter
@@ -37,7 +37,7 @@ from sqlalchemy.orm import Session
 from railyard.control.store.tables import Counter, JobRow
 
 COUNTER = "job_changes"  # SQLite's counter row (migration 0028)
-_SQLITE_MARK = "SELECT value FROM counters WHERE name = 'job_changes'"
+_SQLITE_MARK = f"SELECT value FROM counters WHERE name = '{COUNTER}'"
 _POSTGRESQL_MARK = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 
 
