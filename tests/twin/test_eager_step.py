@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -18,7 +19,7 @@ from railyard.twin.layer import (
 )
 from railyard.twin.memory import layer_activation_bytes
 from railyard.twin.models import LlmArch, Parallelism
-from railyard.twin.train import OVERLAP_COMPUTE_SLOWDOWN, _overlapped, estimate_step
+from railyard.twin.train import OVERLAP_COMPUTE_SLOWDOWN, _overlapped, dp_buckets, estimate_step
 
 H100 = GPUS["H100-SXM-80GB"]
 GPT_350M = LlmArch("gpt-350m", 24, 1024, 16, seq_len=2048, vocab=50304, dropout=False)
@@ -103,6 +104,31 @@ def test_overlapped_communication_costs_a_share_of_what_it_hides() -> None:
     assert _overlapped(1.0, 4.0) == pytest.approx(OVERLAP_COMPUTE_SLOWDOWN)
     assert _overlapped(4.0, 1.0) == pytest.approx(3.0 + OVERLAP_COMPUTE_SLOWDOWN)
     assert _overlapped(1.0, 0.0) == pytest.approx(1.0)
+
+
+def test_communication_cut_into_dependent_parts_leaves_the_last_part_exposed() -> None:
+    """Four buckets of 0.25 s behind 4 s of backward: each goes once its quarter of the
+    backward is done, so the last (0.25 s) is exposed however long the compute. Behind 1 s of
+    compute, 4 s of traffic: the first bucket is ready at 0.25 s and the link is busy from
+    then on, so 4 - 0.75 = 3.25 s show."""
+    slow = OVERLAP_COMPUTE_SLOWDOWN
+    assert _overlapped(1.0, 4.0, pieces=4) == pytest.approx(0.25 + slow * 0.75)
+    assert _overlapped(4.0, 1.0, pieces=4) == pytest.approx(3.25 + slow * 0.75)
+    assert _overlapped(1.0, 4.0, pieces=1) == pytest.approx(1.0)  # one part waits for it all
+    for pieces in (2, 8, 64):  # more parts hide more, never more than independent traffic
+        assert (
+            _overlapped(1.0, 4.0)
+            < _overlapped(1.0, 4.0, pieces)
+            < _overlapped(1.0, 4.0, pieces / 2)
+        )
+
+
+def test_gradient_buckets_follow_megatron_core_and_torch_ddp() -> None:
+    # Megatron-Core: max(40M, 1M x DP) parameters a bucket; torch DDP: 25 MB of fp32 grads
+    assert dp_buckets(400e6, 8, "megatron-te") == 10
+    assert dp_buckets(400e6, 128, "megatron-te") == 4  # 128M parameters a bucket
+    assert dp_buckets(1e6, 8, "megatron") == 1
+    assert dp_buckets(400e6, 8, "eager") == math.ceil(400e6 * 4 / (25 * 2**20))
 
 
 def test_the_optimizer_switch_reaches_the_step() -> None:

@@ -13,7 +13,7 @@ import pytest
 from railyard.blueprint.catalog import GPUS
 from railyard.twin.models import PRESETS, Parallelism
 from railyard.twin.search import best_parallelism
-from railyard.twin.train import estimate_step, pipeline_bubble
+from railyard.twin.train import OVERLAP_COMPUTE_SLOWDOWN, estimate_step, pipeline_bubble
 from railyard.twin.validate_train import validate_training
 
 A100 = GPUS["A100-SXM-80GB"]
@@ -159,6 +159,21 @@ def test_overlap_hides_data_parallel_traffic() -> None:
         arch, dataclasses.replace(par, overlap_dp_comm=True), A100, 8, FakeComm()
     )
     assert hidden.dp_comm_s < exposed.dp_comm_s
+
+
+def test_overlapped_tensor_parallel_traffic_shows_one_chunk_per_gemm_at_least() -> None:
+    """TP comm overlap splits each GEMM into one chunk per TP rank: the chunk that waits on
+    the last compute (or the first data) shows, so overlap never takes the traffic to 0."""
+    arch = PRESETS["llama3-70b"]
+    par = Parallelism(tp=8, pp=1, dp=1, micro_batch=1, global_batch=1, sequence_parallel=True,
+                      recompute="none", overlap_tp_comm=False)  # fmt: skip
+    comm = FakeComm()
+    exposed = estimate_step(arch, par, H100, 8, comm)
+    hidden = estimate_step(arch, dataclasses.replace(par, overlap_tp_comm=True), H100, 8, comm)
+    assert hidden.tp_comm_s < exposed.tp_comm_s
+    # one chunk in eight shows; the other seven slow the GEMMs they hide under
+    shown = 1 / 8 + OVERLAP_COMPUTE_SLOWDOWN * 7 / 8
+    assert hidden.tp_comm_s >= 0.99 * shown * exposed.tp_comm_s
 
 
 def test_invalid_split_is_rejected() -> None:

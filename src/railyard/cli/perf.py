@@ -349,8 +349,10 @@ def _step_dict(est: StepEstimate, tokens: float | None, gpu_name: str) -> dict[s
     if band is not None:
         low, high = band.time_range(est.step_time_s)
         data["error_band"] = {
-            "kind": band.kind, "rows": band.rows, "low": band.low, "high": band.high,
-            "median": band.median, "step_time_s_range": [low, high], "text": band.describe(),
+            "kind": band.kind, "rows": band.rows, "sources": band.sources, "low": band.low,
+            "high": band.high, "median": band.median, "coverage": band.coverage,
+            "interval": list(band.interval), "calibrated": band.half_width is not None,
+            "step_time_s_range": [low, high], "text": band.describe(),
         }  # fmt: skip
     if tokens:
         data["time_to_train_days"] = est.time_to_train_s(tokens) / 86400
@@ -372,7 +374,8 @@ def _print_train(
     step = f"{est.step_time_s:.4g} s"
     if band:
         lo, hi = band["step_time_s_range"]
-        step += f"  (published runs of this kind: {lo:.4g}-{hi:.4g} s; {band['text']})"
+        what = f"{band['coverage']:.0%} interval" if band["calibrated"] else "range seen"
+        step += f"  ({what}: {lo:.4g}-{hi:.4g} s; {band['text']})"
     rows = [
         ("split", f"TP{par.tp} PP{par.pp} DP{par.dp} CP{par.cp} EP{par.ep} mbs "
                   f"{par.micro_batch} gbs {par.global_batch}, {par.micro_batches} micro-batches"),

@@ -3,9 +3,16 @@ figures, so every prediction can be printed with the model's known error beside 
 
 The bands are computed from the shipped reference table and stored in
 ``data/error_bands.json`` (``railyard perf validate --write-bands`` rewrites it; a test checks
-that it matches the table). A band is the range, median and count of the relative errors
-``(predicted - published) / published`` of one kind: training throughput per GPU model,
-collective bus bandwidth on one node or across nodes, memory, kernels.
+that it matches the table). Errors are ``(predicted - published) / published``, grouped by kind:
+training throughput per GPU model, collective bus bandwidth on one node or across nodes,
+memory, kernels.
+
+A band is a calibrated interval with a stated coverage (80%): the median error plus or minus
+the conformal width of railyard.twin.sources, where each source is scored against a median
+made without it. It says where a new source's figure should fall, which the range of errors
+seen does not: held out, a min-max band covered only half of a new source's multi-node
+collectives. A kind whose rows come from too few sources for that coverage shows the range
+seen, and says so.
 """
 
 from __future__ import annotations
@@ -17,36 +24,54 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 
+from railyard.twin.sources import calibrated_half_width, source_key
 from railyard.twin.validate_train import ValidationResult
 
 BANDS_FILE = "error_bands.json"
+SHIPPED_COVERAGE = 0.8
+# Fewer sources than this make no interval: with two, each is scored against the other alone,
+# and the "80%" would rest on one comparison each way.
+MIN_SOURCES = 3
 
 
 @dataclass(frozen=True, slots=True)
 class Band:
-    """Relative errors of one kind of prediction against published figures."""
+    """Relative errors of one kind of prediction against published figures, and the interval
+    a new figure of that kind should fall in (`half_width` None: too few sources for one)."""
 
     kind: str
     rows: int
     low: float
     high: float
     median: float
+    sources: int = 0
+    coverage: float = SHIPPED_COVERAGE
+    half_width: float | None = None
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """The calibrated interval, or the range seen when there is none."""
+        if self.half_width is None:
+            return self.low, self.high
+        return self.median - self.half_width, self.median + self.half_width
 
     def describe(self, quantity: str = "throughput") -> str:
-        """e.g. ``perf validate: training on H100 +8% to +31% (median +18%, 17 rows)``."""
-        return (
-            f"perf validate: {self.kind} {quantity} {self.low:+.0%} to {self.high:+.0%} of "
-            f"published (median {self.median:+.0%}, {self.rows} rows)"
-        )
+        """e.g. ``perf validate: training on H100 throughput +0% to +31% of published (80%
+        interval from 4 sources; seen -18% to +31%, median +15%, 17 rows)``."""
+        lo, hi = self.interval
+        where = f"perf validate: {self.kind} {quantity} {lo:+.0%} to {hi:+.0%} of published"
+        seen = f"median {self.median:+.0%}, {self.rows} rows"
+        if self.half_width is None:
+            return (f"{where} (the range seen, {seen}, from {self.sources} source(s): too few "
+                    f"for a {self.coverage:.0%} interval)")  # fmt: skip
+        return (f"{where} ({self.coverage:.0%} interval from {self.sources} sources; seen "
+                f"{self.low:+.0%} to {self.high:+.0%}, {seen})")  # fmt: skip
 
     def time_range(self, predicted_s: float) -> tuple[float, float]:
         """The step time the published runs imply: a throughput over-predicted by e means a
         time under-predicted by 1/(1+e)."""
-        return predicted_s * (1 + self.low), predicted_s * (1 + self.high)
-
-
-def _band(kind: str, errors: Sequence[float]) -> Band:
-    return Band(kind, len(errors), min(errors), max(errors), statistics.median(errors))
+        lo, hi = self.interval
+        return predicted_s * (1 + lo), predicted_s * (1 + hi)
 
 
 def band_keys(check: ValidationResult, row: Mapping[str, str]) -> list[str]:
@@ -63,16 +88,36 @@ def band_keys(check: ValidationResult, row: Mapping[str, str]) -> list[str]:
     return keys
 
 
-def compute_bands(
+def errors_by_source(
     checks: Sequence[ValidationResult], rows: Sequence[Mapping[str, str]]
+) -> dict[str, dict[str, list[float]]]:
+    """Band key -> source -> the relative errors of that source's figures."""
+    by_id = {r["id"]: r for r in rows}
+    groups: dict[str, dict[str, list[float]]] = {}
+    for c in checks:
+        row = by_id.get(c.row_id.split(".")[0], {})
+        source = source_key(row, by_id)
+        for key in band_keys(c, row):
+            groups.setdefault(key, {}).setdefault(source, []).append(c.error)
+    return groups
+
+
+def compute_bands(
+    checks: Sequence[ValidationResult],
+    rows: Sequence[Mapping[str, str]],
+    coverage: float = SHIPPED_COVERAGE,
 ) -> dict[str, Band]:
     """Bands by kind from validation results and the table they came from."""
-    by_id = {r["id"]: r for r in rows}
-    groups: dict[str, list[float]] = {}
-    for c in checks:
-        for key in band_keys(c, by_id.get(c.row_id.split(".")[0], {})):
-            groups.setdefault(key, []).append(c.error)
-    return {k: _band(k, v) for k, v in sorted(groups.items())}
+    bands = {}
+    for key, by_source in sorted(errors_by_source(checks, rows).items()):
+        errors = [e for es in by_source.values() for e in es]
+        enough = len(by_source) >= MIN_SOURCES
+        bands[key] = Band(
+            key, len(errors), min(errors), max(errors), statistics.median(errors),
+            len(by_source), coverage,
+            calibrated_half_width(by_source, coverage) if enough else None,
+        )  # fmt: skip
+    return bands
 
 
 def write_bands(bands: Mapping[str, Band], path: str | Path) -> None:
@@ -97,4 +142,14 @@ def band_for(kind: str, gpu: str | None = None) -> Band | None:
     return bands.get(kind)
 
 
-__all__ = ["Band", "band_for", "band_keys", "compute_bands", "shipped_bands", "write_bands"]
+__all__ = [
+    "MIN_SOURCES",
+    "SHIPPED_COVERAGE",
+    "Band",
+    "band_for",
+    "band_keys",
+    "compute_bands",
+    "errors_by_source",
+    "shipped_bands",
+    "write_bands",
+]

@@ -5,50 +5,27 @@ question is whether a band made without a source's rows covers that source's err
 (`bands.band_keys`), each source's rows are judged by bands built from the
 other sources' rows only:
 
-- the shipped kind of band, the range (min to max) of the others' errors;
+- the range (min to max) of the others' errors, the band railyard shipped before;
 - a calibrated interval for a stated coverage (80% by default), split-conformal style: the
   others' median error plus or minus the k-th smallest of their own leave-one-source-out
   distances to their medians, k = ceil(coverage x (n + 1)) (Vovk, Gammerman and Shafer,
   "Algorithmic Learning in a Random World", 2005; Lei et al., "Distribution-Free Predictive
   Inference for Regression", JASA 2018, for the split form). With too few others it has no
-  band and judges nothing.
+  band and judges nothing. This is the band `perf train` ships (railyard.twin.bands), so
+  its column says whether the printed band keeps its stated coverage.
 
-A source is a publication or a repository: rows citing the same paper (by first author and
-year, or arXiv id), the same GitHub repository or the same seed article are one source, and
-"same as c01" is c01's source.
+Sources are grouped by railyard.twin.sources.
 """
 
 from __future__ import annotations
 
-import math
-import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from railyard.twin.bands import band_keys
+from railyard.twin.bands import errors_by_source
+from railyard.twin.sources import calibrated_half_width, source_key
 from railyard.twin.validate_train import ValidationResult
-
-_ARXIV = re.compile(r"arXiv[: ]*(\d{4}\.\d{4,5})")
-_AUTHOR = re.compile(r"([A-Z][A-Za-z-]+) et al\.?,? (\d{4})")
-_REPO = re.compile(r"github\.com/([\w.-]+/[\w.-]+)")
-_SEED = re.compile(r"seed (\d{3})")
-_SAME = re.compile(r"^same as (\w+)")
-_KEYS = ((_AUTHOR, "{0} {1}"), (_ARXIV, "arXiv {0}"), (_REPO, "{0}"), (_SEED, "seed {0}"))
-
-
-def source_key(row: Mapping[str, str], by_id: Mapping[str, Mapping[str, str]]) -> str:
-    """The publication or repository a row's figure comes from."""
-    text = row.get("source", "").strip()
-    seen = {row.get("id", "")}
-    while (same := _SAME.match(text)) and same.group(1) in by_id and same.group(1) not in seen:
-        seen.add(same.group(1))
-        text = by_id[same.group(1)].get("source", "").strip()
-    for pattern, label in _KEYS:
-        found = pattern.search(text)
-        if found:
-            return label.format(*found.groups())
-    return text or row.get("id", "?")
 
 
 @dataclass(frozen=True)
@@ -75,32 +52,11 @@ class HeldOut:
         return self.calibrated_covered / self.judged if self.judged else None
 
 
-def calibrated_half_width(by_source: Mapping[str, list[float]], coverage: float) -> float | None:
-    """The conformal half-width around the median: each source's errors scored against the
-    median of the others', the k-th smallest score (None: too few scores for `coverage`)."""
-    scores = []
-    for source, errors in by_source.items():
-        others = [e for s, es in by_source.items() if s != source for e in es]
-        if others:
-            center = statistics.median(others)
-            scores += [abs(e - center) for e in errors]
-    k = math.ceil(coverage * (len(scores) + 1))
-    if not scores or k > len(scores):
-        return None
-    return sorted(scores)[k - 1]
-
-
 def held_out(
     checks: Sequence[ValidationResult], rows: Sequence[Mapping[str, str]], coverage: float = 0.8
 ) -> list[HeldOut]:
     """Per kind, leave-one-source-out: each source judged by bands from the others."""
-    by_id = {r["id"]: r for r in rows}
-    groups: dict[str, dict[str, list[float]]] = {}
-    for c in checks:
-        row = by_id.get(c.row_id.split(".")[0], {})
-        source = source_key(row, by_id)
-        for kind in band_keys(c, row):
-            groups.setdefault(kind, {}).setdefault(source, []).append(c.error)
+    groups = errors_by_source(checks, rows)
     out = []
     for kind, by_source in sorted(groups.items()):
         errors = [e for es in by_source.values() for e in es]

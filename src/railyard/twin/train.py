@@ -47,11 +47,47 @@ PARAM_GATHER_BYTES = 2.0
 OVERLAP_COMPUTE_SLOWDOWN = 0.189
 
 
-def _overlapped(comm_s: float, compute_s: float) -> float:
-    """Exposed seconds of ``comm_s`` run beside ``compute_s``: what does not fit under it,
-    plus the slowdown the hidden part causes (OVERLAP_COMPUTE_SLOWDOWN)."""
-    hidden = min(comm_s, max(0.0, compute_s))
-    return comm_s - hidden + OVERLAP_COMPUTE_SLOWDOWN * hidden
+# Gradients are reduced in buckets as backward produces them: Megatron-Core's default bucket is
+# max(40,000,000, 1,000,000 x DP size) parameters (megatron/core/distributed/
+# distributed_data_parallel_config.py, bucket_size), torch DDP's 25 MB (bucket_cap_mb, PyTorch
+# DistributedDataParallel docs). The parameter all-gather of a sharded optimizer uses the same
+# buckets, first bucket first.
+MCORE_BUCKET_PARAMS = 40_000_000
+MCORE_BUCKET_PARAMS_PER_DP_RANK = 1_000_000
+TORCH_DDP_BUCKET_BYTES = 25 * 2**20
+
+
+def _overlapped(
+    comm_s: float, compute_s: float, pieces: float | None = None, idle_s: float = 0.0
+) -> float:
+    """Exposed seconds of ``comm_s`` run beside ``compute_s`` (and ``idle_s`` of waiting).
+
+    ``pieces`` is how many parts the communication is cut into when each part waits for the
+    compute that produces it (gradient buckets, tensor-parallel GEMM chunks): a part goes out
+    only once its share of the compute is done, so the last part is always exposed and the
+    rest hide behind the compute still to come. None: the communication is independent of the
+    compute beside it (another micro-batch's) and may hide entirely. The part hidden under
+    compute still slows that compute (OVERLAP_COMPUTE_SLOWDOWN); a part hidden in a pipeline
+    bubble's idle time slows nothing."""
+    window = max(0.0, compute_s) + max(0.0, idle_s)
+    if pieces is None:
+        exposed = max(0.0, comm_s - window)
+    else:
+        # part i (1..n) is ready at i x window/n; the link sends parts in order, so the last
+        # ends at max over i of (i x window/n + (n - i + 1) x comm/n)
+        n = max(1.0, pieces)
+        exposed = max(comm_s / n, comm_s - window * (1.0 - 1.0 / n))
+    under_compute = max(0.0, compute_s) / window if window > 0 else 0.0
+    return exposed + OVERLAP_COMPUTE_SLOWDOWN * (comm_s - exposed) * under_compute
+
+
+def dp_buckets(params: float, dp_ranks: int, implementation: str) -> int:
+    """Gradient buckets of one rank's ``params`` (MCORE_BUCKET_PARAMS, TORCH_DDP_BUCKET_BYTES)."""
+    if implementation == "eager":
+        per_bucket = TORCH_DDP_BUCKET_BYTES / GRAD_REDUCE_BYTES
+    else:
+        per_bucket = max(MCORE_BUCKET_PARAMS, MCORE_BUCKET_PARAMS_PER_DP_RANK * dp_ranks)
+    return max(1, math.ceil(params / per_bucket))
 
 
 class CommModel(Protocol):
@@ -315,8 +351,8 @@ def estimate_step(
             passes.append((2.0, layer.fwd_gemm_s))
         for count, gemm_s in passes:
             exposed = count * one
-            if par.overlap_tp_comm:
-                exposed = _overlapped(exposed, gemm_s)
+            if par.overlap_tp_comm:  # split into one GEMM chunk per TP rank
+                exposed = _overlapped(exposed, gemm_s, pieces=t)
             per_layer_comm += exposed
     # context parallelism: K and V gathered forward, their grads reduce-scattered backward,
     # hidden under attention when it is longer (ring attention)
@@ -386,11 +422,19 @@ def estimate_step(
                 2.0 * m * comm.time_s("all_gather", params * PARAM_GATHER_BYTES, dp_nodes, dp_gpn)
             )
         if par.overlap_dp_comm:
+            # a bucket goes out when its gradients are done: under the last micro-batch's
+            # backward, and in a pipeline also in the cool-down's idle time, which Megatron-Core
+            # uses by reducing each model chunk after its last backward; the gather runs in the
+            # next step's forward and warm-up idle time alike
             n_layers = stage_layers[heaviest]
-            last_bwd = n_layers * (layer.bwd.gpu_s + layer.recompute.gpu_s)
-            first_fwd = n_layers * layer.fwd.gpu_s
-            reduce_s = _overlapped(reduce_s, last_bwd)
-            gather_s = _overlapped(gather_s, first_fwd * (m if par.zero_stage >= 3 else 1))
+            fwd_s, bwd_s = layer.fwd.gpu_s, layer.bwd.gpu_s + layer.recompute.gpu_s
+            cool_s = bubble_s * bwd_s / (fwd_s + bwd_s)
+            buckets = dp_buckets(params, ranks, impl.name)
+            reduce_s = _overlapped(reduce_s, n_layers * bwd_s, buckets, idle_s=cool_s)
+            gather_s = _overlapped(
+                gather_s, n_layers * fwd_s * (m if par.zero_stage >= 3 else 1), buckets,
+                idle_s=bubble_s - cool_s,
+            )  # fmt: skip
         dp_exposed += reduce_s + gather_s
 
     # 5. optimizer on this rank's shard, gradient buffer zeroed once per step
