@@ -18,13 +18,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from railyard.exec.protocol import ExecutorError
-
 LOGIN_DEFS = Path("/etc/login.defs")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 DEFAULT_ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 JOB_UMASK = 0o022  # slurmstepd's default when the submitter's umask is unknown
 _LOGIN_PATH_RE = re.compile(r"^\s*(ENV_PATH|ENV_SUPATH)\s+(?:PATH=)?(\S+)", re.MULTILINE)
+
+
+def _refused(message: str) -> Exception:
+    """An ExecutorError, imported only when one is raised: every rank's wrapper reads its
+    account through this module, and the executor protocol would add to each start-up."""
+    from railyard.exec.protocol import ExecutorError
+
+    return ExecutorError(message)
 
 
 @dataclass(frozen=True)
@@ -43,7 +49,7 @@ class Account:
         try:
             entry = pwd.getpwnam(name)
         except KeyError:
-            raise ExecutorError(f"no Unix account {name!r} on this machine") from None
+            raise _refused(f"no Unix account {name!r} on this machine") from None
         return cls._of(entry)
 
     @classmethod
@@ -86,7 +92,7 @@ def resolve(user: str | None) -> Account:
         return me
     account = Account.lookup(user)
     if not account.is_self and os.geteuid() != 0:
-        raise ExecutorError(
+        raise _refused(
             f"cannot run as {user!r}: this executor runs as {me.name!r} without root "
             "(single-user mode)"
         )

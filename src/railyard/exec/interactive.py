@@ -47,6 +47,12 @@ class Ends:
         for fd in set(self.child):
             os.close(fd)
 
+    def forward(self, pid: int, sig: int) -> None:
+        """A signal sent to the wrapper's group reaches a pty command's own session too."""
+        if self.pty and pid > 0:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, sig)
+
 
 def open_ends(task: Task) -> tuple[Ends, socket.socket]:
     """Before the fork: the listening socket, and a pty (its slave owned by the job's user,
@@ -99,10 +105,3 @@ def relay(ends: Ends, server: socket.socket, pid: int, task: Task) -> int:
         assert task.terminal is not None
         with contextlib.suppress(OSError):
             os.unlink(task.terminal)
-
-
-def forward(ends: Ends | None, pid: int, sig: int) -> None:
-    """A signal sent to the wrapper's group reaches a pty command's own session too."""
-    if ends is not None and ends.pty and pid > 0:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, sig)

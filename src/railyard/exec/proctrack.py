@@ -24,8 +24,6 @@ https://docs.kernel.org/admin-guide/cgroup-v1/freezer-subsystem.html, prctl(2).
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import hashlib
 import os
 import re
 import signal
@@ -48,6 +46,8 @@ POLL_S = 0.01
 def step_name(job_id: str, restart_count: int, records_dir: Path) -> str:
     """The cgroup name of one job step: readable, and unique per server (job ids repeat across
     state directories, the records directory does not) and per node (a node's records dir)."""
+    import hashlib  # here, not at the top: every rank's wrapper imports this module
+
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)[:64]
     digest = hashlib.sha256(str(records_dir).encode()).hexdigest()[:12]
     return f"job_{safe}_{restart_count}_{digest}"
@@ -222,6 +222,8 @@ PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 
 def become_subreaper() -> bool:
     """Make orphaned descendants of this process its children (prctl(2)); False if refused."""
+    import ctypes  # only a wrapper without a tracking group gets here
+
     libc = ctypes.CDLL(None, use_errno=True)
     return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
 

@@ -10,10 +10,13 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from railyard.exec.container import ContainerTask
 from railyard.exec.identity import JOB_UMASK, Account
-from railyard.exec.steps import StepLauncher
+
+if TYPE_CHECKING:  # read only for container and step tasks: a bare rank's wrapper starts faster
+    from railyard.exec.container import ContainerTask
+    from railyard.exec.steps import StepLauncher
 
 
 def rank_task_path(log_dir: Path, rank: int, restart_count: int) -> Path:
@@ -86,6 +89,15 @@ class Task:
     def read(cls, path: Path) -> Task:
         data = json.loads(path.read_text())
         account = data.get("account")
+        container = steps = None
+        if data.get("container"):
+            from railyard.exec.container import ContainerTask
+
+            container = ContainerTask.from_dict(data["container"])
+        if data.get("steps"):
+            from railyard.exec.steps import StepLauncher
+
+            steps = StepLauncher.from_dict(data["steps"])
         return cls(
             env={str(k): str(v) for k, v in data["env"].items()},
             cwd=str(data["cwd"]),
@@ -102,6 +114,6 @@ class Task:
             pty=bool(data.get("pty", False)),
             linger_s=float(data.get("linger_s", 30.0)),
             lossless=bool(data.get("lossless", False)),
-            container=ContainerTask.from_dict(data["container"]) if data.get("container") else None,
-            steps=StepLauncher.from_dict(data["steps"]) if data.get("steps") else None,
+            container=container,
+            steps=steps,
         )

@@ -49,18 +49,23 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
-from railyard.exec import cgroup, containerrun, interactive, procfs, proctrack, stepd
+from railyard.exec import cgroup, procfs, proctrack
 from railyard.exec.attempt import STOOD_DOWN_EXIT, claim, read_claim, start_marker_path
 from railyard.exec.exitfile import NOTED_SIGNALS, RankExit, signal_name, write_exit
 from railyard.exec.outputs import outputs_record_path, record_outputs
-from railyard.exec.steps import SOCKET_VAR
 from railyard.exec.taskfile import Task
+
+# Every rank of every job starts here, in a new interpreter, between the loop's decision and
+# the command's first line: what only interactive, container or step tasks need is imported
+# by those tasks alone (tests/exec/test_wrapper_imports.py keeps it so).
+if TYPE_CHECKING:
+    from railyard.exec import interactive
 
 USAGE = "usage: python -m railyard.exec.wrapper --exit-file PATH [--task-file PATH] -- cmd ..."
 FALLBACK_DIR = "/tmp"
@@ -91,13 +96,16 @@ def run(exit_file: Path, command: list[str], task: Task | None = None) -> int:
 
     def note(signum: int, _frame: FrameType | None) -> None:
         received.append(signal_name(signum))
-        interactive.forward(ends, child, signum)
+        if ends is not None:
+            ends.forward(child, signum)
 
     for sig in NOTED_SIGNALS:
         signal.signal(sig, note)  # Python handlers reset to default in the command on exec
     if not claim_rank(exit_file):
         return STOOD_DOWN_EXIT
     if task is None:
+        import subprocess
+
         try:
             proc = subprocess.Popen(command)
         except OSError as exc:
@@ -112,10 +120,17 @@ def run(exit_file: Path, command: list[str], task: Task | None = None) -> int:
             record(exit_file, RankExit(EXEC_FAILED, None, tuple(received)))
             return EXEC_FAILED
         if task.terminal is not None:
+            from railyard.exec import interactive
+
             ends, server = interactive.open_ends(task)
-        launcher = stepd.start(task, exec_as) if task.steps is not None else None
-        if launcher is not None and task.steps is not None:  # srun finds it by this
-            task = replace(task, env={**task.env, SOCKET_VAR: task.steps.socket})
+        launcher = None
+        if task.steps is not None:
+            from railyard.exec import stepd
+            from railyard.exec.steps import SOCKET_VAR
+
+            launcher = stepd.start(task, exec_as)
+            if launcher is not None:  # srun finds it by this
+                task = replace(task, env={**task.env, SOCKET_VAR: task.steps.socket})
         report, told = os.pipe()  # the child tells which files it opened, then execs (CLOEXEC)
         pid = child = os.fork()
         if pid == 0:  # the child: never returns
@@ -178,6 +193,11 @@ def exec_as(
     """In the forked child: become the job's process, then exec. Exits 127 on any failure.
     ``told``: where to write the (device, inode) of stdout and stderr once they are open;
     ``ends``: an interactive task's terminal, taken as 0, 1, 2 after the log header."""
+    refused: type[Exception] = _NeverRaised
+    if task.container is not None:
+        from railyard.exec import containerrun
+
+        refused = containerrun.Refused
     try:
         for sig in NOTED_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
@@ -220,7 +240,7 @@ def exec_as(
             containerrun.exec_podman(task.container, account, groups or [os.getgid()], command,
                                      env, interactive=ends is not None, pty=task.pty)  # fmt: skip
         os.execvpe(command[0], command, env)
-    except containerrun.Refused as exc:
+    except refused as exc:
         _say(f"railyard: {exc}")
     except OSError as exc:
         _say(f"railyard: cannot run {command[0]!r}: {exc.strerror or exc}")
@@ -228,6 +248,10 @@ def exec_as(
         _say(f"railyard: cannot start {command[0]!r}: {exc}")
     finally:
         os._exit(EXEC_FAILED)
+
+
+class _NeverRaised(Exception):
+    """What a task without a container refuses with: nothing."""
 
 
 def _redirect(task: Task) -> bool:
