@@ -1,6 +1,6 @@
 """Every rank of every job starts a fresh interpreter for :mod:`railyard.exec.wrapper`, so what
 it imports is paid once per launch: it must not pull in the executor, the probe or the store,
-and a bare rank none of what only interactive, container or step tasks use (73 -> 44 ms to
+and a bare rank none of what only interactive, container or step tasks use (73 -> 45 ms to
 import it on this machine, 10 ms of that the interpreter's own start)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ BARE_RANK_SKIPS = (
     "railyard.exec.interactive", "railyard.exec.terminal", "railyard.client.frames",
     "railyard.exec.containerrun", "railyard.exec.container", "railyard.exec.stepd",
     "railyard.exec.steps", "railyard.exec.protocol", "subprocess", "socket", "hashlib",
-    "ctypes",
+    "ctypes", "typing",
 )  # fmt: skip
 
 

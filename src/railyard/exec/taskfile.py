@@ -10,9 +10,10 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from railyard.exec.identity import JOB_UMASK, Account
+
+TYPE_CHECKING = False  # not typing's: importing typing would cost every rank ~5 ms
 
 if TYPE_CHECKING:  # read only for container and step tasks: a bare rank's wrapper starts faster
     from railyard.exec.container import ContainerTask

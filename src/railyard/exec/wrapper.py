@@ -53,13 +53,14 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
 
 from railyard.exec import cgroup, procfs, proctrack
 from railyard.exec.attempt import STOOD_DOWN_EXIT, claim, read_claim, start_marker_path
 from railyard.exec.exitfile import NOTED_SIGNALS, RankExit, signal_name, write_exit
 from railyard.exec.outputs import outputs_record_path, record_outputs
 from railyard.exec.taskfile import Task
+
+TYPE_CHECKING = False  # not typing's: importing typing would cost every rank ~5 ms
 
 # Every rank of every job starts here, in a new interpreter, between the loop's decision and
 # the command's first line: what only interactive, container or step tasks need is imported
