@@ -123,6 +123,17 @@ def test_communication_cut_into_dependent_parts_leaves_the_last_part_exposed() -
         )
 
 
+def test_traffic_hidden_in_a_pipeline_bubble_slows_no_compute() -> None:
+    """Idle time (a pipeline's warm-up or cool-down) hides traffic like compute does, but
+    nothing runs there to be slowed."""
+    slow = OVERLAP_COMPUTE_SLOWDOWN
+    assert _overlapped(1.0, 0.0, idle_s=2.0) == pytest.approx(0.0)
+    assert _overlapped(1.0, 1.0, idle_s=1.0) == pytest.approx(slow * 1.0 * 0.5)
+    # four buckets behind 1 s of backward and 3 s of cool-down: the last shows, 0.75 s hide,
+    # a quarter of them under compute
+    assert _overlapped(1.0, 1.0, 4, idle_s=3.0) == pytest.approx(0.25 + slow * 0.75 / 4)
+
+
 def test_gradient_buckets_follow_megatron_core_and_torch_ddp() -> None:
     # Megatron-Core: max(40M, 1M x DP) parameters a bucket; torch DDP: 25 MB of fp32 grads
     assert dp_buckets(400e6, 8, "megatron-te") == 10
