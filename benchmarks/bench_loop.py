@@ -35,10 +35,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.integration.server_proc import ServerProcess
 
+from railyard.control.store.tables import JobState
+
 RESULTS = Path(__file__).parent / "results"
 
 
-UNFINISHED = ["pending", "starting", "running", "preempting", "cancelling"]
+UNFINISHED = [state.value for state in JobState if not state.finished]
 
 
 def drain(server: ServerProcess, jobs: int, job_s: float, marks: Path) -> dict[str, float]:

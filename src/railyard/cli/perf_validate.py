@@ -11,10 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-
-def fail(message: str) -> typer.Exit:
-    typer.echo(f"railyard: {message}", err=True)
-    return typer.Exit(2)
+from railyard.cli.args import fail
 
 
 def validate(
@@ -44,7 +41,7 @@ def validate(
         rows = read_table(csv_file) if csv_file else None
         checks = validate_all(rows, file=csv_file or "")
     except TableError as exc:
-        raise fail(str(exc)) from None
+        fail(str(exc))
     if write_bands:
         _write_bands(checks, rows or shipped_reference())
     if holdout_by is not None:
@@ -90,9 +87,9 @@ def _held_out(
     from railyard.twin.holdout import held_out
 
     if by != "source":
-        raise fail(f"--holdout-by: {by!r} is not a grouping (hint: --holdout-by source)")
+        fail(f"--holdout-by: {by!r} is not a grouping (hint: --holdout-by source)")
     if not 0 < coverage < 1:
-        raise fail(f"--coverage: {coverage:g} is not a fraction (hint: e.g. 0.8)")
+        fail(f"--coverage: {coverage:g} is not a fraction (hint: e.g. 0.8)")
     found = held_out(checks, rows, coverage)
     if as_json:
         out = [{**dataclasses.asdict(h), "range_coverage": h.range_coverage,
