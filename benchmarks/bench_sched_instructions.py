@@ -36,6 +36,12 @@ RESULTS = HERE / "results" / "bench_sched_instructions.json"
 TIME_SLICED = 'SchedulerConfig(ordering="las", backfill="none", preemption="las", {})'
 # the last round's time slicing: thresholds 1 and 24 GPU-hours, one search per queue, no hold
 LAS_R2 = {"greedy_hold_after_s": None, "service_levels_gpu_s": (3600.0, 86_400.0)}
+# the round before this one: attained service on 1, 8 and 64 GPU-hours, 16 searches a queue
+LAS_R3 = {
+    "greedy_hold_after_s": 6 * 3600.0,
+    "preemption_searches_per_queue": 16,
+    "service_levels_gpu_s": (3600.0, 8 * 3600.0, 64 * 3600.0),
+}
 
 
 def _knobs(knobs: dict[str, object]) -> str:
@@ -59,6 +65,7 @@ POLICIES = {
     "conservative": 'SchedulerConfig(backfill="conservative")',
     "las": _las_now(),
     "las-r2": TIME_SLICED.format(_knobs(LAS_R2)),
+    "las-r3": TIME_SLICED.format(_knobs(LAS_R3)),
 }
 CHILD = """
 import gc, os, subprocess, sys

@@ -10,12 +10,13 @@ preemptible (time slicing needs it; the other policies then let preemptible jobs
 across reservations and yield) and every preemption pays for it: a checkpoint at the Young
 interval (60 s each) and 300 s to restart. Prints mean JCT and the p99 JCT of 8-GPU gangs
 per policy, averaged over seeds, and how `las` at its defaults compares with `las` at the
-last round's knobs (`las-r2`) and with `fairshare+easy`. Writes
-benchmarks/results/compare_policies.json.
+knobs of two rounds ago (`las-r2`, issue 26's "today's las"; `las-r3` is the last round's)
+and with `fairshare+easy`. Writes benchmarks/results/compare_policies.json.
 
-`--choose` runs a grid of time-slicing knobs (service levels, victim-search budgets, the
-greedy hold) and ranks them by the geometric mean of mean JCT over every workload and seed,
-8-GPU gangs' p99 as the tie-break: the winner is what `sched/config.py` ships.
+`--choose` runs a grid of time-slicing knobs (what it ranks by, the service levels, whether a
+starved job runs to its end) and ranks them: those whose 8-GPU gangs' p99, averaged over the
+workloads, is within `P99_SLACK` of fairshare+easy's first, then by the geometric mean of
+mean JCT over every workload and seed. The winner is what `sched/config.py` ships.
 """
 
 from __future__ import annotations
@@ -48,18 +49,35 @@ LAS_R2 = (
     ("preemption_searches_per_cycle", 16),
     ("preemption_searches_per_queue", 1),
     ("service_levels_gpu_s", (3600.0, 86_400.0)),
+    ("time_slice_by", "attained"),
+    ("starved_unsliced_s", 0.0),
+)
+# the round before this one: attained service on 1, 8 and 64 GPU-hours, 16 searches a queue,
+# a 6-hour hold
+LAS_R3 = (
+    ("service_levels_gpu_s", (3600.0, 8 * 3600.0, 64 * 3600.0)),
+    ("time_slice_by", "attained"),
+    ("starved_unsliced_s", 0.0),
 )
 POLICIES: dict[str, tuple[str, tuple[tuple[str, Any], ...]]] = {
     "easy": ("easy", ()),
     "fairshare+easy": ("fairshare+easy", ()),
     "las-r2": ("las", LAS_R2),
+    "las-r3": ("las", LAS_R3),
     "las": ("las", ()),
 }
+DOUBLING_10 = tuple(3600.0 * 2**i for i in range(10))  # 1, 2, 4 ... 512 GPU-hours
 GRID = {
-    "service_levels_gpu_s": ((3600.0, 86_400.0), (3600.0, 8 * 3600.0, 64 * 3600.0)),
-    "preemption_searches_per_queue": (1, 16),
-    "greedy_hold_after_s": (None, 6 * 3600.0),
+    "time_slice_by": ("attained", "remaining"),
+    "service_levels_gpu_s": ((3600.0, 8 * 3600.0, 64 * 3600.0), DOUBLING_10),
+    "starved_unsliced_s": (0.0, None),
 }
+P99_SLACK = 1.15
+"""A candidate whose 8-GPU gangs' p99 (averaged over workloads) is within this factor of
+fairshare+easy's ranks ahead of every one that is not: the bound on the tail. At 1.05 only
+remaining service on the coarse ladder, run to the end once starved, qualified (121 h
+against 120), and it gave back most of the gain on the Gavel profile (1.13x lower mean JCT
+than `las-r2` at load 1.2, against 1.32x for the ten-level ladder at 134 h)."""
 
 
 def _scenarios(
@@ -108,7 +126,7 @@ def _gang_p99_h(runs: list[dict[str, Any]]) -> float:
     return statistics.fmean(r["gangs_8_plus"]["jct"].get("p99_s", 0.0) for r in runs) / 3600
 
 
-def _choose(jobs: int, seeds: int, console: Console) -> list[dict[str, Any]]:
+def _choose(jobs: int, seeds: int, bound_p99_h: float, console: Console) -> list[dict[str, Any]]:
     names = list(GRID)
     candidates = {
         f"c{i}": ("las", tuple(zip(names, values, strict=True)))
@@ -120,20 +138,29 @@ def _choose(jobs: int, seeds: int, console: Console) -> list[dict[str, Any]]:
         cells = [v for k, v in found.items() if k[0] == name]
         geo = math.exp(statistics.fmean(math.log(_jct_h(c)) for c in cells))
         p99 = statistics.fmean(_gang_p99_h(c) for c in cells)
-        ranked.append({"knobs": dict(knobs), "geomean_jct_h": geo, "gang_p99_h": p99})
-    ranked.sort(key=lambda r: (round(r["geomean_jct_h"], 2), r["gang_p99_h"]))
-    table = Table(title="time-slicing knobs, best first (geometric mean over workloads)")
-    for col in ("levels GPU-h", "searches/queue", "hold h", "JCT geomean h", "8-GPU p99 h"):
+        within = p99 <= P99_SLACK * bound_p99_h
+        ranked.append(
+            {"knobs": dict(knobs), "geomean_jct_h": geo, "gang_p99_h": p99, "p99_ok": within}
+        )
+    ranked.sort(key=lambda r: (not r["p99_ok"], round(r["geomean_jct_h"], 2), r["gang_p99_h"]))
+    table = Table(
+        title="time-slicing knobs, best first: 8-GPU p99 within "
+        f"{P99_SLACK:g}x fairshare+easy's ({bound_p99_h:.0f} h), then geometric mean JCT"
+    )
+    for col in ("rank by", "levels GPU-h", "starved unsliced h", "JCT geomean h", "8-GPU p99 h"):
         table.add_column(col, justify="right")
     for r in ranked:
         k = r["knobs"]
-        hold = k["greedy_hold_after_s"]
+        starved = k["starved_unsliced_s"]
+        levels = k["service_levels_gpu_s"]
         table.add_row(
-            ",".join(f"{x / 3600:g}" for x in k["service_levels_gpu_s"]),
-            str(k["preemption_searches_per_queue"]),
-            "-" if hold is None else f"{hold / 3600:g}",
+            k["time_slice_by"],
+            ",".join(f"{x / 3600:g}" for x in levels)
+            if len(levels) < 5
+            else f"{levels[0] / 3600:g} x2 to {levels[-1] / 3600:g}",
+            "to its end" if starved is None else f"{starved / 3600:g}",
             f"{r['geomean_jct_h']:.2f}",
-            f"{r['gang_p99_h']:.0f}",
+            f"{r['gang_p99_h']:.0f}" + ("" if r["p99_ok"] else " (over)"),
         )
     console.print(table)
     return ranked
@@ -179,7 +206,8 @@ def main() -> None:
             f"{r['las_gang_p99_vs_fairshare_easy']:.2f}x",
         )
     console.print(table)
-    ranked = _choose(jobs, seeds, console) if args.choose else []
+    fse_p99 = statistics.fmean(r["gang8_p99_jct_h"]["fairshare+easy"] for r in rows)
+    ranked = _choose(jobs, seeds, fse_p99, console) if args.choose else []
     wall_s = time.perf_counter() - t0
     console.print(f"{wall_s:.0f} s")
     defaults = SchedulerConfig.of(preemption="las")
@@ -194,6 +222,8 @@ def main() -> None:
                     **TIME_SLICING_DEFAULTS,
                     "service_levels_gpu_s": defaults.service_levels_gpu_s,
                     "time_slice_quantum_s": defaults.time_slice_quantum_s,
+                    "time_slice_by": defaults.time_slice_by,
+                    "starved_unsliced_s": defaults.starved_unsliced_s,
                 },
                 "rows": rows,
                 "grid": ranked,

@@ -137,6 +137,8 @@ def test_insecure_ray_needs_ray(capsys: pytest.CaptureFixture[str]) -> None:
         (["--service-levels", "1,x"], "up: --service-levels: '1,x' is not GPU-hours"),
         (["--victim-searches-per-queue", "0"], "up: --victim-searches-per-queue: must be"),
         (["--greedy-hold", "later"], "up: --greedy-hold: bad time 'later'"),
+        (["--time-slice-by", "size"], "up: --time-slice-by: 'size' is unknown (hint: one of"),
+        (["--starved-unsliced", "-5"], "up: --starved-unsliced: "),
     ],
 )
 def test_bad_scheduler_knobs_stop_up_before_it_starts(
@@ -171,3 +173,6 @@ def test_up_gives_time_slicing_its_own_defaults(
     (config,) = served
     assert config.scheduler.preemption_searches_per_queue == searches_per_queue
     assert config.scheduler.greedy_hold_after_s == hold_s
+    las = config.scheduler.preemption == "las"
+    assert config.scheduler.time_slice_by == ("remaining" if las else "attained")
+    assert config.scheduler.starved_unsliced_s == (None if las else 0.0)

@@ -1,6 +1,6 @@
 """Time slicing's own defaults (`SchedulerConfig.of`, `TIME_SLICING_DEFAULTS`): a finer ladder
 of service levels, room to search victims for several gangs a cycle, and a hold for a gang
-blocked 6 h. Each test also runs the last round's knobs (`R2`) and shows what they did.
+blocked 6 h. Each test also runs the knobs of two rounds ago (`R2`) and shows what they did.
 """
 
 from __future__ import annotations
@@ -14,11 +14,18 @@ from railyard.sched import ClusterState, PreemptReason, SchedulerConfig, cycle
 from railyard.sched.config import TIME_SLICING_DEFAULTS
 
 LAS = {"ordering": "las", "backfill": "none", "preemption": "las"}
-R2 = {  # time slicing's knobs before this round
+R2 = {  # time slicing's knobs two rounds ago
+    "time_slice_by": "attained",
+    "starved_unsliced_s": 0.0,
     "service_levels_gpu_s": (3600.0, 86_400.0),
     "preemption_searches_per_queue": 1,
     "preemption_searches_per_cycle": 16,
     "greedy_hold_after_s": None,
+}
+R3 = {  # the last round: attained service on a finer ladder (now `time_slice_by`'s other)
+    "time_slice_by": "attained",
+    "starved_unsliced_s": 0.0,
+    "service_levels_gpu_s": (3600.0, 8 * 3600.0, 64 * 3600.0),
 }
 HOUR = 3600.0
 
@@ -43,10 +50,14 @@ def test_two_gangs_of_one_queue_slice_in_the_same_cycle():
     (Admission unlimited, as in the simulator: under a quota of 16, a victim still stopping
     counts against it this cycle, and the second gang slices in the next.)"""
     runners = [
-        running(job(f"long{i}", gpus=8, preemptible=True), f"n{i}:0-7", start_t_s=0.0)
+        running(
+            job(f"long{i}", gpus=8, preemptible=True, walltime_s=7 * 24 * HOUR),
+            f"n{i}:0-7",
+            start_t_s=0.0,
+        )
         for i in range(2)
     ]
-    new = [job(f"new{i}", gpus=8, submit_t_s=650.0 + i) for i in range(2)]
+    new = [job(f"new{i}", gpus=8, submit_t_s=650.0 + i, walltime_s=HOUR) for i in range(2)]
     s = state(nodes(2), flat_queues({"a": 16}), new, runners)
     now = las(s, 700.0, admission="unlimited")
     assert sorted(p.for_job_id for p in now.preemptions) == ["new0", "new1"]
@@ -58,7 +69,8 @@ def test_two_gangs_of_one_queue_slice_in_the_same_cycle():
 def test_a_gang_with_hours_of_service_slices_one_with_days(service_h: float):
     """A waiting gang with a few GPU-hours, a running one with 20 (2.5 h on 8 GPUs): under
     1 and 24 GPU-hour thresholds both sat in the middle level and neither could slice the
-    other; the ladder 1, 8, 64 tells them apart."""
+    other; the ladder 1, 8, 64 tells them apart (attained service, the round before this;
+    by remaining service neither has a time limit, and neither slices)."""
     long = running(
         job("long", gpus=8, preemptible=True, attained_gpu_s=20 * HOUR - 8 * 700.0),
         "n0:0-7",
@@ -66,9 +78,10 @@ def test_a_gang_with_hours_of_service_slices_one_with_days(service_h: float):
     )
     waiting = job("waiting", gpus=8, submit_t_s=600.0, attained_gpu_s=service_h * HOUR)
     s = state(nodes(1), flat_queues({"a": 8}), [waiting], [long])
-    now = las(s, 700.0)
+    now = las(s, 700.0, **R3)
     assert [(p.job_id, p.reason) for p in now.preemptions] == [("long", PreemptReason.TIME_SLICE)]
     assert las(s, 700.0, **R2).preemptions == ()
+    assert las(s, 700.0).preemptions == ()
 
 
 def test_a_gang_blocked_six_hours_holds_what_it_needs():

@@ -237,6 +237,8 @@ LIVENESS_CONFIGS = st.builds(
     time_slice_quantum_s=st.sampled_from([50.0, 600.0]),
     service_levels_gpu_s=st.just((500.0, 5000.0)),
     preemption_searches_per_queue=st.sampled_from([1, 16]),  # 16: time slicing's default
+    time_slice_by=st.sampled_from(["attained", "remaining"]),  # remaining: las's default
+    starved_unsliced_s=st.sampled_from([0.0, None]),  # None: las's default
 )
 
 

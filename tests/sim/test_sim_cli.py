@@ -70,6 +70,8 @@ def test_gavel_gangs_of_one_node_and_the_time_slicing_defaults() -> None:
         (["--synthetic", "philly", "--victim-searches", "0"], "--victim-searches: must be"),
         (["--synthetic", "philly", "--greedy-hold", "soon"], "--greedy-hold: bad time"),
         (["--synthetic", "philly", "--quantum", "-1"], "--quantum: must be >= 0"),
+        (["--synthetic", "philly", "--time-slice-by", "age"], "--time-slice-by: 'age' is unk"),
+        (["--synthetic", "philly", "--starved-unsliced", "soon"], "--starved-unsliced: bad"),
         (["--synthetic", "gavel", "--max-gpus", "0"], "--max-gpus: 0 is not a gang size"),
         (["--trace", "t.csv", "--max-gpus", "8"], "--max-gpus: shapes synthetic jobs only"),
     ],
@@ -174,7 +176,8 @@ def test_bad_health_flags(flags: list[str], message: str) -> None:
 
 
 def test_scheduler_knobs_reach_the_simulated_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
-    """--quantum, --service-levels, --victim-searches(-per-queue) and --greedy-hold become
+    """--quantum, --service-levels, --victim-searches(-per-queue), --greedy-hold,
+    --time-slice-by and --starved-unsliced become
     the run's SchedulerConfig fields, over the policy's own."""
     seen = []
     real = sweep.policy_config
@@ -187,7 +190,8 @@ def test_scheduler_knobs_reach_the_simulated_scheduler(monkeypatch: pytest.Monke
     monkeypatch.setattr(sweep, "policy_config", spy)
     args = ["simulate", "gaggle-h100", "--trace", str(FIXTURES / "railyard_trace.csv")]
     knobs = ["--quantum", "360", "--service-levels", "1,2,4,8", "--victim-searches", "64",
-             "--victim-searches-per-queue", "4", "--greedy-hold", "none"]  # fmt: skip
+             "--victim-searches-per-queue", "4", "--greedy-hold", "none",
+             "--time-slice-by", "attained", "--starved-unsliced", "6:00:00"]  # fmt: skip
     result = runner.invoke(APP, [*args, *knobs, "--policy", "las", "--workers", "1"])
     assert result.exit_code == 0, result.output
     [config] = seen
@@ -195,3 +199,4 @@ def test_scheduler_knobs_reach_the_simulated_scheduler(monkeypatch: pytest.Monke
     assert config.service_levels_gpu_s == (3600.0, 7200.0, 14400.0, 28800.0)
     assert (config.preemption_searches_per_cycle, config.preemption_searches_per_queue) == (64, 4)
     assert config.greedy_hold_after_s is None
+    assert (config.time_slice_by, config.starved_unsliced_s) == ("attained", 6 * 3600.0)

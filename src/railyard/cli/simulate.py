@@ -94,6 +94,10 @@ def simulate(
         int | None, typer.Option(help=TUNING_HELP["victim_searches_per_queue"])
     ] = None,
     greedy_hold: Annotated[str | None, typer.Option(help=TUNING_HELP["greedy_hold"])] = None,
+    time_slice_by: Annotated[str | None, typer.Option(help=TUNING_HELP["time_slice_by"])] = None,
+    starved_unsliced: Annotated[
+        str | None, typer.Option(help=TUNING_HELP["starved_unsliced"])
+    ] = None,
     workers: Annotated[int, typer.Option(help="parallel processes")] = 2,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     plot: Annotated[Path | None, typer.Option(help="write PNG plots into this folder")] = None,
@@ -152,6 +156,8 @@ def simulate(
             victim_searches=victim_searches,
             victim_searches_per_queue=victim_searches_per_queue,
             greedy_hold=greedy_hold,
+            time_slice_by=time_slice_by,
+            starved_unsliced=starved_unsliced,
         )
     except ValueError as exc:
         _fail(str(exc))

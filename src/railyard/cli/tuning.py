@@ -1,5 +1,6 @@
 """The scheduler's knobs as `up` and `simulate` take them, so both spell them alike: LAS's
-quantum and service levels, the victim-search budgets, greedy backfill's hold."""
+quantum, service levels, what it ranks by and how long a starved job runs unsliced; the
+victim-search budgets; greedy backfill's hold."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ from railyard.client.values import parse_walltime
 
 HELP = {
     "quantum": "las: seconds a job runs before it may be sliced (default 600)",
-    "service_levels": "las: attained-service thresholds in GPU-hours (default 1,8,64)",
+    "service_levels": "las: service thresholds in GPU-hours (default 1,2,4,...,512)",
+    "time_slice_by": "las: rank by 'remaining' GPU-hours of the time limit (default) "
+    "or by 'attained' service (Tiresias)",
+    "starved_unsliced": "las: how long a job that started after starving runs before it "
+    "may be sliced, or 'none' to its end (default none)",
     "victim_searches": "preemption: victim searches per cycle (default 16)",
     "victim_searches_per_queue": "preemption: victim searches per queue and cycle "
     "(default 1; las 16)",
@@ -25,6 +30,8 @@ def tuning(
     victim_searches: int | None = None,
     victim_searches_per_queue: int | None = None,
     greedy_hold: str | None = None,
+    time_slice_by: str | None = None,
+    starved_unsliced: str | None = None,
 ) -> dict[str, Any]:
     """`SchedulerConfig` fields for the options given; ValueError names the option."""
     out: dict[str, Any] = {}
@@ -52,12 +59,26 @@ def tuning(
             if not 1 <= value <= 100_000:
                 raise ValueError(f"{name}: must be between 1 and 100000")
             out[field] = value
+    if time_slice_by is not None:
+        from railyard.sched.config import TIME_SLICE_BY  # the scheduler only when asked
+
+        if time_slice_by not in TIME_SLICE_BY:
+            raise ValueError(
+                f"--time-slice-by: {time_slice_by!r} is unknown (hint: one of "
+                f"{', '.join(TIME_SLICE_BY)})"
+            )
+        out["time_slice_by"] = time_slice_by
+    if starved_unsliced is not None:
+        out["starved_unsliced_s"] = _duration_or_none("--starved-unsliced", starved_unsliced)
     if greedy_hold is not None:
-        if greedy_hold.strip().lower() == "none":
-            out["greedy_hold_after_s"] = None
-        else:
-            try:
-                out["greedy_hold_after_s"] = parse_walltime(greedy_hold) or 0.0
-            except ValueError as exc:
-                raise ValueError(f"--greedy-hold: {exc}") from None
+        out["greedy_hold_after_s"] = _duration_or_none("--greedy-hold", greedy_hold)
     return out
+
+
+def _duration_or_none(option: str, text: str) -> float | None:
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return parse_walltime(text) or 0.0
+    except ValueError as exc:
+        raise ValueError(f"{option}: {exc}") from None

@@ -42,6 +42,8 @@ def up(args: argparse.Namespace) -> None:
             victim_searches=args.victim_searches,
             victim_searches_per_queue=args.victim_searches_per_queue,
             greedy_hold=args.greedy_hold,
+            time_slice_by=args.time_slice_by,
+            starved_unsliced=args.starved_unsliced,
         )
     except ValueError as exc:
         fail(f"up: {exc}")
@@ -230,6 +232,8 @@ def _up_args(p: Parser) -> None:
         help=TUNING_HELP["victim_searches_per_queue"],
     )
     p.add_argument("--greedy-hold", metavar="TIME", help=TUNING_HELP["greedy_hold"])
+    p.add_argument("--time-slice-by", metavar="RANK", help=TUNING_HELP["time_slice_by"])
+    p.add_argument("--starved-unsliced", metavar="TIME", help=TUNING_HELP["starved_unsliced"])
     p.add_argument("--blueprint", help="the cluster's nodes and topology: a preset or YAML file")
     p.add_argument(
         "--partition",

@@ -140,6 +140,7 @@ class Pass:
         signalled_for = self.preemption.signalled_for
         max_time_queues, over_max_time = self._max_time_queues, self.feasible.over_max_time
         preemptor_class, hold_before_t_s = self._preemptor_class, self._hold_before_t_s
+        preemption = self.preemption
         for job in jobs:
             starving = job.submit_t_s <= starving_t_s
             usable = 0
@@ -162,7 +163,9 @@ class Pass:
                 key = (
                     id(job.alike),
                     job.queue in max_time_queues and over_max_time(job),
-                    preemptor_class(job) if preemptor_class else None,
+                    # the class matters only to a victim search: none once the cycle's
+                    # searches are spent (then 10,000 jobs on 11 levels decide as one)
+                    preemptor_class(job) if preemptor_class and preemption.searches_left else None,
                     usable,
                     starving,
                     defer_borrowing,

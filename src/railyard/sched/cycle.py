@@ -117,7 +117,12 @@ def cycle(
     # 3. Order the pending jobs: nominated jobs first (their victims' GPUs are theirs), then
     #    starving jobs (oldest first within a priority), then the rest by the policy's key.
     ctx = OrderContext(
-        now_t_s, state.usage, booked.quota, state.pending, config.service_levels_gpu_s
+        now_t_s,
+        state.usage,
+        booked.quota,
+        state.pending,
+        config.service_levels_gpu_s,
+        config.time_slice_by,
     )
     starving_t_s = now_t_s - config.starvation_limit_s
     nominated: list[Job] = []

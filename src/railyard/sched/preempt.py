@@ -14,7 +14,7 @@ Rules that keep preemption from wasting work (each was a bug once):
 
 from __future__ import annotations
 
-from bisect import bisect_right
+import math
 from collections.abc import Callable, Hashable, Sequence
 from operator import attrgetter
 
@@ -30,6 +30,7 @@ from railyard.sched.policies.registry import (
     PlacementPolicy,
     PreemptContext,
     PreemptionPolicy,
+    pending_level,
 )
 from railyard.sched.quota import QuotaTree
 from railyard.sched.snapshot import Load, Masks, Shape, Snapshot
@@ -37,7 +38,8 @@ from railyard.sched.victims import Candidate, find_victims, removed
 
 _BEHIND_RESERVATIONS = frozenset({PreemptReason.PRIORITY})
 """Victim reasons that may not take GPUs a reservation of a higher-ranked job counts on.
-Time slicing may (it ranks by attained service, not by the order reservations follow)."""
+Time slicing may: the job that reserved may be unable to slice the victim itself (a gang
+as far from done), and a short job slicing in ends long before the reservation's start."""
 
 
 def _overlaps(masks: Masks, other: Masks) -> bool:
@@ -97,6 +99,9 @@ class Preemption:
             config.priority_preemption_min,
             config.service_levels_gpu_s,
             config.time_slice_quantum_s,
+            config.time_slice_by,
+            config.starvation_limit_s,
+            math.inf if config.starved_unsliced_s is None else config.starved_unsliced_s,
         )
         self.running = running
         self.signalled = {r.id for r in running if r.stop_cause is not None} | requeued
@@ -113,13 +118,13 @@ class Preemption:
         # cut from (finer, so a memo keyed on it only misses more; read in C for each of
         # 10,000 pending jobs a cycle instead of a bisect in a lambda).
         self.decision_class: Callable[[Job], Hashable] = self.preemptor_class
-        if self.policy.name == "las" and not self.backfilled:
+        if self.policy.name == "las" and not self.backfilled and config.time_slice_by == "attained":
             self.decision_class = attrgetter("attained_gpu_s")
         self._classes: dict[str, dict[Hashable, _VictimClass]] | None = None
         self._candidate_cache: dict[Hashable, tuple[int, list[Candidate]]] = {}
         self._candidate_of: dict[tuple[str, PreemptReason], Candidate] = {}
         self._free_reasons: dict[Hashable, PreemptReason | None] = {}
-        self._searches_left = config.preemption_searches_per_cycle
+        self.searches_left = config.preemption_searches_per_cycle  # read by the admit loop
         self._running_as: RunningJob | None = None
         self._queue_searches: dict[str, int] = {}
         self.decisions: list[Preempt] = []
@@ -128,11 +133,12 @@ class Preemption:
         """What besides queue, priority and shape decides which victims a job may take: its
         service level under time slicing, its age while backfilled jobs might yield to it.
         Chosen once a pass: a time-slicing cycle asks for every pending job."""
-        levels = self.ctx.service_levels_gpu_s
         if self.policy.name == "las":
+            ctx = self.ctx
+            level = pending_level(ctx.service_levels_gpu_s, ctx.time_slice_by, ctx.quota.queues)
             if self.backfilled:
-                return lambda job: (bisect_right(levels, job.attained_gpu_s), job.submit_t_s)
-            return lambda job: bisect_right(levels, job.attained_gpu_s)
+                return lambda job: (level(job), job.submit_t_s)
+            return level
         if self.backfilled:
             return lambda job: job.submit_t_s
         return lambda job: None
@@ -176,7 +182,7 @@ class Preemption:
 
     def _may_search(self, job: Job) -> bool:
         return (
-            self._searches_left > 0
+            self.searches_left > 0
             and self.policy.name != "off"
             and self._queue_searches.get(job.queue, 0) < self.config.preemption_searches_per_queue
         )
@@ -201,7 +207,7 @@ class Preemption:
             self.memo.preempt_fail.add(key)  # hopeless: costs no search budget
             return None
         self.memo.changed()
-        self._searches_left -= 1
+        self.searches_left -= 1
         self._queue_searches[job.queue] = self._queue_searches.get(job.queue, 0) + 1
         result = find_victims(
             job,

@@ -1,0 +1,158 @@
+"""Time slicing by what a job's time limit leaves it (`time_slice_by="remaining"`, the `las`
+default), and a starved attempt left to run (`starved_unsliced_s`).
+
+Levels double from 1 GPU-hour to 512 (`TIME_SLICING_DEFAULTS`): an 8-GPU job with a 1-hour
+limit has 8 GPU-hours left (level 4 of 10), one with a 7-day limit 1,344 (the last level).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from sched_fakes import flat_queues, job, nodes, running, state
+
+from railyard.sched import ClusterState, PreemptReason, SchedulerConfig, cycle
+from railyard.sched.config import TIME_SLICING_DEFAULTS
+from railyard.sched.policies.registry import slice_service_gpu_s
+
+LAS = {"ordering": "las", "backfill": "none", "preemption": "las"}
+ATTAINED = {"time_slice_by": "attained", "service_levels_gpu_s": (3600.0, 8 * 3600.0, 64 * 3600.0)}
+HOUR, DAY = 3600.0, 86_400.0
+
+
+def las(s: ClusterState, now_t_s: float, **knobs: object):
+    return cycle(s, now_t_s, SchedulerConfig.of(**LAS, **knobs))  # type: ignore[arg-type]
+
+
+def test_the_default_ranks_by_remaining_and_the_knob_is_checked():
+    assert TIME_SLICING_DEFAULTS["time_slice_by"] == "remaining"
+    assert SchedulerConfig.of(**LAS).time_slice_by == "remaining"
+    assert SchedulerConfig().time_slice_by == "attained"  # other policies: unchanged
+    with pytest.raises(ValueError, match="time_slice_by must be one of attained, remaining"):
+        SchedulerConfig(time_slice_by="shortest")
+    with pytest.raises(ValueError, match="starved_unsliced_s"):
+        SchedulerConfig(starved_unsliced_s=-1.0)
+
+
+@pytest.mark.parametrize(
+    ("limit_s", "attained", "want"),
+    [
+        (HOUR, 0.0, 8 * HOUR),  # 8 GPUs x 1 h
+        (HOUR, 3 * HOUR, 5 * HOUR),  # what it ran is taken off
+        (HOUR, 20 * HOUR, 0.0),  # ran past it in earlier attempts: nothing left, not < 0
+        (None, 0.0, float("inf")),  # no limit: after every job that has one
+    ],
+)
+def test_remaining_service(limit_s: float | None, attained: float, want: float):
+    j = job("j", gpus=8, walltime_s=limit_s)
+    assert slice_service_gpu_s(j, attained, "remaining") == want
+    assert slice_service_gpu_s(j, attained, "attained") == attained
+
+
+def test_the_shortest_limit_goes_first_and_no_limit_goes_last():
+    """One free node, three waiting gangs: the one with a 1-hour limit starts though it came
+    last; by attained service (all at zero) the first to arrive starts."""
+    none = job("none", gpus=8, submit_t_s=0.0)
+    week = job("week", gpus=8, submit_t_s=10.0, walltime_s=2 * DAY)  # 384 GPU-h: level 9
+    hour = job("hour", gpus=8, submit_t_s=20.0, walltime_s=HOUR)
+    s = state(nodes(1), flat_queues({"a": 8}), [none, week, hour])
+    assert [x.job_id for x in las(s, 60.0).starts] == ["hour"]
+    assert [x.job_id for x in las(s, 60.0, **ATTAINED).starts] == ["none"]
+    # with the short one gone, a limit still beats none
+    rest = replace(s, pending=(none, week))
+    assert [x.job_id for x in las(rest, 60.0).starts] == ["week"]
+
+
+def _long_runs_short_waits() -> ClusterState:
+    long = running(
+        job("long", gpus=8, preemptible=True, walltime_s=7 * DAY), "n0:0-7", start_t_s=0.0
+    )
+    short = job("short", gpus=8, submit_t_s=650.0, walltime_s=HOUR, preemptible=True)
+    return state(nodes(1), flat_queues({"a": 8}), [short], [long])
+
+
+def test_a_short_job_slices_a_long_one_that_has_less_service():
+    """`long` has run 700 s (1.6 GPU-hours) and has days left; `short` would be done within
+    the hour. Both orders slice `long` for a `short` with no service; once `short` has 2
+    GPU-hours from an earlier attempt, attained service puts both on one level (no slice)
+    while remaining service still tells 6 GPU-hours from 1,342."""
+    s = _long_runs_short_waits()
+    got = las(s, 700.0)
+    assert [(p.job_id, p.reason) for p in got.preemptions] == [("long", PreemptReason.TIME_SLICE)]
+    served = replace(s, pending=(replace(s.pending[0], attained_gpu_s=2 * HOUR),))
+    assert [p.job_id for p in las(served, 700.0).preemptions] == ["long"]
+    assert las(served, 700.0, **ATTAINED).preemptions == ()
+
+
+def test_the_swapped_jobs_do_not_slice_back():
+    """Once `short` runs (a quantum in) and `long` waits, `long` has more left than `short`
+    and may not take the node back: no ping-pong."""
+    short = running(
+        job("short", gpus=8, preemptible=True, walltime_s=HOUR), "n0:0-7", start_t_s=700.0
+    )
+    long = job("long", gpus=8, preemptible=True, walltime_s=7 * DAY, attained_gpu_s=8 * 700.0)
+    s = state(nodes(1), flat_queues({"a": 8}), [long], [short])
+    assert las(s, 700.0 + 900.0).preemptions == ()
+
+
+def _starved_gang(ran_s: float) -> tuple[ClusterState, float]:
+    """`gang` waited 8 days (past the 7-day starvation limit), then started and ran `ran_s`;
+    a 1-hour job arrives."""
+    start = 8 * DAY
+    gang = running(
+        job("gang", gpus=8, preemptible=True, walltime_s=7 * DAY, submit_t_s=0.0),
+        "n0:0-7",
+        start_t_s=start,
+    )
+    short = job("short", gpus=8, submit_t_s=start + ran_s - 60, walltime_s=HOUR)
+    return state(nodes(1), flat_queues({"a": 8}), [short], [gang]), start + ran_s
+
+
+@pytest.mark.parametrize("ran_s", [HOUR, 3 * DAY])
+def test_a_job_that_started_starved_runs_to_its_end(ran_s: float):
+    s, now = _starved_gang(ran_s)
+    assert las(s, now).preemptions == ()
+    # the round before: sliced minutes after it started, again and again
+    assert [p.job_id for p in las(s, now, starved_unsliced_s=0.0).preemptions] == ["gang"]
+
+
+def test_a_starved_start_may_be_sliced_after_its_window():
+    s, now = _starved_gang(7 * HOUR)
+    assert [p.job_id for p in las(s, now, starved_unsliced_s=6 * HOUR).preemptions] == ["gang"]
+    s, now = _starved_gang(5 * HOUR)
+    assert las(s, now, starved_unsliced_s=6 * HOUR).preemptions == ()
+
+
+def test_a_job_that_started_young_is_sliced_as_ever():
+    """The same gang started 6 days after submission (before it starved) and is now 8 days
+    old: it is sliced like any other."""
+    gang = running(
+        job("gang", gpus=8, preemptible=True, walltime_s=7 * DAY, submit_t_s=0.0),
+        "n0:0-7",
+        start_t_s=6 * DAY,
+    )
+    short = job("short", gpus=8, submit_t_s=8 * DAY - 60, walltime_s=HOUR)
+    s = state(nodes(1), flat_queues({"a": 8}), [short], [gang])
+    assert [p.job_id for p in las(s, 8 * DAY).preemptions] == ["gang"]
+
+
+def test_a_job_without_a_limit_ranks_by_its_queues_default():
+    """The limit a job runs under is its queue's DefaultTime when it gives none (Slurm's
+    partition rule): ranked by that, it goes before a job of another queue that asked for
+    two days, and slices in over a week-long runner as a job with that limit would."""
+    queues = [
+        replace(q, default_time_s=HOUR) if q.name == "a" else q
+        for q in flat_queues({"a": 8, "b": 8})
+    ]
+    none = job("none", queue="a", gpus=8, submit_t_s=20.0)
+    days = job("days", queue="b", gpus=8, submit_t_s=10.0, walltime_s=2 * DAY)
+    s = state(nodes(1), queues, [none, days])
+    assert [x.job_id for x in las(s, 60.0).starts] == ["none"]
+    long = running(job("long", queue="b", gpus=8, preemptible=True, walltime_s=7 * DAY), "n0:0-7")
+    sliced = state(nodes(1), queues, [none], [long])
+    assert [p.job_id for p in las(sliced, 700.0).preemptions] == ["long"]
+    # without the default it could not say, and neither goes first nor slices
+    bare = flat_queues({"a": 8, "b": 8})
+    assert [x.job_id for x in las(replace(s, queues=tuple(bare)), 60.0).starts] == ["days"]
+    assert las(replace(sliced, queues=tuple(bare)), 700.0).preemptions == ()
