@@ -156,3 +156,34 @@ def test_a_job_without_a_limit_ranks_by_its_queues_default():
     bare = flat_queues({"a": 8, "b": 8})
     assert [x.job_id for x in las(replace(s, queues=tuple(bare)), 60.0).starts] == ["days"]
     assert las(replace(sliced, queues=tuple(bare)), 700.0).preemptions == ()
+
+
+@pytest.mark.parametrize("by", ["attained", "remaining"])
+def test_the_three_spellings_of_a_level_agree(by: str):
+    """The order's inline level (`pending_level`), the victims' (`las._level`) and the
+    definition (`slice_service_gpu_s` through `service_level`) give one answer for jobs
+    with and without limits, in queues with and without defaults, served or not."""
+    import random
+
+    from railyard.sched.policies.las import _level
+    from railyard.sched.policies.registry import PreemptContext, pending_level, service_level
+    from railyard.sched.quota import QuotaTree
+
+    rng = random.Random(7)
+    queues = [
+        replace(q, default_time_s=HOUR if q.name == "a" else None, max_time_s=None)
+        if q.parent
+        else q
+        for q in flat_queues({"a": 8, "b": 8})
+    ]
+    tree = QuotaTree(queues, ["H100"])
+    levels = TIME_SLICING_DEFAULTS["service_levels_gpu_s"]
+    ctx = PreemptContext(tree, 0.0, service_levels_gpu_s=levels, time_slice_by=by)
+    order_level = pending_level(levels, by, tree.queues)
+    for i in range(400):
+        limit = rng.choice([None, 60.0, HOUR, 9 * HOUR, 3 * DAY, 40 * DAY])
+        j = job(f"j{i}", queue=rng.choice("ab"), gpus=rng.choice([1, 2, 8]), walltime_s=limit)
+        attained = rng.choice([0.0, 500.0, 7 * HOUR, 90 * HOUR, 900 * HOUR])
+        j = replace(j, attained_gpu_s=attained)
+        want = service_level(slice_service_gpu_s(j, attained, by, tree.queues[j.queue]), levels)
+        assert order_level(j) == want == _level(j, attained, ctx), (j, attained)

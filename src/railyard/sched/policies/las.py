@@ -21,10 +21,12 @@ a queue's quota is never exceeded to slice).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Hashable
 from dataclasses import dataclass
 
 from railyard.sched.decisions import PreemptReason
+from railyard.sched.limits import time_limit_s
 from railyard.sched.model import Job, RunningJob
 from railyard.sched.policies.preemption import may_reclaim, reclaims
 from railyard.sched.policies.registry import (
@@ -36,8 +38,6 @@ from railyard.sched.policies.registry import (
     SortKey,
     attained_gpu_s,
     pending_level,
-    service_level,
-    slice_service_gpu_s,
 )
 
 
@@ -70,9 +70,17 @@ def _sliceable(victim: RunningJob, ctx: PreemptContext) -> bool:
 
 
 def _level(job: Job, attained: float, ctx: PreemptContext) -> int:
-    by = ctx.time_slice_by
-    queue = ctx.quota.queues.get(job.queue) if by != "attained" else None
-    return service_level(slice_service_gpu_s(job, attained, by, queue), ctx.service_levels_gpu_s)
+    """`service_level` of `slice_service_gpu_s`, written out: asked of every running job
+    each pass and of each preemptor per victim class."""
+    levels = ctx.service_levels_gpu_s
+    if ctx.time_slice_by == "attained":
+        return bisect_right(levels, attained)
+    limit_s = job.walltime_s
+    if limit_s is None:
+        limit_s = time_limit_s(job, ctx.quota.queues.get(job.queue))
+        if limit_s is None:
+            return len(levels)
+    return bisect_right(levels, job.workers * job.gpus_per_worker * limit_s - attained)
 
 
 @dataclass(frozen=True)

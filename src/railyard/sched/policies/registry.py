@@ -98,7 +98,9 @@ def slice_service_gpu_s(
     (its own, else its queue's DefaultTime or MaxTime: the one it runs under) still lets it
     use, gpus x limit - attained: shortest remaining first, and the limit is enforced, so a
     short one is no free lunch. A job under no limit cannot say, and ranks after every job
-    that can (leaving the limit out must not jump the queue)."""
+    that can (leaving the limit out must not jump the queue). The definition: the cycle
+    reads it written out inline (`pending_level`, `las._level`), and a test holds the three
+    to one answer."""
     if by == "attained":
         return attained_gpu_s
     limit_s = time_limit_s(job, queue)
