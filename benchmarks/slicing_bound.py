@@ -29,7 +29,7 @@ RESULTS = Path(__file__).parent / "results" / "slicing_bound.json"
 GPUS = 96  # gaggle-h100: twelve 8-GPU nodes
 ROUND_S = 360.0
 LOADS = (1.2, 1.5)
-KEYS = ("attained", "limit left", "run left (SRPT)")
+KEYS = ("max-min share", "attained", "limit left", "run left (SRPT)")
 
 
 def mean_jct_h(load: float, seed: int, key: str, jobs: int) -> float:
@@ -47,7 +47,9 @@ def mean_jct_h(load: float, seed: int, key: str, jobs: int) -> float:
             t = float(np.ceil(submit[np.isnan(done_s)].min() / ROUND_S) * ROUND_S)
             continue
         g = gpus[active]
-        if key == "attained":
+        if key == "max-min share":
+            rank = ran_s[active] / np.maximum(t - submit[active], 1.0)
+        elif key == "attained":
             rank = ran_s[active] * g
         elif key == "limit left":
             rank = (limit_s[active] - ran_s[active]) * g
