@@ -7,6 +7,8 @@ limit has 8 GPU-hours left (level 4 of 10), one with a 7-day limit 1,344 (the la
 
 from __future__ import annotations
 
+import math
+import random
 from dataclasses import replace
 
 import pytest
@@ -14,7 +16,9 @@ from sched_fakes import flat_queues, job, nodes, running, state
 
 from railyard.sched import ClusterState, PreemptReason, SchedulerConfig, cycle
 from railyard.sched.config import TIME_SLICING_DEFAULTS
-from railyard.sched.policies.registry import slice_service_gpu_s
+from railyard.sched.model import Queue
+from railyard.sched.policies.registry import PreemptContext, level_of, pending_level
+from railyard.sched.quota import QuotaTree
 
 LAS = {"ordering": "las", "backfill": "none", "preemption": "las"}
 ATTAINED = {"time_slice_by": "attained", "service_levels_gpu_s": (3600.0, 8 * 3600.0, 64 * 3600.0)}
@@ -35,19 +39,25 @@ def test_the_default_ranks_by_remaining_and_the_knob_is_checked():
         SchedulerConfig(starved_unsliced_s=-1.0)
 
 
+def _ctx(by: str, queues: list[Queue] | None = None) -> PreemptContext:
+    tree = QuotaTree(queues or flat_queues({"a": 8}), ["H100"])
+    levels = TIME_SLICING_DEFAULTS["service_levels_gpu_s"]  # 1, 2, 4 ... 512 GPU-hours
+    return PreemptContext(tree, 0.0, service_levels_gpu_s=levels, time_slice_by=by)
+
+
 @pytest.mark.parametrize(
-    ("limit_s", "attained", "want"),
+    ("limit_s", "attained", "remaining", "served"),
     [
-        (HOUR, 0.0, 8 * HOUR),  # 8 GPUs x 1 h
-        (HOUR, 3 * HOUR, 5 * HOUR),  # what it ran is taken off
-        (HOUR, 20 * HOUR, 0.0),  # ran past it in earlier attempts: nothing left, not < 0
-        (None, 0.0, float("inf")),  # no limit: after every job that has one
+        (HOUR, 0.0, 4, 0),  # 8 GPUs x 1 h = 8 GPU-hours left: level 4 (8 <= x < 16)
+        (HOUR, 3 * HOUR, 3, 2),  # what it ran is taken off: 5 left
+        (HOUR, 20 * HOUR, 0, 5),  # ran past it in earlier attempts: nothing left, level 0
+        (None, 0.0, 10, 0),  # no limit: the last level, after every job that has one
     ],
 )
-def test_remaining_service(limit_s: float | None, attained: float, want: float):
+def test_the_level_of_a_job(limit_s: float | None, attained: float, remaining: int, served: int):
     j = job("j", gpus=8, walltime_s=limit_s)
-    assert slice_service_gpu_s(j, attained, "remaining") == want
-    assert slice_service_gpu_s(j, attained, "attained") == attained
+    assert level_of(j, attained, _ctx("remaining")) == remaining
+    assert level_of(j, attained, _ctx("attained")) == served
 
 
 def test_the_shortest_limit_goes_first_and_no_limit_goes_last():
@@ -159,16 +169,10 @@ def test_a_job_without_a_limit_ranks_by_its_queues_default():
 
 
 @pytest.mark.parametrize("by", ["attained", "remaining"])
-def test_the_three_spellings_of_a_level_agree(by: str):
-    """The order's inline level (`pending_level`), the victims' (`las._level`) and the
-    definition (`slice_service_gpu_s` through `service_level`) give one answer for jobs
-    with and without limits, in queues with and without defaults, served or not."""
-    import random
-
-    from railyard.sched.policies.las import _level
-    from railyard.sched.policies.registry import PreemptContext, pending_level, service_level
-    from railyard.sched.quota import QuotaTree
-
+def test_the_two_spellings_of_a_level_agree(by: str):
+    """A pending job's level written out for the order (`pending_level`) and any job's
+    (`level_of`) give the rule's answer, worked out here from scratch, for jobs with and
+    without limits, in queues with and without defaults, served or not."""
     rng = random.Random(7)
     queues = [
         replace(q, default_time_s=HOUR if q.name == "a" else None, max_time_s=None)
@@ -176,14 +180,20 @@ def test_the_three_spellings_of_a_level_agree(by: str):
         else q
         for q in flat_queues({"a": 8, "b": 8})
     ]
-    tree = QuotaTree(queues, ["H100"])
-    levels = TIME_SLICING_DEFAULTS["service_levels_gpu_s"]
-    ctx = PreemptContext(tree, 0.0, service_levels_gpu_s=levels, time_slice_by=by)
-    order_level = pending_level(levels, by, tree.queues)
+    ctx = _ctx(by, queues)
+    levels = ctx.service_levels_gpu_s
+    order_level = pending_level(levels, by, ctx.quota.queues)
     for i in range(400):
         limit = rng.choice([None, 60.0, HOUR, 9 * HOUR, 3 * DAY, 40 * DAY])
         j = job(f"j{i}", queue=rng.choice("ab"), gpus=rng.choice([1, 2, 8]), walltime_s=limit)
         attained = rng.choice([0.0, 500.0, 7 * HOUR, 90 * HOUR, 900 * HOUR])
         j = replace(j, attained_gpu_s=attained)
-        want = service_level(slice_service_gpu_s(j, attained, by, tree.queues[j.queue]), levels)
-        assert order_level(j) == want == _level(j, attained, ctx), (j, attained)
+        runs_under = limit if limit is not None else (HOUR if j.queue == "a" else None)
+        if by == "attained":
+            service = attained
+        elif runs_under is None:
+            service = math.inf
+        else:
+            service = max(0.0, j.gpus * runs_under - attained)
+        want = sum(1 for x in levels if x <= service)
+        assert order_level(j) == want == level_of(j, attained, ctx), (j, attained)

@@ -26,6 +26,11 @@ def time_limit_s(job: Job, queue: Queue | None) -> float | None:
     """The hard limit a job runs under: its own, else its queue's default, else maximum."""
     if job.walltime_s is not None:
         return job.walltime_s
+    return queue_time_limit_s(queue)
+
+
+def queue_time_limit_s(queue: Queue | None) -> float | None:
+    """The limit a job that gives none runs under in `queue`: its default, else maximum."""
     if queue is None:
         return None
     return queue.default_time_s if queue.default_time_s is not None else queue.max_time_s

@@ -21,12 +21,10 @@ a queue's quota is never exceeded to slice).
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Hashable
 from dataclasses import dataclass
 
 from railyard.sched.decisions import PreemptReason
-from railyard.sched.limits import time_limit_s
 from railyard.sched.model import Job, RunningJob
 from railyard.sched.policies.preemption import may_reclaim, reclaims
 from railyard.sched.policies.registry import (
@@ -37,6 +35,7 @@ from railyard.sched.policies.registry import (
     Rank,
     SortKey,
     attained_gpu_s,
+    level_of,
     pending_level,
 )
 
@@ -69,33 +68,19 @@ def _sliceable(victim: RunningJob, ctx: PreemptContext) -> bool:
     return not starved or ran_s >= ctx.starved_unsliced_s
 
 
-def _level(job: Job, attained: float, ctx: PreemptContext) -> int:
-    """`service_level` of `slice_service_gpu_s`, written out: asked of every running job
-    each pass and of each preemptor per victim class."""
-    levels = ctx.service_levels_gpu_s
-    if ctx.time_slice_by == "attained":
-        return bisect_right(levels, attained)
-    limit_s = job.walltime_s
-    if limit_s is None:
-        limit_s = time_limit_s(job, ctx.quota.queues.get(job.queue))
-        if limit_s is None:
-            return len(levels)
-    return bisect_right(levels, job.workers * job.gpus_per_worker * limit_s - attained)
-
-
 @dataclass(frozen=True)
 class TimeSlice:
     name: str = "las"
     quota_reason_is_reclaim: bool = True
 
     def may_preempt(self, preemptor: Job, ctx: PreemptContext) -> bool:
-        lowest = _level(preemptor, preemptor.attained_gpu_s, ctx) < len(ctx.service_levels_gpu_s)
+        lowest = level_of(preemptor, preemptor.attained_gpu_s, ctx) < len(ctx.service_levels_gpu_s)
         return lowest or may_reclaim(preemptor, ctx)
 
     def victim_class(self, victim: RunningJob, ctx: PreemptContext) -> Hashable:
         j = victim.job
         sliceable = _sliceable(victim, ctx)
-        level = _level(j, attained_gpu_s(victim, ctx.now_t_s), ctx)
+        level = level_of(j, attained_gpu_s(victim, ctx.now_t_s), ctx)
         return (j.queue, j.priority, j.preemptible, sliceable, level)
 
     def reason_without_quota(
@@ -105,8 +90,8 @@ class TimeSlice:
         if (
             v.priority <= preemptor.priority
             and _sliceable(victim, ctx)
-            and _level(v, attained_gpu_s(victim, ctx.now_t_s), ctx)
-            > _level(preemptor, preemptor.attained_gpu_s, ctx)
+            and level_of(v, attained_gpu_s(victim, ctx.now_t_s), ctx)
+            > level_of(preemptor, preemptor.attained_gpu_s, ctx)
         ):
             return PreemptReason.TIME_SLICE
         return None

@@ -19,7 +19,7 @@ from operator import attrgetter
 from typing import Generic, Protocol, TypeVar
 
 from railyard.sched.decisions import PreemptReason
-from railyard.sched.limits import time_limit_s
+from railyard.sched.limits import queue_time_limit_s
 from railyard.sched.model import Job, Queue, RunningJob, Usage
 from railyard.sched.quota import QuotaTree
 from railyard.sched.snapshot import Masks, Shape, Snapshot
@@ -89,37 +89,36 @@ def attained_gpu_s(run: RunningJob, now_t_s: float) -> float:
     return run.job.attained_gpu_s + run.gpus * max(0.0, now_t_s - run.start_t_s)
 
 
-def slice_service_gpu_s(
-    job: Job, attained_gpu_s: float, by: str, queue: Queue | None = None
-) -> float:
-    """The GPU-seconds time slicing ranks a job by (lower goes first).
+def level_of(job: Job, attained_gpu_s: float, ctx: PreemptContext) -> int:
+    """The service level time slicing puts a job on (0 goes first), given its service so far.
 
-    `attained` (Tiresias' 2D-LAS): the service it has had. `remaining`: what its time limit
-    (its own, else its queue's DefaultTime or MaxTime: the one it runs under) still lets it
-    use, gpus x limit - attained: shortest remaining first, and the limit is enforced, so a
-    short one is no free lunch. A job under no limit cannot say, and ranks after every job
-    that can (leaving the limit out must not jump the queue). The definition: the cycle
-    reads it written out inline (`pending_level`, `las._level`), and a test holds the three
-    to one answer."""
-    if by == "attained":
-        return attained_gpu_s
-    limit_s = time_limit_s(job, queue)
+    `attained` (Tiresias' 2D-LAS): cut on that service. `remaining`: cut on what its time
+    limit (its own, else its queue's DefaultTime or MaxTime: the one it runs under) still
+    lets it use, gpus x limit - attained: shortest remaining first, and the limit is
+    enforced, so a short one is no free lunch. A job under no limit cannot say, and goes on
+    the last level (leaving the limit out must not jump the queue). Asked of every running
+    job each pass and of each preemptor per victim class; `pending_level` is the same for a
+    pending job, with its queue's limit looked up once per cycle."""
+    levels = ctx.service_levels_gpu_s
+    if ctx.time_slice_by == "attained":
+        return bisect_right(levels, attained_gpu_s)
+    limit_s = job.walltime_s
     if limit_s is None:
-        return math.inf
-    return max(0.0, job.gpus * limit_s - attained_gpu_s)
+        limit_s = queue_time_limit_s(ctx.quota.queues.get(job.queue))
+        if limit_s is None:
+            return len(levels)
+    # below zero bisects as zero does
+    return bisect_right(levels, job.workers * job.gpus_per_worker * limit_s - attained_gpu_s)
 
 
 def pending_level(
     levels: Sequence[float], by: str, queues: Mapping[str, Queue]
 ) -> Callable[[Job], int]:
-    """A pending job's service level (`slice_service_gpu_s` bisected), written out inline:
-    a cycle asks it of each of 10,000 pending jobs twice (order, then preemption)."""
+    """`level_of` a pending job (its service is its `attained_gpu_s`), written out inline: a
+    cycle asks it of each of 10,000 pending jobs twice (order, then preemption)."""
     if by == "attained":
         return lambda j: bisect_right(levels, j.attained_gpu_s)
-    defaults = {  # `time_limit_s` of a job that gives none, per queue
-        name: q.default_time_s if q.default_time_s is not None else q.max_time_s
-        for name, q in queues.items()
-    }
+    defaults = {name: queue_time_limit_s(q) for name, q in queues.items()}
     last = len(levels)
 
     def level(j: Job) -> int:
@@ -128,7 +127,6 @@ def pending_level(
             limit_s = defaults.get(j.queue)
             if limit_s is None:
                 return last
-        # below zero bisects as zero does
         return bisect_right(levels, j.workers * j.gpus_per_worker * limit_s - j.attained_gpu_s)
 
     return level
