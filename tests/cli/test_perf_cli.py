@@ -79,6 +79,10 @@ def test_train_shows_band_interleave_and_memory_per_stage() -> None:
     low, high = band["step_time_s_range"]
     assert low <= data["step_time_s"] * (1 + band["high"])
     assert high >= low
+    # the interval's center: the time the published runs imply, inside the interval
+    assert band["calibrated"]
+    assert band["expected_step_time_s"] == pytest.approx(data["step_time_s"] * (1 + band["median"]))
+    assert low <= band["expected_step_time_s"] <= high
 
 
 def test_train_with_custom_dimensions_and_moe() -> None:

@@ -4,6 +4,7 @@ without a source judged on it, and the conformal width checked by hand."""
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 from typer.testing import CliRunner
@@ -65,6 +66,26 @@ def test_each_source_is_judged_by_bands_made_without_it() -> None:
     assert training.range_covered == 3
     assert training.calibrated_coverage is not None
     assert training.calibrated_coverage <= 0.8
+    # centered by the others' median: r4 against median(0, 0.02, -0.02, 0.01) = 0.005 keeps
+    # 1.5 / 1.005 - 1 of its error; r0 against median(0.02, -0.02, 0.01, 0.5) = 0.015
+    assert training.centered_max_abs_error == pytest.approx(1.5 / 1.005 - 1)
+    by_hand = [
+        abs((1 + e) / (1 + statistics.median(errors[:i] + errors[i + 1 :])) - 1)
+        for i, e in enumerate(errors)
+    ]
+    assert by_hand[0] == pytest.approx(1 - 1 / 1.015)
+    assert training.centered_mean_abs_error == pytest.approx(statistics.fmean(by_hand))
+
+
+def test_a_source_off_by_the_common_bias_is_predicted_by_the_center() -> None:
+    """Five sources all 15% optimistic: held out, each is 15% off, but the others' median
+    takes that bias out, so the centered figure lands on it."""
+    rows = [{"id": f"r{i}", "source": f"Author{i} et al. 2020", "gpu": "H100-SXM-80GB"}
+            for i in range(5)]  # fmt: skip
+    checks = [ValidationResult(f"r{i}", "training", "q", 100.0, 115.0, "TFLOP/s") for i in range(5)]
+    [training, _] = held_out(checks, rows)
+    assert training.mean_abs_error == pytest.approx(0.15)
+    assert training.centered_max_abs_error == pytest.approx(0.0, abs=1e-12)
 
 
 def test_the_cli_reports_held_out_coverage_per_kind() -> None:
@@ -74,6 +95,9 @@ def test_the_cli_reports_held_out_coverage_per_kind() -> None:
     kinds = {k["kind"]: k for k in json.loads(result.output)}
     assert kinds["training"]["judged"] >= 20
     assert 0 <= kinds["training"]["calibrated_coverage"] <= 1
+    centered = kinds["training"]["centered_mean_abs_error"]
+    assert 0 <= centered < kinds["training"]["mean_abs_error"]  # the shipped rows share a bias
+    assert kinds["kernel"]["centered_mean_abs_error"] is None  # two sources: nothing judged
     wrong = runner.invoke(app, ["perf", "validate", "--holdout-by", "gpu"])
     assert wrong.exit_code == 2
     assert "--holdout-by: 'gpu' is not a grouping" in wrong.output

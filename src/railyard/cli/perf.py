@@ -355,6 +355,7 @@ def _step_dict(est: StepEstimate, tokens: float | None, gpu_name: str) -> dict[s
             "high": band.high, "median": band.median, "coverage": band.coverage,
             "interval": list(band.interval), "calibrated": band.half_width is not None,
             "step_time_s_range": [low, high], "text": band.describe(),
+            "expected_step_time_s": band.expected_time_s(est.step_time_s),
         }  # fmt: skip
     if tokens:
         data["time_to_train_days"] = est.time_to_train_s(tokens) / 86400
@@ -377,6 +378,8 @@ def _print_train(
     if band:
         lo, hi = band["step_time_s_range"]
         what = f"{band['coverage']:.0%} interval" if band["calibrated"] else "range seen"
+        if band["expected_step_time_s"] is not None:
+            step += f"; published runs imply {band['expected_step_time_s']:.4g} s"
         step += f"  ({what}: {lo:.4g}-{hi:.4g} s; {band['text']})"
     rows = [
         ("split", f"TP{par.tp} PP{par.pp} DP{par.dp} CP{par.cp} EP{par.ep} mbs "

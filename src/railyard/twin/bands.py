@@ -67,6 +67,14 @@ class Band:
         return (f"{where} ({self.coverage:.0%} interval from {self.sources} sources; seen "
                 f"{self.low:+.0%} to {self.high:+.0%}, {seen})")  # fmt: skip
 
+    def expected_time_s(self, predicted_s: float) -> float | None:
+        """The step time the published runs imply, the interval's center: a throughput the model
+        over-predicts by the median error e takes 1 + e times the predicted time. None where
+        the band is only the range seen (too few sources to judge a center held out)."""
+        if self.half_width is None:
+            return None
+        return predicted_s * (1 + self.median)
+
     def time_range(self, predicted_s: float) -> tuple[float, float]:
         """The step time the published runs imply: a throughput over-predicted by e means a
         time under-predicted by 1/(1+e)."""

@@ -14,6 +14,11 @@ other sources' rows only:
   band and judges nothing. This is the band `perf train` ships (railyard.twin.bands), so
   its column says whether the printed band keeps its stated coverage.
 
+The band's center is also a prediction: `perf train` prints the step time the published runs
+imply, the model's time times (1 + the median error). Held out, each judged row is predicted
+from the others' median, (1 + e) / (1 + median) - 1, so the centered columns say how far that
+expected figure lands from a source it never saw.
+
 Sources are grouped by railyard.twin.sources.
 """
 
@@ -42,6 +47,8 @@ class HeldOut:
     range_covered: int
     calibrated_covered: int
     coverage: float  # the calibrated interval's stated coverage
+    centered_mean_abs_error: float | None = None  # judged rows, centered by the others' median
+    centered_max_abs_error: float | None = None
 
     @property
     def range_coverage(self) -> float | None:
@@ -61,6 +68,7 @@ def held_out(
     for kind, by_source in sorted(groups.items()):
         errors = [e for es in by_source.values() for e in es]
         judged = range_in = calibrated_in = 0
+        centered: list[float] = []
         for source, mine in by_source.items():
             others = {s: es for s, es in by_source.items() if s != source}
             pooled = [e for es in others.values() for e in es]
@@ -72,12 +80,22 @@ def held_out(
                 judged += 1
                 range_in += min(pooled) <= e <= max(pooled)
                 calibrated_in += abs(e - center) <= width
+                centered.append(abs(centered_error(e, center)))
         mean_abs = statistics.fmean(abs(e) for e in errors)
         max_abs = max(abs(e) for e in errors)
         sources = len(by_source)
-        out.append(HeldOut(kind, len(errors), sources, mean_abs, max_abs, judged, range_in,
-                           calibrated_in, coverage))  # fmt: skip
+        out.append(HeldOut(
+            kind, len(errors), sources, mean_abs, max_abs, judged, range_in, calibrated_in,
+            coverage, statistics.fmean(centered) if centered else None,
+            max(centered) if centered else None,
+        ))  # fmt: skip
     return out
 
 
-__all__ = ["HeldOut", "calibrated_half_width", "held_out", "source_key"]
+def centered_error(error: float, center: float) -> float:
+    """The error of a prediction divided by (1 + center): what is left of ``error`` once the
+    median error ``center`` of other sources is taken out."""
+    return (1.0 + error) / (1.0 + center) - 1.0
+
+
+__all__ = ["HeldOut", "calibrated_half_width", "centered_error", "held_out", "source_key"]
