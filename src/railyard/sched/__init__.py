@@ -5,6 +5,7 @@ I/O, no clock, no threads: the simulator and the live control plane drive the sa
 """
 
 from railyard.sched.accounting import accrue_usage, expand_array, queue_path
+from railyard.sched.cache import CycleCache
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.cycle import cycle, estimate_start_t_s
 from railyard.sched.decisions import (
@@ -32,7 +33,6 @@ from railyard.sched.model import (
     TopologyRequirement,
     Usage,
 )
-from railyard.sched.snapshot import CycleCache
 
 __all__ = [
     "ClusterState",

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 from railyard.sched.admit import Pass, Policies
+from railyard.sched.cache import Booking, CycleCache
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.decisions import CycleResult, Requeue
 from railyard.sched.limits import Estimates
@@ -20,7 +21,7 @@ from railyard.sched.policies import ADMISSION, BACKFILL, ORDERING, PLACEMENT, PR
 from railyard.sched.policies.registry import OrderContext, in_order
 from railyard.sched.quota import QuotaTree
 from railyard.sched.reserve import Blocker, earliest_start
-from railyard.sched.snapshot import CycleCache, Load, Masks, Shape, Snapshot, Topology
+from railyard.sched.snapshot import Load, Masks, Shape, Snapshot, Topology
 
 
 def resolve(config: SchedulerConfig) -> Policies:
@@ -46,41 +47,27 @@ class _Booked:
 def _book(state: ClusterState, cache: CycleCache | None) -> _Booked:
     """Index the inventory and book every running job's GPUs, cores, memory and quota.
 
-    Used GPUs are OR-ed per node first and the snapshot is built once from the free masks,
-    which is much cheaper than taking each job's GPUs from a full snapshot one by one.
+    The booking (railyard.sched.cache) is kept between cycles in the cache and moved by what
+    started and ended since; the snapshot is built once from its free masks, which is much
+    cheaper than taking each job's GPUs from a full snapshot one by one.
     """
-    topo = cache.topology(state.nodes) if cache is not None else Topology(state.nodes)
+    if cache is not None:
+        topo = cache.topology(state.nodes)
+        booking = cache.booking(topo, state.running)
+    else:
+        topo = Topology(state.nodes)
+        booking = Booking(topo)
+        booking.update(state.running)
     flavors = {n.flavor for n in state.nodes} | {j.flavor for j in state.pending}
     quota = QuotaTree(state.queues, flavors)
-    running = tuple(sorted(state.running, key=lambda r: r.id))
-    booked_masks = topo.job_masks((r.id, r.placement) for r in running)
-    used = [0] * len(topo.nodes)
-    run_masks = {}
-    run_loads: dict[str, Load] = {}
-    free_cpu, free_mem = list(topo.cpu_cap), list(topo.mem_cap)
-    usage: dict[tuple[str, str], int] = {}
-    for r in running:
-        masks, gpus = booked_masks[r.id]
-        run_masks[r.id] = masks
-        if r.job.cpus_per_worker or r.job.mem_per_worker_gb:
-            load = Shape.of(r.job).load(masks)
-            if load:
-                run_loads[r.id] = load
-                for i, (cores, mib) in load.items():
-                    free_cpu[i] -= cores
-                    free_mem[i] -= mib
-        for i, m in masks.items():
-            if used[i] & m:
-                raise ValueError(f"GPU double-booked on node {topo.nodes[i].name}")
-            used[i] |= m
-        key = (r.job.queue, r.job.flavor)
-        usage[key] = usage.get(key, 0) + gpus
-    free_mask = [full & ~u for full, u in zip(topo.full_mask, used, strict=True)]
-    snap = Snapshot(topo, free_mask, free_cpu, free_mem)
-    for (queue, flavor), gpus in sorted(usage.items()):
+    free_mask = [full & ~u for full, u in zip(topo.full_mask, booking.used, strict=True)]
+    snap = Snapshot(topo, free_mask, booking.free_cpu, booking.free_mem)
+    for (queue, flavor), gpus in sorted(booking.usage.items()):
         if queue in quota.queues:
             quota.add(queue, flavor, gpus)
-    return _Booked(topo, snap, quota, run_masks, run_loads, running)
+    return _Booked(
+        topo, snap, quota, dict(booking.run_masks), dict(booking.run_loads), booking.running
+    )
 
 
 def _estimates(state: ClusterState, quota: QuotaTree, config: SchedulerConfig) -> Estimates:

@@ -28,6 +28,7 @@ from enum import StrEnum
 from operator import itemgetter
 
 from railyard.sched.accounting import accrue_usage
+from railyard.sched.cache import CycleCache
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.cycle import cycle
 from railyard.sched.decisions import CycleResult, Reason
@@ -44,7 +45,6 @@ from railyard.sched.model import (
     StopCause,
     Usage,
 )
-from railyard.sched.snapshot import CycleCache
 from railyard.sched.stops import Stop, stop_intents
 
 

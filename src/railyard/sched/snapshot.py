@@ -188,30 +188,12 @@ class Topology:
                 holders.setdefault(image, set()).add(i)
         self.image_nodes = {image: frozenset(nodes) for image, nodes in holders.items()}
         """Image -> indices of the nodes that hold it."""
-        self._job_masks: dict[str, tuple[Placement, Masks, int]] = {}
         self.feasible: dict[Shape, Reason | None] = {}  # why a shape cannot fit (feasible.py)
         self.static = StaticFacts(self)
 
     def all_ready(self) -> Topology:
         """The same inventory with every node up: what could run once repairs are done."""
         return self.static.whole()
-
-    def job_masks(self, jobs: Iterable[tuple[str, Placement]]) -> dict[str, tuple[Masks, int]]:
-        """Masks and GPU count of each (job id, placement), reusing those of the last call for
-        placements that did not change; forgets jobs not passed (they stopped running)."""
-        old, new = self._job_masks, {}
-        out: dict[str, tuple[Masks, int]] = {}
-        for job_id, placement in jobs:
-            hit = old.get(job_id)
-            if hit is not None and (hit[0] is placement or hit[0] == placement):
-                entry = hit
-            else:
-                masks = self.masks(placement)
-                entry = (placement, masks, sum(m.bit_count() for m in masks.values()))
-            new[job_id] = entry
-            out[job_id] = (entry[1], entry[2])
-        self._job_masks = new
-        return out
 
     def masks(self, placement: Placement) -> Masks:
         """Placement by name -> masks by index; unknown nodes and GPUs are dropped."""
@@ -413,27 +395,3 @@ class Snapshot:
         h[old] -= 1
         h[new] += 1
         self.flavor_free[f] += new - old
-
-
-class CycleCache:
-    """What a driver keeps between cycles to make the next one cheaper: the index of recent
-    inventories (rebuilt only when a node changes state) with their memos. Owned by one
-    driver (a simulation, a control loop); a cycle without one builds everything afresh and
-    decides exactly the same."""
-
-    def __init__(self, keep: int = 4) -> None:
-        self.keep = keep
-        self._recent: list[tuple[tuple[Node, ...], Topology]] = []
-
-    def topology(self, nodes: Sequence[Node]) -> Topology:
-        key = tuple(nodes)
-        for cached_nodes, topo in self._recent:
-            if cached_nodes is key or cached_nodes == key:
-                return topo
-        topo = Topology(key)
-        for _, other in self._recent:
-            if other.static.key == topo.static.key:
-                topo.static = other.static  # same nodes, other states: share what is static
-                break
-        self._recent = [(key, topo), *self._recent[: self.keep - 1]]
-        return topo

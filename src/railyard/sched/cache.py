@@ -1,0 +1,164 @@
+"""What a driver keeps between cycles: recent inventory indexes and the running jobs' booking.
+
+A cycle needs each running job's GPUs as masks per node, the cores and memory it holds, and
+its GPUs counted against its queue's quota. Between two cycles only a few jobs start or
+end, so rebuilding all of it is waste: at 16,384 GPUs with 12,000 jobs running it was a
+fifth of a cycle. `Booking` keeps the last cycle's booking and applies the difference, as
+Kueue's cache and KAI's snapshot keep the cluster's state alive between cycles and apply
+only the events since. A cycle without a `CycleCache` books from nothing with the same code,
+so it decides exactly the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from railyard.sched.model import Node, RunningJob
+from railyard.sched.snapshot import Load, Masks, Shape, Topology
+
+
+class _Entry(NamedTuple):
+    run: RunningJob
+    masks: Masks
+    gpus: int
+    load: Load | None
+    charge: tuple[str, str]  # (queue, flavor) its GPUs count against
+
+
+def _books_alike(a: RunningJob, b: RunningJob) -> bool:
+    """Whether `b` books what `a` did: the same GPUs and the same job shape and queue (a new
+    object for a job whose stop was asked, or whose checkpoint moved, books nothing new)."""
+    ja, jb = a.job, b.job
+    same_job = ja is jb or ja.alike is jb.alike or ja.alike == jb.alike
+    return same_job and (a.placement is b.placement or a.placement == b.placement)
+
+
+class Booking:
+    """Running jobs booked on one inventory index: used GPUs per node, free cores and memory
+    per node, GPUs per (queue, flavor), and each job's masks and load. `update` brings it to a
+    new set of running jobs by removing those gone or changed and adding the new ones."""
+
+    def __init__(self, topo: Topology) -> None:
+        self.topo = topo
+        self.entries: dict[str, _Entry] = {}
+        self.used = [0] * len(topo.nodes)
+        self.free_cpu = list(topo.cpu_cap)
+        self.free_mem = list(topo.mem_cap)
+        self.usage: dict[tuple[str, str], int] = {}
+        self.run_masks: dict[str, Masks] = {}
+        self.run_loads: dict[str, Load] = {}
+        self.running: tuple[RunningJob, ...] = ()  # sorted by id
+
+    def update(self, running: Sequence[RunningJob]) -> None:
+        """Book exactly `running`. Raises ValueError if two of them hold one GPU or a job is
+        listed twice; the booking is then unusable (the caller drops it)."""
+        entries = self.entries
+        fresh: list[RunningJob] = []
+        kept = 0
+        for r in running:  # the common case, an unchanged object, costs a lookup
+            e = entries.get(r.id)
+            if e is not None and e.run is r:
+                kept += 1
+            else:
+                fresh.append(r)
+        if not fresh and kept == len(entries) == len(running):
+            return
+        ids = {r.id for r in running}
+        if len(ids) != len(running):
+            seen: set[str] = set()
+            for r in running:
+                if r.id in seen:
+                    raise ValueError(f"job {r.id} is listed twice as running")
+                seen.add(r.id)
+        for job_id in [i for i in entries if i not in ids]:
+            self._remove(job_id)
+        added: list[RunningJob] = []
+        for r in fresh:
+            old = entries.get(r.id)
+            if old is not None and _books_alike(old.run, r):
+                entries[r.id] = old._replace(run=r)
+                continue
+            if old is not None:
+                self._remove(r.id)
+            added.append(r)
+        for r in sorted(added, key=lambda r: r.id):
+            self._add(r)
+        self.running = tuple(sorted(running, key=lambda r: r.id))
+
+    def _add(self, r: RunningJob) -> None:
+        masks = self.topo.masks(r.placement)
+        gpus = sum(m.bit_count() for m in masks.values())
+        load = None
+        if r.job.cpus_per_worker or r.job.mem_per_worker_gb:
+            load = Shape.of(r.job).load(masks)
+        used = self.used
+        for i, m in masks.items():
+            if used[i] & m:
+                raise ValueError(f"GPU double-booked on node {self.topo.nodes[i].name}")
+        for i, m in masks.items():
+            used[i] |= m
+        if load:
+            self.run_loads[r.id] = load
+            for i, (cores, mib) in load.items():
+                self.free_cpu[i] -= cores
+                self.free_mem[i] -= mib
+        charge = (r.job.queue, r.job.flavor)
+        self.usage[charge] = self.usage.get(charge, 0) + gpus
+        self.run_masks[r.id] = masks
+        self.entries[r.id] = _Entry(r, masks, gpus, load or None, charge)
+
+    def _remove(self, job_id: str) -> None:
+        e = self.entries.pop(job_id)
+        for i, m in e.masks.items():
+            self.used[i] &= ~m
+        if e.load:
+            del self.run_loads[job_id]
+            for i, (cores, mib) in e.load.items():
+                self.free_cpu[i] += cores
+                self.free_mem[i] += mib
+        left = self.usage[e.charge] - e.gpus
+        if left:
+            self.usage[e.charge] = left
+        else:
+            del self.usage[e.charge]
+        del self.run_masks[job_id]
+
+
+class CycleCache:
+    """What a driver keeps between cycles to make the next one cheaper: the index of recent
+    inventories (rebuilt only when a node changes state) with their memos, and the booking of
+    the running jobs on the latest. Owned by one driver (a simulation, a control loop); a
+    cycle without one builds everything afresh and decides exactly the same."""
+
+    def __init__(self, keep: int = 4) -> None:
+        self.keep = keep
+        self._recent: list[tuple[tuple[Node, ...], Topology]] = []
+        self._booking: Booking | None = None
+
+    def topology(self, nodes: Sequence[Node]) -> Topology:
+        key = tuple(nodes)
+        for cached_nodes, topo in self._recent:
+            if cached_nodes is key or cached_nodes == key:
+                return topo
+        topo = Topology(key)
+        for _, other in self._recent:
+            if other.static.key == topo.static.key:
+                topo.static = other.static  # same nodes, other states: share what is static
+                break
+        self._recent = [(key, topo), *self._recent[: self.keep - 1]]
+        return topo
+
+    def booking(self, topo: Topology, running: Sequence[RunningJob]) -> Booking:
+        """The running jobs booked on `topo`: the last cycle's booking moved to `running`, or
+        a new one where the index changed (a node went down or came back)."""
+        booking = self._booking
+        if booking is None or booking.topo is not topo:
+            booking = Booking(topo)
+        self._booking = None  # until the update succeeds
+        booking.update(running)
+        self._booking = booking
+        return booking
+
+
+__all__ = ["Booking", "CycleCache"]
