@@ -8,11 +8,15 @@ from dataclasses import replace
 
 import pytest
 from hypothesis import given
-from sched_fakes import flat_queues, job, nodes, running, schedule, state
+from sched_fakes import H100, flat_queues, job, nodes, running, schedule, state
 from test_sched_properties import CONFIGS, NOW, SETTINGS, cluster_states
 
-from railyard.sched import CycleCache, NodeState, RunningJob, StopCause, cycle
+from railyard.sched import CycleCache, NodeState, RunningJob, SchedulerConfig, StopCause, cycle
+from railyard.sched.cache import PendingOrder, by_arrival
 from railyard.sched.cycle import _book
+from railyard.sched.policies import ORDERING
+from railyard.sched.policies.registry import OrderContext
+from railyard.sched.quota import QuotaTree
 from railyard.sched.snapshot import Snapshot, Topology
 
 
@@ -130,3 +134,76 @@ def test_a_refused_booking_is_not_kept():
         _book(twice, cache)
     fixed = state(inventory, queues, [job("p")], [running(job("r2", gpus=2), "n0:1-2")])
     assert _booked(fixed, cache) == _booked(fixed, None)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_arrival_order_kept_between_cycles_equals_a_fresh_sort(seed):
+    """Jobs arrive (some at one instant, some late with an early submit time: a requeue),
+    leave, and are replaced by new objects (a hold released, a nomination): the order moved
+    by the difference is the order sorted afresh, and a cycle decides the same with it."""
+    rng = random.Random(seed)
+    order, pending, serial = PendingOrder(), {}, 0
+    for step in range(40):
+        for j in list(pending.values()):
+            roll = rng.random()
+            if roll < 0.2:
+                del pending[j.id]
+            elif roll < 0.3:
+                pending[j.id] = replace(j, nominated=not j.nominated)
+        for _ in range(rng.choice([0, 1, 3, 100])):  # 100: more than are put in one by one
+            serial += 1
+            t_s = float(rng.choice([step, step, rng.randrange(step + 1)]))
+            pending[f"j{serial}"] = job(f"j{serial}", gpus=rng.choice([1, 8]), submit_t_s=t_s)
+        jobs = list(pending.values())
+        rng.shuffle(jobs)
+        assert order.update(jobs) == sorted(jobs, key=by_arrival)
+    assert len(order.jobs) == len(pending)
+    twice = [job("x", submit_t_s=2.0), job("x", submit_t_s=1.0)]
+    assert order.update(twice) == sorted(twice, key=by_arrival)
+
+
+def test_a_cycle_orders_the_same_with_the_kept_arrival_order():
+    queues = flat_queues({"a": 8, "b": 8})
+    pending = [job(f"j{i}", queue="ab"[i % 2], gpus=1 + i % 3, submit_t_s=float(i // 3),
+                   priority=i % 2, nominated=i == 7) for i in range(30)]  # fmt: skip
+    cache = CycleCache()
+    for ordering in ("fifo", "priority", "fairshare", "las"):
+        for starving_after_s in (7 * 86400.0, 36.0):  # 36 s: the jobs of t = 0-4 starve
+            knobs = {"ordering": ordering, "starvation_limit_s": starving_after_s}
+            for drop in range(3):
+                s = state(nodes(1), queues, pending[drop:][::-1])
+                assert schedule(s, 40.0, cache=cache, **knobs) == schedule(s, 40.0, **knobs)
+
+
+@pytest.mark.parametrize("ordering", ["fifo", "priority", "las"])
+def test_the_cycle_takes_jobs_in_the_documented_order(ordering):
+    """Nominated jobs (by number), then starving ones (a job submitted exactly at the limit
+    starves) by priority and arrival, then the rest by the policy: with four free GPUs and
+    one-GPU jobs, the first four in that order start."""
+    rng = random.Random(3)
+    now_t_s, limit_s = 100.0, 60.0
+    times = [10.0, 40.0, 40.0, 41.0, 70.0, 90.0]
+    pending = [job(f"j{i}", submit_t_s=rng.choice(times), priority=rng.randrange(3),
+                   nominated=i in (17, 4)) for i in range(24)]  # fmt: skip
+    config = SchedulerConfig.of(ordering=ordering, backfill="none", preemption="off",
+                                starvation_limit_s=limit_s)  # fmt: skip
+    ctx_policy = ORDERING.get(ordering)
+    s = state(nodes(1, gpus=4), flat_queues({"a": 64}), pending[::-1])
+    starving_t_s = now_t_s - limit_s
+
+    def rank(j):
+        if j.nominated:
+            return (0, j.tie)
+        if j.submit_t_s <= starving_t_s:
+            return (1, -j.priority, j.submit_t_s, j.tie)
+        return (2,)
+
+    first = sorted((j for j in pending if rank(j)[0] < 2), key=rank)
+    rest = [j for j in pending if rank(j)[0] == 2]
+    ctx = OrderContext(now_t_s, s.usage, QuotaTree(s.queues, {H100}), s.pending,
+                       config.service_levels_gpu_s, config.time_slice_by)  # fmt: skip
+    rest.sort(key=ctx_policy.sort_key(ctx))
+    expected = {j.id for j in (first + rest)[:4]}
+    result = cycle(s, now_t_s, config, CycleCache())
+    assert {x.job_id for x in result.starts} == expected
+    assert {x.job_id for x in cycle(s, now_t_s, config).starts} == expected

@@ -1,4 +1,5 @@
-"""What a driver keeps between cycles: recent inventory indexes and the running jobs' booking.
+"""What a driver keeps between cycles: inventory indexes, the running jobs' booking and the
+pending jobs in arrival order.
 
 A cycle needs each running job's GPUs as masks per node, the cores and memory it holds, and
 its GPUs counted against its queue's quota. Between two cycles only a few jobs start or
@@ -7,14 +8,19 @@ fifth of a cycle. `Booking` keeps the last cycle's booking and applies the diffe
 Kueue's cache and KAI's snapshot keep the cluster's state alive between cycles and apply
 only the events since. A cycle without a `CycleCache` books from nothing with the same code,
 so it decides exactly the same.
+
+`PendingOrder` does the same for the queue: the pending jobs sorted by arrival (submit time,
+then number) change by a few jobs a cycle, and every ordering policy's order is that one
+re-sorted by a rank (a stable sort), so it is kept and moved rather than sorted again.
 """
 
 from __future__ import annotations
 
+from bisect import insort
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from railyard.sched.model import Node, RunningJob
+from railyard.sched.model import Job, Node, RunningJob
 from railyard.sched.snapshot import Load, Masks, Shape, Topology
 
 
@@ -125,6 +131,45 @@ class Booking:
         del self.run_masks[job_id]
 
 
+def by_arrival(job: Job) -> tuple[float, tuple[int, str, int, str]]:
+    """Arrival order: submit time, then number (`Job.tie`)."""
+    return job.submit_t_s, job.tie
+
+
+# More new jobs than this in one cycle are sorted in with the rest rather than put in place
+# one by one (each insertion moves the list's tail).
+_INSERT_AT_MOST = 64
+
+
+class PendingOrder:
+    """The pending jobs sorted by arrival, moved between cycles by the jobs that came, left or
+    changed (a changed job is a new object: the driver replaces, never mutates, a job)."""
+
+    def __init__(self) -> None:
+        self.jobs: list[Job] = []
+        self._by_id: dict[str, Job] = {}
+
+    def update(self, pending: Sequence[Job]) -> list[Job]:
+        """`pending` sorted by arrival (the list is the cache's own: copy it to change it)."""
+        by_id = self._by_id
+        fresh = [j for j in pending if by_id.get(j.id) is not j]
+        if not fresh and len(pending) == len(by_id):
+            return self.jobs
+        now = {j.id: j for j in pending}
+        if len(now) != len(pending):  # one id twice: nothing to key on, sort them all
+            self.jobs, self._by_id = sorted(pending, key=by_arrival), {}
+            return self.jobs
+        kept = [j for j in self.jobs if now.get(j.id) is j]
+        if len(fresh) > _INSERT_AT_MOST:
+            kept += fresh
+            kept.sort(key=by_arrival)
+        else:
+            for j in fresh:
+                insort(kept, j, key=by_arrival)
+        self.jobs, self._by_id = kept, now
+        return kept
+
+
 class CycleCache:
     """What a driver keeps between cycles to make the next one cheaper: the index of recent
     inventories (rebuilt only when a node changes state) with their memos, and the booking of
@@ -135,6 +180,7 @@ class CycleCache:
         self.keep = keep
         self._recent: list[tuple[tuple[Node, ...], Topology]] = []
         self._booking: Booking | None = None
+        self.pending = PendingOrder()
 
     def topology(self, nodes: Sequence[Node]) -> Topology:
         key = tuple(nodes)
@@ -161,4 +207,4 @@ class CycleCache:
         return booking
 
 
-__all__ = ["Booking", "CycleCache"]
+__all__ = ["Booking", "CycleCache", "PendingOrder", "by_arrival"]

@@ -9,10 +9,12 @@ plane get the same decisions for the same state, with or without the cache.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import dataclass
+from operator import attrgetter
 
 from railyard.sched.admit import Pass, Policies
-from railyard.sched.cache import Booking, CycleCache
+from railyard.sched.cache import Booking, CycleCache, by_arrival
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.decisions import CycleResult, Requeue
 from railyard.sched.limits import Estimates
@@ -22,6 +24,13 @@ from railyard.sched.policies.registry import OrderContext, in_order
 from railyard.sched.quota import QuotaTree
 from railyard.sched.reserve import Blocker, earliest_start
 from railyard.sched.snapshot import Load, Masks, Shape, Snapshot, Topology
+
+_SUBMIT_T_S = attrgetter("submit_t_s")
+_TIE = attrgetter("tie")
+
+
+def _minus_priority(job: Job) -> int:
+    return -job.priority
 
 
 def resolve(config: SchedulerConfig) -> Policies:
@@ -112,14 +121,19 @@ def cycle(
         config.time_slice_by,
     )
     starving_t_s = now_t_s - config.starvation_limit_s
-    nominated: list[Job] = []
-    starving: list[Job] = []
-    rest: list[Job] = []
-    for j in state.pending:  # one pass: 10,000 pending jobs make three passes cost
-        (nominated if j.nominated else starving if j.submit_t_s <= starving_t_s else rest).append(j)
-    nominated.sort(key=lambda j: j.tie)
-    starving.sort(key=lambda j: (-j.priority, j.submit_t_s, j.tie))
-    in_order(rest, policies.ordering, ctx)
+    if cache is not None:
+        arrived = cache.pending.update(state.pending)
+    else:
+        arrived = sorted(state.pending, key=by_arrival)
+    # arrival order is every order's last key: each part below is re-sorted by its first
+    # keys only (stable sorts); starving jobs are the earliest, a prefix
+    nominated = [j for j in arrived if j.nominated]
+    cut = bisect_right(arrived, starving_t_s, key=_SUBMIT_T_S)
+    starving = [j for j in arrived[:cut] if not j.nominated] if cut else []
+    rest = [j for j in arrived[cut:] if not j.nominated] if nominated else arrived[cut:]
+    nominated.sort(key=_TIE)
+    starving.sort(key=_minus_priority)
+    in_order(rest, policies.ordering, ctx, by_arrival=True)
     ordered = nominated + starving + rest
 
     # 4. Admit in order: feasibility, quota, placement; else preempt; else a reason and maybe

@@ -154,16 +154,21 @@ class RankedOrdering(OrderingPolicy, Protocol):
     def rank(self, ctx: OrderContext) -> Rank | None: ...
 
 
-def in_order(jobs: list[Job], policy: OrderingPolicy, ctx: OrderContext) -> None:
-    """Sort `jobs` in place by `policy.sort_key(ctx)`, by parts where the policy ranks."""
+def in_order(
+    jobs: list[Job], policy: OrderingPolicy, ctx: OrderContext, *, by_arrival: bool = False
+) -> None:
+    """Sort `jobs` in place by `policy.sort_key(ctx)`, by parts where the policy ranks.
+    `by_arrival`: the jobs are already in arrival order (submit time, then number), the
+    ranked order's last keys, so only the rank is left to sort by."""
     ranked = getattr(policy, "rank", None)
     if ranked is None:
         jobs.sort(key=policy.sort_key(ctx))
         return
     rank: Rank | None = ranked(ctx)
-    if len(set(map(_SUBMIT_T_S, jobs))) < len(jobs):  # jobs of one instant: by number
-        jobs.sort(key=_TIE)
-    jobs.sort(key=_SUBMIT_T_S)
+    if not by_arrival:
+        if len(set(map(_SUBMIT_T_S, jobs))) < len(jobs):  # jobs of one instant: by number
+            jobs.sort(key=_TIE)
+        jobs.sort(key=_SUBMIT_T_S)
     if rank is not None:
         jobs.sort(key=rank)
 
