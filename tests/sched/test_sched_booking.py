@@ -4,6 +4,7 @@ change a decision."""
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import replace
 
 import pytest
@@ -153,13 +154,18 @@ def test_the_arrival_order_kept_between_cycles_equals_a_fresh_sort(seed):
         for _ in range(rng.choice([0, 1, 3, 100])):  # 100: more than are put in one by one
             serial += 1
             t_s = float(rng.choice([step, step, rng.randrange(step + 1)]))
-            pending[f"j{serial}"] = job(f"j{serial}", gpus=rng.choice([1, 8]), submit_t_s=t_s)
+            pending[f"j{serial}"] = job(f"j{serial}", rng.choice("ab"), rng.choice([1, 8]),
+                                        submit_t_s=t_s, user=rng.choice(["ann", "bo"]))  # fmt: skip
         jobs = list(pending.values())
         rng.shuffle(jobs)
         assert order.update(jobs) == sorted(jobs, key=by_arrival)
+        assert order.pairs == Counter((j.queue, j.user) for j in jobs)
     assert len(order.jobs) == len(pending)
     twice = [job("x", submit_t_s=2.0), job("x", submit_t_s=1.0)]
     assert order.update(twice) == sorted(twice, key=by_arrival)
+    jobs = list(pending.values())
+    assert order.update(jobs) == sorted(jobs, key=by_arrival)  # nothing of `twice` kept
+    assert order.pairs == Counter((j.queue, j.user) for j in jobs)
 
 
 def test_a_cycle_orders_the_same_with_the_kept_arrival_order():

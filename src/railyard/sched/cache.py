@@ -148,18 +148,30 @@ class PendingOrder:
     def __init__(self) -> None:
         self.jobs: list[Job] = []
         self._by_id: dict[str, Job] = {}
+        self.pairs: dict[tuple[str, str], int] = {}
+        """(queue, user) -> pending jobs: whose shares fair share ranks, without a pass over
+        10,000 jobs to find them."""
 
     def update(self, pending: Sequence[Job]) -> list[Job]:
-        """`pending` sorted by arrival (the list is the cache's own: copy it to change it)."""
+        """`pending` sorted by arrival (the list is the cache's own: copy it to change it).
+        With one id twice nothing is kept (`pairs` is then empty: fair share reads them off
+        the jobs)."""
         by_id = self._by_id
         fresh = [j for j in pending if by_id.get(j.id) is not j]
         if not fresh and len(pending) == len(by_id):
             return self.jobs
         now = {j.id: j for j in pending}
-        if len(now) != len(pending):  # one id twice: nothing to key on, sort them all
-            self.jobs, self._by_id = sorted(pending, key=by_arrival), {}
-            return self.jobs
-        kept = [j for j in self.jobs if now.get(j.id) is j]
+        if len(now) != len(pending):  # one id twice: nothing to key on; keep nothing
+            self.jobs, self._by_id, self.pairs = [], {}, {}
+            return sorted(pending, key=by_arrival)
+        kept = []
+        for j in self.jobs:
+            if now.get(j.id) is j:
+                kept.append(j)
+            else:
+                self._count(j, -1)
+        for j in fresh:
+            self._count(j, 1)
         if len(fresh) > _INSERT_AT_MOST:
             kept += fresh
             kept.sort(key=by_arrival)
@@ -168,6 +180,14 @@ class PendingOrder:
                 insort(kept, j, key=by_arrival)
         self.jobs, self._by_id = kept, now
         return kept
+
+    def _count(self, job: Job, change: int) -> None:
+        pair = (job.queue, job.user)
+        left = self.pairs.get(pair, 0) + change
+        if left:
+            self.pairs[pair] = left
+        else:
+            del self.pairs[pair]
 
 
 class CycleCache:

@@ -112,6 +112,11 @@ def cycle(
 
     # 3. Order the pending jobs: nominated jobs first (their victims' GPUs are theirs), then
     #    starving jobs (oldest first within a priority), then the rest by the policy's key.
+    starving_t_s = now_t_s - config.starvation_limit_s
+    if cache is not None:
+        arrived = cache.pending.update(state.pending)
+    else:
+        arrived = sorted(state.pending, key=by_arrival)
     ctx = OrderContext(
         now_t_s,
         state.usage,
@@ -119,12 +124,8 @@ def cycle(
         state.pending,
         config.service_levels_gpu_s,
         config.time_slice_by,
+        cache.pending.pairs if cache is not None and cache.pending.jobs else None,
     )
-    starving_t_s = now_t_s - config.starvation_limit_s
-    if cache is not None:
-        arrived = cache.pending.update(state.pending)
-    else:
-        arrived = sorted(state.pending, key=by_arrival)
     # arrival order is every order's last key: each part below is re-sorted by its first
     # keys only (stable sorts); starving jobs are the earliest, a prefix
     nominated = [j for j in arrived if j.nominated]

@@ -7,6 +7,7 @@ of these ratios ordered lexicographically is the fair tree's depth-first ranking
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from railyard.sched.policies.registry import ORDERING, OrderContext, Rank, SortKey
@@ -52,7 +53,7 @@ def queue_levels(ctx: OrderContext) -> dict[str, tuple[float, ...]]:
 
 
 def user_levels(
-    ctx: OrderContext, pairs: set[tuple[str, str]] | None = None
+    ctx: OrderContext, pairs: Collection[tuple[str, str]] | None = None
 ) -> dict[tuple[str, str], float]:
     """Per (leaf queue, user): usage share / equal share among the queue's known users."""
     users: dict[str, set[str]] = {}
@@ -62,7 +63,8 @@ def user_levels(
         users.setdefault(q, set()).add(u)
     out: dict[tuple[str, str], float] = {}
     for q, names in users.items():
-        total = sum(ctx.usage.user_gpu_s.get((q, u), 0.0) for u in names)
+        # summed in name order: a set's order depends on how it was filled
+        total = sum(ctx.usage.user_gpu_s.get((q, u), 0.0) for u in sorted(names))
         for u in names:
             share = ctx.usage.user_gpu_s.get((q, u), 0.0) / total if total > 0 else 0.0
             out[q, u] = share * len(names)
@@ -86,7 +88,9 @@ class FairShare:
         """Queue -> user -> the rank of its fair-tree share tuple among the pending jobs'.
         The few distinct tuples are ranked once, so sorting thousands of jobs compares small
         ints instead of nested tuples."""
-        pairs = {(j.queue, j.user) for j in ctx.pending}
+        pairs = ctx.pending_pairs
+        if pairs is None:
+            pairs = {(j.queue, j.user) for j in ctx.pending}
         levels = queue_levels(ctx)
         users = user_levels(ctx, pairs)
         shares = {p: (*levels.get(p[0], ()), users.get(p, 0.0)) for p in pairs}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Generic, Protocol, TypeVar
@@ -62,6 +62,9 @@ class OrderContext:
     pending: Sequence[Job]
     service_levels_gpu_s: tuple[float, ...] = ()
     time_slice_by: str = "attained"
+    # (queue, user) of the pending jobs where the driver keeps them (`CycleCache`); None:
+    # read them off `pending`
+    pending_pairs: Collection[tuple[str, str]] | None = None
 
 
 @dataclass(frozen=True)
