@@ -13,8 +13,9 @@ from sched_fakes import H100, flat_queues, job, nodes, running, schedule, state
 from test_sched_properties import CONFIGS, NOW, SETTINGS, cluster_states
 
 from railyard.sched import CycleCache, NodeState, RunningJob, SchedulerConfig, StopCause, cycle
-from railyard.sched.cache import PendingOrder, by_arrival
+from railyard.sched.cache import Booking, PendingOrder, by_arrival
 from railyard.sched.cycle import _book
+from railyard.sched.limits import Estimates
 from railyard.sched.policies import ORDERING
 from railyard.sched.policies.registry import OrderContext
 from railyard.sched.quota import QuotaTree
@@ -213,3 +214,47 @@ def test_the_cycle_takes_jobs_in_the_documented_order(ordering):
     result = cycle(s, now_t_s, config, CycleCache())
     assert {x.job_id for x in result.starts} == expected
     assert {x.job_id for x in cycle(s, now_t_s, config).starts} == expected
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_blockers_kept_between_cycles_equal_ones_derived_afresh(seed):
+    """Time moves on; jobs with and without a time limit of their own (the latter from the
+    queue's history, which moves), with an image still pulling (the limit starts later), start,
+    end, run past their limit (then a kill is waited for) or get a new object: the kept
+    blockers are those derived again from nothing at every cycle."""
+    rng = random.Random(seed)
+    inventory = nodes(4)
+    topo = Topology(inventory)
+    kept, run, serial, now_t_s = Booking(topo), {}, 0, 0.0
+    for _ in range(50):
+        now_t_s += rng.choice([1.0, 30.0, 600.0])
+        for r in list(run.values()):
+            roll = rng.random()
+            if roll < 0.1:
+                del run[r.id]
+            elif roll < 0.2:
+                run[r.id] = replace(r, run_t_s=now_t_s)  # its image arrived: the limit starts
+        used = {(n, g) for r in run.values() for n, gs in r.placement.items() for g in gs}
+        for _ in range(rng.randrange(3)):
+            node = rng.randrange(4)
+            free = [g for g in range(8) if (f"n{node}", g) not in used]
+            if not free:
+                continue
+            g = rng.choice(free)
+            used.add((f"n{node}", g))
+            serial += 1
+            walltime_s = rng.choice([None, 120.0, 3600.0])
+            j = job(f"j{serial}", walltime_s=walltime_s, image=rng.choice([None, "img"]))
+            run[j.id] = RunningJob(j, {f"n{node}": (g,)}, now_t_s - rng.choice([0.0, 500.0]))
+        history = {("a", None): rng.choice([60.0, 900.0])}
+        estimates = Estimates({}, history, None, 30.0)
+        kept.update(list(run.values()))
+        fresh = Booking(topo)
+        fresh.update(list(run.values()))
+        end = estimates.running_end_t_s
+        assert kept.blockers(now_t_s, end) == fresh.blockers(now_t_s, end)
+        earlier_t_s = now_t_s - 700.0  # a clock set back (a test's, a replay's)
+        fresh = Booking(topo)
+        fresh.update(list(run.values()))
+        assert kept.blockers(earlier_t_s, end) == fresh.blockers(earlier_t_s, end)
+        kept.blockers(now_t_s, end)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from railyard.sched.config import SchedulerConfig
@@ -75,6 +75,7 @@ class Pass:
         run_loads: dict[str, Load],
         requeued: set[str],
         estimates: Estimates,
+        running_blockers: Callable[[], list[Blocker]],
     ) -> None:
         self.now_t_s = now_t_s
         self.config = config
@@ -110,6 +111,7 @@ class Pass:
         self.nominated: set[str] = set()
         self.blocked_flavors: set[str] = set()
         self._reserve_attempts: dict[str, int] = {}
+        self._running_blockers_of = running_blockers
         self._run_blockers: list[Blocker] | None = None
         self._run_events: dict[str, BaseEvents] = {}  # per flavor, from the running jobs
         self._yields = policies.preemption.name != "off"  # preemptible jobs may cross holds
@@ -271,21 +273,10 @@ class Pass:
     # -- reservations -------------------------------------------------------------------------
 
     def _running_blockers(self) -> list[Blocker]:
-        """Running jobs as blockers (their ends do not change within a pass: built once)."""
+        """Running jobs as blockers (their ends do not change within a pass: built once, by
+        the booking, which keeps those whose end moves with nothing between cycles)."""
         if self._run_blockers is None:
-            end, now = self.estimates.running_end_t_s, self.now_t_s
-            loads = self.run_loads
-            self._run_blockers = [
-                Blocker(
-                    end(r, now),
-                    self.run_masks[r.id],
-                    r.job.queue,
-                    r.job.flavor,
-                    r.gpus,
-                    loads.get(r.id) if loads else None,
-                )
-                for r in self.running
-            ]
+            self._run_blockers = self._running_blockers_of()
         return self._run_blockers
 
     def _maybe_reserve(self, job: Job, shape: Shape, quota_ok: bool, starving: bool) -> bool:

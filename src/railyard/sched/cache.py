@@ -16,11 +16,13 @@ re-sorted by a rank (a stable sort), so it is kept and moved rather than sorted 
 
 from __future__ import annotations
 
+import math
 from bisect import insort
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from railyard.sched.model import Job, Node, RunningJob
+from railyard.sched.reserve import Blocker
 from railyard.sched.snapshot import Load, Masks, Shape, Topology
 
 
@@ -55,6 +57,8 @@ class Booking:
         self.run_masks: dict[str, Masks] = {}
         self.run_loads: dict[str, Load] = {}
         self.running: tuple[RunningJob, ...] = ()  # sorted by id
+        self._blockers: dict[str, Blocker] = {}  # those whose end moves with nothing
+        self._blockers_t_s = -math.inf
 
     def update(self, running: Sequence[RunningJob]) -> None:
         """Book exactly `running`. Raises ValueError if two of them hold one GPU or a job is
@@ -84,6 +88,7 @@ class Booking:
             old = entries.get(r.id)
             if old is not None and _books_alike(old.run, r):
                 entries[r.id] = old._replace(run=r)
+                self._blockers.pop(r.id, None)  # a new start of its time limit, maybe
                 continue
             if old is not None:
                 self._remove(r.id)
@@ -129,6 +134,32 @@ class Booking:
         else:
             del self.usage[e.charge]
         del self.run_masks[job_id]
+        self._blockers.pop(job_id, None)
+
+    def blockers(
+        self, now_t_s: float, end_t_s: Callable[[RunningJob, float], float]
+    ) -> list[Blocker]:
+        """Each running job as a reservation's blocker (its estimated end and what it holds),
+        in id order. A job under its own time limit, which began counting already, ends at a
+        time that moves with nothing else: its blocker is kept until then, so a cycle derives
+        only the new jobs' and those without a limit of their own (history may move them)."""
+        if now_t_s < self._blockers_t_s:  # a clock set back: what was kept may not hold
+            self._blockers.clear()
+        self._blockers_t_s = now_t_s
+        kept, entries, out = self._blockers, self.entries, []
+        for r in self.running:
+            b = kept.get(r.id)
+            if b is None or b.end_t_s <= now_t_s:
+                e = entries[r.id]
+                b = Blocker(end_t_s(r, now_t_s), e.masks, r.job.queue, r.job.flavor, r.gpus,
+                            e.load)  # fmt: skip
+                limit_s, from_t_s = r.job.walltime_s, r.limit_from_t_s
+                if limit_s is not None and from_t_s <= now_t_s < from_t_s + limit_s:
+                    kept[r.id] = b  # ends at from_t_s + limit_s (past it, a kill moves on)
+                else:
+                    kept.pop(r.id, None)
+            out.append(b)
+        return out
 
 
 def by_arrival(job: Job) -> tuple[float, tuple[int, str, int, str]]:

@@ -51,6 +51,7 @@ class _Booked:
     run_masks: dict[str, Masks]
     run_loads: dict[str, Load]  # only jobs that ask for cores or memory
     running: tuple[RunningJob, ...]  # sorted by id
+    booking: Booking
 
 
 def _book(state: ClusterState, cache: CycleCache | None) -> _Booked:
@@ -75,8 +76,9 @@ def _book(state: ClusterState, cache: CycleCache | None) -> _Booked:
         if queue in quota.queues:
             quota.add(queue, flavor, gpus)
     return _Booked(
-        topo, snap, quota, dict(booking.run_masks), dict(booking.run_loads), booking.running
-    )
+        topo, snap, quota, dict(booking.run_masks), dict(booking.run_loads), booking.running,
+        booking,
+    )  # fmt: skip
 
 
 def _estimates(state: ClusterState, quota: QuotaTree, config: SchedulerConfig) -> Estimates:
@@ -141,6 +143,7 @@ def cycle(
     #    a reservation. Like Kueue, jobs that fit their nominal quota go before jobs that must
     #    borrow, so quota given back by a reclaim is not borrowed again by the queue that
     #    lost it.
+    estimates = _estimates(state, booked.quota, config)
     admit = Pass(
         now_t_s=now_t_s,
         config=config,
@@ -151,7 +154,8 @@ def cycle(
         run_masks=booked.run_masks,
         run_loads=booked.run_loads,
         requeued={r.job_id for r in requeues},
-        estimates=_estimates(state, booked.quota, config),
+        estimates=estimates,
+        running_blockers=lambda: booked.booking.blockers(now_t_s, estimates.running_end_t_s),
     )
     borrowers = admit.admit_in_order(ordered, starving_t_s=starving_t_s, defer_borrowing=True)
     admit.admit_in_order(borrowers, starving_t_s=-math.inf)
