@@ -13,7 +13,7 @@ from sched_fakes import H100, flat_queues, job, nodes, running, schedule, state
 from test_sched_properties import CONFIGS, NOW, SETTINGS, cluster_states
 
 from railyard.sched import CycleCache, NodeState, RunningJob, SchedulerConfig, StopCause, cycle
-from railyard.sched.cache import Booking, PendingOrder, by_arrival
+from railyard.sched.cache import Booking, PendingOrder, RankMemo, by_arrival
 from railyard.sched.cycle import _book
 from railyard.sched.limits import Estimates
 from railyard.sched.policies import ORDERING
@@ -258,3 +258,31 @@ def test_blockers_kept_between_cycles_equal_ones_derived_afresh(seed):
         fresh.update(list(run.values()))
         assert kept.blockers(earlier_t_s, end) == fresh.blockers(earlier_t_s, end)
         kept.blockers(now_t_s, end)
+
+
+def test_kept_ranks_follow_new_jobs_and_new_knobs():
+    memo = RankMemo()
+    jobs = [job(f"j{i}", priority=i % 3) for i in range(6)]
+    by_priority = lambda j: -j.priority  # noqa: E731
+    assert memo.of(jobs, (), by_priority) == [0, -1, -2, 0, -1, -2]
+    changed = [replace(jobs[0], priority=5), *jobs[1:]]  # a new object: ranked again
+    assert memo.of(changed, (), by_priority) == [-5, -1, -2, 0, -1, -2]
+    assert memo.of(changed, ("other knobs",), lambda j: 7) == [7] * 6  # new key: all again
+
+
+def test_time_slicing_ranks_again_when_a_queue_limit_changes():
+    """Under `las` by time left, a job without a limit of its own ranks by its queue's
+    DefaultTime: with the ranks kept between cycles, a changed DefaultTime must still reorder
+    (four free GPUs, the shorter four start)."""
+    cache = CycleCache()
+    pending = [job(f"s{i}", gpus=1, walltime_s=36_000.0, submit_t_s=float(i)) for i in range(4)]
+    pending += [job(f"d{i}", gpus=1, submit_t_s=10.0 + i) for i in range(4)]  # DefaultTime
+    knobs = {"ordering": "las", "backfill": "none", "preemption": "las"}  # by time left
+    for default_s, first in ((360_000.0, "s"), (3600.0, "d"), (360_000.0, "s")):
+        queues = [replace(q, default_time_s=default_s) if q.name == "a" else q
+                  for q in flat_queues({"a": 64})]  # fmt: skip
+        s = state(nodes(1, gpus=4), queues, pending)
+        config = SchedulerConfig.of(**knobs)
+        for c in (cache, None):
+            started = {x.job_id[0] for x in cycle(s, 100.0, config, c).starts}
+            assert started == {first}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from bisect import insort
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import NamedTuple
 
 from railyard.sched.model import Job, Node, RunningJob
@@ -221,6 +221,30 @@ class PendingOrder:
             del self.pairs[pair]
 
 
+class RankMemo:
+    """Pending jobs' ranks under an ordering whose rank reads nothing of a cycle but the job
+    and a few knobs (`kept_rank`: time slicing's level, a priority), kept between cycles
+    while those knobs (the key) stay the same: a cycle ranks only the jobs new to it."""
+
+    def __init__(self) -> None:
+        self._key: Hashable = None
+        self._of: dict[str, tuple[Job, int]] = {}
+
+    def of(self, jobs: Sequence[Job], key: Hashable, rank: Callable[[Job], int]) -> list[int]:
+        """The rank of each of `jobs`, in their order."""
+        if key != self._key:
+            self._key, self._of = key, {}
+        memo, out = self._of, []
+        for j in jobs:
+            hit = memo.get(j.id)
+            if hit is None or hit[0] is not j:
+                hit = memo[j.id] = (j, rank(j))
+            out.append(hit[1])
+        if len(memo) > 2 * len(jobs) + 1024:  # forget jobs long gone
+            self._of = {j.id: memo[j.id] for j in jobs}
+        return out
+
+
 class CycleCache:
     """What a driver keeps between cycles to make the next one cheaper: the index of recent
     inventories (rebuilt only when a node changes state) with their memos, and the booking of
@@ -232,6 +256,7 @@ class CycleCache:
         self._recent: list[tuple[tuple[Node, ...], Topology]] = []
         self._booking: Booking | None = None
         self.pending = PendingOrder()
+        self.ranks = RankMemo()
 
     def topology(self, nodes: Sequence[Node]) -> Topology:
         key = tuple(nodes)
@@ -258,4 +283,4 @@ class CycleCache:
         return booking
 
 
-__all__ = ["Booking", "CycleCache", "PendingOrder", "by_arrival"]
+__all__ = ["Booking", "CycleCache", "PendingOrder", "RankMemo", "by_arrival"]

@@ -136,7 +136,8 @@ def cycle(
     rest = [j for j in arrived[cut:] if not j.nominated] if nominated else arrived[cut:]
     nominated.sort(key=_TIE)
     starving.sort(key=_minus_priority)
-    in_order(rest, policies.ordering, ctx, by_arrival=True)
+    kept = cache.ranks if cache is not None else None
+    in_order(rest, policies.ordering, ctx, by_arrival=True, kept=kept)
     ordered = nominated + starving + rest
 
     # 4. Admit in order: feasibility, quota, placement; else preempt; else a reason and maybe

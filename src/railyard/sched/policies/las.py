@@ -25,6 +25,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from railyard.sched.decisions import PreemptReason
+from railyard.sched.limits import queue_time_limit_s
 from railyard.sched.model import Job, RunningJob
 from railyard.sched.policies.preemption import may_reclaim, reclaims
 from railyard.sched.policies.registry import (
@@ -54,6 +55,15 @@ class LeastAttainedService:
         level = pending_level(ctx.service_levels_gpu_s, ctx.time_slice_by, ctx.quota.queues)
         span = len(ctx.service_levels_gpu_s) + 1
         return lambda j: -j.priority * span + level(j)
+
+    def kept_rank(self, ctx: OrderContext) -> tuple[Hashable, Rank]:
+        """The rank reads the job and, of the cycle, only the levels, what they cut on and
+        the queues' time limits: with those the same, a pending job keeps its rank."""
+        limits = tuple(sorted((n, queue_time_limit_s(q)) for n, q in ctx.quota.queues.items()))
+        key = (ctx.service_levels_gpu_s, ctx.time_slice_by, limits)
+        rank = self.rank(ctx)
+        assert rank is not None
+        return key, rank
 
 
 def _sliceable(victim: RunningJob, ctx: PreemptContext) -> bool:

@@ -7,9 +7,10 @@ of these ratios ordered lexicographically is the fair tree's depth-first ranking
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Hashable
 from dataclasses import dataclass
 
+from railyard.sched.model import Job
 from railyard.sched.policies.registry import ORDERING, OrderContext, Rank, SortKey
 
 
@@ -33,6 +34,14 @@ class PriorityFirst:
 
     def rank(self, ctx: OrderContext) -> Rank | None:
         return lambda j: -j.priority
+
+    def kept_rank(self, ctx: OrderContext) -> tuple[Hashable, Rank]:
+        """A priority is the job's own: its rank holds between cycles."""
+        return (), _minus_priority
+
+
+def _minus_priority(job: Job) -> int:
+    return -job.priority
 
 
 def queue_levels(ctx: OrderContext) -> dict[str, tuple[float, ...]]:
