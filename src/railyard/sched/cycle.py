@@ -2,8 +2,10 @@
 
 The cycle reads the state, builds a snapshot, and decides. It never mutates its input,
 reads no clock and does no I/O; the only thing a driver may keep between calls is a
-`CycleCache` (indexes and memos of pure functions), so the simulator and the live control
-plane get the same decisions for the same state, with or without the cache.
+`CycleCache` (railyard.sched.cache: inventory indexes, the running jobs' booking and the
+pending order, moved by what changed since the last call, and memos of pure functions), so
+the simulator and the live control plane get the same decisions for the same state, with or
+without the cache. One cache serves one driver's sequence of cycles (one thread).
 """
 
 from __future__ import annotations
