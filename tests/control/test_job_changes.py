@@ -95,9 +95,15 @@ def test_an_older_transaction_that_commits_later_is_not_missed(store: Store) -> 
         pytest.skip("SQLite runs one writer at a time: no transaction commits out of order")
     seed_cluster(store)
     first, second = add_job(store, ["x"]), add_job(store, ["y"])
-    with store.session() as s:
-        before = change_mark(s)
-    assert before is not None
+    # a mark past both inserts: while another test worker's transaction is open on the
+    # server, a mark stays below it (the snapshot's xmin is server-wide), so wait that out
+    for _ in range(100):
+        with store.session() as s:
+            before = change_mark(s)
+            assert before is not None
+            if not list(changed_since(s, before, [JobRow.id])):
+                break
+        time.sleep(0.05)
     with store.engine.connect() as a:
         a.execute(update(JobRow).where(JobRow.id == first).values(priority=3))  # older xid
         with store.session() as b:
