@@ -23,6 +23,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from railyard.sched.classes import KeptClasses
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.decisions import Reason, Reservation, Start, StartReason
 from railyard.sched.diagnose import diagnose
@@ -76,6 +77,7 @@ class Pass:
         requeued: set[str],
         estimates: Estimates,
         running_blockers: Callable[[], list[Blocker]],
+        kept_classes: KeptClasses | None = None,
     ) -> None:
         self.now_t_s = now_t_s
         self.config = config
@@ -103,6 +105,7 @@ class Pass:
             requeued=requeued,
             memo=self.memo,
             holds=self.holds,
+            kept_classes=kept_classes,
         )
         self.starts: list[Start] = []
         self.started: list[Blocker] = []

@@ -245,6 +245,26 @@ class RankMemo:
         return out
 
 
+class ClassMemo:
+    """Running jobs' victim classes kept between cycles, each until the time its policy says
+    it may change (`victim_class_until`), for one set of the policy's knobs (the key); a
+    clock set back or new knobs forget them all."""
+
+    def __init__(self) -> None:
+        self._key: Hashable = None
+        self._t_s = -math.inf
+        self.of: dict[str, tuple[RunningJob, Hashable, float]] = {}
+
+    def table(
+        self, key: Hashable, now_t_s: float, running: int
+    ) -> dict[str, tuple[RunningJob, Hashable, float]]:
+        """job id -> (the running job it was judged for, its class, valid before this time)."""
+        if key != self._key or now_t_s < self._t_s or len(self.of) > 2 * running + 1024:
+            self._key, self.of = key, {}
+        self._t_s = now_t_s
+        return self.of
+
+
 class CycleCache:
     """What a driver keeps between cycles to make the next one cheaper: the index of recent
     inventories (rebuilt only when a node changes state) with their memos, and the booking of
@@ -257,6 +277,7 @@ class CycleCache:
         self._booking: Booking | None = None
         self.pending = PendingOrder()
         self.ranks = RankMemo()
+        self.classes = ClassMemo()
 
     def topology(self, nodes: Sequence[Node]) -> Topology:
         key = tuple(nodes)
@@ -283,4 +304,4 @@ class CycleCache:
         return booking
 
 
-__all__ = ["Booking", "CycleCache", "PendingOrder", "RankMemo", "by_arrival"]
+__all__ = ["Booking", "ClassMemo", "CycleCache", "PendingOrder", "RankMemo", "by_arrival"]

@@ -159,6 +159,7 @@ def cycle(
         requeued={r.job_id for r in requeues},
         estimates=estimates,
         running_blockers=lambda: booked.booking.blockers(now_t_s, estimates.running_end_t_s),
+        kept_classes=cache.classes if cache is not None else None,
     )
     borrowers = admit.admit_in_order(ordered, starving_t_s=starving_t_s, defer_borrowing=True)
     admit.admit_in_order(borrowers, starving_t_s=-math.inf)

@@ -18,10 +18,11 @@ import math
 from collections.abc import Callable, Hashable, Sequence
 from operator import attrgetter
 
+from railyard.sched.classes import KeptClasses, VictimClass, group_victims
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.decisions import Preempt, PreemptReason
 from railyard.sched.holds import HoldBook
-from railyard.sched.limits import checkpoint_grace_s, min_runtime_bound_s, min_runtime_s
+from railyard.sched.limits import checkpoint_grace_s, min_runtime_s
 from railyard.sched.memo import PassMemo
 from railyard.sched.model import Job, RunningJob
 from railyard.sched.policies.preemption import may_preempt_by_priority
@@ -46,20 +47,6 @@ def _overlaps(masks: Masks, other: Masks) -> bool:
     return any(m & other.get(i, 0) for i, m in masks.items())
 
 
-class _VictimClass:
-    """Running jobs the policy judges alike as victims, with what each search of a pass
-    reads of them made once: their ids, how many sizes they come in, and per reason their
-    candidates (time slicing searches for up to 16 jobs a cycle over the same classes)."""
-
-    __slots__ = ("ids", "made", "members", "sizes")
-
-    def __init__(self) -> None:
-        self.members: list[RunningJob] = []
-        self.ids: set[str] = set()
-        self.sizes = 0
-        self.made: dict[PreemptReason, list[Candidate]] = {}
-
-
 Nominate = Callable[[Job, float, Masks], None]
 """Called with (preemptor, grace seconds, GPUs) when victims make room: hold them for it."""
 
@@ -81,6 +68,7 @@ class Preemption:
         requeued: set[str],
         memo: PassMemo,
         holds: HoldBook | None = None,
+        kept_classes: KeptClasses | None = None,
     ) -> None:
         self.now_t_s = now_t_s
         self.holds = holds
@@ -120,7 +108,8 @@ class Preemption:
         self.decision_class: Callable[[Job], Hashable] = self.preemptor_class
         if self.policy.name == "las" and not self.backfilled and config.time_slice_by == "attained":
             self.decision_class = attrgetter("attained_gpu_s")
-        self._classes: dict[str, dict[Hashable, _VictimClass]] | None = None
+        self._classes: dict[str, dict[Hashable, VictimClass]] | None = None
+        self._kept_classes = kept_classes
         self._candidate_cache: dict[Hashable, tuple[int, list[Candidate]]] = {}
         self._candidate_of: dict[tuple[str, PreemptReason], Candidate] = {}
         self._free_reasons: dict[Hashable, PreemptReason | None] = {}
@@ -260,34 +249,13 @@ class Preemption:
         self._candidate_cache[key] = (self.memo.epoch, out)
         return out
 
-    def _victim_classes(self) -> dict[str, dict[Hashable, _VictimClass]]:
+    def _victim_classes(self) -> dict[str, dict[Hashable, VictimClass]]:
         """Running jobs that may be evicted at all, grouped by flavor and by what the policy
         judges them on; built on the first search of a pass (most passes search nobody)."""
         if self._classes is None:
-            self._classes = {}
-            bounds: dict[str, float] = {}  # each queue's cap on a job's minimum run time
-            for r in self.running:
-                if r.id in self.signalled:
-                    continue
-                name = r.job.queue
-                bound = bounds.get(name)
-                if bound is None:
-                    queue = self.quota.queues.get(name)
-                    bound = bounds[name] = min_runtime_bound_s(
-                        queue.max_min_runtime_s if queue is not None else None
-                    )
-                if self.now_t_s - r.start_t_s < min(r.job.min_runtime_s, bound):
-                    continue
-                cls = self.policy.victim_class(r, self.ctx)
-                by_class = self._classes.setdefault(r.job.flavor, {})
-                group = by_class.get(cls)
-                if group is None:
-                    group = by_class[cls] = _VictimClass()
-                group.members.append(r)
-                group.ids.add(r.id)
-            for by_class in self._classes.values():
-                for group in by_class.values():
-                    group.sizes = len({r.gpus for r in group.members})
+            self._classes = group_victims(
+                self.running, self.signalled, self.policy, self.ctx, self._kept_classes
+            )
         return self._classes
 
     def _reserved(self) -> dict[int, int]:
@@ -380,7 +348,7 @@ class Preemption:
             answer = answers[alike] = self._would_preempt_back(job, r)
         return answer
 
-    def _made(self, group: _VictimClass, reason: PreemptReason) -> list[Candidate]:
+    def _made(self, group: VictimClass, reason: PreemptReason) -> list[Candidate]:
         """The class's members as candidates for `reason`, in order, made once a pass."""
         made = group.made[reason] = [self._candidate(r, reason) for r in group.members]
         return made

@@ -21,6 +21,8 @@ a queue's quota is never exceeded to slice).
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_right
 from collections.abc import Hashable
 from dataclasses import dataclass
 
@@ -66,6 +68,44 @@ class LeastAttainedService:
         return key, rank
 
 
+CLASS_MARGIN_S = 1e-3
+
+
+def _class_until(victim: RunningJob, ctx: PreemptContext) -> float:
+    """When `victim_class` may next change: its slicing flag at the end of the quantum or of
+    a starved start's unsliced run, its level when its service (growing by its GPUs each
+    second) crosses a threshold, up under `attained` or its time left down under
+    `remaining`."""
+    j, now, start = victim.job, ctx.now_t_s, victim.start_t_s
+    until = math.inf
+    if j.preemptible:
+        ran_s = now - start
+        if ran_s < ctx.quantum_s:
+            until = start + ctx.quantum_s
+        elif start - j.submit_t_s >= ctx.starvation_limit_s and ran_s < ctx.starved_unsliced_s:
+            until = start + ctx.starved_unsliced_s
+    gpus = victim.gpus
+    if gpus <= 0:
+        return until
+    levels = ctx.service_levels_gpu_s
+    served = attained_gpu_s(victim, now)
+    if ctx.time_slice_by == "attained":
+        level = bisect_right(levels, served)
+        if level < len(levels):  # up a level once service reaches the next threshold
+            until = min(until, start + (levels[level] - j.attained_gpu_s) / gpus)
+        return until
+    limit_s = j.walltime_s
+    if limit_s is None:
+        limit_s = queue_time_limit_s(ctx.quota.queues.get(j.queue))
+        if limit_s is None:
+            return until  # the last level, for good
+    whole = j.workers * j.gpus_per_worker * limit_s
+    level = bisect_right(levels, whole - served)
+    if level > 0:  # down a level once the time left falls below this level's threshold
+        until = min(until, start + (whole - levels[level - 1] - j.attained_gpu_s) / gpus)
+    return until
+
+
 def _sliceable(victim: RunningJob, ctx: PreemptContext) -> bool:
     """Preemptible and ran a quantum; an attempt that began after the job had waited out the
     starvation limit runs `starved_unsliced_s` first (big gangs' tail: sliced again minutes
@@ -92,6 +132,12 @@ class TimeSlice:
         sliceable = _sliceable(victim, ctx)
         level = level_of(j, attained_gpu_s(victim, ctx.now_t_s), ctx)
         return (j.queue, j.priority, j.preemptible, sliceable, level)
+
+    def victim_class_until(self, victim: RunningJob, ctx: PreemptContext) -> tuple[Hashable, float]:
+        """The class, and the time before which it stays: the end of the quantum (or of a
+        starved start's unsliced run) and the next level its service crosses into, less a
+        millisecond so that rounding never keeps a class a fresh look would not give."""
+        return self.victim_class(victim, ctx), _class_until(victim, ctx) - CLASS_MARGIN_S
 
     def reason_without_quota(
         self, preemptor: Job, victim: RunningJob, ctx: PreemptContext

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 from dataclasses import dataclass
 
@@ -56,6 +57,9 @@ class Off:
     def victim_class(self, victim: RunningJob, ctx: PreemptContext) -> Hashable:
         return None
 
+    def victim_class_until(self, victim: RunningJob, ctx: PreemptContext) -> tuple[Hashable, float]:
+        return None, math.inf
+
     def reason_without_quota(
         self, preemptor: Job, victim: RunningJob, ctx: PreemptContext
     ) -> PreemptReason | None:
@@ -77,6 +81,9 @@ class ReclaimOnly:
 
     def victim_class(self, victim: RunningJob, ctx: PreemptContext) -> Hashable:
         return by_queue_priority(victim, ctx)
+
+    def victim_class_until(self, victim: RunningJob, ctx: PreemptContext) -> tuple[Hashable, float]:
+        return by_queue_priority(victim, ctx), math.inf  # the job's own: while it runs
 
     def reason_without_quota(
         self, preemptor: Job, victim: RunningJob, ctx: PreemptContext
@@ -107,6 +114,9 @@ class ReclaimAndPriority:
 
     def victim_class(self, victim: RunningJob, ctx: PreemptContext) -> Hashable:
         return by_queue_priority(victim, ctx)
+
+    def victim_class_until(self, victim: RunningJob, ctx: PreemptContext) -> tuple[Hashable, float]:
+        return by_queue_priority(victim, ctx), math.inf  # the job's own: while it runs
 
     def reason_without_quota(
         self, preemptor: Job, victim: RunningJob, ctx: PreemptContext

@@ -1,0 +1,75 @@
+"""Victim classes kept between cycles: a class is reused only before the time its policy says
+it may change, so at every instant it equals the class judged afresh (time slicing's classes
+move with the quantum, a starved start's unsliced run and each level crossed)."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import replace
+
+import pytest
+from sched_fakes import flat_queues, job, running
+
+from railyard.sched.policies import PREEMPTION
+from railyard.sched.policies.registry import PreemptContext
+from railyard.sched.quota import QuotaTree
+
+LEVELS = (3600.0, 7200.0, 14_400.0, 28_800.0)
+
+
+def _context(by: str, now_t_s: float, unsliced_s: float) -> PreemptContext:
+    queues = [replace(q, default_time_s=7200.0) if q.name == "a" else q
+              for q in flat_queues({"a": 64, "b": 64})]  # fmt: skip
+    return PreemptContext(QuotaTree(queues, {"H100-SXM-80GB"}), now_t_s, None, LEVELS, 300.0,
+                          by, 1000.0, unsliced_s)  # fmt: skip
+
+
+def _jobs(rng: random.Random) -> list:
+    out = []
+    for i in range(40):
+        gpus = rng.choice([0, 1, 2, 8])
+        j = job(f"j{i}", rng.choice("ab"), gpus, preemptible=rng.random() < 0.8,
+                walltime_s=rng.choice([None, 1800.0, 9000.0]),
+                attained_gpu_s=rng.choice([0.0, 3000.0, 7200.0]),
+                submit_t_s=rng.choice([0.0, 900.0]))  # fmt: skip
+        where = f"n0:0-{gpus - 1}" if gpus else "n0:"
+        out.append(running(j, where if gpus else "", start_t_s=rng.choice([1000.0, 2000.0])))
+    return out
+
+
+def _times(rng: random.Random, runs: list, by: str, unsliced_s: float) -> list[float]:
+    """Random instants and every boundary a class can cross, with points just around it."""
+    marks = {r.start_t_s + 300.0 for r in runs} | {r.start_t_s + unsliced_s for r in runs}
+    for r in runs:
+        for level in LEVELS:
+            if r.gpus:
+                served = level - r.job.attained_gpu_s
+                marks.add(r.start_t_s + served / r.gpus)
+                whole = r.job.gpus * (r.job.walltime_s or 7200.0)
+                marks.add(r.start_t_s + (whole - level - r.job.attained_gpu_s) / r.gpus)
+    times = {m + d for m in marks if math.isfinite(m) for d in (-1e-4, 0.0, 1e-4, 0.002)}
+    times |= {rng.uniform(1000.0, 40_000.0) for _ in range(200)}
+    return sorted(t for t in times if t >= 1000.0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("by", ["attained", "remaining"])
+@pytest.mark.parametrize("unsliced_s", [0.0, 3600.0, math.inf])
+def test_a_kept_class_is_the_class_judged_afresh(seed, by, unsliced_s):
+    rng = random.Random(seed)
+    policy = PREEMPTION.get("las")
+    runs = _jobs(rng)
+    kept: dict[str, tuple[object, float]] = {}
+    reused = 0
+    for t_s in _times(rng, runs, by, unsliced_s):
+        ctx = _context(by, t_s, unsliced_s)
+        for r in runs:
+            hit = kept.get(r.id)
+            if hit is not None and t_s < hit[1]:
+                cls, reused = hit[0], reused + 1
+            else:
+                cls, until_t_s = policy.victim_class_until(r, ctx)
+                kept[r.id] = (cls, until_t_s)
+            assert cls == policy.victim_class(r, ctx), (r.id, t_s)
+    assert reused > len(runs)  # the memo did serve, not only recompute
