@@ -267,9 +267,10 @@ class ClassMemo:
 
 class CycleCache:
     """What a driver keeps between cycles to make the next one cheaper: the index of recent
-    inventories (rebuilt only when a node changes state) with their memos, and the booking of
-    the running jobs on the latest. Owned by one driver (a simulation, a control loop); a
-    cycle without one builds everything afresh and decides exactly the same."""
+    inventories (rebuilt only when a node changes state) with their memos, the booking of the
+    running jobs on the latest, the pending jobs in arrival order, kept ranks and kept victim
+    classes. Owned by one driver (a simulation, a control loop: one thread); a cycle without
+    one builds everything afresh and decides exactly the same."""
 
     def __init__(self, keep: int = 4) -> None:
         self.keep = keep
