@@ -146,6 +146,11 @@ class Pass:
         max_time_queues, over_max_time = self._max_time_queues, self.feasible.over_max_time
         preemptor_class, hold_before_t_s = self._preemptor_class, self._hold_before_t_s
         preemption = self.preemption
+        # what is the same for every job of the pass is asked once: whether any queue has a
+        # MaxTime, whether greedy backfill holds GPUs at all, and (again after each decision,
+        # the only thing that spends a victim search) whether the class still matters
+        has_max_time, holds_back = bool(max_time_queues), hold_before_t_s > -math.inf
+        classify = preemptor_class if preemptor_class and preemption.searches_left else None
         for job in jobs:
             starving = job.submit_t_s <= starving_t_s
             usable = 0
@@ -161,20 +166,22 @@ class Pass:
                     usable = lend_bits[bisect_left(lend_starts, end)]
             if job.nominated or job.id in signalled_for:
                 outcome = self._decide(job, usable, starving, defer_borrowing)
+                if classify and not preemption.searches_left:
+                    classify = None
             else:
                 # The identity of `alike` stands for its value: alike jobs share one tuple
                 # (model._interned), and every job of the pass, so every id, is alive till
                 # it ends. Jobs alike but not sharing (past the bound) just miss the memo.
                 key = (
                     id(job.alike),
-                    job.queue in max_time_queues and over_max_time(job),
+                    has_max_time and job.queue in max_time_queues and over_max_time(job),
                     # the class matters only to a victim search: none once the cycle's
                     # searches are spent (then 10,000 jobs on 11 levels decide as one)
-                    preemptor_class(job) if preemptor_class and preemption.searches_left else None,
+                    classify(job) if classify else None,
                     usable,
                     starving,
                     defer_borrowing,
-                    job.submit_t_s <= hold_before_t_s,
+                    holds_back and job.submit_t_s <= hold_before_t_s,
                 )
                 hit = decided.get(key)
                 before = memo.epoch
@@ -184,6 +191,8 @@ class Pass:
                     outcome = self._decide(job, usable, starving, defer_borrowing)
                     if memo.epoch == before:  # the decision changed nothing: reusable
                         decided[key] = (before, outcome)
+                    if classify and not preemption.searches_left:
+                        classify = None
             if outcome.reason is not None:
                 reasons[job.id] = outcome.reason
             elif outcome is DEFERRED:
