@@ -166,8 +166,6 @@ class Pass:
                     usable = lend_bits[bisect_left(lend_starts, end)]
             if job.nominated or job.id in signalled_for:
                 outcome = self._decide(job, usable, starving, defer_borrowing)
-                if classify and not preemption.searches_left:
-                    classify = None
             else:
                 # The identity of `alike` stands for its value: alike jobs share one tuple
                 # (model._interned), and every job of the pass, so every id, is alive till
@@ -191,8 +189,8 @@ class Pass:
                     outcome = self._decide(job, usable, starving, defer_borrowing)
                     if memo.epoch == before:  # the decision changed nothing: reusable
                         decided[key] = (before, outcome)
-                    if classify and not preemption.searches_left:
-                        classify = None
+            if classify and not preemption.searches_left:  # the last search was spent
+                classify = None
             if outcome.reason is not None:
                 reasons[job.id] = outcome.reason
             elif outcome is DEFERRED:

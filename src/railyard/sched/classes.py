@@ -13,7 +13,7 @@ from collections.abc import Hashable, Sequence, Set
 from typing import Protocol
 
 from railyard.sched.decisions import PreemptReason
-from railyard.sched.limits import min_runtime_bound_s, queue_time_limit_s
+from railyard.sched.limits import min_runtime_bound_s, queue_time_limits
 from railyard.sched.model import RunningJob
 from railyard.sched.policies.registry import PreemptContext, PreemptionPolicy
 from railyard.sched.victims import Candidate
@@ -44,9 +44,9 @@ class KeptClasses(Protocol):
 def class_key(policy: PreemptionPolicy, ctx: PreemptContext) -> Hashable:
     """Everything of the cycle a victim's class may read besides the job and the time: the
     policy, its knobs and the queues' time limits."""
-    limits = tuple(sorted((n, queue_time_limit_s(q)) for n, q in ctx.quota.queues.items()))
     return (policy.name, ctx.priority_preemption_min, ctx.service_levels_gpu_s, ctx.quantum_s,
-            ctx.time_slice_by, ctx.starvation_limit_s, ctx.starved_unsliced_s, limits)  # fmt: skip
+            ctx.time_slice_by, ctx.starvation_limit_s, ctx.starved_unsliced_s,
+            queue_time_limits(ctx.quota.queues))  # fmt: skip
 
 
 def group_victims(

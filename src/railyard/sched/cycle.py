@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from dataclasses import dataclass
-from operator import attrgetter
 
 from railyard.sched.admit import Pass, Policies
 from railyard.sched.cache import Booking, CycleCache, by_arrival
@@ -22,17 +21,16 @@ from railyard.sched.decisions import CycleResult, Requeue
 from railyard.sched.limits import Estimates
 from railyard.sched.model import ClusterState, Job, NodeState, RunningJob
 from railyard.sched.policies import ADMISSION, BACKFILL, ORDERING, PLACEMENT, PREEMPTION
-from railyard.sched.policies.registry import OrderContext, in_order
+from railyard.sched.policies.registry import (
+    SUBMIT_T_S,
+    TIE,
+    OrderContext,
+    in_order,
+    minus_priority,
+)
 from railyard.sched.quota import QuotaTree
 from railyard.sched.reserve import Blocker, earliest_start
 from railyard.sched.snapshot import Load, Masks, Shape, Snapshot, Topology
-
-_SUBMIT_T_S = attrgetter("submit_t_s")
-_TIE = attrgetter("tie")
-
-
-def _minus_priority(job: Job) -> int:
-    return -job.priority
 
 
 def resolve(config: SchedulerConfig) -> Policies:
@@ -133,11 +131,11 @@ def cycle(
     # arrival order is every order's last key: each part below is re-sorted by its first
     # keys only (stable sorts); starving jobs are the earliest, a prefix
     nominated = [j for j in arrived if j.nominated]
-    cut = bisect_right(arrived, starving_t_s, key=_SUBMIT_T_S)
+    cut = bisect_right(arrived, starving_t_s, key=SUBMIT_T_S)
     starving = [j for j in arrived[:cut] if not j.nominated] if cut else []
     rest = [j for j in arrived[cut:] if not j.nominated] if nominated else arrived[cut:]
-    nominated.sort(key=_TIE)
-    starving.sort(key=_minus_priority)
+    nominated.sort(key=TIE)
+    starving.sort(key=minus_priority)
     kept = cache.ranks if cache is not None else None
     in_order(rest, policies.ordering, ctx, by_arrival=True, kept=kept)
     ordered = nominated + starving + rest

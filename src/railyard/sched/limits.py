@@ -36,6 +36,12 @@ def queue_time_limit_s(queue: Queue | None) -> float | None:
     return queue.default_time_s if queue.default_time_s is not None else queue.max_time_s
 
 
+def queue_time_limits(queues: Mapping[str, Queue]) -> tuple[tuple[str, float | None], ...]:
+    """Every queue's limit for a job that gives none, by name: what a level or rank kept
+    between cycles depends on of the queues (a changed DefaultTime must rank again)."""
+    return tuple(sorted((name, queue_time_limit_s(q)) for name, q in queues.items()))
+
+
 def latest_start_t_s(job: Job, queue: Queue | None) -> float:
     """The last moment a job with a `--deadline` may start and still end by it (Slurm's
     "no ending is possible before this deadline"); +inf without one, -inf with one but no

@@ -27,7 +27,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from railyard.sched.decisions import PreemptReason
-from railyard.sched.limits import queue_time_limit_s
+from railyard.sched.limits import queue_time_limit_s, queue_time_limits
 from railyard.sched.model import Job, RunningJob
 from railyard.sched.policies.preemption import may_reclaim, reclaims
 from railyard.sched.policies.registry import (
@@ -61,8 +61,7 @@ class LeastAttainedService:
     def kept_rank(self, ctx: OrderContext) -> tuple[Hashable, Rank]:
         """The rank reads the job and, of the cycle, only the levels, what they cut on and
         the queues' time limits: with those the same, a pending job keeps its rank."""
-        limits = tuple(sorted((n, queue_time_limit_s(q)) for n, q in ctx.quota.queues.items()))
-        key = (ctx.service_levels_gpu_s, ctx.time_slice_by, limits)
+        key = (ctx.service_levels_gpu_s, ctx.time_slice_by, queue_time_limits(ctx.quota.queues))
         rank = self.rank(ctx)
         assert rank is not None
         return key, rank

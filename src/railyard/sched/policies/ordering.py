@@ -10,8 +10,13 @@ from __future__ import annotations
 from collections.abc import Collection, Hashable
 from dataclasses import dataclass
 
-from railyard.sched.model import Job
-from railyard.sched.policies.registry import ORDERING, OrderContext, Rank, SortKey
+from railyard.sched.policies.registry import (
+    ORDERING,
+    OrderContext,
+    Rank,
+    SortKey,
+    minus_priority,
+)
 
 
 @dataclass(frozen=True)
@@ -33,15 +38,11 @@ class PriorityFirst:
         return lambda j: (-j.priority, j.submit_t_s, j.tie)
 
     def rank(self, ctx: OrderContext) -> Rank | None:
-        return lambda j: -j.priority
+        return minus_priority
 
     def kept_rank(self, ctx: OrderContext) -> tuple[Hashable, Rank]:
         """A priority is the job's own: its rank holds between cycles."""
-        return (), _minus_priority
-
-
-def _minus_priority(job: Job) -> int:
-    return -job.priority
+        return (), minus_priority
 
 
 def queue_levels(ctx: OrderContext) -> dict[str, tuple[float, ...]]:

@@ -182,9 +182,9 @@ def in_order(
         return
     rank: Rank | None = ranked(ctx)
     if not by_arrival:
-        if len(set(map(_SUBMIT_T_S, jobs))) < len(jobs):  # jobs of one instant: by number
-            jobs.sort(key=_TIE)
-        jobs.sort(key=_SUBMIT_T_S)
+        if len(set(map(SUBMIT_T_S, jobs))) < len(jobs):  # jobs of one instant: by number
+            jobs.sort(key=TIE)
+        jobs.sort(key=SUBMIT_T_S)
     if rank is None:
         return
     static = getattr(policy, "kept_rank", None)
@@ -196,8 +196,13 @@ def in_order(
     jobs.sort(key=rank)
 
 
-_SUBMIT_T_S = attrgetter("submit_t_s")
-_TIE = attrgetter("tie")
+SUBMIT_T_S = attrgetter("submit_t_s")
+TIE = attrgetter("tie")
+
+
+def minus_priority(job: Job) -> int:
+    """Higher priority first, as a key in C-compared ints."""
+    return -job.priority
 
 
 class AdmissionPolicy(Protocol):
