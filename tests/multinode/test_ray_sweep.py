@@ -1,6 +1,6 @@
 """An across-node sweep on a local multi-node Ray cluster with a really slow node: all_reduce
-over the four nodes, bisected (seed 004's hunt) to the one whose processes get a tenth of a
-core. Every process node a3 runs is held to 10% of one CPU by a cgroup quota, as on a node
+over the four nodes, bisected (seed 004's hunt) to the one whose processes get a twentieth of a
+core. Every process node a3 runs is held to 5% of one CPU by a cgroup quota, as on a node
 that is throttled or whose cores another process takes, from the moment it has done most of its
 start-up (half the CPU time `import torch` takes here, so well before its collective): the
 sweep blames a3 alone, drains it with the figure in its reason, and a later sweep without the
@@ -32,6 +32,10 @@ from railyard.health.measure import allreduce_busbw_gbps  # noqa: E402
 
 NAMES = ("a1", "a2", "a3", "a4")
 SLOW = "a3"
+# A twentieth of a core. A group fails under 0.8 x the floor, 0.24 x a healthy pair (1.2-1.3
+# GB/s here: 0.28-0.31). Held to a tenth, the groups with a3 measured 0.14-0.21 GB/s, and a
+# healthy pair measured low on a busy machine once set the bar under that in CI (all four passed).
+SHARE = 0.05
 CGROUP = Path("/sys/fs/cgroup/cpu")
 
 
@@ -152,10 +156,11 @@ def test_a_sweep_bisects_to_the_throttled_node_drains_it_and_a_passing_one_resum
     server = ServerProcess(state, gpus=None, extra=(
         *four.up_args, "--health-across-floor", f"{floor_gbps:.4f}"))  # fmt: skip
     server.start(timeout_s=90)
-    throttle = Throttle(SLOW, share=0.1, after_cpu_s=start_up_cpu_s)
+    throttle = Throttle(SLOW, share=SHARE, after_cpu_s=start_up_cpu_s)
     try:
         done = sweep(server, {})
-        assert done["detail"] == f"ended; slow: {SLOW}", done
+        figures = [(t["group"], t.get("busbw_gbps"), t["ok"]) for t in done["tests"]]
+        assert done["detail"] == f"ended; slow: {SLOW}", (floor_gbps, throttle.moved, figures)
         slow_tests = [t for t in done["tests"] if not t["ok"]]
         assert slow_tests, done["tests"]
         assert all(SLOW in t["group"] for t in slow_tests), done["tests"]
