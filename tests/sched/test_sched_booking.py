@@ -13,7 +13,7 @@ from sched_fakes import H100, flat_queues, job, nodes, running, schedule, state
 from test_sched_properties import CONFIGS, NOW, SETTINGS, cluster_states
 
 from railyard.sched import CycleCache, NodeState, RunningJob, SchedulerConfig, StopCause, cycle
-from railyard.sched.cache import Booking, PendingOrder, RankMemo, by_arrival
+from railyard.sched.cache import Booking, PendingOrder, RankedOrder, by_arrival
 from railyard.sched.cycle import _book
 from railyard.sched.limits import Estimates
 from railyard.sched.policies import ORDERING
@@ -260,14 +260,41 @@ def test_blockers_kept_between_cycles_equal_ones_derived_afresh(seed):
         kept.blockers(now_t_s, end)
 
 
-def test_kept_ranks_follow_new_jobs_and_new_knobs():
-    memo = RankMemo()
-    jobs = [job(f"j{i}", priority=i % 3) for i in range(6)]
-    by_priority = lambda j: -j.priority  # noqa: E731
-    assert memo.of(jobs, (), by_priority) == [0, -1, -2, 0, -1, -2]
-    changed = [replace(jobs[0], priority=5), *jobs[1:]]  # a new object: ranked again
-    assert memo.of(changed, (), by_priority) == [-5, -1, -2, 0, -1, -2]
-    assert memo.of(changed, ("other knobs",), lambda j: 7) == [7] * 6  # new key: all again
+@pytest.mark.parametrize("seed", range(6))
+def test_the_ranked_order_kept_between_cycles_equals_a_fresh_sort(seed):
+    """Jobs arrive, leave and come back as new objects of another priority, a few or a burst
+    at a time (more than are put in one by one), some cycles are not ranked at all (another
+    ordering ran), the knobs change, and one id comes twice: the line kept in rank order is
+    always the arrival order sorted afresh by the rank."""
+    rng = random.Random(seed)
+    order, ranked, pending, serial = PendingOrder(), RankedOrder(), {}, 0
+    for step in range(60):
+        for j in list(pending.values()):
+            roll = rng.random()
+            if roll < 0.1:
+                del pending[j.id]
+            elif roll < 0.15:
+                pending[j.id] = replace(j, priority=rng.randrange(4))
+        if rng.random() < 0.1:  # a burst leaves
+            for j in rng.sample(list(pending.values()), k=len(pending) // 2):
+                del pending[j.id]
+        for _ in range(rng.choice([0, 1, 3, 100])):
+            serial += 1
+            t_s = float(rng.choice([step, step, rng.randrange(step + 1)]))
+            pending[f"j{serial}"] = job(f"j{serial}", priority=rng.randrange(4), submit_t_s=t_s)
+        jobs = list(pending.values())
+        rng.shuffle(jobs)
+        if rng.random() < 0.05:  # one id twice: nothing is kept, then all is ranked again
+            order.update([*jobs, job(jobs[0].id)] if jobs else jobs)
+        arrived = order.update(jobs)
+        if rng.random() < 0.2:
+            continue  # not ranked this cycle: the next one ranks everything again
+        knobs = rng.choice([1, 1, 1, 3])  # the key: priority counted once or three times
+        rank = lambda j, k=knobs: -(j.priority * k) % 5  # noqa: E731
+        got = ranked.of(order, knobs, rank)
+        assert got == sorted(arrived, key=rank)
+        assert ranked.of(order, knobs, rank) is got  # nothing changed: kept as it is
+        assert len(ranked._rank) == len(got)  # jobs gone are forgotten
 
 
 def test_time_slicing_ranks_again_when_a_queue_limit_changes():

@@ -133,11 +133,18 @@ def cycle(
     nominated = [j for j in arrived if j.nominated]
     cut = bisect_right(arrived, starving_t_s, key=SUBMIT_T_S)
     starving = [j for j in arrived[:cut] if not j.nominated] if cut else []
-    rest = [j for j in arrived[cut:] if not j.nominated] if nominated else arrived[cut:]
     nominated.sort(key=TIE)
     starving.sort(key=minus_priority)
-    kept = cache.ranks if cache is not None else None
-    in_order(rest, policies.ordering, ctx, by_arrival=True, kept=kept)
+    kept = getattr(policies.ordering, "kept_rank", None)
+    if kept is not None and cache is not None and arrived is cache.pending.jobs:
+        # a rank that reads only the job: the whole line is kept in that order between
+        # cycles, and the rest is what is left of it once the two parts above are out
+        rest = cache.ranked.of(cache.pending, *kept(ctx))
+        if cut or nominated:
+            rest = [j for j in rest if j.submit_t_s > starving_t_s and not j.nominated]
+    else:
+        rest = [j for j in arrived[cut:] if not j.nominated] if nominated else arrived[cut:]
+        in_order(rest, policies.ordering, ctx, by_arrival=True)
     ordered = nominated + starving + rest
 
     # 4. Admit in order: feasibility, quota, placement; else preempt; else a reason and maybe

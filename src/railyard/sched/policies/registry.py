@@ -157,25 +157,18 @@ class RankedOrdering(OrderingPolicy, Protocol):
     def rank(self, ctx: OrderContext) -> Rank | None: ...
 
 
-class KeptRanks(Protocol):
-    """Where a driver keeps pending jobs' ranks between cycles (`cache.RankMemo`)."""
-
-    def of(self, jobs: Sequence[Job], key: Hashable, rank: Rank) -> list[int]: ...
-
-
 def in_order(
     jobs: list[Job],
     policy: OrderingPolicy,
     ctx: OrderContext,
     *,
     by_arrival: bool = False,
-    kept: KeptRanks | None = None,
 ) -> None:
     """Sort `jobs` in place by `policy.sort_key(ctx)`, by parts where the policy ranks.
     `by_arrival`: the jobs are already in arrival order (submit time, then number), the
-    ranked order's last keys, so only the rank is left to sort by. `kept`: where the ranks
-    of an ordering whose rank reads nothing but the job (`kept_rank`: time slicing's level,
-    a priority) are kept between cycles, so only new jobs are ranked."""
+    ranked order's last keys, so only the rank is left to sort by. (Where the rank reads
+    nothing but the job, `kept_rank`, a driver's cache keeps the whole line sorted between
+    cycles instead: `cache.RankedOrder`.)"""
     ranked = getattr(policy, "rank", None)
     if ranked is None:
         jobs.sort(key=policy.sort_key(ctx))
@@ -185,15 +178,8 @@ def in_order(
         if len(set(map(SUBMIT_T_S, jobs))) < len(jobs):  # jobs of one instant: by number
             jobs.sort(key=TIE)
         jobs.sort(key=SUBMIT_T_S)
-    if rank is None:
-        return
-    static = getattr(policy, "kept_rank", None)
-    found = static(ctx) if static is not None and kept is not None else None
-    if found is not None and kept is not None:
-        values = kept.of(jobs, *found)
-        jobs[:] = [jobs[i] for i in sorted(range(len(jobs)), key=values.__getitem__)]
-        return
-    jobs.sort(key=rank)
+    if rank is not None:
+        jobs.sort(key=rank)
 
 
 SUBMIT_T_S = attrgetter("submit_t_s")
