@@ -284,6 +284,7 @@ class Preemption:
         # what reclaim reads (its queue and size): asked of each class, each search.
         asks = (job.priority, self.preemptor_class(job))
         reclaimable, mine, gpus = self.quota.reclaimable, job.queue, job.gpus
+        reclaims: dict[str, bool] = {}  # victim queue -> may this job reclaim from it now
         for cls, group in self._victim_classes().get(job.flavor, {}).items():
             members = group.members
             if policy.quota_reason_is_reclaim:  # `victim_reason`, its quota-free part kept
@@ -292,8 +293,13 @@ class Preemption:
                     reason = free_reasons[key]
                 else:
                     reason = free_reasons[key] = policy.reason_without_quota(job, members[0], ctx)
-                if reason is None and reclaimable(members[0].job.queue, mine, job.flavor, gpus):
-                    reason = PreemptReason.RECLAIM
+                if reason is None:
+                    theirs = members[0].job.queue
+                    may = reclaims.get(theirs)
+                    if may is None:
+                        may = reclaims[theirs] = reclaimable(theirs, mine, job.flavor, gpus)
+                    if may:
+                        reason = PreemptReason.RECLAIM
             else:
                 reason = policy.victim_reason(job, members[0], ctx)
             if reason is None:
