@@ -13,8 +13,8 @@ from sched_fakes import H100, flat_queues, job, nodes, running, schedule, state
 
 from railyard.sched import (
     Level,
+    NodeState,
     Queue,
-    SchedulerConfig,
     TopologyMode,
     TopologyRequirement,
     Usage,
@@ -63,20 +63,32 @@ def plain_earliest_start(snap, shape, blockers, placement, now_t_s):
     return None
 
 
-def test_a_reservation_search_finds_what_a_snapshot_per_instant_finds():
+@pytest.mark.parametrize("placement_name", ["fabric-aware", "first-fit"])
+def test_a_reservation_search_finds_what_a_snapshot_per_instant_finds(placement_name):
+    """Gangs free, or bound to one node, leaf group or scalable unit (the search then waits
+    for a group big enough before it tries a placement), on inventories of two to four nodes
+    a leaf group, some down."""
     rng = random.Random(26)
-    placement = PLACEMENT.get(SchedulerConfig().placement)
+    placement = PLACEMENT.get(placement_name)
     searched = found = 0
-    for _ in range(300):
-        snap, taken = busy_snapshot(rng)
+    for _ in range(400):
+        count = 12
+        inventory = nodes(count, per_lg=rng.choice([2, 3, 4]), lg_per_su=rng.choice([1, 2]),
+                          states={f"n{rng.randrange(count)}": NodeState.DOWN}
+                          if rng.random() < 0.2 else None)  # fmt: skip
+        snap = Snapshot(Topology(inventory))
+        taken = [rng.randrange(256) for _ in range(count)]
+        snap.take({i: m for i, m in enumerate(taken) if m and snap.topo.ready[i]})
+        taken = [m if snap.topo.ready[i] else 0 for i, m in enumerate(taken)]
         running = blockers_of(rng, taken, rng.randint(0, 30))
         extra = blockers_of(rng, taken, rng.randint(0, 4))
         gpw = rng.choice([1, 2, 4, 8])
+        level = rng.choice([None, None, Level.NODE, Level.LEAF_GROUP, Level.SCALABLE_UNIT])
         shape = Shape(
             H100,
             rng.randint(1, 6),
             gpw,
-            LG if rng.random() < 0.3 else None,
+            None if level is None else TopologyRequirement(level, TopologyMode.REQUIRED),
             rng.random() < 0.3,
         )
         base = base_events(snap, H100, running)

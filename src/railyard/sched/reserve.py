@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
+from railyard.sched.model import Level, TopologyMode
 from railyard.sched.policies.registry import PlacementPolicy
 from railyard.sched.quota import QuotaTree
 from railyard.sched.snapshot import Load, Masks, Shape, Snapshot
@@ -122,17 +123,43 @@ def release_events(
         yield group_t_s, group
 
 
+def _groups(snap: Snapshot, shape: Shape) -> tuple[Sequence[int] | None, dict[int, int]]:
+    """For a gang whose topology must be one node, leaf group or scalable unit: each node's
+    group and each group's capacity (workers' worth of free GPUs on its ready nodes of the
+    flavor). No placement can put the gang in a group below `workers`, so a search need not
+    try one until some group reaches it: a gang that must sit in one leaf group was placed
+    and failed at some hundred instants whose free nodes were enough, but in other groups.
+    (None where cores, memory or named nodes also decide, or no group is required.)"""
+    t, topo = shape.topology, snap.topo
+    if t is None or t.mode is not TopologyMode.REQUIRED or t.level is Level.FABRIC:
+        return None, {}
+    if not shape.gpus_per_worker or shape.picks_nodes or shape.asks_load:
+        return None, {}
+    group_of: Sequence[int]
+    if t.level is Level.NODE:
+        group_of = range(len(topo.nodes))
+    elif t.level is Level.LEAF_GROUP:
+        group_of = topo.lg_of
+    else:
+        group_of = topo.su_of
+    caps: dict[int, int] = {}
+    per_node, free = shape.workers_on, snap.free
+    for i in topo.flavor_nodes.get(shape.flavor, ()):
+        caps[group_of[i]] = caps.get(group_of[i], 0) + per_node(free[i])
+    return group_of, caps
+
+
 class _Timeline:
     """One search's view of the future: the GPU release events of `base` with the extra
     blockers' nodes derived again (as :func:`release_events`, merged here by hand, lazily),
     applied in order to the search's free state.
 
     Until a placement may fit, that state is plain counts (free GPUs of the flavor, workers'
-    worth on single nodes: `Snapshot.may_fit`'s test) kept in one tight loop; only then is
-    a `Snapshot` built to place on, and updated event by event from there. A whole-node
-    gang's reservation reads hundreds of events before any node is whole again (one-GPU jobs
-    end all over the cluster), and a generator plus a full snapshot's aggregates per event
-    were most of a conservative-backfill cycle."""
+    worth on single nodes: `Snapshot.may_fit`'s test; and per group for a gang bound to one)
+    kept in one tight loop; only then is a `Snapshot` built to place on, and updated event
+    by event from there. A whole-node gang's reservation reads hundreds of events before any
+    node is whole again (one-GPU jobs end all over the cluster), and a generator plus a full
+    snapshot's aggregates per event were most of a conservative-backfill cycle."""
 
     def __init__(
         self, snap: Snapshot, shape: Shape, base: BaseEvents, extra: Iterable[Blocker], loads: bool
@@ -154,6 +181,9 @@ class _Timeline:
         self.flavor_free = snap.flavor_free.get(flavor, 0)
         per_node = shape.workers_on
         self.capacity = sum(len(on) * per_node(free) for free, on in enumerate(buckets or ()))
+        self.group_of, self.group_caps = _groups(snap, shape)
+        caps = self.group_caps
+        self.group_ok = self.group_of is None or max(caps.values(), default=0) >= shape.workers
 
     def next_t_s(self) -> float:
         """When the next GPUs come free (inf: never)."""
@@ -188,6 +218,8 @@ class _Timeline:
         gpw, distinct = self.shape.gpus_per_worker, self.shape.distinct_nodes
         gpus, workers = self.shape.gpus, self.shape.workers
         flavor_free, capacity = self.flavor_free, self.capacity
+        group_of, group_caps, group_ok = self.group_of, self.group_caps, self.group_ok
+        per_node = self.shape.workers_on
         check = check and scratch is None and self.any_node
         instant_t_s: float | None = None  # the instant whose events are being freed
         fit_t_s = None
@@ -202,7 +234,7 @@ class _Timeline:
             else:
                 t_s = math.inf
             ended = check and instant_t_s is not None and t_s != instant_t_s
-            if ended and flavor_free >= gpus and (gpw == 0 or capacity >= workers):
+            if ended and flavor_free >= gpus and (gpw == 0 or capacity >= workers) and group_ok:
                 fit_t_s = instant_t_s  # every event of that instant is freed: it may fit
                 break
             if t_s >= before_t_s:
@@ -212,7 +244,7 @@ class _Timeline:
             else:
                 a += 1
             instant_t_s = t_s
-            if scratch is not None:
+            if scratch is not None:  # made once `may_fit` held: `group_ok` holds for good
                 scratch.release({i: m})
                 continue
             fm = free_mask[i]
@@ -225,8 +257,12 @@ class _Timeline:
             flavor_free += new - old
             if gpw and new >= gpw:
                 capacity += (1 - (old >= gpw)) if distinct else new // gpw - old // gpw
+                if group_of is not None and not group_ok:
+                    g = group_of[i]
+                    cap = group_caps[g] = group_caps[g] + per_node(new) - per_node(old)
+                    group_ok = cap >= workers
         self.b, self.a = b, a
-        self.flavor_free, self.capacity = flavor_free, capacity
+        self.flavor_free, self.capacity, self.group_ok = flavor_free, capacity, group_ok
         return fit_t_s
 
     def release_load(self, load: Load) -> None:
@@ -239,6 +275,8 @@ class _Timeline:
 
     def may_fit(self) -> bool:
         shape = self.shape
+        if not self.group_ok:
+            return False
         if self.scratch is not None:
             scratch = self.scratch
             return scratch.flavor_free.get(shape.flavor, 0) >= shape.gpus and scratch.may_fit(shape)
