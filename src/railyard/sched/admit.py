@@ -154,9 +154,10 @@ class Pass:
         for job in jobs:
             starving = job.submit_t_s <= starving_t_s
             usable = 0
-            if job.flavor in lendable:  # `holds.usable`, inline: asked for every job
-                if job.flavor != lend_flavor or holds.version != lend_version:
-                    lend_flavor = job.flavor
+            flavor = job.flavor
+            if flavor in lendable:  # `holds.usable`, inline: asked for every job
+                if flavor != lend_flavor or holds.version != lend_version:
+                    lend_flavor = flavor
                     lend_version, lend_starts, lend_bits = holds.lend_index(lend_flavor)
                 if job.preemptible and yields:
                     usable = lend_bits[0]
@@ -184,11 +185,17 @@ class Pass:
                 hit = decided.get(key)
                 before = memo.epoch
                 if hit is not None and hit[0] == before:
+                    # a kept outcome waits or defers: a start or an eviction moves the epoch,
+                    # so neither is kept, and no search was spent
                     outcome = hit[1]
-                else:
-                    outcome = self._decide(job, usable, starving, defer_borrowing)
-                    if memo.epoch == before:  # the decision changed nothing: reusable
-                        decided[key] = (before, outcome)
+                    if outcome.reason is not None:
+                        reasons[job.id] = outcome.reason
+                    elif outcome is DEFERRED:
+                        deferred.append(job)
+                    continue
+                outcome = self._decide(job, usable, starving, defer_borrowing)
+                if memo.epoch == before:  # the decision changed nothing: reusable
+                    decided[key] = (before, outcome)
             if classify and not preemption.searches_left:  # the last search was spent
                 classify = None
             if outcome.reason is not None:
