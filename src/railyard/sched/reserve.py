@@ -135,17 +135,17 @@ def _groups(snap: Snapshot, shape: Shape) -> tuple[Sequence[int] | None, dict[in
         return None, {}
     if not shape.gpus_per_worker or shape.picks_nodes or shape.asks_load:
         return None, {}
-    group_of: Sequence[int]
+    per_node, f = shape.workers_on, shape.flavor
     if t.level is Level.NODE:
-        group_of = range(len(topo.nodes))
-    elif t.level is Level.LEAF_GROUP:
-        group_of = topo.lg_of
-    else:
-        group_of = topo.su_of
-    caps: dict[int, int] = {}
-    per_node, free = shape.workers_on, snap.free
-    for i in topo.flavor_nodes.get(shape.flavor, ()):
-        caps[group_of[i]] = caps.get(group_of[i], 0) + per_node(free[i])
+        return range(len(topo.nodes)), {
+            i: per_node(snap.free[i]) for i in topo.flavor_nodes.get(f, ())
+        }
+    group_of, hists = (
+        (topo.lg_of, snap.lg_hist.get(f, {}))
+        if t.level is Level.LEAF_GROUP
+        else (topo.su_of, snap.su_hist.get(f, {}))
+    )  # the groups' histograms of free GPUs per node: a few groups, not every node
+    caps = {g: sum(n * per_node(free) for free, n in enumerate(h) if n) for g, h in hists.items()}
     return group_of, caps
 
 
