@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, insort
 from collections.abc import Callable, Hashable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from railyard.sched.model import Job, Node, RunningJob
 from railyard.sched.reserve import Blocker
@@ -174,6 +174,16 @@ def by_arrival(job: Job) -> tuple[float, tuple[int, str, int, str]]:
 _INSERT_AT_MOST = 64
 
 
+def _put_in(jobs: list[Job], fresh: list[Job], key: Callable[[Job], Any]) -> None:
+    """Put `fresh` into `jobs`, sorted by `key`: one by one for a few, sorted in for more."""
+    if len(fresh) > _INSERT_AT_MOST:
+        jobs += fresh
+        jobs.sort(key=key)
+    else:
+        for j in fresh:
+            insort(jobs, j, key=key)
+
+
 class PendingOrder:
     """The pending jobs sorted by arrival, moved between cycles by the jobs that came, left or
     changed (a changed job is a new object: the driver replaces, never mutates, a job)."""
@@ -211,12 +221,7 @@ class PendingOrder:
                 self._count(j, -1)
         for j in fresh:
             self._count(j, 1)
-        if len(fresh) > _INSERT_AT_MOST:
-            kept += fresh
-            kept.sort(key=by_arrival)
-        else:
-            for j in fresh:
-                insort(kept, j, key=by_arrival)
+        _put_in(kept, fresh, by_arrival)
         self.jobs, self._by_id, self.change = kept, now, (gone, fresh)
         return kept
 
@@ -279,12 +284,7 @@ class RankedOrder:
             ranks.pop(j.id, None)
         for j in fresh:
             ranks[j.id] = rank(j)
-        if len(fresh) > _INSERT_AT_MOST:
-            jobs += fresh
-            jobs.sort(key=order)
-        else:
-            for j in fresh:
-                insort(jobs, j, key=order)
+        _put_in(jobs, fresh, order)
         self.jobs = jobs
         return True
 
