@@ -51,6 +51,7 @@ LAS_R2 = (
     ("service_levels_gpu_s", (3600.0, 86_400.0)),
     ("time_slice_by", "attained"),
     ("starved_unsliced_s", 0.0),
+    ("starving_slices", False),
 )
 # the round before this one: attained service on 1, 8 and 64 GPU-hours, 16 searches a queue,
 # a 6-hour hold
@@ -58,6 +59,7 @@ LAS_R3 = (
     ("service_levels_gpu_s", (3600.0, 8 * 3600.0, 64 * 3600.0)),
     ("time_slice_by", "attained"),
     ("starved_unsliced_s", 0.0),
+    ("starving_slices", False),
 )
 POLICIES: dict[str, tuple[str, tuple[tuple[str, Any], ...]]] = {
     "easy": ("easy", ()),

@@ -153,6 +153,7 @@ def test_bad_scheduler_knobs_stop_up_before_it_starts(
     [
         (["--policy", "las", "--backfill", "none", "--preemption", "las"], 16, 6 * 3600.0),
         (["--preemption", "las", "--victim-searches-per-queue", "2"], 2, 6 * 3600.0),
+        (["--preemption", "las", "--no-starving-slices"], 16, 6 * 3600.0),
         (["--policy", "fairshare", "--backfill", "none"], 1, 86_400.0),
     ],
 )
@@ -176,3 +177,4 @@ def test_up_gives_time_slicing_its_own_defaults(
     las = config.scheduler.preemption == "las"
     assert config.scheduler.time_slice_by == ("remaining" if las else "attained")
     assert config.scheduler.starved_unsliced_s == (None if las else 0.0)
+    assert config.scheduler.starving_slices is ("--no-starving-slices" not in flags)

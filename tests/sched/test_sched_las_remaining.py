@@ -14,7 +14,7 @@ from dataclasses import replace
 import pytest
 from sched_fakes import flat_queues, job, nodes, running, state
 
-from railyard.sched import ClusterState, PreemptReason, SchedulerConfig, cycle
+from railyard.sched import ClusterState, PreemptReason, Reason, SchedulerConfig, cycle
 from railyard.sched.config import TIME_SLICING_DEFAULTS
 from railyard.sched.model import Queue
 from railyard.sched.policies.registry import PreemptContext, level_of, pending_level
@@ -145,6 +145,71 @@ def test_a_job_that_started_young_is_sliced_as_ever():
     short = job("short", gpus=8, submit_t_s=8 * DAY - 60, walltime_s=HOUR)
     s = state(nodes(1), flat_queues({"a": 8}), [short], [gang])
     assert [p.job_id for p in las(s, 8 * DAY).preemptions] == ["gang"]
+
+
+def _starving_gang_waits(age_s: float, ones_submitted_t_s: float | None = None) -> ClusterState:
+    """One node busy with eight 1-GPU jobs of an hour's limit (level 0) that started half an
+    hour ago (past their quantum), submitted a minute before or at `ones_submitted_t_s`; an
+    8-GPU gang with a 7-day limit (1,344 GPU-hours left: the last level) was submitted
+    `age_s` ago."""
+    now = 10 * DAY
+    started = now - 1800.0
+    submitted = started - 60.0 if ones_submitted_t_s is None else ones_submitted_t_s
+    ones = [
+        running(
+            job(f"one{i}", walltime_s=HOUR, preemptible=True, submit_t_s=submitted),
+            f"n0:{i}",
+            start_t_s=started,
+        )
+        for i in range(8)
+    ]
+    gang = job("gang", gpus=8, walltime_s=7 * DAY, preemptible=True, submit_t_s=now - age_s)
+    return state(nodes(1), flat_queues({"a": 8}), [gang], ones)
+
+
+def test_a_starving_gang_slices_in_over_jobs_of_any_level():
+    """Past the starvation limit (7 days) a gang on the last level slices the node free at
+    once, instead of waiting for it to drain (days, for 8-GPU gangs among short jobs: their
+    p99 JCT on the Gavel profile came to 1.07-1.08x fairshare+easy's). A day short of the
+    limit it may not take jobs of a lower level, as ever."""
+    now = 10 * DAY
+    got = las(_starving_gang_waits(7 * DAY + HOUR), now)
+    assert sorted(p.job_id for p in got.preemptions) == [f"one{i}" for i in range(8)]
+    assert {p.reason for p in got.preemptions} == {PreemptReason.TIME_SLICE}
+    assert las(_starving_gang_waits(6 * DAY), now).preemptions == ()
+    # the rule before it (`las-r2` and `las-r3` in compare_policies.py): it waits
+    assert las(_starving_gang_waits(7 * DAY + HOUR), now, starving_slices=False).preemptions == ()
+    # a later limit: not starving yet
+    assert (
+        las(_starving_gang_waits(7 * DAY + HOUR), now, starvation_limit_s=8 * DAY).preemptions == ()
+    )
+
+
+def test_a_starving_gang_does_not_slice_starved_starts():
+    """Jobs that started starved (submitted 8 days before they started) run to their end
+    (`starved_unsliced_s`), and even once they may be sliced, a starving gang does not take
+    them: starving too once waiting, they would take the node straight back. It waits."""
+    s = _starving_gang_waits(7 * DAY + HOUR, ones_submitted_t_s=10 * DAY - 1800.0 - 8 * DAY)
+    for knobs in ({}, {"starved_unsliced_s": 0.0}):
+        got = las(s, 10 * DAY, **knobs)  # type: ignore[arg-type]
+        assert got.preemptions == ()
+        assert got.pending_reasons["gang"] == Reason.RESOURCES
+
+
+def test_a_job_past_the_starvation_limit_is_not_sliced_by_one_that_is_not():
+    """The gang started before it starved and is now 8 days old: a preemptible 1-hour job
+    would slice it out, and the gang, starving, would slice straight back; so it does not.
+    A job that may not be sliced back still slices it (`test_a_job_that_started_young_...`)."""
+    gang = running(
+        job("gang", gpus=8, preemptible=True, walltime_s=7 * DAY, submit_t_s=0.0),
+        "n0:0-7",
+        start_t_s=6 * DAY,
+    )
+    short = job("short", gpus=8, submit_t_s=8 * DAY - 60, walltime_s=HOUR, preemptible=True)
+    s = state(nodes(1), flat_queues({"a": 8}), [short], [gang])
+    assert las(s, 8 * DAY).preemptions == ()
+    young = replace(s, pending=(replace(short, submit_t_s=6.5 * DAY - 60),))
+    assert [p.job_id for p in las(young, 6.5 * DAY).preemptions] == ["gang"]
 
 
 def test_a_job_without_a_limit_ranks_by_its_queues_default():

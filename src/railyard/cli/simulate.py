@@ -98,6 +98,10 @@ def simulate(
     starved_unsliced: Annotated[
         str | None, typer.Option(help=TUNING_HELP["starved_unsliced"])
     ] = None,
+    starving_slices: Annotated[
+        bool | None,
+        typer.Option("--starving-slices/--no-starving-slices", help=TUNING_HELP["starving_slices"]),
+    ] = None,
     workers: Annotated[int, typer.Option(help="parallel processes")] = 2,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     plot: Annotated[Path | None, typer.Option(help="write PNG plots into this folder")] = None,
@@ -158,6 +162,7 @@ def simulate(
             greedy_hold=greedy_hold,
             time_slice_by=time_slice_by,
             starved_unsliced=starved_unsliced,
+            starving_slices=starving_slices,
         )
     except ValueError as exc:
         _fail(str(exc))

@@ -15,6 +15,8 @@ HELP = {
     "or by 'attained' service (Tiresias)",
     "starved_unsliced": "las: how long a job that started after starving runs before it "
     "may be sliced, or 'none' to its end (default none)",
+    "starving_slices": "las: a job waiting past the starvation limit slices any job, "
+    "whatever its level (default on)",
     "victim_searches": "preemption: victim searches per cycle (default 16)",
     "victim_searches_per_queue": "preemption: victim searches per queue and cycle "
     "(default 1; las 16)",
@@ -32,6 +34,7 @@ def tuning(
     greedy_hold: str | None = None,
     time_slice_by: str | None = None,
     starved_unsliced: str | None = None,
+    starving_slices: bool | None = None,
 ) -> dict[str, Any]:
     """`SchedulerConfig` fields for the options given; ValueError names the option."""
     out: dict[str, Any] = {}
@@ -70,6 +73,8 @@ def tuning(
         out["time_slice_by"] = time_slice_by
     if starved_unsliced is not None:
         out["starved_unsliced_s"] = _duration_or_none("--starved-unsliced", starved_unsliced)
+    if starving_slices is not None:
+        out["starving_slices"] = starving_slices
     if greedy_hold is not None:
         out["greedy_hold_after_s"] = _duration_or_none("--greedy-hold", greedy_hold)
     return out

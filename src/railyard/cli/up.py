@@ -44,6 +44,7 @@ def up(args: argparse.Namespace) -> None:
             greedy_hold=args.greedy_hold,
             time_slice_by=args.time_slice_by,
             starved_unsliced=args.starved_unsliced,
+            starving_slices=args.starving_slices,
         )
     except ValueError as exc:
         fail(f"up: {exc}")
@@ -234,6 +235,12 @@ def _up_args(p: Parser) -> None:
     p.add_argument("--greedy-hold", metavar="TIME", help=TUNING_HELP["greedy_hold"])
     p.add_argument("--time-slice-by", metavar="RANK", help=TUNING_HELP["time_slice_by"])
     p.add_argument("--starved-unsliced", metavar="TIME", help=TUNING_HELP["starved_unsliced"])
+    p.add_argument(
+        "--starving-slices",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=TUNING_HELP["starving_slices"],
+    )
     p.add_argument("--blueprint", help="the cluster's nodes and topology: a preset or YAML file")
     p.add_argument(
         "--partition",

@@ -35,6 +35,8 @@ class SchedulerConfig:
       GPU-seconds a job's time limit leaves it, `remaining` (shortest first; no limit: last).
     - `starved_unsliced_s`: how long an attempt that began after its job waited out the
       starvation limit runs before `las` may slice it (None: to its end).
+    - `starving_slices`: under `las`, a starving job slices any sliceable job, whatever
+      its level (False: only jobs on a higher level, as before round 4 of issue 26).
     - `kill_wait_s`: how long a job past its time limit takes to be killed (Slurm's
       `KillWait`, 30 s by default); read by reservations and by the lifecycle.
     - `greedy_hold_after_s`: under backfill `none` (greedy), a job blocked this long (a day
@@ -69,6 +71,7 @@ class SchedulerConfig:
     time_slice_quantum_s: float = 600.0
     time_slice_by: str = "attained"
     starved_unsliced_s: float | None = 0.0
+    starving_slices: bool = True
     kill_wait_s: float = 30.0
     greedy_hold_after_s: float | None = 86_400.0
     estimate_from_history: bool = True
@@ -133,6 +136,8 @@ TIME_SLICING_DEFAULTS: dict[str, Any] = {
     # 15% of fairshare+easy's. Slicing starved jobs too cut mean JCT further (1.47x and
     # 2.49x lower than `las-r2` on the Gavel profile at loads 1.2 and 1.5, against 1.32x and
     # 1.71x) but left those gangs' p99 1.4-1.5x fairshare+easy's: `--starved-unsliced 0`.
+    # Since then a starving job slices in over any level (`starving_slices`): 1.30x and
+    # 1.62x, with those gangs' p99 at 0.98x fairshare+easy's (1.07-1.08x before).
     "time_slice_by": "remaining",
     "service_levels_gpu_s": tuple(3600.0 * 2**i for i in range(10)),
     "starved_unsliced_s": None,

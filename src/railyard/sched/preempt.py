@@ -32,6 +32,7 @@ from railyard.sched.policies.registry import (
     PreemptContext,
     PreemptionPolicy,
     pending_level,
+    starving_t_s,
 )
 from railyard.sched.quota import QuotaTree
 from railyard.sched.snapshot import Load, Masks, Shape, Snapshot
@@ -90,6 +91,7 @@ class Preemption:
             config.time_slice_by,
             config.starvation_limit_s,
             math.inf if config.starved_unsliced_s is None else config.starved_unsliced_s,
+            config.starving_slices,
         )
         self.running = running
         self.signalled = set(requeued)
@@ -127,7 +129,12 @@ class Preemption:
         Chosen once a pass: a time-slicing cycle asks for every pending job."""
         if self.policy.name == "las":
             ctx = self.ctx
-            level = pending_level(ctx.service_levels_gpu_s, ctx.time_slice_by, ctx.quota.queues)
+            level = pending_level(
+                ctx.service_levels_gpu_s,
+                ctx.time_slice_by,
+                ctx.quota.queues,
+                starving_t_s(ctx),
+            )
             if self.backfilled:
                 return lambda job: (level(job), job.submit_t_s)
             return level

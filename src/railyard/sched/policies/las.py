@@ -15,6 +15,11 @@ On the Gavel-profile jobs of `benchmarks/compare_policies.py` it cut mean JCT 1.
 Unlike the paper, a victim must have run `time_slice_quantum_s` in its attempt (each restart
 costs a checkpoint and a restore), an attempt that began after its job waited out the
 starvation limit runs `starved_unsliced_s` (by default to its end) before it may be sliced,
+a starving job slices any sliceable job whatever its level (it had waited for a node to
+drain, days for 8-GPU gangs: on the Gavel-profile jobs their p99 JCT fell from 334 and 366 h
+to 307 and 333 h at loads 1.2 and 1.5, under fairshare+easy's 313 and 339; mean JCT rose
+1-5%), so a running job past that limit is not sliced by one that is not (it would slice
+straight back),
 jobs submitted with `preemptible=False` are never sliced, and quotas hold (reclaim stays on;
 a queue's quota is never exceeded to slice).
 """
@@ -40,6 +45,7 @@ from railyard.sched.policies.registry import (
     attained_gpu_s,
     level_of,
     pending_level,
+    starving,
 )
 
 
@@ -123,6 +129,8 @@ class TimeSlice:
     quota_reason_is_reclaim: bool = True
 
     def may_preempt(self, preemptor: Job, ctx: PreemptContext) -> bool:
+        if ctx.starving_slices and starving(preemptor, ctx):
+            return True
         lowest = level_of(preemptor, preemptor.attained_gpu_s, ctx) < len(ctx.service_levels_gpu_s)
         return lowest or may_reclaim(preemptor, ctx)
 
@@ -141,12 +149,17 @@ class TimeSlice:
     def reason_without_quota(
         self, preemptor: Job, victim: RunningJob, ctx: PreemptContext
     ) -> PreemptReason | None:
+        """A job slices one on a higher level; a starving job, any sliceable one (its own
+        priority or lower, as always)."""
         v = victim.job
         if (
             v.priority <= preemptor.priority
             and _sliceable(victim, ctx)
-            and level_of(v, attained_gpu_s(victim, ctx.now_t_s), ctx)
-            > level_of(preemptor, preemptor.attained_gpu_s, ctx)
+            and (
+                (ctx.starving_slices and starving(preemptor, ctx))
+                or level_of(v, attained_gpu_s(victim, ctx.now_t_s), ctx)
+                > level_of(preemptor, preemptor.attained_gpu_s, ctx)
+            )
         ):
             return PreemptReason.TIME_SLICE
         return None

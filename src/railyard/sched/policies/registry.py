@@ -80,6 +80,7 @@ class PreemptContext:
     time_slice_by: str = "attained"
     starvation_limit_s: float = math.inf
     starved_unsliced_s: float = 0.0
+    starving_slices: bool = True
 
 
 def service_level(attained_gpu_s: float, levels_gpu_s: Sequence[float]) -> int:
@@ -114,25 +115,53 @@ def level_of(job: Job, attained_gpu_s: float, ctx: PreemptContext) -> int:
     return bisect_right(levels, job.workers * job.gpus_per_worker * limit_s - attained_gpu_s)
 
 
+STARVING_LEVEL = -1
+"""The level a starving job slices from (`pending_level`'s `starving_t_s`): below every other."""
+
+
 def pending_level(
-    levels: Sequence[float], by: str, queues: Mapping[str, Queue]
+    levels: Sequence[float],
+    by: str,
+    queues: Mapping[str, Queue],
+    starving_t_s: float = -math.inf,
 ) -> Callable[[Job], int]:
     """`level_of` a pending job (its service is its `attained_gpu_s`), written out inline: a
-    cycle asks it of each of 10,000 pending jobs twice (order, then preemption)."""
+    cycle asks it of each of 10,000 pending jobs twice (order, then preemption). A job
+    submitted by `starving_t_s` (starving: the cycle's first tier) is on `STARVING_LEVEL`,
+    as preemption sees it; the order leaves `starving_t_s` out, the cycle tiers it."""
+    level: Callable[[Job], int]
     if by == "attained":
-        return lambda j: bisect_right(levels, j.attained_gpu_s)
-    defaults = {name: queue_time_limit_s(q) for name, q in queues.items()}
-    last = len(levels)
+        level = lambda j: bisect_right(levels, j.attained_gpu_s)  # noqa: E731
+    else:
+        defaults = {name: queue_time_limit_s(q) for name, q in queues.items()}
+        last = len(levels)
 
-    def level(j: Job) -> int:
-        limit_s = j.walltime_s
-        if limit_s is None:
-            limit_s = defaults.get(j.queue)
+        def level(j: Job) -> int:
+            limit_s = j.walltime_s
             if limit_s is None:
-                return last
-        return bisect_right(levels, j.workers * j.gpus_per_worker * limit_s - j.attained_gpu_s)
+                limit_s = defaults.get(j.queue)
+                if limit_s is None:
+                    return last
+            gpu_s = j.workers * j.gpus_per_worker * limit_s
+            return bisect_right(levels, gpu_s - j.attained_gpu_s)
 
-    return level
+    if starving_t_s == -math.inf:
+        return level
+
+    def or_starving(j: Job) -> int:
+        return STARVING_LEVEL if j.submit_t_s <= starving_t_s else level(j)
+
+    return or_starving
+
+
+def starving(job: Job, ctx: PreemptContext) -> bool:
+    """Submitted by the starvation limit ago: the cycle's starving tier (the same test)."""
+    return job.submit_t_s <= ctx.now_t_s - ctx.starvation_limit_s
+
+
+def starving_t_s(ctx: PreemptContext) -> float:
+    """Jobs submitted by then slice as starving (`SchedulerConfig.starving_slices`)."""
+    return ctx.now_t_s - ctx.starvation_limit_s if ctx.starving_slices else -math.inf
 
 
 SortKey = Callable[[Job], tuple[object, ...]]
