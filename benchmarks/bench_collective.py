@@ -13,10 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
-from common import rail_optimized
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import rail_optimized
+
 from railyard.blueprint import Blueprint, load
 from railyard.fabric.build import build_fabric
 from railyard.fabric.model import Fabric

@@ -23,7 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import time_runs
 
-from railyard.exec.logread import LogSource, read_chunk, record_outputs
+from railyard.exec.logread import LogSource, read_chunk
+from railyard.exec.outputs import record_outputs
 
 RESULTS = Path(__file__).parent / "results"
 CHUNK_BYTES = 1 << 20
@@ -33,6 +34,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=200)
     args = parser.parse_args()
+    if args.repeat < 2:
+        parser.error(f"--repeat: {args.repeat} reads give no p90 (hint: 2 or more)")
     with tempfile.TemporaryDirectory() as tmp:
         os.chmod(tmp, 0o755)
         log = Path(tmp) / "job.out"

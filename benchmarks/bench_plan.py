@@ -11,9 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
 
-from common import rail_optimized, time_runs
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import rail_optimized, time_runs
+
 from railyard.blueprint import load
 from railyard.fabric.build import build_fabric
 from railyard.plan.report import make_plan

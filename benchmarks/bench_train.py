@@ -13,10 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from common import time_runs
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import time_runs
+
 from railyard.blueprint import load
 from railyard.twin.collective import CollectiveModel
 from railyard.twin.models import PRESETS, Parallelism
