@@ -36,7 +36,8 @@ class SchedulerConfig:
     - `starved_unsliced_s`: how long an attempt that began after its job waited out the
       starvation limit runs before `las` may slice it (None: to its end).
     - `starving_slices`: under `las`, a starving job slices any sliceable job, whatever
-      its level (False: only jobs on a higher level, as before round 4 of issue 26).
+      its level (False: only jobs on a higher level, the rule `las-r2` and `las-r3` of
+      benchmarks/compare_policies.py keep).
     - `kill_wait_s`: how long a job past its time limit takes to be killed (Slurm's
       `KillWait`, 30 s by default); read by reservations and by the lifecycle.
     - `greedy_hold_after_s`: under backfill `none` (greedy), a job blocked this long (a day

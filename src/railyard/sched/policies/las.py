@@ -18,7 +18,7 @@ starvation limit runs `starved_unsliced_s` (by default to its end) before it may
 a starving job slices any sliceable job whatever its level (it had waited for a node to
 drain, days for 8-GPU gangs: on the Gavel-profile jobs their p99 JCT fell from 334 and 366 h
 to 307 and 333 h at loads 1.2 and 1.5, under fairshare+easy's 313 and 339; mean JCT rose
-1-5%), so a running job past that limit is not sliced by one that is not (it would slice
+1-6%), so a running job past that limit is not sliced by one that is not (it would slice
 straight back),
 jobs submitted with `preemptible=False` are never sliced, and quotas hold (reclaim stays on;
 a queue's quota is never exceeded to slice).
