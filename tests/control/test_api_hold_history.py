@@ -69,6 +69,20 @@ def test_user_hold_and_release(api: Api) -> None:
     assert kinds == ["submitted", "hold", "release"]
 
 
+def test_a_released_job_ages_from_its_release(api: Api) -> None:
+    """Held a week, a job has not waited a week: its begin time moves to the release (Slurm's
+    EligibleTime), so the scheduler does not take it for starving and put it ahead of every
+    queue. A --begin later than the release stays."""
+    [job] = api.submit("alice", hold=True)
+    api.now += 8 * 86_400.0
+    status, [released] = api.post("alice", f"/v1/jobs/{job}/release")
+    assert (status, released["begin_t_s"]) == (200, api.now)
+    later = api.now + 3600.0
+    [begins] = api.submit("alice", hold=True, begin_t_s=later)
+    status, [released] = api.post("alice", f"/v1/jobs/{begins}/release")
+    assert released["begin_t_s"] == later
+
+
 def test_an_admin_hold_only_an_admin_releases(api: Api) -> None:
     [job] = api.submit("alice")
     status, [held] = api.post("root", f"/v1/jobs/{job}/hold")

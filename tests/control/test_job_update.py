@@ -76,6 +76,9 @@ def test_priority_dependency_and_refusals(as_: dict[str, TestClient], store: Sto
     )
     [cleared] = alice.patch(f"/v1/jobs/{job['id']}", json={"dependency": ""}).json()
     assert cleared["dependency"] is None
+    # free to run from now, it ages from now: its begin time moves there (EligibleTime)
+    assert cleared["begin_t_s"] is not None
+    assert cleared["begin_t_s"] >= waiting["submit_t_s"]
     assert alice.patch(f"/v1/jobs/{job['id']}", json={}).status_code == 422
     assert bob.patch(f"/v1/jobs/{job['id']}", json={"time": "10"}).status_code == 404
     with store.session() as session:

@@ -64,3 +64,23 @@ def test_held_job_waits_with_a_reason_until_released(store: Store, tmp_path: Pat
         s.execute(update(JobRow).where(JobRow.id == held).values(hold=None, reason=""))
     step_until(service, lambda: states(store)[held] == "completed")
     assert states(store)[admin_held] == "pending"
+
+
+def test_a_met_dependency_is_cleared_and_the_job_waits_from_then(
+    store: Store, tmp_path: Path
+) -> None:
+    """Submitted 8 days ago behind `afterok`, a job has waited for GPUs only since its
+    dependency was met: the loop clears the dependency and sets its begin time then (Slurm's
+    EligibleTime), so it is not taken for starving."""
+    seed_cluster(store, gpus=4)
+    service = make_loop(store, tmp_path)
+    first = add_job(store, ["true"])
+    then = add_job(
+        store, ["true"], dependency=f"afterok:{first}", submit_t_s=time.time() - 8 * 86_400
+    )
+    step_until(service, lambda: states(store)[then] == "completed")
+    row, before = job(store, then), job(store, first)
+    assert row.dependency is None
+    assert before.end_t_s is not None
+    assert row.begin_t_s is not None
+    assert before.end_t_s <= row.begin_t_s <= row.start_t_s  # type: ignore[operator]

@@ -14,7 +14,7 @@ from dataclasses import replace
 import pytest
 from sched_fakes import flat_queues, job, nodes, running, state
 
-from railyard.sched import ClusterState, PreemptReason, Reason, SchedulerConfig, cycle
+from railyard.sched import ClusterState, CycleCache, PreemptReason, Reason, SchedulerConfig, cycle
 from railyard.sched.config import TIME_SLICING_DEFAULTS
 from railyard.sched.model import Queue
 from railyard.sched.policies.registry import PreemptContext, level_of, pending_level
@@ -127,6 +127,15 @@ def test_a_job_that_started_starved_runs_to_its_end(ran_s: float):
     assert [p.job_id for p in las(s, now, starved_unsliced_s=0.0).preemptions] == ["gang"]
 
 
+def test_a_start_is_starved_by_its_wait_not_its_age():
+    """The same gang with `--begin` at day 7 started after a day's wait: not a starved
+    start, it is sliced as any other."""
+    s, now = _starved_gang(HOUR)
+    gang = s.running[0]
+    begun = replace(s, running=(replace(gang, job=replace(gang.job, begin_t_s=7 * DAY)),))
+    assert [p.job_id for p in las(begun, now).preemptions] == ["gang"]
+
+
 def test_a_starved_start_may_be_sliced_after_its_window():
     s, now = _starved_gang(7 * HOUR)
     assert [p.job_id for p in las(s, now, starved_unsliced_s=6 * HOUR).preemptions] == ["gang"]
@@ -210,6 +219,30 @@ def test_a_job_past_the_starvation_limit_is_not_sliced_by_one_that_is_not():
     assert las(s, 8 * DAY).preemptions == ()
     young = replace(s, pending=(replace(short, submit_t_s=6.5 * DAY - 60),))
     assert [p.job_id for p in las(young, 6.5 * DAY).preemptions] == ["gang"]
+
+
+@pytest.mark.parametrize("kept", [False, True], ids=["fresh", "cached"])
+def test_a_job_ages_from_its_begin_time_not_its_submission(kept: bool):
+    """Submitted 8 days ago with `--begin` an hour ago (a released hold moves the begin time
+    too), a week-long gang has waited an hour, not 8 days: it neither goes first as starving
+    nor slices in. Aged from its submission it would do both. With and without the cache
+    (which keeps `las`'s line sorted between cycles)."""
+    now = 10 * DAY
+    config = SchedulerConfig.of(**LAS)  # type: ignore[arg-type]
+
+    def run(s: ClusterState):
+        return cycle(s, now, config, CycleCache() if kept else None)
+
+    week = job("week", gpus=8, walltime_s=7 * DAY, preemptible=True, submit_t_s=now - 8 * DAY)
+    hour = job("hour", gpus=8, walltime_s=HOUR, submit_t_s=now - 2 * DAY)
+    s = state(nodes(1), flat_queues({"a": 8}), [week, hour])
+    assert [x.job_id for x in run(s).starts] == ["week"]  # starving: ahead of every level
+    begun = replace(s, pending=(replace(week, begin_t_s=now - HOUR), hour))
+    assert [x.job_id for x in run(begun).starts] == ["hour"]
+    busy = _starving_gang_waits(7 * DAY + HOUR)
+    assert len(run(busy).preemptions) == 8
+    late = replace(busy, pending=(replace(busy.pending[0], begin_t_s=now - HOUR),))
+    assert run(late).preemptions == ()
 
 
 def test_a_job_without_a_limit_ranks_by_its_queues_default():

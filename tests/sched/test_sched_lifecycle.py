@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from sched_fakes import H100, flat_queues, job, nodes, running, schedule, state
 
@@ -161,3 +163,34 @@ def test_a_deadline_without_any_time_limit_expires_at_once():
     unbounded = job("u", gpus=1, deadline_t_s=1e9)
     plan = step(StepInput(nodes(1), Q, [unbounded], [], [], now_t_s=0.0), SchedulerConfig())
     assert plan.expired == ("u",)
+
+
+def test_a_met_dependency_is_cleared_and_the_job_waits_from_then():
+    """A job that waited 8 days for its dependency has waited for GPUs from the moment the
+    dependency was met, not from its submission: the step reports it `satisfied` (the driver
+    clears the dependency and sets its begin time, Slurm's EligibleTime), and the cycle
+    already ranks it so. Starving, a week-long gang would go ahead of every level under
+    time slicing; met just now, the 1-hour job of the same age goes first."""
+    from railyard.sched.config import SchedulerConfig
+    from railyard.sched.dependencies import parse_dependency
+    from railyard.sched.lifecycle import StepInput, step
+
+    day, now = 86_400.0, 10 * 86_400.0
+    deps, _ = parse_dependency("afterany:12")
+    week = job("week", gpus=8, walltime_s=7 * day, submit_t_s=now - 8 * day, dependencies=deps)
+    hour = job("hour", gpus=8, walltime_s=3600.0, submit_t_s=now - 2 * day)
+    config = SchedulerConfig.of(ordering="las", backfill="none", preemption="las")
+    plan = step(
+        StepInput(nodes(1), Q, [week, hour], [], [], now_t_s=now, job_states={"12": "cancelled"}),
+        config,
+    )
+    assert plan.satisfied == ("week",)
+    assert [s.job_id for s in plan.result.starts] == ["hour"]
+    waiting = step(
+        StepInput(nodes(1), Q, [week, hour], [], [], now_t_s=now, job_states={"12": "running"}),
+        config,
+    )
+    assert (waiting.satisfied, waiting.reasons["week"]) == ((), Reason.DEPENDENCY)
+    never_waited = replace(week, dependencies=())  # aged from its submission: starving
+    aged = step(StepInput(nodes(1), Q, [never_waited, hour], [], [], now_t_s=now), config)
+    assert [s.job_id for s in aged.result.starts] == ["week"]

@@ -31,7 +31,7 @@ from railyard.sched.feasible import Feasibility
 from railyard.sched.holds import HoldBook
 from railyard.sched.limits import Estimates
 from railyard.sched.memo import PassMemo
-from railyard.sched.model import Job, RunningJob
+from railyard.sched.model import Job, RunningJob, waiting_since_t_s
 from railyard.sched.outcome import DEFERRED, PREEMPTING, STARTED, Outcome
 from railyard.sched.policies.registry import (
     AdmissionPolicy,
@@ -152,7 +152,10 @@ class Pass:
         has_max_time, holds_back = bool(max_time_queues), hold_before_t_s > -math.inf
         classify = preemptor_class if preemptor_class and preemption.searches_left else None
         for job in jobs:
-            starving = job.submit_t_s <= starving_t_s
+            # aged from its submission or its --begin / release, whichever is later
+            starving = job.submit_t_s <= starving_t_s and (
+                job.begin_t_s is None or job.begin_t_s <= starving_t_s
+            )
             usable = 0
             flavor = job.flavor
             if flavor in lendable:  # `holds.usable`, inline: asked for every job
@@ -180,7 +183,9 @@ class Pass:
                     usable,
                     starving,
                     defer_borrowing,
-                    holds_back and job.submit_t_s <= hold_before_t_s,
+                    holds_back
+                    and job.submit_t_s <= hold_before_t_s
+                    and (job.begin_t_s is None or job.begin_t_s <= hold_before_t_s),
                 )
                 hit = decided.get(key)
                 before = memo.epoch
@@ -300,7 +305,7 @@ class Pass:
         attempts = self._reserve_attempts.get(job.flavor, 0)
         limit = self.config.max_reservations
         wants = attempts < limit if starving else self.policies.backfill.reserves(attempts, limit)
-        if not wants and job.submit_t_s <= self._hold_before_t_s:
+        if not wants and waiting_since_t_s(job) <= self._hold_before_t_s:
             wants = attempts == 0  # greedy, but held back long enough: EASY's head
         if not wants:
             return False

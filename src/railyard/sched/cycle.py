@@ -19,7 +19,7 @@ from railyard.sched.cache import Booking, CycleCache, by_arrival
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.decisions import CycleResult, Requeue
 from railyard.sched.limits import Estimates
-from railyard.sched.model import ClusterState, Job, NodeState, RunningJob
+from railyard.sched.model import ClusterState, Job, NodeState, RunningJob, waiting_since_t_s
 from railyard.sched.policies import ADMISSION, BACKFILL, ORDERING, PLACEMENT, PREEMPTION
 from railyard.sched.policies.registry import (
     SUBMIT_T_S,
@@ -129,10 +129,15 @@ def cycle(
         cache.pending.pairs if cache is not None and cache.pending.jobs else None,
     )
     # arrival order is every order's last key: each part below is re-sorted by its first
-    # keys only (stable sorts); starving jobs are the earliest, a prefix
+    # keys only (stable sorts); starving jobs are among the earliest, a prefix, less those
+    # that only began to wait later (`waiting_since_t_s`: a --begin, a released hold, a met
+    # dependency)
     nominated = [j for j in arrived if j.nominated]
     cut = bisect_right(arrived, starving_t_s, key=SUBMIT_T_S)
     starving = [j for j in arrived[:cut] if not j.nominated] if cut else []
+    late = [j for j in starving if waiting_since_t_s(j) > starving_t_s]
+    if late:
+        starving = [j for j in starving if waiting_since_t_s(j) <= starving_t_s]
     nominated.sort(key=TIE)
     starving.sort(key=minus_priority)
     kept = getattr(policies.ordering, "kept_rank", None)
@@ -141,9 +146,15 @@ def cycle(
         # cycles, and the rest is what is left of it once the two parts above are out
         rest = cache.ranked.of(cache.pending, *kept(ctx))
         if cut or nominated:
-            rest = [j for j in rest if j.submit_t_s > starving_t_s and not j.nominated]
+            rest = [
+                j
+                for j in rest
+                if not j.nominated
+                and (j.submit_t_s > starving_t_s or waiting_since_t_s(j) > starving_t_s)
+            ]
     else:
         rest = [j for j in arrived[cut:] if not j.nominated] if nominated else arrived[cut:]
+        rest = late + rest if late else rest  # the earliest arrivals: the front, in order
         in_order(rest, policies.ordering, ctx, by_arrival=True)
     ordered = nominated + starving + rest
 

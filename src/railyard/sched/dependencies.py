@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from enum import Enum
 
 from railyard.sched.model import Dependency, DependencyKind, Job, RunningJob
@@ -143,3 +144,20 @@ def first_of_name(
         if j.name and (key not in out or (j.submit_t_s, j.id) < out[key]):
             out[key] = (j.submit_t_s, j.id)
     return out
+
+
+def met_now(eligible: list[Job], now_t_s: float) -> tuple[list[Job], tuple[str, ...]]:
+    """The eligible jobs with their met dependencies cleared and their begin time set to now,
+    and those jobs' ids. Slurm clears a met dependency and sets the job's EligibleTime: it
+    ages from then (`model.waiting_since_t_s`), not from a submission days before it could
+    run, which would make it starving the moment its dependency ended."""
+    met = tuple(j.id for j in eligible if j.dependencies)
+    if not met:
+        return eligible, met
+    cleared = [
+        replace(j, dependencies=(), dependency_any=False, begin_t_s=now_t_s)
+        if j.dependencies
+        else j
+        for j in eligible
+    ]
+    return cleared, met

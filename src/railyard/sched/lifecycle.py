@@ -12,8 +12,8 @@ or stop lives here or in the cycle, so the digital twin answers for the live clu
 2. time limits: the warning signal `warn_before_s` ahead (Slurm's `--signal`), then a stop
    at the limit (the job ends TIMEOUT; Slurm kills after `KillWait`); an interactive job
    unused for its queue's `idle_limit_s` is stopped too (reason `IdleLimit`, ends TIMEOUT);
-3. gates: holds, dependencies (`Dependency`, `DependencyNeverSatisfied`), array throttles
-   (`%N`, reason `JobArrayTaskLimit`);
+3. gates: holds, dependencies (`Dependency`, `DependencyNeverSatisfied`; once met, cleared
+   and the job dated then, `StepPlan.satisfied`), array throttles (`%N`, `JobArrayTaskLimit`);
 4. the cycle itself, on the state after settlements, with nominations carried over;
 5. drains: a draining node with nothing left on it is drained;
 6. fair-share usage accrued for the time since the last step.
@@ -32,7 +32,7 @@ from railyard.sched.cache import CycleCache
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.cycle import cycle
 from railyard.sched.decisions import CycleResult, Reason
-from railyard.sched.dependencies import Verdict, first_of_name, verdict
+from railyard.sched.dependencies import Verdict, first_of_name, met_now, verdict
 from railyard.sched.health import HealthInput, due_checks, group_ready
 from railyard.sched.limits import latest_start_t_s, time_limit_s
 from railyard.sched.model import (
@@ -362,11 +362,11 @@ class StepPlan:
     checks: tuple[str, ...] = ()  # nodes whose health check starts now (idle, due)
     next_check_t_s: float = math.inf  # when the next periodic check falls due
     group_check: tuple[str, ...] = ()  # an across-node check's group, idle now: start it
-    expired: tuple[str, ...] = ()
-    """Pending jobs that could no longer end by their `--deadline`: they end DEADLINE now."""
+    expired: tuple[str, ...] = ()  # could no longer end by their --deadline: end DEADLINE
     stops: tuple[Stop, ...] = ()
     """Every stop this step asks for, typed (`sched.stops`): time limits (also in `stop`),
-    preemptions and node-down requeues (also in `result`); a driver acts on these alone."""
+    preemptions and node-down requeues (`result`); a driver acts on these alone."""
+    satisfied: tuple[str, ...] = ()  # met dependencies: clear them, begin now (`met_now`)
 
     @property
     def reasons(self) -> dict[str, Reason]:
@@ -379,8 +379,7 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
     now = given.now_t_s
     queues = {q.name: q for q in given.queues}
 
-    # 1. Settle what exited (an exit of an older attempt, or of a job no longer running,
-    #    is stale and ignored: executors may report twice across a restart).
+    # 1. Settle what exited (an exit of an older attempt or a gone job is stale: ignored).
     settled: list[Settlement] = []
     running = list(given.running)
     if given.exits:
@@ -414,6 +413,7 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
     for s in settled:  # what this step settled counts already
         states[s.job_id] = s.end.value if s.end is not None else "pending"
     eligible, held = gate(pending, running, states, now)
+    eligible, satisfied = met_now(eligible, now)
     down = {n.name for n in given.nodes if n.state is NodeState.DOWN}
     on_down = bool(down) and any(
         r.stop_cause is None and not down.isdisjoint(r.placement) for r in running
@@ -460,6 +460,7 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
         group_check=group,
         stops=stop_intents(limits.stop, result, limits.idle),
         expired=expired,
+        satisfied=satisfied,
     )
 
 

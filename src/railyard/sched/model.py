@@ -204,7 +204,10 @@ class Job:
     `--dependency`, all of them or with `dependency_any` any one; `name` for `singleton`) and
     `hold` (scontrol hold: "user" or "admin"). `image`: the container image it runs in
     (placement prefers nodes that have it; its time limit starts once it is on the nodes).
-    `begin_t_s`: sbatch's `--begin`, the earliest it may start. `deadline_t_s`: sbatch's
+    `begin_t_s`: sbatch's `--begin`, the earliest it may start; like Slurm's EligibleTime it
+    moves to the moment a hold is released, and a job ages (starvation, greedy backfill's
+    hold) only from then or its submission, whichever is later (`waiting_since_t_s`): held
+    or not yet begun, it may not run, so it has not waited. `deadline_t_s`: sbatch's
     `--deadline`: once it could no longer end by then (now plus its time limit is later), it
     leaves the queue with end state DEADLINE.
     """
@@ -379,3 +382,11 @@ class ClusterState:
     def __post_init__(self) -> None:
         for name in ("nodes", "queues", "pending", "running"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+
+
+def waiting_since_t_s(job: Job) -> float:
+    """When a job began to wait, for every rule that ages it: its submission or its
+    `begin_t_s`, whichever is later. A job submitted with `--begin` a week out, or held for a
+    week, is not starving the moment it may run (it would jump every queue)."""
+    begin = job.begin_t_s
+    return job.submit_t_s if begin is None or begin < job.submit_t_s else begin

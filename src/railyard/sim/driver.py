@@ -342,6 +342,9 @@ class _Run:
         self.last_accrual_t_s = now
         for s in plan.settled:
             self._settled(now, s)
+        for job_id in plan.satisfied:  # a met dependency is cleared; it waits from now
+            met = replace(self.pending[job_id], dependencies=(), dependency_any=False)
+            self.pending[job_id] = replace(met, begin_t_s=now)
         for job_id in plan.expired:  # could no longer end by its --deadline: never runs
             self.pending.pop(job_id)
             self.nominated.discard(job_id)

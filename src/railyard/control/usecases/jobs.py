@@ -335,7 +335,10 @@ def release_job(
     session: Session, actor: User, job_id: str, now_t_s: float
 ) -> list[tuple[JobRow, str]]:
     """Let held jobs start again (``scontrol release``); releasing a job that is not held
-    changes nothing. Only an admin releases an admin's hold (403).
+    changes nothing. Only an admin releases an admin's hold (403). A pending job's begin time
+    moves to the release, as Slurm's EligibleTime does: a held job has not been waiting, and
+    aged from its submission it would be starving the moment it is let go (`sched.model.
+    waiting_since_t_s`).
 
     Compare-and-set on the hold it read: a hold placed meanwhile is not released unseen."""
     _check_id(job_id)
@@ -348,7 +351,10 @@ def release_job(
     for row, name in held:
         pending = row.state == JobState.PENDING.value
         stmt = update(JobRow).where(JobRow.id == row.id, JobRow.hold == row.hold)
-        values = {"hold": None, "updated_t_s": now_t_s, **({"reason": ""} if pending else {})}
+        values: dict[str, object] = {"hold": None, "updated_t_s": now_t_s}
+        if pending:
+            begin = row.begin_t_s
+            values |= {"reason": "", "begin_t_s": now_t_s if begin is None else max(begin, now_t_s)}
         stmt = stmt.where(JobRow.state == row.state).values(**values).returning(JobRow.id)
         if session.scalars(stmt.execution_options(synchronize_session=False)).first():
             session.expire(row)

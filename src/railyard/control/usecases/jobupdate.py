@@ -52,6 +52,10 @@ def update_job(
         check_dependency(session, actor, change.dependency or None)
         values["dependency"] = change.dependency or None
         said.append(f"dependency {change.dependency or 'none'}")
+        if not change.dependency and any(row.dependency for row, _ in pending):
+            # free to run from now: it waits from now, as when the loop finds one met
+            begins = [row.begin_t_s for row, _ in pending if row.begin_t_s is not None]
+            values["begin_t_s"] = max([now_t_s, *begins])
     ids = [row.id for row, _ in pending]
     changed = transition_many(session, ids, [JobState.PENDING], values, retry_conflicts=True)
     if not changed:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from railyard.sched.decisions import PreemptReason
 from railyard.sched.limits import queue_time_limit_s, queue_time_limits
-from railyard.sched.model import Job, RunningJob
+from railyard.sched.model import Job, RunningJob, waiting_since_t_s
 from railyard.sched.policies.preemption import may_reclaim, reclaims
 from railyard.sched.policies.registry import (
     ORDERING,
@@ -87,7 +87,10 @@ def _class_until(victim: RunningJob, ctx: PreemptContext) -> float:
         ran_s = now - start
         if ran_s < ctx.quantum_s:
             until = start + ctx.quantum_s
-        elif start - j.submit_t_s >= ctx.starvation_limit_s and ran_s < ctx.starved_unsliced_s:
+        elif (
+            start - waiting_since_t_s(j) >= ctx.starvation_limit_s
+            and ran_s < ctx.starved_unsliced_s
+        ):
             until = start + ctx.starved_unsliced_s
     gpus = victim.gpus
     if gpus <= 0:
@@ -119,7 +122,7 @@ def _sliceable(victim: RunningJob, ctx: PreemptContext) -> bool:
     ran_s = now - victim.start_t_s
     if not j.preemptible or ran_s < ctx.quantum_s:
         return False
-    starved = victim.start_t_s - j.submit_t_s >= ctx.starvation_limit_s
+    starved = victim.start_t_s - waiting_since_t_s(j) >= ctx.starvation_limit_s
     return not starved or ran_s >= ctx.starved_unsliced_s
 
 

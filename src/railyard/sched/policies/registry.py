@@ -20,7 +20,7 @@ from typing import Generic, Protocol, TypeVar
 
 from railyard.sched.decisions import PreemptReason
 from railyard.sched.limits import queue_time_limit_s
-from railyard.sched.model import Job, Queue, RunningJob, Usage
+from railyard.sched.model import Job, Queue, RunningJob, Usage, waiting_since_t_s
 from railyard.sched.quota import QuotaTree
 from railyard.sched.snapshot import Masks, Shape, Snapshot
 
@@ -149,14 +149,14 @@ def pending_level(
         return level
 
     def or_starving(j: Job) -> int:
-        return STARVING_LEVEL if j.submit_t_s <= starving_t_s else level(j)
+        return STARVING_LEVEL if waiting_since_t_s(j) <= starving_t_s else level(j)
 
     return or_starving
 
 
 def starving(job: Job, ctx: PreemptContext) -> bool:
-    """Submitted by the starvation limit ago: the cycle's starving tier (the same test)."""
-    return job.submit_t_s <= ctx.now_t_s - ctx.starvation_limit_s
+    """Waiting since the starvation limit ago: the cycle's starving tier (the same test)."""
+    return waiting_since_t_s(job) <= ctx.now_t_s - ctx.starvation_limit_s
 
 
 def starving_t_s(ctx: PreemptContext) -> float:
