@@ -135,7 +135,7 @@ def cycle(
     nominated = [j for j in arrived if j.nominated]
     cut = bisect_right(arrived, starving_t_s, key=SUBMIT_T_S)
     starving = [j for j in arrived[:cut] if not j.nominated] if cut else []
-    late = [j for j in starving if waiting_since_t_s(j) > starving_t_s]
+    late = [j for j in starving if j.begin_t_s is not None and j.begin_t_s > starving_t_s]
     if late:
         starving = [j for j in starving if waiting_since_t_s(j) <= starving_t_s]
     nominated.sort(key=TIE)
@@ -150,7 +150,10 @@ def cycle(
                 j
                 for j in rest
                 if not j.nominated
-                and (j.submit_t_s > starving_t_s or waiting_since_t_s(j) > starving_t_s)
+                and (
+                    j.submit_t_s > starving_t_s
+                    or (j.begin_t_s is not None and j.begin_t_s > starving_t_s)
+                )
             ]
     else:
         rest = [j for j in arrived[cut:] if not j.nominated] if nominated else arrived[cut:]

@@ -149,7 +149,10 @@ def pending_level(
         return level
 
     def or_starving(j: Job) -> int:
-        return STARVING_LEVEL if waiting_since_t_s(j) <= starving_t_s else level(j)
+        begin = j.begin_t_s  # `waiting_since_t_s(j) <= starving_t_s`, inline: per job
+        if j.submit_t_s <= starving_t_s and (begin is None or begin <= starving_t_s):
+            return STARVING_LEVEL
+        return level(j)
 
     return or_starving
 
