@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from enum import Enum
 
-from railyard.sched.model import Dependency, DependencyKind, Job, RunningJob
+from railyard.sched.model import Dependency, DependencyKind, Job, RunningJob, begins_again_t_s
 
 
 class Verdict(Enum):
@@ -154,10 +154,9 @@ def met_now(eligible: list[Job], now_t_s: float) -> tuple[list[Job], tuple[str, 
     met = tuple(j.id for j in eligible if j.dependencies)
     if not met:
         return eligible, met
-    cleared = [
-        replace(j, dependencies=(), dependency_any=False, begin_t_s=now_t_s)
-        if j.dependencies
-        else j
-        for j in eligible
-    ]
-    return cleared, met
+
+    def cleared(j: Job) -> Job:
+        begin_t_s = begins_again_t_s(j.begin_t_s, now_t_s)
+        return replace(j, dependencies=(), dependency_any=False, begin_t_s=begin_t_s)
+
+    return [cleared(j) if j.dependencies else j for j in eligible], met

@@ -390,3 +390,10 @@ def waiting_since_t_s(job: Job) -> float:
     week, is not starving the moment it may run (it would jump every queue)."""
     begin = job.begin_t_s
     return job.submit_t_s if begin is None or begin < job.submit_t_s else begin
+
+
+def begins_again_t_s(begin_t_s: float | None, now_t_s: float) -> float:
+    """The begin time of a pending job free to run from now (a hold released, a dependency
+    met or removed): now, or its own `--begin` if later. Slurm sets EligibleTime so; the job
+    ages from there (`waiting_since_t_s`)."""
+    return now_t_s if begin_t_s is None or begin_t_s < now_t_s else begin_t_s

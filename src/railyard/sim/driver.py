@@ -31,6 +31,7 @@ from railyard.sched import (
     StopCause,
     Usage,
 )
+from railyard.sched.dependencies import met_now
 from railyard.sched.health import HealthInput, NodeChange, with_sweep
 from railyard.sched.history import RuntimeHistory
 from railyard.sched.lifecycle import (
@@ -343,8 +344,8 @@ class _Run:
         for s in plan.settled:
             self._settled(now, s)
         for job_id in plan.satisfied:  # a met dependency is cleared; it waits from now
-            met = replace(self.pending[job_id], dependencies=(), dependency_any=False)
-            self.pending[job_id] = replace(met, begin_t_s=now)
+            cleared, _ = met_now([self.pending[job_id]], now)
+            self.pending[job_id] = cleared[0]
         for job_id in plan.expired:  # could no longer end by its --deadline: never runs
             self.pending.pop(job_id)
             self.nominated.discard(job_id)

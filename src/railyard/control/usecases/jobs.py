@@ -39,6 +39,7 @@ from railyard.control.store.transitions import transition_many
 from railyard.control.usecases.accounts import RunAs
 from railyard.control.usecases.admission import Admitted, admit
 from railyard.sched import StopCause
+from railyard.sched.model import begins_again_t_s
 
 JOB_COUNTER = "job"
 
@@ -353,8 +354,7 @@ def release_job(
         stmt = update(JobRow).where(JobRow.id == row.id, JobRow.hold == row.hold)
         values: dict[str, object] = {"hold": None, "updated_t_s": now_t_s}
         if pending:
-            begin = row.begin_t_s
-            values |= {"reason": "", "begin_t_s": now_t_s if begin is None else max(begin, now_t_s)}
+            values |= {"reason": "", "begin_t_s": begins_again_t_s(row.begin_t_s, now_t_s)}
         stmt = stmt.where(JobRow.state == row.state).values(**values).returning(JobRow.id)
         if session.scalars(stmt.execution_options(synchronize_session=False)).first():
             session.expire(row)

@@ -24,6 +24,7 @@ from railyard.control.usecases.admission import check_dependency
 from railyard.control.usecases.jobs import job_targets
 from railyard.control.usecases.priority import job_priority
 from railyard.sched.dependencies import job_ids, parse_dependency
+from railyard.sched.model import begins_again_t_s
 
 
 def update_job(
@@ -55,7 +56,7 @@ def update_job(
         if not change.dependency and any(row.dependency for row, _ in pending):
             # free to run from now: it waits from now, as when the loop finds one met
             begins = [row.begin_t_s for row, _ in pending if row.begin_t_s is not None]
-            values["begin_t_s"] = max([now_t_s, *begins])
+            values["begin_t_s"] = begins_again_t_s(max(begins, default=None), now_t_s)
     ids = [row.id for row, _ in pending]
     changed = transition_many(session, ids, [JobState.PENDING], values, retry_conflicts=True)
     if not changed:
