@@ -33,7 +33,7 @@ RESULTS = Path(__file__).parent / "results" / "slicing_bound.json"
 GPUS = 96  # gaggle-h100: twelve 8-GPU nodes
 ROUND_S = 360.0
 DAY_S = 86_400.0
-LOADS = (1.2, 1.5)
+LOADS = (0.8, 1.2, 1.5)
 KEYS = ("max-min share", "attained", "limit left", "run left (SRPT)")
 
 
@@ -81,7 +81,7 @@ def jct_h(
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--seeds", type=int, default=6)
     ap.add_argument("--jobs", type=int, default=2000)
     ap.add_argument(
         "--starve-days", type=float, nargs="+", default=[6.0, 7.0, 8.0],

@@ -4,6 +4,7 @@ token authentication on, its dashboard on loopback, advertising the address name
 
 from __future__ import annotations
 
+import math
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,9 @@ import pytest
 
 from railyard.cli import join as join_module
 from railyard.cli.main import main
+
+DAY_S = 86_400.0
+WEEK_S = 7 * DAY_S
 
 
 class RayStart:
@@ -139,6 +143,8 @@ def test_insecure_ray_needs_ray(capsys: pytest.CaptureFixture[str]) -> None:
         (["--greedy-hold", "later"], "up: --greedy-hold: bad time 'later'"),
         (["--time-slice-by", "size"], "up: --time-slice-by: 'size' is unknown (hint: one of"),
         (["--starved-unsliced", "-5"], "up: --starved-unsliced: "),
+        (["--starvation-limit", "0"], "up: --starvation-limit: must be longer than 0 (hint:"),
+        (["--starvation-limit", "a week"], "up: --starvation-limit: bad time 'a week'"),
     ],
 )
 def test_bad_scheduler_knobs_stop_up_before_it_starts(
@@ -149,12 +155,14 @@ def test_bad_scheduler_knobs_stop_up_before_it_starts(
 
 
 @pytest.mark.parametrize(
-    ("flags", "searches_per_queue", "hold_s"),
+    ("flags", "searches_per_queue", "hold_s", "starvation_limit_s"),
     [
-        (["--policy", "las", "--backfill", "none", "--preemption", "las"], 16, 6 * 3600.0),
-        (["--preemption", "las", "--victim-searches-per-queue", "2"], 2, 6 * 3600.0),
-        (["--preemption", "las", "--no-starving-slices"], 16, 6 * 3600.0),
-        (["--policy", "fairshare", "--backfill", "none"], 1, 86_400.0),
+        (["--policy", "las", "--backfill", "none", "--preemption", "las"], 16, 6 * 3600.0, WEEK_S),
+        (["--preemption", "las", "--victim-searches-per-queue", "2"], 2, 6 * 3600.0, WEEK_S),
+        (["--preemption", "las", "--no-starving-slices"], 16, 6 * 3600.0, WEEK_S),
+        (["--preemption", "las", "--starvation-limit", "5-00:00:00"], 16, 6 * 3600.0, 5 * DAY_S),
+        (["--policy", "fairshare", "--backfill", "none"], 1, DAY_S, WEEK_S),
+        (["--policy", "fairshare", "--starvation-limit", "none"], 1, DAY_S, math.inf),
     ],
 )
 def test_up_gives_time_slicing_its_own_defaults(
@@ -163,6 +171,7 @@ def test_up_gives_time_slicing_its_own_defaults(
     flags: list[str],
     searches_per_queue: int,
     hold_s: float,
+    starvation_limit_s: float,
 ) -> None:
     """`railyard up --preemption las` runs time slicing at the defaults the simulator's
     `las` has (sched.config.TIME_SLICING_DEFAULTS); a knob given on the command line wins."""
@@ -178,3 +187,4 @@ def test_up_gives_time_slicing_its_own_defaults(
     assert config.scheduler.time_slice_by == ("remaining" if las else "attained")
     assert config.scheduler.starved_unsliced_s == (None if las else 0.0)
     assert config.scheduler.starving_slices is ("--no-starving-slices" not in flags)
+    assert config.scheduler.starvation_limit_s == starvation_limit_s

@@ -72,6 +72,7 @@ def test_gavel_gangs_of_one_node_and_the_time_slicing_defaults() -> None:
         (["--synthetic", "philly", "--quantum", "-1"], "--quantum: must be >= 0"),
         (["--synthetic", "philly", "--time-slice-by", "age"], "--time-slice-by: 'age' is unk"),
         (["--synthetic", "philly", "--starved-unsliced", "soon"], "--starved-unsliced: bad"),
+        (["--synthetic", "philly", "--starvation-limit", "0:00"], "--starvation-limit: must be"),
         (["--synthetic", "gavel", "--max-gpus", "0"], "--max-gpus: 0 is not a gang size"),
         (["--trace", "t.csv", "--max-gpus", "8"], "--max-gpus: shapes synthetic jobs only"),
     ],
@@ -177,7 +178,7 @@ def test_bad_health_flags(flags: list[str], message: str) -> None:
 
 def test_scheduler_knobs_reach_the_simulated_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
     """--quantum, --service-levels, --victim-searches(-per-queue), --greedy-hold,
-    --time-slice-by, --starved-unsliced and --no-starving-slices become
+    --time-slice-by, --starved-unsliced, --no-starving-slices and --starvation-limit become
     the run's SchedulerConfig fields, over the policy's own."""
     seen = []
     real = sweep.policy_config
@@ -192,7 +193,7 @@ def test_scheduler_knobs_reach_the_simulated_scheduler(monkeypatch: pytest.Monke
     knobs = ["--quantum", "360", "--service-levels", "1,2,4,8", "--victim-searches", "64",
              "--victim-searches-per-queue", "4", "--greedy-hold", "none",
              "--time-slice-by", "attained", "--starved-unsliced", "6:00:00",
-             "--no-starving-slices"]  # fmt: skip
+             "--no-starving-slices", "--starvation-limit", "3-12"]  # fmt: skip
     result = runner.invoke(APP, [*args, *knobs, "--policy", "las", "--workers", "1"])
     assert result.exit_code == 0, result.output
     [config] = seen
@@ -202,3 +203,4 @@ def test_scheduler_knobs_reach_the_simulated_scheduler(monkeypatch: pytest.Monke
     assert config.greedy_hold_after_s is None
     assert (config.time_slice_by, config.starved_unsliced_s) == ("attained", 6 * 3600.0)
     assert config.starving_slices is False
+    assert config.starvation_limit_s == 3.5 * 86_400

@@ -102,6 +102,9 @@ def simulate(
         bool | None,
         typer.Option("--starving-slices/--no-starving-slices", help=TUNING_HELP["starving_slices"]),
     ] = None,
+    starvation_limit: Annotated[
+        str | None, typer.Option(help=TUNING_HELP["starvation_limit"])
+    ] = None,
     workers: Annotated[int, typer.Option(help="parallel processes")] = 2,
     as_json: Annotated[bool, typer.Option("--json", help="machine-readable output")] = False,
     plot: Annotated[Path | None, typer.Option(help="write PNG plots into this folder")] = None,
@@ -163,6 +166,7 @@ def simulate(
             time_slice_by=time_slice_by,
             starved_unsliced=starved_unsliced,
             starving_slices=starving_slices,
+            starvation_limit=starvation_limit,
         )
     except ValueError as exc:
         _fail(str(exc))

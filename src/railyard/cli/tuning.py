@@ -1,9 +1,10 @@
 """The scheduler's knobs as `up` and `simulate` take them, so both spell them alike: LAS's
 quantum, service levels, what it ranks by and how long a starved job runs unsliced; the
-victim-search budgets; greedy backfill's hold."""
+victim-search budgets; greedy backfill's hold; the starvation limit (every policy)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from railyard.client.values import parse_walltime
@@ -22,6 +23,8 @@ HELP = {
     "(default 1; las 16)",
     "greedy_hold": "backfill none: hold GPUs for a job blocked this long, or 'none' "
     "(default 1-00:00:00; las 6:00:00)",
+    "starvation_limit": "every policy: a job that has waited this long goes ahead of every "
+    "queue (under las it runs to its end), or 'none' (default 7-00:00:00)",
 }
 
 
@@ -35,6 +38,7 @@ def tuning(
     time_slice_by: str | None = None,
     starved_unsliced: str | None = None,
     starving_slices: bool | None = None,
+    starvation_limit: str | None = None,
 ) -> dict[str, Any]:
     """`SchedulerConfig` fields for the options given; ValueError names the option."""
     out: dict[str, Any] = {}
@@ -77,6 +81,13 @@ def tuning(
         out["starving_slices"] = starving_slices
     if greedy_hold is not None:
         out["greedy_hold_after_s"] = _duration_or_none("--greedy-hold", greedy_hold)
+    if starvation_limit is not None:
+        limit_s = _duration_or_none("--starvation-limit", starvation_limit)
+        if limit_s == 0.0:
+            raise ValueError(
+                "--starvation-limit: must be longer than 0 (hint: e.g. 5-00:00:00, or none)"
+            )
+        out["starvation_limit_s"] = math.inf if limit_s is None else limit_s
     return out
 
 

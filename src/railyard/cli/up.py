@@ -45,6 +45,7 @@ def up(args: argparse.Namespace) -> None:
             time_slice_by=args.time_slice_by,
             starved_unsliced=args.starved_unsliced,
             starving_slices=args.starving_slices,
+            starvation_limit=args.starvation_limit,
         )
     except ValueError as exc:
         fail(f"up: {exc}")
@@ -241,6 +242,7 @@ def _up_args(p: Parser) -> None:
         default=None,
         help=TUNING_HELP["starving_slices"],
     )
+    p.add_argument("--starvation-limit", metavar="TIME", help=TUNING_HELP["starvation_limit"])
     p.add_argument("--blueprint", help="the cluster's nodes and topology: a preset or YAML file")
     p.add_argument(
         "--partition",
