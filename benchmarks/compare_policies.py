@@ -14,7 +14,7 @@ knobs of two rounds ago (`las-r2`, issue 26's "today's las"; `las-r3` is the las
 and with `fairshare+easy`. Writes benchmarks/results/compare_policies.json.
 
 Six seeds by default: a seed has 70-110 8-GPU gangs, so its p99 is about its second-worst
-gang, and with two seeds one gang moved Philly's ratio at load 1.5 from 1.03x to 1.37x. The
+gang: with two seeds Philly's ratio at load 1.5 read 1.37x, with six 1.03x. The
 `floor` column is the mean run time: no policy's mean JCT is lower (every job would start at
 submission and never be preempted), so `las-r2 / floor` is the most any policy could lower
 `las-r2`'s mean JCT on that workload.
