@@ -98,3 +98,20 @@ def test_an_arrays_id_updates_its_pending_tasks(as_: dict[str, TestClient]) -> N
     changed = alice.patch(f"/v1/jobs/{array['id']}", json={"time": "20"}).json()
     assert sorted(j["id"] for j in changed) == [f"{array['id']}_{i}" for i in range(3)]
     assert {j["walltime_s"] for j in changed} == {1200}
+
+
+def test_removing_an_arrays_dependency_dates_only_the_tasks_that_had_one(
+    as_: dict[str, TestClient],
+) -> None:
+    """`--dependency ""` on an array's id frees each task from now if it waited on one; a
+    task that did not keeps its begin time (it has been free to run, and ageing: a reset
+    would push it back in line)."""
+    alice = as_["alice"]
+    other = _submit(alice)
+    array = _submit(alice, array="0-2")
+    task = f"{array['id']}_1"
+    assert alice.patch(f"/v1/jobs/{task}", json={"dependency": f"afterok:{other['id']}"}).is_success
+    freed = alice.patch(f"/v1/jobs/{array['id']}", json={"dependency": ""}).json()
+    begins = {j["id"]: j["begin_t_s"] for j in freed}
+    assert begins.pop(task) is not None
+    assert begins == {f"{array['id']}_0": None, f"{array['id']}_2": None}

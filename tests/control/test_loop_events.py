@@ -12,11 +12,16 @@ import pytest
 from sqlalchemy import update
 from tests.control.loop_helpers import add_job, job, make_loop, seed_cluster, states, step_until
 
+from railyard.control.loop.apply import write_plan
 from railyard.control.loop.service import Loop, LoopConfig
+from railyard.control.loop.world import Seen
 from railyard.control.store.database import Store
 from railyard.control.store.tables import JobRow
 from railyard.exec.exitwatch import SUPPORTED
 from railyard.exec.local import LocalExecutor
+from railyard.sched import Usage
+from railyard.sched.decisions import CycleResult
+from railyard.sched.lifecycle import StepPlan
 
 PY = sys.executable
 
@@ -84,3 +89,20 @@ def test_a_met_dependency_is_cleared_and_the_job_waits_from_then(
     assert before.end_t_s is not None
     assert row.begin_t_s is not None
     assert before.end_t_s <= row.begin_t_s <= row.start_t_s  # type: ignore[operator]
+
+
+def test_a_dependency_changed_since_the_read_is_not_cleared(store: Store, tmp_path: Path) -> None:
+    """The step found `afterok:1` met; `railyard update --dependency afterok:2` landed
+    before the plan was written. The write compares-and-sets on the dependency it read, so
+    the user's new one stands (and the begin time does not move); the one read is cleared."""
+    seed_cluster(store, gpus=4)
+    changed = add_job(store, ["true"], dependency="afterok:2")
+    unchanged = add_job(store, ["true"], dependency="afterok:1")
+    read = {changed: "afterok:1", unchanged: "afterok:1"}
+    plan = StepPlan((), (), (), CycleResult(), {}, (), Usage(), satisfied=(changed, unchanged))
+    now = time.time()
+    with store.session() as s:
+        write_plan(s, plan, Seen(dependencies=read), now)
+    kept, cleared = job(store, changed), job(store, unchanged)
+    assert (kept.dependency, kept.begin_t_s) == ("afterok:2", None)
+    assert (cleared.dependency, cleared.begin_t_s) == (None, now)

@@ -75,10 +75,12 @@ def write_plan(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> 
     record_attempts(session, out.attempts)
     for job_id in plan.expired:
         _expire(session, job_id, now_t_s, out)
-    for job_id in plan.satisfied:  # before the starts: still pending; eligible, so any
-        # --begin has passed and `met_now`'s `begins_again_t_s` is now
+    for job_id in plan.satisfied:  # before the starts: still pending, and still the
+        # dependency the step found met (an `update --dependency` since then stands); it was
+        # eligible, so any --begin has passed and `met_now`'s `begins_again_t_s` is now
         values = {"dependency": None, "begin_t_s": now_t_s, "updated_t_s": now_t_s}
-        cas(session, job_id, JobState.PENDING.value, **values)
+        same = JobRow.dependency == seen.dependencies.get(job_id)
+        cas(session, job_id, JobState.PENDING.value, same, **values)
     for job_id in plan.warn:
         if cas(session, job_id, JobState.RUNNING.value, warned=True, updated_t_s=now_t_s):
             record(session, now_t_s, "warn", "time limit warning signal", job_id)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import case
 from sqlalchemy.orm import Session
 
 from railyard.client.values import parse_walltime, priority_label
@@ -24,7 +25,6 @@ from railyard.control.usecases.admission import check_dependency
 from railyard.control.usecases.jobs import job_targets
 from railyard.control.usecases.priority import job_priority
 from railyard.sched.dependencies import job_ids, parse_dependency
-from railyard.sched.model import begins_again_t_s
 
 
 def update_job(
@@ -53,10 +53,15 @@ def update_job(
         check_dependency(session, actor, change.dependency or None)
         values["dependency"] = change.dependency or None
         said.append(f"dependency {change.dependency or 'none'}")
-        if not change.dependency and any(row.dependency for row, _ in pending):
-            # free to run from now: it waits from now, as when the loop finds one met
-            begins = [row.begin_t_s for row, _ in pending if row.begin_t_s is not None]
-            values["begin_t_s"] = begins_again_t_s(max(begins, default=None), now_t_s)
+        if not change.dependency:  # free to run from now: it waits from now, as when the
+            # loop finds one met; per row, from what the row holds as the update lands
+            # (`sched.model.begins_again_t_s` in SQL): a task without a dependency, or with
+            # its own later --begin, keeps its begin time
+            values["begin_t_s"] = case(
+                (JobRow.dependency.is_(None), JobRow.begin_t_s),
+                (JobRow.begin_t_s > now_t_s, JobRow.begin_t_s),
+                else_=now_t_s,
+            )
     ids = [row.id for row, _ in pending]
     changed = transition_many(session, ids, [JobState.PENDING], values, retry_conflicts=True)
     if not changed:
