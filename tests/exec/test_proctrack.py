@@ -13,13 +13,14 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from exec_helpers import MakeExecutor, logs, py, spec, wait_for, wait_report
 
-from railyard.exec import Outcome, proctrack
+from railyard.exec import Outcome, cgroup, proctrack
 from railyard.exec.containment import Containment
 from railyard.exec.devices import Confinement
 from railyard.exec.proctrack import Tracking, choose
@@ -208,3 +209,67 @@ def test_old_empty_step_groups_are_swept(tmp_path: Path) -> None:
     containment = Containment(Tracking("cgroup2", tracking), Confinement(dev))
     assert containment.sweep() == [str(tracking / "old"), str(dev / "old")]
     assert sorted(p.name for p in tracking.iterdir()) == ["busy", "young"]
+
+
+Sleeping = tuple[Containment, str, subprocess.Popen[bytes]]
+
+
+@pytest.fixture
+def runtime_sleeper(tracking: Tracking) -> Iterator[Sleeping]:
+    """A step whose group in the v1 pids hierarchy has a group below it (as a container
+    runtime makes) holding a ``sleep`` the tracking group does not hold; removed after."""
+    pids_root = proctrack.CGROUP_MOUNT / "pids"
+    if not (pids_root / "cgroup.procs").is_file():
+        pytest.skip("no cgroup v1 pids hierarchy here")
+    made_parent = not (pids_root / proctrack.PARENT).exists()
+    step = f"railyard-test-{secrets.token_hex(4)}"
+    runtime = pids_root / proctrack.PARENT / step / "runtime"
+    runtime.mkdir(parents=True)
+    tracking.make(step)
+    procs = runtime / "cgroup.procs"
+    sleeper = subprocess.Popen(
+        ["sleep", "1000"], preexec_fn=lambda: procs.write_text(str(os.getpid()))
+    )
+    try:
+        yield Containment(tracking, Confinement(None, "a test"), tracking.parent), step, sleeper
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        cgroup.remove_tree(runtime.parent)
+        if made_parent:
+            (pids_root / proctrack.PARENT).rmdir()
+
+
+def groups_of(step: str) -> list[Path]:
+    return list(proctrack.CGROUP_MOUNT.glob(f"*/*/{step}"))
+
+
+@ROOT_ONLY
+def test_ending_a_step_waits_for_a_runtimes_group_to_empty(
+    runtime_sleeper: Sleeping,
+) -> None:
+    """Past its timeout ``end`` says so and keeps the step for a retry; within it, it waits
+    until the group can go (a runtime's process exiting) and removes every group."""
+    containment, step, sleeper = runtime_sleeper
+    assert not containment.end(step, timeout_s=0.1)
+    assert step in containment.leftover
+    assert groups_of(step)
+    threading.Timer(0.3, sleeper.kill).start()
+    threading.Thread(target=sleeper.wait).start()  # reaped as it dies
+    assert containment.end(step, timeout_s=30)
+    assert groups_of(step) == []
+    assert step not in containment.leftover
+
+
+@ROOT_ONLY
+def test_a_leftover_step_is_removed_by_a_later_retry(
+    runtime_sleeper: Sleeping,
+) -> None:
+    containment, step, sleeper = runtime_sleeper
+    assert not containment.end(step, timeout_s=0.1)
+    containment.retry()
+    assert step in containment.leftover
+    sleeper.kill()
+    sleeper.wait()
+    wait_for(lambda: (containment.retry(), step not in containment.leftover)[1])
+    assert groups_of(step) == []

@@ -10,7 +10,6 @@ limits are recorded and said to be not enforced, in the job's log header and in
 
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,23 +93,14 @@ def join(group: Path) -> None:
     (group / "cgroup.procs").write_text(str(os.getpid()))
 
 
-def remove(group: Path) -> None:
-    """Remove an empty job cgroup; one still holding processes stays (the kernel refuses)."""
-    with contextlib.suppress(OSError):
-        group.rmdir()
-
-
 def remove_tree(group: Path) -> bool:
     """Remove a cgroup and the groups a runtime made below it, deepest first; False when one
-    still holds a process (the kernel refuses)."""
-    try:
-        below = sorted((p for p in group.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
-    except OSError:
-        below = []
+    still holds a process (the kernel refuses). A group another process removes meanwhile (a
+    container runtime's own cleanup) counts as removed: the walk skips what vanished."""
     ok = True
-    for level in [*below, group]:
+    for level, _, _ in os.walk(group, topdown=False):
         try:
-            level.rmdir()
+            os.rmdir(level)
         except FileNotFoundError:
             continue
         except OSError:

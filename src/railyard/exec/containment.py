@@ -115,16 +115,24 @@ class Containment:
 
     def end(self, step: str, timeout_s: float = proctrack.KILL_TIMEOUT_S) -> bool:
         """Kill every process of the step and remove its groups; False (and retried by
-        :meth:`retry`) when a process would not die in time."""
-        if not self.tracking.end(step, timeout_s):
-            self.leftover.add(step)
-            return False
-        self.device_guard.remove(step)
-        cgroup.remove(self.limits_root / cgroup.PARENT / step)
+        :meth:`retry`) when a process would not die, or a group would not go, in time."""
+        deadline = time.monotonic() + timeout_s
+        if self.tracking.kill(step, timeout_s) and proctrack.until(
+            lambda: self._remove(step), deadline
+        ):
+            self.leftover.discard(step)
+            return True
+        self.leftover.add(step)
+        return False
+
+    def _remove(self, step: str) -> bool:
+        """Remove every group of the step, each as far as it goes; True once all are gone."""
+        group = self.tracking.group(step)
+        gone = [group is None or cgroup.remove_tree(group), self.device_guard.remove(step),
+                cgroup.remove_tree(self.limits_root / cgroup.PARENT / step)]  # fmt: skip
         for hierarchy in _hierarchies():  # what a container runtime made in the others
-            cgroup.remove_tree(hierarchy / PARENT / step)
-        self.leftover.discard(step)
-        return True
+            gone.append(cgroup.remove_tree(hierarchy / PARENT / step))
+        return all(gone)
 
     def sweep(self, min_age_s: float = STALE_AFTER_S) -> list[str]:
         """Remove empty step groups older than ``min_age_s``: left by a server whose jobs were

@@ -28,7 +28,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,10 +109,22 @@ class Tracking:
 
     def end(self, step: str, timeout_s: float = KILL_TIMEOUT_S) -> bool:
         """Kill the step and remove its cgroup; False when something is left (retry later)."""
+        deadline = time.monotonic() + timeout_s
         if not self.kill(step, timeout_s):
             return False
         group = self.group(step)
-        return group is None or cgroup.remove_tree(group)
+        return group is None or until(lambda: cgroup.remove_tree(group), deadline)
+
+
+def until(done: Callable[[], bool], deadline: float) -> bool:
+    """Call ``done`` until it says True or ``deadline`` (monotonic) passes. Removing a group
+    right after its last process was killed can be refused for a moment: the kernel counts a
+    task until its exit completes, after it left ``cgroup.procs``."""
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL_S)
+    return True
 
 
 def _pgid(pid: int) -> int | None:
