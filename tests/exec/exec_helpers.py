@@ -45,11 +45,17 @@ def spec(
     )
 
 
-def wait_for(predicate: Callable[[], bool], timeout_s: float = TIMEOUT_S) -> None:
+def wait_for(
+    predicate: Callable[[], bool],
+    timeout_s: float = TIMEOUT_S,
+    context: Callable[[], str] | None = None,
+) -> None:
+    """Poll ``predicate``; past ``timeout_s`` fail, with what ``context`` says then (a log)."""
     deadline = time.monotonic() + timeout_s
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met in {timeout_s} s")
+            said = f":\n{context()}" if context is not None else ""
+            raise AssertionError(f"condition not met in {timeout_s} s{said}")
         time.sleep(0.05)
 
 

@@ -263,6 +263,14 @@ def test_a_signal_to_srun_reaches_its_containers(make_executor: MakeExecutor) ->
         assert time.monotonic() - began < 30
 
 
+def job_and_runtimes(work: Path) -> str:
+    """The job's log and the runtime's processes, for a failure's message."""
+    ps = ["ps", "-eo", "pid,pgid,stat,wchan:20,args", "--forest"]
+    tree = subprocess.run(ps, capture_output=True, text=True).stdout.splitlines()
+    runtime = [line for line in tree if any(w in line for w in ("podman", "conmon", "stepd"))]
+    return logs(work, "job") + "\n".join(runtime)
+
+
 def test_the_preempt_signal_reaches_a_step_container_once(make_executor: MakeExecutor) -> None:
     image = imported_image()
     with unix_accounts(1) as (account,), scratch_dir() as work:
@@ -275,7 +283,7 @@ def test_the_preempt_signal_reaches_a_step_container_once(make_executor: MakeExe
         executor.start(batch(work, body, account.pw_name))
         wait_for(lambda: "started" in logs(work, "job"), TIMEOUT_S)
         executor.signal("job", "SIGUSR1")
-        wait_for(lambda: "got USR1" in logs(work, "job"), 30)
+        wait_for(lambda: "got USR1" in logs(work, "job"), 30, lambda: job_and_runtimes(work))
         time.sleep(1.0)  # a second delivery (srun passing it on too) would show by now
         executor.cancel("job")
         wait_report(executor, "job", TIMEOUT_S)
