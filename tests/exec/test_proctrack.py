@@ -211,33 +211,42 @@ def test_old_empty_step_groups_are_swept(tmp_path: Path) -> None:
     assert sorted(p.name for p in tracking.iterdir()) == ["busy", "young"]
 
 
-Sleeping = tuple[Containment, str, subprocess.Popen[bytes]]
+Outside = tuple[Containment, str, subprocess.Popen[bytes], Path]
 
 
 @pytest.fixture
-def runtime_sleeper(tracking: Tracking) -> Iterator[Sleeping]:
-    """A step whose group in the v1 pids hierarchy has a group below it (as a container
-    runtime makes) holding a ``sleep`` the tracking group does not hold; removed after."""
-    pids_root = proctrack.CGROUP_MOUNT / "pids"
-    if not (pids_root / "cgroup.procs").is_file():
-        pytest.skip("no cgroup v1 pids hierarchy here")
-    made_parent = not (pids_root / proctrack.PARENT).exists()
+def outside_tracking(tracking: Tracking) -> Iterator[Outside]:
+    """A step with a ``sleep`` in a group below the step's in the v1 freezer hierarchy, and
+    not in its tracking group: where Podman puts ``conmon`` (``<step>/conmon`` in the v1
+    hierarchies only). Yields the containment, the step, the process and its group."""
+    freezer = proctrack.FREEZER
+    if not (freezer / "cgroup.procs").is_file():
+        pytest.skip("no cgroup v1 freezer hierarchy here")
+    made_parent = not (freezer / proctrack.PARENT).exists()
     step = f"railyard-test-{secrets.token_hex(4)}"
-    runtime = pids_root / proctrack.PARENT / step / "runtime"
-    runtime.mkdir(parents=True)
+    monitor = freezer / proctrack.PARENT / step / "conmon"
+    monitor.mkdir(parents=True)
     tracking.make(step)
-    procs = runtime / "cgroup.procs"
+    procs = monitor / "cgroup.procs"
     sleeper = subprocess.Popen(
         ["sleep", "1000"], preexec_fn=lambda: procs.write_text(str(os.getpid()))
     )
+    threading.Thread(target=sleeper.wait).start()  # reaped as soon as it dies
     try:
-        yield Containment(tracking, Confinement(None, "a test"), tracking.parent), step, sleeper
+        yield (
+            Containment(tracking, Confinement(None, "a test"), tracking.parent),
+            step,
+            sleeper,
+            monitor,
+        )
     finally:
+        if monitor.exists():
+            (monitor / "freezer.state").write_text("THAWED")
         sleeper.kill()
         sleeper.wait()
-        cgroup.remove_tree(runtime.parent)
+        cgroup.remove_tree(monitor.parent)
         if made_parent:
-            (pids_root / proctrack.PARENT).rmdir()
+            (freezer / proctrack.PARENT).rmdir()
 
 
 def groups_of(step: str) -> list[Path]:
@@ -245,31 +254,42 @@ def groups_of(step: str) -> list[Path]:
 
 
 @ROOT_ONLY
-def test_ending_a_step_waits_for_a_runtimes_group_to_empty(
-    runtime_sleeper: Sleeping,
+def test_ending_a_step_kills_a_runtime_monitor_outside_its_tracking_group(
+    outside_tracking: Outside,
 ) -> None:
-    """Past its timeout ``end`` says so and keeps the step for a retry; within it, it waits
-    until the group can go (a runtime's process exiting) and removes every group."""
-    containment, step, sleeper = runtime_sleeper
-    assert not containment.end(step, timeout_s=0.1)
-    assert step in containment.leftover
-    assert groups_of(step)
-    threading.Timer(0.3, sleeper.kill).start()
-    threading.Thread(target=sleeper.wait).start()  # reaped as it dies
-    assert containment.end(step, timeout_s=30)
+    containment, step, sleeper, _ = outside_tracking
+    assert containment.end(step)
+    wait_for(lambda: sleeper.returncode is not None)
+    assert sleeper.returncode == -signal.SIGKILL
     assert groups_of(step) == []
     assert step not in containment.leftover
 
 
 @ROOT_ONLY
-def test_a_leftover_step_is_removed_by_a_later_retry(
-    runtime_sleeper: Sleeping,
+def test_ending_a_step_waits_for_a_process_to_die_then_a_retry_finishes(
+    outside_tracking: Outside,
 ) -> None:
-    containment, step, sleeper = runtime_sleeper
+    """A frozen process takes its SIGKILL only once thawed: past its timeout ``end`` says so
+    and keeps the step; within it, it waits; a later :meth:`Containment.retry` finishes."""
+    containment, step, _, monitor = outside_tracking
+    (monitor / "freezer.state").write_text("FROZEN")
     assert not containment.end(step, timeout_s=0.1)
     containment.retry()
     assert step in containment.leftover
-    sleeper.kill()
-    sleeper.wait()
+    assert groups_of(step)
+    threading.Timer(0.3, lambda: (monitor / "freezer.state").write_text("THAWED")).start()
+    assert containment.end(step, timeout_s=30)
+    assert groups_of(step) == []
+    (monitor.parent / "conmon").mkdir(parents=True)  # the next: left by a retry
+    procs = monitor / "cgroup.procs"
+    late = subprocess.Popen(
+        ["sleep", "1000"], preexec_fn=lambda: procs.write_text(str(os.getpid()))
+    )
+    threading.Thread(target=late.wait).start()
+    (monitor / "freezer.state").write_text("FROZEN")
+    assert not containment.end(step, timeout_s=0.1)
+    (monitor / "freezer.state").write_text("THAWED")
     wait_for(lambda: (containment.retry(), step not in containment.leftover)[1])
     assert groups_of(step) == []
+    wait_for(lambda: late.returncode is not None)
+    assert late.returncode == -signal.SIGKILL

@@ -11,6 +11,9 @@ way.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import time
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
@@ -126,13 +129,18 @@ class Containment:
         return False
 
     def _remove(self, step: str) -> bool:
-        """Remove every group of the step, each as far as it goes; True once all are gone."""
+        """Remove every group of the step, each as far as it goes; True once all are gone.
+        A container runtime's monitor (Podman's ``conmon``, root) joins the step's groups of
+        the v1 hierarchies but not its tracking group: it is killed here, with anything else
+        left in them (``podman rm`` cleans up after it, in ``exec.local``)."""
+        others = [hierarchy / PARENT / step for hierarchy in _hierarchies()]
+        for pid in {pid for other in others for pid in proctrack.all_procs(other)}:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         group = self.tracking.group(step)
         gone = [group is None or cgroup.remove_tree(group), self.device_guard.remove(step),
                 cgroup.remove_tree(self.limits_root / cgroup.PARENT / step)]  # fmt: skip
-        for hierarchy in _hierarchies():  # what a container runtime made in the others
-            gone.append(cgroup.remove_tree(hierarchy / PARENT / step))
-        return all(gone)
+        return all([*gone, *(cgroup.remove_tree(other) for other in others)])
 
     def sweep(self, min_age_s: float = STALE_AFTER_S) -> list[str]:
         """Remove empty step groups older than ``min_age_s``: left by a server whose jobs were
