@@ -133,14 +133,16 @@ class Containment:
         A container runtime's monitor (Podman's ``conmon``, root) joins the step's groups of
         the v1 hierarchies but not its tracking group: it is killed here, with anything else
         left in them (``podman rm`` cleans up after it, in ``exec.local``)."""
-        others = [hierarchy / PARENT / step for hierarchy in _hierarchies()]
-        for pid in {pid for other in others for pid in proctrack.all_procs(other)}:
+        devices_parent = self.device_guard.parent
+        own = (self.tracking.group(step), devices_parent and devices_parent / step,
+               self.limits_root / cgroup.PARENT / step)  # fmt: skip
+        groups = dict.fromkeys(
+            [*(g for g in own if g is not None), *(h / PARENT / step for h in _hierarchies())]
+        )
+        for pid in {pid for group in groups for pid in proctrack.all_procs(group)}:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        group = self.tracking.group(step)
-        gone = [group is None or cgroup.remove_tree(group), self.device_guard.remove(step),
-                cgroup.remove_tree(self.limits_root / cgroup.PARENT / step)]  # fmt: skip
-        return all([*gone, *(cgroup.remove_tree(other) for other in others)])
+        return all([cgroup.remove_tree(group) for group in groups])
 
     def sweep(self, min_age_s: float = STALE_AFTER_S) -> list[str]:
         """Remove empty step groups older than ``min_age_s``: left by a server whose jobs were

@@ -117,10 +117,10 @@ class Confinement:
             os.close(fd)
         return group
 
-    def remove(self, step: str) -> bool:
-        """Remove the step's group once its processes are gone (the kernel refuses before);
-        False while it is still there."""
-        return self.parent is None or cgroup.remove_tree(self.parent / step)
+    def remove(self, step: str) -> None:
+        """Remove the step's group once its processes are gone (the kernel refuses before)."""
+        if self.parent is not None:
+            cgroup.remove_tree(self.parent / step)
 
 
 def choose(root: Path = DEVICES, v2_parent: Path | None = None) -> Confinement:
