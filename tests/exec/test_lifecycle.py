@@ -57,6 +57,28 @@ def test_cancel_kills_the_whole_group(make_executor: MakeExecutor, tmp_path: Pat
     wait_for(lambda: group_members(pgid) == [], timeout_s=10)
 
 
+def test_discard_ends_a_share_at_once_with_its_groups(
+    make_executor: MakeExecutor, tmp_path: Path
+) -> None:
+    """A share let go with its agent (a gang that did not start on every node) is killed at
+    once, SIGTERM or not, its step's groups removed, and never reported."""
+    executor = make_executor(term_grace_s=300)
+    handle = executor.start(spec(tmp_path, ("sh", "-c", "trap '' TERM; sleep 300 & wait")))
+    pgid = handle.workers[0].pgid
+    wait_for(lambda: len(group_members(pgid)) >= 3)  # wrapper, sh, sleep
+    step = executor._step(handle)
+    assert step is not None
+    group = executor.containment.tracking.group(step)
+    assert group is not None and group.is_dir()
+    executor.cancel("job")  # its grace (300 s) would end in a poll
+    assert executor.discard("job")
+    assert executor.running() == set()
+    assert not group.exists()
+    wait_for(lambda: group_members(pgid) == [], timeout_s=10)
+    assert executor.poll() == []
+    assert executor.discard("job")  # nothing left: a no-op
+
+
 def test_completed_rank_leaves_no_stragglers(make_executor: MakeExecutor, tmp_path: Path) -> None:
     executor = make_executor()
     marker = tmp_path / "started"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from railyard.exec import proctrack
 from railyard.exec.exits import NODE_FAIL_SIGNAL, exit_of
 from railyard.exec.protocol import ExitReport, Outcome
 from railyard.exec.rayexec import RayExecutor, merge, ray_nodes
@@ -125,6 +126,10 @@ def test_a_node_that_dies_fails_the_attempt_as_a_node_failure(
     assert "n3" not in {n.name for n in ray_nodes() if n.alive}
     local_ray.add("n3")
     local_ray.cluster.wait_for_nodes()
+    deadline = time.monotonic() + 60
+    while not executor.probe("n3"):  # back: what its share left there is removed
+        assert time.monotonic() < deadline
+    assert not step_groups(tmp_path, "lost", "n3")
 
 
 def test_a_new_executor_adopts_running_attempts(local_ray: LocalRay, tmp_path: Path) -> None:
@@ -257,3 +262,87 @@ def test_each_nodes_agent_reads_its_share_of_a_job(local_ray: LocalRay, tmp_path
     finally:
         executor.cancel("held")
         wait_report(executor, "held")
+
+
+def step_groups(tmp_path: Path, job_id: str, node: str) -> list[Path]:
+    """The groups of a job's share on `node` left in any mounted hierarchy of this machine
+    (the step is named from the node's records directory, as `spec` places it)."""
+    step = proctrack.step_name(job_id, 0, tmp_path / "logs" / job_id / node)
+    return sorted(Path("/sys/fs/cgroup").glob(f"*/railyard/{step}"))
+
+
+def alive(pid_file: Path) -> bool:
+    pid = int(pid_file.read_text())
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+IGNORE_TERM = """
+import os, sys, time
+with open(os.path.join(sys.argv[1], "pid-" + os.environ["RANK"]), "w") as f:
+    f.write(str(os.getpid()))
+time.sleep(600)
+"""
+
+
+def ignoring_term(out: str) -> tuple[str, ...]:
+    """A rank that ignores SIGTERM from its first instruction (the shell's trap is inherited
+    through exec): a handler installed by Python itself could come after a prompt cancel."""
+    return ("/bin/sh", "-c", 'trap "" TERM; exec "$0" -c "$1" "$2"', sys.executable,
+            IGNORE_TERM, out)  # fmt: skip
+
+
+def test_a_gang_that_did_not_start_everywhere_leaves_nothing_where_it_did(
+    local_ray: LocalRay, tmp_path: Path
+) -> None:
+    """The share that started on a good node, while another node never started its own, is
+    killed there with its step's groups before its agent goes: a rank ignoring SIGTERM did
+    outlive that agent (its grace ends in a poll that never came) and kept its groups."""
+    executor = RayExecutor(start_timeout_s=8.0)
+    job = spec(tmp_path, ignoring_term(str(tmp_path)), job_id="halfway", workers=2,
+               gpus_per_worker=1, placement={"n1": (1,), "gone": (0,)})  # fmt: skip
+    assert executor.start(job).workers == ()
+    report = wait_report(executor, "halfway", timeout_s=30)
+    assert report.signal == NODE_FAIL_SIGNAL
+    pid_file = tmp_path / "pid-0"
+    assert pid_file.exists(), "n1's share never started: the test proves nothing"
+    deadline = time.monotonic() + 10
+    while alive(pid_file) or step_groups(tmp_path, "halfway", "n1"):
+        assert time.monotonic() < deadline, step_groups(tmp_path, "halfway", "n1")
+        time.sleep(0.1)
+
+
+def test_a_share_whose_agent_died_on_a_live_node_ends_when_the_node_answers(
+    local_ray: LocalRay, tmp_path: Path
+) -> None:
+    """An agent that dies while its machine lives on (its raylet restarted, say) fails the
+    attempt as a node failure, but its ranks ran on with nothing to end them; once the node
+    answers a probe (what the backend asks of a suspect node before placing on it again),
+    they are killed there with their step's groups."""
+    import ray
+
+    executor = RayExecutor(term_grace_s=1.0)
+    job = spec(tmp_path, ignoring_term(str(tmp_path)), job_id="orphan", workers=2,
+               gpus_per_worker=1, placement={"n1": (0,), "n2": (0,)})  # fmt: skip
+    executor.start(job)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "pid-1").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert step_groups(tmp_path, "orphan", "n2")  # named as the node names them
+    ray.kill(executor._jobs["orphan"].agents["n2"])
+    report = wait_report(executor, "orphan")
+    assert report.signal == NODE_FAIL_SIGNAL
+    assert "n2" in executor.suspect
+    assert not alive(tmp_path / "pid-0")  # n1's share ended with its own agent
+    assert alive(tmp_path / "pid-1"), "n2's rank died with its agent: the test proves nothing"
+    deadline = time.monotonic() + 60
+    while not executor.probe("n2"):  # the backend probes a suspect node every cycle
+        assert time.monotonic() < deadline
+    deadline = time.monotonic() + 10
+    while alive(tmp_path / "pid-1") or step_groups(tmp_path, "orphan", "n2"):
+        assert time.monotonic() < deadline, step_groups(tmp_path, "orphan", "n2")
+        time.sleep(0.1)

@@ -162,10 +162,12 @@ class Containment:
                     continue
         return removed
 
-    def retry(self) -> None:
-        """End the steps an earlier :meth:`end` could not (a process stuck in the kernel)."""
+    def retry(self, timeout_s: float = RETRY_TIMEOUT_S) -> bool:
+        """End the steps an earlier :meth:`end` could not (a process stuck in the kernel);
+        True when none is left."""
         for step in list(self.leftover):
-            self.end(step, timeout_s=RETRY_TIMEOUT_S)
+            self.end(step, timeout_s=timeout_s)
+        return not self.leftover
 
 
 def _hierarchies() -> list[Path]:

@@ -241,6 +241,18 @@ class LocalExecutor:
         if job.stage < Stage.TERMINATING:
             self._terminate(job)
 
+    def discard(self, job_id: str, timeout_s: float = proctrack.KILL_TIMEOUT_S) -> bool:
+        """End what runs here of ``job_id`` at once, with no grace and no report: SIGKILL its
+        step, remove the step's groups and containers, and finish steps an earlier end left.
+        For a node's share of a gang that did not start on every node (the control plane
+        reports that attempt itself) and for an agent about to go, whose grace would end in a
+        poll that never comes. True when nothing is left."""
+        job = self._jobs.pop(job_id, None)
+        if job is not None:
+            self._signal_live(job, signal.SIGKILL)
+            self._end_step(job.handle)
+        return self.containment.retry(timeout_s)
+
     def signal(self, job_id: str, signal_name: str | None = None) -> None:
         """Send one signal to every live rank's group; unknown or ended jobs are a no-op."""
         job = self._jobs.get(job_id)

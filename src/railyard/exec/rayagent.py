@@ -96,6 +96,18 @@ class NodeAgent:
     def cancel(self, job_id: str) -> None:
         self.executor.cancel(job_id)
 
+    def discard(self, job_id: str) -> bool:
+        """Kill what this agent runs of ``job_id`` and remove its groups: called before the
+        control plane lets this agent go (see `LocalExecutor.discard`)."""
+        return self.executor.discard(job_id)
+
+    def discard_shares(self, parts: Sequence[JobHandle]) -> bool:
+        """End this node's ``parts`` of attempts whose own agent here died (reported lost): the
+        ranks still running are adopted by pid and start time, then killed with their step's
+        groups; a part whose ranks are gone has its groups removed."""
+        self.executor.adopt(parts)
+        return all([self.executor.discard(part.job_id) for part in parts])
+
     def signal(self, job_id: str, signal_name: str | None) -> None:
         self.executor.signal(job_id, signal_name)
 

@@ -28,6 +28,7 @@ from railyard.exec.backend import Machine
 from railyard.exec.exits import NODE_FAIL_SIGNAL
 from railyard.exec.jobsocket import JobSocket, SocketUnreachable
 from railyard.exec.logread import LogRefused
+from railyard.exec.proctrack import KILL_TIMEOUT_S
 from railyard.exec.protocol import ExecutorError, ExitReport, JobHandle, LaunchSpec, Outcome
 from railyard.exec.rayagent import (
     FLAVOR_RESOURCE,
@@ -44,6 +45,7 @@ from railyard.exec.usage import NodeReading, Placements
 log = logging.getLogger("railyard.ray")
 CALL_TIMEOUT_S = 120.0  # an agent's worker process starts in seconds; a loaded node, longer
 POLL_TIMEOUT_S = 5.0
+RELEASE_TIMEOUT_S = KILL_TIMEOUT_S + POLL_TIMEOUT_S  # a step killed and its groups removed
 RELAY_TIMEOUT_S = 15.0  # one relay call; a new shell waits for its socket on the node
 
 
@@ -82,6 +84,7 @@ class _Job:
     stopping: bool = False
     containers: bool = False  # its tasks run in an image: `ready` asks when it was there
     ready: dict[str, float] = field(default_factory=dict)  # node -> its image ready there
+    handle: JobHandle | None = None
 
 
 class RayExecutor:
@@ -113,6 +116,7 @@ class RayExecutor:
         # Nodes whose agent died under a job: lost before Ray's health checks say so (GCS
         # takes seconds to minutes), so nothing is started there until a probe answers.
         self.suspect: set[str] = set()
+        self._orphans: dict[str, list[JobHandle]] = {}  # node -> shares to end (`_orphaned`)
 
     # -- the protocol ----------------------------------------------------------------------------
 
@@ -139,21 +143,14 @@ class RayExecutor:
             # A node that cannot start its share in time (gone, or its raylet stalled) is a
             # node failure, not the job's: reported by the next poll, requeued per policy.
             log.warning("job %s: a node did not start its share: %s", spec.job_id, exc)
-            for agent in agents.values():
-                self._fan_out_one(agent, spec.job_id)
-                self._kill(agent)
+            self._release(spec.job_id, agents.values())
             self._pending.append(_node_failure(spec.job_id, spec.restart_count))
             return JobHandle(job_id=spec.job_id, restart_count=spec.restart_count, workers=(),
                              master_port=0, preempt_signal=spec.preempt_signal)  # fmt: skip
         except Exception as exc:
-            for agent in agents.values():
-                self._kill(agent)
+            self._release(spec.job_id, agents.values())
             raise ExecutorError(f"job {spec.job_id}: start on Ray failed: {exc}") from exc
-        self._jobs[spec.job_id] = _Job(
-            spec.job_id, spec.restart_count, agents, dict.fromkeys(nodes),
-            containers=spec.container is not None,
-        )  # fmt: skip
-        return JobHandle(
+        handle = JobHandle(
             job_id=spec.job_id,
             restart_count=spec.restart_count,
             workers=tuple(w for part in parts for w in part.workers),
@@ -162,6 +159,11 @@ class RayExecutor:
             limits=parts[0].limits if parts else "",
             containers=tuple(name for part in parts for name in part.containers),
         )
+        self._jobs[spec.job_id] = _Job(
+            spec.job_id, spec.restart_count, agents, dict.fromkeys(nodes),
+            containers=spec.container is not None, handle=handle,
+        )  # fmt: skip
+        return handle
 
     def request_checkpoint_stop(self, job_id: str, grace_s: float) -> None:
         """Every node's ranks checkpoint and stop; one node's share ending first is the
@@ -194,6 +196,7 @@ class RayExecutor:
                 except self._ray.exceptions.RayActorError:  # the agent died with its node
                     found = [_node_failure(job_id, job.restart_count)]
                     self.suspect.add(node)
+                    self._orphaned(job, node)
                 mine = [r for r in found if r.job_id == job_id]
                 if mine:
                     job.reports[node] = mine[-1]
@@ -208,8 +211,7 @@ class RayExecutor:
                     self._ended_ready[job_id] = (job.restart_count, ready_t_s)
                 del self._jobs[job_id]
                 reports.append(merge(job_id, job.restart_count, ended))
-                for agent in job.agents.values():
-                    self._kill(agent)
+                self._release(job_id, job.agents.values())
         return reports
 
     def adopt(self, handles: Sequence[JobHandle]) -> list[ExitReport]:
@@ -225,7 +227,7 @@ class RayExecutor:
                 continue
             nodes = list(dict.fromkeys(w.node for w in handle.workers))
             job = _Job(handle.job_id, handle.restart_count, {}, {},
-                       containers=bool(handle.containers))  # fmt: skip
+                       containers=bool(handle.containers), handle=handle)  # fmt: skip
             for node in nodes:
                 if node not in alive:
                     job.reports[node] = _node_failure(handle.job_id, handle.restart_count)
@@ -303,7 +305,8 @@ class RayExecutor:
         return found
 
     def probe(self, node: str, timeout_s: float = 2.0) -> bool:
-        """Whether `node` runs an agent now (its log agent answers within `timeout_s`)."""
+        """Whether `node` runs an agent now (its log agent answers within `timeout_s`); one
+        that answers ends what is left there of attempts lost with their agents."""
         try:
             agent = self._log_agent(node)
             self._ray.get(agent.endpoint.remote(), timeout=timeout_s)
@@ -311,7 +314,29 @@ class RayExecutor:
             with contextlib.suppress(Exception):
                 self._ray.kill(self._log_agent(node))  # a stale handle: make a fresh one
             return False
+        self._end_orphans(node, agent)
         return True
+
+    def _orphaned(self, job: _Job, node: str) -> None:
+        """Remember the share on `node` of an attempt whose agent there died: reported as a
+        node failure, but its ranks live on if the machine did (its raylet restarted), with
+        nothing to end them, until :meth:`probe` finds the node answering again."""
+        if job.handle is None:
+            return
+        mine = tuple(w for w in job.handle.workers if w.node == node)
+        if mine:
+            self._orphans.setdefault(node, []).append(replace(job.handle, workers=mine))
+
+    def _end_orphans(self, node: str, agent: Any) -> None:
+        shares = self._orphans.get(node)
+        if not shares:
+            return
+        try:
+            self._ray.get(agent.discard_shares.remote(shares), timeout=RELEASE_TIMEOUT_S)
+        except Exception as exc:  # tried again at the next probe
+            log.warning("%s: shares of lost attempts not ended yet: %s", node, exc)
+            return
+        del self._orphans[node]
 
     # -- logs of ranks on other machines ---------------------------------------------------------
 
@@ -415,10 +440,17 @@ class RayExecutor:
         except Exception:  # an agent gone with its node: poll reports it
             log.warning("%s of %s did not reach every node", method, job_id)
 
-    def _fan_out_one(self, agent: Any, job_id: str) -> None:
-        """Cancel whatever an agent started of a launch that did not finish starting."""
+    def _release(self, job_id: str, agents: Iterable[Any]) -> None:
+        """Let an attempt's agents go: each first kills what it still runs of the job (a share
+        started where another node's never did, its grace not over) and removes its groups,
+        all at once and for RELEASE_TIMEOUT_S at most (an agent gone with its node never
+        answers); a killed agent no longer polls, so nothing would end them after."""
+        agents = list(agents)
+        refs = [agent.discard.remote(job_id) for agent in agents]
         with contextlib.suppress(Exception):
-            self._ray.get(agent.cancel.remote(job_id), timeout=POLL_TIMEOUT_S)
+            self._ray.wait(refs, num_returns=len(refs), timeout=RELEASE_TIMEOUT_S)
+        for agent in agents:
+            self._kill(agent)
 
     def _kill(self, agent: Any) -> None:
         with contextlib.suppress(Exception):  # already gone with its node
