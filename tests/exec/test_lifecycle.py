@@ -69,7 +69,8 @@ def test_discard_ends_a_share_at_once_with_its_groups(
     step = executor._step(handle)
     assert step is not None
     group = executor.containment.tracking.group(step)
-    assert group is not None and group.is_dir()
+    assert group is not None
+    assert group.is_dir()
     executor.cancel("job")  # its grace (300 s) would end in a poll
     assert executor.discard("job")
     assert executor.running() == set()

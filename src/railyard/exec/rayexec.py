@@ -7,7 +7,9 @@ rendezvous port, so every rank gets ``MASTER_ADDR`` = the first node's address. 
 out to every agent; a job's exit is reported when every node's share has ended, merged into
 one outcome (a failure on one node stops the others, as a gang). An agent that dies with its
 node makes the attempt a node failure (``NODE_FAIL``: requeued per the job's policy); the
-node leaving Ray is seen by :func:`ray_nodes` and marked down by the control plane.
+node leaving Ray is seen by :func:`ray_nodes` and marked down by the control plane. Whatever
+of that attempt still runs on a machine that lived on is ended there once the node answers a
+probe again; an agent is let go only after it ended what it ran of its job.
 
 Ray's public API only: actors with ``lifetime="detached"`` and names, custom resources to
 pin them (``railyard_node:<name>``, declared by ``railyard join``), ``ray.nodes()``. Tested
@@ -231,6 +233,7 @@ class RayExecutor:
             for node in nodes:
                 if node not in alive:
                     job.reports[node] = _node_failure(handle.job_id, handle.restart_count)
+                    self._orphaned(job, node)
                     continue
                 agent = self._agent_of(handle.job_id, handle.restart_count, node,
                                        alive[node].gpus)  # fmt: skip
@@ -245,6 +248,7 @@ class RayExecutor:
                                 node, exc)  # fmt: skip
                     self._kill(agent)
                     job.reports[node] = _node_failure(handle.job_id, handle.restart_count)
+                    self._orphaned(job, node)
                     continue
                 job.agents[node] = agent
                 job.reports[node] = early[-1] if early else None
