@@ -346,3 +346,35 @@ def test_a_share_whose_agent_died_on_a_live_node_ends_when_the_node_answers(
     while alive(tmp_path / "pid-1") or step_groups(tmp_path, "orphan", "n2"):
         assert time.monotonic() < deadline, step_groups(tmp_path, "orphan", "n2")
         time.sleep(0.1)
+
+
+def test_a_share_on_a_node_gone_at_adoption_ends_when_the_node_answers(
+    local_ray: LocalRay, tmp_path: Path
+) -> None:
+    """A control plane restarted while a node was out of Ray: the node's share is a node
+    failure, the node suspect (nothing placed there), and once it is back and answers a
+    probe, the ranks that ran on there are killed with their groups."""
+    first = RayExecutor()
+    job = spec(tmp_path, ignoring_term(str(tmp_path)), job_id="adrift", workers=2,
+               gpus_per_worker=1, placement={"n1": (1,), "n3": (1,)})  # fmt: skip
+    handle = first.start(job)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "pid-1").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    local_ray.remove("n3")  # its raylet and agent die; the machine (this one) lives on
+    second = RayExecutor(term_grace_s=1.0)
+    second.adopt([handle])
+    assert "n3" in second.suspect
+    report = wait_report(second, "adrift")
+    assert report.signal == NODE_FAIL_SIGNAL
+    assert alive(tmp_path / "pid-1"), "n3's rank died with its raylet: the test proves nothing"
+    local_ray.add("n3")
+    local_ray.cluster.wait_for_nodes()
+    deadline = time.monotonic() + 60
+    while not second.probe("n3"):
+        assert time.monotonic() < deadline
+    deadline = time.monotonic() + 10
+    while alive(tmp_path / "pid-1") or step_groups(tmp_path, "adrift", "n3"):
+        assert time.monotonic() < deadline, step_groups(tmp_path, "adrift", "n3")
+        time.sleep(0.1)

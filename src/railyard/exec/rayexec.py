@@ -82,11 +82,11 @@ class _Job:
     spec_id: str
     restart_count: int
     agents: dict[str, Any]  # node -> actor handle
+    handle: JobHandle  # its workers on every node (a lost node's share is ended from it)
     reports: dict[str, ExitReport | None] = field(default_factory=dict)
     stopping: bool = False
     containers: bool = False  # its tasks run in an image: `ready` asks when it was there
     ready: dict[str, float] = field(default_factory=dict)  # node -> its image ready there
-    handle: JobHandle | None = None
 
 
 class RayExecutor:
@@ -162,8 +162,8 @@ class RayExecutor:
             containers=tuple(name for part in parts for name in part.containers),
         )
         self._jobs[spec.job_id] = _Job(
-            spec.job_id, spec.restart_count, agents, dict.fromkeys(nodes),
-            containers=spec.container is not None, handle=handle,
+            spec.job_id, spec.restart_count, agents, handle, dict.fromkeys(nodes),
+            containers=spec.container is not None,
         )  # fmt: skip
         return handle
 
@@ -197,7 +197,6 @@ class RayExecutor:
                     continue
                 except self._ray.exceptions.RayActorError:  # the agent died with its node
                     found = [_node_failure(job_id, job.restart_count)]
-                    self.suspect.add(node)
                     self._orphaned(job, node)
                 mine = [r for r in found if r.job_id == job_id]
                 if mine:
@@ -228,8 +227,8 @@ class RayExecutor:
             if handle.job_id in self._jobs:
                 continue
             nodes = list(dict.fromkeys(w.node for w in handle.workers))
-            job = _Job(handle.job_id, handle.restart_count, {}, {},
-                       containers=bool(handle.containers), handle=handle)  # fmt: skip
+            job = _Job(handle.job_id, handle.restart_count, {}, handle, {},
+                       containers=bool(handle.containers))  # fmt: skip
             for node in nodes:
                 if node not in alive:
                     job.reports[node] = _node_failure(handle.job_id, handle.restart_count)
@@ -322,11 +321,11 @@ class RayExecutor:
         return True
 
     def _orphaned(self, job: _Job, node: str) -> None:
-        """Remember the share on `node` of an attempt whose agent there died: reported as a
-        node failure, but its ranks live on if the machine did (its raylet restarted), with
-        nothing to end them, until :meth:`probe` finds the node answering again."""
-        if job.handle is None:
-            return
+        """`node` lost `job`'s share (its agent died, or was not there to adopt it): the node
+        is suspect, so nothing is placed there until :meth:`probe` finds it answering, and
+        the share is remembered, as its ranks live on if the machine did (its raylet
+        restarted) with nothing to end them, until that probe ends them."""
+        self.suspect.add(node)
         mine = tuple(w for w in job.handle.workers if w.node == node)
         if mine:
             self._orphans.setdefault(node, []).append(replace(job.handle, workers=mine))
