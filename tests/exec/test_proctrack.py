@@ -196,8 +196,9 @@ def test_the_subreaper_fallback_kills_what_the_command_left(
 
 
 def test_old_empty_step_groups_are_swept(tmp_path: Path) -> None:
-    """Groups left by jobs ended behind a server's back go at the next start; a young one
-    (maybe another server's start in flight) and one with processes stay. Plain directories
+    """Groups left by jobs ended behind a server's back go at the next start, with the empty
+    groups below them; a young one (maybe another server's start in flight) and one with
+    processes, in it or below it, stay. Plain directories
     stand in for cgroups here (a mock)."""
     tracking, dev = tmp_path / "tracking", tmp_path / "devices"
     for parent in (tracking, dev):
@@ -205,11 +206,16 @@ def test_old_empty_step_groups_are_swept(tmp_path: Path) -> None:
         (parent / "young").mkdir()
         (parent / "busy").mkdir()
         (parent / "busy" / "cgroup.procs").write_text("4242\n")
-        for name in ("old", "busy"):
+        (parent / "nested" / "batch").mkdir(parents=True)  # a group made below the step's
+        (parent / "held" / "batch").mkdir(parents=True)
+        (parent / "held" / "batch" / "cgroup.procs").write_text("4243\n")
+        for name in ("old", "busy", "nested", "held"):
             os.utime(parent / name, (0, 0))
     containment = Containment(Tracking("cgroup2", tracking), Confinement(dev))
-    assert containment.sweep() == [str(tracking / "old"), str(dev / "old")]
-    assert sorted(p.name for p in tracking.iterdir()) == ["busy", "young"]
+    assert sorted(containment.sweep()) == sorted(
+        str(parent / name) for parent in (tracking, dev) for name in ("old", "nested")
+    )
+    assert sorted(p.name for p in tracking.iterdir()) == ["busy", "held", "young"]
 
 
 Outside = tuple[Containment, str, subprocess.Popen[bytes], Path]

@@ -145,7 +145,8 @@ class Containment:
         return all([cgroup.remove_tree(group) for group in groups])
 
     def sweep(self, min_age_s: float = STALE_AFTER_S) -> list[str]:
-        """Remove empty step groups older than ``min_age_s``: left by a server whose jobs were
+        """Remove empty step groups older than ``min_age_s``, and the empty groups below them:
+        left by a server whose jobs were
         ended behind its back (killed with it, then killed by hand). A young empty group may
         be a start in flight of another server on this machine, so it stays."""
         removed = []
@@ -155,10 +156,10 @@ class Containment:
                 try:
                     if not group.is_dir() or now - group.stat().st_mtime < min_age_s:
                         continue
-                    if not proctrack.procs(group):
-                        group.rmdir()
+                    # with the groups a runtime made below it (a batch step's `batch`)
+                    if not proctrack.all_procs(group) and cgroup.remove_tree(group):
                         removed.append(str(group))
-                except OSError:  # busy, or gone meanwhile
+                except OSError:  # gone meanwhile
                     continue
         return removed
 
