@@ -117,7 +117,8 @@ class Booking:
                 self.free_cpu[i] -= cores
                 self.free_mem[i] -= mib
         charge = (r.job.queue, r.job.flavor)
-        self.usage[charge] = self.usage.get(charge, 0) + gpus
+        if gpus:  # a CPU-only job charges no GPUs: `usage` holds only counts above zero
+            self.usage[charge] = self.usage.get(charge, 0) + gpus
         self.run_masks[r.id] = masks
         self.entries[r.id] = _Entry(r, masks, gpus, load or None, charge)
 
@@ -130,11 +131,12 @@ class Booking:
             for i, (cores, mib) in e.load.items():
                 self.free_cpu[i] += cores
                 self.free_mem[i] += mib
-        left = self.usage[e.charge] - e.gpus
-        if left:
-            self.usage[e.charge] = left
-        else:
-            del self.usage[e.charge]
+        if e.gpus:
+            left = self.usage[e.charge] - e.gpus
+            if left:
+                self.usage[e.charge] = left
+            else:
+                del self.usage[e.charge]
         del self.run_masks[job_id]
         self._blockers.pop(job_id, None)
 
