@@ -4,15 +4,23 @@ account (his shell, his jobs, his token). Each row is one attack: what must happ
 and whether the boundary held. The attacks that broke it in the review of b858d76 come
 first, then the ones that held then and must keep holding.
 
-Run as root: ``python benchmarks/attack_campaign.py [--ray]`` (``--ray`` adds the tokenless
-``ray.init`` against a head started by ``railyard join --head``: about a minute more); prints
-a table and writes ``benchmarks/results/attack_campaign.json``. Exit 1 if any attack got
-through. The same attacks, one per test, are ``tests/security/``.
+Run as root: ``python benchmarks/attack_campaign.py [--ray] [--only WORD]`` (``--ray`` adds
+the tokenless ``ray.init`` against a head started by ``railyard join --head``: about a minute
+more; ``--only`` runs the attacks whose name holds WORD); prints a table and writes
+``benchmarks/results/attack_campaign.json``. Exit 1 if any attack got through.
+
+Each attack is also measured as the other users meet it meanwhile (issue 52): a bystander
+polls ``/healthz`` every 100 ms (its p99 latency, and how many answers were not 200), and
+alice submits a 1-GPU job as the attack begins (the seconds from her submit to its start, as
+the store recorded it). Attacks of later reviews live in ``benchmarks/attacks_*.py``, each
+module a list ``ATTACKS`` of (name, what must happen, function); this script runs them after
+its own. The same attacks, one per test, are ``tests/security/``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import re
@@ -41,6 +49,9 @@ class Row:
     expected: str
     result: str
     held: bool
+    healthz_p99_ms: float | None = None  # what a bystander saw while the attack ran
+    healthz_failures: int = 0
+    alice_start_s: float | None = None  # alice's 1-GPU job, submitted as the attack began
 
 
 Attack = Callable[[Site], tuple[str, bool]]
@@ -438,37 +449,108 @@ def ray_tokenless(site: Site) -> tuple[str, bool]:
         scratch.close()
 
 
-def run(ray: bool) -> list[Row]:
+def later_attacks() -> list[tuple[str, str, Attack]]:
+    """The attacks of later reviews, from ``benchmarks/attacks_*.py`` in name order."""
+    found: list[tuple[str, str, Attack]] = []
+    for path in sorted(Path(__file__).parent.glob("attacks_*.py")):
+        found.extend(importlib.import_module(f"benchmarks.{path.stem}").ATTACKS)
+    return found
+
+
+class Bystander:
+    """What the other users meet while one attack runs: ``/healthz`` polled every 100 ms from
+    another client, and a 1-GPU job of alice's submitted as the attack begins."""
+
+    def __init__(self, site: Site) -> None:
+        self.site = site
+        self.latencies_s: list[float] = []
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self.job_id: str | None = None
+
+    def _poll(self) -> None:
+        with httpx.Client(timeout=30) as client:
+            while not self._stop.is_set():
+                start = time.perf_counter()
+                try:
+                    ok = client.get(f"{self.site.server.url}/healthz").status_code == 200
+                except httpx.HTTPError:
+                    ok = False
+                self.latencies_s.append(time.perf_counter() - start)
+                self.failures += not ok
+                self._stop.wait(0.1)
+
+    def __enter__(self) -> Bystander:
+        self._thread.start()
+        response = post_job(self.site, self.site.alice.token, command=["true"], gpus=1)
+        if response.status_code == 201:
+            self.job_id = response.json()[0]["id"]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def healthz_p99_ms(self) -> float | None:
+        ordered = sorted(self.latencies_s)
+        return round(ordered[int(0.99 * (len(ordered) - 1))] * 1000, 1) if ordered else None
+
+    def alice_start_s(self) -> float | None:
+        """Seconds from alice's submit to her job's start (waits up to 60 s for it)."""
+        if self.job_id is None:
+            return None
+        server, deadline = self.site.server, time.monotonic() + 60
+        while time.monotonic() < deadline:
+            record = server.request("GET", f"/v1/jobs/{self.job_id}")
+            if record.get("start_t_s") is not None:
+                return round(record["start_t_s"] - record["submit_t_s"], 2)
+            time.sleep(0.2)
+        return None
+
+
+def run(ray: bool, only: str | None = None) -> list[Row]:
     rows: list[Row] = []
-    chosen = list(ATTACKS)
+    chosen = list(ATTACKS) + later_attacks()
     if ray:
         chosen.append(("ray.init(address=HEAD) without the token", "refused", ray_tokenless))
+    if only:
+        chosen = [c for c in chosen if only.lower() in c[0].lower()]
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp) / "state"
         state.mkdir()
         with shared_site(state) as site:
             for name, expected, fn in chosen:
-                try:
-                    result, held = fn(site)
-                except Exception as exc:  # an attack that breaks the harness is a row too
-                    result, held = f"error: {type(exc).__name__}: {exc}"[:90], False
-                rows.append(Row(name, expected, re.sub(r"\s+", " ", result), held))
-                print(f"{'held' if held else 'BROKE':>5}  {name}: {result}", flush=True)
+                with Bystander(site) as bystander:
+                    try:
+                        result, held = fn(site)
+                    except Exception as exc:  # an attack that breaks the harness is a row too
+                        result, held = f"error: {type(exc).__name__}: {exc}"[:90], False
+                row = Row(name, expected, re.sub(r"\s+", " ", result), held,
+                          bystander.healthz_p99_ms(), bystander.failures,
+                          bystander.alice_start_s())  # fmt: skip
+                rows.append(row)
+                print(f"{'held' if held else 'BROKE':>5}  {name}: {result} "
+                      f"(healthz p99 {row.healthz_p99_ms} ms, {row.healthz_failures} not 200; "
+                      f"alice's job started in {row.alice_start_s} s)", flush=True)  # fmt: skip
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ray", action="store_true", help="also attack a Ray head (slower)")
+    parser.add_argument("--only", metavar="WORD", help="run the attacks whose name holds WORD")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("attack_campaign: run as root (it creates two Unix users)")
     started = time.monotonic()
-    rows = run(args.ray)
+    rows = run(args.ray, args.only)
     print()
-    print(f"{'attack':<62} {'expected':<40} {'result':<60} held")
+    print(f"{'attack':<62} {'result':<60} {'healthz p99':>11} {'alice':>6} held")
     for row in rows:
-        print(f"{row.attack:<62} {row.expected:<40} {row.result[:60]:<60} {row.held}")
+        p99 = "-" if row.healthz_p99_ms is None else f"{row.healthz_p99_ms:.0f} ms"
+        alice = "-" if row.alice_start_s is None else f"{row.alice_start_s:.1f} s"
+        print(f"{row.attack[:62]:<62} {row.result[:60]:<60} {p99:>11} {alice:>6} {row.held}")
     held = sum(r.held for r in rows)
     print(f"\n{held} of {len(rows)} held; {time.monotonic() - started:.0f} s")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ LIBRARIES = {"__init__.py", "common.py", "rawhttp.py"}  # imported by scripts, n
 SCRIPTS = sorted(
     p
     for p in [*ROOT.glob("benchmarks/*.py"), *ROOT.glob("benchmarks/slurm/*.py")]
-    if p.name not in LIBRARIES
+    if p.name not in LIBRARIES and not p.name.startswith("attacks_")  # the campaign's parts
 )
 # What `python path/to/script.py` gives a script: its folder first on the path, not the
 # current directory; the module's top level runs (imports, constants), not its main().
@@ -41,3 +41,13 @@ def test_every_benchmark_script_imports_as_a_script() -> None:
             if done.returncode != 0
         ]
     assert not failed, "\n".join(failed)
+
+
+def test_the_attack_campaign_loads_every_attack_module() -> None:
+    """`benchmarks/attacks_*.py` are the campaign's parts, loaded by it rather than run."""
+    code = "from benchmarks.attack_campaign import later_attacks; print(len(later_attacks()))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    modules = len(list(ROOT.glob("benchmarks/attacks_*.py")))
+    assert int(done.stdout) >= modules, done.stdout  # at least one attack in each
