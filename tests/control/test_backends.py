@@ -63,10 +63,7 @@ class SpareBackend:
     def refresh(self, sink: NodeSink, now_t_s: float) -> None:
         self.refreshes += 1
         seen = [Machine(SPARE.name, 1, "virtual", True), Machine("stray", 8, "virtual", True)]
-        sink([SPARE for m in seen if self.admits_join(m) is None], now_t_s)
-
-    def admits_join(self, machine: Machine) -> str | None:
-        return None if machine.name == SPARE.name else f"{machine.name}: not spare"
+        sink([SPARE for m in seen if m.name == SPARE.name], now_t_s)  # a stray is not spare
 
     def confinement_lines(self) -> tuple[str, ...]:
         return tuple(self._executor.containment.lines())

@@ -85,10 +85,6 @@ class Backend(Protocol):
         loop's thread each step, after the executor's poll); a fixed inventory does nothing."""
         ...
 
-    def admits_join(self, machine: Machine) -> str | None:
-        """None when ``machine`` may take jobs; else one line saying why not."""
-        ...
-
     def confinement_lines(self) -> tuple[str, ...]:
         """How job processes are tracked and confined, one line each, for ``railyard up``."""
         ...

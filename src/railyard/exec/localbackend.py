@@ -10,7 +10,6 @@ from railyard.exec.backend import (
     BackendRequest,
     BackendUnavailable,
     LogReader,
-    Machine,
     NodeSink,
 )
 from railyard.exec.local import LocalExecutor
@@ -37,11 +36,6 @@ class LocalBackend:
 
     def refresh(self, sink: NodeSink, now_t_s: float) -> None:
         """The inventory is fixed at start (`railyard up` registers this machine)."""
-
-    def admits_join(self, machine: Machine) -> str | None:
-        if machine.name == self.node.name:
-            return None
-        return f"{machine.name}: the local backend runs jobs on {self.node.name} alone"
 
     def confinement_lines(self) -> tuple[str, ...]:
         return tuple(self._executor.containment.lines())

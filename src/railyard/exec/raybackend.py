@@ -102,9 +102,6 @@ class RayBackend:
         for line in sink(joined_nodes(found, self.blueprint, self.refused), now_t_s):
             log.info("ray: %s", line)
 
-    def admits_join(self, machine: Machine) -> str | None:
-        return admits(self.blueprint, machine)
-
     def confinement_lines(self) -> tuple[str, ...]:
         return ("process tracking and GPU confinement: chosen by each node's agent on its machine",)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from railyard.sched.config import SchedulerConfig
 
@@ -60,11 +60,3 @@ class RuntimeHistory:
             self._shown_t_s = now_t_s
             self._changed = False
         return self._shown
-
-
-def predict_runtimes(completed: Iterable[tuple[str, str, float]]) -> Predictions:
-    """Predictions from completed jobs `(queue, user, run_s)`, oldest first."""
-    history = RuntimeHistory()
-    for queue, user, run_s in completed:
-        history.record(queue, user, run_s)
-    return history.predictions

@@ -252,11 +252,6 @@ class Router:
 
     # resources ----------------------------------------------------------------------------
 
-    @property
-    def n_resources(self) -> int:
-        """Two directions per cable, then an up and a down bundle per vertex."""
-        return 2 * self.n_links + 2 * self.n_vertices
-
     def capacity(self, link_rate: FloatArray) -> FloatArray:
         """Resource capacities from per-cable rates (either direction has the full rate)."""
         up_sum = np.bincount(self.lo, weights=link_rate, minlength=self.n_vertices)

@@ -56,11 +56,6 @@ class LlmArch:
         return self.ffn_hidden or 4 * self.hidden
 
     @property
-    def ffn_in_width(self) -> int:
-        """Output width of the first MLP matrix: SwiGLU has a gate and an up projection."""
-        return 2 * self.ffn if self.mlp == "swiglu" else self.ffn
-
-    @property
     def expert_ffn(self) -> int:
         """FFN width of one expert (MoE) or of the dense MLP."""
         return (self.moe_ffn_hidden or self.ffn) if self.is_moe else self.ffn

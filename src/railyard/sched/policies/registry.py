@@ -83,11 +83,6 @@ class PreemptContext:
     starving_slices: bool = True
 
 
-def service_level(attained_gpu_s: float, levels_gpu_s: Sequence[float]) -> int:
-    """Index of the least-attained-service queue a job is in (0 = least served)."""
-    return bisect_right(levels_gpu_s, attained_gpu_s)
-
-
 def attained_gpu_s(run: RunningJob, now_t_s: float) -> float:
     """GPU-seconds of service a running job has had, its earlier attempts included."""
     return run.job.attained_gpu_s + run.gpus * max(0.0, now_t_s - run.start_t_s)
