@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.waiting import waiter
+
 from railyard.exec import ExitReport, LaunchSpec, LocalExecutor
 
 NODE = "n0"
@@ -45,18 +47,7 @@ def spec(
     )
 
 
-def wait_for(
-    predicate: Callable[[], bool],
-    timeout_s: float = TIMEOUT_S,
-    context: Callable[[], str] | None = None,
-) -> None:
-    """Poll ``predicate``; past ``timeout_s`` fail, with what ``context`` says then (a log)."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            said = f":\n{context()}" if context is not None else ""
-            raise AssertionError(f"condition not met in {timeout_s} s{said}")
-        time.sleep(0.05)
+wait_for = waiter(TIMEOUT_S)
 
 
 def wait_report(executor: LocalExecutor, job_id: str, timeout_s: float = TIMEOUT_S) -> ExitReport:

@@ -12,8 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.integration.server_proc import ServerProcess
+from tests.waiting import waiter
 
 NEEDS_ROOT = [
     pytest.mark.skipif(
@@ -31,12 +31,7 @@ NEEDS_ROOT = [
 ]
 
 
-def wait(predicate: Callable[[], bool], timeout_s: float = 90) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.2)
+wait = waiter(90.0)  # a loaded machine (two test workers) starts jobs slowly
 
 
 @contextmanager

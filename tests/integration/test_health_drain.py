@@ -10,14 +10,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration.server_proc import ServerProcess
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.exclusive  # judges this machine's speed (tests/conftest.py)
 
@@ -43,13 +43,6 @@ def node_of(server: ServerProcess) -> dict[str, str]:
 def job_of(server: ServerProcess, job_id: str) -> dict[str, Any]:
     found: dict[str, Any] = server.request("GET", f"/v1/jobs/{job_id}")
     return found
-
-
-def wait_for(done: Callable[[], bool], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
 
 
 def _cpu_ticks(pid: int) -> int:

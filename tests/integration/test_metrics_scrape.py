@@ -6,7 +6,6 @@ shipped example's bearer-token config."""
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,16 +16,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.server_proc import ServerProcess, free_port
 from tests.parts import needs
+from tests.waiting import wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "prometheus" / "prometheus.yml"
-
-
-def wait_for(predicate: object, timeout_s: float = 60) -> None:
-    assert callable(predicate)
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.2)
 
 
 @pytest.fixture

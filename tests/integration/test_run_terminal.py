@@ -14,12 +14,13 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.integration.server_proc import ServerProcess
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 LINGER_S = 2.0
@@ -46,13 +47,6 @@ def railyard(
         [sys.executable, "-m", "railyard", *args],
         input=stdin, capture_output=True, text=True, env=cli_env(server), timeout=120,
     )  # fmt: skip
-
-
-def wait_for(check: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
 
 
 def test_a_command_s_output_input_and_status_come_back(server: ServerProcess) -> None:
@@ -150,12 +144,13 @@ def test_a_pty_shell_prompts_takes_ctrl_c_resizes_and_exits_with_its_status(
         job_line = next(line for line in tmux.screen().splitlines() if line.startswith("job="))
         job_id = job_line.split()[0].removeprefix("job=")
         assert server.request("GET", f"/v1/jobs/{job_id}")["state"] == "running"
-        tmux.keys("sleep 300; echo slept", "Enter")
-        time.sleep(1)
+        # Ctrl-C only once the sleep is in the foreground (its shell said so), and 130 says
+        # SIGINT ended it: a Ctrl-C typed before it ran could not leave that
+        tmux.keys("sh -c 'echo sleeping; exec sleep 300'", "Enter")
+        tmux.shows("\nsleeping")
         tmux.keys("C-c")
-        tmux.keys("echo after-ctrl-c", "Enter")
-        tmux.shows("\nafter-ctrl-c")
-        assert "\nslept" not in tmux.screen()  # the sleep was interrupted, not finished
+        tmux.keys("echo status=$?", "Enter")
+        tmux.shows("\nstatus=130")
         tmux.resize(120, 40)
         tmux.keys("stty size", "Enter")
         tmux.shows("40 120")

@@ -10,12 +10,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.integration.server_proc import ServerProcess, free_port
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.stores, pytest.mark.long]  # its PostgreSQL copies stay in the main tier
 
@@ -30,14 +30,6 @@ def up(
         cmd += ["--database-url", database_url]
     env = {**os.environ, "RAILYARD_HOME": str(state_dir)}
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60, check=False)
-
-
-def wait_for(predicate: object, timeout_s: float = 60) -> None:
-    assert callable(predicate)
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
 
 
 def test_second_server_on_the_same_store_refuses_and_changes_nothing(

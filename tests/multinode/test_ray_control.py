@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ import pytest
 from tests.integration.server_proc import ServerProcess
 from tests.multinode.conftest import LocalRay
 from tests.parts import needs
+from tests.waiting import waiter
 
 # Five Ray clusters' worth of minutes: the extended tier; the main tier keeps Ray's executor
 # (tests/multinode/test_ray_executor.py) and the control plane on the local one.
@@ -96,13 +97,9 @@ def server(rail_server: ServerProcess) -> Iterator[ServerProcess]:
     wait_for(lambda: all(job(rail_server, i)["state"] not in ACTIVE for i in left))
 
 
-def wait_for(done: Callable[[], bool], timeout_s: float = 240.0) -> None:
-    # Ray starting a job's workers on a slow shared 2-core machine took over 120 s once (a CI
-    # run; the test passed alone in 90 s): the bound is for a hang, not for speed.
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.25)
+# Ray starting a job's workers on a slow shared 2-core machine took over 120 s once (a CI
+# run; the test passed alone in 90 s): the bound is for a hang, not for speed.
+wait_for = waiter(240.0)
 
 
 def job(server: ServerProcess, job_id: str) -> dict[str, Any]:

@@ -20,8 +20,7 @@ import shlex
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from railyard.exec.rayexec import RayExecutor
 from tests.integration.server_proc import ServerProcess
 from tests.multinode.conftest import LocalRay
 from tests.parts import needs
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.long, pytest.mark.slow, pytest.mark.heavy]
 NODE = "n1"
@@ -61,13 +61,6 @@ def server(one_node: LocalRay, tmp_path_factory: pytest.TempPathFactory) -> Iter
         yield proc
     finally:
         proc.stop()
-
-
-def wait_for(done: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
 
 
 def railyard(

@@ -30,6 +30,7 @@ from websockets.sync.client import connect
 from tests.integration.server_proc import ServerProcess
 from tests.integration.tenants import NEEDS_ROOT
 from tests.security.test_dashboard_session import logged_in
+from tests.waiting import wait_for
 
 pytestmark = NEEDS_ROOT
 APP = Path(__file__).parent / "apps" / "echo_app.py"
@@ -126,6 +127,11 @@ def _end(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
 @pytest.fixture
 def nobody_socket() -> Iterator[Path]:
     """A Unix socket that another account (nobody) listens on."""
@@ -136,10 +142,7 @@ def nobody_socket() -> Iterator[Path]:
     code = (f"import socket,time; s=socket.socket(socket.AF_UNIX); s.bind({str(path)!r}); "
             "s.listen(); time.sleep(300)")  # fmt: skip
     proc = _as_nobody(code)
-    for _ in range(100):
-        if path.exists():
-            break
-        time.sleep(0.1)
+    wait_for(path.exists)
     yield path
     _end(proc)
     shutil.rmtree(where, ignore_errors=True)
@@ -158,20 +161,13 @@ def test_a_listener_of_another_account_is_refused(
     # The job listens nowhere; nobody squats its port.
     port_file = tmp_path / "port"
     job = start_app(server, f'echo "$RAILYARD_APP_PORT" > {port_file}; exec sleep 300')
-    for _ in range(100):
-        if port_file.exists() and port_file.read_text().strip():
-            break
-        time.sleep(0.1)
+    wait_for(lambda: port_file.exists() and port_file.read_text().strip() != "")
     port = int(port_file.read_text())
     code = (f"import socket,time; s=socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); "
             "time.sleep(300)")  # fmt: skip
     squatter = _as_nobody(code)
     try:
-        for _ in range(100):
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.1)
+        wait_for(lambda: _listening(port))
         got = owner.get(f"/ui/jobs/{job}/app/")
         assert got.status_code == 409
         assert f"port {port} is answered by uid 65534" in got.text
