@@ -217,3 +217,72 @@ def test_control_keeps_its_modules_in_rooms() -> None:
     top = {p.stem for p in CONTROL.glob("*.py")}
     vocabulary = {"schemas", "adminschemas", "health_schemas", "containerschema", "jobspec"}
     assert top <= {"__init__", "server", "errors", *vocabulary}, top
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _typing_only(tree: ast.AST) -> set[int]:
+    """The nodes under ``if TYPE_CHECKING:``: imports that never run."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        test = getattr(node, "test", None)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(test or node):
+            skipped.update(id(inner) for stmt in node.body for inner in ast.walk(stmt))
+    return skipped
+
+
+def _module_edges(name: str, path: Path, modules: set[str]) -> set[str]:
+    """The railyard modules ``name`` imports when it runs, function-level imports included."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = _typing_only(tree)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name in modules)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*up, base] if base else up)
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                out.add(full if full in modules else base)
+    return (out & modules) - {name}
+
+
+def test_no_import_circle_anywhere() -> None:
+    """Issue 54: two circles were closed by imports inside functions; every import counts."""
+    paths = {_module_name(p): p for p in SRC.rglob("*.py")}
+    graph = {name: _module_edges(name, path, set(paths)) for name, path in paths.items()}
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        order[v] = low[v] = len(order)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in order:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], order[w])
+        if low[v] == order[v]:
+            component = []
+            while (w := stack.pop()) != v:
+                component.append(w)
+            if component:
+                circles.append(sorted([v, *component]))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for module in graph:
+        if module not in order:
+            visit(module)
+    assert not circles, circles

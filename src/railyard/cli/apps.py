@@ -18,7 +18,7 @@ import shlex
 import sys
 
 from railyard.cli.args import Command, connect, fail
-from railyard.cli.jobs import split_submit_argv
+from railyard.cli.jobs import FINISHED, split_submit_argv
 
 USAGE = """usage: {prog} [submit options] [--app 'COMMAND'] [--python PYTHON]
 
@@ -48,7 +48,7 @@ def jupyter(args: argparse.Namespace) -> int:
         return 0
     if rest:
         fail(f"unexpected {rest[0]!r} (hint: give a web app as --app 'COMMAND')")
-    from railyard.cli.run import FINISHED, _ended, _wait_started, one_job_body
+    from railyard.cli.run import _ended, _wait_started, one_job_body
 
     notes: list[str] = []
     body = one_job_body(options, notes, "a web app is one job")

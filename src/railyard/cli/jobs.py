@@ -253,14 +253,13 @@ def _test_only(client: Client, body: dict[str, Any], as_json: bool) -> int:
 
 
 WAIT_POLL_S = 1.0
+FINISHED = ("completed", "failed", "cancelled", "timeout", "node_fail", "deadline")
 
 
 def _wait_for(client: Client, job: Job) -> int:
     """sbatch --wait: poll until the job (every task of an array) has ended; its exit code,
     an array's highest, 1 for a job that ended without one (cancelled, killed)."""
     import time
-
-    from railyard.cli.run import FINISHED
 
     if job.get("array") is None:
         while (now := client.job(job["id"]))["state"] not in FINISHED:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from railyard.cli.args import Command, Parser, connect, fail
-from railyard.cli.jobs import _with_environment, split_submit_argv
+from railyard.cli.jobs import FINISHED, _with_environment, split_submit_argv
 
 if TYPE_CHECKING:
     from railyard.client.client import Client
@@ -49,7 +49,6 @@ starts steps across the allocation. Leaving the shell releases it."""
 POLL_S = 0.25
 IN_ALLOCATION = "RAILYARD_ALLOCATION"  # set by the executor in a batch step (exec.launch)
 FIRST_POLL_S = 0.01
-FINISHED = ("completed", "failed", "cancelled", "timeout", "node_fail", "deadline")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from railyard.control.errors import Forbidden, Invalid, NotFound, ServiceError
 from railyard.control.usecases import joblist as job_list
-from railyard.control.usecases import jobs, jobsamples, nodes
+from railyard.control.usecases import joblookup, jobs, jobsamples, nodes
 from railyard.control.usecases.accounting import (
     Report,
     daily_utilization,
@@ -221,7 +221,7 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
 
     def samples_csv(request: Request, session: Session, who: Viewer, now: float) -> Response:
         job_id = request.path_params["job_id"]
-        row, _ = jobs.get_job(session, who.user, job_id)  # else 404 (the API's error handler)
+        row, _ = joblookup.get_job(session, who.user, job_id)  # else 404 (the API's error handler)
         found = jobsamples.history(session, row.id, points=jobsamples.MAX_POINTS)
         disposition = {"Content-Disposition": f'attachment; filename="job-{row.id}-samples.csv"'}
         return Response(jobsamples.to_csv(found), media_type="text/csv", headers=disposition)

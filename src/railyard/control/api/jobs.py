@@ -24,7 +24,15 @@ from railyard.control.errors import (
 from railyard.control.store.bulk import StoredViews
 from railyard.control.store.effects import wants_wake
 from railyard.control.store.tables import JobState
-from railyard.control.usecases import fairshare, jobs, jobsignal, jobupdate, jobviews, logs
+from railyard.control.usecases import (
+    fairshare,
+    joblookup,
+    jobs,
+    jobsignal,
+    jobupdate,
+    jobviews,
+    logs,
+)
 from railyard.control.usecases.admission import admit_batch
 from railyard.control.usecases.groupcommit import (
     SubmitRequest,
@@ -182,7 +190,7 @@ def list_jobs(
 def show_job(job_id: str, session: SessionDep, user: CurrentUser, ctx: ContextDep) -> s.JobOut:
     """One job's record; a pending job's under fair share says the figures it is ordered by
     (``fair_share``)."""
-    row, name = jobs.get_job(session, user, job_id)
+    row, name = joblookup.get_job(session, user, job_id)
     out = s.JobOut.from_row(row, name, ctx.clock())
     if ctx.ordering == "fairshare" and row.state == JobState.PENDING.value:
         out.fair_share = fairshare.fair_share_line(session, row.queue, name)
@@ -273,7 +281,7 @@ def job_logs(
     """Text of one process's log from byte ``offset``; poll with the returned offset to follow.
     A batch script has one process (its output file, ``slurm-%j.out`` by default); a command
     job one per task. An offset past the end returns no text and the end's offset."""
-    row, _ = jobs.get_job(session, user, job_id)
+    row, _ = joblookup.get_job(session, user, job_id)
     paths = logs.log_paths(row, ctx.spool_dir)
     if rank >= len(paths):
         raise Invalid("rank", f"job {job_id} has logs 0..{len(paths) - 1}")

@@ -10,7 +10,7 @@ from fastapi.responses import Response as HttpResponse
 
 from railyard.control.api.deps import CurrentUser, SessionDep, v1_router
 from railyard.control.schemas import Response
-from railyard.control.usecases import jobs, jobsamples
+from railyard.control.usecases import joblookup, jobsamples
 
 router = v1_router()
 
@@ -50,7 +50,7 @@ def job_samples(
     at most 200,000 rows (a 256-node job keeps that many in 15 minutes): ``partial`` then says
     only the newest part is here, or from ``since_t_s`` on, the oldest; page with
     ``since_t_s``."""
-    row, _ = jobs.get_job(session, user, job_id)  # 404 unless the reader may see it
+    row, _ = joblookup.get_job(session, user, job_id)  # 404 unless the reader may see it
     found = jobsamples.history(session, row.id, points=points, since_t_s=since_t_s)
     if out == "csv":
         disposition = f'attachment; filename="job-{row.id}-samples.csv"'

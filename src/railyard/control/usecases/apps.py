@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from railyard.control.errors import Conflict, NotFound
 from railyard.control.store.paths import job_dir
 from railyard.control.store.tables import JobState, User
+from railyard.control.usecases.joblookup import get_job
 from railyard.control.usecases.logs import node_of
 from railyard.exec.jobsocket import JobSocket
 
@@ -53,8 +54,6 @@ def app_target(session: Session, actor: User, job_id: str, spool_dir: Path) -> J
     """Where the owner's running app listens, and the account that must listen there (the
     job's; none: this server's own, which runs every job as itself); NotFound for anyone
     else's (an admin's too), Conflict (saying why) for a job that is no app or not running."""
-    from railyard.control.usecases.jobs import get_job  # jobs -> admission -> this module
-
     row, _ = get_job(session, actor, job_id)
     if row.user_id != actor.id:
         raise NotFound(f"no job {job_id!r}")

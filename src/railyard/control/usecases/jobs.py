@@ -5,17 +5,15 @@ call them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, or_, select, text, update
+from sqlalchemy import or_, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from railyard.client.bounds import JOB_ID_PATTERN
 from railyard.control.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError
 from railyard.control.schemas import JobSubmit
 from railyard.control.store.bulk import (
@@ -38,12 +36,11 @@ from railyard.control.store.tables import (
 from railyard.control.store.transitions import transition_many
 from railyard.control.usecases.accounts import RunAs
 from railyard.control.usecases.admission import Admitted, admit
+from railyard.control.usecases.joblookup import check_id, get_job
 from railyard.sched import StopCause
 from railyard.sched.model import begins_again_t_s
 
 JOB_COUNTER = "job"
-
-_JOB_ID = re.compile(JOB_ID_PATTERN)
 
 
 def _next_number(session: Session, count: int = 1) -> int:
@@ -205,39 +202,6 @@ def list_jobs(
     return list(session.execute(stmt))
 
 
-def _check_id(job_id: str) -> None:
-    """Only what could be a job id reaches the store (``12`` or ``12_3``)."""
-    if not _JOB_ID.fullmatch(job_id):
-        raise NotFound(f"no job {job_id[:64]!r}")
-
-
-def get_job(session: Session, actor: User, job_id: str) -> tuple[JobRow, str]:
-    """A job the actor may see. Another user's job is NotFound, not Forbidden: ids don't leak.
-    An array task is also found by its own number (its ``SLURM_JOB_ID``)."""
-    _check_id(job_id)
-    row = session.get(JobRow, job_id)
-    if row is None and job_id.isdigit():  # an array task's own number (not the array's)
-        row = session.scalars(
-            select(JobRow).where(JobRow.task_number == int(job_id), JobRow.number != int(job_id))
-        ).first()
-    if row is None or (not actor.is_admin and row.user_id != actor.id):
-        raise NotFound(f"no job {job_id!r}", hint=_array_hint(session, actor, job_id))
-    user = session.get(User, row.user_id)
-    return row, user.name if user else "?"
-
-
-def _array_hint(session: Session, actor: User, job_id: str) -> str | None:
-    """When ``job_id`` is an array the actor may see: which ids its tasks have."""
-    stmt = select(func.min(JobRow.array_index), func.max(JobRow.array_index), func.count())
-    stmt = stmt.where(JobRow.array_parent == job_id)
-    if not actor.is_admin:
-        stmt = stmt.where(JobRow.user_id == actor.id)
-    low, high, count = session.execute(stmt).one()
-    if not count:
-        return None
-    return f"{job_id} is an array of {count} tasks, {job_id}_{low} to {job_id}_{high}: name one"
-
-
 def job_targets(session: Session, actor: User, job_id: str) -> list[tuple[JobRow, str]]:
     """The job ``job_id``, or every task of the array whose parent id it is."""
     if session.get(JobRow, job_id) is not None:
@@ -262,7 +226,7 @@ def cancel_job(session: Session, actor: User, job_id: str, now_t_s: float) -> li
     (:mod:`railyard.control.store.transitions`): a job the loop finished or started since we read it
     is never overwritten with a stale state. Returns each job as it is now, with its user.
     """
-    _check_id(job_id)
+    check_id(job_id)
     reason = f"cancelled by {actor.name}"[:256]
     ended_values = {"state": JobState.CANCELLED.value, "end_t_s": now_t_s, "reason": reason,
                     "updated_t_s": now_t_s}  # fmt: skip
@@ -309,7 +273,7 @@ def hold_job(
     tasks. A job that has started cannot be held (409). Returns the jobs now held.
 
     Compare-and-set on ``pending``: a job the loop started since we read it stays unheld."""
-    _check_id(job_id)
+    check_id(job_id)
     targets = job_targets(session, actor, job_id)
     kinds: dict[str, list[str]] = {"user": [], "admin": []}
     for row, _ in targets:
@@ -342,7 +306,7 @@ def release_job(
     waiting_since_t_s`).
 
     Compare-and-set on the hold it read: a hold placed meanwhile is not released unseen."""
-    _check_id(job_id)
+    check_id(job_id)
     targets = job_targets(session, actor, job_id)
     held = [(r, n) for r, n in targets if r.hold is not None]
     for row, _ in held:

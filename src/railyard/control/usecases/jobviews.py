@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from railyard.control.errors import Forbidden, Invalid, NotFound
 from railyard.control.store.tables import EventRow, JobRow, JobState, QueueRow, User
-from railyard.control.usecases import jobs, logs
+from railyard.control.usecases import joblookup, logs
 from railyard.control.usecases.why import Why, why_pending
 
 STATES = [s.value for s in JobState]
@@ -128,8 +128,8 @@ def job_detail(session: Session, actor: User, job_id: str, now_t_s: float) -> Jo
 
 def job_events(session: Session, actor: User, job_id: str) -> list[Event]:
     """A job's history (the newest HISTORY_EVENTS, oldest first): its owner's or an admin's
-    (another user's is not found, as `jobs.get_job` says)."""
-    row, _ = jobs.get_job(session, actor, job_id)
+    (another user's is not found, as `joblookup.get_job` says)."""
+    row, _ = joblookup.get_job(session, actor, job_id)
     events = session.scalars(
         select(EventRow).where(EventRow.job_id == row.id)
         .order_by(EventRow.t_s.desc(), EventRow.id.desc()).limit(HISTORY_EVENTS)

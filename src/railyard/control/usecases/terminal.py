@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from railyard.control.errors import Conflict, Invalid, NotFound
 from railyard.control.store.paths import logs_dir
 from railyard.control.store.tables import JobRow, JobState, User
-from railyard.control.usecases.jobs import get_job
+from railyard.control.usecases.joblookup import get_job
 from railyard.control.usecases.logs import node_of, records_of
 from railyard.exec import terminal
 from railyard.exec.jobsocket import JobSocket
