@@ -115,6 +115,7 @@ def up(args: argparse.Namespace) -> None:
         health_checks=tuple(args.health_checks.split(","))
         if health and args.health_checks not in ("all", "")
         else (),
+        container_registries=_registries(args.container_registry or ()),
         **({"node_name": args.node_name} if args.node_name else {}),
     )
     try:
@@ -123,6 +124,14 @@ def up(args: argparse.Namespace) -> None:
         fail(f"up: {exc}")
     except ServiceError as exc:  # a state directory or store that cannot be used
         fail(f"up: {exc.line()}")
+
+
+def _registries(hosts: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """``--container-registry``: each a HOST or HOST:PORT, no scheme and no path."""
+    for host in hosts:
+        if not host or "/" in host or any(c.isspace() for c in host):
+            fail(f"up: --container-registry: {host!r} is not a registry host (hint: e.g. nvcr.io)")
+    return tuple(h.lower() for h in hosts)
 
 
 def _partitions(args: argparse.Namespace) -> tuple[tuple[str, Partition], ...]:
@@ -323,6 +332,11 @@ def _up_args(p: Parser) -> None:
         "--health-across-interval", metavar="DURATION",
         help="also sweep the idle ready nodes with across-node all_reduce tests this often, "
         "from the start (e.g. 24h; default: only when asked)",
+    )  # fmt: skip
+    p.add_argument(
+        "--container-registry", action="append", metavar="HOST",
+        help="a registry containers may pull from (repeat; HOST or HOST:PORT); default: none, "
+        "jobs run the images the nodes have. A loopback or private host must be listed here",
     )  # fmt: skip
 
 

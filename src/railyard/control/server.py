@@ -123,6 +123,7 @@ class UpConfig:
     partitions: tuple[tuple[str, Partition], ...] = ()
     extra_routers: tuple[APIRouter, ...] = ()  # the dashboard, from `railyard up`
     whatif: Simulate | None = None  # the twin the what-if routes run, from `railyard up`
+    container_registries: tuple[str, ...] = ()  # containers pull only from these (`up`)
 
     @property
     def backend_name(self) -> str:
@@ -498,6 +499,7 @@ def compose(
     secure_state_dir(config.state_dir)  # the store's files exist now
     token = bootstrap(store, nodes, local, unix_user=run_as.server_account, partitions=partitions)
     run_as = check_spool_reach(store, spool, run_as)
+    run_as = replace(run_as, container_registries=config.container_registries)
     try:
         backend = kind.open(request)
     except BackendUnavailable as exc:

@@ -29,9 +29,12 @@ options: https://github.com/NVIDIA/pyxis/wiki/Usage .
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import resource
 import shutil
+import socket
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,19 +55,143 @@ ARCHIVE_TRANSPORTS = ("docker-archive:", "oci-archive:")
 # An archive is opened by the user first (containerrun); a plain name or docker:// pulls.
 REFUSED_TRANSPORTS = ("dir:", "oci:", "docker-daemon:", "containers-storage:", "ostree:",
                       "sif:", "tarball:")  # fmt: skip
+# A user's archive is loaded under a name of this repository (its tags are replaced), so it
+# never takes, moves or removes a name another job uses; no job may ask for these by name.
+ARCHIVE_REPO = "localhost/railyard-archive"
+# What podman would read as an image id (or a prefix of one), which names no image of the
+# job's own: another user's archive is run by its id.
+IMAGE_ID = re.compile(r"(sha256:)?[0-9a-f]{3,64}")
+DEFAULT_DOMAIN = "docker.io"  # where a short name (no registry) is pulled from
 
 
 def image_problem(image: str) -> str | None:
     """Why ``image`` may not be asked for (None when it may): a transport that would make the
-    root runtime read a path, an archive path that is not absolute, or what no name is."""
+    root runtime read a path, an archive path that is not absolute, an image id or an
+    archive's private name (another user's image), or what no name is."""
     if not image or image.startswith("-") or any(c.isspace() or not c.isprintable()
                                                  for c in image):  # fmt: skip
         return "an image reference has no spaces and no leading '-'"
     if image.startswith(REFUSED_TRANSPORTS):
         return "give an image name, docker://NAME, docker-archive:PATH or oci-archive:PATH"
     for transport in ARCHIVE_TRANSPORTS:
-        if image.startswith(transport) and not image.removeprefix(transport).startswith("/"):
-            return f"{transport} takes an absolute path"
+        if image.startswith(transport):
+            path = image.removeprefix(transport)
+            if not path.startswith("/"):
+                return f"{transport} takes an absolute path"
+            if "," in path or ":" in path:
+                return f"{transport} takes a path without ':' or ','"
+            return None
+    name = image.removeprefix("docker://")
+    if IMAGE_ID.fullmatch(name):
+        return "name an image by REPOSITORY[:TAG], not by its id"
+    if name.startswith((ARCHIVE_REPO + "/", ARCHIVE_REPO.removeprefix("localhost/") + "/")):
+        return f"{ARCHIVE_REPO}/ names users' archives; give the archive's path instead"
+    return None
+
+
+def registry_host(image: str) -> str | None:
+    """The registry a name would be pulled from (``host[:port]``, as written), None for an
+    archive; a short name's is :data:`DEFAULT_DOMAIN` (Docker's rule: a first component with
+    no '.' or ':' that is not ``localhost`` is a path)."""
+    if image.startswith(ARCHIVE_TRANSPORTS):
+        return None
+    name = image.removeprefix("docker://")
+    first, slash, _ = name.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        return first
+    return DEFAULT_DOMAIN
+
+
+def pull_reference(image: str) -> str:
+    """The fully qualified name to pull (never a short name: the node's search list would
+    pick the registry)."""
+    name = image.removeprefix("docker://")
+    host = registry_host(image)
+    if host == DEFAULT_DOMAIN and not name.startswith(DEFAULT_DOMAIN + "/"):
+        return f"{DEFAULT_DOMAIN}/{name if '/' in name else 'library/' + name}"
+    return name
+
+
+def _bare_host(host: str) -> str:
+    """``host[:port]`` without its port (and an IPv6 literal without its brackets)."""
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
+
+
+def may_pull(image: str, registries: Iterable[str]) -> bool:
+    """Whether the admin's list lets a node pull ``image``: its registry, as written or
+    without its port, is listed. The default (no list) is the node's own images only."""
+    host = registry_host(image)
+    if host is None:
+        return False
+    listed = {r.lower().rstrip("/") for r in registries}
+    return host.lower() in listed or _bare_host(host).lower() in listed
+
+
+def internal_host(host: str) -> str | None:
+    """What kind of internal address ``host`` names (loopback, link-local, private...), or
+    None for a public-looking one. Literal addresses (the resolver's IPv4 shorthands too) and
+    ``localhost`` only: a name is never resolved here, and an unlisted host is never dialled
+    whatever it resolves to."""
+    bare = _bare_host(host).lower()
+    if bare == "localhost" or bare.endswith(".localhost"):
+        return "a loopback host"
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address = ipaddress.ip_address(bare)
+    except ValueError:
+        try:  # the resolver's shorthands too: 127.1, 0x7f.0.0.1, 2130706433
+            address = ipaddress.IPv4Address(socket.inet_aton(bare))
+        except OSError:
+            return None
+    kinds = (
+        ("a loopback", address.is_loopback),
+        ("a link-local", address.is_link_local),
+        ("a private", address.is_private),
+        ("an unspecified", address.is_unspecified),
+        ("a multicast", address.is_multicast),
+        ("a reserved", address.is_reserved),
+    )
+    for kind, flag in kinds:
+        if flag:
+            return f"{kind} address"
+    return None
+
+
+def registry_problem(image: str, registries: Sequence[str]) -> str | None:
+    """Why ``image`` may not be asked for on this cluster (None: it may): a registry on a
+    loopback, link-local or private host the admin did not list. ``localhost/NAME`` with no
+    port is Podman's own namespace for images built or imported on the node, never pulled."""
+    host = registry_host(image)
+    if host is None or host == "localhost" or may_pull(image, registries):
+        return None
+    kind = internal_host(host)
+    if kind is None:
+        return None
+    return (
+        f"{image}: registry {host} is {kind}, and this cluster pulls from "
+        f"{', '.join(registries) or 'no registry (its nodes run their own images only)'}"
+    )
+
+
+def path_separator_problem(path: str) -> str | None:
+    """Why ``path`` cannot be a container's mount or workdir (None: it can): ':' and ','
+    separate a volume's fields (a ``:U`` would make the runtime chown a host path)."""
+    if ":" in path or "," in path:
+        return f"{path!r} has ':' or ',', which a container mount cannot carry"
+    return None
+
+
+def nested_problem(path: str, mounts: Iterable[Mount], what: str) -> str | None:
+    """Why ``path`` (``what``: workdir, a mount's destination) would be made on the host
+    (None when it would not): it lies strictly below another mount's destination, so the
+    root runtime would create it in the host directory mounted there, not in the image."""
+    for mount in mounts:
+        if path != mount.dst and mount.dst != "/" and under(path, mount.dst):
+            return (
+                f"{what} {path} is inside {mount.dst}, a host directory mounted in the "
+                "container: the runtime would create it there as root"
+            )
     return None
 
 
@@ -117,11 +244,12 @@ class ContainerSpec:
     workdir: str = ""
     env: tuple[str, ...] = ()
     mount_home: bool = True
+    pull: bool = False  # the admin's registries list this image's at submit (`may_pull`)
 
     def to_dict(self) -> dict[str, Any]:
         return {"image": self.image, "mounts": [m.to_text() for m in self.mounts],
                 "workdir": self.workdir, "env": list(self.env),
-                "mount_home": self.mount_home}  # fmt: skip
+                "mount_home": self.mount_home, "pull": self.pull}  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ContainerSpec:
@@ -131,6 +259,7 @@ class ContainerSpec:
             workdir=str(data.get("workdir", "")),
             env=tuple(str(n) for n in data.get("env", ())),
             mount_home=bool(data.get("mount_home", True)),
+            pull=bool(data.get("pull", False)),
         )
 
 
@@ -152,6 +281,7 @@ class ContainerTask:
     env_names: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     ready_file: str = ""  # written once the image is on the node (`exec.attempt.mark_ready`)
+    pull: bool = False  # may pull the image when the node lacks it (`ContainerSpec.pull`)
 
     def to_dict(self) -> dict[str, Any]:
         return {"image": self.image, "name": self.name, "step": self.step,
@@ -159,7 +289,8 @@ class ContainerTask:
                 "own_mounts": self.own_mounts, "allowed": list(self.allowed),
                 "devices": list(self.devices),
                 "cgroup_parent": self.cgroup_parent, "env_names": list(self.env_names),
-                "notes": list(self.notes), "ready_file": self.ready_file}  # fmt: skip
+                "notes": list(self.notes), "ready_file": self.ready_file,
+                "pull": self.pull}  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ContainerTask:
@@ -176,6 +307,7 @@ class ContainerTask:
             env_names=tuple(str(n) for n in data.get("env_names", ())),
             notes=tuple(str(n) for n in data.get("notes", ())),
             ready_file=str(data.get("ready_file", "")),
+            pull=bool(data.get("pull", False)),
         )
 
 
@@ -274,6 +406,8 @@ def run_args(
     for device in task.devices:
         args += ["--device", device]
     for staged, mount in volumes:
+        if path_separator_problem(staged) or path_separator_problem(mount.dst):
+            raise ValueError(f"container mount {mount.dst!r}: ':' or ',' in a volume's path")
         args += ["--volume", f"{staged}:{mount.dst}" + (":ro" if mount.readonly else "")]
     return [*args, image, *command]
 

@@ -79,6 +79,7 @@ def container_task(
         env_names=spec.container.env,
         notes=tuple(notes),
         ready_file=ready_file,
+        pull=spec.container.pull,
     )
 
 

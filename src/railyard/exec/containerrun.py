@@ -24,13 +24,16 @@ import json
 import os
 import stat
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from railyard.exec.archives import ArchiveError, rename_archive
 from railyard.exec.attempt import mark_ready
 from railyard.exec.container import (
+    ARCHIVE_REPO,
     ARCHIVE_TRANSPORTS,
     IMAGE_CACHE,
     PODMAN,
@@ -39,6 +42,8 @@ from railyard.exec.container import (
     Mount,
     container_env,
     image_problem,
+    pull_reference,
+    registry_host,
     run_args,
     under,
 )
@@ -96,6 +101,39 @@ def pin(mounts: Sequence[Mount], allowed: Sequence[str], own: int = 0) -> list[t
     return pinned
 
 
+def check_nested(workdir: str, pinned: Sequence[tuple[int, Mount]]) -> None:
+    """Refuse a workdir or mount destination the runtime would create on the host: one inside
+    another mount's destination is walked from that mount's pinned source, as the (effective)
+    user, component by component without following links, and must exist. (runc makes a
+    missing one as root in the host directory mounted there; the API refuses the ones a
+    job names, this covers what reaches the runtime all the same.)"""
+    wanted = [("workdir", workdir, None)] + [("mount", m.dst, m) for _, m in pinned]
+    for what, path, own in wanted:
+        below = [(fd, m) for fd, m in pinned if m is not own and m.dst != path
+                 and m.dst != "/" and under(path, m.dst)]  # fmt: skip
+        if not below:
+            continue  # in the image's own tree
+        fd, outer = max(below, key=lambda pair: len(pair[1].dst))
+        current = os.dup(fd)
+        try:
+            for part in os.path.relpath(path, outer.dst).split("/"):
+                try:
+                    step = os.open(part, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=current)
+                except OSError as exc:
+                    raise Refused(
+                        f"container {what} {path}: {exc.strerror or exc} in the host directory "
+                        f"mounted at {outer.dst} (the runtime would create it there as root; "
+                        "create it first, or use a path in the image)"
+                    ) from None
+                os.close(current)
+                current = step
+                if stat.S_ISLNK(os.fstat(current).st_mode):
+                    raise Refused(f"container {what} {path}: a symbolic link in the host "
+                                  f"directory mounted at {outer.dst}")  # fmt: skip
+        finally:
+            os.close(current)
+
+
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
@@ -139,49 +177,56 @@ def stage(pinned: Sequence[tuple[int, Mount]]) -> list[tuple[str, Mount]]:
 
 
 def ensure_image(
-    image: str, archive_fd: int | None, say: Callable[[str], None]
+    image: str,
+    archive_fd: int | None,
+    say: Callable[[str], None],
+    *,
+    pull: bool = False,
+    owner: int = 0,
 ) -> tuple[str, list[str]]:
-    """The image's reference on this node (loading an archive or pulling a name the first
-    time) and the names of the variables it sets."""
+    """The image's id on this node (loading ``owner``'s archive the first time, or pulling a
+    name the node lacks where ``pull``: the admin's registries list its registry) and the
+    names of the variables it sets. A name the node has is never pulled again, and no load
+    changes what a name means (:func:`_load_archive`)."""
     if archive_fd is not None:
-        with _images_lock(exclusive=True):  # no name resolves while its tags are on the node
-            found = _inspect(_load_archive(image, archive_fd, say))
+        with _images_lock():
+            found = _inspect(_load_archive(image, archive_fd, say, owner))
         if found is None:
             raise Refused(f"image {image}: loaded, but podman cannot find it")
         return found
-    with _images_lock(exclusive=False):
-        found = _inspect(image)
-    if found is not None and not _from_archive(found[0]):
+    found = _inspect(image)
+    if found is not None:
         return found
-    # Not here, or a user's archive took the name (its load tags it before railyard can take
-    # the tag away): what the name means is the registry's answer.
-    say(f"railyard: pulling image {image}")
+    host = registry_host(image)
+    if not pull:
+        raise Refused(
+            f"image {image}: not on this node, and this cluster does not pull from {host} "
+            "(hint: use an image the nodes have, or ask an admin: railyard up "
+            "--container-registry HOST)"
+        )
+    reference = pull_reference(image)
+    say(f"railyard: pulling image {reference}")
     began = time.monotonic()
-    pulled = _podman(["pull", "--quiet", image], timeout_s=PULL_TIMEOUT_S)
+    pulled = _podman(["pull", "--quiet", reference], timeout_s=PULL_TIMEOUT_S)
     if pulled.returncode != 0:
         raise Refused(f"image {image}: cannot pull it: {_last_line(pulled.stderr)}")
-    say(f"railyard: pulled image {image} in {time.monotonic() - began:.1f} s")
-    found = _inspect(image)
-    if found is None or _from_archive(found[0]):
+    say(f"railyard: pulled image {reference} in {time.monotonic() - began:.1f} s")
+    found = _inspect(reference)
+    if found is None:
         raise Refused(f"image {image}: pulled, but podman cannot find it")
     return found
 
 
 @contextlib.contextmanager
-def _images_lock(*, exclusive: bool) -> Iterator[None]:
-    """This node's lock between archive loads (exclusive) and name lookups (shared)."""
+def _images_lock() -> Iterator[None]:
+    """This node's lock between archive loads (two ranks of one archive load it once)."""
     IMAGE_CACHE.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(IMAGE_CACHE / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)
-
-
-def _from_archive(image_id: str) -> bool:
-    """Whether a user's archive brought this image (it is run by its id only)."""
-    return (IMAGE_CACHE / "archive-ids" / image_id).exists()
 
 
 def _inspect(ref: str) -> tuple[str, list[str]] | None:
@@ -193,12 +238,16 @@ def _inspect(ref: str) -> tuple[str, list[str]] | None:
     return image_id, names
 
 
-def _load_archive(image: str, fd: int, say: Callable[[str], None]) -> str:
-    """Load a ``docker-archive:``/``oci-archive:`` file (opened by the user) once per node:
-    the image's id is kept under its file's identity, so a changed archive loads again."""
+def _load_archive(image: str, fd: int, say: Callable[[str], None], owner: int) -> str:
+    """Load a ``docker-archive:``/``oci-archive:`` file (opened by the user) once per node
+    and user; its id. The image's id is kept under the file's identity, so a changed archive
+    loads again. The archive's own names (any name, another job's image's included) are
+    replaced on the way in by one of :data:`ARCHIVE_REPO` (:func:`rename_archive`): a load
+    never moves, adds or removes a name anyone asks for, and an archive of an image the node
+    already has changes nothing of it."""
     info = os.fstat(fd)
     key = hashlib.sha256(
-        f"{info.st_dev}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}".encode()
+        f"{owner}:{info.st_dev}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}".encode()
     ).hexdigest()[:32]
     cached = IMAGE_CACHE / key
     try:
@@ -209,28 +258,48 @@ def _load_archive(image: str, fd: int, say: Callable[[str], None]) -> str:
         pass
     say(f"railyard: loading image {image}")
     began = time.monotonic()
-    os.set_inheritable(fd, True)
-    loaded = _podman(["load", "--input", f"/proc/self/fd/{fd}"], pass_fds=(fd,),
-                     timeout_s=PULL_TIMEOUT_S)  # fmt: skip
-    if loaded.returncode != 0:
-        raise Refused(f"image {image}: cannot load it: {_last_line(loaded.stderr)}")
-    names = [line.split(":", 1)[1].strip() for line in loaded.stdout.splitlines()
-             if line.startswith("Loaded image")]  # fmt: skip
-    if not names:
+    private = f"{ARCHIVE_REPO}/{key}"
+    out = _load_renamed(image, fd, private)
+    said = [line.split(":", 1)[1] for line in out.splitlines()
+            if line.startswith("Loaded image")]  # fmt: skip
+    names = [name.strip() for line in said for name in line.split(",")]
+    ours = [name for name in names if name.startswith(private + ":")]
+    if not ours:
         raise Refused(f"image {image}: podman load named no image")
-    found = _inspect(names[-1].split(",")[0].strip())
+    found = _inspect(ours[-1])
     if found is None:
         raise Refused(f"image {image}: loaded, but podman cannot find it")
-    # The archive's own tags (any name, another user's image's included) must not resolve
-    # on this node: the image is known by its id alone, and a name it took is pulled again
-    # (ensure_image). Recorded before the untag, so no moment leaves it unmarked and named.
-    marks = IMAGE_CACHE / "archive-ids"
-    marks.mkdir(mode=0o700, parents=True, exist_ok=True)
-    (marks / found[0]).touch()
-    _podman(["untag", found[0]])
     cached.write_text(found[0])
     say(f"railyard: loaded image {image} in {time.monotonic() - began:.1f} s")
     return found[0]
+
+
+def _load_renamed(image: str, fd: int, private: str) -> str:
+    """``podman load`` of the archive at ``fd`` renamed to ``private`` on the way in; what it
+    said on stdout (Refused when it fails)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        loading = subprocess.Popen([PODMAN, "load"], env=RUNTIME_ENV, stdin=subprocess.PIPE,
+                                   stdout=out, stderr=err)  # fmt: skip
+        assert loading.stdin is not None
+        problem = ""
+        try:
+            with os.fdopen(os.dup(fd), "rb") as source, loading.stdin as sink:
+                rename_archive(source, sink, private)
+        except (ArchiveError, OSError) as exc:
+            problem = str(exc)
+            loading.kill()
+        try:
+            loading.wait(timeout=PULL_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            loading.kill()
+            loading.wait()
+            problem = problem or f"podman load took over {PULL_TIMEOUT_S:.0f} s"
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = (f.read().decode(errors="replace") for f in (out, err))
+    if problem or loading.returncode != 0:
+        raise Refused(f"image {image}: cannot load it: {problem or _last_line(stderr)}")
+    return stdout
 
 
 def _podman(args: list[str], pass_fds: Sequence[int] = (),
@@ -279,6 +348,7 @@ def exec_podman(
         raise Refused(f"image {ctask.image}: {problem}")
     privileged = os.getuid() == 0
     pinned = pin(ctask.mounts, ctask.allowed, ctask.own_mounts)
+    check_nested(ctask.workdir, pinned)
     archive_fd = None
     for transport in ARCHIVE_TRANSPORTS:
         if ctask.image.startswith(transport):
@@ -289,7 +359,8 @@ def exec_podman(
                 raise Refused(f"image {ctask.image}: {exc.strerror or exc}") from None
     if privileged:
         become_root_again()
-    image_id, image_env = ensure_image(ctask.image, archive_fd, say)
+    owner = account.uid if account is not None else os.geteuid()
+    image_id, image_env = ensure_image(ctask.image, archive_fd, say, pull=ctask.pull, owner=owner)
     if ctask.ready_file:  # its time limit starts now, not while the image was pulled
         try:
             mark_ready(Path(ctask.ready_file), time.time())

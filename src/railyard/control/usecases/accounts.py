@@ -20,11 +20,15 @@ from railyard.exec.identity import Account
 
 @dataclass(frozen=True)
 class RunAs:
-    """The server's own account, and whether it may switch to others (root)."""
+    """The server's own account, whether it may switch to others (root), and what the site
+    lets its jobs' containers pull."""
 
     server_account: str
     multi_user: bool
     unreachable_spool: str | None = None  # why job users cannot reach the spool, if they cannot
+    # the registries containers may pull from (`railyard up --container-registry`); none: the
+    # nodes' own images only (`railyard.exec.container.may_pull`)
+    container_registries: tuple[str, ...] = ()
 
     @classmethod
     def this_process(cls) -> RunAs:

@@ -513,7 +513,12 @@ def admit(
         "preempt_signal": signal_name,
         "signal_batch_shell": (spec.signal or "").strip().upper().startswith("B:"),
         "terminal": spec.terminal,
-        "container": admit_container(session, spec),
+        "container": admit_container(
+            session,
+            spec,
+            user.unix_user,
+            run_as.container_registries if run_as is not None else (),
+        ),
         "image": spec.container.image if spec.container is not None else None,
         "requeue": spec.requeue,
         "requeue_on_failure": False,  # Slurm's --requeue: node failure and preemption only

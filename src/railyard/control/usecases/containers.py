@@ -8,21 +8,41 @@ prefix. The check here is on the path as written; the wrapper checks again on th
 it opened as the user (:mod:`railyard.exec.containerrun`), so a symlink cannot lead a mount
 out of these prefixes. The allowed prefixes are stored with the job, so a queue changed later
 does not change what an admitted job may mount.
+
+Nothing a job names may make root act on the host for it: its container workdir and mount
+destinations may not lie inside another mount (the runtime would create them as root in the
+host directory mounted there), its working directory may not carry a volume's separators,
+and its image may not name a registry on a loopback, link-local or private host unless the
+admin listed it (``railyard up --container-registry``); whether the node may pull the image
+at all (the default: never, its own images only) is decided here and stored with the job.
 """
 
 from __future__ import annotations
 
+import os
+import pwd
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from railyard.control.errors import Forbidden
+from railyard.control.errors import Forbidden, Invalid
 from railyard.control.schemas import JobSubmit
 from railyard.control.store.bulk import once
 from railyard.control.store.tables import QueueRow
 from railyard.control.usecases.queues import parent_map, path
-from railyard.exec.container import parse_mounts, under
+from railyard.exec.container import (
+    Mount,
+    may_pull,
+    nested_problem,
+    parse_mounts,
+    path_separator_problem,
+    registry_problem,
+    under,
+)
+
+REGISTRY_HINT = "use an image the nodes have, or ask an admin: up --container-registry HOST"
 
 
 def queue_mount_prefixes(session: Session, queue: str) -> list[str]:
@@ -40,13 +60,60 @@ def queue_mount_prefixes(session: Session, queue: str) -> list[str]:
     return []
 
 
-def admit_container(session: Session, spec: JobSubmit) -> dict[str, Any] | None:
-    """The stored form of ``spec.container`` (with the prefixes allowed), or None; Forbidden
-    names the first mount outside its queue's prefixes."""
+def _home(unix_user: str) -> str:
+    try:
+        return pwd.getpwnam(unix_user).pw_dir if unix_user else ""
+    except KeyError:
+        return ""
+
+
+def _check_paths(spec: JobSubmit, mounts: list[Mount], unix_user: str) -> None:
+    """Invalid for a working directory a volume cannot carry, or a container workdir or mount
+    destination inside another mount (see the module's note)."""
+    assert spec.container is not None
+    home = _home(unix_user)
+    cwd = spec.workdir or home
+    problem = path_separator_problem(cwd)
+    if problem is not None:
+        raise Invalid(
+            "workdir",
+            f"{problem} (the job's working directory is mounted in its container)",
+            "run the container job from a directory without ':' or ','",
+        )
+    own = [Mount(cwd, cwd)] if cwd not in ("", "/") else []
+    if spec.container.mount_home and home not in ("", "/", cwd):
+        problem = path_separator_problem(home)
+        if problem is not None:
+            raise Invalid("container_mount_home", f"home {problem}", "--no-container-mount-home")
+        own.append(Mount(home, home))
+    taken = {m.dst for m in own}
+    every = own + [m for m in mounts if m.dst not in taken]
+    hint = "name a path in the image, or mount that directory itself at the path"
+    if spec.container.workdir:
+        workdir = os.path.normpath(spec.container.workdir)
+        problem = nested_problem(workdir, every, "the workdir")
+        if problem is not None:
+            raise Invalid("container_workdir", problem, hint)
+    for mount in mounts:
+        problem = nested_problem(mount.dst, every, "the destination")
+        if problem is not None:
+            raise Invalid("container_mounts", f"{mount.to_text()}: {problem}", hint)
+
+
+def admit_container(
+    session: Session, spec: JobSubmit, unix_user: str = "", registries: Sequence[str] = ()
+) -> dict[str, Any] | None:
+    """The stored form of ``spec.container`` (with the prefixes allowed and whether its image
+    may be pulled), or None; Forbidden names the first mount outside its queue's prefixes,
+    Invalid a path or registry root must not act on (see the module's note)."""
     if spec.container is None:
         return None
+    problem = registry_problem(spec.container.image, registries)
+    if problem is not None:
+        raise Invalid("container_image", problem, REGISTRY_HINT)
     allowed = queue_mount_prefixes(session, spec.queue)
     mounts = parse_mounts(",".join(spec.container.mounts))
+    _check_paths(spec, mounts, unix_user)
     for i, mount in enumerate(mounts):
         if not any(under(mount.src, prefix) for prefix in allowed):
             raise Forbidden(
@@ -56,4 +123,5 @@ def admit_container(session: Session, spec: JobSubmit) -> dict[str, Any] | None:
                 hint="mount a path under those, or ask an admin: railyard admin queues update "
                 f"{spec.queue} --container-mounts PREFIX,...",
             )
-    return {**spec.container.model_dump(), "allowed": allowed}
+    pull = may_pull(spec.container.image, registries)
+    return {**spec.container.model_dump(), "allowed": allowed, "pull": pull}
