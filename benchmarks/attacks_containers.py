@@ -47,6 +47,8 @@ def _post(site: Site, token: str, **body: Any) -> httpx.Response:
 
 
 def _said(response: httpx.Response) -> str:
+    if response.status_code == 201:
+        return "201 accepted"
     try:
         detail = str(response.json().get("detail", ""))
     except (ValueError, AttributeError):
@@ -54,9 +56,10 @@ def _said(response: httpx.Response) -> str:
     return f"{response.status_code} {detail.splitlines()[0][:70] if detail else ''}".strip()
 
 
-def _output(tenant: Tenant, job_id: str) -> str:
-    path = tenant.home / f"slurm-{job_id}.out"
-    return path.read_text() if path.exists() else ""
+def _output(site: Site, tenant: Tenant, job_id: str) -> str:
+    """What the job wrote, as its user reads it through the API."""
+    logs = site.server.call("GET", f"/v1/jobs/{job_id}/logs", token=tenant.token)
+    return str(logs.text)
 
 
 def _image_id(name: str) -> str:
@@ -117,7 +120,7 @@ def _archive_attack(site: Site, same_image: bool) -> tuple[str, bool]:
                        container={"image": victim, "mounts": [USR]})  # fmt: skip
         job_id = theirs.json()[0]["id"]
         state = finished(site.server, job_id, timeout_s=JOB_TIMEOUT_S)["state"]
-        ran = VICTIM_OS in _output(site.alice, job_id)
+        ran = VICTIM_OS in _output(site, site.alice, job_id)
         held = after == before and state == "completed" and ran
         return f"name kept: {after == before}; alice's job {state}, ran the node's: {ran}", held
     finally:
@@ -225,7 +228,7 @@ def colon_chdir(site: Site) -> tuple[str, bool]:
     if response.status_code == 201:
         job_id = response.json()[0]["id"]
         finished(site.server, job_id, timeout_s=JOB_TIMEOUT_S)
-        traceback = "Traceback" in _output(site.bob, job_id)
+        traceback = "Traceback" in _output(site, site.bob, job_id)
         return f"accepted; traceback in the log: {traceback}", False
     return _said(response), response.status_code == 422
 

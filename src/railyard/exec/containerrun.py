@@ -194,7 +194,7 @@ def ensure_image(
         if found is None:
             raise Refused(f"image {image}: loaded, but podman cannot find it")
         return found
-    found = _inspect(image)
+    found = _inspect(image.removeprefix("docker://"))
     if found is not None:
         return found
     host = registry_host(image)
