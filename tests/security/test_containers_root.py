@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from tests.exec.container_image import imported_image
-from tests.integration.tenants import NEEDS_ROOT, Site, Tenant, finished, submit
+from tests.integration.tenants import NEEDS_ROOT, Site, Tenant, finished, shared_site, submit
 from tests.parts import needs
 
 pytestmark = [needs("podman"), *NEEDS_ROOT]
@@ -223,6 +223,25 @@ def test_an_unlisted_registry_is_never_pulled(site: Site) -> None:
     text = output(site, site.bob, job_id)
     assert ended["state"] == "failed", text
     assert f"this cluster does not pull from {host}:{port}" in text, text
+
+
+def test_a_registry_the_admin_lists_is_pulled_from(tmp_path: Path) -> None:
+    """The other side of 53.3: ``up --container-registry HOST:PORT`` lets jobs name an image
+    there, loopback or not, and the node dials it (here: a listener standing in for one)."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.listen(1)
+    probe.settimeout(180)
+    with probe, shared_site(tmp_path, extra=("--container-registry", f"127.0.0.1:{port}")) as site:
+        job_id = submit(site.server, site.bob.token, command=["true"],
+                        workdir=str(site.bob.home),
+                        container={"image": f"127.0.0.1:{port}/x:1"})  # fmt: skip
+        connection, _ = probe.accept()  # the pull, as the admin allowed
+        connection.close()
+        probe.close()
+        text = output(site, site.bob, job_id)
+        assert finished(site.server, job_id, timeout_s=180)["state"] == "failed", text
 
 
 @pytest.mark.parametrize("name", ["a:b", "x:U", "c,d"])
