@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain
 
 from railyard.sched.admit import Pass, Policies
 from railyard.sched.cache import Booking, CycleCache, by_arrival
@@ -180,8 +182,11 @@ def cycle(
         running_blockers=lambda: booked.booking.blockers(now_t_s, estimates.running_end_t_s),
         kept_classes=cache.classes if cache is not None else None,
     )
-    borrowers = admit.admit_in_order(ordered, starving_t_s=starving_t_s, defer_borrowing=True)
-    admit.admit_in_order(borrowers, starving_t_s=-math.inf)
+    throttled = any(j.array_max_running is not None for j in rest)
+    first = chain(nominated, starving, _behind_heads(rest, admit)) if throttled else ordered
+    borrowers = admit.admit_in_order(first, starving_t_s=starving_t_s, defer_borrowing=True)
+    then = _behind_heads(borrowers, admit) if throttled else borrowers
+    admit.admit_in_order(then, starving_t_s=-math.inf)
 
     # 5. Collect the decisions.
     return CycleResult(
@@ -192,6 +197,32 @@ def cycle(
         reservations=dict(admit.reservations),
         nominated=frozenset(admit.nominated),
     )
+
+
+def _behind_heads(jobs: Iterable[Job], admit: Pass) -> Iterator[Job]:
+    """`jobs` (neither nominated nor starving) in order, but a throttled array's tasks wait
+    behind the first job of their flavor that reserves GPUs or stops its flavor (the head)
+    and are decided just after it: they may backfill around its reservation but never take
+    the GPUs it waits for. The tasks were held (`JobArrayTaskLimit`) while the head queued;
+    taken in their arrival order, each one released by a sibling's end went ahead of it, so
+    a `%2` array ran to its end before an 8-GPU job queued behind it (issue 56 item 3; Slurm
+    starts that job when 8 GPUs are free). Tasks whose flavor has no head come last, in
+    order. A generator: it reads the pass's reservations as the pass makes them."""
+    waiting: dict[str, list[Job]] = {}
+    heads: set[str] = set()
+    for job in jobs:
+        flavor = job.flavor
+        if flavor not in heads and job.array_max_running is not None:
+            waiting.setdefault(flavor, []).append(job)
+            continue
+        yield job
+        if waiting.get(flavor) and (
+            job.id in admit.reservations or flavor in admit.blocked_flavors
+        ):
+            heads.add(flavor)
+            yield from waiting.pop(flavor)
+    for tasks in waiting.values():
+        yield from tasks
 
 
 def estimate_start_t_s(
