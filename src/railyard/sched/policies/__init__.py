@@ -1,6 +1,14 @@
 """Named scheduling policies. Importing this package registers every built-in policy."""
 
-from railyard.sched.policies import admission, backfill, las, ordering, placement, preemption
+from railyard.sched.policies import (
+    admission,
+    backfill,
+    fairness,
+    las,
+    ordering,
+    placement,
+    preemption,
+)
 from railyard.sched.policies.registry import (
     ADMISSION,
     BACKFILL,
@@ -33,6 +41,7 @@ __all__ = [
     "Registry",
     "admission",
     "backfill",
+    "fairness",
     "las",
     "ordering",
     "placement",

@@ -65,6 +65,8 @@ class OrderContext:
     # (queue, user) of the pending jobs where the driver keeps them (`CycleCache`); None:
     # read them off `pending`
     pending_pairs: Collection[tuple[str, str]] | None = None
+    # the running jobs (read by `maxmin`, which ranks users by the GPUs they hold now)
+    running: Sequence[RunningJob] = ()
 
 
 @dataclass(frozen=True)
