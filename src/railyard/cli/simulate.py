@@ -8,6 +8,7 @@ Register with ``app.command()(simulate)`` or :func:`register`.
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from dataclasses import replace
@@ -24,13 +25,22 @@ from railyard.cli.tuning import HELP as TUNING_HELP
 from railyard.cli.tuning import tuning
 from railyard.client.values import parse_walltime
 from railyard.sched.health import HealthPolicy
+from railyard.sim.arrivals import rescale_load
 from railyard.sim.checkpoints import CheckpointPolicy, IntervalRule
-from railyard.sim.cluster import cluster_nodes
+from railyard.sim.cluster import gpu_flavor
 from railyard.sim.health import Degradation, HealthWorld
 from railyard.sim.images import GB, ImageWorld, parse_image_size
+from railyard.sim.jobrecords import parse_window, write_csv
 from railyard.sim.plots import HINT as PLOT_HINT
 from railyard.sim.plots import have_matplotlib, write_plots
-from railyard.sim.sweep import POLICIES, Scenario, ray_available, run_scenario, sweep
+from railyard.sim.sweep import (
+    POLICIES,
+    Scenario,
+    ray_available,
+    run_scenario,
+    scenario_nodes,
+    sweep,
+)
 from railyard.sim.synthetic import PROFILES, WALLTIME_MODES
 from railyard.sim.traces import FORMATS, TraceError, load_trace
 
@@ -41,7 +51,17 @@ def _fail(message: str) -> NoReturn:
 
 
 def simulate(
-    blueprint: Annotated[str, typer.Argument(help="a preset name or a blueprint YAML file")],
+    blueprint: Annotated[
+        str | None,
+        typer.Argument(help="a preset name or a blueprint YAML file (or give --nodes)"),
+    ] = None,
+    nodes: Annotated[
+        int | None, typer.Option(help="a flat cluster of this many nodes, without a blueprint")
+    ] = None,
+    gpus_per_node: Annotated[int, typer.Option(help="GPUs per node of --nodes")] = 8,
+    gpu: Annotated[
+        str, typer.Option(help="GPU model of --nodes, e.g. H100, A100, B200 (the catalog's)")
+    ] = "H100",
     trace: Annotated[Path | None, typer.Option(help="a job trace file (or PAI folder)")] = None,
     fmt: Annotated[
         str, typer.Option("--format", help=f"trace format: {' | '.join(FORMATS)}")
@@ -53,7 +73,24 @@ def simulate(
     max_gpus: Annotated[
         int | None, typer.Option(help="synthetic jobs' largest gang, e.g. 8 (one node)")
     ] = None,
-    load_: Annotated[float, typer.Option("--load", help="offered load (x cluster GPUs)")] = 0.9,
+    load_: Annotated[
+        float | None,
+        typer.Option(
+            "--load",
+            help="offered load (GPU-hours asked per hour over cluster GPUs): a synthetic "
+            "workload's (default 0.9), or a trace's arrivals rescaled to it",
+        ),
+    ] = None,
+    jobs_out: Annotated[
+        Path | None,
+        typer.Option(help="write one CSV row per job per run (times, waits, evictions, lost work)"),
+    ] = None,
+    measure_jobs: Annotated[
+        str | None,
+        typer.Option(
+            help="K:L: measure only jobs K..L-1 in arrival order (Gavel's steady-state window)"
+        ),
+    ] = None,
     walltime: Annotated[
         str, typer.Option(help=f"synthetic walltime estimates: {' | '.join(WALLTIME_MODES)}")
     ] = "noisy",
@@ -144,10 +181,17 @@ def simulate(
         _fail(f"--max-gpus: {max_gpus} is not a gang size (hint: give 1 or more, e.g. 8)")
     if max_gpus is not None and trace is not None:
         _fail("--max-gpus: shapes synthetic jobs only (hint: a trace's gangs are as recorded)")
+    cluster = _cluster(blueprint, nodes, gpus_per_node, gpu)
     scenarios = _scenarios(
-        blueprint, trace, fmt, synthetic, jobs, load_, walltime, policy, seed, seeds, failures,
+        cluster, trace, fmt, synthetic, jobs, load_, walltime, policy, seed, seeds, failures,
         checkpoint, checkpoint_cost, restart_overhead, coalesce,
     )  # fmt: skip
+    measure: tuple[int, int] | None = None
+    if measure_jobs is not None:
+        try:
+            measure = parse_window(measure_jobs)
+        except ValueError as exc:
+            _fail(str(exc))
     try:
         default_time_s = parse_walltime(default_time) if default_time is not None else None
     except ValueError as exc:
@@ -179,9 +223,11 @@ def simulate(
             default_time_s=default_time_s,
             idle_limit_s=idle_limit_s,
             tuning=tuple(knobs.items()),
-            health=_health(blueprint, health_interval, health_check_time, slow_node, health_fail),
+            health=_health(cluster, health_interval, health_check_time, slow_node, health_fail),
             images=images,
             max_gpus=max_gpus,
+            measure=measure,
+            job_records=jobs_out is not None,
         )
         for s in scenarios
     ]
@@ -221,6 +267,13 @@ def simulate(
                 ray_address=ray,
                 on_done=lambda s, r: bar.advance(task),
             )
+    if jobs_out is not None:
+        try:
+            write_csv(jobs_out, results)
+        except OSError as exc:
+            _fail(f"--jobs-out: cannot write {jobs_out}: {exc.strerror} (hint: a writable path)")
+        for r in results:
+            r.pop("job_records", None)
     if as_json:
         print(json.dumps({"runs": results}, indent=2))
     else:
@@ -231,13 +284,35 @@ def simulate(
             Console().print(f"plots written: {', '.join(str(p) for p in paths)}")
 
 
+def _cluster(blueprint: str | None, nodes: int | None, gpus_per_node: int, gpu: str) -> Scenario:
+    """The cluster of the flags, as a scenario's cluster fields: a blueprint, or a flat one."""
+    if (blueprint is None) == (nodes is None):
+        _fail("give a blueprint or --nodes N, not both and not neither "
+              "(hint: railyard simulate --nodes 16 --gpus-per-node 8 --trace FILE)")  # fmt: skip
+    if nodes is None:
+        assert blueprint is not None
+        try:
+            load(blueprint)
+        except BlueprintError as exc:
+            _fail(str(exc))
+        return Scenario(blueprint=blueprint, policy="")
+    if nodes < 1 or gpus_per_node < 1:
+        _fail(f"--nodes {nodes} --gpus-per-node {gpus_per_node}: both must be >= 1 "
+              "(hint: e.g. --nodes 16 --gpus-per-node 8)")  # fmt: skip
+    try:
+        flavor = gpu_flavor(gpu)
+    except ValueError as exc:
+        _fail(f"--gpu: {exc}")
+    return Scenario(blueprint="", policy="", nodes=nodes, gpus_per_node=gpus_per_node, gpu=flavor)
+
+
 def _scenarios(
-    blueprint: str,
+    cluster: Scenario,
     trace: Path | None,
     fmt: str,
     synthetic: str | None,
     jobs: int,
-    load_: float,
+    load_: float | None,
     walltime: str,
     policy: str,
     seed: int,
@@ -249,27 +324,30 @@ def _scenarios(
     coalesce: float,
 ) -> list[Scenario]:
     """Validate every flag up front, so a bad one fails before any run starts."""
-    try:
-        load(blueprint)
-    except BlueprintError as exc:
-        _fail(str(exc))
     if (trace is None) == (synthetic is None):
         _fail("give exactly one of --trace FILE or --synthetic PROFILE (hint: --synthetic philly)")
     if synthetic is not None and synthetic not in PROFILES:
         _fail(f"--synthetic: unknown profile {synthetic!r} (hint: one of {', '.join(PROFILES)})")
     if walltime not in WALLTIME_MODES:
         _fail(f"--walltime: {walltime!r} (hint: one of {', '.join(WALLTIME_MODES)})")
+    if load_ is not None and not 0 < load_ < math.inf:
+        _fail(f"--load: {load_} is not a load (hint: a number > 0, e.g. 0.9)")
     if trace is not None:
         try:
-            load_trace(trace, fmt)  # fail fast on a bad file, with file, line and field
+            loaded = load_trace(trace, fmt)  # fail fast on a bad file, with file, line and field
         except TraceError as exc:
             _fail(str(exc))
+        if load_ is not None:  # a trace that cannot be rescaled fails here, not in a worker
+            try:
+                rescale_load(loaded, sum(n.gpus for n in scenario_nodes(cluster)), load_)
+            except ValueError as exc:
+                _fail(str(exc))
     names = [p.strip() for p in policy.split(",") if p.strip()]
     bad = [p for p in names if p not in POLICIES]
     if bad or not names:
         _fail(f"--policy: unknown {bad or policy!r} (hint: any of {', '.join(POLICIES)})")
-    if jobs < 1 or seeds < 1 or load_ <= 0:
-        _fail("--jobs and --seeds must be >= 1 and --load > 0")
+    if jobs < 1 or seeds < 1:
+        _fail("--jobs and --seeds must be >= 1")
     if checkpoint not in {r.value for r in IntervalRule}:
         _fail(f"--checkpoint: {checkpoint!r} (hint: young, daly, fixed or none)")
     try:
@@ -281,15 +359,16 @@ def _scenarios(
     if coalesce < 0:
         _fail("--coalesce must be >= 0")
     return [
-        Scenario(
-            blueprint=blueprint,
+        replace(
+            cluster,
             policy=name,
             seed=s,
             trace=str(trace) if trace is not None else None,
             trace_format=fmt,
             synthetic=synthetic,
             jobs=jobs,
-            load=load_,
+            load=load_ if load_ is not None and trace is None else 0.9,
+            trace_load=load_ if trace is not None else None,
             walltime=walltime,
             failures=failures,
             coalesce_s=coalesce,
@@ -318,7 +397,7 @@ def _images(
 
 
 def _health(
-    blueprint: str,
+    cluster: Scenario,
     interval: str | None,
     check_s: float,
     slow: list[str] | None,
@@ -340,14 +419,14 @@ def _health(
         interval_s = (
             float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
         )
-    names = [n.name for n in cluster_nodes(load(blueprint).blueprint)]
+    names = [n.name for n in scenario_nodes(cluster)]
     slow_nodes = []
     for spec in slow or []:
         match = re.fullmatch(r"([^@]+)@(\d+(?:\.\d+)?)=(0?\.\d+)", spec.strip())
         if match is None:
             _fail(f"--slow-node: {spec!r} is not NODE@HOURS=SPEED (hint: e.g. {names[0]}@2=0.5)")
         if match.group(1) not in names:
-            _fail(f"--slow-node: no node {match.group(1)!r} in {blueprint} "
+            _fail(f"--slow-node: no node {match.group(1)!r} in {cluster.cluster} "
                   f"(hint: {', '.join(names[:4])}, ...)")  # fmt: skip
         try:
             slow_nodes.append(

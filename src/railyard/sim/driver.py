@@ -189,6 +189,8 @@ class _Run:
         jobs = {jid: w for jid, w in ex.work.items() if jid in self.records}  # no system job
         ended = [w for jid, w in jobs.items() if self.records[jid].end_t_s is not None]
         useful = sum(w.gpus * w.total_s for w in ended)
+        for jid, w in jobs.items():
+            self.records[jid].lost_gpu_s = w.lost_gpu_s
         return RunLog(
             total_gpus=self.total_gpus,
             records=self.records,

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from railyard.sim.jobrecords import window
 from railyard.sim.records import JobRecord, RunLog
 
 SIZE_CLASSES = (("1", 1, 1), ("2-8", 2, 8), ("9-64", 9, 64), ("65+", 65, math.inf))
@@ -102,17 +103,23 @@ def fairness(log: RunLog) -> dict[str, dict[str, float]]:
     }
 
 
-def summarize(log: RunLog, *, bins: int = 100) -> dict[str, Any]:
-    """The metrics of one run as plain JSON-able values."""
-    recs = list(log.records.values())
+def summarize(
+    log: RunLog, *, bins: int = 100, measure: tuple[int, int] | None = None
+) -> dict[str, Any]:
+    """The metrics of one run as plain JSON-able values. With `measure` (K, L) the job
+    statistics are of jobs K..L-1 in arrival order only (`jobrecords.window`, as Gavel's
+    steady-state window); utilization, goodput and fairness stay the whole run's."""
+    everyone = list(log.records.values())
+    recs = window(everyone, measure)
     finished = [r for r in recs if r.end_t_s is not None]
     states: dict[str, int] = {}
     for r in recs:
         states[r.state] = states.get(r.state, 0) + 1
     multi = [r for r in recs if r.multi_node_starts]
     starts = sum(r.multi_node_starts for r in multi)
-    first_submit = min((r.trace.submit_s for r in recs), default=0.0)
-    last_end = max((r.end_t_s for r in finished if r.end_t_s is not None), default=first_submit)
+    first_submit = min((r.trace.submit_s for r in everyone), default=0.0)
+    ended = (r.end_t_s for r in everyone if r.end_t_s is not None)
+    last_end = max(ended, default=first_submit)
     busy_gpu_s = sum(
         b * (t2 - t1)
         for (t1, b, _, _), (t2, *_) in zip(log.timeline, log.timeline[1:], strict=False)
@@ -120,6 +127,7 @@ def summarize(log: RunLog, *, bins: int = 100) -> dict[str, Any]:
     makespan = last_end - first_submit
     return {
         "jobs": len(recs),
+        "measured": None if measure is None else {"first": measure[0], "end": measure[1]},
         "states": dict(sorted(states.items())),
         "jct": _stats(_jct(recs)),
         "queueing": _stats(_wait(recs)),

@@ -30,6 +30,7 @@ class JobRecord:
     idle_stopped: bool = False  # a session its queue's idle limit ended
     cold_starts: int = 0  # starts that waited for its image to reach a node
     pull_s: float = 0.0  # seconds its starts waited for its image, over all attempts
+    lost_gpu_s: float = 0.0  # GPU-seconds of work its evictions and failures threw away
 
 
 @dataclass

@@ -14,13 +14,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from railyard.blueprint import load
-from railyard.sched import SchedulerConfig
+from railyard.sched import Node, SchedulerConfig
+from railyard.sim.arrivals import offered_load, rescale_load
 from railyard.sim.checkpoints import CheckpointPolicy
-from railyard.sim.cluster import cluster_nodes, flat_queues
+from railyard.sim.cluster import cluster_nodes, flat_nodes, flat_queues
 from railyard.sim.driver import Progress, SimConfig, Simulation
 from railyard.sim.failures import FailureModel
 from railyard.sim.health import HealthWorld
 from railyard.sim.images import ImageWorld
+from railyard.sim.jobrecords import rows
 from railyard.sim.metrics import summarize
 from railyard.sim.synthetic import generate
 from railyard.sim.traces import load_trace
@@ -41,7 +43,12 @@ POLICIES: dict[str, tuple[str, str, str]] = {
     "fairshare-greedy": ("fairshare", "none", "on"),
     "fairshare+easy": ("fairshare", "easy", "on"),
     "las": ("las", "none", "las"),
+    "maxmin": ("maxmin", "easy", "on"),
+    "ftf": ("ftf", "easy", "on"),
 }
+"""`maxmin` and `ftf` are baselines from the literature (sched/policies/fairness.py): max-min
+fair across users by the GPUs they hold now, and Themis' finish-time fairness; both order
+jobs and reserve for the first blocked one (EASY), neither time-slices."""
 
 
 def policy_config(name: str, **overrides: Any) -> SchedulerConfig:
@@ -85,15 +92,39 @@ class Scenario:
     tuning: tuple[tuple[str, Any], ...] = ()  # SchedulerConfig fields over the policy's
     health: HealthWorld | None = None  # scheduled health checks, and nodes that turn slow
     images: ImageWorld | None = None  # what pulling a job's container image costs
+    # a flat cluster instead of the blueprint (`--nodes N --gpus-per-node G --gpu MODEL`)
+    nodes: int | None = None
+    gpus_per_node: int = 8
+    gpu: str = "H100-SXM-80GB"
+    trace_load: float | None = None  # a trace's arrivals rescaled to this offered load
+    measure: tuple[int, int] | None = None  # only jobs K..L-1 (arrival order) are measured
+    job_records: bool = False  # the result carries one record per job (`--jobs-out`)
+
+    @property
+    def cluster(self) -> str:
+        """The cluster's name in results: the blueprint, or `flat-NxG-MODEL`."""
+        if self.nodes is None:
+            return self.blueprint
+        return f"flat-{self.nodes}x{self.gpus_per_node}-{self.gpu}"
 
     @property
     def label(self) -> str:
-        return f"{self.blueprint}/{self.policy}/seed{self.seed}"
+        return f"{self.cluster}/{self.policy}/seed{self.seed}"
+
+
+def scenario_nodes(s: Scenario) -> list[Node]:
+    if s.nodes is not None:
+        return flat_nodes(s.nodes, s.gpus_per_node, s.gpu)
+    return cluster_nodes(load(s.blueprint).blueprint)
 
 
 def scenario_workload(s: Scenario, cluster_gpus: int) -> Workload:
+    """The jobs of `s`; a trace rescaled to `s.trace_load` (ValueError where it cannot be)."""
     if s.trace is not None:
-        return load_trace(s.trace, s.trace_format)
+        trace = load_trace(s.trace, s.trace_format)
+        if s.trace_load is None:
+            return trace
+        return rescale_load(trace, cluster_gpus, s.trace_load)
     return generate(
         s.synthetic or "philly",
         jobs=s.jobs,
@@ -107,7 +138,7 @@ def scenario_workload(s: Scenario, cluster_gpus: int) -> Workload:
 
 def run_scenario(s: Scenario, progress: Progress | None = None) -> dict[str, Any]:
     """Build the cluster, the workload and the simulation from `s`; return the metrics."""
-    nodes = cluster_nodes(load(s.blueprint).blueprint)
+    nodes = scenario_nodes(s)
     workload = scenario_workload(s, sum(n.gpus for n in nodes))
     if s.preemptible:
         jobs = [replace(j, preemptible=True) for j in workload.jobs]
@@ -129,17 +160,20 @@ def run_scenario(s: Scenario, progress: Progress | None = None) -> dict[str, Any
         images=s.images,
     )
     log = Simulation(nodes, workload, config, queues).run(progress)
-    out = summarize(log)
+    out = summarize(log, measure=s.measure)
     out.update(
-        blueprint=s.blueprint,
+        blueprint=s.cluster,
         policy=s.policy,
         seed=s.seed,
         workload=workload.name,
         skipped=workload.skipped,
         gpus=log.total_gpus,
     )
+    out["offered_load"] = offered_load(workload, log.total_gpus)
     if log.health is not None:
         out["health"] = log.health
+    if s.job_records:
+        out["job_records"] = rows(list(log.records.values()), s.measure)
     return out
 
 
