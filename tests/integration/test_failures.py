@@ -71,8 +71,8 @@ def test_full_disk_is_507_and_healthz_says_why(small_disk: Path) -> None:
     loop = Loop(
         store,
         LocalExecutor("n01", gpus=8),
-        # a failed step fails /healthz for failure_window_s (a minute by default)
-        LoopConfig(state_dir=small_disk, cycle_interval_s=0.05, failure_window_s=2.0),
+        # a failed step fails /healthz until a step ends without one
+        LoopConfig(state_dir=small_disk, cycle_interval_s=0.05),
     )
     client = TestClient(
         create_app(store, wake=loop.wake, state_dir=small_disk, loop_health=loop.health),

@@ -573,11 +573,13 @@ class TestOnly(Response):
 
 
 class Health(Response):
-    """``ok``, or ``failing`` (503) with the reason: the store does not answer, a step of the
-    scheduler loop failed in the last minute, the loop is behind, or jobs are stuck in a
-    transient state (starting, cancelling, preempting) past their deadline."""
+    """``ok``; ``degraded`` (200) when jobs are held for a ``SchedulerError`` (the loop could
+    not handle them and went on for the others); or ``failing`` (503) with the reason: the
+    store does not answer, the scheduler loop's last step failed, the loop is behind, no job
+    started for the stall time while some could, or jobs are stuck in a transient state
+    (starting, cancelling, preempting) past their deadline."""
 
-    status: str = Field(json_schema_extra={"enum": ["ok", "failing"]})
+    status: str = Field(json_schema_extra={"enum": ["ok", "degraded", "failing"]})
     version: str
     reason: str | None = None
     last_step_t_s: Annotated[float | None, Field(description="end of the last good step")] = None
@@ -586,6 +588,8 @@ class Health(Response):
     behind_s: Annotated[float | None, Field(description="seconds since a step ended")] = None
     stuck_jobs: Annotated[int, Field(description="jobs past a transient state's deadline")] = 0
     stuck: Annotated[list[str], Field(description="the oldest stuck jobs' ids (20 at most)")] = []
+    held_jobs: Annotated[int, Field(description="jobs held for a SchedulerError")] = 0
+    held: Annotated[list[str], Field(description="the oldest held jobs' ids (20 at most)")] = []
 
 
 class ErrorOut(Response):

@@ -67,6 +67,7 @@ from railyard.control.store.tables import (
 from railyard.control.usecases.accounts import RunAs
 from railyard.control.usecases.jobs import JOB_COUNTER
 from railyard.control.usecases.joined import NOT_JOINED, JoinedNodes
+from railyard.control.usecases.loopstatus import START_STALL_S
 from railyard.control.usecases.partitions import declare_partitions
 from railyard.control.usecases.users import bootstrap_admin
 from railyard.control.usecases.whatif import Simulate
@@ -90,6 +91,7 @@ log = logging.getLogger("railyard.server")
 
 DEFAULT_PORT = 8765
 VIRTUAL_FLAVOR = "virtual"
+SHUTDOWN_GRACE_S = 5.0  # SIGTERM: open requests and connections get this long, then close
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ class UpConfig:
     flavor: str | None = None
     node_name: str = field(default_factory=socket.gethostname)
     cycle_interval_s: float = 2.0
+    start_stall_s: float = START_STALL_S  # /healthz fails: no start this long while some wait
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     blueprint: str | None = None
     spool_dir: Path | None = None
@@ -515,6 +518,7 @@ def compose(
             state_dir=config.state_dir,
             spool_dir=spool,
             cycle_interval_s=config.cycle_interval_s,
+            start_stall_s=config.start_stall_s,
             scheduler=config.scheduler,
             nccl_env=nccl_env(0, "roce"),
             health=config.health,
@@ -591,13 +595,18 @@ def _serve_locked(config: UpConfig, sock: socket.socket, api_url: str, service: 
         print(f"railyard up: dashboard at {api_url}/ui/ (log in with a token)", flush=True)
     if config.metrics_open:
         print(f"railyard up: {api_url}/metrics is open to anyone who can reach it", flush=True)
-    server = uvicorn.Server(uvicorn.Config(service.app, log_level="warning"))
+    # a request or connection still open at SIGTERM (a stalled client, a terminal) does not
+    # keep the server up past its grace; the loop's thread is a daemon and never waited on
+    grace = int(SHUTDOWN_GRACE_S)
+    server = uvicorn.Server(
+        uvicorn.Config(service.app, log_level="warning", timeout_graceful_shutdown=grace)
+    )
     try:
         server.run(sockets=[sock])
     finally:
         stop.set()
         loop_.wake()
-        thread.join(timeout=10)
+        thread.join(timeout=SHUTDOWN_GRACE_S)
         left, _ = _live_jobs(store)
         store.close()
         if left:

@@ -112,9 +112,10 @@ def create_app(
         "/healthz", tags=["health"], response_model=s.Health, responses={503: {"model": s.Health}}
     )
     def healthz() -> Any:
-        """``ok``, or 503 ``failing`` with why: the store does not answer, a step of the
-        scheduler loop failed in the last minute, the loop is behind, or jobs are stuck in a
-        transient state past their deadline (how many, which)."""
+        """``ok``; ``degraded`` (200) when jobs are held for the loop's own error
+        (``SchedulerError``, how many, which); or 503 ``failing`` with why: the store does not
+        answer, the loop's last step failed, the loop is behind, no job started for the stall
+        time while some could, or jobs are stuck in a transient state past their deadline."""
         now = clock()
         problem = _store_problem(store)
         health = loop_health
@@ -123,10 +124,13 @@ def create_app(
             with store.session() as session:
                 status = loop_status(session, health, now)
             problem = status.reason()
+        verdict = "failing" if problem else (status.status if status else "ok")
         body = s.Health(
-            status="failing" if problem else "ok",
+            status=verdict,
             version=__version__,
-            reason=problem,
+            reason=problem or (status.note() if status else None),
+            held_jobs=status.held[0] if status else 0,
+            held=list(status.held[1]) if status else [],
             last_step_t_s=health.last_ok_t_s if health else None,
             failing_steps=health.failing_steps if health else 0,
             last_failed_t_s=health.last_failed_t_s if health else None,

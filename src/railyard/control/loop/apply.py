@@ -4,6 +4,11 @@ Every state change is a compare-and-set on the row (`UPDATE ... WHERE id = :id A
 :seen`): the API may have changed a row since the step read it (a cancel, a hold), and then
 the plan's change for that row is dropped and the next step decides again. What the loop
 must then do (launch, signal) is returned, only for the changes that were written.
+
+A settlement that raises before its statement ran (the loop's own error, not the store's) is
+that job's alone: it is named in ``Written.broken`` and the rest of the plan is written; the
+loop ends the job with a ``SchedulerError`` reason after the commit. An error of the store
+is the step's: it rolls the whole plan back.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any, cast
 
 from sqlalchemy import ARRAY, String, Table, any_, bindparam, select, update
 from sqlalchemy import text as sql_text
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -24,8 +30,9 @@ from railyard.control.store.jobchanges import numbered
 from railyard.control.store.tables import JobRow, JobState, NodeRow, UsageRow
 from railyard.control.store.transitions import changed_rows
 from railyard.control.store.usagedays import Ended, record_attempts
+from railyard.control.usecases.loopstatus import SCHEDULER_ERROR
 from railyard.sched import NodeState, RunningJob, StopCause, Usage
-from railyard.sched.decisions import Start
+from railyard.sched.decisions import Reason, Start
 from railyard.sched.lifecycle import Settlement, StepPlan
 from railyard.sched.stops import Stop
 
@@ -45,6 +52,7 @@ class Written:
     unsettled: list[str] = field(default_factory=list)  # changed since read: settle again
     reasons: dict[str, str] = field(default_factory=dict)  # pending job -> reason written
     attempts: list[Ended] = field(default_factory=list)  # ended runs, for accounting
+    broken: dict[str, BaseException] = field(default_factory=dict)  # settling it raised
 
 
 def cas(
@@ -70,8 +78,13 @@ def write_plan(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> 
     out = Written()
     for s in plan.settled:
         run = seen.running.get(s.job_id)
-        if _settle(session, s, seen.states.get(s.job_id), now_t_s, out) and run is not None:
-            _ended_attempt(s, run, now_t_s, out)
+        try:
+            if _settle(session, s, seen.states.get(s.job_id), now_t_s, out) and run is not None:
+                _ended_attempt(s, run, now_t_s, out)
+        except SQLAlchemyError:  # the store's: the step's
+            raise
+        except Exception as exc:  # this job's: the others are settled
+            out.broken[s.job_id] = exc
     record_attempts(session, out.attempts)
     for job_id in plan.expired:
         _expire(session, job_id, now_t_s, out)
@@ -350,7 +363,7 @@ def _reasons(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> di
     for job_id, reason in [
         (job_id, reason)
         for job_id, reason in plan.reasons.items()
-        if (was := stored(job_id)) is not None and was != reason
+        if (was := stored(job_id)) is not None and was != reason and not _kept(was, reason)
     ]:
         changed.setdefault(reason.value, []).append(job_id)
     written: dict[str, str] = {}
@@ -373,6 +386,11 @@ def _reasons(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> di
             )
         written.update(dict.fromkeys(ids, text))
     return written
+
+
+def _kept(stored: str, reason: Reason) -> bool:
+    """A job the loop held for its own error keeps that reason while it stays held."""
+    return reason is Reason.JOB_HELD_ADMIN and stored.startswith(SCHEDULER_ERROR)
 
 
 def one_of(

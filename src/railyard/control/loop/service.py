@@ -10,12 +10,21 @@ One step, in order:
 3. Write the whole plan in one transaction, every state change a compare-and-set
    (`apply.py`), and commit.
 4. Act on what was written: stop, warn, ask victims to checkpoint and stop, cancel jobs on
-   down nodes, launch; then record each launch's handle (RUNNING).
+   down nodes; queue the starts and launch from that queue for at most ``launch_budget_s``
+   (`control.starts`), then record each launch's handle and its own start time (RUNNING).
+   What is left stays STARTING for the next step, which comes at once: a burst of starts is
+   launched in slices with the cancels and exits in between settled.
+
+The loop isolates failure: an exception while handling one job (converting its row,
+building its launch spec, launching it, settling its exit) holds that job (or, for an exit,
+ends it) with the reason ``SchedulerError: ...``, and the step goes on for everyone else;
+only a failure of the step as a whole (the store) fails the step and /healthz.
 
 Because the decision is durable before the act, a restart reconciles instead of guessing
-(:meth:`Loop.reconcile`): STARTING jobs are started again (the executor's start is
-idempotent per attempt), RUNNING and stopping jobs are adopted by pid and start time, and
-exits that happened while we were away are read from the ranks' exit files.
+(:meth:`Loop.reconcile`): RUNNING and stopping jobs are adopted by pid and start time, exits
+that happened while we were away are read from the ranks' exit files, and STARTING jobs are
+queued to be started again by the steps (the executor's start is idempotent per attempt), so
+recovery does no work that grows with what users asked before the port listens.
 
 While the server runs, a sweep every few seconds does the same for rows stranded past their
 deadline (`control.stuck`): a STARTING row whose launch or record failed is started again
@@ -41,20 +50,22 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, object_session
 
 from railyard.control.errors import ServiceError, is_transient
-from railyard.control.loop.apply import Written, write_plan, write_ready
+from railyard.control.loop.apply import Written, cas, write_plan, write_ready
 from railyard.control.loop.healthjobs import ScheduledChecks, health_input
 from railyard.control.loop.launchspec import launch_spec
-from railyard.control.loop.starts import Starter
+from railyard.control.loop.starts import LAUNCH_BUDGET_S, Starter, scheduler_error
 from railyard.control.loop.sweeps import AcrossChecks, Expect
-from railyard.control.loop.world import WorldReader
+from railyard.control.loop.world import Seen, WorldReader
 from railyard.control.metrics.loopstats import LoopMetrics
 from railyard.control.store.database import Store
+from railyard.control.store.effects import record
 from railyard.control.store.paths import attempts_dir
 from railyard.control.store.stuck import Overdue, overdue
 from railyard.control.store.tables import HOLDING_STATES, JobRow, JobState
+from railyard.control.store.transitions import transition
 from railyard.control.usecases.containers import queue_mount_prefixes
 from railyard.control.usecases.jobsignal import signal_sent, signals_to_send
-from railyard.control.usecases.loopstatus import FAILURE_WINDOW_S, LoopHealth
+from railyard.control.usecases.loopstatus import START_STALL_S, LoopHealth
 from railyard.exec.exits import exit_of
 from railyard.exec.protocol import (
     Executor,
@@ -65,7 +76,7 @@ from railyard.exec.protocol import (
 )
 from railyard.sched import CycleCache, SchedulerConfig
 from railyard.sched.health import ACROSS_ONLY, HealthInput, HealthPolicy, with_sweep
-from railyard.sched.lifecycle import Exit, ExitKind, StepPlan
+from railyard.sched.lifecycle import Exit, ExitKind, StepInput, StepPlan
 from railyard.sched.lifecycle import step as lifecycle_step
 
 log = logging.getLogger("railyard.loop")
@@ -94,7 +105,8 @@ class LoopConfig:
     across_interval_s: float | None = None  # periodic across-node sweeps of idle nodes
     terminal_linger_s: float = 30.0  # an interactive job outlives a lost client this long
     sweep_interval_s: float = 5.0  # how often stranded rows are looked for (`control.stuck`)
-    failure_window_s: float = FAILURE_WINDOW_S  # /healthz fails this long after a failed step
+    start_stall_s: float = START_STALL_S  # /healthz fails: no start this long while some wait
+    launch_budget_s: float = LAUNCH_BUDGET_S  # one step launches this long, the rest: next step
     freeze_heap: bool = True  # see freeze_heap()
     # New pending rows one step converts; more wait for the next step (`Loop._converting`),
     # for at most `converting_steps_max` steps in a row.
@@ -145,8 +157,8 @@ class Loop:
         self._wake = threading.Event()
         self._asked = False  # woken by wake() (the API), not only by exits
         self._prompt = False  # woken by wake_prompt(): someone waits at a terminal
-        self.health = LoopHealth.for_interval(config.cycle_interval_s, config.failure_window_s)
-        self.starter = Starter(store, executor, self.health, clock)
+        self.health = LoopHealth.for_interval(config.cycle_interval_s, config.start_stall_s)
+        self.starter = Starter(store, executor, self.health, clock, self._launch_spec)
         self._next_sweep_t_s = clock() + config.sweep_interval_s
         self.metrics = LoopMetrics()
         self._last_accrual_t_s: float | None = None
@@ -247,15 +259,15 @@ class Loop:
         with self.store.session() as session:
             rows = session.scalars(select(JobRow).where(JobRow.state.in_(HOLDING_STATES))).all()
             handles = [JobHandle.from_dict(r.handle) for r in rows if r.handle is not None]
-            starting = [r for r in rows if r.handle is None]
-            specs = self._specs_of(starting)
+            starting = [(r.id, r.restart_count) for r in rows if r.handle is None]
             stopping = [
                 (r.id, r.state, r.preempt_deadline_t_s)
                 for r in rows
                 if r.state in (JobState.PREEMPTING.value, JobState.CANCELLING.value)
             ]
-        exits = [exit_of(r) for r in self.executor.adopt(handles)]
-        self.starter.start(specs)  # decided and committed, maybe launched: start is idempotent
+        exits = [exit_of(r, self.clock()) for r in self.executor.adopt(handles)]
+        # decided and committed, maybe launched: started again by the steps (idempotent)
+        self.starter.queue(starting, fresh=False)
         for job_id, state, deadline in stopping:
             if state == JobState.PREEMPTING.value:
                 grace_s = max(0.0, (deadline or 0.0) - self.clock())
@@ -271,6 +283,7 @@ class Loop:
         # 1. Exits first, so their GPUs are free for this cycle; health checks that ended
         #    are judged first, so the step sees what they did to their nodes.
         reports = self.executor.poll()
+        polled_t_s = self.clock()  # an exit's end time: when the executor saw it
         if self.refresh is not None:  # after the poll: a machine it found gone is down now
             self.refresh()
         now_t_s = self.clock()
@@ -280,7 +293,8 @@ class Loop:
         reports = self.across.take(reports)
         if self.across.ended:
             self._finish_across(now_t_s)
-        exits = [*self._carried, *(exit_of(r) for r in reports)]
+        exits = [*self._carried, *self.starter.take_exits()]
+        exits += [exit_of(r, polled_t_s) for r in reports]
         ready = self._images_ready()
         if now_t_s >= self._next_sweep_t_s:
             self._next_sweep_t_s = now_t_s + self.config.sweep_interval_s
@@ -295,20 +309,18 @@ class Loop:
             given, seen = self._world.read(
                 session, now_t_s, exits, self._last_accrual_t_s, convert_max_rows=limit
             )
-            if seen.backlog:
-                return self._converting(report, seen.backlog, step_began)
-            self._converting_steps = 0
-            health = self._health_input(session)
-            if health is not None:
-                given = replace(given, health=health)
-            began = time.perf_counter()
-            plan = lifecycle_step(given, self.config.scheduler, self._cache)
-            report.cycle_s = time.perf_counter() - began
-            written = write_plan(session, plan, seen, now_t_s)
+            self._hold_broken(session, seen.broken, now_t_s)
+            planned = None if seen.backlog else self._plan(session, given, seen, now_t_s, report)
+        if planned is None:  # committed what it read and held; launches outside the transaction
+            return self._converting(report, seen.backlog, step_began)
+        plan, written = planned
         self._ready_written.update((j, a) for j, (a, _) in ready.items())
         self._world.wrote(written.reasons)  # committed: the cache holds what the rows say
         self._world.settled(plan, seen, [job_id for job_id, _ in written.finished], now_t_s)
-        specs = self._specs(written)  # after the commit: the write lock is held no longer
+        self._end_broken(written.broken, now_t_s)
+        attempts = {j.id: j.restart_count for j in given.pending}  # requeued by this plan:
+        attempts |= {s.job_id: s.requeued.restart_count for s in plan.settled if s.requeued}
+        self.starter.queue(((j, attempts[j]) for j in written.started), fresh=True)
         self._last_accrual_t_s = now_t_s
         self.last_plan = plan
         if written.started:
@@ -318,12 +330,12 @@ class Loop:
                 for j in given.pending
                 if j.id in first and j.restart_count == 0
             ]
-        retry = set(written.unsettled)  # their rows changed under the step: settle them again
+        retry = set(written.unsettled) - set(written.broken)  # changed under the step: again
         self._carried = [e for e in exits if e.job_id in retry]
         report.finished, report.requeued = written.finished, written.requeued
         # 4. Act, then record what the executor returned.
         self._act(written, report)
-        report.started = self.starter.start(specs)
+        report.started = self._launch()
         if self.checks is not None and plan.checks:
             with self.store.session() as session:
                 report.checks = self.checks.start(session, plan.checks, now_t_s)
@@ -335,6 +347,56 @@ class Loop:
         self.metrics.observe(report.cycle_s, report.step_s, report.waits_s)
         self.health.ok(self.clock())
         return report
+
+    def _plan(
+        self, session: Session, given: StepInput, seen: Seen, now_t_s: float, report: StepReport
+    ) -> tuple[StepPlan, Written]:
+        """Decide and write the plan, in the step's transaction."""
+        self._converting_steps = 0
+        health = self._health_input(session)
+        if health is not None:
+            given = replace(given, health=health)
+        began = time.perf_counter()
+        plan = lifecycle_step(given, self.config.scheduler, self._cache)
+        report.cycle_s = time.perf_counter() - began
+        return plan, write_plan(session, plan, seen, now_t_s)
+
+    def _launch(self) -> list[str]:
+        """Launch from the queue for the step's budget; what is left (or a job stopped before
+        its launch, settled by an exit) wants the next step at once."""
+        started = self.starter.launch(self.config.launch_budget_s)
+        if self.starter.waiting or self.starter.exits:
+            self._wake.set()
+        return started
+
+    def _hold_broken(
+        self, session: Session, broken: Mapping[str, BaseException], now_t_s: float
+    ) -> None:
+        """Hold the pending jobs whose rows could not be converted (`control.world`)."""
+        for job_id, exc in broken.items():
+            reason = scheduler_error(exc)
+            log.error("job %s held: its row cannot be read: %s", job_id, reason, exc_info=exc)
+            same = JobRow.reason != reason
+            if cas(session, job_id, JobState.PENDING.value, same, hold="admin", reason=reason,
+                   nominated=False, updated_t_s=now_t_s):  # fmt: skip
+                record(session, now_t_s, "hold", reason, job_id)
+
+    def _end_broken(self, broken: Mapping[str, BaseException], now_t_s: float) -> None:
+        """Jobs whose exit could not be settled: their processes ended, so they end FAILED with
+        the error as their reason, each in a transaction of its own."""
+        for job_id, exc in broken.items():
+            reason = scheduler_error(exc)
+            log.error("job %s ended: its exit cannot be settled: %s", job_id, reason,
+                      exc_info=exc)  # fmt: skip
+            failed = {"state": JobState.FAILED.value, "reason": reason, "end_t_s": now_t_s,
+                      "updated_t_s": now_t_s}  # fmt: skip
+            try:
+                with self.store.session() as session:
+                    if transition(session, job_id, _LIVE, failed):
+                        record(session, now_t_s, JobState.FAILED.value, reason, job_id)
+            except Exception as write_failed:  # the exit is settled again by the next step
+                log.exception("ending %s failed", job_id)
+                self.health.failed(write_failed, now_t_s, step_ended=False)
 
     def _images_ready(self) -> dict[str, tuple[int, float]]:
         """Container jobs whose image the executor newly found on all their nodes."""
@@ -356,6 +418,7 @@ class Loop:
         them all and plans: the loop never stops deciding."""
         self._converting_steps += 1
         report.backlog = backlog
+        report.started = self._launch()  # what earlier steps decided goes on meanwhile
         log.debug("%d new pending jobs left to read", backlog)
         self.wake()
         report.step_s = time.perf_counter() - step_began
@@ -372,17 +435,20 @@ class Loop:
             ids = [
                 r.job_id
                 for r in stranded
-                if r.state == JobState.STARTING.value and r.job_id not in reported
+                if r.state == JobState.STARTING.value
+                and r.job_id not in reported
+                and not self.starter.queued(r.job_id)  # queued: launched in its turn
             ]
-            rows: list[JobRow] = []
+            again = []
             if ids:
-                rows = list(session.scalars(select(JobRow).where(JobRow.id.in_(ids))))
-            specs = self._specs_of([r for r in rows if r.handle is None])
-        if specs:
-            log.warning("starting again %d jobs stranded in STARTING: %s", len(specs),
-                        ", ".join(s.job_id for s in specs[:20]))  # fmt: skip
-            report.relaunched = [s.job_id for s in specs]
-            self.starter.start(specs)
+                again = [(job_id, n) for job_id, n in session.execute(select(
+                    JobRow.id, JobRow.restart_count).where(
+                    JobRow.id.in_(ids), JobRow.handle.is_(None)))]  # fmt: skip
+        if again:
+            log.warning("starting again %d jobs stranded in STARTING: %s", len(again),
+                        ", ".join(job_id for job_id, _ in again[:20]))  # fmt: skip
+            report.relaunched = [job_id for job_id, _ in again]
+            self.starter.queue(again, fresh=False)
         running = self.executor.running()
         stops = [r for r in stranded if r.state != JobState.STARTING.value]
         for r in stops:
@@ -431,37 +497,18 @@ class Loop:
             )
             asked = signals_to_send(session)
         for job_id in [*written.stopped, *cancelling]:
-            self.executor.cancel(job_id)
+            _each(job_id, "cancel", self.executor.cancel, job_id)
         if asked:  # scancel --signal: sent once, then cleared unless asked again meanwhile
             for job_id, signal_name in asked:
-                self.executor.signal(job_id, signal_name)
+                _each(job_id, "signal", self.executor.signal, job_id, signal_name)
             with self.store.session() as session:
                 for job_id, signal_name in asked:
                     signal_sent(session, job_id, signal_name)
         for job_id in written.warned:
-            self.executor.signal(job_id, None)
+            _each(job_id, "warning signal", self.executor.signal, job_id, None)
         for job_id, grace_s in written.preempted:
-            self.executor.request_checkpoint_stop(job_id, grace_s)
+            _each(job_id, "preemption", self.executor.request_checkpoint_stop, job_id, grace_s)
             report.preempted.append(job_id)
-
-    def _specs(self, written: Written) -> list[LaunchSpec]:
-        if not written.started:
-            return []
-        with self.store.session() as session:
-            rows = session.scalars(select(JobRow).where(JobRow.id.in_(written.started)))
-            by_id = {r.id: r for r in rows}
-            return self._specs_of([by_id[j] for j in written.started if j in by_id])
-
-    def _specs_of(self, rows: list[JobRow]) -> list[LaunchSpec]:
-        """Launch specs of STARTING rows; a row that makes none fails alone."""
-        specs = []
-        for row in rows:
-            try:
-                specs.append(self._launch_spec(row))
-            except Exception as exc:  # a bad row must not fail every step from now on
-                log.exception("no launch spec for %s", row.id)
-                self.starter.fail(row.id, row.restart_count, f"{type(exc).__name__}: {exc}")
-        return specs
 
     def _launch_spec(self, row: JobRow) -> LaunchSpec:
         config = self.config
@@ -496,6 +543,18 @@ def freeze_heap() -> None:
     gc.freeze()
     _, middle, old = gc.get_threshold()
     gc.set_threshold(YOUNG_GC_THRESHOLD, middle, old)
+
+
+def _each(job_id: str, what: str, act: Callable[..., object], *args: object) -> None:
+    """One job's act on the executor; its exception is logged and the others go on (a
+    cancel or a signal is sent again by a later step or the sweep)."""
+    try:
+        act(*args)
+    except Exception:
+        log.exception("%s of %s failed", what, job_id)
+
+
+_LIVE = (JobState.RUNNING, JobState.CANCELLING, JobState.PREEMPTING, JobState.STARTING)
 
 
 def _gone(row: Overdue, now_t_s: float) -> Exit:

@@ -14,6 +14,10 @@ that the loop records each completion it writes, by the same rule as the simulat
 New pending rows are converted at most ``convert_max_rows`` a step: a 10,000-task array that
 has just landed is converted over several steps, the number left in ``Seen.backlog``; the
 loop plans only once nothing is left (`control.loop`).
+
+A row whose conversion raises (a column no release of ours writes, a bug) is left out of the
+step and named in ``Seen.broken`` with the error; the loop holds that job (`SchedulerError`)
+and the step goes on for everyone else. It is converted again when its row changes.
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ class Seen:
     backlog: int = 0  # new pending rows left unconverted by a bounded read
     images: dict[str, str] = field(default_factory=dict)  # pending job -> its container image
     dependencies: dict[str, str] = field(default_factory=dict)  # pending job -> --dependency
+    broken: dict[str, BaseException] = field(default_factory=dict)  # job -> its conversion's
 
 
 class WorldReader:
@@ -90,6 +95,7 @@ class WorldReader:
     _images: dict[str, str]
     _live: dict[str, tuple[Any, RunningJob]]  # started job -> (row, run)
     _live_unsorted: bool
+    _broken: dict[str, BaseException]  # pending job -> why its row did not convert
 
     def __init__(self, scheduler: SchedulerConfig) -> None:
         self.scheduler = scheduler
@@ -121,7 +127,8 @@ class WorldReader:
         else:
             self._take(changed_since(session, self._mark, SCHED_COLUMNS), everything=False)
         self._mark = mark
-        seen = Seen(backlog=self._convert(convert_max_rows))
+        seen = Seen(backlog=self._convert(convert_max_rows), broken=self._broken)
+        self._broken = {}
         pending = self._pending_jobs(seen)
         if self._live_unsorted:  # in submit order too, whatever order they changed in
             self._live = dict(sorted(self._live.items(), key=lambda kv: _submit_order(kv[1][0])))
@@ -160,6 +167,7 @@ class WorldReader:
         self._images = {}
         self._live = {}
         self._live_unsorted = False
+        self._broken = {}
 
     def wrote(self, reasons: Mapping[str, str]) -> None:
         """The loop wrote these pending jobs' reasons (and the store counted no change)."""
@@ -259,7 +267,12 @@ class WorldReader:
         todo = list(islice(self._unconverted, limit))  # as they came: new ones by submit order
         for job_id in todo:
             row = self._rows[job_id]
-            job = job_of_columns(row, self._users.get(row[_USER], "?"))
+            try:
+                job = job_of_columns(row, self._users.get(row[_USER], "?"))
+            except Exception as exc:  # this job's, not the step's: left out and held
+                self._broken[job_id] = exc
+                self._drop_pending(job_id)
+                continue
             self._jobs[job_id] = job
             if job.nominated:
                 self._nominated.add(job_id)

@@ -320,6 +320,12 @@ def _loop_health(health: LoopHealth, status: LoopStatus) -> Iterator[Metric]:
         value=health.failed_steps_total,
     )
     yield GaugeMetricFamily(
+        "railyard_loop_held_jobs",
+        "Pending jobs held for a SchedulerError: the loop could not handle them (see their "
+        "reason) and went on for the others; an admin releases them.",
+        value=status.held[0],
+    )
+    yield GaugeMetricFamily(
         "railyard_loop_healthy",
         "1 when /healthz would say the loop is fine, else 0 (failed, behind or stuck jobs).",
         value=1 if status.ok else 0,
