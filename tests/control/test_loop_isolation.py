@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import update
 from tests.control.faults import Clock
 from tests.control.loop_helpers import NODE, add_job, job, seed_cluster, states, step_until
 from tests.control.metrics_helpers import samples, value
@@ -26,7 +27,7 @@ from railyard.control.api.app import create_app
 from railyard.control.loop.service import Loop, LoopConfig
 from railyard.control.metrics.prometheus import MetricsConfig
 from railyard.control.store.database import Store
-from railyard.control.store.tables import User
+from railyard.control.store.tables import JobRow, User
 from railyard.control.usecases.jobs import cancel_job
 from railyard.exec.local import LocalExecutor
 from railyard.exec.protocol import Executor, JobHandle, LaunchSpec
@@ -84,7 +85,7 @@ class Site:
 
     def add(self, **fields: Any) -> str:
         command = [sys.executable, "-c", RUN, str(self.out), str(self.release)]
-        return add_job(self.store, command, gpus_per_worker=0, **fields)
+        return add_job(self.store, command, **{"gpus_per_worker": 0, **fields})
 
     def healthz(self) -> tuple[int, dict[str, Any]]:
         response = self.http.get("/healthz")
@@ -218,6 +219,31 @@ def test_healthz_fails_while_no_job_starts_and_says_the_recovery_at_once(
         code, body = site.healthz()
         assert (code, body["status"]) == (200, "ok"), body
         site.settle(*ids)
+    finally:
+        site.release.touch()
+
+
+def test_recovery_launches_nothing_before_the_steps_do(store: Store, tmp_path: Path) -> None:
+    """A restart finds rows decided STARTING: recovery (before the port listens) only queues
+    them; the steps launch them, a budget's worth each, each exactly once."""
+    site = Site(store, tmp_path, launch_budget_s=0.0)
+    try:
+        ids = [site.add(gpus_per_worker=1) for _ in range(3)]
+        with store.session() as session:  # as a crash between the commit and the act leaves them
+            for gpu, job_id in enumerate(ids):
+                session.execute(
+                    update(JobRow)
+                    .where(JobRow.id == job_id)
+                    .values(state="starting", placement={NODE: [gpu]}, start_t_s=site.clock())
+                )
+        assert site.loop.reconcile() == []
+        assert site.executor.launched == []
+        assert set(states(store).values()) == {"starting"}
+        assert site.loop.step().started == ids[:1]
+        assert site.loop.step().started == ids[1:2]
+        site.settle(*ids)
+        assert set(states(store).values()) == {"completed"}
+        assert site.launches() == sorted(f"{j} 0" for j in ids)
     finally:
         site.release.touch()
 
