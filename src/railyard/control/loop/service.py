@@ -496,6 +496,7 @@ class Loop:
                 session.scalars(select(JobRow.id).where(JobRow.state == JobState.CANCELLING.value))
             )
             asked = signals_to_send(session)
+        self.starter.cancelled(cancelling, self.clock())  # never launched: not now either
         for job_id in [*written.stopped, *cancelling]:
             _each(job_id, "cancel", self.executor.cancel, job_id)
         if asked:  # scancel --signal: sent once, then cleared unless asked again meanwhile

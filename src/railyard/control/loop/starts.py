@@ -124,6 +124,14 @@ class Starter:
         for key in jobs:
             self._queued.setdefault(key, fresh)
 
+    def cancelled(self, job_ids: Iterable[str], now_t_s: float) -> None:
+        """These jobs are CANCELLING in the store: the ones this process queued and never
+        launched leave the queue and end by an exit at once, not when their turn comes."""
+        wanted = set(job_ids)
+        for key in [k for k, fresh in self._queued.items() if fresh and k[0] in wanted]:
+            del self._queued[key]
+            self.exits.append(Exit(key[0], key[1], ExitKind.KILLED, t_s=now_t_s))
+
     def take_exits(self) -> list[Exit]:
         exits, self.exits = self.exits, []
         return exits
