@@ -67,6 +67,8 @@ def up(args: argparse.Namespace) -> None:
         fail(f"up: --port: {args.port} is not a port number (0-65535)")
     if args.cycle_interval <= 0:
         fail("up: --cycle-interval: must be > 0")
+    if not 0 < args.start_stall <= 86400:
+        fail("up: --start-stall: must be in (0, 86400] seconds")
     if not 0 < args.terminal_linger <= 86400:
         fail("up: --terminal-linger: must be in (0, 86400] seconds")
     if not 0 <= args.sample_interval <= 3600:
@@ -93,6 +95,7 @@ def up(args: argparse.Namespace) -> None:
         cpus=args.cpus,
         flavor=args.flavor,
         cycle_interval_s=args.cycle_interval,
+        start_stall_s=args.start_stall,
         terminal_linger_s=args.terminal_linger,
         samples=samples,
         scheduler=scheduler,
@@ -274,6 +277,13 @@ def _up_args(p: Parser) -> None:
         "reaches its ports runs code as its user: a trusted network only)",
     )
     p.add_argument("--cycle-interval", type=float, default=2.0, help="seconds between idle cycles")
+    p.add_argument(
+        "--start-stall",
+        type=float,
+        default=30.0,
+        help="/healthz fails when no job started for this many seconds while some could "
+        "(decided to start and not launched yet)",
+    )
     p.add_argument(
         "--terminal-linger",
         type=float,
