@@ -154,10 +154,6 @@ class Starter:
         self.health.waiting(self.waiting)
         return self._record(outcomes)
 
-    def start(self, specs: Sequence[LaunchSpec]) -> list[str]:
-        """Launch these specs now, whatever the budget, and record every outcome (tests)."""
-        return self._record([self._launch(spec) for spec in specs])
-
     def _spec(self, key: tuple[str, int], fresh: bool) -> LaunchSpec | None:
         """The launch spec of a queued job still to launch, else None (stopped, moved on, or
         held because no spec could be made of its row)."""
