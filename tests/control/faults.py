@@ -36,17 +36,28 @@ def _mentions(parameters: Any, word: str) -> bool:
 class FailingWrites:
     """Makes the store's writes (INSERT/UPDATE) fail, as a locked database does: the
     ``nth`` matching write from now fails, and the ``times - 1`` matching ones after it.
-    A write matches when it contains ``text`` (if given) and names ``job_id`` (if given)."""
+    A write matches when it contains ``text`` (if given) and names ``job_id`` (if given);
+    ``heads`` widens "write" to other statements (``("SELECT",)``: a read in a phase that
+    only reads, as a busy store fails it too)."""
 
-    def __init__(self, nth: int = 1, *, times: int = 1, text: str = "", job_id: str = "") -> None:
+    def __init__(
+        self,
+        nth: int = 1,
+        *,
+        times: int = 1,
+        text: str = "",
+        job_id: str = "",
+        heads: tuple[str, ...] = ("INSERT", "UPDATE"),
+    ) -> None:
         self.nth, self.times, self.text, self.job_id = nth, times, text, job_id
+        self.heads = heads
         self.seen = 0
         self.failed = 0
 
     def before(self, conn: Any, cursor: Any, statement: str, parameters: Any, context: Any,
                executemany: bool) -> None:  # fmt: skip
         head = statement.lstrip().split(None, 1)[0].upper()
-        if head not in ("INSERT", "UPDATE") or self.text not in statement:
+        if head not in self.heads or self.text not in statement:
             return
         sets = parameters if executemany else [parameters]  # one statement, many rows
         if self.job_id and not any(_mentions(p, self.job_id) for p in sets):

@@ -282,24 +282,31 @@ class Loop:
         report = StepReport()
         # 1. Exits first, so their GPUs are free for this cycle; health checks that ended
         #    are judged first, so the step sees what they did to their nodes.
+        #    The users' exits are carried from the moment they are polled until a step that
+        #    settles them commits: whatever fails after the poll (a locked store in the
+        #    inventory's sync, the sweep, the plan) loses none of them.
         reports = self.executor.poll()
         polled_t_s = self.clock()  # an exit's end time: when the executor saw it
+        if self.checks is not None:
+            reports = self.checks.take(reports)
+        reports = self.across.take(reports)
+        self._carried = exits = [
+            *self._carried,
+            *self.starter.take_exits(),
+            *(exit_of(r, polled_t_s) for r in reports),
+        ]
         if self.refresh is not None:  # after the poll: a machine it found gone is down now
             self.refresh()
         now_t_s = self.clock()
         if self.checks is not None:
-            reports = self.checks.take(reports)
             self._finish_checks(now_t_s)
-        reports = self.across.take(reports)
         if self.across.ended:
             self._finish_across(now_t_s)
-        exits = [*self._carried, *self.starter.take_exits()]
-        exits += [exit_of(r, polled_t_s) for r in reports]
         ready = self._images_ready()
         if now_t_s >= self._next_sweep_t_s:
             self._next_sweep_t_s = now_t_s + self.config.sweep_interval_s
             exits += self._sweep(now_t_s, exits, report)
-        self._carried = exits  # until the plan is committed: a failed step loses no exit
+        self._carried = exits  # the sweep's too: until the plan is committed
         # 2-3. Read, plan, write the plan before acting on it.
         with self._world.committing(), self.store.session() as session:
             if ready:
@@ -314,6 +321,8 @@ class Loop:
         if planned is None:  # committed what it read and held; launches outside the transaction
             return self._converting(report, seen.backlog, step_began)
         plan, written = planned
+        retry = set(written.unsettled) - set(written.broken)  # changed under the step: again
+        self._carried = [e for e in exits if e.job_id in retry]  # committed: the rest settled
         self._ready_written.update((j, a) for j, (a, _) in ready.items())
         self._world.wrote(written.reasons)  # committed: the cache holds what the rows say
         self._world.settled(plan, seen, [job_id for job_id, _ in written.finished], now_t_s)
@@ -330,8 +339,6 @@ class Loop:
                 for j in given.pending
                 if j.id in first and j.restart_count == 0
             ]
-        retry = set(written.unsettled) - set(written.broken)  # changed under the step: again
-        self._carried = [e for e in exits if e.job_id in retry]
         report.finished, report.requeued = written.finished, written.requeued
         # 4. Act, then record what the executor returned.
         self._act(written, report)
