@@ -423,17 +423,20 @@ def container_env(
     return {k: v for k, v in job_env.items() if k in kept or k not in image_owned}
 
 
-def remove_containers(names: Sequence[str]) -> None:
+def remove_containers(names: Sequence[str], *, timeout_s: float = 60.0) -> bool:
     """Remove what is left of these containers (a task killed with its runtime leaves its
-    container's record behind); quiet when there is nothing."""
+    container's record behind); quiet when there is nothing. False when the runtime failed
+    (tried again later by the caller); raises ``subprocess.TimeoutExpired`` past
+    ``timeout_s``."""
     if not names or shutil.which(PODMAN) is None:
-        return
-    subprocess.run(
+        return True
+    done = subprocess.run(
         [PODMAN, "rm", "--force", "--ignore", "--time", "0", *names],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"},
-        timeout=60,
+        timeout=timeout_s,
         check=False,
     )
+    return done.returncode == 0

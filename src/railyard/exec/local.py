@@ -24,6 +24,7 @@ Dropping an executor leaves its ranks running, so that a new one can adopt them.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -42,7 +43,8 @@ from railyard.exec.attempt import (
     ready_marker_path,
     start_marker_path,
 )
-from railyard.exec.container import ContainerTask, container_name, remove_containers
+from railyard.exec.cleanup import Cleaner, Leftovers
+from railyard.exec.container import ContainerTask, container_name
 from railyard.exec.containerlaunch import container_task, step_launcher
 from railyard.exec.containment import Containment, StepGroups
 from railyard.exec.exitfile import NOTED_SIGNALS
@@ -75,10 +77,11 @@ from railyard.exec.rankexit import (
     report,
     write_handle,
 )
-from railyard.exec.steps import StepLauncher, leftovers
+from railyard.exec.steps import StepLauncher
 from railyard.exec.taskfile import Task, rank_task_path
 from railyard.probe import gpu_minors, resolve_gpus
 
+log = logging.getLogger("railyard.exec")
 MASTER_ADDR = "127.0.0.1"
 MIB = 1 << 20
 
@@ -130,10 +133,11 @@ class LocalExecutor:
         self.dev_dir = Path("/dev")  # where the GPUs' device files are (a test's own elsewhere)
         self._clock = clock
         self._jobs: dict[str, JobState] = {}
-        self._started: dict[tuple[str, int], JobHandle] = {}
+        self._started: dict[tuple[str, int], JobHandle] = {}  # until the attempt is reported
         self._pending: list[ExitReport] = []
         self._ended_ready: dict[str, tuple[int, float]] = {}  # see `_keep_ready`
         self._watcher: ExitWatcher | None = None
+        self.cleaner = Cleaner(self.containment)  # ended steps' groups and containers
 
     # -- the protocol -------------------------------------------------------------------------
 
@@ -152,8 +156,7 @@ class LocalExecutor:
         record = handle_record_path(records, spec.restart_count)
         previous = read_handle(record)
         if previous is not None and previous.job_id == spec.job_id:
-            self._pending.extend(self.adopt([previous]))
-            self._started[key] = previous
+            self._pending.extend(self.adopt([previous]))  # kept in `_started` while it runs
             return previous
         if spec.job_id in self._jobs:
             raise ExecutorError(f"job {spec.job_id} is still running another attempt")
@@ -201,7 +204,8 @@ class LocalExecutor:
                 procfs.signal_group(rank.handle.pgid, rank.handle.start_time_ticks, signal.SIGKILL)
                 if rank.proc is not None:
                     rank.proc.wait()
-            self.containment.end(step)
+            if not self.containment.end(step):  # a process that would not die: later
+                self.cleaner.submit(Leftovers(step, None, spec.restart_count))
             raise
         handle = JobHandle(
             job_id=spec.job_id,
@@ -243,15 +247,17 @@ class LocalExecutor:
 
     def discard(self, job_id: str, timeout_s: float = proctrack.KILL_TIMEOUT_S) -> bool:
         """End what runs here of ``job_id`` at once, with no grace and no report: SIGKILL its
-        step, remove the step's groups and containers, and finish steps an earlier end left.
-        For a node's share of a gang that did not start on every node (the control plane
-        reports that attempt itself) and for an agent about to go, whose grace would end in a
-        poll that never comes. True when nothing is left."""
+        step, remove the step's groups and containers, and finish steps an earlier end left
+        (waiting up to ``timeout_s`` for the cleanup thread). For a node's share of a gang
+        that did not start on every node (the control plane reports that attempt itself) and
+        for an agent about to go, whose grace would end in a poll that never comes. True when
+        nothing is left."""
         job = self._jobs.pop(job_id, None)
         if job is not None:
             self._signal_live(job, signal.SIGKILL)
+            self._forget(job.handle)
             self._end_step(job.handle)
-        return self.containment.retry(timeout_s)
+        return self.cleaner.drain(timeout_s)
 
     def signal(self, job_id: str, signal_name: str | None = None) -> None:
         """Send one signal to every live rank's group; unknown or ended jobs are a no-op."""
@@ -262,18 +268,35 @@ class LocalExecutor:
 
     def poll(self) -> list[ExitReport]:
         """Reap exited ranks, terminate the gang of a failed rank, escalate overdue stops, and
-        report each job whose last rank has exited. Never blocks."""
+        report each job whose last rank has exited. Never blocks: a report is taken first,
+        and what the step left (its groups, its containers) is ended after, by the cleanup
+        thread (`exec.cleanup`), so no cleanup's wait or failure delays or loses a report.
+        A job whose watching fails (a signal refused, its records unreadable) is logged and
+        watched again at the next poll; the other jobs' reports still go out."""
         reports, self._pending = self._pending, []
-        self.containment.retry()
         for job in list(self._jobs.values()):
-            self._observe(job)
-            self._advance(job)
-            if job.done():
-                del self._jobs[job.handle.job_id]
-                self._keep_ready(job)
-                self._end_step(job.handle)  # what the ranks left behind ends with them
-                reports.append(report(job))
+            try:
+                self._observe(job)
+                self._advance(job)
+                if not job.done():
+                    continue
+                ended = report(job)
+            except Exception:  # that job's alone: the others are reported
+                log.exception("job %s: watching its ranks failed; again at the next poll",
+                              job.handle.job_id)  # fmt: skip
+                continue
+            del self._jobs[job.handle.job_id]
+            reports.append(ended)
+            self._forget(job.handle)
+            self._keep_ready(job)
+            self._end_step(job.handle)  # what the ranks left behind ends with them
         return reports
+
+    def _forget(self, handle: JobHandle) -> None:
+        """The attempt is reported (or discarded): its handle is no longer kept here, so the
+        map of started attempts holds running ones only. A start of it again finds its
+        handle record and adopts it, as an executor after a restart does."""
+        self._started.pop((handle.job_id, handle.restart_count), None)
 
     def _keep_ready(self, job: JobState) -> None:
         """A container job that ended before `ready` was asked still says when its image was
@@ -295,12 +318,12 @@ class LocalExecutor:
             if handle.job_id in self._jobs:
                 continue
             job = JobState(handle, [RankState(claimant(w), None) for w in handle.workers])
-            self._started.setdefault((handle.job_id, handle.restart_count), handle)
             self._observe(job)
             if job.done():
-                self._end_step(handle)
                 reports.append(report(job))
+                self._end_step(handle)
             else:
+                self._started.setdefault((handle.job_id, handle.restart_count), handle)
                 self._jobs[handle.job_id] = job
                 self._watch(job.live())
         return reports
@@ -368,12 +391,13 @@ class LocalExecutor:
         return proctrack.step_name(handle.job_id, handle.restart_count, records)
 
     def _end_step(self, handle: JobHandle) -> None:
-        step = self._step(handle)
-        if step is not None:
-            self.containment.end(step)
+        """Hand what the step left to the cleanup thread: its groups, its containers (a
+        killed runtime leaves these), and the step containers `srun --container-image`
+        started (recorded under its records)."""
         records = handle.workers[0].exit_path.parent if handle.workers else None
-        steps = leftovers(step, records, handle.restart_count)  # `srun --container-image`'s
-        remove_containers([*handle.containers, *steps])  # a killed runtime leaves these
+        self.cleaner.submit(
+            Leftovers(self._step(handle), records, handle.restart_count, handle.containers)
+        )
 
     def _watch(self, ranks: Sequence[RankState]) -> None:
         if self._watcher is not None:
