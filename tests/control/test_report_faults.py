@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import func, select, update
-from tests.control.faults import Clock, FailingWrites, failing_writes
+from tests.control.faults import Clock, FailingWrites, RefusingExecutor, failing_writes
 from tests.control.loop_helpers import NODE, add_job, job, seed_cluster, states, step_until
 
 from railyard.control.loop.service import Loop, LoopConfig
@@ -127,3 +127,20 @@ def test_a_store_error_in_a_phase_loses_no_exit(site: Site, phase: str) -> None:
     step_until(site.loop, lambda: set(states(site.store).values()) == {"completed"}, timeout_s=15)
     assert sorted(site.executor.reported) == sorted(ids)  # each reported once
     assert [site.end_events(j) for j in ids] == [1, 1]  # and settled once
+
+
+def test_refused_launches_are_forgotten_once_the_attempt_settles(
+    store: Store, tmp_path: Path
+) -> None:
+    """The count of refused launches per attempt grew for the server's lifetime; it is
+    kept only while the attempt may be tried again."""
+    seed_cluster(store, gpus=4)
+    executor = RefusingExecutor(LocalExecutor(NODE, gpus=4, term_grace_s=2.0), {})
+    config = LoopConfig(state_dir=tmp_path, cycle_interval_s=0.1)
+    loop = Loop(store, executor, config)  # type: ignore[arg-type]
+    once, always = (add_job(store, [sys.executable, "-c", "pass"]) for _ in range(2))
+    executor.refusals.update({once: 1, always: 3})
+    step_until(loop, lambda: states(store) == {once: "completed", always: "failed"})
+    assert executor.refused.count(once) == 1
+    assert executor.refused.count(always) == 3
+    assert loop.starter._tries == {}

@@ -51,6 +51,7 @@ MAX_START_TRIES = 3  # refused launches of one attempt before the job fails
 LAUNCH_BUDGET_S = 0.5
 """How long one step launches before it leaves the rest to the next step."""
 REFUSALS = (ExecutorError, OSError)  # the executor said no: tried again, then FAILED
+MAX_TRIES_KEPT = 10_000  # attempts whose refused launches are counted; the oldest forgotten
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,9 @@ class Starter:
         self.store, self.executor, self.health, self.clock = store, executor, health, clock
         self.spec_of = spec_of
         self.max_tries = max_tries
-        self._tries: dict[tuple[str, int], int] = {}  # (job, attempt) -> refused launches
+        # (job, attempt) -> refused launches: forgotten once the attempt launches or fails,
+        # and the oldest past MAX_TRIES_KEPT (a job cancelled between tries: a few more tries)
+        self._tries: dict[tuple[str, int], int] = {}
         self._queued: dict[tuple[str, int], bool] = {}  # (job, attempt) -> queued by a step
         self.exits: list[Exit] = []  # stopped before this process launched them: to settle
 
@@ -206,16 +209,22 @@ class Starter:
         return recorded
 
     def _launch(self, spec: LaunchSpec) -> _Outcome:
+        key = (spec.job_id, spec.restart_count)
         try:
             handle = self.executor.start(spec)
         except REFUSALS as exc:  # a launch that cannot happen must not wedge the queue
             log.exception("start of %s failed", spec.job_id)
-            key = (spec.job_id, spec.restart_count)
-            self._tries[key] = self._tries.get(key, 0) + 1
-            return _Outcome(spec, None, f"{type(exc).__name__}: {exc}", self._tries[key])
+            tries = self._tries.pop(key, 0) + 1
+            if tries < self.max_tries:  # the last try fails the job: nothing to count then
+                self._tries[key] = tries  # (re-inserted: the newest)
+                while len(self._tries) > MAX_TRIES_KEPT:
+                    del self._tries[next(iter(self._tries))]
+            return _Outcome(spec, None, f"{type(exc).__name__}: {exc}", tries)
         except Exception as exc:  # the loop's own error: this job is held, the rest go on
             log.exception("start of %s raised", spec.job_id)
+            self._tries.pop(key, None)
             return _Outcome(spec, None, scheduler_error(exc))
+        self._tries.pop(key, None)
         launched_t_s = self.clock()
         self.health.launched(launched_t_s)
         return _Outcome(spec, handle, launched_t_s=launched_t_s)
