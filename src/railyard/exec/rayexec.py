@@ -22,6 +22,7 @@ import contextlib
 import logging
 import socket
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -119,6 +120,17 @@ class RayExecutor:
         # takes seconds to minutes), so nothing is started there until a probe answers.
         self.suspect: set[str] = set()
         self._orphans: dict[str, list[JobHandle]] = {}  # node -> shares to end (`_orphaned`)
+        # Ray's own errors (a node slow or gone, the GCS unreachable) are expected and
+        # counted per call here; any other error is a bug, and is raised.
+        self._ray_failures = (ray.exceptions.RayError, ConnectionError)
+        self.ray_errors: Counter[str] = Counter()
+
+    def _failed(self, call: str, what: str, exc: BaseException, *, quiet: bool = False) -> None:
+        """Count and log one of Ray's errors (``quiet``: at debug, for calls made each
+        step or sample, where a node that is gone would fill the log)."""
+        self.ray_errors[call] += 1
+        level = logging.DEBUG if quiet else logging.WARNING
+        log.log(level, "%s: %s failed: %s: %s", what, call, type(exc).__name__, exc)
 
     # -- the protocol ----------------------------------------------------------------------------
 
@@ -302,7 +314,8 @@ class RayExecutor:
         for job_id, ref in asked:
             try:
                 reading = self._ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
-            except Exception:  # a node slow or gone: poll reports a lost one
+            except self._ray_failures as exc:  # a node slow or gone: poll reports a lost one
+                self._failed("sample", f"job {job_id}", exc, quiet=True)
                 continue
             found.setdefault(job_id, []).append(reading)
         return found
@@ -313,8 +326,9 @@ class RayExecutor:
         try:
             agent = self._log_agent(node)
             self._ray.get(agent.endpoint.remote(), timeout=timeout_s)
-        except Exception:
-            with contextlib.suppress(Exception):
+        except self._ray_failures as exc:
+            self._failed("probe", node, exc, quiet=True)
+            with contextlib.suppress(*self._ray_failures):
                 self._ray.kill(self._log_agent(node))  # a stale handle: make a fresh one
             return False
         self._end_orphans(node, agent)
@@ -336,8 +350,8 @@ class RayExecutor:
             return
         try:
             self._ray.get(agent.discard_shares.remote(shares), timeout=RELEASE_TIMEOUT_S)
-        except Exception as exc:  # tried again at the next probe
-            log.warning("%s: shares of lost attempts not ended yet: %s", node, exc)
+        except self._ray_failures as exc:  # tried again at the next probe
+            self._failed("discard_shares", node, exc)
             return
         del self._orphans[node]
 
@@ -362,7 +376,8 @@ class RayExecutor:
             found: tuple[bytes, int] | str | None = self._get(
                 agent.read.remote(path, offset, limit, user, outputs, anchor)
             )
-        except Exception:
+        except self._ray_failures as exc:
+            self._failed("read_log", node, exc)
             return None
         if isinstance(found, str):
             raise LogRefused(found)
@@ -440,8 +455,8 @@ class RayExecutor:
         refs = [getattr(a, method).remote(job_id, *args) for a in job.agents.values()]
         try:
             self._ray.wait(refs, num_returns=len(refs), timeout=POLL_TIMEOUT_S)
-        except Exception:  # an agent gone with its node: poll reports it
-            log.warning("%s of %s did not reach every node", method, job_id)
+        except self._ray_failures as exc:  # an agent gone with its node: poll reports it
+            self._failed(method, f"job {job_id}", exc)
 
     def _release(self, job_id: str, agents: Iterable[Any]) -> None:
         """Let an attempt's agents go: each first kills what it still runs of the job (a share
@@ -450,13 +465,15 @@ class RayExecutor:
         answers); a killed agent no longer polls, so nothing would end them after."""
         agents = list(agents)
         refs = [agent.discard.remote(job_id) for agent in agents]
-        with contextlib.suppress(Exception):
+        try:
             self._ray.wait(refs, num_returns=len(refs), timeout=RELEASE_TIMEOUT_S)
+        except self._ray_failures as exc:
+            self._failed("discard", f"job {job_id}", exc)
         for agent in agents:
             self._kill(agent)
 
     def _kill(self, agent: Any) -> None:
-        with contextlib.suppress(Exception):  # already gone with its node
+        with contextlib.suppress(*self._ray_failures):  # already gone with its node
             self._ray.kill(agent)
 
 
