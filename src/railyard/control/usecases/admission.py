@@ -70,6 +70,10 @@ def resources(spec: JobSubmit, shape: Shape, flavor: str) -> Resources:
     run one task each, so each books ``--cpus-per-task`` and an even share of ``--mem``.
     ``--mem-per-cpu`` (a task has one CPU unless ``--cpus-per-task`` says more) and
     ``--mem-per-gpu`` book that much per CPU or GPU of the chunk, as ``--mem`` would.
+
+    A job that asks no GPUs books at least one CPU per task, as Slurm counts one: booked as 0,
+    350 such jobs started at once on a 2-core node (issue 52). A GPU job's tasks are bounded
+    by its GPUs (one per GPU unless told); it books what it asks.
     """
     if spec.script is not None and shape.ntasks_per_node is None and not spec.gpus_per_task:
         shape = shape._replace(ntasks_per_node=1)  # --gpus-per-task: a task per chunk
@@ -92,7 +96,7 @@ def resources(spec: JobSubmit, shape: Shape, flavor: str) -> Resources:
         gpus_per_worker=shape.gpus_per_worker,
         distinct_nodes=shape.distinct_nodes,
         ntasks_per_node=shape.ntasks_per_node,
-        cpus_per_worker=(spec.cpus_per_task or 0) * tasks,
+        cpus_per_worker=(spec.cpus_per_task or (0 if shape.gpus_per_worker else 1)) * tasks,
         mem_per_worker_gb=mem_mb / MIB_PER_GB / chunks,
         mem_per_node_mb=mem_mb,
     )
