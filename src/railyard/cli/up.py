@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from railyard.cli.args import Command, Parser, fail, parse_duration
 from railyard.cli.tuning import HELP as TUNING_HELP
 from railyard.cli.tuning import tuning
+from railyard.client.bounds import DEFAULT_MAX_TASKS_PER_JOB
+from railyard.client.values import MAX_ARRAY_TASKS
 
 if TYPE_CHECKING:
     from railyard.blueprint.partitions import Partition
@@ -27,6 +29,7 @@ def up(args: argparse.Namespace) -> None:
     from railyard.control.errors import ServiceError
     from railyard.control.metrics.sampler import SamplerConfig
     from railyard.control.server import SpoolTaken, StartupError, UpConfig, serve
+    from railyard.control.usecases.sizebounds import SiteLimits
     from railyard.sched import SchedulerConfig
     from railyard.web.routes import router as dashboard
     from railyard.web.whatif import twin
@@ -82,6 +85,10 @@ def up(args: argparse.Namespace) -> None:
     if floor is not None and not 0 < floor < 1e6:
         fail(f"up: --health-across-floor: {floor:g} GB/s is out of range (hint: e.g. 40)")
     partitions = _partitions(args)
+    try:
+        limits = SiteLimits(args.max_tasks_per_job, args.max_array_size)
+    except ValueError as exc:
+        fail(f"up: --{str(exc).replace('_', '-')}")
     if args.ray is not None:
         _check_ray(args)
     elif args.insecure_ray:
@@ -113,6 +120,7 @@ def up(args: argparse.Namespace) -> None:
         ray_address=args.ray,
         ray_insecure=args.insecure_ray,
         partitions=partitions,
+        limits=limits,
         extra_routers=() if args.no_dashboard else (dashboard(scheduler),),
         whatif=twin(scheduler),
         health_checks=tuple(args.health_checks.split(","))
@@ -337,6 +345,16 @@ def _up_args(p: Parser) -> None:
         "--health-across-floor", type=float, metavar="GBPS",
         help="judge across-node all_reduce tests (railyard health --across) against this bus "
         "bandwidth, GB/s, instead of the twin's prediction for the blueprint's fabric",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-tasks-per-job", type=int, metavar="N", default=DEFAULT_MAX_TASKS_PER_JOB,
+        help="refuse at submit a job of more tasks (ranks) than this, whatever the nodes "
+        f"could hold (default {DEFAULT_MAX_TASKS_PER_JOB})",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-array-size", type=int, metavar="N", default=MAX_ARRAY_TASKS,
+        help="refuse at submit an array of more tasks than this (Slurm's MaxArraySize, "
+        f"counted in tasks; default and most {MAX_ARRAY_TASKS})",
     )  # fmt: skip
     p.add_argument(
         "--health-across-interval", metavar="DURATION",

@@ -12,6 +12,7 @@ MiB = 1024 * KiB
 
 MAX_REQUEST_BYTES = 16 * MiB  # a request body; larger is 413
 MAX_COMMAND_ARGS = 4096
+MAX_CANCEL_IDS = 1000  # ids one cancel request takes (one transaction); a CLI pages more
 MAX_SAMPLE_POINTS = 10_000  # buckets of a job's resource history in one answer
 SAMPLE_ROW_BUDGET = 200_000  # rows of it one request aggregates at most
 MAX_ARG_BYTES = 128 * KiB  # MAX_ARG_STRLEN
@@ -22,6 +23,9 @@ MAX_ENV_NAME = 256
 MAX_SCRIPT_BYTES = 1 * MiB
 MAX_SUBMIT_STORED_BYTES = 64 * MiB  # command + env + script, times the array's tasks
 MAX_JOB_GPUS = 1 << 20  # workers x GPUs per worker
+DEFAULT_MAX_TASKS_PER_JOB = 4096
+"""Ranks one job may start unless the site says otherwise (``up --max-tasks-per-job``): 512
+nodes of 8 GPUs, one task per GPU. The loop's launch work grows with them."""
 MAX_WALLTIME_S = 10 * 366 * 86400.0
 MAX_GRACE_S = 65535.0  # Slurm's --signal @time is 16 bits
 MAX_WEIGHT = 1e6

@@ -26,6 +26,7 @@ from pydantic import (
 from railyard.client.bounds import (
     INT32_MAX,
     MAX_ARG_BYTES,
+    MAX_CANCEL_IDS,
     MAX_COMMAND_ARGS,
     MAX_COMMAND_BYTES,
     MAX_ENV_BYTES,
@@ -372,7 +373,7 @@ class JobCancel(Request):
     """Cancel many jobs (or arrays) in one transaction, as ``scancel 12 13 14`` expects: the
     loop never starts one of them between two others' cancels."""
 
-    ids: list[Annotated[str, Field(max_length=64)]] = Field(min_length=1, max_length=1000)
+    ids: list[Annotated[str, Field(max_length=64)]] = Field(min_length=1, max_length=MAX_CANCEL_IDS)
 
 
 class Refused(Response):

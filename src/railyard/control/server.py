@@ -69,6 +69,7 @@ from railyard.control.usecases.jobs import JOB_COUNTER
 from railyard.control.usecases.joined import NOT_JOINED, JoinedNodes
 from railyard.control.usecases.loopstatus import START_STALL_S
 from railyard.control.usecases.partitions import declare_partitions
+from railyard.control.usecases.sizebounds import DEFAULT_LIMITS, SiteLimits
 from railyard.control.usecases.users import bootstrap_admin
 from railyard.control.usecases.whatif import Simulate
 from railyard.exec.backend import (
@@ -127,6 +128,7 @@ class UpConfig:
     extra_routers: tuple[APIRouter, ...] = ()  # the dashboard, from `railyard up`
     whatif: Simulate | None = None  # the twin the what-if routes run, from `railyard up`
     container_registries: tuple[str, ...] = ()  # containers pull only from these (`up`)
+    limits: SiteLimits = DEFAULT_LIMITS  # a job's largest size (`up --max-tasks-per-job`...)
 
     @property
     def backend_name(self) -> str:
@@ -551,6 +553,7 @@ def compose(
         across=loop_.across,
         ordering=config.scheduler.ordering,
         whatif=config.whatif,
+        limits=config.limits,
     )
     sampler = job_sampler(store, local, backend.executor, read_gpus, config.samples)
     return Service(store, backend, loop_, app, run_as, spool, token, sampler)

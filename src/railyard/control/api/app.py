@@ -53,6 +53,7 @@ from railyard.control.usecases.groupcommit import (
 )
 from railyard.control.usecases.logs import read_log as read_log
 from railyard.control.usecases.loopstatus import LoopHealth, loop_status
+from railyard.control.usecases.sizebounds import DEFAULT_LIMITS, SiteLimits
 from railyard.control.usecases.whatif import Simulate
 from railyard.exec.jobsocket import SocketOpener
 
@@ -79,6 +80,7 @@ def create_app(
     wake_prompt: Callable[[], None] | None = None,
     ordering: str = "fairshare",
     whatif: Simulate | None = None,
+    limits: SiteLimits = DEFAULT_LIMITS,
 ) -> FastAPI:
     """The API over ``store``; ``wake`` is called after each commit the service loop must see
     (submit, cancel, node or queue change); ``wake_prompt`` after a submit of interactive jobs
@@ -90,6 +92,7 @@ def create_app(
     ``health_fail_requeues``: a failed health check requeues the node's jobs (else drains).
     ``ordering``: the loop's ordering policy (under fair share, a pending job's record says
     its figures); ``whatif`` the twin the what-if routes run (None: they answer 503).
+    ``limits``: the site's bounds on a job's size, every way in (``usecases.sizebounds``).
     ``remote_log``, ``remote_socket``: the backend's reader of logs and opener of interactive
     jobs' sockets on other machines (None: every job runs here)."""
     app = FastAPI(
@@ -100,12 +103,12 @@ def create_app(
     )
     spool = Path(spool_dir) if spool_dir is not None else Path(state_dir) / "jobs"
     submits = GroupCommit(
-        SubmitStore(store, wake, spool, clock, known_flavors, run_as, wake_prompt)
+        SubmitStore(store, wake, spool, clock, known_flavors, run_as, wake_prompt, limits)
     )
     app.state.railyard = Context(
         store, wake, spool, known_flavors, clock, run_as, loop_health, health_fail_requeues,
         remote_log, across, submits, Path(state_dir), Activity(store, clock), TokenCache(),
-        ordering, whatif, remote_socket,
+        ordering, whatif, remote_socket, limits,
     )  # fmt: skip
 
     @app.get(

@@ -35,6 +35,7 @@ from railyard.control.usecases.groupcommit import (
 )
 from railyard.control.usecases.logs import read_log as read_log
 from railyard.control.usecases.loopstatus import LoopHealth
+from railyard.control.usecases.sizebounds import DEFAULT_LIMITS, SiteLimits
 from railyard.control.usecases.whatif import Simulate
 from railyard.exec.jobsocket import SocketOpener
 
@@ -89,6 +90,7 @@ class Context:
     ordering: str = "fairshare"  # the loop's ordering policy (`sched.policies.ordering`)
     whatif: Simulate | None = None  # the twin, handed in by `railyard up` (api/whatif.py)
     remote_socket: SocketOpener | None = None  # reaches a job's socket on another machine (Ray)
+    limits: SiteLimits = DEFAULT_LIMITS  # the site's bounds on a job's size (`up --max-...`)
 
 
 def _ctx(request: Request) -> Context:

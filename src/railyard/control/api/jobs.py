@@ -67,7 +67,7 @@ async def submit_job(spec: s.JobSubmit, user: Submitter, ctx: ContextDep) -> lis
     def store(session: Session, now: float, flavors: set[str] | None) -> list[s.JobOut]:
         rows = jobs.submit(
             session, user, spec, now, spool_dir=ctx.spool_dir, known_flavors=flavors,
-            run_as=ctx.run_as,
+            run_as=ctx.run_as, limits=ctx.limits,
         )  # fmt: skip
         return [s.JobOut.from_submitted(rows, user.name, now)]
 
@@ -80,8 +80,9 @@ async def submit_batch(batch: s.JobBatch, user: Submitter, ctx: ContextDep) -> l
 
     def store(session: Session, now: float, flavors: set[str] | None) -> list[s.JobOut]:
         admitted = admit_batch(
-            session, user, batch.jobs, now, known_flavors=flavors, run_as=ctx.run_as
-        )
+            session, user, batch.jobs, now, known_flavors=flavors, run_as=ctx.run_as,
+            limits=ctx.limits,
+        )  # fmt: skip
         stored = jobs.store_admitted(session, user, admitted, now, ctx.spool_dir)
         return batch_records(stored, user.name, now)
 

@@ -54,7 +54,9 @@ def test_only(
     simulate = _twin(ctx.whatif)
     now = ctx.clock()
     known = ctx.known_flavors() if ctx.known_flavors is not None else None
-    job = admit(session, user, spec, now, known_flavors=known, run_as=ctx.run_as).common
+    job = admit(
+        session, user, spec, now, known_flavors=known, run_as=ctx.run_as, limits=ctx.limits
+    ).common
     gpus = job["workers"] * job["gpus_per_worker"]
     limit = job["walltime_s"]
     twin_job = TwinJob(TEST_ONLY_ID, 0.0, gpus, limit or 0.0, job["queue"], user.name,

@@ -35,6 +35,7 @@ from railyard.control.usecases.apps import app_env
 from railyard.control.usecases.containers import admit_container
 from railyard.control.usecases.priority import job_priority
 from railyard.control.usecases.queues import member_queues, parent_map, path
+from railyard.control.usecases.sizebounds import DEFAULT_LIMITS, SiteLimits, check_sizes
 from railyard.sched.dependencies import job_ids, parse_dependency
 from railyard.sched.feasible import never_placeable, over_every_node
 from railyard.sched.limits import min_runtime_bound_s
@@ -53,6 +54,7 @@ class Resources:
     gpus_per_worker: int
     distinct_nodes: bool
     ntasks_per_node: int | None
+    tasks_per_worker: int  # a chunk's tasks, on its one node
     cpus_per_worker: int
     mem_per_worker_gb: float
     mem_per_node_mb: int  # what a node's tasks may use together (the cgroup's limit)
@@ -73,7 +75,7 @@ def resources(spec: JobSubmit, shape: Shape, flavor: str) -> Resources:
 
     A job that asks no GPUs books at least one CPU per task, as Slurm counts one: booked as 0,
     350 such jobs started at once on a 2-core node (issue 52). A GPU job's tasks are bounded
-    by its GPUs (one per GPU unless told); it books what it asks.
+    by its GPUs (one per GPU unless told) and by ``sizebounds``; it books what it asks.
     """
     if spec.script is not None and shape.ntasks_per_node is None and not spec.gpus_per_task:
         shape = shape._replace(ntasks_per_node=1)  # --gpus-per-task: a task per chunk
@@ -96,6 +98,7 @@ def resources(spec: JobSubmit, shape: Shape, flavor: str) -> Resources:
         gpus_per_worker=shape.gpus_per_worker,
         distinct_nodes=shape.distinct_nodes,
         ntasks_per_node=shape.ntasks_per_node,
+        tasks_per_worker=tasks,
         cpus_per_worker=(spec.cpus_per_task or (0 if shape.gpus_per_worker else 1)) * tasks,
         mem_per_worker_gb=mem_mb / MIB_PER_GB / chunks,
         mem_per_node_mb=mem_mb,
@@ -431,10 +434,12 @@ def admit(
     *,
     known_flavors: set[str] | None = None,
     run_as: RunAs | None = None,
+    limits: SiteLimits = DEFAULT_LIMITS,
 ) -> Admitted:
     """Check ``spec`` for ``user`` (raises Invalid, Forbidden) and compute its stored columns.
 
-    ``run_as`` None skips the Unix-account check (an embedded API with no executor)."""
+    ``run_as`` None skips the Unix-account check (an embedded API with no executor);
+    ``limits`` are the site's bounds on a job's size (``sizebounds``)."""
     queue = default_partition(session, spec.queue)
     if queue != spec.queue:
         spec = spec.model_copy(update={"queue": queue})
@@ -448,6 +453,17 @@ def admit(
     if spec.checkpoint_grace_s is not None:
         grace_s = spec.checkpoint_grace_s
     indices, max_running = parse_array(spec.array) if spec.array else (None, None)
+    check_sizes(
+        spec,
+        flavor=res.flavor,
+        workers=res.workers,
+        tasks_per_worker=res.tasks_per_worker,
+        asks_gpus=res.gpus_per_worker > 0,
+        cpus_per_worker=res.cpus_per_worker,
+        nodes=[n for n in _nodes(session) if n.flavor == res.flavor],
+        limits=limits,
+        array_tasks=len(indices) if indices is not None else None,
+    )
     if spec.terminal and indices is not None:
         raise Invalid("terminal", "an interactive job (or an app) is one job, not an array",
                       "railyard run [options] -- CMD")  # fmt: skip
@@ -548,6 +564,7 @@ def admit_batch(
     *,
     known_flavors: set[str] | None = None,
     run_as: RunAs | None = None,
+    limits: SiteLimits = DEFAULT_LIMITS,
 ) -> list[Admitted]:
     """:func:`admit` of each of a batch's jobs, all or nothing; a refusal names the element
     (``jobs[3].queue``). A spec equal to the one before it shares that one's admission: the
@@ -560,7 +577,15 @@ def admit_batch(
             continue
         try:
             admitted.append(
-                admit(session, user, spec, now_t_s, known_flavors=known_flavors, run_as=run_as)
+                admit(
+                    session,
+                    user,
+                    spec,
+                    now_t_s,
+                    known_flavors=known_flavors,
+                    run_as=run_as,
+                    limits=limits,
+                )
             )
         except Invalid as exc:  # name the element, so the one line says which job
             raise Invalid(f"jobs[{i}].{exc.field}", exc.message, exc.hint) from None

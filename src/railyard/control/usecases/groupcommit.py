@@ -35,6 +35,7 @@ from railyard.control.store.tables import User
 from railyard.control.usecases.accounts import RunAs
 from railyard.control.usecases.admission import Admitted, admit
 from railyard.control.usecases.jobs import store_admitted
+from railyard.control.usecases.sizebounds import DEFAULT_LIMITS, SiteLimits
 
 _In = TypeVar("_In")
 _Out = TypeVar("_Out")
@@ -163,6 +164,7 @@ class SubmitStore:
     known_flavors: Callable[[], set[str]] | None = None
     run_as: RunAs | None = None
     wake_prompt: Callable[[], None] | None = None  # a group of interactive submits only
+    limits: SiteLimits = DEFAULT_LIMITS  # the site's bounds on a job's size
     shared: SharedReads = field(default_factory=SharedReads)  # admission's reads, kept
 
     def __call__(self, group: Sequence[Pending[SubmitRequest, Submitted]]) -> None:
@@ -180,7 +182,7 @@ class SubmitStore:
                 else:
                     try:
                         job = admit(session, user, spec, now_t_s, known_flavors=flavors,
-                                    run_as=self.run_as)  # fmt: skip
+                                    run_as=self.run_as, limits=self.limits)  # fmt: skip
                     except SQLAlchemyError:  # the transaction's failure: every member's
                         raise
                     except Exception as exc:  # admission only reads: this one fails alone

@@ -37,6 +37,7 @@ from railyard.control.store.transitions import transition_many
 from railyard.control.usecases.accounts import RunAs
 from railyard.control.usecases.admission import Admitted, admit
 from railyard.control.usecases.joblookup import check_id, get_job
+from railyard.control.usecases.sizebounds import DEFAULT_LIMITS, SiteLimits
 from railyard.sched import StopCause
 from railyard.sched.model import begins_again_t_s
 
@@ -92,12 +93,14 @@ def submit(
     spool_dir: Path,
     known_flavors: set[str] | None = None,
     run_as: RunAs | None = None,
+    limits: SiteLimits = DEFAULT_LIMITS,
 ) -> Sequence[JobView]:
     """Validate and store one job, or one row per array task (ids ``<n>_<i>``), in one
     multi-row ``INSERT`` (:mod:`railyard.control.store.bulk`); returns the stored rows' views.
 
     ``run_as`` None skips the Unix-account check (an embedded API with no executor)."""
-    admitted = admit(session, user, spec, now_t_s, known_flavors=known_flavors, run_as=run_as)
+    admitted = admit(session, user, spec, now_t_s, known_flavors=known_flavors, run_as=run_as,
+                     limits=limits)  # fmt: skip
     return store_admitted(session, user, [admitted], now_t_s, spool_dir)[0]
 
 

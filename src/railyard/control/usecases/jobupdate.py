@@ -5,7 +5,9 @@ admin (users lower theirs with ``nice``); railyard keeps its submit rule for pri
 plain member asks at most the queue's ``max_priority``, ``use-cases/priority.py``), so an
 update can never give a job what its submit could not. Each change is a compare-and-set on
 ``pending``: a job the loop started since it was read is left alone and answered 409. The
-stamp (``updated_t_s``) moves, so the loop's next world read converts the row again.
+stamp (``updated_t_s``) moves, so the loop's next world read converts the row again. No
+size (tasks, CPUs, memory, GPUs, nodes, array tasks) can be updated: what ``sizebounds``
+bounds at submit stays bounded (``JobUpdate`` refuses any other field, 422).
 """
 
 from __future__ import annotations
