@@ -97,6 +97,17 @@ def test_a_job_at_the_nodes_bound_is_accepted_and_no_update_grows_it(site: Site)
     site.server.request("DELETE", f"/v1/jobs/{job_id}")
 
 
+def test_a_job_its_queue_could_never_admit_is_refused(site: Site) -> None:
+    flavor = site.server.request("GET", "/v1/nodes")[0]["flavor"]
+    site.server.request("POST", "/v1/queues", json={"name": "tiny", "nominal_gpus": {flavor: 1}})
+    site.server.request("POST", "/v1/queues/tiny/members", json={"user": "bob"})
+    detail = _refused(site, "/v1/jobs", {"command": ["true"], "gpus": 2, "queue": "tiny"})
+    assert detail.startswith(f"gpus: 2 {flavor} GPUs, queue tiny may never use more than 1 "
+                             "(its quota and what it may borrow)")  # fmt: skip
+    fits = submit(site.server, site.bob.token, command=["true"], queue="tiny", hold=True)
+    site.server.request("DELETE", f"/v1/jobs/{fits}")
+
+
 def test_site_limits_refuse_an_array_and_a_job_over_them(limited: Site) -> None:
     detail = _refused(limited, "/v1/jobs", {**GREEDY, "ntasks_per_node": 1, "array": "0-100"})
     assert detail.startswith("array: 101 tasks, over this site's limit of 100 per array "

@@ -553,7 +553,7 @@ def compose(
         across=loop_.across,
         ordering=config.scheduler.ordering,
         whatif=config.whatif,
-        limits=config.limits,
+        limits=replace(config.limits, queue_quotas=config.scheduler.admission == "quota"),
     )
     sampler = job_sampler(store, local, backend.executor, read_gpus, config.samples)
     return Service(store, backend, loop_, app, run_as, spool, token, sampler)

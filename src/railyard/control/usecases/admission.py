@@ -27,7 +27,7 @@ from railyard.control.errors import Forbidden, Invalid
 from railyard.control.jobspec import Shape, match_gpu_type
 from railyard.control.schemas import JobSubmit
 from railyard.control.store.bulk import once, queue_settings
-from railyard.control.store.convert import to_node
+from railyard.control.store.convert import to_node, to_queue
 from railyard.control.store.paths import default_output
 from railyard.control.store.tables import HOLD_REASONS, JobRow, JobState, NodeRow, QueueRow, User
 from railyard.control.usecases.accounts import RunAs
@@ -35,12 +35,18 @@ from railyard.control.usecases.apps import app_env
 from railyard.control.usecases.containers import admit_container
 from railyard.control.usecases.priority import job_priority
 from railyard.control.usecases.queues import member_queues, parent_map, path
-from railyard.control.usecases.sizebounds import DEFAULT_LIMITS, SiteLimits, check_sizes
+from railyard.control.usecases.sizebounds import (
+    DEFAULT_LIMITS,
+    SiteLimits,
+    check_quota,
+    check_sizes,
+)
 from railyard.sched.dependencies import job_ids, parse_dependency
 from railyard.sched.feasible import never_placeable, over_every_node
 from railyard.sched.limits import min_runtime_bound_s
 from railyard.sched.model import Job, Level, Node, TopologyMode, TopologyRequirement
 from railyard.sched.policies import PLACEMENT
+from railyard.sched.quota import QuotaTree
 
 MIB_PER_GB = 1024
 
@@ -331,6 +337,14 @@ def _nodes(session: Session) -> list[Node]:
     return once(session, "nodes", lambda: [to_node(r) for r in session.scalars(select(NodeRow))])
 
 
+def _idle_quota(session: Session) -> QuotaTree:
+    """Every queue's quota with no job running, read once per transaction (``once``)."""
+    return once(session, "idle-quota", lambda: QuotaTree(
+        [to_queue(r) for r in session.scalars(select(QueueRow))],
+        {n.flavor for n in _nodes(session)},
+    ))  # fmt: skip
+
+
 def _check_feasible(session: Session, job: Job) -> None:
     """The gang must fit the real topology (all nodes up and idle), not just the counts; each
     worker's cores and memory must fit the largest node of its flavor that declares them.
@@ -487,6 +501,8 @@ def admit(
         **_node_choice(session, spec),
     )
     _check_feasible(session, shape)
+    if limits.queue_quotas:
+        check_quota(_idle_quota(session), spec.queue, res.flavor, shape.gpus)
     check_dependency(session, user, spec.dependency)
     _check_stored(spec, len(indices) if indices is not None else 1)
     output = spec.output

@@ -29,6 +29,7 @@ from railyard.client.values import MAX_ARRAY_TASKS
 from railyard.control.errors import Invalid
 from railyard.control.schemas import JobSubmit
 from railyard.sched.model import Node
+from railyard.sched.quota import QuotaTree
 
 MAX_NODE_CPUS = MAX_JOB_GPUS  # what a node's CPU count could be, whatever it declares
 
@@ -40,6 +41,9 @@ class SiteLimits:
 
     max_tasks_per_job: int = DEFAULT_MAX_TASKS_PER_JOB
     max_array_size: int = MAX_ARRAY_TASKS
+    # The loop admits by queue quota (`SchedulerConfig.admission`): `railyard up` says so;
+    # an API made without its loop's policy does not refuse by quota.
+    queue_quotas: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_tasks_per_job <= MAX_JOB_GPUS:
@@ -66,6 +70,20 @@ def node_room(node: Node, asks_gpus: bool) -> int:
     if not node.cpu_cores:
         return 0
     return max(node.cpu_cores, node.gpus) if asks_gpus else node.cpu_cores
+
+
+def check_quota(tree: QuotaTree, queue: str, flavor: str, gpus: int) -> None:
+    """Refuse a job its queue could never admit, even with the whole cluster idle: more GPUs
+    than its quota and all it may borrow (``tree`` holds no job). The loop would mark it
+    ``Unschedulable`` forever (``sched.feasible``: 1,638 such jobs waited, issue 60)."""
+    if gpus and queue in tree.queues and not tree.fits(queue, flavor, gpus):
+        most = tree.available(queue, flavor)
+        raise Invalid(
+            "gpus",
+            f"{gpus} {flavor} GPUs, queue {queue} may never use more than {most} (its quota "
+            "and what it may borrow)",
+            f"ask for at most {most}, or submit to a queue with more (railyard queues)",
+        )
 
 
 def check_sizes(
