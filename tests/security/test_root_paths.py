@@ -7,7 +7,13 @@ test_ray_dirs.py has the real Ray head)."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+from railyard.control.store.paths import database_path
+from tests.integration.server_proc import free_port
 from tests.integration.tenants import NEEDS_ROOT, Site
+from tests.integration.test_up import up
 
 pytestmark = NEEDS_ROOT
 
@@ -38,3 +44,21 @@ def test_an_admin_without_a_token_is_not_the_admin_who_stays(site: Site) -> None
     finally:
         server.call("DELETE", "/v1/users/tokenless")
     assert server.call("GET", "/v1/users").status_code == 200
+
+
+# -- 53.6: one store, one server, whatever name reaches the file -------------------------------
+
+
+def test_a_hard_link_to_the_database_is_not_a_second_server(site: Site, tmp_path: Path) -> None:
+    database = database_path(site.server.state_dir)
+    other = tmp_path / "other"
+    other.mkdir()
+    hard = other / "hard.db"
+    os.link(database, hard)
+    jobs_before = [j["id"] for j in site.server.request("GET", "/v1/jobs")]
+    second = up(other / "state", free_port(), f"sqlite:///{hard}")
+    assert second.returncode == 2, second.stdout + second.stderr
+    assert second.stderr.count("\n") == 1, second.stderr
+    assert "is in use by another railyard server" in second.stderr
+    assert not (other / "state" / "client.json").exists()
+    assert [j["id"] for j in site.server.request("GET", "/v1/jobs")] == jobs_before

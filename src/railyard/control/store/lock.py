@@ -9,7 +9,12 @@ holds, for its whole life:
 - with SQLite, a ``flock`` on ``<database>.lock`` beside the database file itself, its path
   resolved (relative to the working directory, symlinks followed), so two servers reach one
   database by no spelling of its path or URL (``--state-dir B --database-url
-  sqlite:///A/railyard.db`` beside the server of ``A`` is refused);
+  sqlite:///A/railyard.db`` beside the server of ``A`` is refused), and a ``flock`` on the
+  database file itself, which the kernel keys by the file (device and inode), not by its
+  name: a hard link, a bind mount or any other path to the same file meets the same lock.
+  SQLite locks with ``fcntl`` byte ranges, which ``flock`` does not touch on Linux; the
+  descriptor stays open until the server ends (closing a descriptor of the file would drop
+  this process's ``fcntl`` locks on it, SQLite's included);
 - with PostgreSQL, a session-level advisory lock (``pg_try_advisory_lock``) on a connection of
   its own, so servers on different machines sharing one database exclude each other too.
   PostgreSQL drops it when that connection closes.
@@ -63,6 +68,7 @@ class StoreLock:
             self._lock_file(self.path, owner, "state directory", "--state-dir")
             if self.database_lock is not None:
                 self._lock_file(self.database_lock, owner, "database", "--database-url")
+                self._lock_database_file(self.database_lock.with_suffix(""))
             elif self.database_url:
                 self._lock_postgres(owner)
         except BaseException:
@@ -93,6 +99,21 @@ class StoreLock:
             ) from None
         os.ftruncate(fd, 0)
         os.write(fd, json.dumps({"owner": owner}).encode())
+        self._fds.append(fd)
+
+    def _lock_database_file(self, database: Path) -> None:
+        """``flock`` the SQLite file itself (made empty, 0600, when missing: SQLite takes an
+        empty file for a new database), so whatever name reaches it meets this lock."""
+        fd = os.open(database, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StoreLocked(
+                f"database {database} is in use by another railyard server, which reaches the "
+                "same file by another name (a hard link or a bind mount) (hint: stop it first, "
+                "or use another --database-url)"
+            ) from None
         self._fds.append(fd)
 
     def _lock_postgres(self, owner: str) -> None:
