@@ -271,6 +271,6 @@ def test_batch_script_and_its_srun_tasks_run_as_the_user(
         assert job(server, job_id)["state"] == "completed", output.read_text()
         for name in ("batch", "task-0", "task-1"):
             check_identity(json.loads((work / f"{name}.json").read_text()), bob_unix)
-        assert (os.stat(output).st_uid, mode(output)) == (bob_unix.pw_uid, 0o600)
+        assert (os.stat(output).st_uid, mode(output)) == (bob_unix.pw_uid, 0o644)  # umask 022
     finally:
         server.stop()

@@ -8,14 +8,26 @@ test_ray_dirs.py has the real Ray head)."""
 from __future__ import annotations
 
 import os
+import shlex
+import stat
+import subprocess
 from pathlib import Path
 
 from railyard.control.store.paths import database_path
 from tests.integration.server_proc import free_port
-from tests.integration.tenants import NEEDS_ROOT, Site
+from tests.integration.tenants import NEEDS_ROOT, Site, finished, submit
 from tests.integration.test_up import up
 
 pytestmark = NEEDS_ROOT
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def _bob_cli(site: Site, args: str, umask: str) -> subprocess.CompletedProcess[str]:
+    """``railyard ARGS`` from bob's shell, under ``umask``."""
+    exports = f"PYTHONPATH={SRC} RAILYARD_URL={site.server.url} RAILYARD_TOKEN={site.bob.token}"
+    railyard = f"{shlex.quote(site.python)} -m railyard"
+    return site.bob.shell(f"umask {umask} && env {exports} {railyard} {args}")
 
 
 # -- 53.5: the last admin who can act ----------------------------------------------------------
@@ -62,3 +74,28 @@ def test_a_hard_link_to_the_database_is_not_a_second_server(site: Site, tmp_path
     assert "is in use by another railyard server" in second.stderr
     assert not (other / "state" / "client.json").exists()
     assert [j["id"] for j in site.server.request("GET", "/v1/jobs")] == jobs_before
+
+
+# -- 53.8: the submitter's umask rules the output files ----------------------------------------
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_bobs_umask_rules_his_output_files(site: Site) -> None:
+    modes = {}
+    for umask in ("0022", "0077", "0027"):
+        out = site.bob.home / f"umask-{umask}.out"
+        done = _bob_cli(site, f"submit --gpus 1 -o {out} -- /bin/echo hi", umask)
+        assert done.returncode == 0, done.stderr
+        job_id = done.stdout.split()[-1]
+        assert finished(site.server, job_id)["state"] == "completed"
+        modes[umask] = _mode(out)
+        assert out.stat().st_uid == site.bob.account.pw_uid
+    assert modes == {"0022": 0o644, "0077": 0o600, "0027": 0o640}
+    # through the API without a umask: Slurm's default, 0022
+    out = site.bob.home / "api.out"
+    job_id = submit(site.server, site.bob.token, command=["/bin/echo", "hi"], output=str(out))
+    assert finished(site.server, job_id)["state"] == "completed"
+    assert _mode(out) == 0o644

@@ -10,6 +10,7 @@ in that command (``railyard --help`` and ``queue`` must not pay for them).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import sys
@@ -291,7 +292,20 @@ def _with_environment(body: dict[str, Any], notes: list[str], resolve: Any) -> d
         "workdir": str(workdir),
         "submit_dir": cwd,
         "submit_host": socket.gethostname(),
+        "umask": current_umask(),
     }
+
+
+def current_umask() -> int:
+    """This process's umask, which sbatch sends as ``SLURM_UMASK`` and the job's output files
+    get; read from /proc (Linux 4.7 on), else set and put back (one thread here)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 # -- looking at jobs -----------------------------------------------------------------------------

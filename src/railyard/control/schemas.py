@@ -191,6 +191,13 @@ class JobSubmit(Request):
     min_runtime_s: Seconds = 0.0
     signal: Annotated[Short | None, _parsed_by(parse_signal)] = None
     requeue: bool = False
+    umask: int | None = Field(
+        None,
+        ge=0,
+        le=0o777,
+        description="the submitter's umask, which the job's processes and its output files "
+        "get (railyard submit sends it, as sbatch does); none: 0022, Slurm's default",
+    )
     terminal: Literal["", "pipes", "pty", "app"] = Field(
         "",
         description="railyard run: rank 0's stdio relayed to the client (pipes or a pty); "

@@ -494,6 +494,7 @@ class LocalExecutor:
                 devices=groups.devices_line,
             ),
             ignore_signals=ignore,
+            umask=spec.umask,
             cgroups=groups.paths,
             subreaper=groups.subreaper,
             terminal=(

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from railyard.exec.container import ContainerSpec
+from railyard.exec.identity import JOB_UMASK
 
 DEFAULT_PREEMPT_SIGNAL = "SIGUSR1"
 
@@ -93,6 +94,7 @@ class LaunchSpec:
     mem_per_node_mb: int = 0
     preempt_signal: str = DEFAULT_PREEMPT_SIGNAL
     signal_batch_shell: bool = False
+    umask: int = JOB_UMASK  # the submitter's: the processes' and their output files' (sbatch)
     nccl_env: Mapping[str, str] = field(default_factory=dict)
     records_dir: Path | None = None
     # Set by an executor spanning machines: the first node's address and a port free there

@@ -268,7 +268,7 @@ def _redirect(task: Task) -> bool:
         if not path:
             continue
         try:
-            fd = os.open(path, flags, 0o600)
+            fd = os.open(path, flags, 0o666)  # the submitter's umask (set above) rules, as sbatch
         except OSError as exc:
             _say(f"railyard: error: Could not open {name} file {path}: {exc.strerror or exc}")
             return False

@@ -18,6 +18,7 @@ from railyard.control.store.paths import checkpoint_dir, logs_dir, script_path, 
 from railyard.control.store.tables import JobRow
 from railyard.control.usecases.apps import app_dir, app_launch_env
 from railyard.exec.container import ContainerSpec
+from railyard.exec.identity import JOB_UMASK
 from railyard.exec.protocol import LaunchSpec, Output
 
 
@@ -76,6 +77,7 @@ def launch_spec(
         mem_per_node_mb=row.mem_per_node_mb,
         preempt_signal=row.preempt_signal,
         signal_batch_shell=row.signal_batch_shell,
+        umask=JOB_UMASK if row.umask is None else row.umask,
         terminal="" if app else row.terminal,
         app_dir=app_dir(spool, row.id) if app else None,
         terminal_linger_s=terminal_linger_s,
@@ -111,6 +113,8 @@ def slurm_compat_env(row: JobRow, cluster: str = "railyard") -> dict[str, str]:
         "SLURM_JOB_PARTITION": row.queue,
         "SLURM_CLUSTER_NAME": cluster,
         "SLURM_PRIO_PROCESS": "0",
+        # sbatch's: the umask at submit, which slurmstepd sets (0022 when it was not sent)
+        "SLURM_UMASK": f"{JOB_UMASK if row.umask is None else row.umask:04o}",
     }
     if row.restart_count:
         env["SLURM_RESTART_COUNT"] = str(row.restart_count)  # sbatch: only once requeued

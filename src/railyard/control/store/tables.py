@@ -227,6 +227,7 @@ class JobRow(Base):
     dependency: Mapped[str | None] = mapped_column(String(1024), nullable=True)
     requeue: Mapped[bool] = mapped_column(Boolean, default=False)
     signal_batch_shell: Mapped[bool] = mapped_column(Boolean, default=False)
+    umask: Mapped[int | None] = mapped_column(Integer, nullable=True)  # None: 0022
     terminal: Mapped[str] = mapped_column(String(8), default="")  # railyard run: pipes | pty
     # when its user last sent an interactive job anything (`control.usecases.activity`)
     active_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -557,6 +557,7 @@ def admit(
         ),
         "image": spec.container.image if spec.container is not None else None,
         "requeue": spec.requeue,
+        "umask": spec.umask,
         "requeue_on_failure": False,  # Slurm's --requeue: node failure and preemption only
         "restart_count": 0,
         "array_max_running": max_running,
