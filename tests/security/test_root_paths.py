@@ -11,6 +11,7 @@ import os
 import shlex
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 from railyard.control.store.paths import database_path
@@ -20,7 +21,16 @@ from tests.integration.test_up import up
 
 pytestmark = NEEDS_ROOT
 
+ESCAPES = "\x1b]0;PWNED\x07\x1b[2J"  # an OSC title, then clear the screen
+RAILYARD = [sys.executable, "-m", "railyard"]
 SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def _admin_cli(site: Site, *args: str) -> subprocess.CompletedProcess[bytes]:
+    """The admin's own ``railyard`` process, as at the admin's terminal (bytes, unescaped)."""
+    env = {**os.environ, "RAILYARD_URL": site.server.url, "RAILYARD_TOKEN": site.server.token}
+    return subprocess.run([*RAILYARD, *args], capture_output=True, env=env, timeout=60,
+                          check=False)  # fmt: skip
 
 
 def _bob_cli(site: Site, args: str, umask: str) -> subprocess.CompletedProcess[str]:
@@ -28,6 +38,26 @@ def _bob_cli(site: Site, args: str, umask: str) -> subprocess.CompletedProcess[s
     exports = f"PYTHONPATH={SRC} RAILYARD_URL={site.server.url} RAILYARD_TOKEN={site.bob.token}"
     railyard = f"{shlex.quote(site.python)} -m railyard"
     return site.bob.shell(f"umask {umask} && env {exports} {railyard} {args}")
+
+
+# -- 53.4: terminal escapes --------------------------------------------------------------------
+
+
+def test_control_bytes_in_bobs_command_reach_the_admins_terminal_escaped(site: Site) -> None:
+    job_id = submit(site.server, site.bob.token, command=["/bin/echo", ESCAPES])
+    finished(site.server, job_id)
+    for args in (("queue", "--all", "-t", "all", "-o", "%i %o"), ("show", job_id)):
+        done = _admin_cli(site, *args)
+        assert done.returncode == 0, done.stderr
+        for byte in (b"\x1b", b"\x07"):
+            assert byte not in done.stdout + done.stderr, (args, done.stdout)
+        assert b"\\e]0;PWNED\\x07\\e[2J" in done.stdout, (args, done.stdout)
+    # `logs` shows the job's own output as cat would, but its header (root's) escapes bob's bytes
+    done = _admin_cli(site, "logs", job_id)
+    header = [line for line in done.stdout.splitlines() if line.startswith(b"==== railyard")]
+    assert header, done.stdout
+    assert b"\x1b" not in header[0]
+    assert b"\\e]0;PWNED\\x07\\e[2J" in header[0]
 
 
 # -- 53.5: the last admin who can act ----------------------------------------------------------

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from railyard.cli.text import clock, squeue_time
+from railyard.client.printable import printable
 
 if TYPE_CHECKING:
     from railyard.client.wire import Job
@@ -123,7 +124,7 @@ def squeue_lines(fmt: str, jobs: list[Job]) -> list[str]:
         return "".join(out).rstrip()
 
     def values(job: Job) -> Callable[[str], str]:
-        return lambda letter: SQUEUE[letter](job)
+        return lambda letter: printable(SQUEUE[letter](job))
 
     header = line(lambda letter: _SQUEUE_HEADERS.get(letter, letter.upper()))
     return [header, *(line(values(job)) for job in jobs)]
@@ -162,10 +163,17 @@ def sacct_fields(exit_code: Field) -> dict[str, tuple[str, int, Field]]:
     }
 
 
+def _printed(value: Field) -> Field:
+    return lambda job: printable(value(job))
+
+
 def sacct_table(fmt: str, jobs: list[Job], exit_code: Field, *, parsable: bool) -> list[str]:
     """sacct ``--format=JobID,JobName%30,State``: a header, a dashed rule (not with -P), a
     line per job; sacct cuts a value to its width and marks the cut with ``+``."""
-    known = sacct_fields(exit_code)
+    known = {
+        name: (header, width, _printed(value))
+        for name, (header, width, value) in sacct_fields(exit_code).items()
+    }
     columns: list[tuple[str, int, Field]] = []
     for item in (part.strip() for part in fmt.split(",")):
         name, _, width = item.partition("%")

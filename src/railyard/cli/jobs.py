@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from railyard.cli.args import Command, Parser, connect, describe, emit_json, fail, json_flag
 from railyard.cli.history import matches
-from railyard.cli.text import clock, iso, pairs, placement, squeue_time, table
+from railyard.cli.text import clock, iso, pairs, placement, raw, squeue_time, table
+from railyard.client.printable import printable
 
 if TYPE_CHECKING:
     from railyard.client.client import Client
@@ -502,7 +503,12 @@ def show(args: argparse.Namespace) -> None:
         return
     print(_show_job(job))
     if events is not None:
-        print("\n" + "\n".join(f"{iso(e['t_s'])}  {e['kind']:<10} {e['message']}" for e in events))
+        print(
+            "\n"
+            + "\n".join(
+                f"{iso(e['t_s'])}  {e['kind']:<10} {printable(e['message'])}" for e in events
+            )
+        )
 
 
 def _show_args(p: Parser) -> None:
@@ -521,8 +527,8 @@ def logs(args: argparse.Namespace) -> None:
     with connect() as client:
         if args.follow:
             for text in client.follow_logs(args.job_id, rank=args.rank, poll_s=args.poll):
-                sys.stdout.write(text)
-                sys.stdout.flush()
+                raw(sys.stdout).write(text)  # the job's own bytes, as cat shows them
+                raw(sys.stdout).flush()
             return
         _print_log(client, args.job_id, args.rank)
 
@@ -531,7 +537,7 @@ def _print_log(client: Client, job_id: str, rank: int) -> None:
     offset = 0
     while True:
         chunk = client.logs(job_id, rank=rank, offset=offset)
-        sys.stdout.write(chunk["text"])
+        raw(sys.stdout).write(chunk["text"])  # the job's own bytes (its header is escaped)
         if chunk["offset"] == offset:
             return
         offset = chunk["offset"]

@@ -17,6 +17,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from railyard import __version__
+from railyard.cli.text import PrintableStream
 
 if TYPE_CHECKING:
     from railyard.cli.args import Command
@@ -123,7 +124,18 @@ def root_help() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``railyard ARGV``; returns the exit code (0 done, 1 refused, 2 bad input)."""
+    """Run ``railyard ARGV``; returns the exit code (0 done, 1 refused, 2 bad input). What it
+    prints goes through :class:`PrintableStream`: a user's control characters, wherever a
+    command prints them, reach the terminal escaped."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = PrintableStream(out), PrintableStream(err)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv: list[str] | None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     try:
         if not args or args[0] in ("-h", "--help", "help"):

@@ -19,6 +19,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from railyard.client.printable import printable
 from railyard.exec.identity import Account
 from railyard.exec.launch import RankSlot, expand_pattern
 from railyard.exec.protocol import LaunchSpec
@@ -151,6 +152,6 @@ def header(
     return (
         f"==== railyard {stamp} job {spec.job_id} restart {spec.restart_count} {what} "
         f"node {slot.node} gpus [{env.get('CUDA_VISIBLE_DEVICES', '')}]{wiring} "
-        f"user {account.name}: {shlex.join(spec.command)}\n"
+        f"user {account.name}: {printable(shlex.join(spec.command))}\n"
         f"==== {limits}\n" + (f"==== {devices}\n" if devices else "")
     )

@@ -9,11 +9,15 @@ from collections.abc import Iterable, Sequence
 
 from fastapi.responses import HTMLResponse
 
+from railyard.client.printable import printable_lines
 from railyard.web import assets
 
 
 def esc(value: object) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    """HTML-escaped, with a user's control characters shown as their escapes (the CLI's rule,
+    :mod:`railyard.client.printable`): a page must not carry bytes a terminal would act on
+    when it is saved, copied or read with curl."""
+    return html.escape(printable_lines("" if value is None else str(value)), quote=True)
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, tbody_id: str = "") -> str:
