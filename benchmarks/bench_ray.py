@@ -118,7 +118,8 @@ def main() -> None:
     args = parser.parse_args()
     have_job_server = shutil.which("ray") is not None and _has_dashboard()
     dash_port = free_port()
-    head: dict[str, Any] = {"num_cpus": 1}
+    base = tempfile.mkdtemp(prefix="ryray-", dir="/tmp")  # 0700: `up --ray` refuses 0777 sessions
+    head: dict[str, Any] = {"num_cpus": 1, "temp_dir": os.path.join(base, "ray")}
     if have_job_server:
         head |= {"include_dashboard": True, "dashboard_port": dash_port}
     cluster = Cluster(initialize_head=True, head_node_args=head)

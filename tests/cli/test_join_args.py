@@ -5,6 +5,7 @@ token authentication on, its dashboard on loopback, advertising the address name
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ class RayStart:
 @pytest.fixture
 def ray_start(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> RayStart:
     monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "rt"))  # never the machine's own
     for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS"):
         monkeypatch.delenv(name, raising=False)
     recorder = RayStart()
@@ -188,3 +190,23 @@ def test_up_gives_time_slicing_its_own_defaults(
     assert config.scheduler.starved_unsliced_s == (None if las else 0.0)
     assert config.scheduler.starving_slices is ("--no-starving-slices" not in flags)
     assert config.scheduler.starvation_limit_s == starvation_limit_s
+
+
+def test_ray_keeps_its_sessions_in_a_directory_only_root_can_enter(
+    ray_start: RayStart, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ray makes its session directories 0777: they go inside a 0700 base (issue 53, item 2);
+    a base of another's mode is made 0700, and --temp-dir is railyard's to set."""
+    base = tmp_path / "rt"
+    base.mkdir(mode=0o755)
+    os.chmod(base, 0o777)
+    assert main(["join", "--head", "--gpus", "0"]) == 0
+    [(command, env)] = ray_start.calls
+    assert command[command.index("--temp-dir") + 1] == str(base / "ray")
+    assert env["RAY_TMPDIR"] == str(base)
+    assert base.stat().st_mode & 0o777 == 0o700
+    assert "made 0700" in capsys.readouterr().out
+    args = ["join", "--head", "--gpus", "0", "--ray-start-args", "--num-cpus 1 --temp-dir=/tmp/x"]
+    assert main(args) == 2
+    err = one_line(capsys.readouterr().err)
+    assert err.startswith("railyard: join: --ray-start-args: --temp-dir is railyard's to set")

@@ -4,6 +4,9 @@ reason, where Ray is not installed."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -34,7 +37,11 @@ class LocalRay:
 
     def __init__(self, names: tuple[str, ...] = NODES, gpus: int = GPUS) -> None:
         self.gpus = gpus
-        head = {"num_cpus": 1, "include_dashboard": False}  # as CI, where ray[default] is not
+        # Ray's sessions (0777) inside a 0700 directory, as `railyard join` keeps them:
+        # `railyard up --ray` refuses a session other accounts can enter (issue 53, item 2)
+        self.base = tempfile.mkdtemp(prefix="ryray-", dir="/tmp")
+        head = {"num_cpus": 1, "include_dashboard": False,  # as CI, where ray[default] is not
+                "temp_dir": os.path.join(self.base, "ray")}  # fmt: skip
         self.cluster = Cluster(initialize_head=True, head_node_args=head)
         self.nodes: dict[str, Any] = {}
         for name in names:
@@ -75,6 +82,7 @@ class LocalRay:
     def shutdown(self) -> None:
         ray.shutdown()
         self.cluster.shutdown()
+        shutil.rmtree(self.base, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,10 @@ The cluster always requires a token (Ray's ``RAY_AUTH_MODE=token``): Ray runs co
 client that reaches its ports, as the user Ray runs as (root on a railyard node), and its
 GCS and raylet ports listen on every interface whatever address it advertises. ``--head``
 makes the token when there is none; a worker without it is refused before ``ray start``.
+
+Ray's temp and session directories are 0777 (Ray makes them so): they go inside a 0700
+directory of root's (:mod:`railyard.exec.raydirs`), made or checked before ``ray start``, so
+no other account can plant a link where Ray, as root, writes its logs.
 """
 
 from __future__ import annotations
@@ -36,6 +40,13 @@ from railyard.exec.rayauth import (
     make_token,
     probe,
     token_file,
+)
+from railyard.exec.raydirs import (
+    RAY_TMPDIR_ENV,
+    RayDirError,
+    ensure_private_dir,
+    ray_base,
+    ray_temp_dir,
 )
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -78,8 +89,9 @@ def join(args: argparse.Namespace) -> int:
         fail("join: the ray command is not installed (hint: pip install 'railyard[ray]')")
     if not args.head:
         _check_head(args.address, env)
+    temp_dir = _private_temp_dir(env)
     command = [ray, "start", "--num-gpus", "0", "--resources", json.dumps(resources),
-               "--disable-usage-stats"]  # fmt: skip
+               "--disable-usage-stats", "--temp-dir", str(temp_dir)]  # fmt: skip
     if bind:
         command += ["--node-ip-address", bind]
     if args.head:
@@ -129,6 +141,19 @@ def _token(args: argparse.Namespace, env: dict[str, str]) -> str:
     return source
 
 
+def _private_temp_dir(env: dict[str, str]) -> Path:
+    """Ray's temp directory, inside a base only this account can enter (made or checked
+    here); ``RAY_TMPDIR`` in ``env`` set to that base, so what Ray starts agrees."""
+    try:
+        base, note = ensure_private_dir(ray_base(env))
+    except RayDirError as exc:
+        fail(f"join: {exc}", 1)
+    if note:
+        print(f"railyard join: {note}", flush=True)
+    env[RAY_TMPDIR_ENV] = str(base)
+    return ray_temp_dir(base)
+
+
 def _check_head(address: str, env: dict[str, str]) -> None:
     """Refuse early, in one line, a head that is down, has no authentication, or refuses this
     machine's token (``ray start`` would retry for minutes)."""
@@ -156,6 +181,9 @@ def _ray_start_args(text: str | None) -> list[str]:
         if flag in ("--head", "--address", "--port", "--node-ip-address", "--dashboard-host"):
             fail(f"join: --ray-start-args: {flag} is railyard's to set "
                  "(hint: --head, HEAD, --port, --bind)")  # fmt: skip
+        if flag == "--temp-dir":
+            fail(f"join: --ray-start-args: --temp-dir is railyard's to set (hint: set "
+                 f"{RAY_TMPDIR_ENV} to a directory only this account can write)")  # fmt: skip
     return words
 
 

@@ -4,7 +4,11 @@ logs are read on the machine a rank ran on, and interactive jobs' sockets are re
 (a relay through the node's agent).
 
 Connecting happens before `railyard up` writes anything (:meth:`RayKind.preflight`), and
-refuses a cluster without token authentication unless the operator accepts it.
+refuses a cluster without token authentication unless the operator accepts it. The driver
+keeps its files (its core-worker log first) in the session directory of the node it joins,
+which must lie inside a directory only root can enter (:mod:`railyard.exec.raydirs`, made so
+by `railyard join`): a session another account can enter is refused (one line) and the
+driver let go, since a link planted there would have root write where its owner chose.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
 
 from railyard.exec.backend import (
     Backend,
@@ -25,6 +31,7 @@ from railyard.exec.jobsocket import SocketOpener
 from railyard.exec.logread import LogSource
 from railyard.exec.rayagent import NAMESPACE
 from railyard.exec.rayauth import MODE_ENV, TOKEN_HINT, ProbeFailed, probe
+from railyard.exec.raydirs import is_private
 from railyard.exec.rayexec import RayExecutor, ray_nodes
 from railyard.sched import Node
 
@@ -196,6 +203,18 @@ def _init(address: str) -> None:
             f"--ray {address}: cannot reach a Ray cluster: {first} (hint: start the head with "
             "`railyard join --head`, or give --ray HOST:PORT)"
         ) from None
+    session = Path(_session_dir(ray))
+    if not is_private(session):  # what Ray chose after all: a directory others may enter
+        ray.shutdown()
+        raise RayUnreachable(
+            f"--ray {address}: Ray's session directory {session} is not this account's alone "
+            f"(hint: start Ray with `railyard join`, which keeps it in a 0700 directory)"
+        )
+
+
+def _session_dir(ray: Any) -> str:
+    """The connected driver's session directory (Ray keeps it on its node object)."""
+    return str(ray._private.worker.global_worker.node.get_session_dir_path())
 
 
 @dataclass(frozen=True)
