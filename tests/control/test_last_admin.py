@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import select, update
 from tests.control.conftest import Seeder
 
 from railyard.cli.main import main
@@ -20,7 +20,7 @@ from railyard.control.api.app import create_app
 from railyard.control.errors import Conflict
 from railyard.control.store.database import Store, sqlite_url
 from railyard.control.store.paths import database_path
-from railyard.control.store.tables import User
+from railyard.control.store.tables import Token, User
 from railyard.control.usecases.auth import authenticate
 from railyard.control.usecases.users import update_user, user_by_name
 
@@ -146,3 +146,30 @@ def main_refusal(*args: str) -> tuple[int, str, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(["admin", "tokens", "create", *args])
     return code, out.getvalue(), err.getvalue()
+
+
+def test_an_admin_whose_tokens_expired_or_were_revoked_does_not_count(
+    store: Store, seeder: Seeder, as_: dict[str, TestClient]
+) -> None:
+    """The guard counts admins who can act (issue 53, item 5): demoting the only admin with a
+    live token is a 409 while the other admins' tokens are expired or revoked."""
+    seeder.user("ann", admin=True)
+    ann = select(User.id).where(User.name == "ann").scalar_subquery()
+    root = as_["root"]
+    for stale in ({"expires_t_s": 1.0}, {"revoked": True}):
+        with store.session() as session:
+            session.execute(update(Token).where(Token.user_id == ann).values(**stale))
+        refused = root.patch("/v1/users/root", json={"is_admin": False})
+        assert refused.status_code == 409
+        assert refused.json()["detail"] == (
+            "user 'root' is the last admin who holds a valid token (1 other admin without one) "
+            "(hint: give another admin a token first (railyard admin tokens create USER): an "
+            "admin without a valid token cannot act)"
+        )
+        assert root.delete("/v1/users/root").status_code == 409
+        with store.session() as session:
+            session.execute(
+                update(Token).where(Token.user_id == ann).values(expires_t_s=None, revoked=False)
+            )
+    assert root.patch("/v1/users/root", json={"is_admin": False}).status_code == 200
+    assert _admins(store) == ["ann"]
