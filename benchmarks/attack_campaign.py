@@ -449,11 +449,15 @@ def ray_tokenless(site: Site) -> tuple[str, bool]:
         scratch.close()
 
 
-def later_attacks() -> list[tuple[str, str, Attack]]:
-    """The attacks of later reviews, from ``benchmarks/attacks_*.py`` in name order."""
+def later_attacks(ray: bool = False) -> list[tuple[str, str, Attack]]:
+    """The attacks of later reviews, from ``benchmarks/attacks_*.py`` in name order (with
+    ``ray``, their ``RAY_ATTACKS`` too)."""
     found: list[tuple[str, str, Attack]] = []
     for path in sorted(Path(__file__).parent.glob("attacks_*.py")):
-        found.extend(importlib.import_module(f"benchmarks.{path.stem}").ATTACKS)
+        module = importlib.import_module(f"benchmarks.{path.stem}")
+        found.extend(module.ATTACKS)
+        if ray:
+            found.extend(getattr(module, "RAY_ATTACKS", []))
     return found
 
 
@@ -511,7 +515,7 @@ class Bystander:
 
 def run(ray: bool, only: str | None = None) -> list[Row]:
     rows: list[Row] = []
-    chosen = list(ATTACKS) + later_attacks()
+    chosen = list(ATTACKS) + later_attacks(ray)
     if ray:
         chosen.append(("ray.init(address=HEAD) without the token", "refused", ray_tokenless))
     if only:
