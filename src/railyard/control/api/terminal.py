@@ -36,6 +36,8 @@ from railyard.exec.jobsocket import JobSocket, SocketUnreachable
 
 router = APIRouter(tags=["jobs"])
 CLOSE_BASE = 4000
+TOO_BIG = 1009  # RFC 6455: a message too big to process
+CHECK_INLINE_BYTES = 64 * 1024  # a larger message's frames are checked off the event loop
 ATTACH_PER_JOB = 8
 
 
@@ -179,9 +181,12 @@ async def _bridge(websocket: WebSocket, job_id: str, find: Callable[[Context], J
 async def _client_to_task(
     websocket: WebSocket, writer: asyncio.StreamWriter, job_id: str, activity: Activity | None
 ) -> None:
-    """Forward the client's frames that the wrapper may take; anything else ends the bridge.
-    What the client sends is the job's activity (its queue's idle limit counts from it)."""
-    reader = frames.FrameReader()
+    """Forward the client's frames that the wrapper may take, as the bytes they came in;
+    anything else ends the bridge, and a message over ``frames.MAX_MESSAGE_BYTES`` closes it
+    with 1009. What the client sends is the job's activity (its queue's idle limit counts
+    from it). A large message is checked on a worker thread: its frames may be a megabyte of
+    tiny ones (issue 52), and the event loop serves everyone."""
+    checker = frames.FrameChecker(frames.TO_TASK)
     loop = asyncio.get_running_loop()
     try:
         while True:
@@ -189,10 +194,15 @@ async def _client_to_task(
             if message["type"] == "websocket.disconnect":
                 break
             data = message.get("bytes") or b""
-            for kind, payload in reader.feed(data):
-                if kind not in frames.TO_TASK:
-                    raise ValueError(f"frame type {kind!r} is not for the task")
-                writer.write(frames.frame(kind, payload))
+            if len(data) > frames.MAX_MESSAGE_BYTES:
+                await websocket.close(code=TOO_BIG, reason=f"a message over "
+                                      f"{frames.MAX_MESSAGE_BYTES} bytes")  # fmt: skip
+                break
+            if len(data) > CHECK_INLINE_BYTES:
+                await run_in_threadpool(checker.check, data)
+            else:
+                checker.check(data)
+            writer.write(data)
             await writer.drain()
             if activity is not None and activity.due(job_id):  # written off the event loop
                 loop.run_in_executor(None, activity.touch, job_id)
