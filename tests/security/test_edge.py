@@ -6,15 +6,25 @@ fix): fine timing is `benchmarks/attacks_edge.py`'s."""
 
 from __future__ import annotations
 
+import json
+import shlex
 import struct
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 
 from railyard.client.client import Client
 from railyard.client.websocket import WebSocket
+from railyard.control.api.edge import descriptor_budget
+from tests.integration.server_proc import ServerProcess
 from tests.integration.tenants import NEEDS_ROOT, Site, job, submit, wait
+from tests.security.test_dashboard_session import log_in
 
 pytestmark = NEEDS_ROOT
 PROMPT_S = 5.0  # an answer "at once" on a loaded test machine; the stall was 6 s to minutes
@@ -121,3 +131,134 @@ def test_a_message_over_the_cap_is_closed_with_1009_and_the_api_answers(site: Si
     assert ws.close_code == 1009
     assert probe.slowest_s < PROMPT_S, f"/healthz waited {probe.slowest_s:.1f} s"
     assert not probe.failures, probe.failures
+
+
+# Bob's half-sent requests: each connection sends a request line and one header, never the
+# blank line that ends them, then a byte a second (slowloris). The first line out says they
+# are open; the last, how many the server closed.
+HALF_SENT = r"""
+import json, resource, socket, sys, time
+port, source, count, hold_s = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+socks, refused = [], 0
+for _ in range(count):
+    s = socket.socket()
+    s.settimeout(1.0)
+    try:
+        s.bind((source, 0))
+        s.connect(("127.0.0.1", port))
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        socks.append(s)
+    except OSError:
+        refused += 1
+        s.close()
+print(json.dumps({"open": len(socks), "refused": refused}), flush=True)
+closed, end = set(), time.monotonic() + hold_s
+while time.monotonic() < end:
+    for i, s in enumerate(socks):
+        if i in closed:
+            continue
+        try:
+            s.setblocking(False)
+            if not s.recv(4096):
+                closed.add(i)
+        except BlockingIOError:
+            try:
+                s.send(b"X")
+            except OSError:
+                closed.add(i)
+        except OSError:
+            closed.add(i)
+    time.sleep(1.0)
+print(json.dumps({"open": len(socks), "refused": refused, "closed": len(closed)}), flush=True)
+"""
+
+
+@contextmanager
+def descriptors(tmp: Path, limit: int) -> Iterator[None]:
+    """A server started meanwhile has ``limit`` descriptors, soft and hard: its Python is
+    started through a shell that lowers them (this process could not raise its own hard
+    limit back)."""
+    wrapper = tmp / "python-nofile"
+    wrapper.write_text(f"#!/bin/sh\nulimit -S -n {limit} && ulimit -H -n {limit} && "
+                       f'exec {shlex.quote(sys.executable)} "$@"\n')  # fmt: skip
+    wrapper.chmod(0o755)
+    saved, sys.executable = sys.executable, str(wrapper)
+    try:
+        yield
+    finally:
+        sys.executable = saved
+
+
+@contextmanager
+def edge_server(site: Site, tmp: Path, nofile: int, *flags: str) -> Iterator[ServerProcess]:
+    state = tmp / "state"
+    state.mkdir()
+    server = ServerProcess(state, gpus=0, spool_dir=site.scratch / tmp.name, extra=flags)
+    with descriptors(tmp, nofile):
+        server.start(timeout_s=120)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def half_sent(
+    site: Site, server: ServerProcess, count: int, hold_s: float, source: str = "127.0.0.1"
+) -> tuple[subprocess.Popen[str], dict[str, int]]:
+    """Bob's connections, from his own account; the first report once they are all made."""
+    argv = ["runuser", "-u", site.bob.account.pw_name, "--", site.python, "-c", HALF_SENT,
+            str(server.port), source, str(count), str(hold_s)]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=site.bob.home)
+    assert proc.stdout is not None
+    return proc, json.loads(proc.stdout.readline() or "{}")
+
+
+def last_report(proc: subprocess.Popen[str], timeout_s: float = 120) -> dict[str, int]:
+    out, _ = proc.communicate(timeout=timeout_s)
+    report: dict[str, int] = json.loads(out.strip().splitlines()[-1])
+    return report
+
+
+def test_thousands_of_half_sent_requests_leave_the_server_its_descriptors(
+    site: Site, tmp_path: Path
+) -> None:
+    """1,024 descriptors in all, no flags: bob's 3,000 half-sent requests would take every
+    one (the kernel's backlog holds the rest); the server keeps its connections within a
+    budget under the limit and closes the oldest half-sent ones to admit new clients."""
+    with edge_server(site, tmp_path, 1024) as server:
+        proc, opened = half_sent(site, server, 3000, hold_s=8.0)
+        with Prober(server.url) as probe:
+            time.sleep(6.0)
+        report = last_report(proc)
+    assert opened["open"] + opened["refused"] == 3000
+    assert probe.slowest_s < PROMPT_S, f"/healthz waited {probe.slowest_s:.1f} s"
+    assert not probe.failures, probe.failures[:5]
+    held = report["open"] - report["closed"]
+    assert held <= descriptor_budget(1024), report  # the rest were closed to make room
+
+
+def test_one_peers_slow_requests_are_capped_and_timed_out(site: Site, tmp_path: Path) -> None:
+    """From another address (127.0.0.2: another machine, as the server sees it), bob's
+    1,000 connections are held to the per-peer cap, and those left, still sending a byte a
+    second, are closed at the header timeout."""
+    flags = ("--max-connections-per-peer", "100", "--header-timeout", "3")
+    with edge_server(site, tmp_path, 4096, *flags) as server:
+        proc, opened = half_sent(site, server, 1000, hold_s=7.0, source="127.0.0.2")
+        with Prober(server.url) as probe:
+            time.sleep(2.0)
+        report = last_report(proc)
+    assert opened["open"] >= 100, opened
+    assert report["closed"] == report["open"], report  # capped, then timed out
+    assert probe.slowest_s < PROMPT_S, f"/healthz waited {probe.slowest_s:.1f} s"
+    assert not probe.failures, probe.failures[:5]
+
+
+def test_a_tls_proxy_on_loopback_is_still_believed_behind_the_guard(site: Site) -> None:
+    """The guard reads the real peer, and the proxy headers are applied after it: a proxy
+    on 127.0.0.1 that terminates TLS still gets Secure cookies (README, the dashboard)."""
+    with httpx.Client(base_url=site.server.url, timeout=10) as client:
+        done = log_in(client, site.bob.token, **{"X-Forwarded-Proto": "https"})
+    assert done.status_code == 303, done.text
+    assert "secure" in done.headers["set-cookie"].lower()

@@ -14,6 +14,7 @@ from railyard.client.values import MAX_ARRAY_TASKS
 
 if TYPE_CHECKING:
     from railyard.blueprint.partitions import Partition
+    from railyard.control.api.edge import EdgeLimits
     from railyard.sched.health import HealthPolicy
 
 
@@ -89,6 +90,7 @@ def up(args: argparse.Namespace) -> None:
         limits = SiteLimits(args.max_tasks_per_job, args.max_array_size)
     except ValueError as exc:
         fail(f"up: --{str(exc).replace('_', '-')}")
+    edge = _edge_limits(args)
     if args.ray is not None:
         _check_ray(args)
     elif args.insecure_ray:
@@ -127,6 +129,7 @@ def up(args: argparse.Namespace) -> None:
         if health and args.health_checks not in ("all", "")
         else (),
         container_registries=_registries(args.container_registry or ()),
+        edge=edge,
         **({"node_name": args.node_name} if args.node_name else {}),
     )
     try:
@@ -169,6 +172,26 @@ def _partitions(args: argparse.Namespace) -> tuple[tuple[str, Partition], ...]:
             fail(f"up: --partition: {name}: a second Default=YES (after {defaults[0]})")
         declared[name] = partition
     return tuple(declared.items())
+
+
+def _edge_limits(args: argparse.Namespace) -> EdgeLimits:
+    """The API's connection caps and timeouts (`control.api.edge`)."""
+    from railyard.control.api.edge import EdgeLimits
+
+    for flag, count in (("--max-connections", args.max_connections),
+                        ("--max-connections-per-peer", args.max_connections_per_peer)):  # fmt: skip
+        if count is not None and not 1 <= count <= 1_000_000:  # None: the budget's
+            fail(f"up: {flag}: {count} is not between 1 and 1000000")
+    for flag, t_s in (("--header-timeout", args.header_timeout),
+                      ("--body-timeout", args.body_timeout)):  # fmt: skip
+        if not 0 < t_s <= 3600:
+            fail(f"up: {flag}: must be in (0, 3600] seconds")
+    return EdgeLimits(
+        max_connections=args.max_connections,
+        max_connections_per_peer=args.max_connections_per_peer,
+        header_timeout_s=args.header_timeout,
+        body_timeout_s=args.body_timeout,
+    )
 
 
 def _check_ray(args: argparse.Namespace) -> None:
@@ -319,6 +342,24 @@ def _up_args(p: Parser) -> None:
     p.add_argument(
         "--no-dashboard", action="store_true", help="do not serve the web dashboard at /ui/"
     )
+    p.add_argument(
+        "--max-connections", type=int, metavar="N",
+        help="API connections at most, all clients together (default: what the descriptor "
+        "limit serves, raised to its hard limit at start, up to 16384); past it the oldest "
+        "connection still waiting for a request is closed",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-connections-per-peer", type=int, default=1024, metavar="N",
+        help="API connections at most from one address (default 1024)",
+    )  # fmt: skip
+    p.add_argument(
+        "--header-timeout", type=float, default=15.0, metavar="S",
+        help="seconds a connection may take to send a request's headers (default 15)",
+    )  # fmt: skip
+    p.add_argument(
+        "--body-timeout", type=float, default=30.0, metavar="S",
+        help="seconds a request's body may pause between two pieces (default 30)",
+    )  # fmt: skip
     p.add_argument(
         "--health-fail",
         choices=("drain", "requeue"),

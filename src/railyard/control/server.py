@@ -39,6 +39,12 @@ from railyard.blueprint.partitions import Partition
 from railyard.client.client import save_config
 from railyard.client.config import client_config_path, default_state_dir
 from railyard.control.api.app import create_app
+from railyard.control.api.edge import (
+    EdgeLimits,
+    raise_descriptor_limit,
+    server_config,
+    within_budget,
+)
 from railyard.control.errors import ServiceError, Unavailable, describe_failure
 from railyard.control.loop.service import Loop, LoopConfig
 from railyard.control.loop.sweeps import Expect, floor_expectation
@@ -129,6 +135,7 @@ class UpConfig:
     whatif: Simulate | None = None  # the twin the what-if routes run, from `railyard up`
     container_registries: tuple[str, ...] = ()  # containers pull only from these (`up`)
     limits: SiteLimits = DEFAULT_LIMITS  # a job's largest size (`up --max-tasks-per-job`...)
+    edge: EdgeLimits = field(default_factory=EdgeLimits)  # connections, timeouts (control.api.edge)
 
     @property
     def backend_name(self) -> str:
@@ -601,9 +608,10 @@ def _serve_locked(config: UpConfig, sock: socket.socket, api_url: str, service: 
     # a request or connection still open at SIGTERM (a stalled client, a terminal) does not
     # keep the server up past its grace; the loop's thread is a daemon and never waited on
     grace = int(SHUTDOWN_GRACE_S)
-    server = uvicorn.Server(
-        uvicorn.Config(service.app, log_level="warning", timeout_graceful_shutdown=grace)
-    )
+    edge, lowered = within_budget(config.edge, raise_descriptor_limit())
+    if lowered:
+        print(f"railyard up: {lowered}", flush=True)
+    server = uvicorn.Server(server_config(service.app, edge, graceful_s=grace)[0])
     try:
         server.run(sockets=[sock])
     finally:
