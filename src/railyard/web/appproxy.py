@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -26,11 +27,12 @@ import h11
 from fastapi import APIRouter, Request, WebSocket
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import HTTPConnection
+from starlette.requests import ClientDisconnect, HTTPConnection
 from starlette.websockets import WebSocketDisconnect
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import WebSocketException
 
+from railyard.client.bounds import MAX_REQUEST_BYTES
 from railyard.control.errors import NotFound, ServiceError
 from railyard.control.usecases.apps import app_target
 from railyard.exec import jobsocket
@@ -49,6 +51,8 @@ DROPPED = frozenset((b"service-worker-allowed", b"clear-site-data"))
 SAFE = frozenset(("GET", "HEAD", "OPTIONS"))
 METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 CHUNK_BYTES = 65536
+MAX_BODY_BYTES = MAX_REQUEST_BYTES  # a request's body to an app, streamed (the API's cap too)
+TARGET = re.compile(rb"[\x21-\x7e]+")  # a request target HTTP/1.1 can carry (h11's rule)
 
 
 def router() -> APIRouter:
@@ -58,6 +62,9 @@ def router() -> APIRouter:
     async def app_http(request: Request, job_id: str, rest: str) -> Response:
         if request.method not in SAFE and not _same_origin(request):
             return _page(403, "a request that changes something must come from this server's pages")
+        refused = _unfit(request)
+        if refused is not None:
+            return refused
         found = await run_in_threadpool(_target, request, job_id)
         if isinstance(found, Response):
             return found
@@ -76,6 +83,9 @@ def router() -> APIRouter:
     async def app_ws(websocket: WebSocket, job_id: str, rest: str) -> None:
         if not _same_origin(websocket, required=True):  # a page elsewhere, the user's cookie
             await websocket.close(code=4403)
+            return
+        if _target_path(websocket) is None:
+            await websocket.close(code=4400)
             return
         found = await run_in_threadpool(_target, websocket, job_id)
         if isinstance(found, Response):
@@ -147,28 +157,50 @@ def _request_headers(conn: HTTPConnection) -> list[tuple[bytes, bytes]]:
     return headers
 
 
-def _target_path(conn: HTTPConnection) -> str:
-    query = conn.url.query
-    return conn.url.path + (f"?{query}" if query else "")
+def _target_path(conn: HTTPConnection) -> str | None:
+    """The request's target as the client sent it (still percent-encoded: a decoded ``%00``
+    or space is no target at all), or None when HTTP/1.1 allows no such target."""
+    raw = conn.scope.get("raw_path") or conn.url.path.encode()
+    query = conn.scope.get("query_string") or b""
+    target = raw + (b"?" + query if query else b"")
+    if not TARGET.fullmatch(target):
+        return None
+    return target.decode("ascii")
+
+
+def _unfit(request: Request) -> Response | None:
+    """Why the request cannot go to the app whatever the app is (a 4xx), or None."""
+    if _target_path(request) is None:
+        return _page(400, "this path is not one HTTP/1.1 can send on (hint: percent-encode it)")
+    length = request.headers.get("content-length")
+    if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
+        return _page(413, f"a request body of at most {MAX_BODY_BYTES} bytes goes to an app")
+    return None
 
 
 async def _forward(request: Request, sock: socket.socket) -> Response:
     reader, writer = await asyncio.open_connection(sock=sock)
     conn = h11.Connection(h11.CLIENT)
-    body = await request.body()
-    headers = _request_headers(request)
-    headers += [(b"connection", b"close"), (b"content-length", str(len(body)).encode())]
+    target = _target_path(request)
+    assert target is not None, "_unfit() refused it"
+    headers = [*_request_headers(request), (b"connection", b"close"), *_framing(request)]
     try:
-        writer.write(conn.send(h11.Request(method=request.method, target=_target_path(request),
+        writer.write(conn.send(h11.Request(method=request.method, target=target,
                                            headers=headers)))  # fmt: skip
-        if body:
-            writer.write(conn.send(h11.Data(data=body)))
-        writer.write(conn.send(h11.EndOfMessage()))
-        await writer.drain()
+        refused = await _send_body(request, conn, writer)
+        if refused is not None:
+            writer.close()
+            return refused
         head = await _next(conn, reader, h11.Response)
+    except ClientDisconnect:  # before its body was all sent: nobody reads an answer
+        writer.close()
+        return _page(400, "the client left before its request's body was sent")
     except (OSError, h11.ProtocolError) as exc:
         writer.close()
         return _page(502, f"the app answered badly: {exc}")
+    except BaseException:  # the server's own body cap (a 413), or a cancel
+        writer.close()
+        raise
     assert isinstance(head, h11.Response)
     response = StreamingResponse(_body(conn, reader, writer), status_code=head.status_code)
     for name, value in head.headers:
@@ -180,6 +212,35 @@ async def _forward(request: Request, sock: socket.socket) -> Response:
             continue
         response.raw_headers.append((name, value))
     return response
+
+
+def _framing(request: Request) -> list[tuple[bytes, bytes]]:
+    """How the body is delimited to the app: the client's length, else chunks as they come
+    for a client that sends chunks, else no body."""
+    length = request.headers.get("content-length")
+    if length is not None:
+        return [(b"content-length", length.encode())]
+    if "chunked" in request.headers.get("transfer-encoding", "").lower():
+        return [(b"transfer-encoding", b"chunked")]
+    return [(b"content-length", b"0")]
+
+
+async def _send_body(
+    request: Request, conn: h11.Connection, writer: asyncio.StreamWriter
+) -> Response | None:
+    """The body to the app piece by piece as it comes (never whole in memory), up to
+    ``MAX_BODY_BYTES``; the 413 past it, else None."""
+    sent = 0
+    async for piece in request.stream():
+        sent += len(piece)
+        if sent > MAX_BODY_BYTES:
+            return _page(413, f"a request body of at most {MAX_BODY_BYTES} bytes goes to an app")
+        if piece:
+            writer.write(conn.send(h11.Data(data=piece)))
+            await writer.drain()
+    writer.write(conn.send(h11.EndOfMessage()))
+    await writer.drain()
+    return None
 
 
 async def _next(conn: h11.Connection, reader: asyncio.StreamReader, kind: type) -> Any:
@@ -217,7 +278,7 @@ async def _bridge_ws(websocket: WebSocket, sock: socket.socket, job_id: str) -> 
                  if p.strip()]  # fmt: skip
     keep = {b"cookie", b"origin", b"user-agent"}
     headers = [(k.decode(), v.decode()) for k, v in _request_headers(websocket) if k in keep]
-    uri = f"ws://{websocket.headers.get('host', 'localhost')}{_target_path(websocket)}"
+    uri = f"ws://{websocket.headers.get('host', 'localhost')}{_target_path(websocket) or '/'}"
     try:
         upstream = await ws_connect(uri, sock=sock, additional_headers=headers,
                                     subprotocols=protocols or None,  # type: ignore[arg-type]
