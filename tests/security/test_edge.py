@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import socket
 import struct
 import subprocess
 import sys
@@ -239,16 +240,35 @@ def test_thousands_of_half_sent_requests_leave_the_server_its_descriptors(
     assert held <= descriptor_budget(1024), report  # the rest were closed to make room
 
 
+def stalled_body(server: ServerProcess) -> float:
+    """Seconds until the server closes a request whose body stopped after a byte (inf:
+    not within a minute)."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=60) as sock:
+        sock.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 100\r\n\r\n{")  # fmt: skip
+        start = time.monotonic()
+        try:
+            while sock.recv(4096):
+                pass
+        except TimeoutError:
+            return float("inf")
+        except OSError:
+            pass
+        return time.monotonic() - start
+
+
 def test_one_peers_slow_requests_are_capped_and_timed_out(site: Site, tmp_path: Path) -> None:
     """From another address (127.0.0.2: another machine, as the server sees it), bob's
     1,000 connections are held to the per-peer cap, and those left, still sending a byte a
-    second, are closed at the header timeout."""
-    flags = ("--max-connections-per-peer", "100", "--header-timeout", "3")
+    second, are closed at the header timeout; a request whose body stops, at the body's."""
+    flags = ("--max-connections-per-peer", "100", "--header-timeout", "3", "--body-timeout", "2")
     with edge_server(site, tmp_path, 4096, *flags) as server:
         proc, opened = half_sent(site, server, 1000, hold_s=7.0, source="127.0.0.2")
         with Prober(server.url) as probe:
             time.sleep(2.0)
         report = last_report(proc)
+        body_closed_s = stalled_body(server)
+    assert body_closed_s < 30, "a body that stopped coming kept its connection"
     assert opened["open"] >= 100, opened
     assert report["closed"] == report["open"], report  # capped, then timed out
     assert probe.slowest_s < PROMPT_S, f"/healthz waited {probe.slowest_s:.1f} s"
