@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from railyard.exec.errors import ExecutorError
+
 TYPE_CHECKING = False  # not typing's: importing typing would cost every rank ~5 ms
 if TYPE_CHECKING:
     from typing import Any
@@ -29,10 +31,8 @@ _LOGIN_PATH_RE = re.compile(r"^\s*(ENV_PATH|ENV_SUPATH)\s+(?:PATH=)?(\S+)", re.M
 
 
 def _refused(message: str) -> Exception:
-    """An ExecutorError, imported only when one is raised: every rank's wrapper reads its
-    account through this module, and the executor protocol would add to each start-up."""
-    from railyard.exec.protocol import ExecutorError
-
+    """An ExecutorError (`exec.errors`: every rank's wrapper reads its account through this
+    module, so the executor protocol stays out of each start-up)."""
     return ExecutorError(message)
 
 

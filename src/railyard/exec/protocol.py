@@ -15,14 +15,10 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from railyard.exec.container import ContainerSpec
+from railyard.exec.errors import ExecutorError as ExecutorError
 from railyard.exec.identity import JOB_UMASK
 
 DEFAULT_PREEMPT_SIGNAL = "SIGUSR1"
-
-
-class ExecutorError(RuntimeError):
-    """A request an executor cannot honour: a node it lacks, GPUs it lacks, a job still running
-    another attempt."""
 
 
 class Outcome(StrEnum):
