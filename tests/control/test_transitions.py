@@ -104,8 +104,8 @@ def test_cancel_between_the_loops_read_and_write(
     exit_of = loop.exit_of
     cancelled: list[str] = []
 
-    def as_lost(report: ExitReport) -> Exit:
-        ended = exit_of(report)
+    def as_lost(report: ExitReport, t_s: float | None = None) -> Exit:
+        ended = exit_of(report, t_s)
         return replace(ended, kind=ExitKind.LOST) if lost else ended
 
     def plan_then_cancel(given: StepInput, *args: Any) -> StepPlan:

@@ -114,10 +114,11 @@ def test_cancel_leaves_no_process_no_container_no_cgroup(make_executor: MakeExec
         executor.cancel("c")
         report = wait_report(executor, "c", TIMEOUT_S)
         assert report.outcome == Outcome.KILLED
-        assert containers_of(step) == []
+        # the report comes first; the executor's cleanup thread removes what the step left
+        wait_for(lambda: containers_of(step) == [], TIMEOUT_S)
+        wait_for(lambda: not list(Path("/sys/fs/cgroup").glob(f"*/railyard/{step}")), TIMEOUT_S)
         left = subprocess.run(["pgrep", "-u", account.pw_name], capture_output=True, text=True)
         assert left.stdout == ""
-        assert not list(Path("/sys/fs/cgroup").glob(f"*/railyard/{step}"))
 
 
 def test_a_mount_is_opened_as_the_user_and_kept_to_its_prefixes(

@@ -11,7 +11,7 @@ import pytest
 from exec_helpers import NODE, MakeExecutor, logs, py, spec, wait_report
 
 from railyard.exec import ExecutorError, Outcome
-from railyard.exec.identity import Account, login_path
+from railyard.exec.identity import JOB_UMASK, Account, login_path
 from railyard.exec.launch import (
     allocation,
     batch_env,
@@ -175,7 +175,8 @@ def test_output_pattern_is_written_in_the_working_directory(
         text = (tmp_path / f"out-12-demo-{rank}.txt").read_text()
         assert text == f"hello from {rank}\n"  # the job's output alone, as in Slurm's file
         assert handle.workers[rank].log_path == tmp_path / f"out-12-demo-{rank}.txt"
-        assert os.stat(tmp_path / f"out-12-demo-{rank}.txt").st_mode & 0o077 == 0
+        mode = os.stat(tmp_path / f"out-12-demo-{rank}.txt").st_mode & 0o777
+        assert mode == 0o666 & ~JOB_UMASK  # the submitter's umask rules, as under Slurm
     assert logs(tmp_path).count("==== railyard") == 2  # the headers stay in railyard's log
 
 
