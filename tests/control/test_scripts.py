@@ -84,6 +84,8 @@ DIRECTIVES: list[tuple[str, dict[str, Any]]] = [
     ("--container-workdir /w --container-env=PATH,LD_LIBRARY_PATH",
      {"container": {"workdir": "/w", "env": ["PATH", "LD_LIBRARY_PATH"]}}),
     ("--no-container-mount-home", {"container": {"mount_home": False}}),
+    ("--open-mode=append", {"open_mode": "append"}),
+    ("--open-mode=Truncate", {"open_mode": "truncate"}),
 ]  # fmt: skip
 
 
@@ -98,7 +100,6 @@ HARMLESS = [
     ("--mail-type=END,FAIL", "--mail-type=END,FAIL accepted, ignored: railyard sends no mail"),
     ("--mail-user=me@example.org", "--mail-user=me@example.org accepted, ignored: railyard"),
     ("-A proj42", "--account=proj42 accepted, ignored: railyard has no accounts"),
-    ("--open-mode=append", "--open-mode=append accepted, ignored: a new job truncates"),
     ("--get-user-env", "--get-user-env: --export=NONE starts from the login environment"),
 ]
 

@@ -155,6 +155,14 @@ def check_export(value: str) -> str:
     return value
 
 
+def _open_mode(value: str) -> str:
+    """sbatch's ``--open-mode``: ``append`` or ``truncate`` (any case, as sbatch reads it)."""
+    mode = value.strip().lower()
+    if mode not in ("append", "truncate"):
+        raise OptionError(f"expected append or truncate, got {value!r}")
+    return mode
+
+
 def _env_pair(value: str) -> dict[str, str]:
     key, sep, val = value.partition("=")
     if not sep or not key.isidentifier():
@@ -258,7 +266,7 @@ _OPTIONS: dict[str, Option] = {
         "account", note="railyard has no accounts; quota and fair share are per queue (--queue)"
     ),
     "--comment": Option("comment", note="comments are not kept"),
-    "--open-mode": Option("open_mode", note="a new job truncates its output, a restart appends"),
+    "--open-mode": Option("open_mode", _open_mode),
     "--get-user-env": Option("", None, note="--export=NONE starts from the login environment"),
     # Pyxis's names (https://github.com/NVIDIA/pyxis/wiki/Usage): the job runs in an image.
     "--container-image": Option("container.image", _image),

@@ -185,6 +185,11 @@ class JobSubmit(Request):
     submit_host: str = Field("", max_length=256)
     output: OutputPath | None = None
     error: OutputPath | None = None
+    open_mode: Literal["append", "truncate"] | None = Field(
+        None,
+        description="sbatch --open-mode: append to the output files or truncate them (default: "
+        "truncate on a first start, append after a requeue)",
+    )
     dependency: str | None = Field(None, max_length=1024)
     topology: Annotated[Short | None, _parsed_by(parse_topology)] = None
     checkpoint_grace_s: float | None = Field(None, ge=0, le=MAX_GRACE_S)

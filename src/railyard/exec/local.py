@@ -481,8 +481,9 @@ class LocalExecutor:
             account=account,
             stdout=stdout,
             stderr=stderr,
-            # Only the first process truncates a shared --output file; the others append.
-            truncate=spec.restart_count == 0 and slot.rank == 0,
+            # Only the first process truncates a shared --output file; the others append, and
+            # so does every process of --open-mode=append or of a requeued attempt.
+            truncate=not spec.output.append and spec.restart_count == 0 and slot.rank == 0,
             header=jobfiles.header(
                 spec,
                 slot,

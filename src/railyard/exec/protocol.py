@@ -36,11 +36,13 @@ class Output:
     """Where a job's output goes: Slurm ``--output``/``--error`` patterns (``%j %A %a %x %u
     %N %n %t %%``; relative to the working directory), opened as the job's user. ``stdout``
     None: each process writes its spool log (``railyard logs``). ``fields`` holds the values
-    of ``%j %A %a %x %u``."""
+    of ``%j %A %a %x %u``. ``append``: sbatch's ``--open-mode=append``, never truncated (else
+    a first attempt truncates, a requeued one appends)."""
 
     stdout: str | None = None
     stderr: str | None = None
     fields: Mapping[str, str] = field(default_factory=dict)
+    append: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -69,7 +69,12 @@ def launch_spec(
         steps_dir=steps_dir(spool, row.id) if batch else None,
         script=row.script,
         script_path=script,
-        output=Output(stdout=row.output, stderr=row.error, fields=fields),
+        output=Output(
+            stdout=row.output,
+            stderr=row.error,
+            fields=fields,
+            append=row.open_mode == "append",
+        ),
         cpus_per_task=row.cpus_per_task,
         cpus_per_node=row.cpus_per_worker,
         tasks_given=row.tasks_given,

@@ -224,6 +224,8 @@ class JobRow(Base):
     distinct_nodes: Mapped[bool] = mapped_column(Boolean, default=False)
     output: Mapped[str | None] = mapped_column(String(1024), nullable=True)
     error: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+    # sbatch --open-mode: "append" or "truncate"; None: truncate on a first attempt only
+    open_mode: Mapped[str | None] = mapped_column(String(8), nullable=True)
     dependency: Mapped[str | None] = mapped_column(String(1024), nullable=True)
     requeue: Mapped[bool] = mapped_column(Boolean, default=False)
     signal_batch_shell: Mapped[bool] = mapped_column(Boolean, default=False)

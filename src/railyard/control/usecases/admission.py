@@ -536,6 +536,7 @@ def admit(
         "mem_per_worker_gb": res.mem_per_worker_gb,
         "output": output,
         "error": spec.error,
+        "open_mode": spec.open_mode,
         "dependency": spec.dependency,
         "priority": priority,
         "nice": spec.nice,
