@@ -6,11 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pydantic import BaseModel, ValidationError
+from sqlalchemy import delete
 from tests.control.loop_helpers import Cluster
 
 from railyard.client.scripts import parse_script
+from railyard.control.adminschemas import QueueCreate
+from railyard.control.api.validation import validation_line
+from railyard.control.errors import Forbidden
+from railyard.control.schemas import JobSubmit
+from railyard.control.store.tables import JobRow, QueueMember, QueueRow
 
 
 @pytest.fixture
@@ -38,3 +46,47 @@ def test_open_mode_appends_to_or_truncates_the_output_file(
 def test_open_mode_is_checked_at_parse() -> None:
     with pytest.raises(ValueError, match="--open-mode: expected append or truncate"):
         parse_script("#!/bin/bash\n#SBATCH --open-mode=sideways\nrun\n", "job.sh")
+
+
+def _only_debug_for_alice(cluster: Cluster) -> None:
+    """Partitions gpu and debug; alice may submit to debug alone (as a Slurm AllowAccounts)."""
+    with cluster.store.session() as session:
+        session.execute(delete(QueueMember))
+        for name in ("gpu", "debug"):
+            session.add(QueueRow(name=name, parent="root", created_t_s=0.0))
+        session.flush()
+        session.add(QueueMember(queue="debug", user_id=2))
+
+
+def test_a_partition_list_takes_the_first_partition_that_admits_the_job(
+    cluster: Cluster,
+) -> None:
+    """sbatch -p gpu,debug: the job goes to a partition of the list that can run it."""
+    _only_debug_for_alice(cluster)
+    [job_id] = cluster.submit(command=["true"], queue="gpu,debug")
+    [both] = cluster.submit(command=["true"], queue="debug,gpu")
+    with cluster.store.session() as session:
+        assert [session.get(JobRow, j).queue for j in (job_id, both)] == ["debug", "debug"]  # type: ignore[union-attr]
+    with pytest.raises(Forbidden, match="queue 'gpu'"):  # none admits it: the first one's word
+        cluster.submit(command=["true"], queue="gpu,nosuch")
+
+
+@pytest.mark.parametrize(
+    ("model", "fields", "line"),
+    [
+        (JobSubmit, {"command": ["x"], "queue": "gpu debug"},
+         "queue: 'gpu debug' is not a queue name (hint: letters, digits"),
+        (JobSubmit, {"command": ["x"], "queue": ",".join(["q"] * 17)},
+         "queue: 17 partitions (hint: at most 16)"),
+        (QueueCreate, {"name": "gpu,debug"},
+         "name: 'gpu,debug' is not allowed here (hint: letters, digits, '_', '.' or '-' only)"),
+    ],
+)  # fmt: skip
+def test_a_bad_queue_name_is_one_line_naming_the_field_with_a_hint(
+    model: type[BaseModel], fields: dict[str, Any], line: str
+) -> None:
+    with pytest.raises(ValidationError) as refused:
+        model(**fields)
+    said, _ = validation_line(list(refused.value.errors()))
+    assert said.startswith(line), said
+    assert "should match" not in said

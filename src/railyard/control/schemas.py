@@ -10,6 +10,7 @@ CLI flags accept exactly the same spellings.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal, Self
 
@@ -32,6 +33,7 @@ from railyard.client.bounds import (
     MAX_ENV_BYTES,
     MAX_GRACE_S,
     MAX_JOB_GPUS,
+    MAX_QUEUE_NAME,
     MAX_SCRIPT_BYTES,
 )
 from railyard.client.values import (
@@ -59,7 +61,6 @@ from railyard.control.store.limits import (
     Flavor,
     Name,
     OutputPath,
-    QueueName,
     Script,
     Seconds,
     Short,
@@ -94,6 +95,30 @@ def _parsed_by(parse: Callable[[Any], object]) -> AfterValidator:
     return AfterValidator(check)
 
 
+MAX_PARTITIONS = 16  # sbatch -p a,b,...: each is tried at submit, so the list is bounded
+_PARTITION = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def _partition_list(value: str) -> str:
+    """One queue, or sbatch's comma-separated partition list (``gpu,debug``)."""
+    names = value.split(",")
+    bad = next((n for n in names if not _PARTITION.fullmatch(n)), None)
+    if bad is not None:
+        raise ValueError(
+            f"{bad!r} is not a queue name (hint: letters, digits, '_', '.' and '-'; "
+            "several partitions as gpu,debug)"
+        )
+    if len(names) > MAX_PARTITIONS:
+        raise ValueError(f"{len(names)} partitions (hint: at most {MAX_PARTITIONS})")
+    return value
+
+
+PartitionList = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_PARTITIONS * (MAX_QUEUE_NAME + 1)),
+    AfterValidator(_partition_list),
+]
+"""A queue, or sbatch's ``-p gpu,debug``: the job goes to the first that admits it."""
 HostList = Annotated[str, Field(max_length=MAX_HOSTLIST_TEXT), _parsed_by(parse_hostlist)]
 """Slurm's hostlist as written (``gpu[01-04,07]``); the names are expanded at submit."""
 TimeIn = Annotated[Short | int | None, _parsed_by(parse_walltime)]
@@ -125,7 +150,7 @@ class JobSubmit(Request):
     command: list[Arg] | None = Field(None, min_length=1, max_length=MAX_COMMAND_ARGS)
     script: Script | None = None
     name: Name = ""
-    queue: QueueName = "default"
+    queue: PartitionList = "default"
     gpus: int | None = Field(None, ge=0, le=MAX_JOB_GPUS)
     gpu_type: str | None = Field(None, max_length=64)
     nodes: Count | None = None

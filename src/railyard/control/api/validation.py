@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 import typing
 from typing import Any
 
@@ -53,7 +54,29 @@ def validation_line(errors: list[Any], fields: list[str] | None = None) -> tuple
         others = [f for f in known if f != name]  # another request's field is no help
         close = difflib.get_close_matches(name, others, n=1)
         msg = "unknown field" + (f" (hint: did you mean {close[0]!r}?)" if close else "")
+    elif kind == "string_pattern_mismatch":  # pydantic's wording names a regex, not a fix
+        pattern = str(first.get("ctx", {}).get("pattern", ""))
+        msg = f"{first.get('input')!r} is not allowed here (hint: {pattern_words(pattern)})"
     elif first.get("type") == "json_invalid":
         field, msg = None, "request body is not valid JSON"
     more = f" [+{len(errors) - 1} more]" if len(errors) > 1 else ""
     return (f"{field}: {msg}" if field else msg) + more, field
+
+
+_CLASS_WORDS = (("A-Za-z", "letters"), ("a-zA-Z", "letters"), ("a-z", "lower-case letters"),
+                ("A-Z", "upper-case letters"), ("0-9", "digits"))  # fmt: skip
+
+
+def pattern_words(pattern: str) -> str:
+    """A pattern of one character class (``^[A-Za-z0-9_.-]+$``) in words ("letters, digits,
+    '_', '.' or '-' only"); any other pattern as itself."""
+    one_class = re.fullmatch(r"\^\[([^\]^]+)\][+*]\$", pattern)
+    if one_class is None:
+        return f"it must match {pattern}"
+    chars, words = one_class.group(1), []
+    for spelled, word in _CLASS_WORDS:
+        if spelled in chars:
+            chars = chars.replace(spelled, "", 1)
+            words.append(word)
+    words += [repr(c) for c in chars.replace("\\", "")]
+    return ", ".join(words[:-1]) + f" or {words[-1]} only" if len(words) > 1 else f"{words[0]} only"

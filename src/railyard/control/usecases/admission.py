@@ -454,6 +454,8 @@ def admit(
 
     ``run_as`` None skips the Unix-account check (an embedded API with no executor);
     ``limits`` are the site's bounds on a job's size (``sizebounds``)."""
+    if "," in spec.queue:
+        return _first_partition(session, user, spec, now_t_s, known_flavors, run_as, limits)
     queue = default_partition(session, spec.queue)
     if queue != spec.queue:
         spec = spec.model_copy(update={"queue": queue})
@@ -572,6 +574,32 @@ def admit(
         "never_nodes": sorted(shape.never_nodes) or None,
     }
     return Admitted(common, indices, spec)
+
+
+def _first_partition(
+    session: Session,
+    user: User,
+    spec: JobSubmit,
+    now_t_s: float,
+    known_flavors: set[str] | None,
+    run_as: RunAs | None,
+    limits: SiteLimits,
+) -> Admitted:
+    """sbatch ``-p gpu,debug``: the job goes to the first listed partition that admits it (one
+    the user may use, whose nodes could ever hold it). Slurm takes the one that can start it
+    earliest; the first that could ever run it is railyard's simpler, stable choice. When none
+    admits it, the first one's refusal is the answer."""
+    refusals: list[Invalid | Forbidden] = []
+    for name in dict.fromkeys(spec.queue.split(",")):
+        try:
+            one = spec.model_copy(update={"queue": name})
+            return admit(
+                session, user, one, now_t_s, known_flavors=known_flavors, run_as=run_as,
+                limits=limits,
+            )  # fmt: skip
+        except (Invalid, Forbidden) as exc:
+            refusals.append(exc)
+    raise refusals[0]
 
 
 def admit_batch(
