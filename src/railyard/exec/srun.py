@@ -8,7 +8,10 @@ the same variables a command job's tasks get (:func:`railyard.exec.launch.task_e
 all of them, and exits 0 or with the code of the first task that failed (128+N for signal
 N). So ``srun python train.py`` starts a DDP job, and with ``--ntasks-per-node=1``
 ``srun torchrun --nnodes $SLURM_NNODES --nproc-per-node 8 train.py`` starts one torchrun per
-node.
+node. ``--gpus=[TYPE:]N``, ``--gres=gpu[:TYPE]:N``, ``--gpus-per-node`` and ``--gpus-per-task``
+give the step that many of the allocation's GPUs, different from those of the job's other
+steps running at the time (:mod:`railyard.exec.stepgpus`); without them a step sees all of
+the job's GPUs on its nodes.
 
 Differences from Slurm's srun, on purpose: when a task fails, the others are terminated
 (``--kill-on-bad-exit=1``), since a DDP gang cannot go on without a rank; ``MASTER_ADDR`` and
@@ -33,11 +36,13 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from railyard.exec import stepgpus
 from railyard.exec.launch import (
     ALLOCATION_VAR,
     BATCH_SHELL_SIGNAL_VAR,
@@ -73,6 +78,10 @@ CONTAINER_REFUSED = {  # Pyxis's, with why not here
 }
 
 
+GPU_OPTIONS = ("--gpus", "--gres", "--gpus-per-node", "--gpus-per-task")
+STEP_BUSY_WAIT_S = 0.5  # how often a step waiting for GPUs that other steps hold tries again
+
+
 class SrunError(Exception):
     """A request srun cannot honour; printed as one line, exit 2."""
 
@@ -81,6 +90,7 @@ class SrunError(Exception):
 class Step:
     nodes: list[NodeAlloc]
     command: list[str]
+    gpus_per_task: int | None = None  # srun --gpus-per-task; None: the job's
 
 
 def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -112,7 +122,8 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
             notes.append(f"{token} ignored: {IGNORED_OPTIONS[name]}")
             continue
         kept.append(token)
-        takes_value = token in ("-n", "-N", "--ntasks", "--nodes", "--ntasks-per-node")
+        takes_value = token in ("-n", "-N", "--ntasks", "--nodes", "--ntasks-per-node", "-G",
+                                *GPU_OPTIONS)  # fmt: skip
         if takes_value and rest:
             kept.append(rest.pop(0))
     parser = argparse.ArgumentParser(
@@ -123,6 +134,10 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("-n", "--ntasks", type=int, help="total tasks (block over the nodes)")
     parser.add_argument("-N", "--nodes", type=int, help="use the first N nodes of the job")
     parser.add_argument("--ntasks-per-node", type=int, help="tasks on each node")
+    parser.add_argument("-G", "--gpus", help="[TYPE:]N GPUs of the allocation for the step")
+    parser.add_argument("--gres", help="gpu[:TYPE]:N GPUs on each node of the step")
+    parser.add_argument("--gpus-per-node", help="[TYPE:]N GPUs on each node of the step")
+    parser.add_argument("--gpus-per-task", help="[TYPE:]N GPUs of its own for each task")
     args = parser.parse_args(kept)
     args.command = rest[1:] if rest[:1] == ["--"] else rest
     args.container = container
@@ -160,6 +175,25 @@ def plan(args: argparse.Namespace, allocated: list[NodeAlloc]) -> list[NodeAlloc
         out.append(NodeAlloc(node.name, i, node.gpus, count, first))
         first += count
     return out
+
+
+def with_gpus(
+    nodes: list[NodeAlloc], request: stepgpus.GpuRequest, environ: dict[str, str]
+) -> list[NodeAlloc]:
+    """The step's nodes with the GPUs it asked for, taken from the allocation; while other
+    steps of the job hold them, srun waits, saying so once, as srun 22.05 does."""
+    wanted = stepgpus.needs(request, nodes)
+    job = environ.get("SLURM_JOB_ID", "")
+    waited = False
+    while (taken := stepgpus.take(nodes, wanted, environ.get(STEPS_DIR_VAR) or None)) is None:
+        if not waited:
+            print(f"srun: Job {job} step creation temporarily disabled, retrying "
+                  "(Requested nodes are busy)", file=sys.stderr, flush=True)  # fmt: skip
+            waited = True
+        time.sleep(STEP_BUSY_WAIT_S)
+    if waited:
+        print(f"srun: Step created for job {job}", file=sys.stderr, flush=True)
+    return taken
 
 
 def next_step_id(steps_dir: str | None) -> int:
@@ -219,7 +253,9 @@ def step_tasks(
     port = int(environ["MASTER_PORT"]) if environ.get("MASTER_PORT") else free_port(addr)
     step_id = next_step_id(environ.get(STEPS_DIR_VAR))
     cpus = int(environ.get("SLURM_CPUS_PER_TASK") or 0)
-    per_task = int(environ.get("SLURM_GPUS_PER_TASK") or 0)
+    per_task = step.gpus_per_task
+    if per_task is None:
+        per_task = int(environ.get("SLURM_GPUS_PER_TASK") or 0)
     tasks = []
     for slot in task_layout(step.nodes):
         wiring = task_env(step.nodes, slot, master_addr=addr, master_port=port,
@@ -334,11 +370,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "no railyard allocation here (hint: srun runs inside `railyard submit job.sh`)"
             )
         master_addr, allocated = decode_allocation(environ[ALLOCATION_VAR])
-        step = Step(plan(args, allocated), command)
+        nodes = plan(args, allocated)
+        request = stepgpus.request_of(args.gpus, args.gres, args.gpus_per_node,
+                                      args.gpus_per_task)  # fmt: skip
+        if request is not None:
+            nodes = with_gpus(nodes, request, environ)
+        step = Step(nodes, command, request.per_task if request is not None else None)
         if args.container:
             return launch_in_image(step, environ, master_addr, args.container)
         return launch(step, environ, master_addr)
-    except SrunError as exc:
+    except (SrunError, stepgpus.StepGpuError) as exc:
         print(f"srun: error: {exc}", file=sys.stderr, flush=True)
         return USAGE_ERROR
 
