@@ -151,7 +151,7 @@ ERRORS = [
     ("#SBATCH --time", "--time needs a value"),
     ("#SBATCH --requeue=yes", "--requeue takes no value"),
     ("#SBATCH --export=1A=2", "--export: bad variable name '1A'"),
-    ("#SBATCH --export=NONE,A=1", "--export: NONE takes no variables: 'NONE,A=1'"),
+    ("#SBATCH --export=NONE,ALL", "--export: ALL and NONE together: 'NONE,ALL'"),
     ("#SBATCH gpus=8", "unexpected argument 'gpus=8' (hint: options only"),
     ("#SBATCH -J 'open", "cannot split directive: No closing quotation"),
     ("#SBATCH --signal=USR1@soon", "--signal: bad signal 'USR1@soon'"),
@@ -193,6 +193,8 @@ def test_two_bad_options_on_one_line_are_two_errors() -> None:
         ("HOME_DATA,X=1", {"HOME_DATA": "/data", "X": "1"}, None),
         ("ALL,X=1", {"HOME_DATA": "/data", "PATH": "/bin", "X": "1"}, None),
         ("MISSING", {}, "--export: MISSING is not set here; not exported"),
+        ("NONE,X=1", {"X": "1"}, None),
+        ("NONE,HOME_DATA,X=a=b", {"HOME_DATA": "/data", "X": "a=b"}, None),
     ],
 )
 def test_export_as_sbatch(value: str, expected_env: dict[str, str], note: str | None) -> None:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy import delete
 from tests.control.loop_helpers import Cluster
 
-from railyard.client.scripts import parse_script
+from railyard.client.scripts import parse_script, resolve_export
 from railyard.control.adminschemas import QueueCreate
 from railyard.control.api.validation import validation_line
 from railyard.control.errors import Forbidden
@@ -90,3 +90,30 @@ def test_a_bad_queue_name_is_one_line_naming_the_field_with_a_hint(
     said, _ = validation_line(list(refused.value.errors()))
     assert said.startswith(line), said
     assert "should match" not in said
+
+
+@pytest.mark.parametrize(
+    ("export", "present", "absent"),
+    [
+        ("NONE,FOO=bar", {"FOO": "bar"}, {"FROM_SUBMITTER", "HOME_DATA"}),
+        ("ALL,FOO=bar", {"FOO": "bar", "FROM_SUBMITTER": "yes"}, set()),
+        ("HOME_DATA", {"HOME_DATA": "/data"}, {"FROM_SUBMITTER", "FOO"}),
+    ],
+)
+def test_export_lists_run_with_what_they_name(
+    cluster: Cluster, export: str, present: dict[str, str], absent: set[str]
+) -> None:
+    """sbatch --export=NONE,FOO=bar runs with FOO set and the submitter's variables gone;
+    ALL,FOO=bar adds FOO to them; a bare NAME takes the submitter's value."""
+    submitter = {"PATH": "/usr/bin:/bin", "FROM_SUBMITTER": "yes", "HOME_DATA": "/data"}
+    script = f"#!/bin/bash\n#SBATCH --export={export}\nenv > {cluster.out}/env.txt\n"
+    options = parse_script(script, "job.sh").options
+    value, env, _ = resolve_export(options.pop("export"), submitter)
+    [job_id] = cluster.submit(script=script, export=value, env=env, **options)
+    cluster.run(job_id)
+    lines = (cluster.out / "env.txt").read_text().splitlines()
+    seen = dict(line.partition("=")[::2] for line in lines)
+    assert {k: seen.get(k) for k in present} == present
+    assert not absent & seen.keys()
+    if not export.startswith("ALL"):
+        assert seen["SLURM_EXPORT_ENV"] == export

@@ -142,10 +142,11 @@ def _nice(value: str) -> int:
 
 
 def check_export(value: str) -> str:
-    """Slurm's ``--export`` syntax: ``ALL``, ``NONE``, or ``[ALL,]NAME[=VALUE],...``."""
+    """Slurm's ``--export`` syntax: ``ALL``, ``NONE``, or ``[ALL,|NONE,]NAME[=VALUE],...``
+    (``NONE,FOO=bar`` is the list alone: FOO set, none of the submitter's variables)."""
     items = [i.strip() for i in value.split(",")]
-    if "NONE" in items and len(items) > 1:
-        raise OptionError(f"NONE takes no variables: {value!r}", "use --export=NAME,... alone")
+    if "NONE" in items and "ALL" in items:
+        raise OptionError(f"ALL and NONE together: {value!r}", "ALL,NAME=VALUE or NONE,NAME=VALUE")
     for item in items:
         if item in ("ALL", "NONE"):
             continue
@@ -361,7 +362,8 @@ def resolve_export(value: str, environ: Mapping[str, str]) -> tuple[str, dict[st
     """What ``--export=value`` sends, seen from the submitter's ``environ`` (sbatch 22.05):
     ``ALL``: the whole environment; ``NONE``: nothing (the job starts from the account's login
     environment); ``NAME`` copies the submitter's value, ``NAME=VALUE`` sets one; with
-    ``ALL,...`` on top of the whole environment. Returns (the value, the variables, notes)."""
+    ``ALL,...`` on top of the whole environment, with ``NONE,...`` (or alone) on top of
+    nothing. Returns (the value, the variables, notes)."""
     items = [i.strip() for i in check_export(value).split(",") if i.strip()]
     env: dict[str, str] = dict(environ) if "ALL" in items else {}
     notes = []
