@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from railyard.cli.history import exit_code
-from railyard.cli.jobformat import SQUEUE_DEFAULT, sacct_table, squeue_lines
+from railyard.cli.jobformat import SQUEUE_DEFAULT, format_of_fields, sacct_table, squeue_lines
 
 
 def job(**fields: Any) -> Any:
@@ -34,9 +34,11 @@ def test_squeues_default_format_lines_up_as_squeue_prints_it() -> None:
 
 def test_squeue_letters_and_a_literal_percent() -> None:
     [_, line] = squeue_lines("%i|%T|%t|%l|%L|%b|%F|%K|%r|100%%", [job()])
-    assert line == "7|RUNNING|R|1:00:00|58:55|gres/gpu:4|7|N/A|Fits|100%"
+    assert line == "7|RUNNING|R|1:00:00|58:55|gres/gpu:4|7|N/A|None|100%"  # squeue: None
     [_, done] = squeue_lines("%4i|%t|%l", [job(state="timeout", walltime_s=None)])
     assert done == "7   |TO|UNLIMITED"
+    [_, waits] = squeue_lines("%r", [job(state="pending", placement=None, reason="Priority")])
+    assert waits == "Priority"
 
 
 def test_an_unknown_squeue_letter_is_one_line_with_the_known_ones() -> None:
@@ -69,3 +71,10 @@ def test_sacct_format_widths_cuts_and_parsable() -> None:
 def test_a_bad_sacct_format_is_one_line(fields: str, error: str) -> None:
     with pytest.raises(ValueError, match="^" + error.replace("(", r"\(")):
         sacct_table(fields, [job()], exit_code, parsable=False)
+
+
+def test_squeue_field_names_are_its_letters_padded_to_twenty() -> None:
+    """squeue -O: each field 20 wide unless NAME:[.]WIDTH; an unknown name is one line."""
+    assert format_of_fields("JobID,name:.5,ReasonList") == "%20i%.5j%20R"
+    with pytest.raises(ValueError, match=r"^--Format: unknown field 'Bogus' \(hint: "):
+        format_of_fields("JobID,Bogus")

@@ -473,17 +473,22 @@ def test_history_like_sacct(cli: Cli, store: Store) -> None:
     assert lines[0].split() == ["JOBID", "NAME", "USER", "QUEUE", "STATE", "EXITCODE", "ELAPSED",
                                 "GPUS", "GPU-HOURS", "RESTARTS", "START", "END"]  # fmt: skip
     by_id = {line.split()[0]: line.split() for line in lines[1:]}
-    assert set(by_id) == {ok, bad}  # not the pending one, not bob's, not the old one
+    assert set(by_id) == {ok, bad, waiting}  # pending too, as sacct; not bob's, not the old one
     assert by_id[ok][4:10] == ["COMPLETED", "0:0", "00:30:00", "1", "0.50", "0"]
     assert by_id[bad][4:10] == ["FAILED", "3:0", "00:05:00", "1", "0.08", "2"]
     assert [j["id"] for j in cli.json("alice", "history", *window, "--state", "pending")] == [
         waiting
     ]
     everyone = {j["id"] for j in cli.json("root", "history", *window)}
-    assert everyone == {ok, bad, bob_job}
+    assert everyone == {ok, bad, waiting, bob_job}
     [running] = cli.json("root", "history", *window, "--user", "bob")
     assert running["state"] == "running"
-    assert {j["id"] for j in cli.json("alice", "history", "-S", "now-10days")} == {ok, bad, old}
+    assert {j["id"] for j in cli.json("alice", "history", "-S", "now-10days")} == {
+        ok,
+        bad,
+        waiting,
+        old,
+    }
     assert [
         j["id"] for j in cli.json("alice", "history", "-S", "now-10days", "-E", "now-7days")
     ] == [old]
@@ -640,6 +645,34 @@ def test_queue_and_history_in_slurms_formats(cli: Cli) -> None:
     bad = cli("alice", "queue", "-o", "%i %y")
     assert (bad.exit_code, bad.stderr.count("\n")) == (2, 1)
     assert bad.stderr.startswith("railyard: queue: --format: unknown field %y (hint: ")
+
+
+def test_queue_and_history_take_squeue_and_sacct_spellings(cli: Cli, store: Store) -> None:
+    """squeue's -t PD/R codes, -h (no header; help stays at --help), --me, -l, -O, a running
+    job's %r "None"; sacct's --name and its pending jobs in the -S window (issue 57 item 7)."""
+    for name in ("a", "b"):
+        assert cli("alice", "submit", "-J", name, "-t", "5", "--", "true").exit_code == 0
+    with store.session() as session:
+        running = session.get(JobRow, "2")
+        assert running is not None
+        running.state, running.placement = "running", {"node-0": [0]}
+        running.reason, running.start_t_s = "Fits (borrowing)", time.time()
+    pending = cli("alice", "queue", "-h", "-t", "PD", "-o", "%i %t")
+    assert (pending.exit_code, pending.stdout) == (0, "1 PD\n"), pending.output
+    assert cli("alice", "queue", "-h", "-t", "R,CD", "-o", "%i %t %r").stdout == "2 R None\n"
+    assert cli("alice", "queue", "--me", "-h", "-o", "%i").stdout == "1\n2\n"
+    assert "usage:" in cli("alice", "queue", "--help").stdout
+    fields = cli("alice", "queue", "-O", "JobID:6,Name:.3,StateCompact:3").stdout
+    assert fields.splitlines() == ["JOBID NAMST", "1       aPD", "2       bR"]
+    long = cli("alice", "queue", "-l").stdout.splitlines()
+    assert re.fullmatch(r"\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}", long[0]), long[0]
+    assert long[1].split() == ["JOBID", "PARTITION", "NAME", "USER", "STATE", "TIME",
+                               "TIME_LIMI", "NODES", "NODELIST(REASON)"]  # fmt: skip
+    assert long[2].split()[4:] == ["PENDING", "0:00", "5:00", "1", "(None)"]
+    listed = cli("alice", "history", "-n", "-P", "-o", "JobID,JobName,State")
+    assert listed.stdout == "1|a|PENDING\n2|b|RUNNING\n"
+    named = cli("alice", "history", "--name", "b", "-n", "-P", "-o", "JobID,State", "-s", "R")
+    assert (named.exit_code, named.stdout) == (0, "2|RUNNING\n"), named.output
 
 
 def test_cancel_signal_refusals_through_the_api(cli: Cli) -> None:

@@ -3,8 +3,8 @@
 One line per job with its state, exit code (``code:signal``, as sacct), elapsed time of its
 last attempt, GPU-hours of that attempt, restarts, start and end. The window is sacct's:
 ``--starttime`` (default: midnight today) to ``--endtime`` (default: now) selects the jobs that
-were waiting or running at some moment in it. A user sees their own jobs; an admin sees
-everyone's, or one user's with ``--user``.
+were waiting or running at some moment in it (pending ones too, as sacct lists them). A user
+sees their own jobs; an admin sees everyone's, or one user's with ``--user``.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ def history(args: argparse.Namespace) -> None:
         fail(f"history: {exc}")
     if until < since:
         fail(f"history: --endtime {until.isoformat()} is before --starttime {since.isoformat()}")
-    states = [s.strip().lower() for item in args.state or [] for s in item.split(",") if s.strip()]
+    states = states_of(args.state)
+    names = {n for n in (args.name or "").split(",") if n}
     jobs: list[Job] = []
     offset = 0
     with connect() as client:
@@ -64,12 +65,13 @@ def history(args: argparse.Namespace) -> None:
                 offset=offset,
             )
             offset += len(page)
-            # Pending jobs never ran: listed only when asked for (sacct lists them always).
-            jobs += [j for j in page if states or j["state"] != "pending"]
+            jobs += page  # pending ones too: waiting in the window, as sacct lists them
             if len(page) < PAGE:
                 break
     if args.jobs:
         jobs = [j for j in jobs if matches(j["id"], args.jobs)]
+    if names:
+        jobs = [j for j in jobs if j["name"] in names]
     jobs = jobs[: args.limit]
     if args.json:
         emit_json(jobs)
@@ -102,6 +104,23 @@ def history(args: argparse.Namespace) -> None:
     print(text.partition("\n")[2] if args.noheader else text)
 
 
+SLURM_STATES = {
+    "pd": ("pending",), "cf": ("starting",), "configuring": ("starting",), "r": ("running",),
+    "cg": ("preempting", "cancelling"), "completing": ("preempting", "cancelling"),
+    "cd": ("completed",), "f": ("failed",), "ca": ("cancelled",), "to": ("timeout",),
+    "nf": ("node_fail",), "dl": ("deadline",),
+}  # fmt: skip
+"""squeue's and sacct's short state codes (``-t PD,R``) and Slurm's names that railyard
+spells otherwise, as railyard's states (as in ``jobformat.COMPACT``)."""
+
+
+def states_of(values: list[str] | None) -> list[str]:
+    """``-t pending,running`` (repeatable), or Slurm's codes ``-t PD,R`` / names ``-t
+    COMPLETING``, as railyard's states, in order, each once."""
+    words = [s.strip().lower() for item in values or [] for s in item.split(",") if s.strip()]
+    return list(dict.fromkeys(state for w in words for state in SLURM_STATES.get(w, (w,))))
+
+
 JOBS_HELP = "only these jobs: 12,13_2 (an array's id: its tasks)"
 
 
@@ -125,7 +144,8 @@ def _history_args(p: Parser) -> None:
     )
     p.add_argument("--parsable2", "-P", action="store_true", help='fields split by "|" (sacct -P)')
     p.add_argument("--user", "-u", help="one user's jobs (admins)")
-    p.add_argument("--state", "-s", action="append", help="e.g. failed,cancelled (repeat)")
+    p.add_argument("--state", "-s", action="append", help="e.g. failed,cancelled or F,CA (repeat)")
+    p.add_argument("--name", metavar="NAMES", help="only jobs of these names: a,b (sacct --name)")
     p.add_argument("--starttime", "-S", metavar="TIME", help="default: midnight today")
     p.add_argument("--endtime", "-E", metavar="TIME", help="default: now")
     p.add_argument("--limit", type=int, help="at most this many jobs")

@@ -75,7 +75,7 @@ SQUEUE: dict[str, Field] = {
     "L": _left,
     "D": lambda j: _node_count(j),
     "R": _reason_or_nodes,
-    "r": lambda j: j["reason"] or "None",
+    "r": lambda j: "None" if j["placement"] else j["reason"] or "None",  # running: None
     "N": _nodes,
     "b": lambda j: f"gres/gpu:{j['gpus'] // int(_node_count(j))}" if j["gpus"] else "N/A",
     "S": lambda j: _time(j["start_t_s"]),
@@ -87,6 +87,36 @@ SQUEUE: dict[str, Field] = {
 }
 SQUEUE_DEFAULT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 """squeue's own default format."""
+SQUEUE_LONG = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
+"""squeue -l's."""
+SQUEUE_FIELDS = {
+    "jobid": "i", "jobarrayid": "i", "arrayjobid": "F", "arraytaskid": "K", "name": "j",
+    "username": "u", "partition": "P", "state": "T", "statecompact": "t", "timeused": "M",
+    "timelimit": "l", "timeleft": "L", "numnodes": "D", "reasonlist": "R", "reason": "r",
+    "nodelist": "N", "tres-per-node": "b", "starttime": "S", "submittime": "V",
+    "endtime": "e", "priority": "Q", "prioritylong": "Q", "workdir": "Z", "command": "o",
+}  # fmt: skip
+"""squeue -O's field names (any case) as -o's letters."""
+FIELD_WIDTH = 20  # squeue -O's width of a field without one
+
+
+def format_of_fields(fields: str) -> str:
+    """squeue ``-O JobID,Name:30,State:.10`` as the ``-o`` format that prints the same:
+    each field padded to its width (20 unless ``:[.]WIDTH``; ``.`` right-justifies)."""
+    out = []
+    for item in (part.strip() for part in fields.split(",") if part.strip()):
+        name, _, size = item.partition(":")
+        letter = SQUEUE_FIELDS.get(name.lower())
+        right, width = size.startswith("."), size.removeprefix(".")
+        if letter is None or (width and not width.isdigit()):
+            what = f"field {name!r}" if letter is None else f"width {size!r} of {name}"
+            raise ValueError(f"--Format: unknown {what} (hint: NAME[:[.]WIDTH] of "
+                             f"{','.join(SQUEUE_FIELDS)})")  # fmt: skip
+        out.append(f"%{'.' if right else ''}{width or FIELD_WIDTH}{letter}")
+    if not out:
+        raise ValueError("--Format: no field (hint: e.g. -O JobID,Name,State)")
+    return "".join(out)
+
 
 _SPEC = re.compile(r"%(\.)?(\d*)([A-Za-z%])")
 

@@ -14,12 +14,13 @@ import contextlib
 import os
 import socket
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from railyard.cli.args import Command, Parser, connect, describe, emit_json, fail, json_flag
-from railyard.cli.history import matches
+from railyard.cli.history import matches, states_of
 from railyard.cli.text import clock, iso, pairs, placement, raw, squeue_time, table
 from railyard.client.printable import printable
 
@@ -312,10 +313,6 @@ def current_umask() -> int:
 # -- looking at jobs -----------------------------------------------------------------------------
 
 
-def states_of(values: list[str] | None) -> list[str]:
-    return [s.strip().lower() for item in values or [] for s in item.split(",") if s.strip()]
-
-
 def _job_rows(jobs: list[Job]) -> str:
     headers = ("JOBID", "NAME", "USER", "QUEUE", "STATE", "GPUS", "PLACEMENT", "TIME", "REASON")
     rows = []
@@ -344,7 +341,8 @@ def queue(args: argparse.Namespace) -> None:
         states = []
     age_s = args.min_job_age if args.min_job_age is not None else MIN_JOB_AGE_S
     with connect() as client:
-        user = args.user or (None if args.all_users else client.whoami()["name"])
+        everyone = args.all_users and not args.me
+        user = args.user or (None if everyone else client.whoami()["name"])
         jobs = client.jobs(
             states=["pending"] if args.start else states,
             queue=args.queue,
@@ -362,13 +360,18 @@ def queue(args: argparse.Namespace) -> None:
         _print_starts(jobs, expected, args.json)
     elif args.json:
         emit_json(jobs)
-    elif args.format is not None:
-        from railyard.cli.jobformat import squeue_lines
+    elif args.format is not None or args.Format is not None or args.long:
+        from railyard.cli.jobformat import SQUEUE_LONG, format_of_fields, squeue_lines
 
         try:
-            lines = squeue_lines(args.format, jobs)
+            fmt = args.format or SQUEUE_LONG
+            if args.Format is not None:
+                fmt = format_of_fields(args.Format)
+            lines = squeue_lines(fmt, jobs)
         except ValueError as exc:
             fail(f"queue: {exc}")
+        if args.long:  # squeue -l: the time first, as ctime spells it
+            print(time.ctime())
         print("\n".join(lines[1:] if args.noheader else lines))
     else:
         text = _job_rows(jobs)
@@ -394,13 +397,17 @@ def _print_starts(jobs: list[Job], expected: dict[str, dict[str, Any]], as_json:
 def _queue_args(p: Parser) -> None:
     from railyard.cli.history import JOBS_HELP, job_ids
 
+    # squeue's -h is --noheader; help stays at --help (the optionals group checks conflicts)
+    p.conflict_handler = p._optionals.conflict_handler = "resolve"
+
     p.add_argument(
         "--state",
         "-t",
         action="append",
-        help="e.g. pending,running (repeat); all: finished ones too (default: unfinished)",
+        help="e.g. pending,running or PD,R (repeat); all: finished ones too (default: unfinished)",
     )
     p.add_argument("--all", dest="all_users", action="store_true", help="everyone's jobs (admins)")
+    p.add_argument("--me", action="store_true", help="only my jobs (squeue --me; the default)")
     p.add_argument("--user", "-u", help="one user's jobs (squeue -u; another's: admins)")
     p.add_argument("--jobs", "-j", type=job_ids, help=JOBS_HELP)
     p.add_argument("--queue", "-p", help="only this queue")
@@ -410,7 +417,14 @@ def _queue_args(p: Parser) -> None:
         metavar="FORMAT",
         help='squeue\'s, e.g. "%%.18i %%.9P %%.8j %%.8u %%.2t %%.10M %%.6D %%R"',
     )
-    p.add_argument("--noheader", action="store_true", help="no header line (squeue -h)")
+    p.add_argument(
+        "--Format", "-O", metavar="FIELDS",
+        help="squeue's field names, e.g. JobID,Partition,Name:30,StateCompact,ReasonList",
+    )  # fmt: skip
+    p.add_argument(
+        "--long", "-l", action="store_true", help="squeue -l: the time, then more columns"
+    )
+    p.add_argument("--noheader", "-h", action="store_true", help="no header line (squeue -h)")
     p.add_argument(
         "--array", "-r", action="store_true",
         help="one line per array task (squeue -r); else an array's pending tasks are one line",
