@@ -76,10 +76,6 @@ EXPLAINED: dict[str, str] = {
          "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_RUN_ID"),
         "torchrun's variables in every task: init_process_group('env://') works unlaunched",
     ),
-    **dict.fromkeys(
-        ("SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NTASKS_PER_NODE"),
-        "a batch step without --ntasks: railyard always knows the count",
-    ),
     "CUDA_VISIBLE_DEVICES (railyard only)":
         "a CPU job: an empty list hides every GPU (Slurm relies on cgroups)",
 }  # fmt: skip

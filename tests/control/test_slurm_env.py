@@ -41,3 +41,19 @@ def test_export_none_or_a_list_says_get_user_env_as_sbatch() -> None:
     for export in ("NONE", "PATH,HOME"):
         env = slurm_compat_env(_row(export=export))
         assert (env["SLURM_GET_USER_ENV"], env["SLURM_EXPORT_ENV"]) == ("1", export)
+
+
+def test_a_met_dependency_stays_in_slurm_job_dependency_as_submitted() -> None:
+    """The loop clears a met dependency (so a requeue does not wait again); sbatch keeps
+    SLURM_JOB_DEPENDENCY as submitted."""
+    env = slurm_compat_env(_row(dependency=None, met_dependency="afterok:14"))
+    assert env["SLURM_JOB_DEPENDENCY"] == "afterok:14"
+
+
+def test_account_qos_and_gpus_per_node_as_sbatch_sets_them() -> None:
+    env = slurm_compat_env(_row(priority=1000, distinct_nodes=True, gpus_per_worker=4))
+    assert (env["SLURM_JOB_ACCOUNT"], env["SLURM_JOB_QOS"]) == ("gpu", "high")
+    assert env["SLURM_GPUS_PER_NODE"] == "4"
+    spread = slurm_compat_env(_row(priority=731, distinct_nodes=False, gpus_per_worker=1))
+    assert spread["SLURM_JOB_QOS"] == "normal"  # Slurm's default QOS
+    assert "SLURM_GPUS_PER_NODE" not in spread  # --gpus N: GPUs per job, not per node

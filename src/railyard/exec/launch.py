@@ -239,8 +239,10 @@ def batch_env(
     nodes: Sequence[NodeAlloc], cpus_per_task: int = 0, tasks_given: bool = True
 ) -> dict[str, str]:
     """The batch step: the script itself, once, on the first node (sbatch's environment).
-    Without a task count (``tasks_given`` False), sbatch counts a task per ``cpus_per_task``
-    of the CPUs booked on each node (16 on a 16-core node taken with ``--exclusive``)."""
+    Without a task count (``tasks_given`` False), sbatch leaves ``SLURM_NTASKS``,
+    ``SLURM_NPROCS`` and ``SLURM_NTASKS_PER_NODE`` unset and counts a task per
+    ``cpus_per_task`` of the CPUs booked on each node in ``SLURM_TASKS_PER_NODE`` (16 on a
+    16-core node taken with ``--exclusive``)."""
     first = nodes[0]
     env = {
         **allocation_env(nodes, first, cpus_per_task),
@@ -249,6 +251,9 @@ def batch_env(
         "SLURM_GTIDS": "0",
         "ENVIRONMENT": "BATCH",
     }
+    if not tasks_given:  # sbatch sets the task counts only when --ntasks (-per-node) was given
+        for name in ("SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NTASKS_PER_NODE"):
+            env.pop(name, None)
     if not tasks_given and any(n.cpus for n in nodes):
         per = max(1, cpus_per_task)
         env["SLURM_TASKS_PER_NODE"] = tasks_per_node([max(n.ntasks, n.cpus // per) for n in nodes])

@@ -91,8 +91,10 @@ def write_plan(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> 
     for job_id in plan.satisfied:  # before the starts: still pending, and still the
         # dependency the step found met (an `update --dependency` since then stands); it was
         # eligible, so any --begin has passed and `met_now`'s `begins_again_t_s` is now
-        values = {"dependency": None, "begin_t_s": now_t_s, "updated_t_s": now_t_s}
-        same = JobRow.dependency == seen.dependencies.get(job_id)
+        met = seen.dependencies.get(job_id)
+        values = {"dependency": None, "met_dependency": met, "begin_t_s": now_t_s,
+                  "updated_t_s": now_t_s}  # fmt: skip
+        same = JobRow.dependency == met
         cas(session, job_id, JobState.PENDING.value, same, **values)
     for job_id in plan.warn:
         if cas(session, job_id, JobState.RUNNING.value, warned=True, updated_t_s=now_t_s):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from railyard.client.values import array_stats
+from railyard.client.values import PRIORITY_CLASSES, array_stats
 from railyard.control.store.paths import checkpoint_dir, logs_dir, script_path, steps_dir
 from railyard.control.store.tables import JobRow
 from railyard.control.usecases.apps import app_dir, app_launch_env
@@ -120,6 +120,9 @@ def slurm_compat_env(row: JobRow, cluster: str = "railyard") -> dict[str, str]:
         "SLURM_PRIO_PROCESS": "0",
         # sbatch's: the umask at submit, which slurmstepd sets (0022 when it was not sent)
         "SLURM_UMASK": f"{JOB_UMASK if row.umask is None else row.umask:04o}",
+        # railyard has no accounts: its queues are what quota and fair share are charged to
+        "SLURM_JOB_ACCOUNT": row.queue,
+        "SLURM_JOB_QOS": _qos(row.priority),
     }
     if row.restart_count:
         env["SLURM_RESTART_COUNT"] = str(row.restart_count)  # sbatch: only once requeued
@@ -140,11 +143,19 @@ def slurm_compat_env(row: JobRow, cluster: str = "railyard") -> dict[str, str]:
     if row.export.strip().upper() != "ALL":
         env["SLURM_EXPORT_ENV"] = row.export
         env["SLURM_GET_USER_ENV"] = "1"  # sbatch: --export=NONE or a list implies --get-user-env
-    if row.dependency:
-        env["SLURM_JOB_DEPENDENCY"] = row.dependency  # as given to --dependency
+    dependency = row.dependency or row.met_dependency
+    if dependency:  # as given to --dependency, kept once met (sbatch)
+        env["SLURM_JOB_DEPENDENCY"] = dependency
+    if row.distinct_nodes and row.gpus_per_worker:  # --gres=gpu:N or --gpus-per-node=N
+        env["SLURM_GPUS_PER_NODE"] = str(row.gpus_per_worker)
     if row.array_parent is not None and row.array_index is not None:
         env |= array_env(row.array_parent, row.array_index, row.array_spec)
     return env
+
+
+def _qos(priority: int) -> str:
+    """--qos names a priority class here; a job of another priority is Slurm's "normal"."""
+    return next((n for n, v in PRIORITY_CLASSES.items() if v == priority), "normal")
 
 
 def array_env(parent: str, index: int, spec: str | None) -> dict[str, str]:

@@ -227,6 +227,8 @@ class JobRow(Base):
     # sbatch --open-mode: "append" or "truncate"; None: truncate on a first attempt only
     open_mode: Mapped[str | None] = mapped_column(String(8), nullable=True)
     dependency: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+    # the --dependency the loop found met (and cleared above): SLURM_JOB_DEPENDENCY keeps it
+    met_dependency: Mapped[str | None] = mapped_column(String(1024), nullable=True)
     requeue: Mapped[bool] = mapped_column(Boolean, default=False)
     signal_batch_shell: Mapped[bool] = mapped_column(Boolean, default=False)
     umask: Mapped[int | None] = mapped_column(Integer, nullable=True)  # None: 0022
