@@ -4,6 +4,7 @@ store's part is covered on both databases elsewhere)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 from sqlalchemy import delete
-from tests.control.loop_helpers import Cluster
+from tests.control.loop_helpers import NODE, Cluster, states, step_until
 
 from railyard.client.scripts import parse_script, resolve_export
 from railyard.control.adminschemas import QueueCreate
@@ -143,3 +144,21 @@ def test_batch_environment_as_sbatch_sets_it(cluster: Cluster) -> None:
 
 def _env_file(path: Path) -> dict[str, str]:
     return dict(line.partition("=")[::2] for line in path.read_text().splitlines())
+
+
+def test_a_job_stopped_at_its_time_limit_says_so_in_its_output(cluster: Cluster) -> None:
+    """slurmstepd's line, in the job's own --output file, written by its wrapper."""
+    out = cluster.out / "slow.out"
+    [job_id] = cluster.submit(script="#!/bin/bash\necho started\nsleep 60\n", output=str(out))
+    with cluster.store.session() as session:
+        row = session.get(JobRow, job_id)
+        assert row is not None
+        row.walltime_s = 1.0  # a second: --time counts whole minutes
+    step_until(cluster.loop, lambda: states(cluster.store)[job_id] == "timeout", timeout_s=90)
+    lines = out.read_text().splitlines()
+    assert lines[0] == "started"
+    pattern = (
+        rf"slurmstepd: error: \*\*\* JOB 1 ON {NODE} CANCELLED AT "
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d DUE TO TIME LIMIT \*\*\*"
+    )
+    assert [line for line in lines if re.fullmatch(pattern, line)], lines

@@ -60,6 +60,7 @@ from railyard.exec.launch import (
     rank_layout,
     wrapped_command,
 )
+from railyard.exec.outputs import time_limit_cue_path
 from railyard.exec.protocol import (
     Executor,
     ExecutorError,
@@ -67,6 +68,7 @@ from railyard.exec.protocol import (
     JobHandle,
     LaunchSpec,
     NotifiesExits,
+    SaysTimeLimits,
     WorkerHandle,
 )
 from railyard.exec.rankexit import (
@@ -244,6 +246,20 @@ class LocalExecutor:
         job.cancelled = job.first_failure is None  # a job already failing stays failed
         if job.stage < Stage.TERMINATING:
             self._terminate(job)
+
+    def time_out(self, job_id: str) -> None:
+        """:meth:`cancel` at the time limit: each live rank's wrapper is told first, by a cue
+        beside its exit record, so that it writes slurmstepd's line in the job's output."""
+        job = self._jobs.get(job_id)
+        if job is None or job.cancelled:
+            return
+        for rank in job.live():  # one line per job, as slurmstepd's: rank 0 (the batch shell)
+            if rank.handle.rank != 0:
+                continue
+            cue = time_limit_cue_path(Path(rank.handle.exit_path))
+            with contextlib.suppress(OSError):  # no cue, no line: the stop goes on regardless
+                os.close(os.open(cue, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644))
+        self.cancel(job_id)
 
     def discard(self, job_id: str, timeout_s: float = proctrack.KILL_TIMEOUT_S) -> bool:
         """End what runs here of ``job_id`` at once, with no grace and no report: SIGKILL its
@@ -599,4 +615,5 @@ def _cwd(spec: LaunchSpec, account: Account) -> str:
 
 if TYPE_CHECKING:  # mypy proves that LocalExecutor honours the protocol
     _conforms: type[Executor] = LocalExecutor
+    _says: type[SaysTimeLimits] = LocalExecutor
     _notifies: type[NotifiesExits] = LocalExecutor

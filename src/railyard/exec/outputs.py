@@ -14,6 +14,18 @@ from pathlib import Path
 from railyard.exec.attempt import EXIT_SUFFIX
 
 OUTPUTS_SUFFIX = ".outputs.json"
+TIME_LIMIT_SUFFIX = ".timelimit"
+
+
+def time_limit_cue_path(exit_path: Path) -> Path:
+    """Written by the executor, in its own directory, before it stops a rank at the job's time
+    limit: the rank's wrapper then says so in the job's output (:func:`time_limit_line`)."""
+    return exit_path.with_name(exit_path.name.removesuffix(EXIT_SUFFIX) + TIME_LIMIT_SUFFIX)
+
+
+def time_limit_line(job: str, host: str, at: str) -> str:
+    """slurmstepd's words when it stops a job at its time limit (``at``: local ISO time)."""
+    return f"slurmstepd: error: *** JOB {job} ON {host} CANCELLED AT {at} DUE TO TIME LIMIT ***\n"
 
 
 def outputs_record_path(exit_path: Path) -> Path:

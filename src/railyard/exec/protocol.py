@@ -277,6 +277,18 @@ class Executor(Protocol):
 
 
 @runtime_checkable
+class SaysTimeLimits(Protocol):
+    """Optional capability: stop a job at its time limit so that its output says so, as
+    slurmstepd writes ``*** JOB N ON host CANCELLED AT ... DUE TO TIME LIMIT ***``. The line
+    is written by the job's own wrapper as the job's user; an executor without this
+    capability is told :meth:`Executor.cancel` and the line is missing."""
+
+    def time_out(self, job_id: str) -> None:
+        """:meth:`Executor.cancel`, after telling each rank the time limit is why."""
+        ...
+
+
+@runtime_checkable
 class ReportsReady(Protocol):
     """Optional capability: say when a container job's image was on its nodes, so its time
     limit runs from then and not while the image was pulled (Pyxis imports the image before

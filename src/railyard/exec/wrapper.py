@@ -50,6 +50,7 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
@@ -57,7 +58,12 @@ from types import FrameType
 from railyard.exec import cgroup, procfs, proctrack
 from railyard.exec.attempt import STOOD_DOWN_EXIT, claim, read_claim, start_marker_path
 from railyard.exec.exitfile import NOTED_SIGNALS, RankExit, signal_name, write_exit
-from railyard.exec.outputs import outputs_record_path, record_outputs
+from railyard.exec.outputs import (
+    outputs_record_path,
+    record_outputs,
+    time_limit_cue_path,
+    time_limit_line,
+)
 from railyard.exec.taskfile import Task
 
 TYPE_CHECKING = False  # not typing's: importing typing would cost every rank ~5 ms
@@ -99,6 +105,8 @@ def run(exit_file: Path, command: list[str], task: Task | None = None) -> int:
         received.append(signal_name(signum))
         if ends is not None:
             ends.forward(child, signum)
+        if signum == signal.SIGTERM and task is not None and child:
+            say_time_limit(exit_file, task)
 
     for sig in NOTED_SIGNALS:
         signal.signal(sig, note)  # Python handlers reset to default in the command on exec
@@ -149,6 +157,34 @@ def run(exit_file: Path, command: list[str], task: Task | None = None) -> int:
             proctrack.kill_descendants()  # what the command left behind ends with it
     record(exit_file, RankExit.from_returncode(returncode, tuple(received)))
     return returncode
+
+
+def say_time_limit(exit_file: Path, task: Task) -> None:
+    """At the time limit (the executor's cue beside the exit record, once), write
+    slurmstepd's line where the job's stderr goes: a child that becomes the job's user opens
+    the user's file (never root), or writes to the spool log the wrapper holds."""
+    cue = time_limit_cue_path(exit_file)
+    try:
+        os.unlink(cue)  # once: the executor may stop the rank again
+    except OSError:
+        return
+    line = time_limit_line(task.env.get("SLURM_JOB_ID", "?"), task.env.get("SLURMD_NODENAME",
+                           "?"), time.strftime("%Y-%m-%dT%H:%M:%S"))  # fmt: skip
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        try:
+            become_user(task)
+            target = task.stderr or task.stdout
+            fd = 2
+            if target:
+                with contextlib.suppress(OSError):
+                    os.chdir(task.cwd)
+                fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            os.write(fd, line.encode())
+        finally:
+            os._exit(0)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
 
 
 def enter_step(task: Task) -> bool:
@@ -212,9 +248,7 @@ def exec_as(
             if task.container is not None:  # the runtime needs root: switch back there
                 groups = containerrun.become_user_effective(account)
             else:
-                os.initgroups(account.name, account.gid)
-                os.setresgid(account.gid, account.gid, account.gid)
-                os.setresuid(account.uid, account.uid, account.uid)
+                become_user(task)
         os.umask(task.umask)
         env = dict(task.env)
         try:
@@ -249,6 +283,15 @@ def exec_as(
         _say(f"railyard: cannot start {command[0]!r}: {exc}")
     finally:
         os._exit(EXEC_FAILED)
+
+
+def become_user(task: Task) -> None:
+    """Switch for good to the job's Unix account: supplementary groups, gid, then uid."""
+    account = task.account
+    if account is not None and not account.is_self:
+        os.initgroups(account.name, account.gid)
+        os.setresgid(account.gid, account.gid, account.gid)
+        os.setresuid(account.uid, account.uid, account.uid)
 
 
 class _NeverRaised(Exception):

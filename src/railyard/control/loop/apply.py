@@ -46,6 +46,7 @@ class Written:
     started: list[str] = field(default_factory=list)
     preempted: list[tuple[str, float]] = field(default_factory=list)  # (job, grace_s)
     stopped: list[str] = field(default_factory=list)  # cancel now: node down, time limit
+    timed_out: list[str] = field(default_factory=list)  # of those, the time limit's
     warned: list[str] = field(default_factory=list)
     finished: list[tuple[str, str]] = field(default_factory=list)  # (job, end state)
     requeued: list[str] = field(default_factory=list)
@@ -298,6 +299,8 @@ def _stop(session: Session, stop: Stop, now_t_s: float, out: Written) -> None:
         out.preempted.append((stop.job_id, stop.grace_s))
     else:
         out.stopped.append(stop.job_id)
+        if stop.cause is StopCause.TIME_LIMIT:
+            out.timed_out.append(stop.job_id)
 
 
 def _start_all(session: Session, starts: Sequence[Start], seen: Seen, now_t_s: float) -> list[str]:

@@ -73,6 +73,7 @@ from railyard.exec.protocol import (
     LaunchSpec,
     NotifiesExits,
     ReportsReady,
+    SaysTimeLimits,
 )
 from railyard.sched import CycleCache, SchedulerConfig
 from railyard.sched.health import ACROSS_ONLY, HealthInput, HealthPolicy, with_sweep
@@ -505,7 +506,10 @@ class Loop:
             asked = signals_to_send(session)
         self.starter.cancelled(cancelling, self.clock())  # never launched: not now either
         for job_id in [*written.stopped, *cancelling]:
-            _each(job_id, "cancel", self.executor.cancel, job_id)
+            if job_id in written.timed_out and isinstance(self.executor, SaysTimeLimits):
+                _each(job_id, "time out", self.executor.time_out, job_id)  # says why, as Slurm
+            else:
+                _each(job_id, "cancel", self.executor.cancel, job_id)
         if asked:  # scancel --signal: sent once, then cleared unless asked again meanwhile
             for job_id, signal_name in asked:
                 _each(job_id, "signal", self.executor.signal, job_id, signal_name)
