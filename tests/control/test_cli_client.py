@@ -675,6 +675,23 @@ def test_queue_and_history_take_squeue_and_sacct_spellings(cli: Cli, store: Stor
     assert (named.exit_code, named.stdout) == (0, "2|RUNNING\n"), named.output
 
 
+def test_cancel_batch_signals_the_batch_shell_as_scancel(cli: Cli, store: Store) -> None:
+    """``scancel --signal=USR1 --batch``: the request names the shell (``B:``), which the
+    executor sends to the batch shell alone (tests/exec/test_batch_signals.py)."""
+    assert cli("alice", "submit", "-J", "b", "--", "true").exit_code == 0
+    with store.session() as session:
+        row = session.get(JobRow, "1")
+        assert row is not None
+        row.state = "running"
+    sent = cli("alice", "cancel", "--batch", "--signal=USR1", "1")
+    assert (sent.exit_code, sent.stdout) == (0, "1 signalled USR1\n"), sent.output
+    with store.session() as session:
+        assert session.get(JobRow, "1").signal_request == "B:SIGUSR1"  # type: ignore[union-attr]
+    alone = cli("alice", "cancel", "-b", "1")
+    assert (alone.exit_code, alone.stderr.count("\n")) == (2, 1)
+    assert alone.stderr.startswith("railyard: cancel: --batch goes with --signal (hint: ")
+
+
 def test_cancel_signal_refusals_through_the_api(cli: Cli) -> None:
     """``scancel -s`` of a pending job is refused (409, exit 1), a bad signal is 422 (exit 2),
     each in one line; with filters, --signal chooses running jobs only."""

@@ -37,7 +37,7 @@ def _each(args: argparse.Namespace, act: str, done: str) -> int:
         else:
 
             def signal(job_id: str) -> list[Job]:
-                return client.signal(job_id, args.signal)
+                return client.signal(job_id, args.signal, batch=args.batch)
 
             method = {"cancel": client.cancel, "hold": client.hold, "release": client.release,
                       "signal": signal}  # fmt: skip
@@ -83,6 +83,8 @@ def cancel(args: argparse.Namespace) -> int:
             print("railyard: cancel: no job of yours matches", file=sys.stderr)
             return 0
         args.job_ids = [j["id"] for j in named]
+    if args.batch and args.signal is None:
+        fail("cancel: --batch goes with --signal (hint: railyard cancel -b -s USR1 ID)")
     if args.signal is not None:
         return _each(args, "signal", f"signalled {args.signal}")
     return _each(args, "cancel", "cancelled")
@@ -100,8 +102,13 @@ def _cancel_args(p: Parser) -> None:
         "--signal",
         "-s",
         metavar="SIG",
-        help="send SIG (USR1, 10...) to the running jobs' processes instead of cancelling",
+        help="send SIG (USR1, 10...) to the running jobs' processes instead of cancelling "
+        "(a batch script's: to its steps, not its shell, as scancel)",
     )
+    p.add_argument(
+        "--batch", "-b", action="store_true",
+        help="with --signal: to the batch script's shell alone (scancel --batch)",
+    )  # fmt: skip
     json_flag(p)
 
 

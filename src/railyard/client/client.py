@@ -248,10 +248,14 @@ class Client:
         """sbatch --test-only: when this submission would start; nothing is stored."""
         return cast(dict[str, Any], self._call("POST", "/v1/whatif/submit", body=dict(spec)))
 
-    def signal(self, job_id: str, signal_name: str) -> list[wire.Job]:
-        """scancel --signal: the loop sends it to the running job's processes, once."""
+    def signal(self, job_id: str, signal_name: str, *, batch: bool = False) -> list[wire.Job]:
+        """scancel --signal: the loop sends it to the running job's processes (a batch
+        script's steps; with ``batch``, scancel --batch, its shell alone), once."""
         path = _path("v1", "jobs", job_id, "signal")
-        return cast(list[wire.Job], self._call("POST", path, body={"signal": signal_name}))
+        body: dict[str, object] = {"signal": signal_name}
+        if batch:
+            body["batch"] = True
+        return cast(list[wire.Job], self._call("POST", path, body=body))
 
     def hold(self, job_id: str) -> list[wire.Job]:
         """Keep a pending job (or every pending task of an array) from starting."""

@@ -389,6 +389,9 @@ class JobSignal(Request):
     array's running ones), once, with no escalation."""
 
     signal: Annotated[Short, AfterValidator(_signal_alone)]
+    batch: bool = Field(
+        False, description="the batch script's shell alone (scancel --batch); else its steps"
+    )
 
 
 class JobUpdate(Request):

@@ -220,6 +220,7 @@ class LocalExecutor:
                 tuple(container_name(step, r.handle.rank) for r in ranks) if spec.container else ()
             ),
             signal_shell_only=spec.batch and spec.signal_batch_shell,
+            batch=spec.batch,
         )
         write_handle(record, handle)
         self._jobs[spec.job_id] = JobState(handle, ranks)
@@ -276,11 +277,14 @@ class LocalExecutor:
         return self.cleaner.drain(timeout_s)
 
     def signal(self, job_id: str, signal_name: str | None = None) -> None:
-        """Send one signal to every live rank's group; unknown or ended jobs are a no-op."""
+        """Send one signal to every live rank's group (a batch script's: to its steps, or
+        with ``B:NAME`` to its shell alone); unknown or ended jobs are a no-op."""
         job = self._jobs.get(job_id)
         if job is None:
             return
-        self._signal_live(job, signal.Signals[signal_name or job.handle.preempt_signal])
+        name = signal_name or job.handle.preempt_signal
+        shell = name.startswith("B:")
+        self._signal_live(job, signal.Signals[name.removeprefix("B:")], shell=shell)
 
     def poll(self) -> list[ExitReport]:
         """Reap exited ranks, terminate the gang of a failed rank, escalate overdue stops, and
@@ -487,9 +491,9 @@ class LocalExecutor:
         if interactive:  # its output goes to the client; the spool log keeps the header
             stdout = stderr = None
         processes = len(rank_layout(spec))
+        # A batch shell starts with every signal at its default, so that its `trap` works;
+        # a signal for the steps alone is kept from it by whom it is sent to (_signal_live).
         ignore: tuple[str, ...] = ()
-        if spec.batch and not spec.signal_batch_shell:
-            ignore = (spec.preempt_signal,)  # like Slurm's --signal without B: for the tasks
         cwd = _cwd(spec, account)
         task = Task(
             env=env,
@@ -585,13 +589,20 @@ class LocalExecutor:
         job.stage = Stage.TERMINATING
         job.deadline = self._clock() + self.term_grace_s
 
-    def _signal_live(self, job: JobState, sig: int) -> None:
-        """``sig`` to every live rank's group; the warning or preempt signal of a
-        ``--signal=B:`` job to its wrapper (which records it) and the batch shell alone."""
+    def _signal_live(self, job: JobState, sig: int, *, shell: bool = False) -> None:
+        """``sig`` to every live rank's group. A batch script's: the warning or preempt
+        signal of a ``--signal=B:`` job, or one asked for its shell (``shell``), to its
+        wrapper (which records it) and the shell alone; any other but SIGTERM and SIGKILL
+        to the rest of its group, its steps, and not the shell (as Slurm's)."""
         warning = signal.Signals[job.handle.preempt_signal]
-        shell_only = job.handle.signal_shell_only and sig == warning
+        shell_only = shell or (job.handle.signal_shell_only and sig == warning)
+        steps_only = job.handle.batch and sig not in (signal.SIGTERM, signal.SIGKILL)
         for rank in job.live():
             worker = rank.handle
+            if not shell_only and steps_only:
+                procfs.signal_group_but_children(worker.pgid, worker.pid,
+                                                 worker.start_time_ticks, sig)  # fmt: skip
+                continue
             if not shell_only:
                 procfs.signal_group(worker.pgid, worker.start_time_ticks, sig)
                 continue

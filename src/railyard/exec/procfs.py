@@ -7,6 +7,7 @@ https://man7.org/linux/man-pages/man5/proc.5.html
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -107,6 +108,22 @@ def signal_children(pid: int, start_ticks: int, sig: int) -> bool:
             sent = True
         except ProcessLookupError:
             continue
+    return sent
+
+
+def signal_group_but_children(pgid: int, leader: int, leader_start_ticks: int, sig: int) -> bool:
+    """``sig`` to the group led by ``leader`` (the wrapper, which notes it), but not to the
+    leader's own children (a batch shell): its steps' tasks get it, the shell does not."""
+    if not group_is_ours(pgid, leader_start_ticks):
+        return False
+    spared = set(children(leader))
+    sent = False
+    for pid in group_members(pgid):
+        if pid in spared:
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+            sent = True
     return sent
 
 

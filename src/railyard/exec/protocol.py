@@ -192,12 +192,15 @@ class JobHandle:
     # --signal=B:SIG: the signal goes to the batch shell alone, as Slurm's B: does, not to
     # the processes the script started (``python train.py & wait`` keeps running)
     signal_shell_only: bool = False
+    # a batch script: a signal (but SIGTERM and SIGKILL) reaches its steps, not its shell
+    batch: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready form for the control plane's store."""
         return {
             "containers": list(self.containers),
             "signal_shell_only": self.signal_shell_only,
+            "batch": self.batch,
             "job_id": self.job_id,
             "restart_count": self.restart_count,
             "workers": [w.to_dict() for w in self.workers],
@@ -217,6 +220,7 @@ class JobHandle:
             limits=str(data.get("limits", "")),
             containers=tuple(str(n) for n in data.get("containers", ())),
             signal_shell_only=bool(data.get("signal_shell_only", False)),
+            batch=bool(data.get("batch", False)),
         )
 
 
@@ -260,7 +264,9 @@ class Executor(Protocol):
 
     def signal(self, job_id: str, signal_name: str | None = None) -> None:
         """Send a signal (the job's preempt signal when None) to every rank's group, once,
-        with no escalation: the warning before a time limit (Slurm's ``--signal``)."""
+        with no escalation: the warning before a time limit (Slurm's ``--signal``). A batch
+        script's shell is left out, as Slurm signals its steps; ``B:NAME`` (``scancel
+        --batch``) reaches the shell alone."""
         ...
 
     def poll(self) -> list[ExitReport]:

@@ -19,11 +19,11 @@ Differences from Slurm's srun, on purpose: when a task fails, the others are ter
 tasks get the batch script's environment as it is when srun runs (``--export=ALL``). Tasks on
 another node need an executor that reaches it (the local executor has one node).
 
-Signals: the executor signals the job's whole process group, tasks included, so srun notes
-signals and keeps waiting. The preempt signal (SIGUSR1 by default) is ignored by the batch
-shell unless ``--signal=B:...`` asked for it there; srun gives it back its default action in the
-tasks (and in ``B:`` mode ignores it for them), which is Slurm's split between the batch shell
-and the steps.
+Signals: the executor signals the job's process group but the batch shell (SIGTERM and
+SIGKILL: all of it), tasks included, so srun notes signals and keeps waiting. With
+``--signal=B:...`` (or ``scancel --batch``) the signal goes to the shell alone and srun
+ignores the preempt signal in its tasks, which is Slurm's split between the batch shell and
+the steps. The shell starts with every signal at its default, so its ``trap`` works.
 """
 
 from __future__ import annotations

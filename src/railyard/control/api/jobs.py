@@ -256,7 +256,8 @@ def signal_job(
     """Send a signal to a running job's processes, or an array's running tasks' (scancel
     --signal); the scheduler loop sends it once, with no escalation. 409 when none runs."""
     now = ctx.clock()
-    signalled = jobsignal.signal_job(session, user, job_id, body.signal, now)
+    name = f"B:{body.signal}" if body.batch else body.signal  # the executor's spelling
+    signalled = jobsignal.signal_job(session, user, job_id, name, now)
     return [s.JobOut.from_row(r, n, now) for r, n in signalled]
 
 

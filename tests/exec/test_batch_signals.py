@@ -1,0 +1,65 @@
+"""Signals and a batch script's shell as under Slurm 22.05 (issue 57 item 6): the shell does
+not start with the warning signal ignored (bash cannot trap a signal ignored on entry), a
+signal without ``B:``/``--batch`` reaches the steps' tasks and not the shell, and ``scancel
+--signal=USR1 --batch`` (``B:SIGUSR1`` here) the shell alone (real processes)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from exec_helpers import MakeExecutor, logs, spec, wait_for, wait_report
+
+from railyard.exec import LaunchSpec
+
+CHILD = (
+    "import os, signal, sys, time; d = sys.argv[1]; "
+    "signal.signal(signal.SIGUSR1, lambda *_: (print('task got USR1', flush=True), sys.exit(0)));"
+    " open(os.path.join(d, 'ready'), 'w').close(); time.sleep(3); print('child done', flush=True)"
+)
+
+
+def _batch(tmp_path: Path, body: str) -> LaunchSpec:
+    script_path = tmp_path / "job" / "script.sh"
+    return spec(tmp_path, (str(script_path),), batch=True, script="#!/bin/bash\n" + body,
+                script_path=script_path, steps_dir=tmp_path / "job" / "steps", workers=1,
+                gpus_per_worker=1, gpus=(0,), job_env={"SLURM_JOB_ID": "42"})  # fmt: skip
+
+
+def test_scancel_batch_reaches_a_trap_in_the_shell_alone(
+    make_executor: MakeExecutor, tmp_path: Path
+) -> None:
+    body = (
+        "trap 'echo shell got USR1' USR1\n"
+        f'{sys.executable} -c "{CHILD}" {tmp_path} &\n'
+        "wait; wait\necho shell exits\n"
+    )
+    executor = make_executor(gpus=1)
+    executor.start(_batch(tmp_path, body))
+    wait_for(lambda: (tmp_path / "ready").exists())
+    executor.signal("job", "B:SIGUSR1")
+    wait_report(executor, "job")
+    text = logs(tmp_path)
+    assert "shell got USR1" in text, text
+    assert "child done" in text
+    assert "task got USR1" not in text
+    assert "shell exits" in text
+
+
+def test_a_signal_without_batch_reaches_the_tasks_not_the_shell(
+    make_executor: MakeExecutor, tmp_path: Path
+) -> None:
+    body = (
+        "trap 'echo shell got USR1' USR1\n"
+        f'srun -n1 {sys.executable} -c "{CHILD}" {tmp_path}\n'
+        "echo after srun\n"
+    )
+    executor = make_executor(gpus=1)
+    executor.start(_batch(tmp_path, body))
+    wait_for(lambda: (tmp_path / "ready").exists())
+    executor.signal("job", "SIGUSR1")
+    wait_report(executor, "job")
+    text = logs(tmp_path)
+    assert "task got USR1" in text, text
+    assert "shell got USR1" not in text
+    assert "after srun" in text
