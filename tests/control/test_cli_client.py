@@ -687,6 +687,13 @@ def test_cancel_batch_signals_the_batch_shell_as_scancel(cli: Cli, store: Store)
     assert (sent.exit_code, sent.stdout) == (0, "1 signalled USR1\n"), sent.output
     with store.session() as session:
         assert session.get(JobRow, "1").signal_request == "B:SIGUSR1"  # type: ignore[union-attr]
+    again = cli("alice", "requeue", "1")  # scontrol requeue: the loop stops and requeues it
+    assert (again.exit_code, again.stdout) == (0, "1 requeued\n"), again.output
+    with store.session() as session:
+        assert session.get(JobRow, "1").stop_cause == "Requeued"  # type: ignore[union-attr]
+    twice = cli("alice", "requeue", "1")
+    assert (twice.exit_code, twice.stderr.count("\n")) == (1, 1)
+    assert "only a running job can be requeued" in twice.stderr
     alone = cli("alice", "cancel", "-b", "1")
     assert (alone.exit_code, alone.stderr.count("\n")) == (2, 1)
     assert alone.stderr.startswith("railyard: cancel: --batch goes with --signal (hint: ")

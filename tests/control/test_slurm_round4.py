@@ -5,6 +5,7 @@ store's part is covered on both databases elsewhere)."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,10 @@ from tests.control.loop_helpers import NODE, Cluster, states, step_until
 from railyard.client.scripts import parse_script, resolve_export
 from railyard.control.adminschemas import QueueCreate
 from railyard.control.api.validation import validation_line
-from railyard.control.errors import Forbidden
+from railyard.control.errors import Conflict, Forbidden
 from railyard.control.schemas import JobSubmit
-from railyard.control.store.tables import JobRow, QueueMember, QueueRow
+from railyard.control.store.tables import JobRow, QueueMember, QueueRow, User
+from railyard.control.usecases.requeue import requeue_job
 
 
 @pytest.fixture
@@ -162,3 +164,36 @@ def test_a_job_stopped_at_its_time_limit_says_so_in_its_output(cluster: Cluster)
         r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d DUE TO TIME LIMIT \*\*\*"
     )
     assert [line for line in lines if re.fullmatch(pattern, line)], lines
+
+
+def test_requeue_stops_a_running_job_and_runs_it_again_appending_its_output(
+    cluster: Cluster,
+) -> None:
+    """scontrol requeue: restart count 1, the output of both runs in the file."""
+    out = cluster.out / "again.out"
+    script = (
+        "#!/bin/bash\necho run ${SLURM_RESTART_COUNT:-0}\n"
+        f'[ -n "$SLURM_RESTART_COUNT" ] || {{ touch {cluster.out}/up; sleep 60; }}\n'
+    )
+    [job_id] = cluster.submit(script=script, output=str(out))
+    step_until(cluster.loop, lambda: (cluster.out / "up").exists(), timeout_s=60)
+    with cluster.store.session() as session:
+        alice = session.get(User, 2)
+        assert alice is not None
+        [(row, _)] = requeue_job(session, alice, job_id, time.time())
+        assert row.state == "cancelling"
+    cluster.run(job_id)
+    with cluster.store.session() as session:
+        done = session.get(JobRow, job_id)
+        assert done is not None
+        assert (done.state, done.restart_count) == ("completed", 1)
+    assert out.read_text() == "run 0\nrun 1\n"
+
+
+def test_requeue_of_a_job_that_does_not_run_is_refused(cluster: Cluster) -> None:
+    [job_id] = cluster.submit(command=["true"], hold=True)
+    with cluster.store.session() as session:
+        alice = session.get(User, 2)
+        assert alice is not None
+        with pytest.raises(Conflict, match="only a running job can be requeued"):
+            requeue_job(session, alice, job_id, time.time())

@@ -40,7 +40,7 @@ def _each(args: argparse.Namespace, act: str, done: str) -> int:
                 return client.signal(job_id, args.signal, batch=args.batch)
 
             method = {"cancel": client.cancel, "hold": client.hold, "release": client.release,
-                      "signal": signal}  # fmt: skip
+                      "signal": signal, "requeue": client.requeue}  # fmt: skip
             for job_id in args.job_ids:
                 try:
                     results += method[act](job_id)
@@ -125,6 +125,15 @@ def release(args: argparse.Namespace) -> int:
     return _each(args, "release", "released")
 
 
+def requeue(args: argparse.Namespace) -> int:
+    """Stop running jobs and queue them again, one restart more (scontrol requeue).
+
+    Their output files are appended to; SLURM_RESTART_COUNT says which run it is. Only a
+    running job is requeued here (Slurm also requeues finished batch jobs).
+    """
+    return _each(args, "requeue", "requeued")
+
+
 def _ids_args(p: Parser) -> None:
     p.add_argument("job_ids", nargs="+", metavar="ID", help="job ids (an array id: all tasks)")
     json_flag(p)
@@ -183,5 +192,6 @@ COMMANDS = (
     Command("cancel", cancel, _cancel_args),
     Command("hold", hold, _ids_args),
     Command("release", release, _ids_args),
+    Command("requeue", requeue, _ids_args),
     Command("update", update, _update_args),
 )

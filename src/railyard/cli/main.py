@@ -82,6 +82,10 @@ CONTROL = {
         "Keep pending jobs from starting (scontrol hold); an array's id holds its pending tasks.",
     ),
     "release": ("jobctl", "Let held jobs start again (scontrol release)."),
+    "requeue": (
+        "jobctl",
+        "Stop running jobs and queue them again, one restart more (scontrol requeue).",
+    ),
     "update": (
         "jobctl",
         "Change a pending job's time limit, priority or dependency (scontrol update).",

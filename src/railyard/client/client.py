@@ -261,6 +261,10 @@ class Client:
         """Keep a pending job (or every pending task of an array) from starting."""
         return cast(list[wire.Job], self._call("POST", _path("v1", "jobs", job_id, "hold")))
 
+    def requeue(self, job_id: str) -> list[wire.Job]:
+        """scontrol requeue: stop a running job and queue it again, one restart more."""
+        return cast(list[wire.Job], self._call("POST", _path("v1", "jobs", job_id, "requeue")))
+
     def release(self, job_id: str) -> list[wire.Job]:
         return cast(list[wire.Job], self._call("POST", _path("v1", "jobs", job_id, "release")))
 

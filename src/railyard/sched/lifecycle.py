@@ -103,6 +103,10 @@ def settle(
         return Settlement(job.id, "Cancelled", EndState.CANCELLED, exit=ended)
     if cause is StopCause.TIME_LIMIT or cause is StopCause.IDLE_LIMIT:
         return Settlement(job.id, cause.value, EndState.TIMEOUT, exit=ended)
+    if cause is StopCause.REQUEUED:  # however it ended, as scontrol requeue
+        end_t_s = ended.t_s if ended.t_s is not None else now_t_s
+        again = requeue_after_stop(run, end_t_s, keep_submit_time=keep_submit_time)
+        return Settlement(job.id, "Requeued (scontrol requeue)", requeued=again, exit=ended)
     if kind is ExitKind.COMPLETED or (kind is ExitKind.PREEMPTED and cause is None):
         # Finished before any stop reached it; or exited 0 after the time-limit warning alone
         # (--signal=SIG@T): the executor saw the signal, but nobody asked the job to stop, and

@@ -312,6 +312,7 @@ class StopCause(StrEnum):
     CANCELLED = "Cancelled"  # a user or admin cancelled it
     TIME_LIMIT = "TimeLimit"  # it reached its time limit: ends TIMEOUT
     IDLE_LIMIT = "IdleLimit"  # an interactive job idle past its queue's limit: ends TIMEOUT
+    REQUEUED = "Requeued"  # scontrol requeue: pending again, one restart more
 
 
 @dataclass(frozen=True, slots=True)

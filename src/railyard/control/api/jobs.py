@@ -32,6 +32,7 @@ from railyard.control.usecases import (
     jobupdate,
     jobviews,
     logs,
+    requeue,
 )
 from railyard.control.usecases.admission import admit_batch
 from railyard.control.usecases.groupcommit import (
@@ -247,6 +248,18 @@ def hold_job(
     """Keep a pending job, or an array's pending tasks, from starting (scontrol hold)."""
     now = ctx.clock()
     return [s.JobOut.from_row(r, n, now) for r, n in jobs.hold_job(session, user, job_id, now)]
+
+
+@router.post("/jobs/{job_id}/requeue")
+def requeue_job(
+    job_id: str, session: SessionDep, user: CurrentUser, ctx: ContextDep
+) -> list[s.JobOut]:
+    """Stop a running job (an array's running tasks) and queue it again with one restart
+    more (scontrol requeue); its output is appended to. 409 when none runs."""
+    now = ctx.clock()
+    return [
+        s.JobOut.from_row(r, n, now) for r, n in requeue.requeue_job(session, user, job_id, now)
+    ]
 
 
 @router.post("/jobs/{job_id}/signal")

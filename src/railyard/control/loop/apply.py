@@ -233,6 +233,7 @@ _STOP_EVENTS = {
     StopCause.IDLE_LIMIT: ("idle_limit", "idle limit reached (nothing sent to it): stopping"),
     StopCause.PREEMPTED: ("preempt", None),
     StopCause.NODE_DOWN: ("requeue", None),
+    StopCause.REQUEUED: ("requeue", None),
 }
 
 
