@@ -1,5 +1,4 @@
-"""jobs.met_dependency: the --dependency the loop found met and cleared, kept for the job's
-SLURM_JOB_DEPENDENCY (sbatch keeps it as submitted)
+"""jobs.open_mode: sbatch's --open-mode (append to the output files, or truncate them)
 
 The change triggers of 0028 name every tracked column, so they are made again with this one.
 
@@ -51,13 +50,13 @@ def _create_update_trigger() -> None:
 
 
 def upgrade() -> None:
-    # Jobs whose dependency was met before have none: their SLURM_JOB_DEPENDENCY stays unset.
+    # Jobs stored before have none: a first attempt truncates, a requeued one appends, as before.
     _drop_update_trigger()
-    op.add_column("jobs", sa.Column("met_dependency", sa.String(1024), nullable=True))
+    op.add_column("jobs", sa.Column("open_mode", sa.String(8), nullable=True))
     _create_update_trigger()
 
 
 def downgrade() -> None:
     _drop_update_trigger()  # it names the column
-    op.drop_column("jobs", "met_dependency")
+    op.drop_column("jobs", "open_mode")
     _create_update_trigger()

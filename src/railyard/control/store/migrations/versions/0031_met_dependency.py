@@ -1,9 +1,10 @@
-"""jobs.open_mode: sbatch's --open-mode (append to the output files, or truncate them)
+"""jobs.met_dependency: the --dependency the loop found met and cleared, kept for the job's
+SLURM_JOB_DEPENDENCY (sbatch keeps it as submitted)
 
 The change triggers of 0028 name every tracked column, so they are made again with this one.
 
-Revision ID: 0029
-Revises: 0028
+Revision ID: 0031
+Revises: 0030
 Create Date: 2026-12-05
 """
 
@@ -12,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0029"
-down_revision = "0028"
+revision = "0031"
+down_revision = "0030"
 branch_labels = None
 depends_on = None
 
@@ -50,13 +51,13 @@ def _create_update_trigger() -> None:
 
 
 def upgrade() -> None:
-    # Jobs stored before have none: a first attempt truncates, a requeued one appends, as before.
+    # Jobs whose dependency was met before have none: their SLURM_JOB_DEPENDENCY stays unset.
     _drop_update_trigger()
-    op.add_column("jobs", sa.Column("open_mode", sa.String(8), nullable=True))
+    op.add_column("jobs", sa.Column("met_dependency", sa.String(1024), nullable=True))
     _create_update_trigger()
 
 
 def downgrade() -> None:
     _drop_update_trigger()  # it names the column
-    op.drop_column("jobs", "open_mode")
+    op.drop_column("jobs", "met_dependency")
     _create_update_trigger()
