@@ -325,7 +325,7 @@ def _step_dict(est: StepEstimate, tokens: float | None, gpu_name: str) -> dict[s
     from railyard.twin.bands import band_for
 
     mem = est.memory
-    band = band_for("training", gpu_name)
+    band = band_for("training", gpu_name, moe=est.moe)
     data: dict[str, Any] = {
         "model": est.model, "gpus": est.gpus, "parallel": dataclasses.asdict(est.parallel),
         "implementation": est.implementation, "attention_backend": est.attention_backend,

@@ -28,6 +28,7 @@ from railyard.twin.sources import calibrated_half_width, source_key
 from railyard.twin.validate_train import ValidationResult
 
 BANDS_FILE = "error_bands.json"
+MOE_BAND = "training (mixture of experts)"
 SHIPPED_COVERAGE = 0.8
 # Fewer sources than this make no interval: with two, each is scored against the other alone,
 # and the "80%" would rest on one comparison each way.
@@ -88,7 +89,11 @@ def band_keys(check: ValidationResult, row: Mapping[str, str]) -> list[str]:
     if check.kind == "memory" and check.unit == "fits":
         return []
     keys = [check.kind]
-    if check.kind == "training":
+    if check.kind == "training" and "experts=" in row.get("params", ""):
+        # mixture-of-experts runs have their own costs (router, permutes, all-to-all,
+        # imbalance) and their own band; they would blur the dense band of their GPU
+        keys.append(MOE_BAND)
+    elif check.kind == "training":
         keys.append(f"training on {row.get('gpu', '?')}")
     elif check.kind == "collective":
         nodes = row.get("nodes", "1").strip()
@@ -142,9 +147,12 @@ def shipped_bands() -> dict[str, Band]:
     return {k: Band(**v) for k, v in data.items()}
 
 
-def band_for(kind: str, gpu: str | None = None) -> Band | None:
-    """The most specific shipped band: per GPU model when there is one, else the kind's."""
+def band_for(kind: str, gpu: str | None = None, *, moe: bool = False) -> Band | None:
+    """The most specific shipped band: a mixture-of-experts run's own, per GPU model when
+    there is one, else the kind's."""
     bands = shipped_bands()
+    if moe and kind == "training" and MOE_BAND in bands:
+        return bands[MOE_BAND]
     if gpu is not None and f"{kind} on {gpu}" in bands:
         return bands[f"{kind} on {gpu}"]
     return bands.get(kind)
@@ -152,6 +160,7 @@ def band_for(kind: str, gpu: str | None = None) -> Band | None:
 
 __all__ = [
     "MIN_SOURCES",
+    "MOE_BAND",
     "SHIPPED_COVERAGE",
     "Band",
     "band_for",

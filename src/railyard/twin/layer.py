@@ -24,6 +24,7 @@ from railyard.twin.implementation import (
 )
 from railyard.twin.kernels import KernelModel
 from railyard.twin.models import LlmArch, Parallelism
+from railyard.twin.moe import expert_tp, moe_work
 
 CATEGORIES = ("gemm", "attention", "elementwise", "loss", "optimizer")
 # Gradient accumulation per parameter per micro-batch: Megatron adds a bf16 gradient to its fp32
@@ -124,30 +125,30 @@ def layer_work(
     fwd, bwd = Work(), Work()
     qkv_width = (arch.heads + 2 * arch.n_kv_heads) * d / t
     q_width = arch.heads * d / t
+    if arch.is_mla:
+        # MLA's down- and up-projections priced as one GEMM of the same FLOPs from h
+        q_width = arch.heads * arch.value_head_dim / t
+        qkv_width = (arch.attention_matmul_params() / h) / t - q_width
     fwd_gemm = bwd_gemm = expert_gemm = 0.0
     for n, k in ((qkv_width, h), (h, q_width)):  # QKV, output projection
         f, b = km.gemm_fwd_bwd_s(tokens, n, k)
         fwd_gemm, bwd_gemm = fwd_gemm + f, bwd_gemm + b
-    f_exp = arch.expert_ffn / t
+    f_exp = arch.expert_ffn / (expert_tp(par) if arch.is_moe else t)
     f_in = 2 * f_exp if arch.mlp == "swiglu" else f_exp
-    if arch.is_moe:
-        # router, then each local expert's GEMMs over the tokens routed to it (balanced):
-        # tokens x top_k spread over the experts, gathered from the ep ranks that share them
-        rf, rb = km.gemm_fwd_bwd_s(tokens, arch.experts, h)
-        per_expert = tokens * arch.top_k / arch.experts * par.ep
-        local = arch.experts // par.ep
-        for n, k in ((f_in, h), (h, f_exp)):
-            f, b = km.gemm_fwd_bwd_s(per_expert, n, k)
-            expert_gemm += local * (f + b)
-            fwd_gemm, bwd_gemm = fwd_gemm + local * f, bwd_gemm + local * b
-        fwd_gemm, bwd_gemm = fwd_gemm + rf, bwd_gemm + rb
-        mlp_tokens = tokens * arch.top_k
-        gemm_kernels = 3 + 2 * local
+    moe = moe_work(arch, par, km, tokens) if arch.is_moe else None
+    if moe is not None:
+        fwd_gemm, bwd_gemm = fwd_gemm + moe.fwd_gemm_s, bwd_gemm + moe.bwd_gemm_s
+        expert_gemm = moe.expert_gemm_s
+        fwd.add("elementwise", moe.fwd_stream_s, moe.fwd_stream_kernels)
+        bwd.add("elementwise", moe.bwd_stream_s, moe.bwd_stream_kernels)
+        # the token counts' copy to the host drains the GPU: it idles until the host has
+        # issued the next kernel (one launch and one gap), once per forward
+        fwd.add("elementwise", moe.host_syncs * (km.host_s + km.gap_s), moe.host_syncs)
+        gemm_kernels = 2 + moe.gemm_kernels
     else:
         for n, k in ((f_in, h), (h, f_exp)):
             f, b = km.gemm_fwd_bwd_s(tokens, n, k)
             fwd_gemm, bwd_gemm = fwd_gemm + f, bwd_gemm + b
-        mlp_tokens = tokens
         gemm_kernels = 4
     fwd.add("gemm", fwd_gemm, gemm_kernels)
     bwd.add("gemm", bwd_gemm, 2 * gemm_kernels)
@@ -160,7 +161,7 @@ def layer_work(
         # dropout read/write + 1-byte mask) and 6 + 5 backward; eager PyTorch runs each step as
         # its own kernel (EAGER_SCORE_BYTES)
         batch = par.micro_batch * heads
-        s_q, s_kv = arch.seq_len / par.cp, arch.seq_len
+        s_q, s_kv = arch.seq_len / par.cp, arch.attended_keys()
         qk = km.gemm_s(s_q, s_kv, d, batch)
         av = km.gemm_s(s_q, d, s_kv, batch)
         scores = batch * s_q * s_kv
@@ -186,21 +187,25 @@ def layer_work(
             }
         a_fwd, a_bwd = fused_attention_s(
             backend, gpu_name, km.peak_flops_s,
-            batch=par.micro_batch, heads=heads, s_q=arch.seq_len / par.cp, s_kv=arch.seq_len,
-            head_dim=d, causal=True, dropout=arch.dropout, sustained=sustained,
+            batch=par.micro_batch, heads=heads, s_q=arch.seq_len / par.cp,
+            s_kv=causal_keys(arch), head_dim=arch.qk_head_dim, causal=True,
+            dropout=arch.dropout, sustained=sustained,
             measured_tflops=measured or None,
         )  # fmt: skip
         fwd.add("attention", a_fwd, ATTENTION_KERNELS["fwd"])
         bwd.add("attention", a_bwd, ATTENTION_KERNELS["bwd"])
         attn_fwd_s = a_fwd
 
+    mlp_tokens = moe.routed_tokens if moe is not None else tokens
     _elementwise(arch, impl, sh, km, fwd, bwd, q_width, qkv_width, f_in, f_exp, mlp_tokens)
     if km.operand_bytes == 1.0:
         # fp8: each GEMM input is cast (read 2, write 1) and given a transposed fp8 copy for the
         # other pass (write 1) before use, forward inputs and backward output-gradients alike
         # (Transformer Engine FP8 primer: per-tensor scaling with cast and cast-transpose).
-        fwd_in = 2.0 * h + q_width + f_exp
-        bwd_in = 2.0 * h + qkv_width + f_in
+        # (a MoE layer's expert inputs are cast per expert in railyard.twin.moe)
+        mlp_in = 0.0 if arch.is_moe else 1.0
+        fwd_in = h + q_width + mlp_in * (h + f_exp)
+        bwd_in = h + qkv_width + mlp_in * (h + f_in)
         fwd.add("elementwise", km.stream_s(tokens * 4.0 * fwd_in), 4)
         bwd.add("elementwise", km.stream_s(tokens * 4.0 * bwd_in), 4)
     recompute = Work()
@@ -209,6 +214,16 @@ def layer_work(
     elif par.recompute == "selective":
         recompute.add("attention", attn_fwd_s, 2 if backend == "unfused" else 1)
     return LayerWork(fwd, bwd, recompute, fwd_gemm, bwd_gemm, expert_gemm)
+
+
+def causal_keys(arch: LlmArch) -> float:
+    """Keys of a causal kernel with the same work: a window of w keys does the work of a
+    causal sequence of 2w (each query sees w keys, not s/2 on average)."""
+    s = arch.seq_len
+    if not arch.window or 2 * arch.window >= s:
+        return float(s)
+    share = 1.0 / max(1, arch.window_every)
+    return share * 2 * arch.window + (1.0 - share) * s
 
 
 def _elementwise(
@@ -286,10 +301,6 @@ def _elementwise(
         col = tokens * qkv_width + mlp_tokens * f_in
         row = sp * h + mlp_tokens / tokens * sp * h
         bwd.add("elementwise", km.stream_s(2.0 * (col + row)), 4)
-    if arch.is_moe:
-        # token permutation into expert order and back: read + write 2h per routed copy,
-        # forward and backward
-        both(2 * 4.0 * mlp_tokens * h, 2 * 4.0 * mlp_tokens * h, 4, 4)
 
 
 def weight_tensors(arch: LlmArch) -> int:

@@ -288,7 +288,8 @@ def estimate_memory(
     expert_params = 0.0
     dense_layer_params = float(arch.layer_params())
     if arch.is_moe:
-        expert_params = arch.experts * arch.mlp_matmul_params() / par.ep
+        # routed experts split over ep ranks and etp slices (shared experts stay dense)
+        expert_params = arch.experts * arch.mlp_matmul_params() / par.ep * t / (par.etp or t)
         dense_layer_params -= arch.experts * arch.mlp_matmul_params()
     impl = for_split(par)
     per_layer = layer_activation_bytes(
@@ -319,7 +320,7 @@ def estimate_memory(
         if layer_states is None:
             layer_states = states(n_layers * dense_layer_params / t, dp_ranks)
             if expert_params:
-                experts = states(n_layers * expert_params / t, dp_ranks // par.ep)
+                experts = states(n_layers * expert_params / t, par.expert_dp)
                 layer_states = layer_states + experts
             by_layers[n_layers] = layer_states
         table_states = states(tables, dp_ranks) if tables else no_tables

@@ -37,6 +37,14 @@ class LlmArch:
     experts: int = 0  # mixture of experts: routed experts per layer (0: a dense MLP)
     top_k: int = 0  # experts each token is routed to
     moe_ffn_hidden: int = 0  # one expert's FFN width (0: ffn_hidden)
+    shared_experts: int = 0  # experts every token also takes (DeepSeek), each expert_ffn wide
+    capacity_factor: float = 0.0  # busiest expert's tokens over the mean (0: railyard.twin.moe)
+    window: int = 0  # sliding-window attention: keys each query sees (0: the whole sequence)
+    window_every: int = 1  # 1: every layer windowed; 2: every other layer (GPT-OSS), ...
+    kv_lora_rank: int = 0  # multi-head latent attention (DeepSeek-V2/V3): compressed K/V width
+    q_lora_rank: int = 0  # MLA: compressed query width (0: queries not compressed)
+    rope_head_dim: int = 0  # MLA: the decoupled rotary part of each query/key head
+    v_head_dim: int = 0  # MLA: value head size (0: head_dim)
     source: str = ""
 
     @property
@@ -60,10 +68,43 @@ class LlmArch:
         """FFN width of one expert (MoE) or of the dense MLP."""
         return (self.moe_ffn_hidden or self.ffn) if self.is_moe else self.ffn
 
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Query/key head size: head_dim plus MLA's rotary part."""
+        return self.head_dim + self.rope_head_dim
+
+    @property
+    def value_head_dim(self) -> int:
+        return self.v_head_dim or self.head_dim
+
     def attention_matmul_params(self) -> int:
-        """QKV and output projection weights."""
+        """QKV and output projection weights. MLA (DeepSeek-V2, arXiv 2405.04434, section
+        2.1.2) projects h down to a query rank and a key/value rank (plus the shared rotary
+        key), and those up to per-head queries, keys and values."""
         h, d = self.hidden, self.head_dim
+        if self.is_mla:
+            a, r, dq = self.heads, self.kv_lora_rank, self.qk_head_dim
+            q = (
+                (h * self.q_lora_rank + self.q_lora_rank * a * dq)
+                if self.q_lora_rank
+                else h * a * dq
+            )
+            kv = h * (r + self.rope_head_dim) + r * a * (d + self.value_head_dim)
+            return q + kv + a * self.value_head_dim * h
         return h * (self.heads + 2 * self.n_kv_heads) * d + self.heads * d * h
+
+    def attended_keys(self, seq_len: int | None = None) -> float:
+        """Keys a query attends to on average over layers: the sequence, or the window on
+        windowed layers (Beltagy et al. 2020, Longformer; GPT-OSS alternates)."""
+        s = seq_len or self.seq_len
+        if not self.window or self.window >= s:
+            return float(s)
+        share = 1.0 / max(1, self.window_every)
+        return share * self.window + (1.0 - share) * s
 
     def mlp_matmul_params(self) -> int:
         """One MLP (or one expert): in (gate + up for SwiGLU) and out."""
@@ -75,7 +116,8 @@ class LlmArch:
         the router and every expert."""
         if self.is_moe:
             router = self.hidden * self.experts
-            return self.attention_matmul_params() + router + self.experts * self.mlp_matmul_params()
+            experts = self.experts + self.shared_experts
+            return self.attention_matmul_params() + router + experts * self.mlp_matmul_params()
         return self.attention_matmul_params() + self.mlp_matmul_params()
 
     def layer_active_matmul_params(self) -> int:
@@ -83,7 +125,8 @@ class LlmArch:
         (Fedus et al. 2022, Switch Transformers, section 2: FLOPs follow the active experts)."""
         if self.is_moe:
             router = self.hidden * self.experts
-            return self.attention_matmul_params() + router + self.top_k * self.mlp_matmul_params()
+            active = self.top_k + self.shared_experts
+            return self.attention_matmul_params() + router + active * self.mlp_matmul_params()
         return self.layer_matmul_params()
 
     def layer_params(self) -> int:
@@ -121,8 +164,9 @@ class LlmArch:
         attention-over-V (2sh each), counted over the full sequence as the paper and PaLM
         (Chowdhery et al. 2022, appendix B) do, not halved for the causal mask.
         """
-        s = seq_len or self.seq_len
-        return 2.0 * self.layer_active_matmul_params() + 4.0 * s * self.heads * self.head_dim
+        s = self.attended_keys(seq_len)
+        d = (self.qk_head_dim + self.value_head_dim) / 2
+        return 2.0 * self.layer_active_matmul_params() + 4.0 * s * self.heads * d
 
     def logits_fwd_flops_per_token(self) -> float:
         """The output projection: 2hV per token (Narayanan et al. section 5.1)."""
@@ -153,7 +197,8 @@ class LlmArch:
         if recompute == "full":
             extra = self.layers * self.layer_fwd_flops_per_token(s)
         elif recompute == "selective":
-            extra = self.layers * 4.0 * s * self.heads * self.head_dim
+            d = (self.qk_head_dim + self.value_head_dim) / 2
+            extra = self.layers * 4.0 * self.attended_keys(s) * self.heads * d
         return self.model_flops_per_token(s) + extra
 
 
@@ -178,6 +223,7 @@ class Parallelism:
     dp: int = 1
     cp: int = 1
     ep: int = 1
+    etp: int = 0  # tensor-parallel ranks per expert (0: tp, Megatron-Core's default)
     micro_batch: int = 1
     global_batch: int = 1
     interleave: int = 1
@@ -202,6 +248,12 @@ class Parallelism:
     @property
     def gpus(self) -> int:
         return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def expert_dp(self) -> int:
+        """Ranks holding the same experts: tp x dp x cp over ep x etp (Megatron-Core's
+        expert-data-parallel group)."""
+        return max(1, self.tp * self.dp * self.cp // (self.ep * (self.etp or self.tp)))
 
     @property
     def micro_batches(self) -> int:
@@ -244,8 +296,14 @@ class Parallelism:
         if self.ep > 1 and not arch.is_moe:
             raise ValueError("ep > 1 needs a mixture-of-experts model (experts > 0)")
         if arch.is_moe:
-            if (self.dp * self.cp) % self.ep:
-                raise ValueError(f"ep={self.ep} does not divide dp x cp = {self.dp * self.cp}")
+            # Megatron-Core folds tp x cp x dp ranks into etp x ep x expert-dp: EP may be
+            # larger than DP when experts are not split by tensor parallelism (etp < tp)
+            etp = self.etp or self.tp
+            ranks = self.tp * self.dp * self.cp
+            if ranks % (self.ep * etp):
+                raise ValueError(
+                    f"ep x etp = {self.ep * etp} does not divide tp x dp x cp = {ranks}"
+                )
             if arch.experts % self.ep:
                 raise ValueError(f"ep={self.ep} does not divide {arch.experts} experts")
             if not 1 <= arch.top_k <= arch.experts:

@@ -33,6 +33,17 @@ ARCH_FIELDS: dict[str, tuple[Any, str]] = {
     "experts": (int, "routed experts per layer (mixture of experts); 0: dense"),
     "top_k": (int, "experts per token"),
     "moe_ffn_hidden": (int, "one expert's MLP width; default ffn_hidden"),
+    "shared_experts": (int, "experts every token also takes (DeepSeek's shared experts)"),
+    "capacity_factor": (
+        float,
+        "busiest expert's tokens over the mean (1: forced balance); default 1.25",
+    ),
+    "window": (int, "sliding-window attention: keys each query sees; 0: all"),
+    "window_every": (int, "1: every layer windowed, 2: every other layer (GPT-OSS)"),
+    "kv_lora_rank": (int, "multi-head latent attention: compressed key/value width"),
+    "q_lora_rank": (int, "multi-head latent attention: compressed query width"),
+    "rope_head_dim": (int, "multi-head latent attention: rotary part of each q/k head"),
+    "v_head_dim": (int, "multi-head latent attention: value head size; default kv_channels"),
     "tied_embeddings": (bool, "input and output tables shared"),
     "positions": (("learned", "rope"), "learned position table or rotary"),
     "biases": (bool, "linear layers have biases (GPT) or not (Llama)"),
@@ -43,7 +54,8 @@ SPLIT_FIELDS: dict[str, tuple[Any, str]] = {
     "pp": (int, "pipeline stages"),
     "dp": (int, "data parallel size"),
     "cp": (int, "context parallel size"),
-    "ep": (int, "expert parallel size"),
+    "ep": (int, "expert parallel size (may exceed dp: ep x etp divides tp x dp x cp)"),
+    "etp": (int, "tensor parallel size inside each expert; default tp"),
     "mbs": (int, "micro-batch size"),
     "gbs": (int, "global batch size (sequences)"),
     "v": (int, "virtual pipeline stages per GPU (interleaving depth)"),
@@ -92,6 +104,14 @@ def _value(field: str, raw: object, kind: Any, meaning: str) -> object:
         if text in _FALSE:
             return False
         raise SpecError(field, f"{raw!r} is not true or false", meaning)
+    if kind is float:
+        try:
+            real = float(str(raw).strip())
+        except ValueError:
+            raise SpecError(field, f"{raw!r} is not a number", meaning) from None
+        if not real >= 0 or real == float("inf"):
+            raise SpecError(field, f"{raw!r} must be a finite number >= 0", meaning)
+        return real
     if kind is int:
         if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
             raise SpecError(field, f"{raw!r} is not a whole number", meaning)
@@ -176,6 +196,14 @@ def check_arch(arch: LlmArch) -> None:
         )
     if arch.experts and not 1 <= arch.top_k <= arch.experts:
         raise SpecError("top_k", f"{arch.top_k} is not 1..{arch.experts}", "experts per token")
+    if arch.capacity_factor and arch.capacity_factor < 1:
+        raise SpecError("capacity_factor", f"{arch.capacity_factor} is below 1",
+                        "the busiest expert takes at least the mean")  # fmt: skip
+    if arch.window_every < 1:
+        raise SpecError("window_every", "must be at least 1", ARCH_FIELDS["window_every"][1])
+    if (arch.q_lora_rank or arch.rope_head_dim or arch.v_head_dim) and not arch.kv_lora_rank:
+        raise SpecError("kv_lora_rank", "missing for multi-head latent attention",
+                        "MLA fields need kv_lora_rank")  # fmt: skip
     if arch.top_k and not arch.experts:
         raise SpecError("top_k", "set without experts", "give experts=N for a MoE model")
 

@@ -32,6 +32,7 @@ from railyard.twin.layer import (
 )
 from railyard.twin.memory import MemoryEstimate, estimate_memory
 from railyard.twin.models import LlmArch, Parallelism
+from railyard.twin.moe import alltoall_bytes, expert_tp
 
 __all__ = ["CommModel", "Parallelism", "StepEstimate", "estimate_step", "pipeline_bubble"]
 
@@ -128,6 +129,7 @@ class StepEstimate:
     attention_backend: str = ""
     breakdown: dict[str, float] = field(default_factory=dict)  # seconds per step by category
     stage_times_s: tuple[float, ...] = ()  # one micro-batch, forward + backward, per stage
+    moe: bool = False  # a mixture-of-experts model (its own error band)
 
     @property
     def fits(self) -> bool:
@@ -254,7 +256,9 @@ def _micro_batch(
                        calibration=calibration)  # fmt: skip
     dense_params = arch.layer_params() - (arch.experts * arch.mlp_matmul_params())
     layer_params = dense_params / t + (
-        arch.experts * arch.mlp_matmul_params() / split.ep / t if arch.is_moe else 0.0
+        arch.experts * arch.mlp_matmul_params() / split.ep / expert_tp(split)
+        if arch.is_moe
+        else 0.0
     )
     layer_step = Work()
     for part in (layer.fwd, layer.bwd, layer.recompute):
@@ -304,7 +308,7 @@ def estimate_step(
     sustained = SUSTAINED_RATIO if par.gpus > 1 else 1.0
     m, p, v, t = par.micro_batches, par.pp, par.interleave, par.tp
     key = Parallelism(
-        tp=t, cp=par.cp, ep=par.ep, pp=min(p, 2), micro_batch=par.micro_batch,
+        tp=t, cp=par.cp, ep=par.ep, etp=par.etp, pp=min(p, 2), micro_batch=par.micro_batch,
         global_batch=par.micro_batch, sequence_parallel=par.sequence_parallel,
         recompute=par.recompute,
     )  # fmt: skip
@@ -365,9 +369,8 @@ def estimate_step(
     # expert parallelism: dispatch and combine all-to-alls of the routed token copies, forward
     # and backward (and again with full recompute), over ep ranks spaced tp x cp apart
     if arch.is_moe and par.ep > 1:
-        routed = (tokens / t if par.sequence_parallel else tokens) * arch.top_k
-        a2a_bytes = routed * arch.hidden * 2.0
-        ep_nodes, ep_gpn = _group(par.ep, t, gpus_per_node)
+        a2a_bytes = alltoall_bytes(arch, par, tokens)
+        ep_nodes, ep_gpn = _group(par.ep, expert_tp(par), gpus_per_node)
         count = 4 + (2 if par.recompute == "full" else 0)
         ep_s = count * comm.time_s("alltoall", a2a_bytes, ep_nodes, ep_gpn)
         if par.overlap_ep_comm:
@@ -390,7 +393,9 @@ def estimate_step(
     # 4. data parallelism over ranks spaced tp*cp apart (Megatron's rank order), for the stage
     # holding the most parameters; expert weights reduce over the dp x cp / ep ranks sharing them
     dense_per_layer = dense_params / t
-    expert_per_layer = arch.experts * arch.mlp_matmul_params() / par.ep / t if arch.is_moe else 0.0
+    expert_per_layer = (
+        arch.experts * arch.mlp_matmul_params() / par.ep / expert_tp(par) if arch.is_moe else 0.0
+    )
     last_table = table if (p > 1 or not arch.tied_embeddings) else 0.0
 
     def stage_params(i: int) -> tuple[float, float]:
@@ -405,7 +410,7 @@ def estimate_step(
     dp_ranks = par.dp * par.cp
     sharded = par.distributed_optimizer or par.zero_stage >= 1
     dp_exposed = 0.0
-    groups = ((dense_p, dp_ranks, t), (expert_p, dp_ranks // par.ep, t * par.ep))
+    groups = ((dense_p, dp_ranks, t), (expert_p, par.expert_dp, expert_tp(par) * par.ep))
     for params, ranks, stride in groups:
         if ranks <= 1 or params <= 0:
             continue
@@ -439,7 +444,7 @@ def estimate_step(
 
     # 5. optimizer on this rank's shard, gradient buffer zeroed once per step
     shard = (dense_p / (dp_ranks if sharded else 1)) + (
-        expert_p / (max(1, dp_ranks // par.ep) if sharded else 1)
+        expert_p / (par.expert_dp if sharded else 1)
     )
     tensors = stage_layers[heaviest] * weight_tensors(arch) + 2
     opt = optimizer_work(dense_p + expert_p, shard, tensors, impl, km)
@@ -483,4 +488,5 @@ def estimate_step(
         attention_backend=backend,
         breakdown=breakdown,
         stage_times_s=tuple(per_stage),
+        moe=arch.is_moe,
     )
