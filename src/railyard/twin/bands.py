@@ -88,12 +88,12 @@ def band_keys(check: ValidationResult, row: Mapping[str, str]) -> list[str]:
     one node or across nodes (a yes/no memory row counts in none)."""
     if check.kind == "memory" and check.unit == "fits":
         return []
-    keys = [check.kind]
     if check.kind == "training" and "experts=" in row.get("params", ""):
         # mixture-of-experts runs have their own costs (router, permutes, all-to-all,
-        # imbalance) and their own band; they would blur the dense band of their GPU
-        keys.append(MOE_BAND)
-    elif check.kind == "training":
+        # imbalance) and are their own kind; they would blur the dense bands
+        return [MOE_BAND]
+    keys = [check.kind]
+    if check.kind == "training":
         keys.append(f"training on {row.get('gpu', '?')}")
     elif check.kind == "collective":
         nodes = row.get("nodes", "1").strip()

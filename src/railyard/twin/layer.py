@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from railyard.twin.attention import KERNELS as ATTENTION_KERNELS
 from railyard.twin.attention import fused_attention_s
 from railyard.twin.calibration import Calibration
+from railyard.twin.fp8 import cast_bytes, cast_kernels
 from railyard.twin.implementation import (
     LOSS_BYTES_PER_LOGIT,
     LOSS_KERNELS,
@@ -199,15 +200,16 @@ def layer_work(
     mlp_tokens = moe.routed_tokens if moe is not None else tokens
     _elementwise(arch, impl, sh, km, fwd, bwd, q_width, qkv_width, f_in, f_exp, mlp_tokens)
     if km.operand_bytes == 1.0:
-        # fp8: each GEMM input is cast (read 2, write 1) and given a transposed fp8 copy for the
-        # other pass (write 1) before use, forward inputs and backward output-gradients alike
-        # (Transformer Engine FP8 primer: per-tensor scaling with cast and cast-transpose).
-        # (a MoE layer's expert inputs are cast per expert in railyard.twin.moe)
+        # fp8: each GEMM input is cast with a transposed copy for the other pass, forward
+        # inputs and backward output-gradients alike, at the recipe's bytes (railyard.twin.fp8);
+        # a MoE layer's expert inputs are cast per expert in railyard.twin.moe
         mlp_in = 0.0 if arch.is_moe else 1.0
         fwd_in = h + q_width + mlp_in * (h + f_exp)
         bwd_in = h + qkv_width + mlp_in * (h + f_in)
-        fwd.add("elementwise", km.stream_s(tokens * 4.0 * fwd_in), 4)
-        bwd.add("elementwise", km.stream_s(tokens * 4.0 * bwd_in), 4)
+        per, kernels = cast_bytes(par.fp8_recipe), cast_kernels(par.fp8_recipe)
+        casts = 2 + (0 if arch.is_moe else 2)
+        fwd.add("elementwise", km.stream_s(tokens * per * fwd_in), casts * kernels)
+        bwd.add("elementwise", km.stream_s(tokens * per * bwd_in), casts * kernels)
     recompute = Work()
     if par.recompute == "full":
         recompute.extend(fwd)

@@ -233,6 +233,7 @@ class Parallelism:
     recompute: Recompute = "none"
     sequence_parallel: bool = False
     precision: Precision = "bf16"
+    fp8_recipe: str = "delayed"  # delayed, current or block scaling (railyard.twin.fp8)
     flash_attention: bool = True
     overlap_tp_comm: bool = False
     overlap_dp_comm: bool = True

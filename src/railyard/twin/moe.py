@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from railyard.twin.fp8 import cast_bytes, cast_kernels
 from railyard.twin.kernels import KernelModel
 from railyard.twin.models import LlmArch, Parallelism
 
@@ -124,12 +125,13 @@ def moe_work(arch: LlmArch, par: Parallelism, km: KernelModel, tokens: float) ->
     fwd_k += 2 * permutes * PERMUTE_KERNELS
     bwd_k += 2 * permutes * PERMUTE_KERNELS
     if km.operand_bytes == 1.0:
-        # fp8: each local expert's inputs are cast with their own scaling factor (read 2,
-        # write 1 plus a transposed copy 1) forward, its output gradients backward
-        fwd_stream += km.stream_s(routed * 4.0 * (h + f_exp))
-        bwd_stream += km.stream_s(routed * 4.0 * (h + f_in))
-        fwd_k += 2 * local
-        bwd_k += 2 * local
+        # fp8: each local expert's inputs are cast with their own scaling factor forward, its
+        # output gradients backward, at the recipe's bytes (railyard.twin.fp8)
+        per, kernels = cast_bytes(par.fp8_recipe), cast_kernels(par.fp8_recipe)
+        fwd_stream += km.stream_s(routed * per * (h + f_exp))
+        bwd_stream += km.stream_s(routed * per * (h + f_in))
+        fwd_k += 2 * local * kernels
+        bwd_k += 2 * local * kernels
     return MoeWork(
         fwd_gemm, bwd_gemm, expert_gemm, 1 + 2 * local + (2 if arch.shared_experts else 0),
         fwd_stream, bwd_stream, fwd_k, bwd_k, 1 if ep > 1 else 0, routed,

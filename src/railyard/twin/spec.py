@@ -65,6 +65,10 @@ SPLIT_FIELDS: dict[str, tuple[Any, str]] = {
     "dist_opt": (bool, "Megatron's distributed optimizer"),
     "zero": (int, "ZeRO stage 0-3"),
     "precision": (("bf16", "fp8"), "GEMM precision"),
+    "fp8_recipe": (
+        ("delayed", "current", "block"),
+        "FP8 scaling: per-tensor delayed or current, or 1x128 blocks",
+    ),
     "impl": (("eager", "megatron", "megatron-te"), "software stack"),
     "attention": (("flash2", "flash3", "cudnn", "unfused"), "attention backend"),
     "fused_loss": (bool, "fused cross-entropy"),

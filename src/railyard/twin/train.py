@@ -17,6 +17,7 @@ from typing import Protocol
 
 from railyard.blueprint.catalog import GPUS, GpuSpec
 from railyard.twin.calibration import Calibration
+from railyard.twin.fp8 import cast_bytes, cast_kernels
 from railyard.twin.implementation import Implementation, attention_backend, for_split
 from railyard.twin.kernels import SUSTAINED_RATIO, KernelModel, kernel_model
 from railyard.twin.layer import (
@@ -310,7 +311,7 @@ def estimate_step(
     key = Parallelism(
         tp=t, cp=par.cp, ep=par.ep, etp=par.etp, pp=min(p, 2), micro_batch=par.micro_batch,
         global_batch=par.micro_batch, sequence_parallel=par.sequence_parallel,
-        recompute=par.recompute,
+        recompute=par.recompute, fp8_recipe=par.fp8_recipe,
     )  # fmt: skip
     mb = _micro_batch(arch, key, impl, backend, km, name, sustained, calibration)
     layer, layer_step = mb.layer, mb.layer_step
@@ -449,6 +450,12 @@ def estimate_step(
     tensors = stage_layers[heaviest] * weight_tensors(arch) + 2
     opt = optimizer_work(dense_p + expert_p, shard, tensors, impl, km)
     accumulate = autocast_accumulation_work(dense_p + expert_p, tensors, impl, km, m)
+    if km.operand_bytes == 1.0:
+        # fp8 weights are cast once per step, kept for the later micro-batches (railyard.twin.fp8)
+        accumulate.add(
+            "elementwise", km.stream_s((dense_p + expert_p) * cast_bytes(par.fp8_recipe)),
+            tensors * cast_kernels(par.fp8_recipe),
+        )  # fmt: skip
     optimizer_s = opt.time_s(km)
     accumulate_s = accumulate.time_s(km)
 
