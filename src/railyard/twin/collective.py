@@ -20,6 +20,7 @@ NCCL's own cost model (NVIDIA/nccl src/graph/tuning.cc); busbw is nccl-tests' de
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -77,6 +78,43 @@ _NET_POST_US = 1.0
 # (25 us) already matches its measured floor (25.6 us on 8 H100, Azure ND H100 v5).
 _CALL_US = 10.0
 
+
+@dataclass(frozen=True)
+class NetStack:
+    """Fixed costs of a network data path that RDMA does not have, per collective call.
+
+    GPUDirect-TCPX/TCPXO carry NCCL's traffic over TCP: a receive lands through the host's
+    receive data-path manager (RxDM) and is unpacked into GPU memory once a buffer has
+    arrived, so (1) no call takes less than the data path's round trip, ``floor_us``, and (2)
+    each of the algorithm's ``fill_passes`` pipelines waits for one NCCL buffer
+    (``buff_bytes``, or the message when smaller) to cross a NIC before its stages overlap.
+    """
+
+    name: str
+    floor_us: float
+    buff_bytes: float
+    fill_passes: int
+
+
+# GPUDirect-TCPXO (Google A3 Mega): 123 us for an 8-byte all_reduce on 2 nodes, the floor of
+# the published sweep (github.com/lessizzmore/create-a3mega-ztan-fork, ztan-NCCL-test-result);
+# NCCL_BUFFSIZE=8388608 and NCCL_ALGO=Ring,Tree in Google's TCPXO profile (/var/lib/tcpxo/lib64/
+# nccl-env-profile.sh, as the GKE "Maximize GPU network bandwidth" guide installs it); a tree
+# all_reduce fills two pipelines (reduce up, broadcast down), a ring one.
+# GPUDirect-TCPX (A3 High): 1.65 ms for 1-2 MiB all_reduce on 2 nodes, where bandwidth adds
+# under 50 us (GoogleCloudPlatform/ai-infra-cluster-provisioning pull request 376, TCPX NCCL
+# benchmark README), with TCPX's 4 MiB buffers (NCCL_BUFFSIZE=4194304 in its profile).
+# A harness adds host time around each collective that is not the collective's: nccl-tests
+# times many back-to-back calls on the GPU (none); one torch.distributed call from Python costs
+# about 30 us more per call (railyard issue 59's single-call timings on H100; a GPU measurement
+# of the project's own is pending). Kept apart: `time_s` is the collective alone.
+HARNESS_US = {"nccl-tests": 0.0, "torch.distributed": 30.0}
+NET_STACKS = {
+    "rdma": NetStack("rdma", 0.0, 0.0, 0),
+    "tcpxo": NetStack("tcpxo", 123.0, 8 * 2**20, 2),
+    "tcpx": NetStack("tcpx", 1650.0, 4 * 2**20, 2),
+}
+
 # Protocol bandwidth factors (same file): LL sends 4 bytes of data with a 4-byte flag per 8-byte
 # store and NCCL rates ring LL at 1/4 (all_reduce or multi-node) or 1/3 of the link; LL128 keeps
 # 120 of every 128 bytes (NCCL uses 0.92); trees run at 0.92 of the link, tree LL at 1/3.8,
@@ -121,6 +159,9 @@ class _Candidate:
     s_per_byte: float
     fill_steps: float = 0.0
     concurrent_ops: int = 0
+    floor_s: float = 0.0  # the network stack's shortest call (NetStack)
+    net_fill_bytes: float = 0.0  # bytes of each pipeline fill over a NIC (NetStack)
+    net_fill_s_per_byte: float = 0.0
 
     def fill_bytes(self, size_bytes: FloatArray) -> FloatArray:
         if not self.concurrent_ops:
@@ -137,7 +178,8 @@ class _Candidate:
                 if size_bytes < loops * self.concurrent_ops * chunk and chunk > smaller:
                     chunk = smaller
             fill = self.fill_steps * min(size_bytes, self.concurrent_ops * chunk)
-        return self.latency_s + self.s_per_byte * (size_bytes + fill)
+        net = self.net_fill_s_per_byte * min(size_bytes, self.net_fill_bytes)
+        return max(self.floor_s, self.latency_s + self.s_per_byte * (size_bytes + fill) + net)
 
 
 def bus_factor(op: str, n: int) -> float:
@@ -180,7 +222,11 @@ class CollectiveModel:
         *,
         routing: str | None = None,
         seed: int = 0,
+        stack: str = "rdma",
     ) -> None:
+        if stack not in NET_STACKS:
+            raise ValueError(f"unknown network stack {stack!r}; known: {', '.join(NET_STACKS)}")
+        self.stack = NET_STACKS[stack]
         self.blueprint = blueprint
         self.fabric = fabric if fabric is not None else build_fabric(blueprint)
         spec = blueprint.fabric
@@ -221,6 +267,21 @@ class CollectiveModel:
             found = self._best(op, size_bytes, nodes, gpus_per_node, placement, algo)[0]
             self._times[key] = found
         return found
+
+    def call_time_s(
+        self,
+        op: str,
+        size_bytes: float,
+        nodes: int,
+        gpus_per_node: int,
+        *,
+        harness: str = "torch.distributed",
+    ) -> float:
+        """One collective as a harness sees it: the collective plus the harness's own cost
+        per call (HARNESS_US)."""
+        if harness not in HARNESS_US:
+            raise ValueError(f"unknown harness {harness!r}; known: {', '.join(HARNESS_US)}")
+        return self.time_s(op, size_bytes, nodes, gpus_per_node) + HARNESS_US[harness] * 1e-6
 
     def busbw_gbyte_s(
         self,
@@ -267,6 +328,10 @@ class CollectiveModel:
         arr = np.asarray(sizes, dtype=np.float64)
         filled = arr[None, :] + np.stack([c.fill_bytes(arr) for c in cands])
         times = lat[:, None] + coef[:, None] * filled
+        net_coef = np.array([c.net_fill_s_per_byte for c in cands])
+        net_bytes = np.array([c.net_fill_bytes for c in cands])
+        times += net_coef[:, None] * np.minimum(arr[None, :], net_bytes[:, None])
+        times = np.maximum(times, np.array([c.floor_s for c in cands])[:, None])
         pick = times.argmin(axis=0)
         best = times[pick, np.arange(arr.size)]
         busf = bus_factor(op, n)
@@ -368,13 +433,26 @@ class CollectiveModel:
         if n == 1:
             return [_Candidate("none", "none", 0.0, 0.0)]
         if op == "alltoall":
-            return self._alltoall(order, g)
+            return self._with_stack(self._alltoall(order, g), n_nodes)
         out = self._ring(op, order, g)
         if op == "all_reduce":
             out += self._tree(order, g)
-            if self.links.has_nvls(g) and g > 1:
+            if self.links.has_nvls(g) and g > 1 and not self.stack.fill_passes:
+                # (the TCPX/TCPXO profiles allow only ring and tree: NCCL_ALGO=Ring,Tree)
                 out += self._nvls(order, g) if n_nodes == 1 else self._nvls_tree(order, g)
-        return out
+        return self._with_stack(out, n_nodes)
+
+    def _with_stack(self, cands: list[_Candidate], n_nodes: int) -> list[_Candidate]:
+        """The network stack's fixed costs on every candidate that crosses a node."""
+        stack = self.stack
+        if n_nodes == 1 or not stack.fill_passes:
+            return cands
+        per_byte = stack.fill_passes / (self.nic_gbyte_s * 1e9)
+        return [
+            dataclasses.replace(c, floor_s=stack.floor_us * 1e-6, net_fill_bytes=stack.buff_bytes,
+                                net_fill_s_per_byte=per_byte)
+            for c in cands
+        ]  # fmt: skip
 
     # algorithms -------------------------------------------------------------------------------
 
@@ -573,8 +651,11 @@ def _gpu_node_type(bp: Blueprint) -> NodeType:
 
 __all__ = [
     "ALGOS",
+    "HARNESS_US",
+    "NET_STACKS",
     "OPS",
     "CollectiveModel",
+    "NetStack",
     "SweepRow",
     "bus_factor",
     "ring_time_s",

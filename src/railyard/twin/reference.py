@@ -29,6 +29,17 @@ def nodes_of(row: Mapping[str, str]) -> int:
     return int(match.group()) if match else 1
 
 
+def net_stack_of(row: Mapping[str, str]) -> str:
+    """The network data path a row's cluster runs NCCL over: Google's A3 Mega runs
+    GPUDirect-TCPXO, A3 High GPUDirect-TCPX, the rest RDMA (InfiniBand or RoCE)."""
+    text = f"{row.get('setup', '')} {row.get('fabric', '')}".lower()
+    if "tcpxo" in text or "a3 mega" in text:
+        return "tcpxo"
+    if "tcpx" in text or "a3 high" in text:
+        return "tcpx"
+    return "rdma"
+
+
 def reference_blueprint(row: Mapping[str, str]) -> Blueprint:
     """The smallest standard cluster with the row's GPU, node count and NICs."""
     nodes = max(1, nodes_of(row))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from railyard.blueprint.catalog import GPUS
 from railyard.twin.collective import CollectiveModel
-from railyard.twin.reference import reference_blueprint
+from railyard.twin.reference import net_stack_of, reference_blueprint
 from railyard.twin.spec import SpecError
 from railyard.twin.train import CommModel
 from railyard.twin.validate_collective import read_reference, validate_collectives
@@ -32,11 +32,6 @@ COLUMNS = ("id", "kind", "setup", "gpus", "nodes", "gpu", "fabric", "quantity", 
            "value", "unit", "source", "note")  # fmt: skip
 KINDS = tuple(TARGETS)
 
-_TCPXO = (
-    "GPUDirect-TCPXO's fixed costs: the published sweep has a 123 us floor at 8 B and about "
-    "0.75 ms over its 8 GiB bandwidth at 128 MiB-1 GiB; the blueprint models A3 Mega's NICs as "
-    "RoCE, so these costs are not in the model"
-)
 _H100_OVERLAP = (
     "compute on H100 in large published runs (Megatron-Core/TE, NeMo, Llama 3) is priced at "
     "isolated-kernel rates (published GEMM and cuDNN attention benchmarks, derated for a busy "
@@ -53,8 +48,6 @@ MISS_CAUSES: dict[str, str] = {
     "c18) takes 35 us; the model carries one NCCL version's NVLS chunking",
     "c17": "NCCL 2.20.5's NVLS floor on H200 is 29.9 us against 25.6 us with 2.18.5 on H100 "
     "(c06); the model uses NCCL's 25 us NVLS latency",
-    "c11": _TCPXO,
-    "c12": _TCPXO,
     "t22": "128K-token context parallelism over 16 ranks: the K/V exchange is priced as one "
     "all-gather and one reduce-scatter hidden under half the layer, with the causal work "
     "perfectly balanced over the ranks; at this length the exchange and any imbalance are "
@@ -182,7 +175,7 @@ def _comm_factory() -> object:
     def comm_for(row: Mapping[str, str]) -> CommModel:
         key = (row["gpu"], row["fabric"], row["nodes"])
         if key not in models:
-            models[key] = CollectiveModel(reference_blueprint(row))
+            models[key] = CollectiveModel(reference_blueprint(row), stack=net_stack_of(row))
         return models[key]
 
     return comm_for

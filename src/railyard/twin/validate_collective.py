@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from railyard.twin.collective import ALGOS, CollectiveModel
-from railyard.twin.reference import reference_blueprint
+from railyard.twin.reference import net_stack_of, reference_blueprint
 
 LARGE_BYTES = 8 << 30  # rows whose size is "large" are read as 8 GiB
 
@@ -62,7 +62,7 @@ def validate_collectives(rows: list[dict[str, str]]) -> list[ValidationResult]:
         size = _size_bytes(row["params"])
         key = (row["gpu"], row["fabric"], nodes)
         if key not in models:
-            models[key] = CollectiveModel(reference_blueprint(row))
+            models[key] = CollectiveModel(reference_blueprint(row), stack=net_stack_of(row))
         model = models[key]
         predicted = model.busbw_gbyte_s(op, size, nodes, gpus_per_node, algo=algo)
         chosen, proto = model.choice(op, size, nodes, gpus_per_node, algo=algo)
