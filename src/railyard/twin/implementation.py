@@ -43,9 +43,13 @@ from railyard.twin.models import Parallelism
 #   the in-place fp32 softmax is the saved tensor, the bf16 cast (2) the temporary.
 # - fused (Megatron-Core --cross-entropy-loss-fusion, TorchScript-fused passes): cast + max,
 #   exp + sum, normalise, backward scale: about 22 bytes, 4 kernels, nothing extra.
-LOSS_BYTES_PER_LOGIT = {"eager": 36.0, "megatron": 52.0, "fused": 22.0}
-LOSS_KERNELS = {"eager": 6, "megatron": 8, "fused": 4}
-LOSS_TEMP_BYTES_PER_LOGIT = {"eager": 8.0, "megatron": 2.0, "fused": 0.0}
+# - eager PyTorch F.cross_entropy on bf16 logits without autocast ("eager-bf16"): log_softmax
+#   in bf16 (read 2, write 2), nll_loss backward's dense gradient (write 2), log_softmax
+#   backward (read 2 + 2, write 2): 12 bytes, 4 kernels; the saved log-softmax and the
+#   gradient, 4 bytes, are the temporary.
+LOSS_BYTES_PER_LOGIT = {"eager": 36.0, "eager-bf16": 12.0, "megatron": 52.0, "fused": 22.0}
+LOSS_KERNELS = {"eager": 6, "eager-bf16": 4, "megatron": 8, "fused": 4}
+LOSS_TEMP_BYTES_PER_LOGIT = {"eager": 8.0, "eager-bf16": 4.0, "megatron": 2.0, "fused": 0.0}
 # Adam step traffic per parameter it updates: Megatron's fused Adam (apex/TE multi-tensor
 # kernel) reads fp32 grad, master, m, v (16) and writes master, m, v (12) and the bf16 copy (2);
 # torch.optim.AdamW's default foreach path runs about eight passes (decay, lerp m, scale v,
@@ -68,6 +72,12 @@ class Implementation:
     loss: str  # eager, megatron, fused
     optimizer: str  # fused, foreach
     cuda_graphs: bool = False
+
+    @property
+    def grads_set_to_none(self) -> bool:
+        """Eager PyTorch's zero_grad sets .grad to None (its default since torch 2.0):
+        the first micro-batch stores its gradient, no buffer is zeroed."""
+        return self.name == "eager"
 
     @property
     def fused_loss(self) -> bool:
@@ -107,6 +117,7 @@ def implementation(
     optimizer: str | None = None,
     grad_accum_fusion: bool | None = None,
     cuda_graphs: bool | None = None,
+    autocast: bool | None = None,
 ) -> Implementation:
     """A preset with any switch overridden; ValueError names the known values."""
     try:
@@ -122,8 +133,19 @@ def implementation(
                 f"unknown attention backend {attention!r}; known: {', '.join(BACKENDS)}"
             )
         changes["attention"] = attention
+    if autocast is not None and autocast != impl.autocast:
+        if name != "eager":
+            raise ValueError("autocast: only eager PyTorch runs under autocast (hint: impl=eager)")
+        # pure bf16 eager: bf16 weights and gradients, bf16 softmax and cross-entropy
+        changes["autocast"] = autocast
+        changes["loss"] = "eager" if autocast else "eager-bf16"
     if fused_loss is not None:
-        changes["loss"] = "fused" if fused_loss else ("eager" if impl.autocast else "megatron")
+        unfused = (
+            ("eager" if changes.get("autocast", impl.autocast) else "eager-bf16")
+            if (name == "eager")
+            else "megatron"
+        )
+        changes["loss"] = "fused" if fused_loss else unfused
     if optimizer is not None:
         if optimizer not in OPTIMIZER_BYTES:
             raise ValueError(f"unknown optimizer {optimizer!r}; known: fused, foreach")
@@ -148,6 +170,7 @@ def for_split(par: Parallelism) -> Implementation:
         grad_accum_fusion=par.grad_accum_fusion,
         cuda_graphs=par.cuda_graphs or None,
         optimizer=par.optimizer or None,
+        autocast=par.autocast,
     )
 
 

@@ -34,7 +34,9 @@ CATEGORIES = ("gemm", "attention", "elementwise", "loss", "optimizer")
 # gradient into fp32 (read 2, write 4); the first micro-batch's gradient is then stored as it is
 # (AccumulateGrad takes the tensor when .grad is None, as zero_grad(set_to_none=True) leaves
 # it), each later one is added (read 4 + 4, write 4).
-GRAD_ACCUM_BYTES = {"fp32-buffer": 10.0, "autocast": 12.0}
+# In pure bf16 eager PyTorch the gradient is bf16: the first micro-batch's is stored, each later
+# one added (read 2 + 2, write 2).
+GRAD_ACCUM_BYTES = {"fp32-buffer": 10.0, "autocast": 12.0, "bf16": 6.0}
 AUTOCAST_CAST_BYTES = 6.0
 AUTOCAST_GRAD_CAST_BYTES = 6.0
 # torch's multi_tensor_apply launches a kernel per 36 tensors at depth 4 (params, grads,
@@ -52,6 +54,11 @@ FOREACH_PASSES = 8
 # write dx: 12), masked_fill's and the scale's backward (5 + 4): 33 bytes in 5 kernels.
 EAGER_SCORE_BYTES = (29.0, 33.0)
 EAGER_SCORE_KERNELS = 5
+# The same in pure bf16 (no autocast casts): forward scale (2 + 2), masked_fill (2 + 1 + 2),
+# softmax (2 + 2): 13 bytes in 3 kernels; backward softmax (read y and dy, write dx: 6),
+# masked_fill (5) and scale (4): 15 bytes in 3 kernels.
+EAGER_BF16_SCORE_BYTES = (13.0, 15.0)
+EAGER_BF16_SCORE_KERNELS = 3
 
 
 @dataclass(slots=True)
@@ -170,8 +177,10 @@ def layer_work(
         drop_k = 1 if arch.dropout else 0
         if impl.fused_elementwise:
             (soft_f, soft_b), soft_k = (4.0, 6.0), 1
-        else:
+        elif impl.autocast:
             (soft_f, soft_b), soft_k = EAGER_SCORE_BYTES, EAGER_SCORE_KERNELS
+        else:
+            (soft_f, soft_b), soft_k = EAGER_BF16_SCORE_BYTES, EAGER_BF16_SCORE_KERNELS
         fwd.add("attention", qk + av, 2)
         fwd.add("attention", km.stream_s(scores * (soft_f + drop)), soft_k + drop_k)
         bwd.add("attention", 2.0 * (qk + av), 4)
@@ -322,7 +331,7 @@ def grad_accumulation_work(
     if impl.autocast:
         work.add("elementwise", km.stream_s(params * AUTOCAST_CAST_BYTES), tensors)
         work.add("elementwise", km.stream_s(params * AUTOCAST_GRAD_CAST_BYTES), tensors)
-    elif not impl.grad_accum_fusion:
+    elif not impl.grad_accum_fusion and not impl.grads_set_to_none:
         work.add("elementwise", km.stream_s(params * GRAD_ACCUM_BYTES["fp32-buffer"]), tensors)
     return work
 
@@ -333,10 +342,10 @@ def autocast_accumulation_work(
     """Per step under autocast: each micro-batch after the first adds its fp32 gradient to
     ``.grad`` (GRAD_ACCUM_BYTES["autocast"], one kernel per tensor); nothing otherwise."""
     work = Work()
-    if impl.autocast and micro_batches > 1:
+    if impl.grads_set_to_none and micro_batches > 1:
         extra = micro_batches - 1
-        work.add("elementwise", extra * km.stream_s(params * GRAD_ACCUM_BYTES["autocast"]),
-                 extra * tensors)  # fmt: skip
+        per = GRAD_ACCUM_BYTES["autocast" if impl.autocast else "bf16"]
+        work.add("elementwise", extra * km.stream_s(params * per), extra * tensors)
     return work
 
 
@@ -374,7 +383,7 @@ def optimizer_work(
     zero_grad sets .grad to None, its default since torch 2.0), then Adam on this rank's
     shard."""
     work = Work()
-    if not impl.autocast:
+    if not impl.grads_set_to_none:
         work.add("optimizer", km.stream_s(params * ZERO_GRAD_BYTES), 1)
     kernels = 2
     if impl.optimizer == "foreach":

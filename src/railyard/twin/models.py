@@ -244,6 +244,7 @@ class Parallelism:
     fused_loss: bool | None = None
     grad_accum_fusion: bool | None = None
     cuda_graphs: bool = False
+    autocast: bool | None = None  # eager only: mixed precision (True, its default) or pure bf16
     optimizer: str = ""  # fused or foreach Adam; "": the implementation's
 
     @property

@@ -73,6 +73,7 @@ SPLIT_FIELDS: dict[str, tuple[Any, str]] = {
     "attention": (("flash2", "flash3", "cudnn", "unfused"), "attention backend"),
     "fused_loss": (bool, "fused cross-entropy"),
     "cuda_graphs": (bool, "CUDA graphs"),
+    "autocast": (bool, "eager PyTorch under bf16 autocast (default) or pure bf16 (false)"),
     "optimizer": (("fused", "foreach"), "Adam kernels"),
     "overlap": (str, "communication overlapped: any of tp,dp,pp,ep joined by +, or none"),
 }
