@@ -4,6 +4,10 @@ MLA and sliding windows, and the published MoE rows the twin must land near."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from tests.twin.test_spec import MIXTRAL
@@ -123,3 +127,17 @@ def test_published_moe_rows_with_cross_node_experts_land_within_ten_percent() ->
     assert len(checks) == 3
     for check in checks:
         assert abs(check.error) <= 0.10, (check.row_id, check.error)
+
+
+def test_perf_train_takes_etp_so_ep_can_exceed_dp_and_prints_the_moe_band(tmp_path: Path) -> None:
+    model = tmp_path / "qwen3.json"
+    model.write_text(json.dumps(QWEN3_235B))
+    args = [sys.executable, "-m", "railyard", "perf", "train", "rail-2048", "--model-file",
+            str(model), "--tp", "2", "--pp", "8", "--dp", "16", "--ep", "32", "--global-batch",
+            "2048", "--sequence-parallel", "--json"]  # fmt: skip
+    refused = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2
+    assert "ep x etp" in refused.stderr + refused.stdout
+    done = subprocess.run([*args, "--etp", "1"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["error_band"]["kind"] == "training (mixture of experts)"

@@ -230,6 +230,13 @@ def train(
     dp: int = 1,
     cp: int = 1,
     ep: Annotated[int, typer.Option(help="expert parallel size (MoE)")] = 1,
+    etp: Annotated[
+        int,
+        typer.Option(
+            help="tensor parallel size inside each expert (0: tp); ep x etp "
+            "divides tp x dp x cp, so ep may exceed dp"
+        ),
+    ] = 0,
     micro_batch: int = 1,
     global_batch: int = 512,
     interleave: Annotated[int, typer.Option(help="virtual pipeline stages per GPU (v)")] = 1,
@@ -241,6 +248,13 @@ def train(
     recompute: Annotated[str, typer.Option(help="none, selective or full")] = "selective",
     sequence_parallel: bool = False,
     precision: Annotated[str, typer.Option(help="bf16 or fp8")] = "bf16",
+    fp8_recipe: Annotated[str, typer.Option(help="fp8 scaling: delayed, current or block")] = (
+        "delayed"
+    ),
+    autocast: Annotated[
+        bool | None,
+        typer.Option("--autocast/--no-autocast", help="eager: bf16 autocast or pure bf16"),
+    ] = None,
     implementation: Annotated[str, typer.Option(help="eager, megatron or megatron-te")] = (
         "megatron-te"
     ),
@@ -271,7 +285,8 @@ def train(
                 experts=experts, top_k=top_k, moe_ffn_hidden=moe_ffn_hidden)  # fmt: skip
     arch = _arch(model, model_file, dims)
     par = _split(arch, dict(
-        tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, micro_batch=micro_batch, global_batch=global_batch,
+        tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, fp8_recipe=fp8_recipe, autocast=autocast,
+        micro_batch=micro_batch, global_batch=global_batch,
         interleave=interleave, zero_stage=zero, distributed_optimizer=distributed_optimizer,
         recompute=recompute, sequence_parallel=sequence_parallel, precision=precision,
         implementation=implementation, attention=attention or "", fused_loss=fused_loss,
@@ -307,7 +322,11 @@ def _split(arch: LlmArch, fields: dict[str, Any], stages: str | None) -> Paralle
         if stages:
             fields["stage_layers"] = expand_stages(stages)
         check_impl(fields["implementation"], attention=fields["attention"] or None,
-                   optimizer=fields["optimizer"] or None)  # fmt: skip
+                   optimizer=fields["optimizer"] or None,
+                   autocast=fields.get("autocast"))  # fmt: skip
+        if fields.get("fp8_recipe", "delayed") not in ("delayed", "current", "block"):
+            raise ValueError(f"fp8-recipe {fields['fp8_recipe']!r} is not delayed, current or "
+                             "block")  # fmt: skip
         if fields["recompute"] not in ("none", "selective", "full"):
             raise ValueError(f"recompute {fields['recompute']!r} is not none, selective or full")
         if fields["precision"] not in ("bf16", "fp8"):

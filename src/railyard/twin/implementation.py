@@ -135,7 +135,7 @@ def implementation(
         changes["attention"] = attention
     if autocast is not None and autocast != impl.autocast:
         if name != "eager":
-            raise ValueError("autocast: only eager PyTorch runs under autocast (hint: impl=eager)")
+            raise ValueError(f"autocast: applies to impl=eager only, not {name}")
         # pure bf16 eager: bf16 weights and gradients, bf16 softmax and cross-entropy
         changes["autocast"] = autocast
         changes["loss"] = "eager" if autocast else "eager-bf16"
