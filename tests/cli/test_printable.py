@@ -32,7 +32,8 @@ def test_every_cli_layout_escapes_its_values() -> None:
     assert "\x1b" not in table(["COMMAND"], [[ATTACK]])
     assert "\x1b" not in pairs([("command", ATTACK)])
     job = {"id": "7", "command": ["/bin/echo", "\x1b[2J\nforged row"], "name": "\x07",
-           "user": "bob", "queue": "default", "state": "failed", "reason": "r\x1b"}  # fmt: skip
+           "user": "bob", "queue": "default", "state": "failed", "reason": "r\x1b",
+           "placement": {}}  # fmt: skip
     lines = squeue_lines("%i %o %j %r", [job])  # type: ignore[list-item]
     assert lines[1] == "7 /bin/echo \\e[2J\\nforged row \\x07 r\\e"
     rows = sacct_table("JobID,JobName,Reason", [job], lambda j: "0:0", parsable=True)  # type: ignore[list-item]

@@ -26,7 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from railyard.sched.model import NodeState
+from railyard.sched.decisions import CycleResult
+from railyard.sched.model import Node, NodeState, RunningJob
 
 HEALTH_PREFIX = "health:"
 AWAITING_CHECK = "health: awaiting a check"  # joined or repaired: checked before work
@@ -266,3 +267,22 @@ def with_sweep(given: HealthInput, held: Set[str], group: Sequence[str]) -> Heal
 def across_test_overdue(started_t_s: float, now_t_s: float) -> bool:
     """A group's test has run past `ACROSS_TEST_LIMIT_S`: cancel it (it fails: no figure)."""
     return now_t_s - started_t_s > ACROSS_TEST_LIMIT_S
+
+
+def checks_after(
+    health: HealthInput,
+    nodes: Sequence[Node],
+    running: Sequence[RunningJob],
+    result: CycleResult,
+    now_t_s: float,
+) -> tuple[tuple[str, ...], tuple[str, ...], float]:
+    """Health checks due on nodes that stay idle after a step's decisions, and the
+    across-node group to test now (empty: none, or its nodes are not all idle yet)."""
+    busy = {name for r in running for name in r.placement}
+    busy.update(name for s in result.starts for name in s.placement)
+    busy.update(name for r in result.reservations.values() for name in r.placement)
+    reasons = health.reasons
+    states = [(n.name, n.state, reasons.get(n.name, "")) for n in nodes]
+    due, next_t_s = due_checks(states, busy, health, now_t_s)
+    group = health.group if health.group and group_ready(health.group, states, busy) else ()
+    return due, group, next_t_s

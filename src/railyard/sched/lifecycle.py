@@ -33,7 +33,7 @@ from railyard.sched.config import SchedulerConfig
 from railyard.sched.cycle import cycle
 from railyard.sched.decisions import CycleResult, Reason
 from railyard.sched.dependencies import Verdict, first_of_name, met_now, verdict
-from railyard.sched.health import HealthInput, due_checks, group_ready
+from railyard.sched.health import HealthInput, checks_after
 from railyard.sched.limits import latest_start_t_s, time_limit_s
 from railyard.sched.model import (
     ClusterState,
@@ -103,19 +103,18 @@ def settle(
         return Settlement(job.id, "Cancelled", EndState.CANCELLED, exit=ended)
     if cause is StopCause.TIME_LIMIT or cause is StopCause.IDLE_LIMIT:
         return Settlement(job.id, cause.value, EndState.TIMEOUT, exit=ended)
-    if cause is StopCause.REQUEUED:  # however it ended, as scontrol requeue
-        end_t_s = ended.t_s if ended.t_s is not None else now_t_s
-        again = requeue_after_stop(run, end_t_s, keep_submit_time=keep_submit_time)
-        return Settlement(job.id, "Requeued (scontrol requeue)", requeued=again, exit=ended)
-    if kind is ExitKind.COMPLETED or (kind is ExitKind.PREEMPTED and cause is None):
+    asked_again = cause is StopCause.REQUEUED  # scontrol requeue: however it ended
+    finished = kind is ExitKind.COMPLETED or (kind is ExitKind.PREEMPTED and cause is None)
+    if finished and not asked_again:
         # Finished before any stop reached it; or exited 0 after the time-limit warning alone
         # (--signal=SIG@T): the executor saw the signal, but nobody asked the job to stop, and
         # Slurm counts that COMPLETED too (afterok dependents then run).
         return Settlement(job.id, "Completed", EndState.COMPLETED, exit=ended)
     end_t_s = ended.t_s if ended.t_s is not None else now_t_s
     again = requeue_after_stop(run, end_t_s, keep_submit_time=keep_submit_time)
-    if cause is StopCause.PREEMPTED:
-        return Settlement(job.id, "Requeued (Preempted)", requeued=again, exit=ended)
+    if asked_again or cause is StopCause.PREEMPTED:
+        why = "scontrol requeue" if asked_again else "Preempted"
+        return Settlement(job.id, f"Requeued ({why})", requeued=again, exit=ended)
     retries_left = job.restart_count < job.max_restarts
     if cause is StopCause.NODE_DOWN or kind is ExitKind.NODE_FAIL:
         if job.requeue and retries_left:
@@ -436,7 +435,7 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
     group: tuple[str, ...] = ()
     check_t_s = math.inf
     if given.health is not None:
-        checks, group, check_t_s = _checks(given, running, result, now)
+        checks, group, check_t_s = checks_after(given.health, given.nodes, running, result, now)
 
     # 5. Drains: a draining node whose last job has just been settled is drained now.
     draining = any(n.state is NodeState.DRAINING for n in given.nodes)
@@ -485,20 +484,3 @@ def _unchecked(given: StepInput) -> Sequence[Node]:
         else n
         for n in given.nodes
     ]
-
-
-def _checks(
-    given: StepInput, running: Sequence[RunningJob], result: CycleResult, now_t_s: float
-) -> tuple[tuple[str, ...], tuple[str, ...], float]:
-    """Health checks due on nodes that stay idle after this step's decisions, and the
-    across-node group to test now (empty: none, or its nodes are not all idle yet)."""
-    health = given.health
-    assert health is not None
-    busy = {name for r in running for name in r.placement}
-    busy.update(name for s in result.starts for name in s.placement)
-    busy.update(name for r in result.reservations.values() for name in r.placement)
-    reasons = health.reasons
-    nodes = [(n.name, n.state, reasons.get(n.name, "")) for n in given.nodes]
-    due, next_t_s = due_checks(nodes, busy, health, now_t_s)
-    group = health.group if health.group and group_ready(health.group, nodes, busy) else ()
-    return due, group, next_t_s
