@@ -30,6 +30,7 @@ def up(args: argparse.Namespace) -> None:
     from railyard.control.errors import ServiceError
     from railyard.control.metrics.sampler import SamplerConfig
     from railyard.control.server import SpoolTaken, StartupError, UpConfig, serve
+    from railyard.control.store.lease import STEP_DOWN_EXIT, SteppedDown
     from railyard.control.usecases.sizebounds import SiteLimits
     from railyard.sched import SchedulerConfig
     from railyard.web.routes import router as dashboard
@@ -91,6 +92,9 @@ def up(args: argparse.Namespace) -> None:
     except ValueError as exc:
         fail(f"up: --{str(exc).replace('_', '-')}")
     edge = _edge_limits(args)
+    if args.standby and not (args.database_url or "").startswith("postgres"):
+        fail("up: --standby: needs a PostgreSQL store; SQLite serves one server "
+             "(hint: --database-url postgresql+psycopg://HOST/DB on every server)")  # fmt: skip
     if args.ray is not None:
         _check_ray(args)
     elif args.insecure_ray:
@@ -98,6 +102,7 @@ def up(args: argparse.Namespace) -> None:
     config = UpConfig(
         state_dir=args.state_dir or default_state_dir(),
         database_url=args.database_url,
+        standby=args.standby,
         host=args.host,
         port=args.port,
         gpus=args.gpus,
@@ -136,6 +141,8 @@ def up(args: argparse.Namespace) -> None:
         serve(config)
     except (StartupError, SpoolTaken) as exc:
         fail(f"up: {exc}")
+    except SteppedDown as exc:  # its jobs run on under the new active
+        fail(f"up: {exc}; stepped down", STEP_DOWN_EXIT)
     except ServiceError as exc:  # a state directory or store that cannot be used
         fail(f"up: {exc.line()}")
 
@@ -245,6 +252,12 @@ def _up_args(p: Parser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
     p.add_argument("--port", type=int, default=8765, help="API port (default 8765)")
     p.add_argument("--database-url", help="SQLAlchemy URL, e.g. postgresql+psycopg://host/db")
+    p.add_argument(
+        "--standby",
+        action="store_true",
+        help="PostgreSQL: when another server is active, wait and take over when it stops "
+        "(run every server of the group with it)",
+    )
     p.add_argument(
         "--state-dir", type=Path, help="the SQLite store and client.json (default ~/.railyard)"
     )

@@ -50,7 +50,9 @@ from railyard.control.loop.service import Loop, LoopConfig
 from railyard.control.loop.sweeps import Expect, floor_expectation
 from railyard.control.metrics.prometheus import MetricsConfig
 from railyard.control.metrics.sampler import Sampler, SamplerConfig, job_sampler
+from railyard.control.standby import take_lease
 from railyard.control.store.database import Store, sqlite_url
+from railyard.control.store.lease import Lease, SteppedDown
 from railyard.control.store.lock import StoreLock, StoreLocked
 from railyard.control.store.paths import (
     SECRET_FILE_MODE,
@@ -136,6 +138,7 @@ class UpConfig:
     container_registries: tuple[str, ...] = ()  # containers pull only from these (`up`)
     limits: SiteLimits = DEFAULT_LIMITS  # a job's largest size (`up --max-tasks-per-job`...)
     edge: EdgeLimits = field(default_factory=EdgeLimits)  # connections, timeouts (control.api.edge)
+    standby: bool = False  # PostgreSQL: wait for the active's lease (`control.standby`)
 
     @property
     def backend_name(self) -> str:
@@ -432,9 +435,10 @@ def serve(config: UpConfig) -> None:
     except ServiceError:
         sock.close()
         raise
-    lock = StoreLock(config.state_dir, config.database_url)
+    lock = StoreLock(config.state_dir, config.database_url, shared=config.standby)
     try:
         lock.acquire(f"pid {os.getpid()}, {api_url}")
+        lease = take_lease(config.database_url, config.standby, sock, api_url)
     except StoreLocked as exc:
         sock.close()
         raise StartupError(str(exc)) from None
@@ -447,12 +451,15 @@ def serve(config: UpConfig) -> None:
         sock.close()
         raise StartupError(f"cannot open the store: {_first_line(exc)}") from None
     try:
-        _serve_locked(
-            config, sock, api_url, compose(config, kind, request, nodes, local, partitions)
-        )
+        if lease is None or lease.held:
+            service = compose(config, kind, request, nodes, local, partitions, lease=lease)
+            _serve_locked(config, sock, api_url, service)
     finally:
         sock.close()
         lock.release()
+        if lease is not None:  # a planned stop: a standby takes over at its next try
+            lease.release()
+            lease.close()
 
 
 def backend_request(config: UpConfig, nodes: list[Node], local: Node | None) -> BackendRequest:
@@ -480,6 +487,7 @@ class Service:
     spool: Path
     token: str | None  # the admin token when this start made one (shown once)
     sampler: Sampler | None = None  # this machine's jobs' resource history
+    lease: Lease | None = None  # PostgreSQL: the active's lease, checked at every commit
 
 
 def joined_sink(store: Store, source: str, gate: bool) -> NodeSink:
@@ -500,6 +508,8 @@ def compose(
     nodes: list[Node],
     local: Node | None,
     partitions: Mapping[str, Partition] | None = None,
+    *,
+    lease: Lease | None = None,
 ) -> Service:
     """Open the store, bootstrap it, open the backend and wire the loop and the API to it,
     through the :class:`Backend` protocol alone (the one composition root)."""
@@ -508,6 +518,8 @@ def compose(
     secure_state_dir(config.state_dir)
     claim_spool(spool, config.state_dir)
     store = open_store(config)
+    if lease is not None:  # before the first write: a stale active's commits are refused
+        store.fence_with(lease.check)
     secure_state_dir(config.state_dir)  # the store's files exist now
     token = bootstrap(store, nodes, local, unix_user=run_as.server_account, partitions=partitions)
     run_as = check_spool_reach(store, spool, run_as)
@@ -562,8 +574,10 @@ def compose(
         whatif=config.whatif,
         limits=replace(config.limits, queue_quotas=config.scheduler.admission == "quota"),
     )
+    if lease is not None:  # a launch is outside the store: only while surely active
+        loop_.starter.may_launch = lease.valid
     sampler = job_sampler(store, local, backend.executor, read_gpus, config.samples)
-    return Service(store, backend, loop_, app, run_as, spool, token, sampler)
+    return Service(store, backend, loop_, app, run_as, spool, token, sampler, lease)
 
 
 def _serve_locked(config: UpConfig, sock: socket.socket, api_url: str, service: Service) -> None:
@@ -592,6 +606,8 @@ def _serve_locked(config: UpConfig, sock: socket.socket, api_url: str, service: 
         )
     what = service.backend.describe()  # before the loop's thread uses the backend
     stop = threading.Event()
+    if service.lease is not None:
+        service.lease.start(stop)
     thread = threading.Thread(target=loop_.run, args=(stop,), name="railyard-loop", daemon=True)
     thread.start()
     if service.sampler is not None:
@@ -612,6 +628,8 @@ def _serve_locked(config: UpConfig, sock: socket.socket, api_url: str, service: 
     if lowered:
         print(f"railyard up: {lowered}", flush=True)
     server = uvicorn.Server(server_config(service.app, edge, graceful_s=grace)[0])
+    if service.lease is not None:  # lost: stop serving and exit, the jobs run on
+        service.lease.on_lost(lambda: setattr(server, "should_exit", True))
     try:
         server.run(sockets=[sock])
     finally:
@@ -628,3 +646,5 @@ def _serve_locked(config: UpConfig, sock: socket.socket, api_url: str, service: 
             )
         else:
             print("railyard down: no jobs running", flush=True)
+    if service.lease is not None and service.lease.lost:
+        raise SteppedDown(f"lost the lease (epoch {service.lease.epoch}) to another server")

@@ -112,6 +112,8 @@ class Starter:
         self._tries: dict[tuple[str, int], int] = {}
         self._queued: dict[tuple[str, int], bool] = {}  # (job, attempt) -> queued by a step
         self.exits: list[Exit] = []  # stopped before this process launched them: to settle
+        # False: launch nothing now (a PostgreSQL server not surely active, `store.lease`)
+        self.may_launch: Callable[[], bool] = lambda: True
 
     @property
     def waiting(self) -> int:
@@ -147,6 +149,8 @@ class Starter:
         outcomes: list[_Outcome] = []
         tried = 0
         while self._queued and (tried == 0 or time.perf_counter() - began < budget_s):
+            if not self.may_launch():
+                break
             key, fresh = next(iter(self._queued.items()))
             spec = self._spec(key, fresh)  # raises only when the store fails
             del self._queued[key]

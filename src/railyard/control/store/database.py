@@ -6,8 +6,10 @@ upgrade of railyard brings the schema forward without losing rows.
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,36 @@ class WriteGate:
             self._lock.release()
 
 
+def boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()[:8]
+    except OSError:
+        return "noboot"
+
+
+def process_start_ticks(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (``/proc/PID/stat`` field 22), which
+    tells a live process from a later one given the same pid; None: no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def process_identity() -> str:
+    """This process, unique across machines and boots: ``host/boot/pid/start``. A server's
+    lease names it, and every PostgreSQL connection carries it (``application_name``), so a
+    takeover can tell a dead holder on this machine and end a stale holder's sessions."""
+    pid = os.getpid()
+    return f"{socket.gethostname()[:24]}/{boot_id()}/{pid}/{process_start_ticks(pid)}"
+
+
+def application_name(identity: str | None = None) -> str:
+    return f"railyard {identity or process_identity()}"[:63]
+
+
 def make_engine(url: str) -> Engine:
     """An engine for ``url``; SQLite connections get the pragmas above and a write gate."""
     if url.startswith("sqlite"):
@@ -83,7 +115,9 @@ def make_engine(url: str) -> Engine:
         event.listen(engine, "connect", _sqlite_pragmas)
         WriteGate(engine)
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    # PostgreSQL: each session names this process, so a takeover can end a stale server's
+    named = {"application_name": application_name()} if url.startswith("postgres") else {}
+    return create_engine(url, pool_pre_ping=True, connect_args=named)
 
 
 def _alembic_config() -> Config:
@@ -140,6 +174,11 @@ class Store:
             if write and self.is_sqlite:
                 session.connection().exec_driver_sql("BEGIN IMMEDIATE")
             yield session
+
+    def fence_with(self, check: Callable[[Session], None]) -> None:
+        """Run ``check`` in every session's transaction just before it commits; what it
+        raises rolls the transaction back (`control.store.lease`: a stale server's writes)."""
+        event.listen(self._sessions, "before_commit", check)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -15,32 +15,29 @@ holds, for its whole life:
   SQLite locks with ``fcntl`` byte ranges, which ``flock`` does not touch on Linux; the
   descriptor stays open until the server ends (closing a descriptor of the file would drop
   this process's ``fcntl`` locks on it, SQLite's included);
-- with PostgreSQL, a session-level advisory lock (``pg_try_advisory_lock``) on a connection of
-  its own, so servers on different machines sharing one database exclude each other too.
-  PostgreSQL drops it when that connection closes.
+- with PostgreSQL, nothing here: the store's lease (`control.store.lease`) decides which
+  server of one database is active, with fencing (the session advisory lock it replaced was
+  taken once and never checked: a terminated session let a second server schedule beside
+  the first). ``--standby`` servers of one machine share the state directory: their lock
+  on it is shared (``LOCK_SH``), so they exclude a server without ``--standby`` and a
+  SQLite server, not each other.
 
 A refusal is :class:`StoreLocked`, one line naming who holds the lock.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import os
 from pathlib import Path
-from typing import Any
 
-from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.pool import NullPool
 
 from railyard.control.store.database import sqlite_url
 from railyard.control.store.paths import database_path
 
 LOCK_FILE = "server.lock"
-# pg_try_advisory_lock(bigint) key: "railyard" in ASCII, so it reads in pg_locks' classid/objid.
-PG_LOCK_KEY = int.from_bytes(b"railyard", "big") & 0x7FFF_FFFF_FFFF_FFFF
 
 
 class StoreLocked(Exception):
@@ -48,46 +45,44 @@ class StoreLocked(Exception):
 
 
 class StoreLock:
-    """The state directory's file lock, plus PostgreSQL's advisory lock for ``database_url``.
+    """The state directory's file lock, plus SQLite's locks for its database file.
 
-    :meth:`acquire` takes both or neither; :meth:`release` (or process exit) gives them back.
-    ``owner`` (pid and URL) is written into the lock file and the PostgreSQL connection's
-    ``application_name``, so a refusal can say who holds the lock.
+    :meth:`acquire` takes all or none; :meth:`release` (or process exit) gives them back.
+    ``owner`` (pid and URL) is written into the lock file, so a refusal can say who holds it.
+    ``shared``: a standby of a PostgreSQL store (see the module's docstring).
     """
 
-    def __init__(self, state_dir: Path, database_url: str | None = None) -> None:
+    def __init__(
+        self, state_dir: Path, database_url: str | None = None, *, shared: bool = False
+    ) -> None:
         self.path = state_dir / LOCK_FILE
         self.database_url = database_url
         url = database_url or sqlite_url(database_path(state_dir))
         self.database_lock = sqlite_lock_path(url)
+        self.shared = shared and self.database_lock is None
         self._fds: list[int] = []
-        self._pg: Any = None  # a SQLAlchemy Connection held open while locked
 
     def acquire(self, owner: str) -> None:
         try:
-            self._lock_file(self.path, owner, "state directory", "--state-dir")
+            self._lock_file(self.path, owner, "state directory", "--state-dir", self.shared)
             if self.database_lock is not None:
                 self._lock_file(self.database_lock, owner, "database", "--database-url")
                 self._lock_database_file(self.database_lock.with_suffix(""))
-            elif self.database_url:
-                self._lock_postgres(owner)
         except BaseException:
             self.release()
             raise
 
     def release(self) -> None:
-        if self._pg is not None:
-            with contextlib.suppress(Exception):  # the connection may be gone already
-                self._pg.close()
-            self._pg = None
         while self._fds:
             os.close(self._fds.pop())  # closing the descriptor drops the flock
 
-    def _lock_file(self, path: Path, owner: str, what: str, option: str) -> None:
+    def _lock_file(
+        self, path: Path, owner: str, what: str, option: str, shared: bool = False
+    ) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _read_owner(fd)
             os.close(fd)
@@ -97,7 +92,7 @@ class StoreLock:
                 f"{f' ({holder})' if holder else ''} (hint: stop it first, or use another "
                 f"{option})"
             ) from None
-        os.ftruncate(fd, 0)
+        os.ftruncate(fd, 0)  # shared: the line of the last standby that came, a hint
         os.write(fd, json.dumps({"owner": owner}).encode())
         self._fds.append(fd)
 
@@ -115,34 +110,6 @@ class StoreLock:
                 "or use another --database-url)"
             ) from None
         self._fds.append(fd)
-
-    def _lock_postgres(self, owner: str) -> None:
-        # NullPool: closing the connection really closes it, which is what releases the lock.
-        engine = create_engine(
-            self.database_url or "",
-            poolclass=NullPool,
-            connect_args={"application_name": f"railyard {owner}"[:63]},
-        )
-        connection = engine.connect()
-        got = connection.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": PG_LOCK_KEY})
-        if not got.scalar_one():
-            holder = connection.execute(
-                text(
-                    "SELECT a.application_name FROM pg_locks l "
-                    "JOIN pg_stat_activity a ON a.pid = l.pid "
-                    "WHERE l.locktype = 'advisory' AND l.granted AND a.pid <> pg_backend_pid() "
-                    "AND l.database = (SELECT oid FROM pg_database "
-                    "WHERE datname = current_database())"
-                )
-            ).scalar()
-            connection.close()
-            where = engine.url.render_as_string(hide_password=True)
-            raise StoreLocked(
-                f"database {where} is in use by another railyard server"
-                f"{f' ({holder})' if holder else ''} (hint: stop it first)"
-            )
-        connection.commit()  # end the implicit transaction; the session lock stays
-        self._pg = connection
 
 
 def sqlite_lock_path(url: str) -> Path | None:

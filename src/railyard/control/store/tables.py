@@ -423,3 +423,32 @@ class UiSession(Base):
     created_t_s: Mapped[float] = mapped_column(Float)
     last_seen_t_s: Mapped[float] = mapped_column(Float)
     expires_t_s: Mapped[float] = mapped_column(Float, index=True)  # absolute limit
+
+
+class LeaseRow(Base):
+    """Who is the active server of a PostgreSQL store (`control.store.lease`): one row,
+    ``name = 'control'``. Its times are the database's clock (Unix seconds), never a
+    server's; ``epoch`` only grows, one per takeover, and every job-changing commit checks it."""
+
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(200))  # host/pid/start time of the process
+    owner: Mapped[str] = mapped_column(String(300))  # "pid N, URL": for a refusal's line
+    url: Mapped[str] = mapped_column(String(300))  # where its API listens: for a standby's 503
+    epoch: Mapped[int] = mapped_column(BigInteger)
+    acquired_t_s: Mapped[float] = mapped_column(Float)
+    expires_t_s: Mapped[float] = mapped_column(Float)
+
+
+class LeaseEpochRow(Base):
+    """One row per epoch ever taken: who took it and when (the database's clock), so a
+    takeover can be timed and an epoch that went back would show."""
+
+    __tablename__ = "lease_epochs"
+
+    epoch: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    holder: Mapped[str] = mapped_column(String(200))
+    owner: Mapped[str] = mapped_column(String(300))
+    acquired_t_s: Mapped[float] = mapped_column(Float)
+    previous_expires_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
