@@ -5,6 +5,13 @@ Where the server is: ``RAILYARD_URL`` and ``RAILYARD_TOKEN``, else
 ``railyard up`` writes for its admin (:func:`save_config`). Every refusal is a
 :class:`ClientError` carrying the server's one-line ``detail`` and the HTTP status.
 
+The URL may be a comma-separated list: the servers of one high-availability group
+(`control.standby`). The client stays with the one that last answered; it moves on to the
+next when one cannot be reached (refused before anything was sent, or for a request that
+may be repeated, cut short) or answers 503 (a standby, a server stepping down, a store
+restarting: nothing was committed), going to the active a standby names first, and tries
+the list again every ``Retry-After`` for up to ``FAILOVER_S``: a takeover takes seconds.
+
 It speaks HTTP/1.1 over one keep-alive socket (:mod:`railyard.client.transport`) and returns
 the server's JSON as the typed dicts of :mod:`railyard.client.wire`: a CLI call must answer
 in milliseconds, and httpx plus pydantic cost more to import than the request takes
@@ -27,10 +34,20 @@ from railyard.client.transport import Connection
 
 IDEMPOTENT = ("GET", "DELETE", "PUT")
 IDLE_RECONNECT_S = 4.0  # under uvicorn's 5 s keep-alive: never reuse a socket it may close
+FAILOVER_S = 30.0  # with several servers: how long to look for an active one
+FAILOVER_PAUSE_S = 1.0  # between two rounds of the list (the standby's Retry-After)
 
 
 if TYPE_CHECKING:
     from railyard.client.websocket import WebSocket
+
+
+class _Unreached(Exception):
+    """No answer from one server, and asking another cannot do anything twice."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__(line)
+        self.error = ClientError(line)
 
 
 class ClientError(Exception):
@@ -72,8 +89,20 @@ def _path(*parts: str) -> str:
     return "/" + "/".join(quote(p, safe="") for p in parts)
 
 
-class Client:
-    def __init__(self, url: str, token: str | None, *, timeout_s: float = 30.0) -> None:
+def _active_named(body: bytes) -> str | None:
+    """The active server a standby's 503 names (``"active"``), if any."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    active = data.get("active") if isinstance(data, dict) else None
+    return active.rstrip("/") if isinstance(active, str) and active else None
+
+
+class _Server:
+    """One server of the list: its URL, path prefix and keep-alive connection."""
+
+    def __init__(self, url: str, timeout_s: float) -> None:
         self.url = url.rstrip("/")
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -82,12 +111,25 @@ class Client:
             port = parts.port
         except ValueError:
             raise ClientError(f"bad server URL {url!r}: the port is not a number") from None
-        self._conn = Connection(parts.scheme, parts.hostname, port, timeout_s)
-        self._prefix = parts.path.rstrip("/")
+        self.conn = Connection(parts.scheme, parts.hostname, port, timeout_s)
+        self.prefix = parts.path.rstrip("/")
+        self.last_used = 0.0
+
+
+class Client:
+    def __init__(self, url: str, token: str | None, *, timeout_s: float = 30.0) -> None:
+        urls = [u.strip() for u in url.split(",") if u.strip()] or [url]
+        self._timeout_s = timeout_s
+        self._servers = [_Server(u, timeout_s) for u in urls]
+        self._at = 0  # the server that answered last
         self._headers = {"Accept": "application/json"}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
-        self._last_used = 0.0
+
+    @property
+    def url(self) -> str:
+        """The server in use: the one that answered last."""
+        return self._servers[self._at].url
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
@@ -108,7 +150,8 @@ class Client:
         return cls(url, token)
 
     def close(self) -> None:
-        self._conn.close()
+        for server in self._servers:
+            server.conn.close()
 
     def __enter__(self) -> Self:
         return self
@@ -127,35 +170,106 @@ class Client:
         body: Any = None,
     ) -> Any:
         query = {k: v for k, v in (params or {}).items() if v is not None and v != []}
-        target = self._prefix + path + (f"?{urlencode(query, doseq=True)}" if query else "")
+        target = path + (f"?{urlencode(query, doseq=True)}" if query else "")
         headers = dict(self._headers)
         data = None
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
-        for attempt in (0, 1):
-            if self._conn.open and time.monotonic() - self._last_used > IDLE_RECONNECT_S:
-                self._conn.close()
-            reused = self._conn.open
+        if len(self._servers) > 1:
+            return self._fail_over(method, target, headers, data)
+        only = self._servers[0]
+        try:
+            response = self._send(only, method, target, headers, data)
+        except _Unreached as exc:
+            raise exc.error from None
+        return self._answer(only, response)
+
+    def _fail_over(
+        self, method: str, target: str, headers: dict[str, str], data: bytes | None
+    ) -> Any:
+        """Ask the servers in turn, from the one that answered last, until one is active."""
+        deadline = time.monotonic() + FAILOVER_S
+        while True:
+            error: ClientError | None = None
+            order = self._servers[self._at :] + self._servers[: self._at]
+            while order:
+                server = order.pop(0)
+                try:
+                    response = self._send(server, method, target, headers, data)
+                except _Unreached as exc:
+                    error = exc.error
+                    continue
+                except ClientError as exc:  # cut short after the request went: not repeated
+                    raise exc from None
+                if response.status == 503:
+                    error = ClientError(_detail(503, response.body), 503)
+                    named = _active_named(response.body)
+                    if named is not None:
+                        self._learn(named, order)
+                    continue
+                self._at = self._servers.index(server)
+                return self._answer(server, response)
+            if time.monotonic() + FAILOVER_PAUSE_S > deadline:
+                assert error is not None
+                raise error
+            time.sleep(FAILOVER_PAUSE_S)
+
+    def _learn(self, url: str, order: list[_Server]) -> None:
+        """Try the active a standby named next (added to the list when it was not in it)."""
+        known = next((s for s in self._servers if s.url == url), None)
+        if known is None:
             try:
-                response = self._conn.request(method, target, headers, data)
+                known = _Server(url, self._timeout_s)
+            except ClientError:
+                return
+            self._servers.append(known)
+        if known in order:
+            order.remove(known)
+        order.insert(0, known)
+
+    def _send(
+        self, server: _Server, method: str, target: str, headers: dict[str, str],
+        data: bytes | None,
+    ) -> Any:  # fmt: skip
+        """One request to ``server``; :class:`_Unreached` when nothing reached it (a refused
+        connection) or a repeatable request was cut short, so another server may be asked."""
+        conn = server.conn
+        for attempt in (0, 1):
+            if conn.open and time.monotonic() - server.last_used > IDLE_RECONNECT_S:
+                conn.close()
+            reused = conn.open
+            try:
+                if not conn.open:
+                    conn.connect()
             except OSError as exc:
-                self._conn.close()
+                conn.close()
+                raise _Unreached(f"cannot reach railyard at {server.url}: {exc}") from None
+            try:
+                response = conn.request(method, server.prefix + target, headers, data)
+            except OSError as exc:
+                conn.close()
                 # A kept-alive socket the server closed meanwhile: retry once on a new one,
                 # when repeating the request cannot do anything twice.
                 if attempt == 0 and reused and method in IDEMPOTENT:
                     continue
-                raise ClientError(f"cannot reach railyard at {self.url}: {exc}") from None
-            self._last_used = time.monotonic()
-            if response.status >= 400:
-                raise ClientError(_detail(response.status, response.body), response.status)
-            try:
-                return json.loads(response.body)
-            except ValueError:
-                raise ClientError(
-                    f"railyard at {self.url} answered {response.status} with no JSON"
-                ) from None
+                line = f"cannot reach railyard at {server.url}: {exc}"
+                if method in IDEMPOTENT:
+                    raise _Unreached(line) from None
+                raise ClientError(line) from None
+            server.last_used = time.monotonic()
+            return response
         raise AssertionError("unreachable")
+
+    def _answer(self, server: _Server, response: Any) -> Any:
+        if response.status >= 400:
+            raise ClientError(_detail(response.status, response.body), response.status)
+        try:
+            return json.loads(response.body)
+        except ValueError:
+            raise ClientError(
+                f"railyard at {server.url} answered {response.status} with no JSON"
+            ) from None
 
     # -- jobs ---------------------------------------------------------------------------------
 

@@ -39,6 +39,12 @@ class Connection:
     def open(self) -> bool:
         return self._sock is not None
 
+    def connect(self) -> None:
+        """Open the socket now, so a caller tells a server it never reached (nothing was
+        sent: any request may go elsewhere) from one that failed after the request went."""
+        if self._sock is None:
+            self._connect()
+
     def close(self) -> None:
         if self._sock is not None:
             self._sock.close()
