@@ -132,11 +132,16 @@ def test_a_takeover_waits_for_a_commit_in_flight_and_that_commit_counts(pg_url: 
         store.fence_with(a.check)
         _lapse(pg_url)
         taken = threading.Event()
+
+        def take_over() -> None:
+            if b.acquire() is None:
+                taken.set()
+
         with store.session() as session:
             session.add(Counter(name="in-flight", value=1))
             session.flush()
             a.check(session)  # the fence passed and holds the row FOR KEY SHARE...
-            thread = threading.Thread(target=lambda: b.acquire() is None and taken.set())
+            thread = threading.Thread(target=take_over)
             thread.start()
             time.sleep(0.5)
             assert not taken.is_set()  # ...so the takeover waits for this commit
