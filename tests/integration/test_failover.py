@@ -24,10 +24,10 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, make_url
 
 from railyard.client.client import Client
-from tests.control.conftest import fresh_pg_database
+from tests.control.conftest import PG_URL, fresh_pg_database
 from tests.integration.server_proc import ServerProcess, free_port
 
 pytestmark = [pytest.mark.stores, pytest.mark.long]
@@ -70,7 +70,7 @@ class Pair:
             )
             for _ in range(2)
         ]
-        self.engine: Engine = create_engine(url)
+        self.engine: Engine = create_engine(url, pool_pre_ping=True)
         self.epochs_seen: list[int] = []
 
     @property
@@ -309,3 +309,54 @@ def test_a_second_up_is_refused_after_the_actives_sessions_were_ended(tmp_path: 
         finally:
             first.stop()
             engine.dispose()
+
+
+def _outage(url: str, allow: bool) -> None:
+    """This database only stops (or resumes) taking connections, and its sessions end: a
+    restart of the database server as its clients see it, without stopping the others'."""
+    name = make_url(url).database
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {str(allow).lower()}'))
+        if not allow:
+            conn.execute(
+                text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = :d"),
+                {"d": name},
+            )
+    admin.dispose()
+
+
+def test_the_active_rides_through_a_database_outage(pair: Pair) -> None:
+    """20 s without the database: clients get 503 with Retry-After and one line, never a
+    500; the loop and the lease resume by themselves; every job runs once."""
+    active = pair.active()
+    assert active is not None
+    epoch, _ = pair.lease()
+    ids = pair.submit(6, 3.0)
+    wait_for(lambda: any(pair.markers.iterdir()), why="a job to start")
+    _outage(pair.url, allow=False)
+    try:
+        answers = []
+        ended = time.monotonic() + 20
+        while time.monotonic() < ended:
+            for path in ("/v1/jobs", "/healthz"):
+                answers.append(active.call("GET", path))
+            answers.append(active.call("POST", "/v1/jobs", json={"command": ["true"]}))
+            time.sleep(1.0)
+    finally:
+        _outage(pair.url, allow=True)
+    refused = [r for r in answers if r.status_code != 200]
+    assert refused, "the database was away: something must have been refused"
+    for response in refused:
+        assert response.status_code == 503, response.text
+        if response.url.path == "/healthz":  # the health answer: failing, with why
+            assert response.json()["status"] == "failing", response.text
+            continue
+        assert response.headers.get("retry-after"), (response.url, response.headers)
+        assert "\n" not in response.json()["detail"]
+    pair.all_done(ids)
+    pair.check_once(ids)
+    assert pair.active() is not None
+    assert pair.lease()[0] >= epoch
+    log = (active.state_dir / "server.log").read_text()
+    assert "Traceback" not in log, log[-3000:]

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sqlalchemy import select
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session, object_session
 
 from railyard.control.errors import ServiceError, is_transient
@@ -238,7 +238,8 @@ class Loop:
         """One step; a failure is logged and told to /healthz, and the next step retries
         from the store (nothing was committed). A step that lost a race for the store (SQLite
         busy, a PostgreSQL deadlock) is run again at once, once, as the API runs a request
-        again (`store.retries`): a lost race is not a failure of the loop."""
+        again (`store.retries`): a lost race is not a failure of the loop. The store away (a
+        database restarting) or a refusal is one line in the log, a bug its traceback."""
         for attempt in range(2):
             try:
                 return self.step()
@@ -250,7 +251,10 @@ class Loop:
             except Exception as exc:  # keep serving
                 failed = exc
             break
-        log.exception("loop step failed", exc_info=failed)
+        if isinstance(failed, OperationalError | ServiceError):  # the store away, a lost lease
+            log.warning("loop step failed: %s", str(failed).strip().splitlines()[0])
+        else:  # a bug: its traceback
+            log.exception("loop step failed", exc_info=failed)
         self.health.failed(failed, self.clock())
         return None
 
