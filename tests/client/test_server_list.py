@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -17,6 +18,8 @@ from railyard.client.client import Client, ClientError
 
 
 class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as uvicorn
+
     def log_message(self, *_: object) -> None:
         pass
 
@@ -39,6 +42,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Retry-After", "1")
         self.end_headers()
         self.wfile.write(data)
+        if server.mode == "closes":  # then goes away while the client keeps the socket
+            self.close_connection = True
 
     do_GET = do_POST = _answer
 
@@ -110,3 +115,16 @@ def test_a_submit_cut_short_is_not_sent_to_another_server(servers: list[_Server]
     assert active.seen == []  # maybe stored by the first: never sent twice
     assert client.health()["from"] == active.url  # type: ignore[typeddict-item]
     client.close()
+
+
+def test_a_kept_alive_socket_the_server_closed_is_not_used_for_a_submit(
+    servers: list[_Server],
+) -> None:
+    """A server that restarted (a standby taking over, a server stepping down) closed the
+    idle socket: the next submit goes on a new one instead of failing after it was sent."""
+    server = _start(servers, "closes")
+    with Client(server.url, "token") as client:
+        for _ in range(3):
+            client.submit({"command": ["true"]})
+            time.sleep(0.2)  # the server's close reaches the client
+    assert server.seen == ["POST /v1/jobs"] * 3

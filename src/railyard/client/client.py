@@ -236,7 +236,8 @@ class Client:
         connection) or a repeatable request was cut short, so another server may be asked."""
         conn = server.conn
         for attempt in (0, 1):
-            if conn.open and time.monotonic() - server.last_used > IDLE_RECONNECT_S:
+            idle_s = time.monotonic() - server.last_used
+            if conn.open and (idle_s > IDLE_RECONNECT_S or conn.dropped()):
                 conn.close()
             reused = conn.open
             try:

@@ -39,6 +39,21 @@ class Connection:
     def open(self) -> bool:
         return self._sock is not None
 
+    def dropped(self) -> bool:
+        """True when the server closed this kept-alive socket while it sat idle (a restart, a
+        server that stepped down or died): a request sent on it would fail after it went,
+        so the caller opens a new one first, and any request may then be sent safely."""
+        if self._sock is None or self._buffer:
+            return False
+        try:
+            return self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False  # nothing to read: open and idle, as it should be
+        except ValueError:  # TLS: no peeking under it; a dropped one fails as before
+            return False
+        except OSError:
+            return True  # reset
+
     def connect(self) -> None:
         """Open the socket now, so a caller tells a server it never reached (nothing was
         sent: any request may go elsewhere) from one that failed after the request went."""
