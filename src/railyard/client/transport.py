@@ -10,6 +10,7 @@ A WebSocket's handshake is one request too (:meth:`Connection.upgrade`), after w
 
 from __future__ import annotations
 
+import select
 import socket
 from typing import NamedTuple
 
@@ -45,10 +46,13 @@ class Connection:
         so the caller opens a new one first, and any request may then be sent safely."""
         if self._sock is None or self._buffer:
             return False
-        try:
-            return self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-        except BlockingIOError:
+        # a socket with a timeout waits that long for data before recv: ask select first
+        poll = select.poll()  # not select.select: any descriptor number
+        poll.register(self._sock, select.POLLIN)
+        if not poll.poll(0):
             return False  # nothing to read: open and idle, as it should be
+        try:
+            return self._sock.recv(1, socket.MSG_PEEK) == b""
         except ValueError:  # TLS: no peeking under it; a dropped one fails as before
             return False
         except OSError:
