@@ -77,12 +77,16 @@ class WriteGate:
             self._lock.release()
 
 
-def boot_id() -> str:
+def machine_scope() -> str:
+    """Where a pid names one process: this host, boot and pid namespace
+    (``host/boot/pidns``; containers sharing a host name keep their own pid namespaces)."""
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
-            return f.read().strip()[:8]
+            boot = f.read().strip()[:6]
+        namespace = os.readlink("/proc/self/ns/pid").strip("pid:[]")
     except OSError:
-        return "noboot"
+        boot, namespace = "noboot", "nons"
+    return f"{socket.gethostname()[:16]}/{boot}/{namespace}"
 
 
 def process_start_ticks(pid: int) -> str | None:
@@ -96,11 +100,12 @@ def process_start_ticks(pid: int) -> str | None:
 
 
 def process_identity() -> str:
-    """This process, unique across machines and boots: ``host/boot/pid/start``. A server's
-    lease names it, and every PostgreSQL connection carries it (``application_name``), so a
-    takeover can tell a dead holder on this machine and end a stale holder's sessions."""
+    """This process, unique across machines, boots and containers:
+    ``host/boot/pidns/pid/start`` (at most 54 characters). A server's lease names it, and
+    every PostgreSQL connection carries it (``application_name``), so a takeover can tell a
+    dead holder on this machine and end a stale holder's sessions."""
     pid = os.getpid()
-    return f"{socket.gethostname()[:24]}/{boot_id()}/{pid}/{process_start_ticks(pid)}"
+    return f"{machine_scope()}/{pid}/{process_start_ticks(pid)}"
 
 
 def application_name(identity: str | None = None) -> str:

@@ -8,8 +8,9 @@ the loop and the API; the others answer 503 (`control.standby`) and try to take 
 lapses ``LEASE_S`` after its last renewal *by the database's clock* (``clock_timestamp()``),
 and the holder renews it every ``RENEW_S`` (Kubernetes' leases: 15/10/2 s; ours 8/2/1, so a
 takeover comes in at most about 9 s). A standby takes it when it has lapsed, or at once when
-its holder is a dead process of this machine (kill -9, a crash: the same boot, no live process
-with that pid and start time), so a restart or a standby on the same machine does not wait.
+its holder is a dead process of this machine (kill -9, a crash: the same boot and pid
+namespace, no live process with that pid and start time), so a restart or a standby on the
+same machine does not wait.
 
 Fencing is in the database: every transaction of the active that wrote anything checks,
 just before it commits (:meth:`Lease.check`, a ``before_commit`` hook on the store), that the
@@ -36,7 +37,6 @@ does; a supervisor that restarts it (``Restart=always``) brings it back as a sta
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -51,7 +51,7 @@ from sqlalchemy.pool import NullPool
 from railyard.control.errors import Unavailable
 from railyard.control.store.database import (
     application_name,
-    boot_id,
+    machine_scope,
     migrate,
     process_identity,
     process_start_ticks,
@@ -93,14 +93,13 @@ class Holder:
 
 
 def dead_here(holder: str) -> bool:
-    """True when ``holder`` is a process of this machine and boot that no longer runs."""
-    try:
-        host, boot, pid, start = holder.split("/")
-    except ValueError:
+    """True when ``holder`` is a process of this machine, boot and pid namespace that no
+    longer runs (no process with its pid and start time)."""
+    scope, _, rest = holder.rpartition("/")  # scope/pid, then the start time
+    scope, _, pid = scope.rpartition("/")
+    if scope != machine_scope() or not pid.isdigit():
         return False
-    if host != socket.gethostname()[:24] or boot != boot_id() or not pid.isdigit():
-        return False
-    return process_start_ticks(int(pid)) != start
+    return process_start_ticks(int(pid)) != rest
 
 
 class Lease:
