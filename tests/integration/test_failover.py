@@ -326,6 +326,7 @@ def _outage(url: str, allow: bool) -> None:
     admin.dispose()
 
 
+@pytest.mark.slow
 def test_the_active_rides_through_a_database_outage(pair: Pair) -> None:
     """20 s without the database: clients get 503 with Retry-After and one line, never a
     500; the loop and the lease resume by themselves; every job runs once."""
