@@ -180,14 +180,16 @@ def test_control_imports_no_concrete_backend() -> None:
 # composition root) imports the API. The shared vocabulary beside them (errors, schemas,
 # jobspec) leans on the store's tables alone.
 CONTROL = SRC / "control"
-CONTROL_ROOMS = {"store", "usecases", "api", "loop", "metrics"}
+CONTROL_ROOMS = {"store", "usecases", "api", "loop", "metrics", "process"}
 CONTROL_FORBIDDEN = {
-    "store": {"usecases", "api", "loop", "metrics", "server"},
-    "usecases": {"api", "loop", "metrics", "server"},
-    "metrics": {"api", "loop", "server"},
-    "loop": {"api", "server"},
-    "api": {"server"},
-    "shared": {"usecases", "api", "loop", "metrics", "server"},
+    "store": {"usecases", "api", "loop", "metrics", "server", "process"},
+    "usecases": {"api", "loop", "metrics", "server", "process"},
+    "metrics": {"api", "loop", "server", "process"},
+    "loop": {"api", "server", "process"},
+    "api": {"server", "process"},
+    # the server process's directories and a standby's wait: beside the composition root
+    "process": {"api", "loop", "metrics", "server"},
+    "shared": {"usecases", "api", "loop", "metrics", "server", "process"},
 }
 
 

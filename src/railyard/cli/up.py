@@ -29,7 +29,8 @@ def up(args: argparse.Namespace) -> None:
     from railyard.client.values import parse_walltime
     from railyard.control.errors import ServiceError
     from railyard.control.metrics.sampler import SamplerConfig
-    from railyard.control.server import SpoolTaken, StartupError, UpConfig, serve
+    from railyard.control.process.spool import SpoolTaken
+    from railyard.control.server import StartupError, UpConfig, serve
     from railyard.control.store.lease import STEP_DOWN_EXIT, SteppedDown
     from railyard.control.usecases.sizebounds import SiteLimits
     from railyard.sched import SchedulerConfig

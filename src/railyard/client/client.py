@@ -6,7 +6,7 @@ Where the server is: ``RAILYARD_URL`` and ``RAILYARD_TOKEN``, else
 :class:`ClientError` carrying the server's one-line ``detail`` and the HTTP status.
 
 The URL may be a comma-separated list: the servers of one high-availability group
-(`control.standby`). The client stays with the one that last answered; it moves on to the
+(`control.process.standby`). The client stays with the one that last answered; it moves on to the
 next when one cannot be reached (refused before anything was sent, or for a request that
 may be repeated, cut short) or answers 503 (a standby, a server stepping down, a store
 restarting: nothing was committed), going to the active a standby names first, and tries

@@ -2,7 +2,7 @@
 database's clock.
 
 Two or more ``railyard up --standby`` on one PostgreSQL database: one holds the lease and runs
-the loop and the API; the others answer 503 (`control.standby`) and try to take it every
+the loop and the API; the others answer 503 (`control.process.standby`) and try to take it every
 ``RETRY_S``. The lease (table ``leases``, one row) names its holder (``host/boot/pid/start``,
 `store.database.process_identity`) and an ``epoch`` that grows by one at every takeover; it
 lapses ``LEASE_S`` after its last renewal *by the database's clock* (``clock_timestamp()``),
