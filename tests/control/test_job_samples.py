@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
+from sqlalchemy.exc import OperationalError
 from tests.control.conftest import FLAVOR
 from tests.control.test_dashboard import app_for, login
 
@@ -306,3 +307,26 @@ def test_one_request_reads_a_bounded_number_of_rows(
     assert (whole.partial, whole.readings) == (False, 10)
     body = _client(store, tmp_path, jobs["alice"]).get("/v1/jobs/1/samples").json()
     assert (body["partial"], body["readings"]) == (True, 10)
+
+
+def test_a_busy_store_delays_a_ticks_write_and_loses_no_reading(
+    store: Store, jobs: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 55: the sampler lost readings to "database is locked" during batch submits; a
+    transient failure of the write is tried again with the same rows (here injected once)."""
+    sampler = Sampler(store, local_reader("n01", readings, Usage()), SamplerConfig(interval_s=10))
+    real_write, failed = sampler._write, []
+
+    def busy_once(rows: list[dict[str, object]], t_s: float) -> None:
+        if not failed:
+            failed.append(len(rows))
+            locked = Exception("database is locked")
+            raise OperationalError("INSERT INTO job_samples", {}, locked)
+        real_write(rows, t_s)
+
+    monkeypatch.setattr(sampler_module, "WRITE_BACKOFF_S", 0.0)
+    monkeypatch.setattr(sampler, "_write", busy_once)
+    written = sampler.tick()
+    assert written > 0
+    assert failed == [written]
+    assert len(_rows(store)) == written

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sqlalchemy import delete, insert, select
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
+from railyard.control.errors import is_transient
 from railyard.control.store.database import Store
 from railyard.control.store.tables import JobRow, JobState, SampleRow
 from railyard.exec.usage import MeasuresUsage, NodeReading, ProcessUsage, ReadsNodes
@@ -32,6 +33,8 @@ log = logging.getLogger(__name__)
 
 MIB_BYTES = 1024 * 1024
 PRUNE_BATCH = 5_000  # rows past the retention deleted a tick at most (a short write)
+WRITE_TRIES = 3  # a tick's write, tried again while the store is busy
+WRITE_BACKOFF_S = 0.5
 SAMPLED_STATES = (JobState.RUNNING.value,)
 
 
@@ -160,6 +163,17 @@ class Sampler:
                 rows.append(row(job, reading.node, t_s, cpu_pct=pct,
                                 host_mem_bytes=float(used.rss_bytes)))  # fmt: skip
         self._cpu = {k: v for k, v in self._cpu.items() if k in seen}
+        for attempt in range(WRITE_TRIES):  # a busy store (a batch submit's write) is waited
+            try:  # out: the readings are kept, not dropped with a "database is locked"
+                self._write(rows, t_s)
+                break
+            except DBAPIError as exc:
+                if attempt == WRITE_TRIES - 1 or not is_transient(exc):
+                    raise
+                time.sleep(WRITE_BACKOFF_S * (attempt + 1))
+        return len(rows)
+
+    def _write(self, rows: list[dict[str, object]], t_s: float) -> None:
         with self.store.session(write=True) as session:
             if rows:
                 session.execute(insert(SampleRow), rows)
@@ -167,7 +181,6 @@ class Sampler:
             # on 256 nodes), and no tick holds the store for one big delete
             expired = select(SampleRow.id).where(SampleRow.t_s < t_s - self.config.retention_s)
             session.execute(delete(SampleRow).where(SampleRow.id.in_(expired.limit(PRUNE_BATCH))))
-        return len(rows)
 
     def start(self, stop: threading.Event) -> threading.Thread:
         """:meth:`run` on a daemon thread of its own."""
