@@ -670,8 +670,8 @@ def test_queue_and_history_take_squeue_and_sacct_spellings(cli: Cli, store: Stor
                                "TIME_LIMI", "NODES", "NODELIST(REASON)"]  # fmt: skip
     assert long[2].split()[4:] == ["PENDING", "0:00", "5:00", "1", "(None)"]
     listed = cli("alice", "history", "-n", "-P", "-o", "JobID,JobName,State")
-    assert listed.stdout == "1|a|PENDING\n2|b|RUNNING\n"
-    named = cli("alice", "history", "--name", "b", "-n", "-P", "-o", "JobID,State", "-s", "R")
+    assert listed.stdout == "1|a|PENDING\n2|b|RUNNING\n2.extern|extern|RUNNING\n2.0|b|RUNNING\n"
+    named = cli("alice", "history", "--name", "b", "-nXP", "-o", "JobID,State", "-s", "R")
     assert (named.exit_code, named.stdout) == (0, "2|RUNNING\n"), named.output
 
 

@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import time
+from typing import TYPE_CHECKING
 
 from railyard.cli.args import Command, Parser, connect, emit_json, json_flag, subcommands
 from railyard.cli.text import clock, table
+from railyard.client.printable import printable
 from railyard.client.values import PRIORITY_CLASSES
+
+if TYPE_CHECKING:
+    from railyard.client.wire import Node, Queue
 
 
 def nodes(args: argparse.Namespace) -> None:
     """Nodes, their GPUs in use, and draining."""
     with connect() as client:
         rows = client.nodes()
+        queues = client.queues() if args.long and not args.json else []
     if args.json:
         emit_json(rows)
+        return
+    if args.long:
+        print(sinfo_long(rows, queues, time.time()))
         return
     headers: tuple[str, ...] = ("NODE", "FLAVOR", "GPUS", "USED", "STATE", "HEALTH", "PATH",
                                 "REASON")  # fmt: skip
@@ -28,6 +38,54 @@ def nodes(args: argparse.Namespace) -> None:
         for line, n in zip(body, rows, strict=True):
             line.append(",".join(n.get("features") or []))
     print(table(headers, body))
+
+
+def node_state(node: Node) -> str:
+    """sinfo's state: idle, mixed, allocated; draining while jobs run on a drained node."""
+    used, state = node["gpus_used"], node["state"]
+    if state == "ready":
+        return "idle" if used == 0 else "allocated" if used >= node["gpus"] else "mixed"
+    if state == "draining" and used == 0:
+        return "drained"
+    return state
+
+
+def partitions_of(node: Node, queues: list[Queue]) -> list[str]:
+    """The partitions (queues) whose jobs may run on ``node``: those of its pool (a flavor's
+    ``@pool``; unpooled nodes: queues without one); a queue with sub-queues is no partition
+    of its own (its jobs go to a sub-queue). The default one ends in ``*``, as sinfo marks it."""
+    _, _, pool = node["flavor"].partition("@")
+    parents = {q["parent"] for q in queues}
+    return [
+        q["name"] + ("*" if q.get("is_default") else "")
+        for q in queues
+        if q["name"] not in parents and (q.get("pool") or "") == pool
+    ]
+
+
+def sinfo_long(nodes: list[Node], queues: list[Queue], now_t_s: float) -> str:
+    """``sinfo -N -l``: the time, then a line per node and partition, in sinfo's columns
+    (S:C:T and TMP_DISK are not known to railyard: ``N/A`` and 0; WEIGHT 1)."""
+    rows = [
+        [n["name"], "1", part, node_state(n), str(n.get("cpus") or 0), "N/A",
+         str(n.get("memory_mb") or 0), "0", "1", ",".join(n.get("features") or []) or "(null)",
+         n["reason"] or "none"]
+        for n in nodes
+        for part in partitions_of(n, queues) or ["(null)"]
+    ]  # fmt: skip
+    headers = ("NODELIST", "NODES", "PARTITION", "STATE", "CPUS", "S:C:T", "MEMORY", "TMP_DISK",
+               "WEIGHT", "AVAIL_FE", "REASON")  # fmt: skip
+    widths = (0, 6, 0, 11, 4, 8, 6, 8, 6, 8, 20)  # sinfo's %.6D %.11T %.4c...: 0 fits the text
+    body = [[printable(c) for c in row] for row in [list(headers), *rows]]
+    lines = []
+    for row in body:
+        cells = []
+        for i, (cell, width) in enumerate(zip(row, widths, strict=True)):
+            fit = max(len(r[i]) for r in body) if width == 0 else width
+            left = i in (0, 2, 10)  # NODELIST, PARTITION and REASON are left-justified
+            cells.append(cell.ljust(fit) if left else cell.rjust(fit))
+        lines.append(" ".join(cells).rstrip())
+    return "\n".join([time.ctime(now_t_s), *lines])  # the time first, as ctime spells it
 
 
 def drain(args: argparse.Namespace) -> None:
@@ -57,6 +115,10 @@ def _resume_args(p: Parser) -> None:
 
 def _nodes_args(p: Parser) -> None:
     json_flag(p)
+    p.add_argument("-N", "--Node", action="store_true", help="accepted for sinfo -N: a node a line")
+    p.add_argument(
+        "-l", "--long", action="store_true", help="sinfo -N -l's columns, a line per partition"
+    )
     subcommands(
         p, Command("drain", drain, _drain_args), Command("resume", resume, _resume_args),
         required=False,

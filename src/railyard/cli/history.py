@@ -28,7 +28,7 @@ def exit_code(job: Job) -> str:
     """Slurm's ``ExitCode``: ``code:signal`` (``0:9`` for a job killed by SIGKILL); empty
     while it runs; ``0:0`` for a job that ended with neither (a timeout or a cancel the loop
     recorded without the process's status, a pending job cancelled), as sacct shows it."""
-    name = job.get("signal")
+    name = job.get("exit_signal") or job.get("signal")
     if name and name in signal.Signals.__members__:
         return f"0:{signal.Signals[name].value}"
     if job["exit_code"] is not None:
@@ -77,8 +77,10 @@ def history(args: argparse.Namespace) -> None:
         emit_json(jobs)
         return
     if args.format is not None:
-        from railyard.cli.jobformat import sacct_table
+        from railyard.cli.jobformat import sacct_table, steps
 
+        if not args.allocations:  # sacct: each job, then its steps (-X: the jobs alone)
+            jobs = [row for j in jobs for row in (j, *steps(j))]
         try:
             lines = sacct_table(args.format, jobs, exit_code, parsable=args.parsable2)
         except ValueError as exc:
@@ -157,7 +159,7 @@ def _history_args(p: Parser) -> None:
         "--allocations",
         "-X",
         action="store_true",
-        help="accepted for sacct's -X: railyard lists jobs, never their steps",
+        help="jobs without their .batch/.extern steps (sacct -X; the steps show with -o only)",
     )
     json_flag(p)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from railyard.cli.text import clock, squeue_time
 from railyard.client.printable import printable
@@ -193,6 +193,35 @@ def sacct_fields(exit_code: Field) -> dict[str, tuple[str, int, Field]]:
     }
 
 
+STOPPED = ("cancelled", "timeout", "preempting", "cancelling", "deadline")
+"""A job stopped from outside: its batch step was killed (sacct: CANCELLED, ``0:15``)."""
+
+
+def steps(job: Job) -> list[Job]:
+    """sacct's step rows under a job that got its nodes, as Slurm 22.05 (``PrologFlags=Contain``)
+    prints them: ``N.batch`` for a batch script (its shell is the batch step), ``N.0`` for a
+    command job's or ``railyard run``'s tasks (srun's first step), and ``N.extern`` for every
+    allocation; ``railyard alloc``'s shell is no step (salloc's runs on the login node). A
+    step row has no user and no partition. Steps a batch script's ``srun`` starts inside the
+    job are not recorded by the server, so they are not listed."""
+    if job["start_t_s"] is None or "." in job["id"]:
+        return []
+    running = job["end_t_s"] is None
+    step: Job = {**job, "user": "", "queue": "", "priority": 0, "reason": ""}
+    extern: Job = {**step, "id": f"{job['id']}.extern", "name": "extern", "exit_code": 0,
+                   "signal": None, "exit_signal": None,
+                   "state": "running" if running else "completed"}  # fmt: skip
+    batch = bool(job.get("batch"))
+    if batch and job.get("interactive"):  # railyard alloc: salloc's shell is no step
+        return [extern]
+    main: Job = {**step, "id": f"{job['id']}.{'batch' if batch else '0'}",
+                 "name": "batch" if batch else job["name"]}  # fmt: skip
+    if not running and job["state"] in STOPPED:
+        main = {**main, "state": "cancelled", "exit_code": None, "signal": "SIGTERM",
+                "exit_signal": "SIGTERM"}  # fmt: skip
+    return [main, extern] if batch else [extern, main]
+
+
 def _printed(value: Field) -> Field:
     return lambda job: printable(value(job))
 
@@ -227,3 +256,66 @@ def sacct_table(fmt: str, jobs: list[Job], exit_code: Field, *, parsable: bool) 
     lines.append(" ".join("-" * w for _, w, _ in columns))
     lines += [" ".join(cell(v(j), w) for _, w, v in columns).rstrip() for j in jobs]
     return lines
+
+
+LONG_STATES = {"starting": "CONFIGURING", "preempting": "COMPLETING", "cancelling": "COMPLETING"}
+"""Slurm's long state names where railyard's differ (scontrol's JobState, squeue's %T)."""
+
+
+def _scontrol_time(t_s: float | None) -> str:
+    return _time(t_s).replace("N/A", "Unknown")
+
+
+def _owner(name: str) -> str:
+    """scontrol's ``alice(1000)``: the uid where this machine knows the account."""
+    import pwd  # `show job` pays for it, not `queue`
+
+    try:
+        return f"{name}({pwd.getpwnam(name).pw_uid})"
+    except KeyError:
+        return name
+
+
+def scontrol_job(job: Job, exit_code: Field) -> str:
+    """``scontrol show job N``'s ``Key=Value`` lines (the keys a script greps: JobState,
+    NodeList, ExitCode, RunTime, TimeLimit, StdOut...), with railyard's facts; a key railyard
+    has no fact for is left out rather than made up."""
+    facts: dict[str, Any] = dict(job)
+    unix_user = facts.get("unix_user") or job["user"]
+    start, end, limit = job["start_t_s"], job["end_t_s"], job["walltime_s"]
+    if end is None and start is not None and limit is not None:
+        end = start + limit  # scontrol's EndTime of a running job: when its limit runs out
+    nodes = job["placement"] or {}
+    tasks, gpus = facts.get("ntasks_per_node"), job["gpus"]
+    stdout = facts.get("output") or "(null)"  # a command job's logs: `railyard logs`
+    lines = [
+        [("JobId", job["id"]), ("JobName", job["name"] or "")],
+        [("UserId", _owner(unix_user)), ("Account", job["queue"]), ("QOS", "normal")],
+        [("Priority", str(job["priority"])), ("Nice", str(facts.get("nice", 0)))],
+        [("JobState", LONG_STATES.get(job["state"], job["state"].upper())),
+         ("Reason", "None" if nodes else job["reason"] or "None"),
+         ("Dependency", facts.get("dependency") or "(null)")],
+        [("Requeue", str(int(bool(facts.get("requeue"))))),
+         ("Restarts", str(job["restart_count"])), ("BatchFlag", str(int(bool(job.get("batch"))))),
+         ("ExitCode", exit_code(job) or "0:0")],
+        [("RunTime", clock(job["elapsed_s"] or 0.0)), ("TimeLimit", _limit_clock(limit))],
+        [("SubmitTime", _scontrol_time(job["submit_t_s"]))],
+        [("StartTime", _scontrol_time(start)), ("EndTime", _scontrol_time(end))],
+        [("Partition", job["queue"])],
+        [("NodeList", _nodes(job) or "(null)")],
+        [("NumNodes", _node_count(job)),
+         ("NumTasks", str(tasks * int(_node_count(job))) if tasks else "N/A"),
+         ("CPUs/Task", str(facts.get("cpus_per_task") or 1))],
+        [("TRES", f"node={_node_count(job)}" + (f",gres/gpu={gpus}" if gpus else ""))],
+        [("Command", " ".join(job["command"]))],
+        [("WorkDir", job["workdir"])],
+        [("StdErr", facts.get("error") or stdout)],
+        [("StdIn", "/dev/null")],
+        [("StdOut", stdout)],
+    ]  # fmt: skip
+    text = [" ".join(f"{k}={printable(v)}" for k, v in line) for line in lines]
+    return "\n".join([text[0], *("   " + line for line in text[1:])])
+
+
+def _limit_clock(limit_s: float | None) -> str:
+    return "UNLIMITED" if limit_s is None else clock(limit_s)

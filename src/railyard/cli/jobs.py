@@ -499,6 +499,13 @@ def show(args: argparse.Namespace) -> None:
     """Everything about one job; an array's id shows a summary of its tasks and each task."""
     from railyard.client.client import ClientError
 
+    scontrol = args.job_id == "job" and args.scontrol_id is not None
+    if scontrol:  # `show job N`: scontrol show job's spelling and its Key=Value lines
+        args.job_id = args.scontrol_id
+    elif args.scontrol_id is not None:
+        fail(
+            f"show: one job id, not {args.job_id} {args.scontrol_id} (hint: show ID or show job ID)"
+        )
     with connect() as client:
         try:
             job = client.job(args.job_id)
@@ -515,7 +522,13 @@ def show(args: argparse.Namespace) -> None:
     if args.json:
         emit_json({**job, "events": events} if events is not None else job)
         return
-    print(_show_job(job))
+    if scontrol:
+        from railyard.cli.history import exit_code
+        from railyard.cli.jobformat import scontrol_job
+
+        print(scontrol_job(job, exit_code))
+    else:
+        print(_show_job(job))
     if events is not None:
         print(
             "\n"
@@ -527,6 +540,10 @@ def show(args: argparse.Namespace) -> None:
 
 def _show_args(p: Parser) -> None:
     p.add_argument("job_id", metavar="ID", help="a job id, or an array's id")
+    p.add_argument(
+        "scontrol_id", metavar="ID", nargs="?",
+        help="`show job ID`: scontrol show job's Key=Value lines",
+    )  # fmt: skip
     p.add_argument(
         "--events", action="store_true", help="its history too: start, pulling, running, end..."
     )

@@ -47,7 +47,10 @@ class Job(TypedDict):
     outcome: str | None
     hold: str | None  # "user" or "admin" while held (Slurm's JobHeldUser / JobHeldAdmin)
     signal: NotRequired[str | None]  # the signal that ended it, from servers that record it
+    exit_signal: NotRequired[str | None]  # the same, as the API names it
     array: NotRequired[str | None]  # an array task's array as submitted (0-9%2)
+    batch: NotRequired[bool]  # a batch script (sacct's .batch step), from servers that say
+    interactive: NotRequired[str | None]  # pipes or pty: railyard run or alloc
 
 
 class LogChunk(TypedDict):
@@ -61,6 +64,8 @@ class LogChunk(TypedDict):
 
 class Node(TypedDict):
     features: NotRequired[list[str]]  # from servers that keep them
+    cpus: NotRequired[int]  # CPU cores, 0 unknown (from servers that say)
+    memory_mb: NotRequired[int]  # 0 unknown
     name: str
     flavor: str
     gpus: int
@@ -129,6 +134,7 @@ class Queue(TypedDict):
     weight: float
     max_time_s: float | None
     is_default: NotRequired[bool]  # from servers with partitions
+    pool: NotRequired[str | None]  # its jobs run on this node pool only (None: unpooled nodes)
     max_priority: int
     members: list[str]
     used_gpus: dict[str, int]

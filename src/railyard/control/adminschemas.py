@@ -34,6 +34,8 @@ class NodeOut(Response):
     health: str | None = None  # the verdict of its last health run
     health_t_s: float | None = None
     features: list[str] = Field(default_factory=list)  # Slurm's node features (--constraint)
+    cpus: int = 0  # CPU cores (sinfo's CPUS); 0: not known
+    memory_mb: int = 0  # memory (sinfo's MEMORY); 0: not known
 
 
 class NodeAction(Request):

@@ -471,6 +471,7 @@ class JobOut(Response):
     interactive: str | None = Field(
         None, description="pipes or pty for an interactive job (railyard run, alloc)"
     )
+    batch: bool = Field(False, description="a batch script: its shell is the job's batch step")
     active_t_s: float | None = Field(
         None, description="an interactive job: when its user last sent it anything"
     )
@@ -543,6 +544,7 @@ class JobOut(Response):
             outcome=row.outcome,
             hold=row.hold,
             interactive=getattr(row, "terminal", "") or None,
+            batch=getattr(row, "script", None) is not None,
             active_t_s=getattr(row, "active_t_s", None),
             container_image=(getattr(row, "container", None) or {}).get("image"),
             run_t_s=getattr(row, "run_t_s", None),

@@ -34,6 +34,8 @@ def list_nodes(session: Session, actor: User) -> list[NodeOut]:
             health=n.health,
             health_t_s=n.health_t_s,
             features=n.features or [],
+            cpus=n.cpu_cores or 0,
+            memory_mb=round((n.mem_gb or 0.0) * 1024),
         )
         for n in session.scalars(select(NodeRow).order_by(NodeRow.name))
     ]
