@@ -93,6 +93,14 @@ CONTROL = {
     "logs": ("jobs", "Print one rank's log; with -f, keep printing until the job finishes."),
     "nodes": ("cluster", "Nodes, their GPUs in use, and draining."),
     "queues": ("cluster", "Queues: quota per flavor, GPUs in use and borrowed, fair-share usage."),
+    "sprio": (
+        "shares",
+        "Pending jobs' priority factors as the scheduler orders by them, like sprio.",
+    ),
+    "sshare": (
+        "shares",
+        "Fair-share figures per queue and user, like sshare -a (RawUsage in GPU-seconds).",
+    ),
     "health": (
         "health",
         "Check this node against its own baseline (NHC-style; --drain acts on the result).",

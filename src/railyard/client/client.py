@@ -450,6 +450,14 @@ class Client:
     def queues(self) -> list[wire.Queue]:
         return cast(list[wire.Queue], self._call("GET", "/v1/queues"))
 
+    def priorities(self) -> wire.Priorities:
+        """Pending jobs' ordering factors (sprio)."""
+        return cast(wire.Priorities, self._call("GET", "/v1/priorities"))
+
+    def shares(self) -> list[wire.Share]:
+        """The fair tree's figures per queue and user (sshare)."""
+        return cast(list[wire.Share], self._call("GET", "/v1/shares"))
+
     def create_queue(self, spec: Mapping[str, Any]) -> wire.Queue:
         return cast(wire.Queue, self._call("POST", "/v1/queues", body=dict(spec)))
 

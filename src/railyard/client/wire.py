@@ -211,3 +211,34 @@ class Samples(TypedDict):
     partial: bool
     gpus: list[str]
     points: list[SamplePoint]
+
+
+class JobPriority(TypedDict):
+    id: str
+    queue: str
+    user: str
+    order: int | None  # its place among the pending jobs (1 first); None while held
+    starving: bool
+    priority: int
+    nice: int
+    fair_share: list[float]  # usage share / weight share per level, root first, the user's last
+    age_s: float
+
+
+class Priorities(TypedDict):
+    ordering: str
+    keys: list[str]  # the factors in the order the ordering compares them
+    starvation_limit_s: float
+    jobs: list[JobPriority]
+
+
+class Share(TypedDict):
+    queue: str
+    user: str  # empty on a queue's line
+    depth: int
+    raw_shares: float
+    norm_shares: float
+    raw_usage_gpu_s: float
+    effective_usage: float
+    level_fs: float | None  # None: no usage (sshare's inf)
+    fair_share: float | None  # a user's line only

@@ -8,7 +8,7 @@ from sqlalchemy.orm import Session
 
 from railyard.control import adminschemas as a
 from railyard.control.store.tables import User
-from railyard.control.usecases import queues
+from railyard.control.usecases import priorityviews, queues
 from railyard.control.usecases.logs import read_log as read_log
 
 if TYPE_CHECKING:
@@ -29,6 +29,18 @@ router = v1_router()
 def list_queues(session: SessionDep, user: CurrentUser) -> list[a.QueueOut]:
     """The queues the user belongs to and those below them; an admin sees all."""
     return queues.list_queues(session, user)
+
+
+@router.get("/priorities")
+def priorities(session: SessionDep, user: CurrentUser, ctx: ContextDep) -> priorityviews.Priorities:
+    """Pending jobs' ordering factors and places (sprio): the loop's ordering policy's keys."""
+    return priorityviews.priorities(session, user, ctx.ordering, ctx.clock())
+
+
+@router.get("/shares")
+def shares(session: SessionDep, user: CurrentUser) -> list[priorityviews.Share]:
+    """The fair tree's figures per queue and user (sshare -a)."""
+    return priorityviews.shares(session, user)
 
 
 def _queue(session: Session, user: User, name: str) -> a.QueueOut:
