@@ -189,6 +189,7 @@ def allocated() -> list[NodeAlloc]:
         (["-n", "3"], [("a", 2), ("b", 1)]),
         (["-n1"], [("a", 1)]),
         (["-N", "2", "-n", "2"], [("a", 1), ("b", 1)]),
+        (["-O", "-N", "1", "-n", "3"], [("a", 3)]),  # --overcommit: more tasks than CPUs
     ],
 )
 def test_srun_plans_a_step_within_the_allocation(
@@ -210,6 +211,8 @@ def test_srun_plans_a_step_within_the_allocation(
         (["-n", "3", "--ntasks-per-node", "2"], "--ntasks=3 but --ntasks-per-node=2"),
         (["-N", "2", "-n", "1"], "--ntasks=1 is fewer than --nodes=2"),
         (["-n", "0"], "--ntasks must be >= 1"),
+        (["--ntasks-per-node", "3"], "More processors requested than permitted (3 task(s)"),
+        (["-N", "1", "-n", "3"], "More processors requested than permitted (3 task(s)"),
     ],
 )
 def test_srun_refuses_what_the_allocation_cannot_hold(argv: list[str], message: str) -> None:

@@ -46,18 +46,35 @@ ALLOC_USAGE = """usage: {prog} [submit options] [COMMAND [ARGS...]]
 Hold an allocation (the options are submit's: --nodes, --gpus, --time, ...) and run COMMAND,
 by default your shell, on its first node with the job's SLURM_* variables (salloc); srun there
 starts steps across the allocation. Leaving the shell releases it."""
+
+
+def alloc_script(command: str) -> str:
+    """The allocation's script: the shell (``command``) with srun as the bash function the
+    executor exports (``exec.launch.srun_function``), which /bin/sh drops from the environment
+    (its name is no shell name); a function comes before PATH, so a .bashrc that sets PATH
+    outright still reaches the job's srun."""
+    function = '"BASH_FUNC_srun%%=() {  \\"$RAILYARD_SRUN\\" \\"\\$@\\"\n}"'
+    return (
+        f'#!/bin/sh\nif [ -n "$RAILYARD_SRUN" ]; then\n  exec env {function} {command}\nfi\n'
+        f"exec {command}\n"
+    )
+
+
 POLL_S = 0.25
 IN_ALLOCATION = "RAILYARD_ALLOCATION"  # set by the executor in a batch step (exec.launch)
+JOB_SRUN = "RAILYARD_SRUN"  # the job's srun, by path (exec.launch.SRUN_VAR)
 FIRST_POLL_S = 0.01
 
 
 def run(args: argparse.Namespace) -> int:
     """Run a command as a job with this terminal joined to it (srun); --pty for a shell."""
 
-    if os.environ.get(IN_ALLOCATION) and shutil.which("srun"):
-        # Inside an allocation (alloc's shell, a batch script): a step of it, as srun there.
+    srun = os.environ.get(JOB_SRUN) or shutil.which("srun")
+    if os.environ.get(IN_ALLOCATION) and srun:
+        # Inside an allocation (alloc's shell, a batch script): a step of it, as srun there;
+        # the job's own srun by its path, whatever a .bashrc made of PATH.
         argv = [w for w in args.argv if w != "--pty"]
-        os.execvp("srun", ["srun", *argv])
+        os.execv(srun, ["srun", *argv])
     head = args.argv[: args.argv.index("--")] if "--" in args.argv else args.argv
     pty = "--pty" in head  # ours, not an sbatch option: taken out before those are read
     argv = [w for w in head if w != "--pty"] + args.argv[len(head) :]
@@ -89,9 +106,9 @@ def alloc(args: argparse.Namespace) -> int:
     pty = os.isatty(0)
     # The allocation's first node runs this as a batch step, so the shell has the job's
     # SLURM_* variables and an srun that starts steps across the allocation.
-    body.update(script=f"#!/bin/sh\nexec {command}\n", terminal="pty" if pty else "pipes")
+    body.update(script=alloc_script(command), terminal="pty" if pty else "pipes")
     body.setdefault("name", "interactive")
-    return _submit_and_join(body, notes, pty)
+    return _submit_and_join(body, notes, pty, salloc=True)
 
 
 def one_job_body(options: list[str], notes: list[str], one: str) -> dict[str, Any]:
@@ -122,7 +139,11 @@ def _attach_args(p: Parser) -> None:
     p.add_argument("--rank", type=int, default=0, help="which task's node, cgroup and environment")
 
 
-def _submit_and_join(body: dict[str, Any], notes: list[str], pty: bool) -> int:
+def _submit_and_join(
+    body: dict[str, Any], notes: list[str], pty: bool, *, salloc: bool = False
+) -> int:
+    """Submit, wait, join; salloc's lines around an allocation (``Granted job allocation N``,
+    ``Relinquishing job allocation N``), srun's ``task 0: Exited with exit code N``."""
     from railyard.client import scripts
 
     body = _with_environment(body, notes, scripts.resolve_export)
@@ -136,15 +157,28 @@ def _submit_and_join(body: dict[str, Any], notes: list[str], pty: bool) -> int:
         except KeyboardInterrupt:
             client.cancel(job_id)
             print(f"\nrailyard: job {job_id}: cancelled while waiting", file=sys.stderr)
-            return 130
+            return 1  # srun's and salloc's status when the wait is interrupted
         if state in FINISHED:
             return _ended(client, job_id)
-        code = Session(client.terminal(job_id), pty, lambda: client.cancel(job_id)).run()
-        if code is None:  # the connection ended without the task's end: ask the store
-            return _ended(client, job_id)
-        if code > 128:  # killed: say who stopped it, as slurmstepd's "CANCELLED ... DUE TO"
-            _stopped_by(client, job_id)
-        return code
+        if salloc:
+            print(f"salloc: Granted job allocation {job_id}", file=sys.stderr, flush=True)
+        try:
+            return _joined(client, job_id, pty, salloc)
+        finally:
+            if salloc:
+                print(f"salloc: Relinquishing job allocation {job_id}", file=sys.stderr)
+
+
+def _joined(client: Client, job_id: str, pty: bool, salloc: bool) -> int:
+    code = Session(client.terminal(job_id), pty, lambda: client.cancel(job_id)).run()
+    if code is None:  # the connection ended without the task's end: ask the store
+        return _ended(client, job_id)
+    if code > 128:  # killed: say who stopped it, as slurmstepd's "CANCELLED ... DUE TO"
+        _stopped_by(client, job_id)
+    elif code and not salloc:  # srun's line for a task that failed
+        node = next(iter(client.job(job_id)["placement"] or {"?": []}))
+        print(f"srun: error: {node}: task 0: Exited with exit code {code}", file=sys.stderr)
+    return code
 
 
 def _stopped_by(client: Client, job_id: str) -> None:

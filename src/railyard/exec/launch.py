@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import shlex
 import socket
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -38,6 +39,7 @@ from railyard.fabric.hostlist import compress
 
 ALLOCATION_VAR = "RAILYARD_ALLOCATION"  # JSON of the allocation, for srun in a batch script
 STEPS_DIR_VAR = "RAILYARD_STEPS_DIR"
+SRUN_VAR = "RAILYARD_SRUN"  # the job's own srun, by its absolute path
 BATCH_SHELL_SIGNAL_VAR = "RAILYARD_SIGNAL_BATCH_SHELL"  # --signal=B:...: the shell, not tasks
 SECRET_VARS = frozenset({"RAILYARD_TOKEN"})
 _TOKEN_RE = re.compile(r"ry_[A-Za-z0-9_-]{40,}")  # railyard's bearer-token shape (auth.py)
@@ -48,7 +50,7 @@ _STALE_VARS = frozenset({
     "NODE_RANK", "NNODES", "MASTER_ADDR", "MASTER_PORT", "RAILYARD_JOB_ID",
     "RAILYARD_CHECKPOINT_DIR", "RAILYARD_RESTART_COUNT", "RAILYARD_PREEMPT_SIGNAL",
     "RAILYARD_ARRAY_TASK_ID", "RAILYARD_ALLOCATION", "RAILYARD_STEPS_DIR",
-    "RAILYARD_SIGNAL_BATCH_SHELL",
+    "RAILYARD_SIGNAL_BATCH_SHELL", "BASH_FUNC_srun%%", "RAILYARD_SRUN",
 })  # fmt: skip
 _PATTERN_RE = re.compile(r"%(\d*)([%AaJjNnstux])")
 NO_ARRAY_INDEX = "4294967294"  # what sbatch 22.05 writes for %a in a job that is no array
@@ -260,6 +262,26 @@ def batch_env(
     return env
 
 
+SALLOC_LEAVES_OUT = frozenset({
+    "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "CUDA_DEVICE_ORDER", "SLURM_JOB_GPUS",
+    "SLURM_GPUS_ON_NODE", "SLURMD_NODENAME", "SLURM_NODEID", "SLURM_PROCID", "SLURM_LOCALID",
+    "SLURM_GTIDS", "SLURM_CPUS_ON_NODE", "SLURM_TOPOLOGY_ADDR", "SLURM_TOPOLOGY_ADDR_PATTERN",
+    "ENVIRONMENT", "SLURM_JOB_UID", "SLURM_JOB_GID", "SLURM_JOB_USER",
+})  # fmt: skip
+"""What a batch step has and salloc's shell has not: salloc's shell is no step and runs on no
+allocated node (Slurm runs it where salloc was typed), so nothing names a node, a task or a
+GPU there; ``srun`` in it starts the steps that do."""
+
+
+def srun_function(srun_dir: Path) -> tuple[str, str]:
+    """``srun`` as an exported bash function (``BASH_FUNC_srun%%``) that runs the job's own:
+    a function comes before PATH, so a ``.bashrc`` or ``bash -l`` profile that sets PATH
+    outright (or loads a module with another srun) still reaches the job's. Shells other than
+    bash ignore it and find the job's srun first on PATH."""
+    body = f'() {{  {shlex.quote(str(srun_dir / "srun"))} "$@"\n}}'
+    return "BASH_FUNC_srun%%", body
+
+
 def clean_user_env(env: Mapping[str, str]) -> dict[str, str]:
     """The user's exported environment without secrets or a parent job's wiring.
 
@@ -336,6 +358,12 @@ def process_env(
             env[BATCH_SHELL_SIGNAL_VAR] = "1"
         if srun_dir is not None:
             env["PATH"] = f"{srun_dir}:{env['PATH']}"
+            name, body = srun_function(srun_dir)
+            env[name] = body
+            env[SRUN_VAR] = str(srun_dir / "srun")  # for `railyard run` in the job, by path
+        if spec.terminal:  # railyard alloc: salloc's shell, not a batch step
+            for name in SALLOC_LEAVES_OUT:
+                env.pop(name, None)
     else:
         env.setdefault("OMP_NUM_THREADS", "1")  # torchrun's default: ranks share the cores
         env.update(

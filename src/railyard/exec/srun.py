@@ -138,6 +138,9 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--gres", help="gpu[:TYPE]:N GPUs on each node of the step")
     parser.add_argument("--gpus-per-node", help="[TYPE:]N GPUs on each node of the step")
     parser.add_argument("--gpus-per-task", help="[TYPE:]N GPUs of its own for each task")
+    parser.add_argument(
+        "-O", "--overcommit", action="store_true", help="more tasks than the allocation's CPUs"
+    )
     args = parser.parse_args(kept)
     args.command = rest[1:] if rest[:1] == ["--"] else rest
     args.container = container
@@ -146,8 +149,13 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     return args, notes
 
 
-def plan(args: argparse.Namespace, allocated: list[NodeAlloc]) -> list[NodeAlloc]:
-    """The nodes and task counts of this step, within the allocation."""
+def plan(
+    args: argparse.Namespace, allocated: list[NodeAlloc], cpus_per_task: int = 0
+) -> list[NodeAlloc]:
+    """The nodes and task counts of this step, within the allocation. As srun 22.05, a step
+    may not run more tasks on a node than the CPUs allocated there hold (``cpus_per_task``
+    each, else one; a node's CPUs: those booked, at least its tasks' own) unless
+    ``--overcommit``: ``srun -n2`` in a one-task allocation is refused."""
     for name in ("ntasks", "nodes", "ntasks_per_node"):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -169,6 +177,15 @@ def plan(args: argparse.Namespace, allocated: list[NodeAlloc]) -> list[NodeAlloc
             nnodes, chosen = args.ntasks, chosen[: args.ntasks]
         base, extra = divmod(args.ntasks, nnodes)
         counts = [base + (1 if i < extra else 0) for i in range(nnodes)]
+    per_task = max(1, cpus_per_task)
+    for node, count in zip(chosen, counts, strict=True):
+        held = max(node.ntasks * per_task, node.cpus)
+        if count * per_task > held and not getattr(args, "overcommit", False):
+            raise SrunError(
+                f"Unable to create step: More processors requested than permitted ({count} "
+                f"task(s) x {per_task} CPU(s) on {node.name}, which holds {held}; hint: "
+                "srun -O/--overcommit, or ask more tasks of the allocation)"
+            )
     out: list[NodeAlloc] = []
     first = 0
     for i, (node, count) in enumerate(zip(chosen, counts, strict=True)):
@@ -242,7 +259,8 @@ def step_tasks(
     step: Step, environ: dict[str, str], master_addr: str
 ) -> tuple[int, list[tuple[int, dict[str, str]]]]:
     """The step's id and each task's rank and environment (the script's, then srun's)."""
-    here = environ.get("SLURMD_NODENAME", "")
+    # railyard alloc's shell names no node (salloc's); it runs on the allocation's first
+    here = environ.get("SLURMD_NODENAME") or step.nodes[0].name
     elsewhere = sorted({n.name for n in step.nodes if n.name != here})
     if elsewhere:
         raise SrunError(
@@ -370,7 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "no railyard allocation here (hint: srun runs inside `railyard submit job.sh`)"
             )
         master_addr, allocated = decode_allocation(environ[ALLOCATION_VAR])
-        nodes = plan(args, allocated)
+        nodes = plan(args, allocated, int(environ.get("SLURM_CPUS_PER_TASK") or 0))
         request = stepgpus.request_of(args.gpus, args.gres, args.gpus_per_node,
                                       args.gpus_per_task)  # fmt: skip
         if request is not None:
