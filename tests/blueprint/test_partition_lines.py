@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from railyard.blueprint import BlueprintError, load_text
 from railyard.blueprint.partitions import Partition, parse_partition
+from railyard.cli import up
+from railyard.control.server import StartupError, UpConfig, declared_partitions
 
 NODES = """\
 name: t
@@ -107,10 +112,6 @@ def test_a_bad_partitions_section_names_its_line(section: str, error: str) -> No
             "railyard: up: --partition: b: a second Default=YES (after a)",
         ),
         (["--partition", "a Pool=x"], "railyard: up: --partition: a: Pool= needs a blueprint"),
-        (
-            ["--blueprint", "dgx-h100-12", "--partition", "a"],
-            "railyard: up: --partition: the blueprint declares partitions",
-        ),
     ],
 )
 def test_up_refuses_a_bad_partition_before_starting(
@@ -125,3 +126,47 @@ def test_up_refuses_a_bad_partition_before_starting(
     assert done.stderr.startswith(error), done.stderr
     assert done.stderr.count("\n") == 1
     assert not list(tmp_path.iterdir())  # type: ignore[attr-defined]
+
+
+BLUEPRINT = (
+    "name: t\nnode_types:\n  box: {gpu: H100-SXM-80GB, gpus: 8, power_w: 10000}\n"
+    "node_groups:\n  n: {node_type: box, count: 2, hostname_prefix: gpu}\n"
+)
+
+
+def test_up_refuses_partition_lines_beside_a_blueprint_that_declares_some(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "bp.yaml"
+    path.write_text(BLUEPRINT + "partitions:\n  gpu: {default: true}\n")
+    state = tmp_path / "state"
+    state.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "railyard", "up", "--state-dir", str(state), "--port", "0",
+         "--blueprint", str(path), "--partition", "a"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "railyard: up: --partition: the blueprint declares partitions "
+        "(hint: its partitions: section)\n"
+    )
+    assert not list(state.iterdir())
+
+
+def test_partition_lines_beside_a_blueprint_without_partitions_are_declared(
+    tmp_path: Path,
+) -> None:
+    """`up --blueprint FILE --partition ...` (issue 57 item 11): a blueprint that declares no
+    partitions takes the lines, as a slurm.conf beside it would."""
+    path = tmp_path / "bp.yaml"
+    path.write_text(BLUEPRINT)
+    args = argparse.Namespace(blueprint=str(path), partition=["gpu Default=YES", "debug"])
+    lines = up._partitions(args)
+    assert [name for name, _ in lines] == ["gpu", "debug"]
+    config = UpConfig(state_dir=tmp_path, blueprint=str(path), partitions=lines)
+    assert list(declared_partitions(config)) == ["gpu", "debug"]
+    path.write_text(BLUEPRINT + "partitions:\n  big: {}\n")
+    with pytest.raises(StartupError, match=r"^--partition: the blueprint declares partitions"):
+        declared_partitions(config)
+    assert list(declared_partitions(replace(config, partitions=()))) == ["big"]

@@ -162,7 +162,7 @@ def _partitions(args: argparse.Namespace) -> tuple[tuple[str, Partition], ...]:
     from railyard.blueprint.partitions import parse_partition
 
     lines: list[str] = args.partition or []
-    if lines and args.blueprint:
+    if lines and args.blueprint and _blueprint_partitions(args.blueprint):
         fail("up: --partition: the blueprint declares partitions (hint: its partitions: section)")
     declared: dict[str, Partition] = {}
     for line in lines:
@@ -180,6 +180,16 @@ def _partitions(args: argparse.Namespace) -> tuple[tuple[str, Partition], ...]:
             fail(f"up: --partition: {name}: a second Default=YES (after {defaults[0]})")
         declared[name] = partition
     return tuple(declared.items())
+
+
+def _blueprint_partitions(name: str) -> list[str]:
+    """The partitions a blueprint declares (none where it cannot be read: `serve` says why)."""
+    from railyard.blueprint import BlueprintError, load
+
+    try:
+        return list(load(name).blueprint.partitions)
+    except BlueprintError:
+        return []
 
 
 def _edge_limits(args: argparse.Namespace) -> EdgeLimits:

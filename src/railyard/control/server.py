@@ -271,9 +271,12 @@ def declared_partitions(config: UpConfig) -> dict[str, Partition]:
     if config.blueprint is None:
         return dict(config.partitions)
     try:
-        return dict(load(config.blueprint).blueprint.partitions)
+        declared = dict(load(config.blueprint).blueprint.partitions)
     except BlueprintError as exc:
         raise StartupError(str(exc)) from None
+    if declared and config.partitions:
+        raise StartupError("--partition: the blueprint declares partitions (hint: its partitions:)")
+    return declared or dict(config.partitions)
 
 
 def adopt_bootstrap_admin(session: Session, unix_user: str) -> None:
