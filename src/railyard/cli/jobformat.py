@@ -75,7 +75,7 @@ SQUEUE: dict[str, Field] = {
     "L": _left,
     "D": lambda j: _node_count(j),
     "R": _reason_or_nodes,
-    "r": lambda j: "None" if j["placement"] else j["reason"] or "None",  # running: None
+    "r": lambda j: "None" if j.get("placement") else j["reason"] or "None",  # running: None
     "N": _nodes,
     "b": lambda j: f"gres/gpu:{j['gpus'] // int(_node_count(j))}" if j["gpus"] else "N/A",
     "S": lambda j: _time(j["start_t_s"]),
