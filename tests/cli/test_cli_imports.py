@@ -81,3 +81,47 @@ def test_the_root_help_says_what_each_command_says(name: str) -> None:
     """`railyard --help` spells the summaries itself so that it imports no command: each
     must stay the first line of the command's own docstring."""
     assert CONTROL[name][1] == command(name).summary
+
+
+FAST = {
+    ("version",): {"railyard", "railyard.cli", "railyard.cli.main", "railyard.cli.text",
+                   "railyard.client", "railyard.client.printable"},
+    ("queue",): {"railyard", "railyard.cli", "railyard.cli.main", "railyard.cli.text",
+                 "railyard.cli.args", "railyard.cli.jobs", "railyard.cli.jobsel",
+                 "railyard.client", "railyard.client.printable", "railyard.client.client",
+                 "railyard.client.config", "railyard.client.transport", "railyard.client.wire"},
+    ("submit", "--wrap", "true"): {
+        "railyard", "railyard.cli", "railyard.cli.main", "railyard.cli.text",
+        "railyard.cli.args", "railyard.cli.jobs", "railyard.cli.jobsel", "railyard.client",
+        "railyard.client.printable", "railyard.client.client", "railyard.client.config",
+        "railyard.client.transport", "railyard.client.wire", "railyard.client.scripts",
+        "railyard.client.values", "railyard.client.bounds"},
+    ("run", "--", "true"): {
+        "railyard", "railyard.cli", "railyard.cli.main", "railyard.cli.text",
+        "railyard.cli.args", "railyard.cli.jobs", "railyard.cli.jobsel", "railyard.cli.run",
+        "railyard.client", "railyard.client.printable", "railyard.client.client",
+        "railyard.client.config", "railyard.client.transport", "railyard.client.wire",
+        "railyard.client.scripts", "railyard.client.values", "railyard.client.bounds"},
+}  # fmt: skip
+"""Every railyard module each fast command imports, and no more: another command's module
+(``history``'s, with datetime and the time parser, once came with ``queue``) shows here."""
+NOT_FAST = {
+    ("version",): {"typing", "argparse", "importlib", "warnings", "socket"},  # json: PROBE's
+    ("queue",): {"datetime", "shutil", "zlib", "bz2", "lzma", "shlex", "signal", "threading"},
+    ("submit", "--wrap", "true"): {"datetime", "shutil", "zlib", "bz2", "lzma", "threading"},
+    ("run", "--", "true"): {"datetime", "shutil", "zlib", "bz2", "lzma"},
+}
+"""Standard-library modules each one does without (`python -X importtime`'s costly ones)."""
+
+
+@pytest.mark.parametrize("argv", sorted(FAST))
+def test_each_fast_command_imports_its_own_modules_only(argv: tuple[str, ...]) -> None:
+    env = {"RAILYARD_URL": "http://127.0.0.1:9", "RAILYARD_TOKEN": "x", "PATH": "/usr/bin"}
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, env=env, check=True
+    )
+    report = json.loads(out.stdout)
+    assert report["code"] in (0, 1), out.stderr  # 1: nothing listens on port 9
+    loaded = set(report["modules"])
+    assert {m for m in loaded if m.split(".")[0] == "railyard"} == FAST[argv]
+    assert loaded & NOT_FAST[argv] == set()

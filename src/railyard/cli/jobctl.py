@@ -8,8 +8,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from railyard.cli.args import Command, Parser, connect, emit_json, fail, json_flag
-from railyard.cli.history import matches, states_of
 from railyard.cli.jobs import ACTIVE_STATES, RUNNING
+from railyard.cli.jobsel import matches, states_of
 from railyard.client.bounds import MAX_CANCEL_IDS
 
 if TYPE_CHECKING:

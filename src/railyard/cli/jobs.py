@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from railyard.cli.args import Command, Parser, connect, describe, emit_json, fail, json_flag
-from railyard.cli.history import matches, states_of
+from railyard.cli.jobsel import matches, states_of
 from railyard.cli.text import clock, iso, pairs, placement, raw, squeue_time, table
 from railyard.client.printable import printable
 
@@ -395,7 +395,7 @@ def _print_starts(jobs: list[Job], expected: dict[str, dict[str, Any]], as_json:
 
 
 def _queue_args(p: Parser) -> None:
-    from railyard.cli.history import JOBS_HELP, job_ids
+    from railyard.cli.jobsel import JOBS_HELP, job_ids
 
     # squeue's -h is --noheader; help stays at --help (the optionals group checks conflicts)
     p.conflict_handler = p._optionals.conflict_handler = "resolve"

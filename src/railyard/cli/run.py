@@ -18,7 +18,6 @@ import json
 import os
 import select
 import shlex
-import shutil
 import signal
 import struct
 import sys
@@ -48,6 +47,13 @@ by default your shell, on its first node with the job's SLURM_* variables (sallo
 starts steps across the allocation. Leaving the shell releases it."""
 
 
+def _which(program: str) -> str | None:
+    """``shutil.which``, paid for only inside an allocation (shutil brings zlib, bz2, lzma)."""
+    import shutil
+
+    return shutil.which(program)
+
+
 def alloc_script(command: str) -> str:
     """The allocation's script: the shell (``command``) with srun as the bash function the
     executor exports (``exec.launch.srun_function``), which /bin/sh drops from the environment
@@ -69,7 +75,7 @@ FIRST_POLL_S = 0.01
 def run(args: argparse.Namespace) -> int:
     """Run a command as a job with this terminal joined to it (srun); --pty for a shell."""
 
-    srun = os.environ.get(JOB_SRUN) or shutil.which("srun")
+    srun = os.environ.get(JOB_SRUN) or (_which("srun") if os.environ.get(IN_ALLOCATION) else None)
     if os.environ.get(IN_ALLOCATION) and srun:
         # Inside an allocation (alloc's shell, a batch script): a step of it, as srun there;
         # the job's own srun by its path, whatever a .bashrc made of PATH.

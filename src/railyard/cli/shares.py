@@ -12,7 +12,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from railyard.cli.args import Command, Parser, connect, emit_json, json_flag
-from railyard.cli.history import job_ids, matches
+from railyard.cli.jobsel import job_ids, matches
 from railyard.cli.text import clock
 from railyard.client.printable import printable
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Sequence
-from typing import BinaryIO, TextIO
 
 from railyard.client.printable import printable, printable_lines
+
+TYPE_CHECKING = False  # not typing's: main imports this module for every command
+if TYPE_CHECKING:
+    from typing import BinaryIO, TextIO
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]], right: Iterable[str] = ()) -> str:
