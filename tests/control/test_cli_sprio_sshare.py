@@ -4,13 +4,16 @@ place by them, and the fair tree's figures in sshare's columns."""
 
 from __future__ import annotations
 
+import math
 import time
 
+from sqlalchemy import select
 from tests.control.test_cli_client import Cli, cli, server
 
 from railyard.control.loop.world import WorldReader
 from railyard.control.store.database import Store
-from railyard.control.store.tables import JobRow, UsageRow
+from railyard.control.store.tables import JobRow, UsageRow, User
+from railyard.control.usecases import priorityviews
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.policies.ordering import FairShare
 from railyard.sched.policies.registry import OrderContext
@@ -112,3 +115,24 @@ def test_sprios_order_is_the_schedulers_own(cli: Cli, store: Store) -> None:
     ordered = sorted(step.pending, key=FairShare().sort_key(ctx))
     assert [j["id"] for j in answer["jobs"]] == [j.id for j in ordered]
     assert [j["order"] for j in answer["jobs"]] == list(range(1, 7))
+
+
+def test_a_job_past_the_loops_starvation_limit_goes_first(cli: Cli, store: Store) -> None:
+    """`up --starvation-limit`: the limit the loop runs with is the one sprio applies (a job
+    waiting longer goes before a higher priority); no limit (infinite) names no such key."""
+    old = _submit(cli, "alice", "--nice", "50")
+    new = _submit(cli, "bob")
+    with store.session() as session:
+        row = session.get(JobRow, old)
+        assert row is not None
+        row.submit_t_s = time.time() - 120
+    with store.session() as session:
+        root = session.scalars(select(User).where(User.name == "root")).one()
+        now = time.time()
+        default = priorityviews.priorities(session, root, "fairshare", now)
+        short = priorityviews.priorities(session, root, "fairshare", now, 60.0)
+        never = priorityviews.priorities(session, root, "fairshare", now, math.inf)
+    assert [j.id for j in default.jobs] == [new, old]  # 7 days: priority decides
+    assert [(j.id, j.starving) for j in short.jobs] == [(old, True), (new, False)]
+    assert (short.starvation_limit_s, short.keys[0]) == (60.0, "starving")
+    assert (never.starvation_limit_s, "starving" in never.keys) == (None, False)

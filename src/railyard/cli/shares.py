@@ -30,7 +30,7 @@ KEY_WORDS = {
 
 def ordering_line(answer: Priorities) -> str:
     """The keys in the order the loop compares them (sprio -w's place)."""
-    limit = clock(answer["starvation_limit_s"])
+    limit = clock(answer["starvation_limit_s"] or 0.0)  # keys name "starving" only with one
     keys = [KEY_WORDS[k].format(limit=limit) for k in answer["keys"]]
     if not keys:
         return f"ordering {answer['ordering']}: by what the cycle measures; no keys to show"

@@ -228,7 +228,7 @@ class JobPriority(TypedDict):
 class Priorities(TypedDict):
     ordering: str
     keys: list[str]  # the factors in the order the ordering compares them
-    starvation_limit_s: float
+    starvation_limit_s: float | None  # None: no job starves
     jobs: list[JobPriority]
 
 

@@ -509,6 +509,7 @@ def compose(
         extra_routers=config.extra_routers,
         across=loop_.across,
         ordering=config.scheduler.ordering,
+        starvation_limit_s=config.scheduler.starvation_limit_s,
         whatif=config.whatif,
         limits=replace(config.limits, queue_quotas=config.scheduler.admission == "quota"),
     )

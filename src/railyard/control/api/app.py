@@ -81,6 +81,7 @@ def create_app(
     ordering: str = "fairshare",
     whatif: Simulate | None = None,
     limits: SiteLimits = DEFAULT_LIMITS,
+    starvation_limit_s: float | None = None,
 ) -> FastAPI:
     """The API over ``store``; ``wake`` is called after each commit the service loop must see
     (submit, cancel, node or queue change); ``wake_prompt`` after a submit of interactive jobs
@@ -92,6 +93,7 @@ def create_app(
     ``health_fail_requeues``: a failed health check requeues the node's jobs (else drains).
     ``ordering``: the loop's ordering policy (under fair share, a pending job's record says
     its figures); ``whatif`` the twin the what-if routes run (None: they answer 503).
+    ``starvation_limit_s``: the loop's, for sprio's figures (None: the scheduler's default).
     ``limits``: the site's bounds on a job's size, every way in (``usecases.sizebounds``).
     ``remote_log``, ``remote_socket``: the backend's reader of logs and opener of interactive
     jobs' sockets on other machines (None: every job runs here)."""
@@ -108,7 +110,7 @@ def create_app(
     app.state.railyard = Context(
         store, wake, spool, known_flavors, clock, run_as, loop_health, health_fail_requeues,
         remote_log, across, submits, Path(state_dir), Activity(store, clock), TokenCache(),
-        ordering, whatif, remote_socket, limits,
+        ordering, whatif, remote_socket, limits, starvation_limit_s,
     )  # fmt: skip
 
     @app.get(

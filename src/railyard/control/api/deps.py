@@ -91,6 +91,7 @@ class Context:
     whatif: Simulate | None = None  # the twin, handed in by `railyard up` (api/whatif.py)
     remote_socket: SocketOpener | None = None  # reaches a job's socket on another machine (Ray)
     limits: SiteLimits = DEFAULT_LIMITS  # the site's bounds on a job's size (`up --max-...`)
+    starvation_limit_s: float | None = None  # the loop's (`up --starvation-limit`); None: default
 
 
 def _ctx(request: Request) -> Context:

@@ -34,7 +34,9 @@ def list_queues(session: SessionDep, user: CurrentUser) -> list[a.QueueOut]:
 @router.get("/priorities")
 def priorities(session: SessionDep, user: CurrentUser, ctx: ContextDep) -> priorityviews.Priorities:
     """Pending jobs' ordering factors and places (sprio): the loop's ordering policy's keys."""
-    return priorityviews.priorities(session, user, ctx.ordering, ctx.clock())
+    return priorityviews.priorities(
+        session, user, ctx.ordering, ctx.clock(), ctx.starvation_limit_s
+    )
 
 
 @router.get("/shares")

@@ -105,7 +105,7 @@ class JobPriority:
 class Priorities:
     ordering: str
     keys: list[str]  # the factors, in the order the ordering compares them
-    starvation_limit_s: float
+    starvation_limit_s: float | None  # None: no job starves (JSON has no infinity)
     jobs: list[JobPriority]
 
 
@@ -117,10 +117,15 @@ def _keys(ordering: str) -> list[str]:
     }.get(ordering, [])
 
 
-def priorities(session: Session, actor: User, ordering: str, now_t_s: float) -> Priorities:
+def priorities(
+    session: Session, actor: User, ordering: str, now_t_s: float,
+    starvation_limit_s: float | None = None,
+) -> Priorities:  # fmt: skip
     """Every pending job's factors and place (``sprio``); a plain user sees their own jobs'
-    lines (and each one's place among everyone's), an admin everyone's."""
-    limit_s = SchedulerConfig().starvation_limit_s
+    lines (and each one's place among everyone's), an admin everyone's. ``starvation_limit_s``
+    is the loop's (None: the scheduler's default; infinite: no job starves)."""
+    limit_s = SchedulerConfig().starvation_limit_s if starvation_limit_s is None else (
+        starvation_limit_s)  # fmt: skip
     rows = session.execute(
         select(JobRow.id, JobRow.queue, JobRow.user_id, JobRow.priority, JobRow.nice,
                JobRow.submit_t_s, JobRow.hold, User.name)
@@ -154,7 +159,9 @@ def priorities(session: Session, actor: User, ordering: str, now_t_s: float) -> 
         )
         for r in shown
     ]  # fmt: skip
-    return Priorities(ordering, _keys(ordering), limit_s, jobs)
+    limit = limit_s if math.isfinite(limit_s) else None
+    factors = [k for k in _keys(ordering) if limit is not None or k != "starving"]
+    return Priorities(ordering, factors, limit, jobs)
 
 
 @dataclass(frozen=True)
