@@ -147,9 +147,11 @@ def emit_json(data: Any) -> None:
 def connect() -> Iterator[Client]:
     """A client from the environment; server refusals become one-line exits."""
     from railyard.client.client import Client, ClientError
+    from railyard.client.config import LOGIN_HINT
 
     try:
         with Client.from_env() as client:
             yield client
     except ClientError as exc:
-        fail(exc.detail, 2 if exc.status in (400, 422) else 1)
+        hint = f" (hint: {LOGIN_HINT})" if exc.status == 401 and "hint:" not in exc.detail else ""
+        fail(exc.detail + hint, 2 if exc.status in (400, 422) else 1)

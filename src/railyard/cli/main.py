@@ -30,6 +30,11 @@ CONTROL = {
         "join",
         "Join this machine to the Ray cluster at HEAD (or start the head here with --head).",
     ),
+    "login": (
+        "login",
+        "Save a server's URL and your token in ~/.railyard (0600), checked against the server.",
+    ),
+    "logout": ("login", "Forget the saved server and token (~/.railyard/client.json)."),
     "submit": (
         "jobs",
         "Submit a job: a batch script (#SBATCH / #RAILYARD directives), or a command after --.",

@@ -2,7 +2,8 @@
 
 Where the server is: ``RAILYARD_URL`` and ``RAILYARD_TOKEN``, else
 ``<RAILYARD_HOME or ~/.railyard>/client.json`` = ``{"url": ..., "token": ...}``, which
-``railyard up`` writes for its admin (:func:`save_config`). Every refusal is a
+``railyard login`` writes for a user and ``railyard up`` for its admin (:func:`save_config`);
+:func:`railyard.client.config.resolve_server` decides. Every refusal is a
 :class:`ClientError` carrying the server's one-line ``detail`` and the HTTP status.
 
 The URL may be a comma-separated list: the servers of one high-availability group
@@ -29,7 +30,13 @@ from typing import TYPE_CHECKING, Any, Self, cast
 from urllib.parse import quote, urlencode, urlsplit
 
 from railyard.client import wire
-from railyard.client.config import client_config_path, default_state_dir
+from railyard.client.config import (
+    LOGIN_HINT,
+    ConfigError,
+    client_config_path,
+    default_state_dir,
+    resolve_server,
+)
 from railyard.client.transport import Connection
 
 IDEMPOTENT = ("GET", "DELETE", "PUT")
@@ -133,21 +140,13 @@ class Client:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
-        env = os.environ if environ is None else environ
-        url, token = env.get("RAILYARD_URL"), env.get("RAILYARD_TOKEN")
-        path = config_path(env)
-        if (not url or not token) and path.is_file():
-            try:
-                saved = json.loads(path.read_text())
-            except (OSError, ValueError) as exc:
-                raise ClientError(f"cannot read {path}: {exc}") from None
-            url, token = url or saved.get("url"), token or saved.get("token")
-        if not url:
-            raise ClientError(
-                "no railyard server configured: set RAILYARD_URL and RAILYARD_TOKEN, "
-                f"or run `railyard up` (it writes {path})"
-            )
-        return cls(url, token)
+        try:
+            server = resolve_server(environ)
+        except ConfigError as exc:
+            raise ClientError(str(exc)) from None
+        if not server.url:
+            raise ClientError(f"no railyard server configured (hint: {LOGIN_HINT})")
+        return cls(server.url, server.token)
 
     def close(self) -> None:
         for server in self._servers:
