@@ -29,7 +29,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from railyard.cli.args import Command, Parser, fail
+from railyard.cli.args import Parser, fail
+from railyard.cli.configfile import Configured, config_flag
 from railyard.exec.rayauth import (
     MODE_ENV,
     TOKEN_ENV,
@@ -200,6 +201,7 @@ def _cluster_interface() -> str | None:
 
 
 def _args(p: Parser) -> None:
+    config_flag(p)
     p.add_argument("address", nargs="?", help="the Ray head, HOST:PORT (e.g. 10.0.0.1:6379)")
     p.add_argument("--head", action="store_true", help="start the Ray head here and join it")
     p.add_argument("--port", type=int, default=6379, help="the head's port (with --head)")
@@ -220,4 +222,4 @@ def _args(p: Parser) -> None:
     )
 
 
-COMMANDS = (Command("join", join, _args),)
+COMMANDS = (Configured("join", join, _args),)

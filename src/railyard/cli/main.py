@@ -109,6 +109,10 @@ CONTROL = {
         "health",
         "Check this node against its own baseline (NHC-style; --drain acts on the result).",
     ),
+    "config": (
+        "settings",
+        "Check or show the configuration file (/etc/railyard/railyard.toml or --config).",
+    ),
     "admin": ("admin", "Administer users, tokens and queues (admin token needed)."),
 }
 DESIGN = {

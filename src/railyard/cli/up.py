@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from railyard.cli.args import Command, Parser, fail, parse_duration
+from railyard.cli.args import Parser, fail, parse_duration
+from railyard.cli.configfile import Configured, config_flag
 from railyard.cli.tuning import HELP as TUNING_HELP
 from railyard.cli.tuning import tuning
 from railyard.client.bounds import DEFAULT_MAX_TASKS_PER_JOB
@@ -255,6 +256,7 @@ def _health_policy(args: argparse.Namespace) -> HealthPolicy | None:
 
 
 def _up_args(p: Parser) -> None:
+    config_flag(p)
     p.add_argument("--gpus", type=int, help="declare this many GPUs (default: what NVML finds)")
     p.add_argument(
         "--cpus", type=int, help="declare this many CPUs, as Slurm's CPUs= (default: counted)"
@@ -433,4 +435,4 @@ def _up_args(p: Parser) -> None:
     )  # fmt: skip
 
 
-COMMANDS = (Command("up", up, _up_args),)
+COMMANDS = (Configured("up", up, _up_args),)
