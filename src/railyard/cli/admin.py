@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from railyard.cli import siteadmin
 from railyard.cli.args import (
     Command,
     Parser,
@@ -498,6 +499,9 @@ def _admin_args(p: Parser) -> None:
         Command("users", users, _users_args),
         Command("tokens", tokens, _tokens_args),
         Command("queues", queues, _queues_args),
+        Command("install-service", siteadmin.install_service, siteadmin.install_args),
+        Command("backup", siteadmin.backup, siteadmin.store_args),
+        Command("restore", siteadmin.restore, siteadmin.store_args),
     )
 
 

@@ -23,7 +23,6 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
-from difflib import get_close_matches
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +138,8 @@ def section_values(
         where = f"{path}:{line_of(text, section, key)}"
         action = keys.get(key)
         if action is None:
+            from difflib import get_close_matches  # a typo alone pays for difflib
+
             close = get_close_matches(key, keys, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             fail(f"{where}: [{section}] unknown key {key!r} (hint: {hint}the keys are the "

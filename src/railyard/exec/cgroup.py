@@ -14,6 +14,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from railyard.exec import delegation
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PARENT = "railyard"
 CPU_PERIOD_US = 100_000  # the kernel's default period
@@ -39,6 +41,12 @@ class Limits:
         if self.mem_bytes:
             parts.append(f"{self.mem_bytes // (1 << 20)} MiB")
         return " and ".join(parts) + " per node" if parts else "none requested"
+
+
+def limits_root() -> Path:
+    """Where the limit groups go: the group systemd delegated to this service (the
+    ``railyard`` parent beside the server's ``supervisor`` leaf), else the mount's root."""
+    return delegation.nesting_root() or CGROUP_ROOT
 
 
 def unavailable(limits: Limits, root: Path = CGROUP_ROOT) -> str | None:

@@ -43,7 +43,7 @@ class Containment:
 
     tracking: proctrack.Tracking = field(default_factory=proctrack.choose)
     confinement: devices.Confinement | None = None  # None: chosen for this tracking
-    limits_root: Path = cgroup.CGROUP_ROOT
+    limits_root: Path = field(default_factory=cgroup.limits_root)
     leftover: set[str] = field(default_factory=set)  # steps whose groups are not gone yet
 
     def __post_init__(self) -> None:

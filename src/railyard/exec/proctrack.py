@@ -32,7 +32,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from railyard.exec import cgroup
+from railyard.exec import cgroup, delegation
 
 CGROUP_MOUNT = Path("/sys/fs/cgroup")
 V2_CANDIDATES = (CGROUP_MOUNT, CGROUP_MOUNT / "unified")
@@ -205,8 +205,12 @@ def _try_parent(root: Path, probe: str) -> tuple[Path | None, str]:
     return parent, ""
 
 
-def choose(v2_roots: tuple[Path, ...] = V2_CANDIDATES, freezer: Path = FREEZER) -> Tracking:
-    """The best tracking this machine allows (makes the ``railyard`` parent groups)."""
+def choose(v2_roots: tuple[Path, ...] | None = None, freezer: Path = FREEZER) -> Tracking:
+    """The best tracking this machine allows (makes the ``railyard`` parent groups): by
+    default under the group systemd delegated to this service, else at the mount's root."""
+    if v2_roots is None:
+        nested = delegation.nesting_root()
+        v2_roots = (nested,) if nested is not None else V2_CANDIDATES
     reasons = []
     for root in v2_roots:
         if not _is_v2(root):
