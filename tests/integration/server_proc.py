@@ -43,8 +43,10 @@ class ServerProcess:
         port: int | None = None,
         spool_dir: Path | None = None,
         unix_user: str | None = None,
+        python: str = sys.executable,
     ) -> None:
-        """``unix_user``: run the server as this account (through runuser; the caller is root)."""
+        """``unix_user``: run the server as this account (through runuser; the caller is root);
+        ``python``: the interpreter it runs with (and runs its jobs' helpers with)."""
         self.state_dir = state_dir
         self.spool_dir = spool_dir or state_dir / "jobs"
         self.unix_user = unix_user
@@ -53,13 +55,14 @@ class ServerProcess:
         self.database_url = database_url
         self.extra = extra
         self.cycle_interval_s = cycle_interval_s
+        self.python = python
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout_s: float = 30.0, *, any_health: bool = False) -> None:
         """Returns once ``/healthz`` answers 200, or answers at all with ``any_health`` (a
         restart amid stranded jobs answers 503 and must still count as up)."""
         cmd = [
-            sys.executable,
+            self.python,
             "-m",
             "railyard",
             "up",

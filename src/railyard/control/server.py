@@ -71,6 +71,7 @@ from railyard.control.store.tables import (
     QueueRow,
     User,
 )
+from railyard.control.usecases import pythonreach
 from railyard.control.usecases.accounts import RunAs
 from railyard.control.usecases.jobs import JOB_COUNTER
 from railyard.control.usecases.joined import NOT_JOINED, JoinedNodes
@@ -554,6 +555,8 @@ def _serve_locked(config: UpConfig, sock: socket.socket, api_url: str, service: 
     store_url = store.engine.url.render_as_string(hide_password=True)
     print(f"railyard up: {api_url} ({what}, store {store_url})", flush=True)
     print(f"railyard up: {run_as.describe()}; job files in {spool}", flush=True)
+    if run_as.multi_user:
+        pythonreach.warn_in_background(store)
     for line in service.backend.confinement_lines():
         print(f"railyard up: {line}", flush=True)
     if config.extra_routers:
