@@ -59,7 +59,8 @@ def tokenless_admin_lockout(site: Site) -> tuple[str, bool]:
     """A second admin without a token; the only admin with one demotes itself."""
     server = site.server
     admin: str = server.request("GET", "/v1/whoami")["name"]
-    server.request("POST", "/v1/users", json={"name": "tokenless", "is_admin": True})
+    tokenless = {"name": "tokenless", "is_admin": True, "unix_user": "root"}
+    server.request("POST", "/v1/users", json=tokenless)
     try:
         demote = server.call("PATCH", f"/v1/users/{admin}", json={"is_admin": False})
         said = f"{demote.status_code} {demote.json().get('detail', '')}"[:90]

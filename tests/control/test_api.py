@@ -15,7 +15,7 @@ from railyard.control.api.app import create_app, read_log
 from railyard.control.store.convert import usage_keys
 from railyard.control.store.database import Store
 from railyard.control.store.paths import log_path
-from railyard.control.store.tables import Counter, EventRow, JobRow, NodeRow, UsageRow
+from railyard.control.store.tables import Counter, EventRow, JobRow, NodeRow, UsageRow, User
 from railyard.control.usecases.accounts import RunAs
 from railyard.control.usecases.jobs import JOB_COUNTER
 from railyard.sched import Usage
@@ -498,7 +498,14 @@ def test_single_user_mode_refuses_other_accounts_at_submit(
     )
     missing = _missing_unix_account()
     root = TestClient(multi, headers={"Authorization": f"Bearer {tokens['root']}"})
-    assert root.patch("/v1/users/bob", json={"unix_user": missing}).status_code == 200
+    refused = root.patch("/v1/users/bob", json={"unix_user": missing})  # said to the admin
+    assert refused.status_code == 422
+    assert refused.json()["detail"].startswith(
+        f"unix_user: user 'bob' maps to Unix account '{missing}', which does not exist"
+    )
+    with store.session() as s:  # an account removed after the mapping: refused at submit too
+        s.scalars(select(User).where(User.name == "bob")).one().unix_user = missing
+        s.commit()
     bob = TestClient(multi, headers={"Authorization": f"Bearer {tokens['bob']}"})
     response = bob.post("/v1/jobs", json={"command": ["true"]})
     assert response.status_code == 422

@@ -78,7 +78,7 @@ def test_a_batch_job_has_no_terminal_and_another_user_cannot_reach_one(
         assert ws.recv(timeout_s=30) is None
         assert ws.close_code == 4409
     name = f"eve{secrets.token_hex(3)}"
-    server.request("POST", "/v1/users", json={"name": name})
+    server.request("POST", "/v1/users", json={"name": name, "unix_user": "nobody"})
     eve = server.request("POST", "/v1/tokens", json={"user": name})["token"]
     ws = WebSocket.connect(
         f"{server.url}/v1/jobs/{batch}/terminal", {"Authorization": f"Bearer {eve}"}
@@ -254,7 +254,7 @@ def test_attach_opens_a_shell_in_a_running_job_s_rank_and_only_for_its_owner(
     ended = railyard(server, "attach", job, stdin="echo eof\n")
     assert (ended.returncode, ended.stdout) == (0, "eof\n"), ended.stderr
     name = f"mallory{secrets.token_hex(3)}"
-    server.request("POST", "/v1/users", json={"name": name})
+    server.request("POST", "/v1/users", json={"name": name, "unix_user": "nobody"})
     other = server.request("POST", "/v1/tokens", json={"user": name})["token"]
     url = f"{server.url}/v1/jobs/{job}/attach?rank=0"
     ws = WebSocket.connect(url, {"Authorization": f"Bearer {other}"})

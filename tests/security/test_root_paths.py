@@ -66,7 +66,8 @@ def test_control_bytes_in_bobs_command_reach_the_admins_terminal_escaped(site: S
 def test_an_admin_without_a_token_is_not_the_admin_who_stays(site: Site) -> None:
     server = site.server
     admin: str = server.request("GET", "/v1/whoami")["name"]
-    server.request("POST", "/v1/users", json={"name": "tokenless", "is_admin": True})
+    tokenless = {"name": "tokenless", "is_admin": True, "unix_user": "root"}
+    server.request("POST", "/v1/users", json=tokenless)
     try:
         for refused in (
             server.call("PATCH", f"/v1/users/{admin}", json={"is_admin": False}),

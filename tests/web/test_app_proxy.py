@@ -98,7 +98,7 @@ def test_the_owner_reaches_the_app_and_nothing_of_the_dashboard_reaches_it(
     # The dashboard lists the session with its Open link.
     assert f'href="/ui/jobs/{job}/app/">Open</a>' in owner.get("/ui/").text
     # Another user (logged in), or no session at all: the app never sees the request.
-    server.request("POST", "/v1/users", json={"name": "mallory"})
+    server.request("POST", "/v1/users", json={"name": "mallory", "unix_user": "nobody"})
     other = server.request("POST", "/v1/tokens", json={"user": "mallory"})["token"]
     refused = logged_in(server.url, other).get(f"/ui/jobs/{job}/app/info")
     assert refused.status_code == 404

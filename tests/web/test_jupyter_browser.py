@@ -89,7 +89,7 @@ def test_a_notebook_runs_a_cell_in_the_job_through_the_dashboard(
     printed = b.execute_async_script(RUN_CELL.replace("arguments[0]", repr(code)))  # type: ignore[attr-defined]
     assert printed == "gpus 0 uid 0\n"
     # Another user's session: the same URL is "no job", and the app never sees it.
-    server.request("POST", "/v1/users", json={"name": "eve"})
+    server.request("POST", "/v1/users", json={"name": "eve", "unix_user": "nobody"})
     other = server.request("POST", "/v1/tokens", json={"user": "eve"})["token"]
     assert logged_in(server.url, other).get(f"/ui/jobs/{job}/app/lab").status_code == 404
     sock = server.spool_dir / job / "app" / "app.sock"  # JupyterLab's own socket: 0600

@@ -16,9 +16,14 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+import time
+from typing import TYPE_CHECKING
 
 from railyard.cli.args import Command, connect, fail
 from railyard.cli.jobs import FINISHED, split_submit_argv
+
+if TYPE_CHECKING:
+    from railyard.client.client import Client
 
 USAGE = """usage: {prog} [submit options] [--app 'COMMAND'] [--python PYTHON]
 
@@ -28,10 +33,25 @@ print its URL under the dashboard, where only you may open it. The options are s
 (--gpus, --time, --queue, ...). railyard cancel N ends it."""
 
 
+NO_JUPYTER_EXIT = 3
+STARTING = "railyard: starting JupyterLab"  # the job's log says so once the check passed
+READY_WAIT_S = 120.0  # a bound for a hang: the check is one import
+CHECK_POLL_S = 0.25
+
+
 def jupyter_command(python: str) -> str:
-    """JupyterLab on the job's socket, under the dashboard's path, its own token off."""
+    """JupyterLab on the job's socket, under the dashboard's path, its own token off; first a
+    check that ``python`` has it, so a Python without it ends the job saying so."""
+    py = shlex.quote(python)
+    missing = (f"railyard: {python} has no JupyterLab (hint: {python} -m pip install "
+               "jupyterlab, or --python a Python that has it)")  # fmt: skip
     return (
-        f"exec {shlex.quote(python)} -m jupyterlab --no-browser --allow-root"
+        f"if ! {py} -c 'import jupyterlab' 2>/dev/null; then\n"
+        f"  echo {shlex.quote(missing)} >&2\n"
+        f"  exit {NO_JUPYTER_EXIT}\n"
+        "fi\n"
+        f"echo '{STARTING}' >&2\n"
+        f"exec {py} -m jupyterlab --no-browser --allow-root"
         ' --ServerApp.sock="$RAILYARD_APP_SOCKET" --ServerApp.sock_mode=0600'
         ' --ServerApp.base_url="$RAILYARD_APP_BASE" --IdentityProvider.token='
         ' --ServerApp.allow_remote_access=True --ServerApp.root_dir="$PWD"'
@@ -61,6 +81,8 @@ def jupyter(args: argparse.Namespace) -> int:
         (job,) = client.submit(body)
         job_id = job["id"]
         state = _wait_started(client, job_id)
+        if state not in FINISHED and app is None:
+            state = _checked(client, job_id)
         if state in FINISHED:
             return _ended(client, job_id)
         url = f"{client.url}/ui/jobs/{job_id}/app/" + ("lab" if app is None else "")
@@ -69,6 +91,23 @@ def jupyter(args: argparse.Namespace) -> int:
         print(f"railyard: open it logged in to the dashboard as yourself; railyard cancel "
               f"{job_id} ends it", file=sys.stderr)  # fmt: skip
     return 0
+
+
+def _checked(client: Client, job_id: str) -> str:
+    """Wait until the job's log says JupyterLab is starting, or the job ended; its state. An
+    end before it (no JupyterLab in that Python) is said from the log's own line."""
+    deadline = time.monotonic() + READY_WAIT_S
+    while time.monotonic() < deadline:
+        chunk = client.logs(job_id)
+        if STARTING in chunk["text"]:
+            return chunk["state"]
+        if chunk["finished"] or chunk["state"] in FINISHED:
+            said = [x for x in chunk["text"].splitlines() if x.startswith("railyard: ")]
+            if said:
+                print(said[-1], file=sys.stderr)
+            return chunk["state"]
+        time.sleep(CHECK_POLL_S)
+    return client.job(job_id)["state"]
 
 
 def _own_options(argv: list[str]) -> tuple[list[str], str | None, str | None]:

@@ -49,7 +49,8 @@ def _each(args: argparse.Namespace, act: str, done: str) -> int:
                         raise
                     refused.append((job_id, exc.detail, exc.status))
     for job_id, detail, _ in refused:
-        print(f"railyard: {job_id}: {detail}", file=sys.stderr)
+        named = f"'{job_id}'" in detail  # "no job '99999'" names it already
+        print(f"railyard: {'' if named else f'{job_id}: '}{detail}", file=sys.stderr)
     if args.json:
         emit_json(results)
     else:

@@ -235,6 +235,7 @@ class Session:
 
         self.ws, self.pty, self.cancel, self.t = ws, pty, cancel, frames
         self.code: int | None = None
+        self.refusal: str | None = None  # the server's refusal, said once the terminal is back
         self.done = threading.Event()
         self.wake_r, self.wake_w = os.pipe()
 
@@ -262,6 +263,8 @@ class Session:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self.ws.close()
+        if self.refusal is not None:  # after the terminal is restored: a raw one would stair-step
+            print(f"railyard: {self.refusal}", file=sys.stderr)
         if self.code is None:
             return None
         return self.code if self.code >= 0 else 128 - self.code
@@ -302,7 +305,7 @@ class Session:
             while (message := self.ws.recv()) is not None:
                 kind, payload = message
                 if kind == "text":
-                    _refused(payload)
+                    self.refusal = _refused(payload)
                     break
                 for what, data in frames.feed(payload):
                     if what == self.t.STDOUT:
@@ -318,12 +321,12 @@ class Session:
             os.write(self.wake_w, b"x")
 
 
-def _refused(payload: bytes) -> None:
+def _refused(payload: bytes) -> str:
+    """The server's one-line refusal from a text frame."""
     try:
-        detail = json.loads(payload)["detail"]
+        return str(json.loads(payload)["detail"])
     except (ValueError, KeyError, TypeError):
-        detail = payload.decode(errors="replace")
-    print(f"railyard: {detail}", file=sys.stderr)
+        return payload.decode(errors="replace")
 
 
 def _write(fd: int, data: bytes) -> None:

@@ -58,7 +58,17 @@ PULL_TIMEOUT_S = 3600.0  # sched.model.PULL_LIMIT_S: a job's time limit starts b
 
 
 class Refused(Exception):
-    """The task cannot start in its container; the message is the one line that says why."""
+    """The task cannot start in its container; the message is the one line that says why.
+    ``reason``: the job's reason when it ends so (None: its exit code says it)."""
+
+    reason: str | None = None
+
+
+class ImagePullFailed(Refused):
+    """The image is not on this node and cannot be pulled or loaded: the job ends with
+    reason ``ImagePullFailed: ...`` (as Kubernetes says it), not a command's exit 127."""
+
+    reason = "ImagePullFailed"
 
 
 def become_user_effective(account: Account) -> list[int]:
@@ -360,7 +370,14 @@ def exec_podman(
     if privileged:
         become_root_again()
     owner = account.uid if account is not None else os.geteuid()
-    image_id, image_env = ensure_image(ctask.image, archive_fd, say, pull=ctask.pull, owner=owner)
+    try:
+        image_id, image_env = ensure_image(
+            ctask.image, archive_fd, say, pull=ctask.pull, owner=owner
+        )
+    except ImagePullFailed:
+        raise
+    except Refused as exc:
+        raise ImagePullFailed(str(exc)) from None
     if ctask.ready_file:  # its time limit starts now, not while the image was pulled
         try:
             mark_ready(Path(ctask.ready_file), time.time())

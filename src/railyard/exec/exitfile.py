@@ -21,6 +21,7 @@ class RankExit:
     exit_code: int | None
     signal: str | None
     signals_received: tuple[str, ...] = ()
+    reason: str | None = None  # why it could not start, when the wrapper knows (ImagePullFailed)
 
     @property
     def clean(self) -> bool:
@@ -31,11 +32,13 @@ class RankExit:
         return self.exit_code is not None or self.signal is not None
 
     @classmethod
-    def from_returncode(cls, returncode: int, received: tuple[str, ...] = ()) -> RankExit:
+    def from_returncode(
+        cls, returncode: int, received: tuple[str, ...] = (), reason: str | None = None
+    ) -> RankExit:
         """From ``Popen.returncode``: negative means killed by that signal."""
         if returncode < 0:
-            return cls(None, signal_name(-returncode), received)
-        return cls(returncode, None, received)
+            return cls(None, signal_name(-returncode), received, reason)
+        return cls(returncode, None, received, reason)
 
 
 UNKNOWN = RankExit(None, None)
@@ -66,6 +69,7 @@ def write_exit(path: Path, record: RankExit) -> None:
         "exit_code": record.exit_code,
         "signal": record.signal,
         "signals_received": list(record.signals_received),
+        **({"reason": record.reason} if record.reason else {}),
     }
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data) + "\n")
@@ -84,4 +88,5 @@ def read_exit(path: Path) -> RankExit | None:
         exit_code=int(code) if code is not None else None,
         signal=str(sig) if sig is not None else None,
         signals_received=tuple(str(s) for s in data.get("signals_received", ())),
+        reason=str(data["reason"])[:250] if data.get("reason") else None,
     )

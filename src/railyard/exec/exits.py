@@ -25,4 +25,6 @@ def exit_of(report: ExitReport, t_s: float | None = None) -> Exit:
     if report.signal == NODE_FAIL_SIGNAL:
         kind = ExitKind.NODE_FAIL
     signal = report.signal if report.signal != NODE_FAIL_SIGNAL else None
-    return Exit(report.job_id, report.restart_count, kind, report.exit_code, signal, t_s)
+    return Exit(
+        report.job_id, report.restart_count, kind, report.exit_code, signal, t_s, report.reason
+    )

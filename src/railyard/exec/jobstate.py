@@ -89,4 +89,5 @@ def decide(job: JobState) -> ExitReport:
         signal=decisive.signal,
         outcome=outcome,
         restart_count=job.handle.restart_count,
+        reason=decisive.reason if outcome is Outcome.FAILED else None,
     )

@@ -238,6 +238,7 @@ class ExitReport:
     signal: str | None
     outcome: Outcome
     restart_count: int = 0
+    reason: str | None = None  # the deciding rank's, when it could not start (ImagePullFailed)
 
 
 class Executor(Protocol):

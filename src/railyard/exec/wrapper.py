@@ -112,6 +112,7 @@ def run(exit_file: Path, command: list[str], task: Task | None = None) -> int:
         signal.signal(sig, note)  # Python handlers reset to default in the command on exec
     if not claim_rank(exit_file):
         return STOOD_DOWN_EXIT
+    reason: str | None = None
     if task is None:
         import subprocess
 
@@ -141,11 +142,14 @@ def run(exit_file: Path, command: list[str], task: Task | None = None) -> int:
             if launcher is not None:  # srun finds it by this
                 task = replace(task, env={**task.env, SOCKET_VAR: task.steps.socket})
         report, told = os.pipe()  # the child tells which files it opened, then execs (CLOEXEC)
+        why_read, why = os.pipe() if task.container is not None else (-1, -1)  # why it refused
         pid = child = os.fork()
         if pid == 0:  # the child: never returns
             os.close(report)
-            exec_as(task, command, told, ends)
+            exec_as(task, command, told, ends, why)
         os.close(told)
+        if why >= 0:
+            os.close(why)
         note_outputs(exit_file, report)
         if ends is not None:
             returncode = interactive.relay(ends, server, pid, task)
@@ -155,7 +159,8 @@ def run(exit_file: Path, command: list[str], task: Task | None = None) -> int:
             stepd.stop(launcher, task.steps)
         if task.subreaper:
             proctrack.kill_descendants()  # what the command left behind ends with it
-    record(exit_file, RankExit.from_returncode(returncode, tuple(received)))
+        reason = read_reason(why_read) if why_read >= 0 else None
+    record(exit_file, RankExit.from_returncode(returncode, tuple(received), reason))
     return returncode
 
 
@@ -224,8 +229,19 @@ def note_outputs(exit_file: Path, report: int) -> None:
         print(f"railyard wrapper: cannot record the output files: {exc}", file=sys.stderr)
 
 
+def read_reason(fd: int) -> str | None:
+    """What the child said before it gave up (nothing: it exec'd, the pipe closed unread)."""
+    with os.fdopen(fd, "rb") as pipe:
+        said = pipe.read(1000).decode(errors="replace").strip()
+    return said or None
+
+
 def exec_as(
-    task: Task, command: list[str], told: int | None = None, ends: interactive.Ends | None = None
+    task: Task,
+    command: list[str],
+    told: int | None = None,
+    ends: interactive.Ends | None = None,
+    why: int = -1,
 ) -> None:
     """In the forked child: become the job's process, then exec. Exits 127 on any failure.
     ``told``: where to write the (device, inode) of stdout and stderr once they are open;
@@ -277,6 +293,9 @@ def exec_as(
         os.execvpe(command[0], command, env)
     except refused as exc:
         _say(f"railyard: {exc}")
+        reason = getattr(exc, "reason", None)
+        if reason and why >= 0:
+            os.write(why, f"{reason}: {exc}".encode()[:1000])
     except OSError as exc:
         _say(f"railyard: cannot run {command[0]!r}: {exc.strerror or exc}")
     except BaseException as exc:  # anything at all: the child must not return into the wrapper

@@ -78,6 +78,7 @@ class Exit:
     exit_code: int | None = None
     signal: str | None = None
     t_s: float | None = None  # when it exited, if known (else the step's time)
+    reason: str | None = None  # why it could not start, as the executor knows (ImagePullFailed)
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ def settle(
         reason = "Requeued (lost while the control plane was down)"
         return Settlement(job.id, reason, requeued=again, exit=ended)
     if kind is ExitKind.FAILED or kind is ExitKind.KILLED:
-        why = f"Signal {ended.signal}" if ended.signal else "NonZeroExitCode"
+        why = ended.reason or (f"Signal {ended.signal}" if ended.signal else "NonZeroExitCode")
         return Settlement(job.id, why, EndState.FAILED, exit=ended)
     return Settlement(job.id, kind.value.capitalize(), EndState.FAILED, exit=ended)
 

@@ -43,6 +43,8 @@ def list_users(session: SessionDep, user: CurrentUser) -> list[a.UserOut]:
 def create_user(
     body: a.UserCreate, session: SessionDep, user: CurrentUser, ctx: ContextDep
 ) -> a.UserOut:
+    if ctx.run_as is not None and user.is_admin:  # a plain user's 403 comes first
+        ctx.run_as.require_account(body.name, body.unix_user or body.name)
     return a.UserOut.model_validate(_fields(users.create_user(session, user, body, ctx.clock())))
 
 
@@ -51,6 +53,8 @@ def update_user(
     name: str, body: a.UserUpdate, session: SessionDep, user: CurrentUser, ctx: ContextDep
 ) -> a.UserOut:
     """Change a user's Unix account (``unix_user``) or admin flag."""
+    if ctx.run_as is not None and user.is_admin and body.unix_user is not None:
+        ctx.run_as.require_account(name, body.unix_user)
     changed = users.update_user(session, user, name, body, ctx.clock())
     return a.UserOut.model_validate(_fields(changed))
 

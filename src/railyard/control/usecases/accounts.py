@@ -39,16 +39,7 @@ class RunAs:
         multi-user mode, a plain user's job as uid 0 (a user named after a root account gets
         it by default): only an admin's jobs run as root, and only by its explicit mapping."""
         if self.multi_user:
-            try:
-                entry = pwd.getpwnam(unix_user)
-            except KeyError:
-                raise Invalid(
-                    "unix_user",
-                    f"user {user!r} maps to Unix account {unix_user!r}, which does not exist "
-                    "on this machine",
-                    f"create it (useradd {unix_user}), or map the user to an existing account: "
-                    f"railyard admin users update {user} --unix-user ACCOUNT",
-                ) from None
+            entry = self.account(user, unix_user)
             if entry.pw_uid != 0 and self.unreachable_spool:
                 raise Forbidden(
                     f"user {user!r} (Unix account {unix_user!r}): {self.unreachable_spool}"
@@ -66,6 +57,25 @@ class RunAs:
                 f"jobs of users mapped to that account; user {user!r} maps to {unix_user!r}",
                 hint="start `railyard up` as root to run jobs as their users' accounts",
             )
+
+    def account(self, user: str, unix_user: str) -> pwd.struct_passwd:
+        """``unix_user``'s entry; Invalid naming the fix when this machine has no such account."""
+        try:
+            return pwd.getpwnam(unix_user)
+        except KeyError:
+            raise Invalid(
+                "unix_user",
+                f"user {user!r} maps to Unix account {unix_user!r}, which does not exist "
+                "on this machine",
+                f"create it (useradd {unix_user}), or map the user to an existing account: "
+                f"railyard admin users update {user} --unix-user ACCOUNT",
+            ) from None
+
+    def require_account(self, user: str, unix_user: str) -> None:
+        """Multi-user mode: refuse, when an admin adds or changes a user, an account this
+        machine lacks (said then, not at the user's first submit)."""
+        if self.multi_user:
+            self.account(user, unix_user)
 
     def describe(self) -> str:
         """How ``railyard up`` says which mode it is in."""
