@@ -176,7 +176,10 @@ def _submit_and_join(
 
 
 def _joined(client: Client, job_id: str, pty: bool, salloc: bool) -> int:
-    code = Session(client.terminal(job_id), pty, lambda: client.cancel(job_id)).run()
+    session = Session(client.terminal(job_id), pty, lambda: client.cancel(job_id))
+    code = session.run()
+    if session.terminal_gone:  # cancelled; nobody is left to read a word more
+        return 129
     if code is None:  # the connection ended without the task's end: ask the store
         return _ended(client, job_id)
     if code > 128:  # killed: say who stopped it, as slurmstepd's "CANCELLED ... DUE TO"
@@ -236,11 +239,13 @@ class Session:
         self.ws, self.pty, self.cancel, self.t = ws, pty, cancel, frames
         self.code: int | None = None
         self.refusal: str | None = None  # the server's refusal, said once the terminal is back
+        self.tty = False
+        self.terminal_gone = False  # this terminal hung up under us (its input ended or EIO)
         self.done = threading.Event()
         self.wake_r, self.wake_w = os.pipe()
 
     def run(self) -> int | None:
-        tty = self.pty and os.isatty(0)
+        tty = self.tty = self.pty and os.isatty(0)
         saved = _raw(0) if tty else None
         caught = (signal.SIGWINCH, signal.SIGINT, signal.SIGHUP, signal.SIGTERM)
         previous = {sig: signal.getsignal(sig) for sig in caught}
@@ -256,10 +261,11 @@ class Session:
             self._pump_stdin()
             reader.join(5)
         finally:
-            if saved is not None:
+            if saved is not None and not self.terminal_gone:
                 import termios
 
-                termios.tcsetattr(0, termios.TCSADRAIN, saved)
+                with contextlib.suppress(termios.error, OSError):
+                    termios.tcsetattr(0, termios.TCSADRAIN, saved)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             self.ws.close()
@@ -292,9 +298,17 @@ class Session:
             watched = [self.wake_r] + ([0] if stdin_open else [])
             ready, _, _ = select.select(watched, [], [])
             if 0 in ready:
-                data = os.read(0, self.t.CHUNK_BYTES)
+                try:
+                    data = os.read(0, self.t.CHUNK_BYTES)
+                except OSError:  # EIO: the terminal was hung up
+                    data = b""
                 if data:
                     self._send(self.t.STDIN, data)
+                elif self.tty:
+                    # A raw terminal's Ctrl-D is a byte, so its end of input is its end: it
+                    # was closed (su, which holds SIGHUP back, or a dead ssh): end with it.
+                    self.terminal_gone = True
+                    self._hang_up()
                 else:
                     stdin_open = False
                     self._send(self.t.STDIN_END)

@@ -148,7 +148,8 @@ class Relay:
             if code is not None:
                 self._drain()
                 self._send(frame(EXIT, str(code).encode()))
-                self._deliver()
+                if self.hung_up_at is None:  # hung up: its client is gone, nobody to wait for
+                    self._deliver()
                 self._say_goodbye()
                 return code
             self._hang_up_if_alone()
