@@ -5,6 +5,9 @@ installs must be there: its absence fails the test instead, so CI cannot pass by
 unless ``.ci/run`` said it could not install it (``RAILYARD_CI_WITHOUT``, printed in its log).
 ``tests/test_parts.py`` checks that tests skip for these parts only through here.
 
+``kernel-log`` and ``tracking-cgroup`` are what a non-root run lacks: their tests skip,
+saying so, where the suite runs as a plain user (``.ci/run``'s non-root sample).
+
 Use ``@needs("torch")`` (or ``pytestmark = needs(...)``) on tests, and ``require("torch")``
 at the top of a module whose imports need the part.
 """
@@ -28,6 +31,31 @@ def _module(name: str) -> Callable[[], bool]:
 
 def _commands(*names: str) -> Callable[[], bool]:
     return lambda: all(shutil.which(name) is not None for name in names)
+
+
+SBIN = ("/usr/sbin", "/sbin")  # daemons live here, off a plain user's PATH
+
+
+def _daemon(name: str) -> Callable[[], bool]:
+    """A command looked for on PATH and in the sbin directories (sshd is /usr/sbin/sshd)."""
+    path = os.pathsep.join([os.environ.get("PATH", os.defpath), *SBIN])
+    return lambda: shutil.which(name, path=path) is not None
+
+
+def _kernel_log() -> bool:
+    """``dmesg`` answers for this account (kernel.dmesg_restrict=1 keeps it from non-root)."""
+    try:
+        done = subprocess.run(["dmesg", "--kernel"], capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def _tracking_group() -> bool:
+    """A cgroup this account may make a job step's tracking group in (root, or delegation)."""
+    from railyard.exec import proctrack
+
+    return proctrack.choose().kind != "subreaper"
 
 
 def _gpu() -> bool:
@@ -64,9 +92,20 @@ PARTS: dict[str, Part] = {
     "promtool": Part(_commands("promtool"), "apt-get install prometheus", ci=True),
     "prometheus": Part(_commands("prometheus"), "apt-get install prometheus", ci=True),
     "podman": Part(_commands("podman"), "apt-get install podman", ci=True),
-    "sshd": Part(_commands("sshd"), "apt-get install openssh-server", ci=True),
+    "sshd": Part(_daemon("sshd"), "apt-get install openssh-server", ci=True),
     "gpu": Part(_gpu, "an NVIDIA GPU, its driver and pip install 'railyard[gpu]'", ci=False),
     "slurm": Part(_slurm, "benchmarks/slurm/setup_local_slurm.sh (as root)", ci=False),
+    # What a plain user's run lacks (README: the tests pass as root or not; CI runs both):
+    "kernel-log": Part(
+        _kernel_log,
+        "a kernel log this account may read: root, or kernel.dmesg_restrict=0",
+        ci=False,
+    ),
+    "tracking-cgroup": Part(
+        _tracking_group,
+        "a cgroup hierarchy this account may write (run as root) to track a job's processes",
+        ci=False,
+    ),
 }
 
 

@@ -4,6 +4,7 @@ bound is for a hang, not a speed target: slow machines must still pass."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 
@@ -40,3 +41,22 @@ def waiter(default_timeout_s: float) -> Callable[..., None]:
         wait_for(predicate, timeout_s, context, interval_s=interval_s)
 
     return wait
+
+
+MAX_LOAD_FACTOR = 10.0
+
+
+def load_factor() -> float:
+    """How much busier this machine is than one runnable process per core (1.0 when idle or
+    not busier): a bound for a hang stretched by it still catches a hang, and a loaded
+    machine (two test workers and a build on 2 cores) is not taken for one."""
+    try:
+        load_1min = os.getloadavg()[0]
+    except OSError:
+        return 1.0
+    return min(MAX_LOAD_FACTOR, max(1.0, load_1min / (os.cpu_count() or 1)))
+
+
+def scaled(timeout_s: float) -> float:
+    """``timeout_s`` stretched by :func:`load_factor`, read now."""
+    return timeout_s * load_factor()

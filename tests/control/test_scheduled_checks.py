@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 from tests.control.loop_helpers import NODE, add_job, seed_cluster, states, step_until
+from tests.parts import needs
 
 from railyard.control.loop.service import Loop, LoopConfig
 from railyard.control.store.database import Store
@@ -44,6 +45,7 @@ def runs(store: Store) -> list[tuple[str, str, str]]:
         return [(r.check, r.status, r.reporter) for r in rows]
 
 
+@needs("kernel-log")  # gpu-xid reads it; unread, the check skips and is not "pass"
 def test_a_node_is_checked_before_it_takes_a_job(store: Store, tmp_path: Path) -> None:
     seed_cluster(store, gpus=2)
     service = loop(store, tmp_path, HealthPolicy(interval_s=None), ("gpu-xid",))
@@ -76,6 +78,7 @@ def test_a_failing_check_drains_the_node_and_its_queue_waits(store: Store, tmp_p
     assert states(store)[job] == "pending"
 
 
+@needs("kernel-log")
 def test_idle_nodes_are_checked_again_each_interval(store: Store, tmp_path: Path) -> None:
     seed_cluster(store, gpus=2)
     service = loop(store, tmp_path, HealthPolicy(interval_s=0.5, gate_joins=True), ("gpu-xid",))

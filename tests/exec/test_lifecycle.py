@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from exec_helpers import MakeExecutor, py, spec, wait_for, wait_report
+from tests.parts import needs
 
 from railyard.exec import ExecutorError, Outcome
 from railyard.exec.exitfile import read_exit
@@ -57,6 +58,7 @@ def test_cancel_kills_the_whole_group(make_executor: MakeExecutor, tmp_path: Pat
     wait_for(lambda: group_members(pgid) == [], timeout_s=10)
 
 
+@needs("tracking-cgroup")
 def test_discard_ends_a_share_at_once_with_its_groups(
     make_executor: MakeExecutor, tmp_path: Path
 ) -> None:

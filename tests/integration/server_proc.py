@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from railyard.exec.launch import free_port as launch_free_port
+from tests.waiting import load_factor, scaled
 
 
 def free_port() -> int:
@@ -60,7 +61,8 @@ class ServerProcess:
 
     def start(self, timeout_s: float = 30.0, *, any_health: bool = False) -> None:
         """Returns once ``/healthz`` answers 200, or answers at all with ``any_health`` (a
-        restart amid stranded jobs answers 503 and must still count as up)."""
+        restart amid stranded jobs answers 503 and must still count as up). ``timeout_s`` is
+        for an idle machine: it stretches with the load while it waits (`waiting.scaled`)."""
         cmd = [
             self.python,
             "-m",
@@ -89,8 +91,8 @@ class ServerProcess:
             env={**os.environ, "RAILYARD_HOME": str(self.state_dir)},
             preexec_fn=ctrl_c_as_at_a_terminal,
         )
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        began = time.monotonic()
+        while time.monotonic() - began < scaled(timeout_s):
             if self.proc.poll() is not None:
                 raise RuntimeError((self.state_dir / "server.log").read_text())
             try:
@@ -102,7 +104,11 @@ class ServerProcess:
             time.sleep(0.2)
         self.stop()  # a server that came up too late must not outlive the test that gave up
         log_tail = (self.state_dir / "server.log").read_text()[-2000:]
-        raise RuntimeError(f"server did not come up within {timeout_s:.0f} s:\n{log_tail}")
+        waited_s = time.monotonic() - began
+        raise RuntimeError(
+            f"server did not come up within {waited_s:.0f} s ({timeout_s:.0f} s stretched by "
+            f"the load, now {load_factor():.1f}x the cores):\n{log_tail}"
+        )
 
     @property
     def url(self) -> str:

@@ -62,6 +62,38 @@ def python_for(accounts: list[pwd.struct_passwd]) -> str:
     pytest.skip("no Python that the test accounts may run")
 
 
+SRC = Path(__file__).resolve().parents[2] / "src"  # the CLI needs the standard library only
+
+
+def require_railyard(site: Site) -> None:
+    """Skip, saying what is in the way, unless both tenants can run this checkout's railyard
+    from their own shells (``site.python`` with ``PYTHONPATH=SRC``): a clone in a 0700
+    directory (a home, /root) keeps them out, and the test would fail on ``No module named
+    railyard`` instead of testing anything. Asked once per site."""
+    key = id(site.server)
+    if key not in _UNREADABLE:
+        _UNREADABLE[key] = _why_unreadable(site)
+    why = _UNREADABLE[key]
+    if why is not None:
+        pytest.skip(why)
+
+
+_UNREADABLE: dict[int, str | None] = {}
+
+
+def _why_unreadable(site: Site) -> str | None:
+    from railyard.control.usecases.pythonreach import blocking_path
+
+    for tenant in (site.alice, site.bob):
+        done = tenant.shell(f"PYTHONPATH={SRC} {site.python} -c 'import railyard'")
+        if done.returncode != 0:
+            blocker = blocking_path(tenant.account, [SRC / "railyard" / "__init__.py"])
+            where = f": {blocker} is closed to them" if blocker is not None else ""
+            return (f"job users cannot read this checkout ({SRC}){where} (hint: clone it where "
+                    "other accounts can read it, e.g. under /opt or /srv)")  # fmt: skip
+    return None
+
+
 @contextmanager
 def scratch_dir(prefix: str = "railyard-iso-") -> Iterator[Path]:
     """A directory job users can pass through (pytest's own tmp is root's, 0700)."""

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.server_proc import ServerProcess
+from tests.parts import needs
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
@@ -217,6 +218,7 @@ def test_alloc_gives_a_shell_whose_srun_starts_steps_and_exit_releases_it(
         tmux.kill()
 
 
+@needs("tracking-cgroup")
 def test_attach_opens_a_shell_in_a_running_job_s_rank_and_only_for_its_owner(
     server: ServerProcess, tmp_path: Path
 ) -> None:
@@ -282,6 +284,7 @@ def test_a_session_left_idle_past_its_queue_s_limit_ends(server: ServerProcess) 
     assert "IdleLimit" in done.stderr, done.stderr
 
 
+@needs("tracking-cgroup")
 def test_run_in_a_container_relays_input_and_output(server: ServerProcess) -> None:
     """`railyard run --container-image` (issue 24): the interactive task is the runtime's, and
     its input and output still cross the bridge."""

@@ -24,7 +24,14 @@ from typing import Any
 import pytest
 
 import railyard
-from tests.integration.tenants import NEEDS_ROOT, Site, Tenant, shared_site, submit
+from tests.integration.tenants import (
+    NEEDS_ROOT,
+    Site,
+    Tenant,
+    require_railyard,
+    shared_site,
+    submit,
+)
 
 pytestmark = NEEDS_ROOT
 
@@ -59,6 +66,7 @@ def _refused(site: Site, path: str, body: dict[str, Any]) -> str:
 
 
 def _cli(site: Site, tenant: Tenant, args: str, token: str | None = None) -> tuple[int, str, str]:
+    require_railyard(site)
     env = {"PYTHONPATH": str(SRC), "RAILYARD_URL": site.server.url,
            "RAILYARD_TOKEN": token or tenant.token}  # fmt: skip
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())

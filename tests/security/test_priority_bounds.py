@@ -12,7 +12,16 @@ import shlex
 from pathlib import Path
 
 import railyard
-from tests.integration.tenants import NEEDS_ROOT, Site, Tenant, finished, job, submit, wait
+from tests.integration.tenants import (
+    NEEDS_ROOT,
+    Site,
+    Tenant,
+    finished,
+    job,
+    require_railyard,
+    submit,
+    wait,
+)
 
 pytestmark = NEEDS_ROOT
 
@@ -30,6 +39,7 @@ def _refused(site: Site, tenant: Tenant, **body: object) -> str:
 
 def _cli(site: Site, tenant: Tenant, args: str) -> tuple[int, str, str]:
     """``railyard ARGS`` run from the tenant's shell, with the tenant's token."""
+    require_railyard(site)
     env = {"PYTHONPATH": str(SRC), "RAILYARD_URL": site.server.url, "RAILYARD_TOKEN": tenant.token}
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     done = tenant.shell(f"env {exports} {shlex.quote(site.python)} -m railyard {args}")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from railyard.control.store.paths import database_path
 from tests.integration.server_proc import free_port
-from tests.integration.tenants import NEEDS_ROOT, Site, finished, submit
+from tests.integration.tenants import NEEDS_ROOT, Site, finished, require_railyard, submit
 from tests.integration.test_up import up
 
 pytestmark = NEEDS_ROOT
@@ -35,6 +35,7 @@ def _admin_cli(site: Site, *args: str) -> subprocess.CompletedProcess[bytes]:
 
 def _bob_cli(site: Site, args: str, umask: str) -> subprocess.CompletedProcess[str]:
     """``railyard ARGS`` from bob's shell, under ``umask``."""
+    require_railyard(site)
     exports = f"PYTHONPATH={SRC} RAILYARD_URL={site.server.url} RAILYARD_TOKEN={site.bob.token}"
     railyard = f"{shlex.quote(site.python)} -m railyard"
     return site.bob.shell(f"umask {umask} && env {exports} {railyard} {args}")

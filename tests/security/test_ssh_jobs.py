@@ -19,6 +19,7 @@ from tests.integration.tenants import (
     Tenant,
     finished,
     job,
+    require_railyard,
     shared_site,
     submit,
     wait,
@@ -43,6 +44,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 
 def _ssh(site: Site, tenant: Tenant, host: str, command: str, timeout_s: float = 90) -> tuple:  # type: ignore[type-arg]
     """``ssh -F <railyard ssh-config> HOST COMMAND`` from the tenant's own shell."""
+    require_railyard(site)
     env = {"PYTHONPATH": str(SRC), "RAILYARD_URL": site.server.url, "RAILYARD_TOKEN": tenant.token}
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     railyard = f"env {exports} {shlex.quote(site.python)} -m railyard"

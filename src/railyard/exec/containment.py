@@ -172,8 +172,10 @@ class Containment:
 
 
 def _hierarchies() -> list[Path]:
-    """The mounted cgroup hierarchies (v1 controllers, and v2 where mounted beside them)."""
+    """The mounted cgroup hierarchies (v1 controllers, and v2 where mounted beside them)
+    whose ``railyard`` parent this server may use: a plain server made no group in root's."""
     try:
-        return [p for p in proctrack.CGROUP_MOUNT.iterdir() if (p / PARENT).is_dir()]
+        return [p for p in proctrack.CGROUP_MOUNT.iterdir()
+                if (p / PARENT).is_dir() and os.access(p / PARENT, os.W_OK | os.X_OK)]  # fmt: skip
     except OSError:
         return []

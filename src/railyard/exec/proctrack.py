@@ -198,7 +198,11 @@ def _try_parent(root: Path, probe: str) -> tuple[Path | None, str]:
         parent.mkdir(exist_ok=True)
     except OSError as exc:
         return None, f"cannot make {parent}: {exc.strerror or exc}"
-    if not (parent / probe).exists():
+    try:
+        found = (parent / probe).exists()
+    except OSError as exc:  # made by root earlier, 0700: a plain server cannot look in
+        return None, f"cannot look into {parent}: {exc.strerror or exc}"
+    if not found:
         return None, f"{parent} has no {probe}"
     if not os.access(parent, os.W_OK):  # made by root earlier; this server is not root
         return None, f"{parent} is not writable by this server"

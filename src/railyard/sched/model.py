@@ -273,11 +273,11 @@ class Job:
                  self.distinct_nodes, self.only_nodes, self.never_nodes, self.priority)  # fmt: skip
         object.__setattr__(self, "alike", _interned(alike))
 
-    def __setstate__(self, state: list[object]) -> None:
-        """Unpickled (a sweep's worker process): shares `alike` with this process's jobs."""
-        for f, value in zip(fields(self), state, strict=True):
-            object.__setattr__(self, f.name, value)
-        object.__setattr__(self, "alike", _interned(self.alike))
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled for a sweep's worker process, where it must share `alike` with the jobs
+        made there (`_unpickled_job`). Not `__setstate__`: Python 3.11.0 to 3.11.3 replace a
+        frozen slotted dataclass's own `__setstate__` with theirs (CPython gh-104035)."""
+        return _unpickled_job, (tuple(getattr(self, f.name) for f in fields(self)),)
 
     @property
     def gpus(self) -> int:
@@ -398,3 +398,12 @@ def begins_again_t_s(begin_t_s: float | None, now_t_s: float) -> float:
     met or removed): now, or its own `--begin` if later. Slurm sets EligibleTime so; the job
     ages from there (`waiting_since_t_s`)."""
     return now_t_s if begin_t_s is None or begin_t_s < now_t_s else begin_t_s
+
+
+def _unpickled_job(state: tuple[object, ...]) -> Job:
+    """A pickled `Job` again, sharing `alike` with this process's alike jobs."""
+    job = object.__new__(Job)
+    for f, value in zip(fields(Job), state, strict=True):
+        object.__setattr__(job, f.name, value)
+    object.__setattr__(job, "alike", _interned(job.alike))
+    return job
