@@ -93,12 +93,11 @@ def warnings(accounts: Iterable[str], python: str = sys.executable) -> list[str]
             continue
         blocker = blocking_path(entry, needed_paths(python))
         where = f": {blocker} is mode {stat.S_IMODE(blocker.stat().st_mode):04o}" if blocker else ""
-        fix = f"chmod o+x {blocker}, or " if blocker is not None and blocker.is_dir() else ""
         lines.append(
             f"warning: Unix account {name} cannot run railyard's Python {python}{where}; its "
-            f"jobs' srun, ssh and container steps will fail (hint: {fix}install railyard where "
-            "job users can read it, e.g. python3 -m venv /opt/railyard && "
-            "/opt/railyard/bin/pip install railyard)"
+            "jobs' srun, ssh and container steps will fail (hint: install railyard where job "
+            "users can read it, e.g. python3 -m venv /opt/railyard && "
+            "/opt/railyard/bin/pip install railyard, and run that one's railyard up)"
         )
     return lines
 
