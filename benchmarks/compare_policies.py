@@ -19,6 +19,14 @@ gang: with two seeds Philly's ratio at load 1.5 read 1.37x, with six 1.03x. The
 submission and never be preempted), so `las-r2 / floor` is the most any policy could lower
 `las-r2`'s mean JCT on that workload.
 
+It also runs every policy at its defaults on the public traces shipped in
+`src/railyard/data/traces/` (Gavel's Philly-derived per-VC traces, converted by
+`benchmarks/convert_gavel_traces.py`; `traces.json` gives each slice's source, licence and
+the flat cluster of 8-GPU nodes it runs on, sized for an offered load of about 1), with the
+same checkpoint and restart costs and every job preemptible. A slice is either "tune" (its
+results chose `las`'s defaults) or "held-out" (only judged them). `--traces-only` runs just
+that part (about 3 minutes on two cores).
+
 `--choose` runs a grid of time-slicing knobs (what it ranks by, the service levels, whether a
 starved job runs to its end) and ranks them: those whose 8-GPU gangs' p99, averaged over the
 workloads, is within `P99_SLACK` of fairshare+easy's first, then by the geometric mean of
@@ -40,12 +48,14 @@ from rich.console import Console
 from rich.table import Table
 
 from railyard.blueprint import load as load_blueprint
+from railyard.data import traces as shipped_traces
 from railyard.sched.config import TIME_SLICING_DEFAULTS, SchedulerConfig
 from railyard.sim.checkpoints import CheckpointPolicy
 from railyard.sim.cluster import cluster_nodes
 from railyard.sim.sweep import Scenario, scenario_workload, sweep
 
 RESULTS = Path(__file__).parent / "results" / "compare_policies.json"
+TRACE_RESULTS = Path(__file__).parent / "results" / "compare_policies_traces.json"
 BLUEPRINT = "gaggle-h100"
 PROFILES = ("gavel", "philly", "helios")
 LOADS = (0.8, 1.2, 1.5)
@@ -128,6 +138,71 @@ def _run(
     return out
 
 
+TRACE_POLICIES = (
+    "fifo", "fifo-greedy", "easy", "conservative", "fairshare", "fairshare-greedy",
+    "fairshare+easy", "las", "maxmin", "ftf",
+)  # fmt: skip
+TRACES_DIR = Path(shipped_traces.__file__).parent
+
+
+def _trace_rows(console: Console) -> list[dict[str, Any]]:
+    """Every policy at its defaults on each shipped trace: mean and p99 JCT, hours."""
+    index = json.loads((TRACES_DIR / "traces.json").read_text())
+    keyed = [
+        (
+            (t["name"], policy),
+            Scenario(
+                "",
+                policy,
+                trace=str(TRACES_DIR / f"{t['name']}.csv"),
+                nodes=t["nodes"],
+                gpus_per_node=t["gpus_per_node"],
+                coalesce_s=60.0,
+                checkpoint=COSTS,
+                preemptible=True,
+            ),
+        )
+        for t in index
+        for policy in TRACE_POLICIES
+    ]
+    results = sweep([s for _, s in keyed], workers=2)
+    found = {k: r for (k, _), r in zip(keyed, results, strict=True)}
+    rows = []
+    table = Table(
+        title="every policy at its defaults on public traces (Gavel's Philly-derived VCs, "
+        "1-8-GPU nodes' flat clusters at offered load ~1): mean JCT h (p99 h)"
+    )
+    cols = ("trace", "set", "GPUs", "load", *TRACE_POLICIES, "all <= fifo", "las p99 / fs+easy")
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("trace", "set") else "right")
+    for t in index:
+        mean = {p: found[(t["name"], p)]["jct"]["mean_s"] / 3600 for p in TRACE_POLICIES}
+        p99 = {p: found[(t["name"], p)]["jct"]["p99_s"] / 3600 for p in TRACE_POLICIES}
+        row = {
+            "trace": t["name"],
+            "set": t["set"],
+            "gpus": t["nodes"] * t["gpus_per_node"],
+            "offered_load": t["offered_load"],
+            "mean_jct_h": mean,
+            "p99_jct_h": p99,
+            "preemptions": {p: found[(t["name"], p)]["preemptions"] for p in TRACE_POLICIES},
+            "all_at_most_fifo": all(m <= mean["fifo"] + 1e-9 for m in mean.values()),
+            "las_p99_vs_fairshare_easy": p99["las"] / p99["fairshare+easy"],
+        }
+        rows.append(row)
+        table.add_row(
+            t["name"],
+            t["set"],
+            str(row["gpus"]),
+            f"{t['offered_load']:.2f}",
+            *(f"{mean[p]:.1f} ({p99[p]:.0f})" for p in TRACE_POLICIES),
+            "yes" if row["all_at_most_fifo"] else "NO",
+            f"{row['las_p99_vs_fairshare_easy']:.2f}x",
+        )
+    console.print(table)
+    return rows
+
+
 def _jct_h(runs: list[dict[str, Any]]) -> float:
     return statistics.fmean(r["jct"]["mean_s"] for r in runs) / 3600
 
@@ -194,10 +269,17 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2000, help="jobs per workload")
     ap.add_argument("--quick", action="store_true", help="one seed of 500 jobs (a smoke run)")
     ap.add_argument("--choose", action="store_true", help="also rank a grid of las knobs")
+    ap.add_argument("--traces-only", action="store_true", help="only the public traces")
     args = ap.parse_args()
     seeds, jobs = (1, 500) if args.quick else (args.seeds, args.jobs)
-    console = Console(width=140)
+    console = Console(width=200)
     t0 = time.perf_counter()
+    trace_rows = _trace_rows(console)
+    if args.traces_only:
+        TRACE_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        TRACE_RESULTS.write_text(json.dumps({"rows": trace_rows}, indent=1) + "\n")
+        console.print(f"{time.perf_counter() - t0:.0f} s; wrote {TRACE_RESULTS}")
+        return
     found = _run(POLICIES, jobs, seeds)
     rows: list[dict[str, Any]] = []
     for prof, load in itertools.product(PROFILES, LOADS):
@@ -254,6 +336,7 @@ def main() -> None:
                     "starved_unsliced_s": defaults.starved_unsliced_s,
                 },
                 "rows": rows,
+                "traces": trace_rows,
                 "grid": ranked,
             },
             indent=1,

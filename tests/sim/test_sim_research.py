@@ -4,6 +4,7 @@ steady-state window."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,8 +13,9 @@ import pytest
 from railyard.sim import sweep
 from railyard.sim.arrivals import offered_load, rescale_load
 from railyard.sim.cluster import flat_nodes, gpu_flavor
+from railyard.sim.gavel import throughputs
 from railyard.sim.jobrecords import parse_window, window
-from railyard.sim.traces import GAVEL_STEPS_PER_S, TraceError, load_trace
+from railyard.sim.traces import TraceError, load_trace
 from railyard.sim.workload import TraceJob, Workload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,14 +94,17 @@ def test_load_rescales_a_trace_in_a_run():
 # -- Gavel's trace format -------------------------------------------------------------------------
 
 
-def test_the_example_gavel_trace_reads_with_assumed_throughputs():
+def test_the_example_gavel_trace_reads_with_gavels_throughput_table():
+    """Run times from Gavel's published V100 rates (they were assumed figures: ResNet-18 at
+    10 steps/s on one GPU, 80 on eight; Gavel measured 24.09 and 162.09)."""
     w = load_trace(GAVEL, "gavel")
     assert len(w.jobs) == 12
-    first = w.jobs[0]  # ResNet-18, 36,000 steps on 1 GPU at the assumed 10 steps/s
+    first = w.jobs[0]  # ResNet-18 (batch size 64), 36,000 steps on 1 V100
     assert (first.id, first.gpus, first.submit_s) == ("0", 1, 0.0)
-    assert first.runtime_s == pytest.approx(36000 / GAVEL_STEPS_PER_S["ResNet-18"])
-    big = next(j for j in w.jobs if j.gpus == 8)  # scale factor 8: linear scaling
-    assert big.runtime_s == pytest.approx(144000 / (10.0 * 8))
+    assert first.runtime_s == pytest.approx(36000 / 24.0932, rel=1e-5)
+    assert throughputs()[("ResNet-18 (batch size 64)", 1)] == pytest.approx(24.0932)
+    big = next(j for j in w.jobs if j.gpus == 8)  # the table's own 8-GPU rate
+    assert big.runtime_s == pytest.approx(144000 / 162.092, rel=1e-5)
     assert len({j.user for j in w.jobs}) == 12  # each job its own user, as Gavel's fairness
 
 
@@ -110,7 +115,8 @@ def test_a_duration_column_overrides_the_assumed_throughput(tmp_path: Path):
         + gavel_line("LM (batch size 20)", "cmd", "wd", "--steps", 1, 800, 1, 1, -1, 9)
     )
     jobs = load_trace(trace, "gavel").jobs
-    assert [(j.id, j.gpus, j.runtime_s) for j in jobs] == [("0", 2, 1234.5), ("1", 1, 100.0)]
+    assert [(j.id, j.gpus) for j in jobs] == [("0", 2), ("1", 1)]
+    assert [j.runtime_s for j in jobs] == pytest.approx([1234.5, 800 / 64.7425])
     assert [j.submit_s for j in jobs] == [0.0, 4.0]  # shifted to start at 0
 
 
@@ -120,7 +126,7 @@ def test_a_duration_column_overrides_the_assumed_throughput(tmp_path: Path):
         (gavel_line("LM", "c", "w", "-s", 1, 100, 1, 1, -1), ":1: row: 9 tab-separated fields"),
         (gavel_line("LM", "c", "w", "-s", 1, 100, 0, 1, -1, 0), ":1: scale_factor: must be"),
         (gavel_line("LM", "c", "w", "-s", 2, 100, 1, 1, -1, 0), ":1: needs_data_dir: not 0 or 1"),
-        (gavel_line("BERT", "c", "w", "-s", 1, 100, 1, 1, -1, 0), "no assumed throughput for"),
+        (gavel_line("BERT", "c", "w", "-s", 1, 100, 1, 1, -1, 0), "no throughput for 'BERT'"),
         (gavel_line("LM", "c", "w", "-s", 1, "x", 1, 1, -1, 0), ":1: total_steps: not a number"),
     ],
 )
@@ -130,6 +136,36 @@ def test_bad_gavel_lines_name_line_and_field(tmp_path: Path, line: str, message:
     with pytest.raises(TraceError, match="hint: ") as err:
         load_trace(trace, "gavel")
     assert message in str(err.value)
+
+
+def test_gavels_seven_field_philly_traces_read_as_its_parser_read_them(tmp_path: Path):
+    """Gavel's Philly-derived traces (scheduler/traces/msr) have seven fields: job_type,
+    command, num_steps_arg, needs_data_dir, total_steps, arrival_time, scale_factor. A
+    scale factor past the table's 8 GPUs runs at the 8-GPU rate scaled linearly; a scale
+    factor of 0 is skipped and counted, as Gavel's parser skipped it."""
+    trace = tmp_path / "vc.trace"
+    trace.write_text(
+        gavel_line("LM (batch size 20)", "cd %s && python3 t.py", "--steps", 1, 6474, 6.0, 1)
+        + gavel_line("ResNet-18 (batch size 128)", "cmd", "--num_steps", 1, 162092, 0.0, 16)
+        + gavel_line("LM (batch size 20)", "cmd", "--steps", 1, 10, 9.0, 0)
+    )
+    w = load_trace(trace, "gavel")
+    assert [(j.gpus, j.submit_s) for j in w.jobs] == [(16, 0.0), (1, 6.0)]
+    assert [j.runtime_s for j in w.jobs] == pytest.approx([500.0, 100.0], rel=1e-4)
+    assert w.skipped == {"no GPUs (scale_factor 0)": 1}
+
+
+def test_the_shipped_gavel_slices_match_their_index():
+    """The converted slices under railyard/data/traces are what traces.json says they are."""
+    index = json.loads((ROOT / "src/railyard/data/traces/traces.json").read_text())
+    assert len(index) >= 3
+    for t in index:
+        w = load_trace(ROOT / "src/railyard/data/traces" / f"{t['name']}.csv", "railyard")
+        assert len(w.jobs) == t["jobs"] <= 1000
+        assert max(j.gpus for j in w.jobs) == t["widest_gpus"] <= 8 * t["nodes"]
+        assert w.gpu_s() / 3600 == pytest.approx(t["gpu_hours"], rel=1e-3)
+        assert "MIT" in t["licence"]
+        assert "stanford-futuredata/gavel" in t["source"]
 
 
 # -- the window and the per-job records -----------------------------------------------------------

@@ -11,15 +11,9 @@ Formats (from their published schemas; users bring the files, nothing is downloa
 - ``pai``: Alibaba PAI 2020 ``pai_job_table`` + ``pai_task_table`` CSVs (alibaba/clusterdata,
   headerless as released, or with a header). GPUs = ceil(sum of inst_num x plan_gpu / 100):
   fractional-GPU tasks take whole GPUs here.
-- ``gavel``: the trace files of Gavel (Narayanan et al., OSDI 2020), one job a line, ten
-  tab-separated fields: job_type, command, working_directory, num_steps_arg, needs_data_dir,
-  total_steps, scale_factor (GPUs), priority_weight, SLO, arrival_time (seconds); an 11th
-  field ``duration_s`` may give the run time. Without it the run time is total_steps over an
-  *assumed* throughput (`GAVEL_STEPS_PER_S`, steps per second on one GPU per model, scaled
-  linearly with scale_factor): Gavel takes durations from its measured throughput table,
-  which is not shipped here. Each job is its own user (Gavel's fairness is per job) and gets
-  Gavel's id, its 0-based line number among jobs; priority_weight and SLO are not used.
-  Lines that start with ``#`` are comments (not Gavel's; for a trace's source note).
+- ``gavel``: the trace files of Gavel (Narayanan et al., OSDI 2020): the seven-field
+  Philly-derived per-VC traces or the ten-field layout, run times from Gavel's published V100
+  throughput table (`railyard.sim.gavel`, which says where it assumes).
 - ``railyard``: id, submit_s, gpus, runtime_s[, queue, user, priority, walltime_s,
   preemptible, state, cpus, mem_gb, interactive, active_s, pool, image, deadline_s] (cpus
   and mem_gb for the whole job; ``interactive`` true for a session, a shell or a notebook,
@@ -43,28 +37,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from railyard.sim import gavel
 from railyard.sim.workload import FinalState, TraceJob, Workload
 
 FORMATS = ("gavel", "helios", "philly", "pai", "railyard")
-
-GAVEL_FIELDS = (
-    "job_type", "command", "working_directory", "num_steps_arg", "needs_data_dir",
-    "total_steps", "scale_factor", "priority_weight", "SLO", "arrival_time",
-)  # fmt: skip
-GAVEL_STEPS_PER_S: dict[str, float] = {
-    "ResNet-18": 10.0,
-    "ResNet-50": 3.0,
-    "Transformer": 5.0,
-    "LM": 8.0,
-    "Recommendation": 20.0,
-    "CycleGAN": 2.0,
-    "A3C": 5.0,
-}
-"""Training steps per second on one GPU, by the model a Gavel job_type names (the text before
-" (batch size ...)"). ASSUMED, not measured: round figures of the order Gavel's V100 table
-gives, so a trace without a duration column can be replayed at all. A job of scale_factor k
-runs k times as fast (linear scaling). Give a trace an 11th column duration_s for run times
-that do not rest on this table."""
 
 PAI_JOB_COLUMNS = ("job_name", "inst_id", "user", "status", "start_time", "end_time")
 PAI_TASK_COLUMNS = (
@@ -430,46 +406,9 @@ def load_pai(path: Path) -> Workload:
 
 
 def load_gavel(path: Path) -> Workload:
-    """Gavel's tab-separated trace (see the module's note on durations)."""
-    jobs: list[TraceJob] = []
-    with path.open(encoding="utf-8") as fh:
-        for line_no, text in enumerate(fh, start=1):
-            text = text.rstrip("\r\n")
-            if not text.strip() or text.lstrip().startswith("#"):
-                continue
-            values = text.split("\t")
-            if len(values) not in (len(GAVEL_FIELDS), len(GAVEL_FIELDS) + 1):
-                hint = f"Gavel's ten: {', '.join(GAVEL_FIELDS)}[, duration_s]"
-                raise TraceError(path, line_no, "row", f"{len(values)} tab-separated fields", hint)
-            names = (*GAVEL_FIELDS, "duration_s")[: len(values)]
-            row = _Row(path, line_no, dict(zip(names, values, strict=True)))
-            jobs.append(_gavel_job(row, str(len(jobs))))
-    return Workload.of(path.stem, jobs)
+    """Gavel's tab-separated trace, either layout (`railyard.sim.gavel`)."""
 
+    def fail(line: int, field: str, problem: str, hint: str) -> TraceError:
+        return TraceError(path, line, field, problem, hint)
 
-def _gavel_job(row: _Row, job_id: str) -> TraceJob:
-    gpus = row.number("scale_factor")
-    if gpus < 1 or gpus != int(gpus):
-        got = row.raw("scale_factor")
-        raise row.fail("scale_factor", f"must be a whole number >= 1, got {got!r}",
-                       "the job's GPUs, e.g. 4")  # fmt: skip
-    if row.raw("needs_data_dir") not in ("0", "1"):
-        raise row.fail("needs_data_dir", f"not 0 or 1: {row.raw('needs_data_dir')!r}", "use 0 or 1")
-    steps = row.number("total_steps")
-    if row.raw("duration_s"):
-        runtime_s = row.number("duration_s")
-    else:
-        model = row.raw("job_type").split(" (", 1)[0]
-        rate = GAVEL_STEPS_PER_S.get(model)
-        if rate is None:
-            raise row.fail("job_type", f"no assumed throughput for model {model!r}",
-                           f"one of {', '.join(GAVEL_STEPS_PER_S)}, or add an 11th "
-                           "column duration_s")  # fmt: skip
-        runtime_s = steps / (rate * gpus)
-    return TraceJob(
-        id=job_id,
-        submit_s=row.number("arrival_time"),
-        gpus=int(gpus),
-        runtime_s=runtime_s,
-        user=f"job{job_id}",
-    )
+    return gavel.load_gavel(path, fail)

@@ -1,0 +1,1 @@
+"""Public GPU-cluster traces converted to railyard's CSV (see traces.json and ../NOTICE.md)."""
