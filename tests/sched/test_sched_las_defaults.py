@@ -69,8 +69,9 @@ def test_two_gangs_of_one_queue_slice_in_the_same_cycle():
 def test_a_gang_with_hours_of_service_slices_one_with_days(service_h: float):
     """A waiting gang with a few GPU-hours, a running one with 20 (2.5 h on 8 GPUs): under
     1 and 24 GPU-hour thresholds both sat in the middle level and neither could slice the
-    other; the ladder 1, 8, 64 tells them apart (attained service, the round before this;
-    by remaining service neither has a time limit, and neither slices)."""
+    other; the ladder 1, 8, 64 tells them apart (attained service, the round before this).
+    Ranked by remaining service neither has a time limit: both are cut on their service
+    (they tied on the last level and neither sliced before issue 56)."""
     long = running(
         job("long", gpus=8, preemptible=True, attained_gpu_s=20 * HOUR - 8 * 700.0),
         "n0:0-7",
@@ -81,7 +82,9 @@ def test_a_gang_with_hours_of_service_slices_one_with_days(service_h: float):
     now = las(s, 700.0, **R3)
     assert [(p.job_id, p.reason) for p in now.preemptions] == [("long", PreemptReason.TIME_SLICE)]
     assert las(s, 700.0, **R2).preemptions == ()
-    assert las(s, 700.0).preemptions == ()
+    assert [(p.job_id, p.reason) for p in las(s, 700.0).preemptions] == [
+        ("long", PreemptReason.TIME_SLICE)
+    ]
 
 
 def test_a_gang_blocked_six_hours_holds_what_it_needs():

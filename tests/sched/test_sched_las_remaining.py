@@ -7,7 +7,6 @@ limit has 8 GPU-hours left (level 4 of 10), one with a 7-day limit 1,344 (the la
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import replace
 
@@ -20,13 +19,19 @@ from railyard.sched.model import Queue
 from railyard.sched.policies.registry import PreemptContext, level_of, pending_level
 from railyard.sched.quota import QuotaTree
 
-LAS = {"ordering": "las", "backfill": "none", "preemption": "las"}
+# the starvation tests below were written for a 7-day limit (las's default before issue 56)
+LAS = {
+    "ordering": "las",
+    "backfill": "none",
+    "preemption": "las",
+    "starvation_limit_s": 7 * 86_400.0,
+}
 ATTAINED = {"time_slice_by": "attained", "service_levels_gpu_s": (3600.0, 8 * 3600.0, 64 * 3600.0)}
 HOUR, DAY = 3600.0, 86_400.0
 
 
 def las(s: ClusterState, now_t_s: float, **knobs: object):
-    return cycle(s, now_t_s, SchedulerConfig.of(**LAS, **knobs))  # type: ignore[arg-type]
+    return cycle(s, now_t_s, SchedulerConfig.of(**{**LAS, **knobs}))  # type: ignore[arg-type]
 
 
 def test_the_default_ranks_by_remaining_and_the_knob_is_checked():
@@ -51,7 +56,8 @@ def _ctx(by: str, queues: list[Queue] | None = None) -> PreemptContext:
         (HOUR, 0.0, 4, 0),  # 8 GPUs x 1 h = 8 GPU-hours left: level 4 (8 <= x < 16)
         (HOUR, 3 * HOUR, 3, 2),  # what it ran is taken off: 5 left
         (HOUR, 20 * HOUR, 0, 5),  # ran past it in earlier attempts: nothing left, level 0
-        (None, 0.0, 10, 0),  # no limit: the last level, after every job that has one
+        (None, 0.0, 0, 0),  # no limit: cut on its service, as under `attained`
+        (None, 20 * 3600.0, 5, 5),  # (it ranked last, after every job with one, before)
     ],
 )
 def test_the_level_of_a_job(limit_s: float | None, attained: float, remaining: int, served: int):
@@ -60,18 +66,23 @@ def test_the_level_of_a_job(limit_s: float | None, attained: float, remaining: i
     assert level_of(j, attained, _ctx("attained")) == served
 
 
-def test_the_shortest_limit_goes_first_and_no_limit_goes_last():
-    """One free node, three waiting gangs: the one with a 1-hour limit starts though it came
-    last; by attained service (all at zero) the first to arrive starts."""
+def test_the_shortest_limit_goes_first_and_no_limit_ranks_by_service():
+    """One free node, three waiting gangs: of the two with limits, the one with a 1-hour
+    limit starts though it came last; the one with no limit and no service is on level 0, as
+    Tiresias ranks it (it went last before issue 56: on traces where no job has a limit,
+    every job tied there and `las` ran FIFO). By attained service (all at zero) the first
+    to arrive starts."""
     none = job("none", gpus=8, submit_t_s=0.0)
     week = job("week", gpus=8, submit_t_s=10.0, walltime_s=2 * DAY)  # 384 GPU-h: level 9
     hour = job("hour", gpus=8, submit_t_s=20.0, walltime_s=HOUR)
     s = state(nodes(1), flat_queues({"a": 8}), [none, week, hour])
-    assert [x.job_id for x in las(s, 60.0).starts] == ["hour"]
+    assert [x.job_id for x in las(s, 60.0).starts] == ["none"]
     assert [x.job_id for x in las(s, 60.0, **ATTAINED).starts] == ["none"]
-    # with the short one gone, a limit still beats none
-    rest = replace(s, pending=(none, week))
-    assert [x.job_id for x in las(rest, 60.0).starts] == ["week"]
+    limited = replace(s, pending=(week, hour))
+    assert [x.job_id for x in las(limited, 60.0).starts] == ["hour"]
+    # served past the last threshold, the one without a limit goes after the week's job
+    served = replace(s, pending=(replace(none, attained_gpu_s=600 * 3600.0), week))
+    assert [x.job_id for x in las(served, 60.0).starts] == ["week"]
 
 
 def _long_runs_short_waits() -> ClusterState:
@@ -260,10 +271,12 @@ def test_a_job_without_a_limit_ranks_by_its_queues_default():
     long = running(job("long", queue="b", gpus=8, preemptible=True, walltime_s=7 * DAY), "n0:0-7")
     sliced = state(nodes(1), queues, [none], [long])
     assert [p.job_id for p in las(sliced, 700.0).preemptions] == ["long"]
-    # without the default it could not say, and neither goes first nor slices
+    # without the default it is cut on its service (none yet): first, and it slices
     bare = flat_queues({"a": 8, "b": 8})
-    assert [x.job_id for x in las(replace(s, queues=tuple(bare)), 60.0).starts] == ["days"]
-    assert las(replace(sliced, queues=tuple(bare)), 700.0).preemptions == ()
+    assert [x.job_id for x in las(replace(s, queues=tuple(bare)), 60.0).starts] == ["none"]
+    assert [p.job_id for p in las(replace(sliced, queues=tuple(bare)), 700.0).preemptions] == [
+        "long"
+    ]
 
 
 @pytest.mark.parametrize("by", ["attained", "remaining"])
@@ -290,7 +303,7 @@ def test_the_two_spellings_of_a_level_agree(by: str):
         if by == "attained":
             service = attained
         elif runs_under is None:
-            service = math.inf
+            service = attained  # no limit: cut on its service
         else:
             service = max(0.0, j.gpus * runs_under - attained)
         want = sum(1 for x in levels if x <= service)

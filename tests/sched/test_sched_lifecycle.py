@@ -166,18 +166,19 @@ def test_a_deadline_without_any_time_limit_expires_at_once():
 
 
 def test_a_met_dependency_is_cleared_and_the_job_waits_from_then():
-    """A job that waited 8 days for its dependency has waited for GPUs from the moment the
-    dependency was met, not from its submission: the step reports it `satisfied` (the driver
-    clears the dependency and sets its begin time, Slurm's EligibleTime), and the cycle
-    already ranks it so. Starving, a week-long gang would go ahead of every level under
-    time slicing; met just now, the 1-hour job of the same age goes first."""
+    """A job that waited 15 days (past las's 14-day starvation limit) for its dependency has
+    waited for GPUs from the moment the dependency was met, not from its submission: the step
+    reports it `satisfied` (the driver clears the dependency and sets its begin time, Slurm's
+    EligibleTime), and the cycle already ranks it so. Starving, a week-long gang would go
+    ahead of every level under time slicing; met just now, the 1-hour job of the same age
+    goes first."""
     from railyard.sched.config import SchedulerConfig
     from railyard.sched.dependencies import parse_dependency
     from railyard.sched.lifecycle import StepInput, step
 
-    day, now = 86_400.0, 10 * 86_400.0
+    day, now = 86_400.0, 20 * 86_400.0
     deps, _ = parse_dependency("afterany:12")
-    week = job("week", gpus=8, walltime_s=7 * day, submit_t_s=now - 8 * day, dependencies=deps)
+    week = job("week", gpus=8, walltime_s=7 * day, submit_t_s=now - 15 * day, dependencies=deps)
     hour = job("hour", gpus=8, walltime_s=3600.0, submit_t_s=now - 2 * day)
     config = SchedulerConfig.of(ordering="las", backfill="none", preemption="las")
     plan = step(

@@ -31,7 +31,7 @@ from railyard.sched.feasible import Feasibility
 from railyard.sched.holds import HoldBook
 from railyard.sched.limits import Estimates
 from railyard.sched.memo import PassMemo
-from railyard.sched.model import Job, RunningJob, waiting_since_t_s
+from railyard.sched.model import Job, RunningJob, starving_since_t_s, waiting_since_t_s
 from railyard.sched.outcome import DEFERRED, PREEMPTING, STARTED, Outcome
 from railyard.sched.policies.registry import (
     AdmissionPolicy,
@@ -152,10 +152,9 @@ class Pass:
         has_max_time, holds_back = bool(max_time_queues), hold_before_t_s > -math.inf
         classify = preemptor_class if preemptor_class and preemption.searches_left else None
         for job in jobs:
-            # aged from its submission or its --begin / release, whichever is later
-            starving = job.submit_t_s <= starving_t_s and (
-                job.begin_t_s is None or job.begin_t_s <= starving_t_s
-            )
+            # aged from its submission or its --begin / release, whichever is later, less
+            # the time it ran (`starving_since_t_s`)
+            starving = job.submit_t_s <= starving_t_s and starving_since_t_s(job) <= starving_t_s
             usable = 0
             flavor = job.flavor
             if flavor in lendable:  # `holds.usable`, inline: asked for every job

@@ -13,7 +13,8 @@ from railyard.sched.policies import ADMISSION, BACKFILL, ORDERING, PLACEMENT, PR
 class SchedulerConfig:
     """Owners pick a behaviour by name: strict FIFO, fair share, fair share with backfill...
 
-    - `starvation_limit_s`: a job waiting longer moves ahead of all non-starving jobs and, if
+    - `starvation_limit_s`: a job waiting longer (its time run in earlier attempts not
+      counted: `model.starving_since_t_s`) moves ahead of all non-starving jobs and, if
       it still cannot start, holds back later jobs of its flavor (with a reservation when
       estimates allow one).
     - `default_walltime_s`: used for reservations when a job has no estimate (None: such
@@ -32,7 +33,8 @@ class SchedulerConfig:
     - `service_levels_gpu_s`, `time_slice_quantum_s`: the `las` policy's queue thresholds
       (GPU-seconds) and the least time a job runs before it may be sliced.
     - `time_slice_by`: what `las` ranks by, `attained` service (Tiresias' 2D-LAS) or the
-      GPU-seconds a job's time limit leaves it, `remaining` (shortest first; no limit: last).
+      GPU-seconds a job's time limit leaves it, `remaining` (shortest first; a job under no
+      limit is cut on its attained service).
     - `starved_unsliced_s`: how long an attempt that began after its job waited out the
       starvation limit runs before `las` may slice it (None: to its end).
     - `starving_slices`: under `las`, a starving job slices any sliceable job, whatever
@@ -142,4 +144,12 @@ TIME_SLICING_DEFAULTS: dict[str, Any] = {
     "time_slice_by": "remaining",
     "service_levels_gpu_s": tuple(3600.0 * 2**i for i in range(10)),
     "starved_unsliced_s": None,
+    # Two weeks of waiting, not one (issue 56): starvation reads the time a job waited, less
+    # the time it ran (`model.starving_since_t_s`). On Gavel's Philly-derived traces at load
+    # 1 (`benchmarks/compare_policies.py --traces`, the two "tune" slices), 7 days put most
+    # waiting jobs in the starving tier, run oldest first to their end: FIFO again (mean JCT
+    # 345 h against FIFO's 363 h on one, p99 777 h); 14 days: 285 h with the p99 at 770 h,
+    # under fairshare+easy's 785 h; 21 and 30 days cut the mean to 239 and 208 h but let the
+    # p99 go to 836 and 967 h; none at all, 193 h and 1,194 h.
+    "starvation_limit_s": 14 * 86_400.0,
 }

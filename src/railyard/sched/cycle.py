@@ -21,7 +21,7 @@ from railyard.sched.cache import Booking, CycleCache, by_arrival
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.decisions import CycleResult, Requeue
 from railyard.sched.limits import Estimates
-from railyard.sched.model import ClusterState, Job, NodeState, RunningJob, waiting_since_t_s
+from railyard.sched.model import ClusterState, Job, NodeState, RunningJob, starving_since_t_s
 from railyard.sched.policies import ADMISSION, BACKFILL, ORDERING, PLACEMENT, PREEMPTION
 from railyard.sched.policies.registry import (
     SUBMIT_T_S,
@@ -133,14 +133,14 @@ def cycle(
     )
     # arrival order is every order's last key: each part below is re-sorted by its first
     # keys only (stable sorts); starving jobs are among the earliest, a prefix, less those
-    # that only began to wait later (`waiting_since_t_s`: a --begin, a released hold, a met
-    # dependency)
+    # that only began to wait later or ran in earlier attempts (`starving_since_t_s`: a
+    # --begin, a released hold, a met dependency, service had)
     nominated = [j for j in arrived if j.nominated]
     cut = bisect_right(arrived, starving_t_s, key=SUBMIT_T_S)
     starving = [j for j in arrived[:cut] if not j.nominated] if cut else []
-    late = [j for j in starving if j.begin_t_s is not None and j.begin_t_s > starving_t_s]
+    late = [j for j in starving if starving_since_t_s(j) > starving_t_s]
     if late:
-        starving = [j for j in starving if waiting_since_t_s(j) <= starving_t_s]
+        starving = [j for j in starving if starving_since_t_s(j) <= starving_t_s]
     nominated.sort(key=TIE)
     starving.sort(key=minus_priority)
     kept = getattr(policies.ordering, "kept_rank", None)
@@ -153,10 +153,7 @@ def cycle(
                 j
                 for j in rest
                 if not j.nominated
-                and (
-                    j.submit_t_s > starving_t_s
-                    or (j.begin_t_s is not None and j.begin_t_s > starving_t_s)
-                )
+                and (j.submit_t_s > starving_t_s or starving_since_t_s(j) > starving_t_s)
             ]
     else:
         rest = [j for j in arrived[cut:] if not j.nominated] if nominated else arrived[cut:]

@@ -393,6 +393,18 @@ def waiting_since_t_s(job: Job) -> float:
     return job.submit_t_s if begin is None or begin < job.submit_t_s else begin
 
 
+def starving_since_t_s(job: Job) -> float:
+    """The clock the starvation limit reads: `waiting_since_t_s` plus the time the job has
+    run in earlier attempts (`attained_gpu_s` over its GPUs), so that what ages a job is the
+    time it waited, not its time in the system. A job sliced or preempted after running
+    for days did not wait those days: read from its submission, on Philly-derived traces at
+    load 1 most jobs were past a 7-day limit, and the starving tier (oldest first, run to
+    the end) made `las` FIFO (issue 56). A job that never ran ages as before."""
+    since = waiting_since_t_s(job)
+    attained, gpus = job.attained_gpu_s, job.workers * job.gpus_per_worker
+    return since + attained / gpus if attained > 0 and gpus > 0 else since
+
+
 def begins_again_t_s(begin_t_s: float | None, now_t_s: float) -> float:
     """The begin time of a pending job free to run from now (a hold released, a dependency
     met or removed): now, or its own `--begin` if later. Slurm sets EligibleTime so; the job

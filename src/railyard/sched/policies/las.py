@@ -8,7 +8,9 @@ through the checkpoint handshake. With `time_slice_by="remaining"` (the default)
 are cut on what a job's time limit still lets it use, GPUs x limit minus attained service:
 shortest remaining first, which Tiresias cannot do without run times but a cluster whose
 limits are enforced can (a limit set short is a job killed early, so it is no free pass).
-A job under no limit (none of its own, none from its queue) ranks after every job with one.
+A job under no limit (none of its own, none from its queue) is cut on its attained service,
+as Tiresias ranks every job (issue 56: ranked after every job with a limit, on traces where
+no job has one all tied and `las` ran FIFO).
 On the Gavel-profile jobs of `benchmarks/compare_policies.py` it cut mean JCT 1.09x and
 1.57x at loads 1.2 and 1.5 against attained service at the last round's knobs.
 
@@ -33,7 +35,7 @@ from dataclasses import dataclass
 
 from railyard.sched.decisions import PreemptReason
 from railyard.sched.limits import queue_time_limit_s, queue_time_limits
-from railyard.sched.model import Job, RunningJob, waiting_since_t_s
+from railyard.sched.model import Job, RunningJob, starving_since_t_s
 from railyard.sched.policies.preemption import may_reclaim, reclaims
 from railyard.sched.policies.registry import (
     ORDERING,
@@ -88,7 +90,7 @@ def _class_until(victim: RunningJob, ctx: PreemptContext) -> float:
         if ran_s < ctx.quantum_s:
             until = start + ctx.quantum_s
         elif (
-            start - waiting_since_t_s(j) >= ctx.starvation_limit_s
+            start - starving_since_t_s(j) >= ctx.starvation_limit_s
             and ran_s < ctx.starved_unsliced_s
         ):
             until = start + ctx.starved_unsliced_s
@@ -97,16 +99,14 @@ def _class_until(victim: RunningJob, ctx: PreemptContext) -> float:
         return until
     levels = ctx.service_levels_gpu_s
     served = attained_gpu_s(victim, now)
-    if ctx.time_slice_by == "attained":
+    limit_s = j.walltime_s
+    if limit_s is None and ctx.time_slice_by == "remaining":
+        limit_s = queue_time_limit_s(ctx.quota.queues.get(j.queue))
+    if ctx.time_slice_by == "attained" or limit_s is None:  # no limit: cut on service
         level = bisect_right(levels, served)
         if level < len(levels):  # up a level once service reaches the next threshold
             until = min(until, start + (levels[level] - j.attained_gpu_s) / gpus)
         return until
-    limit_s = j.walltime_s
-    if limit_s is None:
-        limit_s = queue_time_limit_s(ctx.quota.queues.get(j.queue))
-        if limit_s is None:
-            return until  # the last level, for good
     whole = j.workers * j.gpus_per_worker * limit_s
     level = bisect_right(levels, whole - served)
     if level > 0:  # down a level once the time left falls below this level's threshold
@@ -122,7 +122,7 @@ def _sliceable(victim: RunningJob, ctx: PreemptContext) -> bool:
     ran_s = now - victim.start_t_s
     if not j.preemptible or ran_s < ctx.quantum_s:
         return False
-    starved = victim.start_t_s - waiting_since_t_s(j) >= ctx.starvation_limit_s
+    starved = victim.start_t_s - starving_since_t_s(j) >= ctx.starvation_limit_s
     return not starved or ran_s >= ctx.starved_unsliced_s
 
 

@@ -20,7 +20,7 @@ from typing import Generic, Protocol, TypeVar
 
 from railyard.sched.decisions import PreemptReason
 from railyard.sched.limits import queue_time_limit_s
-from railyard.sched.model import Job, Queue, RunningJob, Usage, waiting_since_t_s
+from railyard.sched.model import Job, Queue, RunningJob, Usage, starving_since_t_s
 from railyard.sched.quota import QuotaTree
 from railyard.sched.snapshot import Masks, Shape, Snapshot
 
@@ -96,8 +96,10 @@ def level_of(job: Job, attained_gpu_s: float, ctx: PreemptContext) -> int:
     `attained` (Tiresias' 2D-LAS): cut on that service. `remaining`: cut on what its time
     limit (its own, else its queue's DefaultTime or MaxTime: the one it runs under) still
     lets it use, gpus x limit - attained: shortest remaining first, and the limit is
-    enforced, so a short one is no free lunch. A job under no limit cannot say, and goes on
-    the last level (leaving the limit out must not jump the queue). Asked of every running
+    enforced, so a short one is no free lunch. A job under no limit cannot say, and is cut on
+    its service so far as under `attained` (all on the last level, they tied and ran FIFO
+    behind every limited job: on Philly-derived traces, where no job has a limit, `las` was
+    FIFO; issue 56). Asked of every running
     job each pass and of each preemptor per victim class; `pending_level` is the same for a
     pending job, with its queue's limit looked up once per cycle."""
     levels = ctx.service_levels_gpu_s
@@ -107,7 +109,7 @@ def level_of(job: Job, attained_gpu_s: float, ctx: PreemptContext) -> int:
     if limit_s is None:
         limit_s = queue_time_limit_s(ctx.quota.queues.get(job.queue))
         if limit_s is None:
-            return len(levels)
+            return bisect_right(levels, attained_gpu_s)
     # below zero bisects as zero does
     return bisect_right(levels, job.workers * job.gpus_per_worker * limit_s - attained_gpu_s)
 
@@ -131,14 +133,13 @@ def pending_level(
         level = lambda j: bisect_right(levels, j.attained_gpu_s)  # noqa: E731
     else:
         defaults = {name: queue_time_limit_s(q) for name, q in queues.items()}
-        last = len(levels)
 
         def level(j: Job) -> int:
             limit_s = j.walltime_s
             if limit_s is None:
                 limit_s = defaults.get(j.queue)
                 if limit_s is None:
-                    return last
+                    return bisect_right(levels, j.attained_gpu_s)
             gpu_s = j.workers * j.gpus_per_worker * limit_s
             return bisect_right(levels, gpu_s - j.attained_gpu_s)
 
@@ -146,8 +147,7 @@ def pending_level(
         return level
 
     def or_starving(j: Job) -> int:
-        begin = j.begin_t_s  # `waiting_since_t_s(j) <= starving_t_s`, inline: per job
-        if j.submit_t_s <= starving_t_s and (begin is None or begin <= starving_t_s):
+        if j.submit_t_s <= starving_t_s and starving_since_t_s(j) <= starving_t_s:
             return STARVING_LEVEL
         return level(j)
 
@@ -156,7 +156,7 @@ def pending_level(
 
 def starving(job: Job, ctx: PreemptContext) -> bool:
     """Waiting since the starvation limit ago: the cycle's starving tier (the same test)."""
-    return waiting_since_t_s(job) <= ctx.now_t_s - ctx.starvation_limit_s
+    return starving_since_t_s(job) <= ctx.now_t_s - ctx.starvation_limit_s
 
 
 def starving_t_s(ctx: PreemptContext) -> float:
