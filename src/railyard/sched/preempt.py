@@ -31,6 +31,7 @@ from railyard.sched.policies.registry import (
     PlacementPolicy,
     PreemptContext,
     PreemptionPolicy,
+    attained_gpu_s,
     pending_level,
     starving_t_s,
 )
@@ -119,6 +120,8 @@ class Preemption:
         self._candidate_of: dict[tuple[str, PreemptReason], Candidate] = {}
         self._free_reasons: dict[Hashable, PreemptReason | None] = {}
         self.searches_left = config.preemption_searches_per_cycle  # read by the admit loop
+        self._restart_s = config.restart_cost_s
+        self._max_loss = config.eviction_max_loss
         self._running_as: RunningJob | None = None
         self._queue_searches: dict[str, int] = {}
         self.decisions: list[Preempt] = []
@@ -334,6 +337,8 @@ class Preemption:
                     for c, r in zip(made, members, strict=True)
                     if not back.get(r.gpus, True) and r.id not in signalled
                 ]
+        if self._max_loss is not None:
+            out = [c for c in out if c.reason is not PreemptReason.TIME_SLICE or self._worth(c)]
         if not self.backfilled:
             return out
         seen = {c.run.id for c in out}
@@ -437,6 +442,16 @@ class Preemption:
             lambda: self.policy.victim_reason(victim.job, swapped, self.ctx) is not None,
         )
 
+    def _worth(self, c: Candidate) -> bool:
+        """Whether a time slice may evict `c`: what it throws away (the work since its last
+        checkpoint and its restart) is at most `eviction_max_loss` of all the service it has
+        had. A slice is optional (the preemptor may wait its turn); a job that never
+        checkpoints loses its whole attempt and is not sliced at all (with `--checkpoint
+        none`, 24 evictions under `las` threw away 37% of all useful GPU-hours, issue 56)."""
+        assert self._max_loss is not None
+        served = attained_gpu_s(c.run, self.now_t_s)
+        return c.cost[1] <= self._max_loss * served
+
     def _candidate(self, r: RunningJob, reason: PreemptReason) -> Candidate:
         """One per running job and reason in a pass (its masks, the nodes' state and the
         clock are fixed within it): time slicing searches victims for several jobs a cycle
@@ -448,6 +463,14 @@ class Preemption:
         masks = self.run_masks[r.id]
         topo = self.snap.topo
         useful = sum(m.bit_count() for i, m in masks.items() if topo.ready[i])
-        made = Candidate.of(r, masks, reason, self.now_t_s, useful, self.run_loads.get(r.id))
+        made = Candidate.of(
+            r,
+            masks,
+            reason,
+            self.now_t_s,
+            useful,
+            self.run_loads.get(r.id),
+            self._restart_s,
+        )
         self._candidate_of[key] = made
         return made

@@ -1,7 +1,9 @@
 """Choosing the cheapest victim set that actually makes room for a preemptor.
 
 A victim frees its GPUs, quota, cores and memory. Cost, compared as a tuple: any non-spot
-victim, GPU-seconds lost since their last checkpoint, number of victims, then younger first.
+victim, GPU-seconds an eviction throws away (the work since the victim's last checkpoint
+plus its restart, `SchedulerConfig.restart_cost_s` on each of its GPUs), number of victims,
+then younger first.
 Every candidate set is tried as a reversible what-if (`with snap.without(...)`), so a set is
 only chosen if the preemptor then passes admission *and* placement. Small candidate pools
 are searched exhaustively, larger ones greedily with a pruning pass.
@@ -28,7 +30,7 @@ class Candidate(NamedTuple):
     run: RunningJob
     masks: Masks
     reason: PreemptReason
-    lost_gpu_s: float
+    lost_gpu_s: float  # work since its last checkpoint, GPU-seconds
     useful_gpus: int  # on ready nodes: what evicting it frees for the preemptor
     gpus: int
     cost: tuple[int, float, int, float, str]
@@ -43,18 +45,20 @@ class Candidate(NamedTuple):
         now_t_s: float,
         useful: int,
         load: Load | None = None,
+        restart_s: float = 0.0,
     ) -> Candidate:
         lost_gpu_s = run.lost_gpu_s(now_t_s)
         spot = 0 if run.job.preemptible else 1
-        cost = (spot, lost_gpu_s, 1, -run.start_t_s, run.id)
+        cost = (spot, lost_gpu_s + run.gpus * restart_s, 1, -run.start_t_s, run.id)
         return cls(run, masks, reason, lost_gpu_s, useful, run.gpus, cost, load)
 
 
 def set_cost(victims: Sequence[Candidate]) -> tuple[int, float, int, float]:
-    """Spot-only sets first, then least work lost, fewer victims, younger victims."""
+    """Spot-only sets first, then least work thrown away (lost and restart), fewer victims,
+    younger victims."""
     return (
         max(c.cost[0] for c in victims),
-        sum(c.lost_gpu_s for c in victims),
+        sum(c.cost[1] for c in victims),
         len(victims),
         -sum(c.run.start_t_s for c in victims),
     )
