@@ -12,6 +12,10 @@
    queues, 15,000 small workloads; cycles run on a virtual clock (finished jobs free their
    GPUs) until every workload is admitted. Reports admitted jobs per second of cycle time.
 
+`--huge`: only the 100,352-GPU size of issue 56 (12,544 nodes, 49 times the 2,048-GPU
+scenario: 73,500 running, 10,000 pending), per policy the CPU time of the first cycle with a
+fresh cache (a start) and the median of the warm ones after it; writes bench_sched_huge.json.
+
 Prints a table and writes benchmarks/results/bench_sched.json.
 """
 
@@ -184,6 +188,56 @@ def time_cycles(state: ClusterState, now_t_s: float, config: SchedulerConfig, re
     }
 
 
+HUGE_SCALE = 49  # 49 x 2,048 = 100,352 GPUs, 12,544 nodes, 73,500 running
+
+
+def first_and_warm(state: ClusterState, now_t_s: float, config: SchedulerConfig, warm: int) -> dict:
+    """CPU ms of the first cycle with a fresh cache (the cycle after a start) and of `warm`
+    cycles after it (a driver's steady state)."""
+    cache = CycleCache()
+    c0 = time.process_time()
+    result = cycle(state, now_t_s, config, cache)
+    first_ms = (time.process_time() - c0) * 1e3
+    warm_ms = []
+    for _ in range(warm):
+        c0 = time.process_time()
+        cycle(state, now_t_s, config, cache)
+        warm_ms.append((time.process_time() - c0) * 1e3)
+    return {
+        "first_cpu_ms": first_ms,
+        "warm_cpu_ms": sorted(warm_ms),
+        "warm_cpu_median_ms": statistics.median(warm_ms),
+        "starts": len(result.starts),
+        "preemptions": len(result.preemptions),
+    }
+
+
+def huge(configs: dict[str, SchedulerConfig], warm: int) -> None:
+    now_t_s = 1_000_000.0
+    t0 = time.perf_counter()
+    state = scenario_state(seed=7, n_pending=10_000, now_t_s=now_t_s, scale=HUGE_SCALE)
+    build_s = time.perf_counter() - t0
+    gpus = sum(n.gpus for n in state.nodes)
+    out = {name: first_and_warm(state, now_t_s, c, warm) for name, c in configs.items()}
+    title = (
+        f"one cycle at {gpus:,} GPUs ({len(state.nodes):,} nodes), "
+        f"{len(state.running):,} running, {len(state.pending):,} pending: CPU ms"
+    )
+    table = Table(title=title)
+    for col in ("config", "first (cold)", "warm median", "warm all", "starts", "preempts"):
+        table.add_column(col, justify="left" if col == "config" else "right")
+    for name, r in out.items():
+        table.add_row(
+            name, f"{r['first_cpu_ms']:.0f}", f"{r['warm_cpu_median_ms']:.0f}",
+            ", ".join(f"{x:.0f}" for x in r["warm_cpu_ms"]), str(r["starts"]),
+            str(r["preemptions"]),
+        )  # fmt: skip
+    Console(width=130).print(table)
+    path = RESULTS.with_name("bench_sched_huge.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"gpus": gpus, "build_s": build_s, "by_config": out}, indent=2))
+
+
 def kueue_shaped_throughput(n_workloads: int, seed: int) -> dict:
     """5 cohorts x 6 queues on the 2,048-GPU cluster; workloads of 1-4 GPUs, 1-5 min long."""
     rng = random.Random(seed)
@@ -239,6 +293,7 @@ def kueue_shaped_throughput(n_workloads: int, seed: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller scenario 2")
+    parser.add_argument("--huge", action="store_true", help="only 100,352 GPUs (issue 56)")
     args = parser.parse_args()
     now_t_s = 1_000_000.0
     repeats = 5 if args.quick else 11
@@ -250,6 +305,9 @@ def main() -> None:
         "fairshare+conservative+preempt": SchedulerConfig(backfill="conservative"),
         "las (time slicing)": SchedulerConfig.of(ordering="las", backfill="none", preemption="las"),
     }
+    if args.huge:
+        huge(configs, warm=3)
+        return
     by_size: dict[str, dict[str, dict]] = {}
     for scale in (1, 8):
         state = scenario_state(seed=7, n_pending=10_000, now_t_s=now_t_s, scale=scale)
