@@ -70,6 +70,7 @@ LAS_R2 = (
     ("time_slice_by", "attained"),
     ("starved_unsliced_s", 0.0),
     ("starving_slices", False),
+    ("starvation_limit_s", 7 * 86_400.0),  # las's default until issue 56 (14 days since)
 )
 # the round before this one: attained service on 1, 8 and 64 GPU-hours, 16 searches a queue,
 # a 6-hour hold
@@ -78,6 +79,7 @@ LAS_R3 = (
     ("time_slice_by", "attained"),
     ("starved_unsliced_s", 0.0),
     ("starving_slices", False),
+    ("starvation_limit_s", 7 * 86_400.0),
 )
 POLICIES: dict[str, tuple[str, tuple[tuple[str, Any], ...]]] = {
     "easy": ("easy", ()),
