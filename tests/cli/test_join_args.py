@@ -156,12 +156,15 @@ def test_bad_scheduler_knobs_stop_up_before_it_starts(
     assert message in one_line(capsys.readouterr().err)
 
 
+LAS_S = 2 * WEEK_S  # time slicing's own starvation limit (sched.config.TIME_SLICING_DEFAULTS)
+
+
 @pytest.mark.parametrize(
     ("flags", "searches_per_queue", "hold_s", "starvation_limit_s"),
     [
-        (["--policy", "las", "--backfill", "none", "--preemption", "las"], 16, 6 * 3600.0, WEEK_S),
-        (["--preemption", "las", "--victim-searches-per-queue", "2"], 2, 6 * 3600.0, WEEK_S),
-        (["--preemption", "las", "--no-starving-slices"], 16, 6 * 3600.0, WEEK_S),
+        (["--policy", "las", "--backfill", "none", "--preemption", "las"], 16, 6 * 3600.0, LAS_S),
+        (["--preemption", "las", "--victim-searches-per-queue", "2"], 2, 6 * 3600.0, LAS_S),
+        (["--preemption", "las", "--no-starving-slices"], 16, 6 * 3600.0, LAS_S),
         (["--preemption", "las", "--starvation-limit", "5-00:00:00"], 16, 6 * 3600.0, 5 * DAY_S),
         (["--policy", "fairshare", "--backfill", "none"], 1, DAY_S, WEEK_S),
         (["--policy", "fairshare", "--starvation-limit", "none"], 1, DAY_S, math.inf),

@@ -176,29 +176,23 @@ print(json.dumps({"open": len(socks), "refused": refused, "closed": len(closed)}
 """
 
 
-@contextmanager
-def descriptors(tmp: Path, limit: int) -> Iterator[None]:
-    """A server started meanwhile has ``limit`` descriptors, soft and hard: its Python is
-    started through a shell that lowers them (this process could not raise its own hard
-    limit back)."""
+def descriptors(tmp: Path, limit: int) -> str:
+    """A Python that starts with ``limit`` descriptors, soft and hard: a shell that lowers
+    them, then runs this interpreter (this process could not raise its own hard limit back)."""
     wrapper = tmp / "python-nofile"
     wrapper.write_text(f"#!/bin/sh\nulimit -S -n {limit} && ulimit -H -n {limit} && "
                        f'exec {shlex.quote(sys.executable)} "$@"\n')  # fmt: skip
     wrapper.chmod(0o755)
-    saved, sys.executable = sys.executable, str(wrapper)
-    try:
-        yield
-    finally:
-        sys.executable = saved
+    return str(wrapper)
 
 
 @contextmanager
 def edge_server(site: Site, tmp: Path, nofile: int, *flags: str) -> Iterator[ServerProcess]:
     state = tmp / "state"
     state.mkdir()
-    server = ServerProcess(state, gpus=0, spool_dir=site.scratch / tmp.name, extra=flags)
-    with descriptors(tmp, nofile):
-        server.start(timeout_s=120)
+    server = ServerProcess(state, gpus=0, spool_dir=site.scratch / tmp.name, extra=flags,
+                           python=descriptors(tmp, nofile))  # fmt: skip
+    server.start(timeout_s=120)
     try:
         yield server
     finally:
