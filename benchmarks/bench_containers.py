@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.exec.container_image import imported_image
 
 from railyard.exec import LaunchSpec, LocalExecutor
-from railyard.exec.container import ContainerSpec, Mount
+from railyard.exec.containers.container import ContainerSpec, Mount
 
 RESULTS = Path(__file__).parent / "results" / "bench_containers.json"
 TARGET_ADDED_S = 1.0

@@ -12,7 +12,7 @@ Figures, on a real ``railyard up`` (SQLite, loopback):
 
 With ``--ray``, the first two again with the job on a Ray node that is not the server's (a
 local Ray cluster of one joined machine, ``tests/multinode``): the bytes go through the node
-agent's relay (`exec.relay`), one more TCP hop and a Ray call to open it.
+agent's relay (`exec.terminals.relay`), one more TCP hop and a Ray call to open it.
 
 Run: ``python benchmarks/bench_interactive.py [--runs 20] [--keys 300] [--sessions 50]
 [--ray]``; prints a table and writes ``benchmarks/results/bench_interactive.json``.

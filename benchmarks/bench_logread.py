@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import time_runs
 
 from railyard.exec.logread import LogSource, read_chunk
-from railyard.exec.outputs import record_outputs
+from railyard.exec.task.outputs import record_outputs
 
 RESULTS = Path(__file__).parent / "results"
 CHUNK_BYTES = 1 << 20

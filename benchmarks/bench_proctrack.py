@@ -18,8 +18,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from railyard.exec import devices, proctrack
-from railyard.exec.proctrack import Tracking
+from railyard.exec.cgroups import devices, proctrack
+from railyard.exec.cgroups.proctrack import Tracking
 
 RESULTS = Path(__file__).parent / "results" / "bench_proctrack.json"
 

@@ -53,7 +53,7 @@ def _kernel_log() -> bool:
 
 def _tracking_group() -> bool:
     """A cgroup this account may make a job step's tracking group in (root, or delegation)."""
-    from railyard.exec import proctrack
+    from railyard.exec.cgroups import proctrack
 
     return proctrack.choose().kind != "subreaper"
 

@@ -139,8 +139,8 @@ def test_the_dashboard_reads_through_use_cases_only(module: str) -> None:
 # one by name and speaks the protocol alone, so adding one changes nothing in control.
 CONCRETE_BACKENDS = {
     "railyard.exec.localbackend", "railyard.exec.local",  # the embedded backend
-    "railyard.exec.raybackend", "railyard.exec.rayexec", "railyard.exec.rayagent",
-    "railyard.exec.rayauth",  # Ray's
+    "railyard.exec.ray.raybackend", "railyard.exec.ray.rayexec", "railyard.exec.ray.rayagent",
+    "railyard.exec.ray.rayauth",  # Ray's
 }  # fmt: skip
 
 
@@ -288,3 +288,51 @@ def test_no_import_circle_anywhere() -> None:
         if module not in order:
             visit(module)
     assert not circles, circles
+
+
+# exec/ by trade (issue 54): the executor's core (the protocol, the local executor, its
+# backends, exits and logs) at the top, each trade in a room of its own. A room's imports of
+# another exec room are listed here; Ray, on top, is imported by nobody (the backend registry
+# names it by a string, imported only when chosen).
+EXEC = SRC / "exec"
+EXEC_ROOMS = {"cgroups", "containers", "terminals", "task", "ray"}
+EXEC_MAY_IMPORT = {
+    "cgroups": {"core"},  # the kernel's side: nothing above it
+    "containers": {"core", "cgroups", "task"},
+    "terminals": {"core", "task"},
+    "task": {"core", "cgroups", "containers", "terminals"},  # the wrapper runs each trade
+    "core": {"cgroups", "containers", "terminals", "task"},
+    "ray": {"core", "cgroups", "containers", "terminals", "task"},
+}
+
+
+def _exec_room(path: Path) -> str:
+    first = path.relative_to(EXEC).parts[0]
+    return first if first in EXEC_ROOMS else "core"
+
+
+@pytest.mark.parametrize("room", sorted(EXEC_MAY_IMPORT))
+def test_exec_rooms_import_what_their_trade_needs(room: str) -> None:
+    files = [p for p in sorted(EXEC.rglob("*.py")) if _exec_room(p) == room]
+    assert files
+    for path in files:
+        for name in _imported_modules(path):
+            parts = name.split(".")
+            if parts[:2] != ["railyard", "exec"] or len(parts) < 3:
+                continue
+            target = parts[2] if parts[2] in EXEC_ROOMS else "core"
+            if target == room:
+                continue
+            assert target in EXEC_MAY_IMPORT[room], f"{path.relative_to(SRC)} imports {name}"
+
+
+def test_exec_keeps_its_trades_in_rooms_each_with_a_one_line_docstring() -> None:
+    """The core stays small: a new module goes in its trade's room."""
+    top = {p.stem for p in EXEC.glob("*.py")}
+    core = {"__init__", "protocol", "errors", "backend", "local", "localbackend", "cleanup",
+            "exits", "exitwatch", "jobstate", "logread", "procfs", "usage", "attempt"}  # fmt: skip
+    assert top <= core, top - core
+    for room in EXEC_ROOMS:
+        doc = ast.get_docstring(ast.parse((EXEC / room / "__init__.py").read_text()))
+        assert doc is not None, room
+        assert len(doc.splitlines()) == 1, room

@@ -17,8 +17,8 @@ from railyard.control.schemas import JobSubmit
 from railyard.control.store.database import Store, sqlite_url
 from railyard.control.store.tables import Counter, JobRow, NodeRow, QueueMember, QueueRow, User
 from railyard.control.usecases import jobs
-from railyard.exec.identity import Account
 from railyard.exec.local import LocalExecutor
+from railyard.exec.task.identity import Account
 from railyard.sched import SchedulerConfig
 
 NODE = "node0"

@@ -20,7 +20,7 @@ from railyard.control.errors import Invalid
 from railyard.control.schemas import JobSubmit
 from railyard.control.store.convert import SCHED_COLUMNS, to_job
 from railyard.control.store.tables import JobRow, NodeRow
-from railyard.exec.identity import Account
+from railyard.exec.task.identity import Account
 
 DUMP = (
     "import json, os, sys; d = sys.argv[1]; "

@@ -139,7 +139,7 @@ def test_pull_then_run_the_limit_from_ready_and_the_next_job_where_the_image_is(
 def test_a_bare_script_s_container_steps_may_mount_its_queue_s_prefixes(
     store: Store, tmp_path: Path
 ) -> None:
-    """`srun --container-image` in a bare batch script (exec.stepd) keeps to the prefixes of
+    """`srun --container-image` in a bare batch script (exec.task.stepd) keeps to the prefixes of
     the job's queue when it starts; a command job gets none, a container job its own."""
     loop, engine, executor = _world(store, tmp_path)
     specs: dict[str, LaunchSpec] = {}

@@ -13,8 +13,8 @@ import pytest
 from exec_helpers import NODE, MakeExecutor, logs, spec, wait_for, wait_report
 
 from railyard.exec import LaunchSpec, Outcome
-from railyard.exec.launch import NodeAlloc
-from railyard.exec.srun import SrunError, parse, plan
+from railyard.exec.task.launch import NodeAlloc
+from railyard.exec.task.srun import SrunError, parse, plan
 
 DUMP = (
     "import json, os, sys; d = sys.argv[1]; "

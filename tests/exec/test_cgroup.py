@@ -13,8 +13,8 @@ from pathlib import Path
 from exec_helpers import MakeExecutor, logs, py, spec, wait_report
 
 from railyard.exec import Outcome
-from railyard.exec.cgroup import CGROUP_ROOT, Limits, prepare, unavailable
-from railyard.exec.proctrack import step_name
+from railyard.exec.cgroups.cgroup import CGROUP_ROOT, Limits, prepare, unavailable
+from railyard.exec.cgroups.proctrack import step_name
 
 
 def fake_root(tmp_path: Path, controllers: str = "cpuset cpu io memory pids") -> Path:

@@ -3,7 +3,8 @@
 Two jobs end before one poll. The step of the first left a container record behind (its
 launcher's list of step containers, as `srun --container-image` writes it), so its cleanup
 runs ``podman rm``; here a runtime that hangs past its timeout on the first call, then works
-(a real executable, named by `exec.container.PODMAN`). Or its cgroup's removal raises once (a
+(a real executable, named by `exec.containers.container.PODMAN`). Or its cgroup's removal
+raises once (a
 race with another remover). Either way the poll reports both jobs at once, while the cleanup
 is still under way; each is reported once, and the cleanup is tried again until it is done.
 """
@@ -17,11 +18,11 @@ from pathlib import Path
 import pytest
 from exec_helpers import MakeExecutor, py, spec, wait_for
 
-import railyard.exec.cgroup as cgroup
-import railyard.exec.container as container
+import railyard.exec.cgroups.cgroup as cgroup
+import railyard.exec.containers.container as container
 from railyard.exec import LocalExecutor
 from railyard.exec.protocol import JobHandle
-from railyard.exec.steps import names_path
+from railyard.exec.task.steps import names_path
 
 HANGING_PODMAN = """#!/bin/sh
 echo "$*" >> {calls}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from exec_helpers import spec
 
-from railyard.exec.container import (
+from railyard.exec.containers.container import (
     ContainerSpec,
     ContainerTask,
     Mount,
@@ -19,8 +19,8 @@ from railyard.exec.container import (
     run_args,
     under,
 )
-from railyard.exec.containerlaunch import container_task
-from railyard.exec.identity import Account
+from railyard.exec.containers.containerlaunch import container_task
+from railyard.exec.task.identity import Account
 
 
 def test_the_command_line_drops_every_privilege_and_shares_the_hosts_namespaces() -> None:
@@ -117,7 +117,7 @@ def test_a_prefix_holds_only_the_paths_below_it(path: str, prefix: str, inside: 
 def test_the_wrappers_pull_timeout_is_the_schedulers_pull_limit() -> None:
     """A pull longer than the scheduler lets a time limit wait must fail first, so no job runs
     uncounted; the wrapper keeps its own copy (it does not import the scheduler)."""
-    from railyard.exec.containerrun import PULL_TIMEOUT_S
+    from railyard.exec.containers.containerrun import PULL_TIMEOUT_S
     from railyard.sched.model import PULL_LIMIT_S
 
     assert PULL_TIMEOUT_S == PULL_LIMIT_S

@@ -10,8 +10,8 @@ import tarfile
 
 import pytest
 
-from railyard.exec.archives import ArchiveError, rename_archive
-from railyard.exec.container import (
+from railyard.exec.containers.archives import ArchiveError, rename_archive
+from railyard.exec.containers.container import (
     Mount,
     image_problem,
     may_pull,

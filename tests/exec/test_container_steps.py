@@ -1,5 +1,5 @@
 """``srun --container-image`` in a bare batch script (Pyxis's srun options): each step's tasks
-run in the image through the batch step's root launcher (railyard.exec.stepd), as the job's
+run in the image through the batch step's root launcher (railyard.exec.task.stepd), as the job's
 user, with srun's step variables, its output and its exit code; a bare step after still
 works; a mount outside the queue's prefixes and a peer outside the job are refused; cancel
 leaves no container. Real Podman, the image of tests/exec/container_image.py."""
@@ -29,9 +29,10 @@ from tests.integration.tenants import (
 )
 from tests.parts import needs
 
-from railyard.exec import LaunchSpec, LocalExecutor, Outcome, jobfiles
-from railyard.exec.proctrack import step_name
-from railyard.exec.steps import socket_path
+from railyard.exec import LaunchSpec, LocalExecutor, Outcome
+from railyard.exec.cgroups.proctrack import step_name
+from railyard.exec.task import jobfiles
+from railyard.exec.task.steps import socket_path
 
 pytestmark = [needs("podman"), *NEEDS_ROOT]
 
@@ -51,7 +52,7 @@ def srun_for_users(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[
     shim = Path(tempfile.mkdtemp(prefix="railyard-py-")) / "python"
     run = (
         "import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv[0] = 'srun'; "
-        "runpy.run_module('railyard.exec.srun', run_name='__main__', alter_sys=True)"
+        "runpy.run_module('railyard.exec.task.srun', run_name='__main__', alter_sys=True)"
     )
     shim.write_text(f'#!/bin/sh\nshift 3\nexec /usr/bin/python3 -I -c "{run}" {SRC} "$@"\n')
     shim.chmod(0o755)

@@ -18,8 +18,8 @@ from tests.integration.tenants import NEEDS_ROOT, scratch_dir, unix_accounts
 from tests.parts import needs
 
 from railyard.exec import ExitReport, LocalExecutor, Outcome
-from railyard.exec.container import ContainerSpec, Mount, container_name
-from railyard.exec.proctrack import step_name
+from railyard.exec.cgroups.proctrack import step_name
+from railyard.exec.containers.container import ContainerSpec, Mount, container_name
 
 pytestmark = [needs("podman"), *NEEDS_ROOT]
 

@@ -1,4 +1,5 @@
-"""GPU confinement on cgroup v2 hosts: the eBPF device program of :mod:`railyard.exec.devfilter`.
+"""GPU confinement on cgroup v2 hosts: the eBPF device program of
+:mod:`railyard.exec.cgroups.devfilter`.
 
 The program is checked twice: by a small interpreter of the few instructions it uses (so its
 logic is pinned on any machine), and by this kernel, which runs it when a process in a
@@ -22,10 +23,11 @@ from pathlib import Path
 import pytest
 from exec_helpers import MakeExecutor, logs, py, spec, wait_report
 
-from railyard.exec import Outcome, devfilter, proctrack
-from railyard.exec.containment import Containment
-from railyard.exec.devices import NVIDIA_MAJOR, choose
-from railyard.exec.proctrack import Tracking
+from railyard.exec import Outcome
+from railyard.exec.cgroups import devfilter, proctrack
+from railyard.exec.cgroups.containment import Containment
+from railyard.exec.cgroups.devices import NVIDIA_MAJOR, choose
+from railyard.exec.cgroups.proctrack import Tracking
 
 CHAR, BLOCK = 2, 1
 

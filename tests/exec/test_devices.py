@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from railyard.exec.devices import Confinement, char_majors, choose, deny_rules
+from railyard.exec.cgroups.devices import Confinement, char_majors, choose, deny_rules
 from railyard.probe import gpu_minors
 
 PROC_DEVICES = """Character devices:

@@ -11,8 +11,9 @@ import pytest
 from exec_helpers import NODE, MakeExecutor, logs, py, spec, wait_report
 
 from railyard.exec import ExecutorError, Outcome
-from railyard.exec.identity import JOB_UMASK, Account, login_path
-from railyard.exec.launch import (
+from railyard.exec.protocol import Output
+from railyard.exec.task.identity import JOB_UMASK, Account, login_path
+from railyard.exec.task.launch import (
     allocation,
     batch_env,
     decode_allocation,
@@ -22,7 +23,6 @@ from railyard.exec.launch import (
     task_layout,
     tasks_per_node,
 )
-from railyard.exec.protocol import Output
 
 DUMP_ENV = (
     "import json, os, sys; "

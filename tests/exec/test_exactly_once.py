@@ -38,7 +38,7 @@ def wrapper(exit_file: Path, *command: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "railyard.exec.wrapper",
+        "railyard.exec.task.wrapper",
         "--exit-file",
         str(exit_file),
         "--",

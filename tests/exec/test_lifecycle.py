@@ -10,8 +10,8 @@ from exec_helpers import MakeExecutor, py, spec, wait_for, wait_report
 from tests.parts import needs
 
 from railyard.exec import ExecutorError, Outcome
-from railyard.exec.exitfile import read_exit
 from railyard.exec.procfs import group_members
+from railyard.exec.task.exitfile import read_exit
 
 RANK0_FAILS = (
     "import os, sys, time\n"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from railyard.exec.logread import LogRefused, LogSource, read_chunk
-from railyard.exec.outputs import outputs_record_path
-from railyard.exec.taskfile import Task
+from railyard.exec.task.outputs import outputs_record_path
+from railyard.exec.task.taskfile import Task
 
 
 def run_wrapper(tmp_path: Path, task: Task, *command: str) -> subprocess.CompletedProcess[str]:
@@ -20,7 +20,7 @@ def run_wrapper(tmp_path: Path, task: Task, *command: str) -> subprocess.Complet
     task_file = tmp_path / "task.json"
     task.write(task_file)
     exit_file = tmp_path / "rank-0.restart-0.exit.json"
-    argv = [sys.executable, "-I", "-m", "railyard.exec.wrapper", "--exit-file", str(exit_file),
+    argv = [sys.executable, "-I", "-m", "railyard.exec.task.wrapper", "--exit-file", str(exit_file),
             "--task-file", str(task_file), "--", *command]  # fmt: skip
     return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import socket
 
-from railyard.exec.launch import _ephemeral_low, free_port
+from railyard.exec.task.launch import _ephemeral_low, free_port
 
 
 def test_a_free_port_is_below_the_ephemeral_range_and_free() -> None:

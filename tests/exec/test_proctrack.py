@@ -21,10 +21,11 @@ from pathlib import Path
 import pytest
 from exec_helpers import MakeExecutor, logs, py, spec, wait_for, wait_report
 
-from railyard.exec import Outcome, cgroup, proctrack
-from railyard.exec.containment import Containment
-from railyard.exec.devices import Confinement
-from railyard.exec.proctrack import Tracking, choose
+from railyard.exec import Outcome
+from railyard.exec.cgroups import cgroup, proctrack
+from railyard.exec.cgroups.containment import Containment
+from railyard.exec.cgroups.devices import Confinement
+from railyard.exec.cgroups.proctrack import Tracking, choose
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make cgroups")
 

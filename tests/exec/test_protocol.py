@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from railyard.exec import JobHandle, LaunchSpec, Outcome, WorkerHandle
-from railyard.exec.exitfile import RankExit
 from railyard.exec.jobstate import JobState, RankState, decide
+from railyard.exec.task.exitfile import RankExit
 
 
 def worker(rank: int) -> WorkerHandle:

@@ -9,8 +9,8 @@ import logging
 import pytest
 
 from railyard.exec.backend import Machine
-from railyard.exec.raybackend import admits, joined_nodes
-from railyard.exec.rayexec import ray_nodes
+from railyard.exec.ray.raybackend import admits, joined_nodes
+from railyard.exec.ray.rayexec import ray_nodes
 from railyard.sched import Node
 
 

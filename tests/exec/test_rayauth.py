@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from railyard.exec.rayauth import TokenError, find_token, make_token, token_file
+from railyard.exec.ray.rayauth import TokenError, find_token, make_token, token_file
 
 
 def test_the_variable_then_the_path_then_home(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from railyard.exec.raydirs import RayDirError, ensure_private_dir, is_private, ray_base
+from railyard.exec.ray.raydirs import RayDirError, ensure_private_dir, is_private, ray_base
 
 NOBODY = 65534
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chowns to another account")

@@ -1,4 +1,5 @@
-"""The node agent's one-shot relay (`exec.relay`), on loopback without Ray: the secret first,
+"""The node agent's one-shot relay (`exec.terminals.relay`), on loopback without Ray: the secret
+first,
 then a byte stream both ways; a wrong secret, a short one, a late or second connection get no
 byte and close the job's side; either side's end ends both. The same relay over a real Ray
 node's agent is in ``tests/multinode/test_ray_interactive.py``."""
@@ -10,7 +11,7 @@ import time
 
 import pytest
 
-from railyard.exec.relay import SECRET_BYTES, Relays, dial
+from railyard.exec.terminals.relay import SECRET_BYTES, Relays, dial
 
 
 def pair() -> tuple[socket.socket, socket.socket]:

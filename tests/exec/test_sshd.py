@@ -1,4 +1,5 @@
-"""`exec.sshd`: the rank's environment as sshd's ``SetEnv`` and the command a connection runs
+"""`exec.terminals.sshd`: the rank's environment as sshd's ``SetEnv`` and the command a connection
+runs
 (the whole path, through a real sshd, is `tests/security/test_ssh_jobs.py`)."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ import subprocess
 
 from tests.parts import needs
 
-from railyard.exec import sshd
+from railyard.exec.terminals import sshd
 
 
 def test_set_env_quotes_each_variable_and_leaves_out_what_it_cannot_carry() -> None:

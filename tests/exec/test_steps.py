@@ -1,5 +1,5 @@
 """The request of an ``srun --container-image`` step and the rules its launcher applies
-(railyard.exec.steps), without Podman: what srun reads, what is refused, what a task gets."""
+(railyard.exec.task.steps), without Podman: what srun reads, what is refused, what a task gets."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import socket
 
 import pytest
 
-from railyard.exec.container import ContainerTask, Mount
-from railyard.exec.srun import SrunError, parse
-from railyard.exec.steps import (
+from railyard.exec.containers.container import ContainerTask, Mount
+from railyard.exec.task.srun import SrunError, parse
+from railyard.exec.task.steps import (
     StepLauncher,
     StepRequest,
     read_request,

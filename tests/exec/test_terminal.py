@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from railyard.client import frames
-from railyard.exec import terminal
-from railyard.exec.launch import wrapped_command
-from railyard.exec.taskfile import Task
+from railyard.exec.task.launch import wrapped_command
+from railyard.exec.task.taskfile import Task
+from railyard.exec.terminals import terminal
 
 ENV = {"PATH": "/usr/bin:/bin", "TERM": "xterm", "HOME": "/tmp"}
 
@@ -113,9 +113,9 @@ def test_output_before_the_client_and_a_lost_client_ends_the_task(tmp_path: Path
 def test_attach_refuses_a_step_whose_processes_are_not_tracked(tmp_path: Path) -> None:
     """Where no cgroup holds the step (the subreaper fallback), a shell started beside it
     would outlive a cancel: attach says so instead of starting one."""
-    from railyard.exec import attach
     from railyard.exec.protocol import ExecutorError
-    from railyard.exec.taskfile import rank_task_path
+    from railyard.exec.task.taskfile import rank_task_path
+    from railyard.exec.terminals import attach
 
     rank_task = rank_task_path(tmp_path, 0, 0)
     Task(env=ENV, cwd="/tmp", subreaper=True).write(rank_task)

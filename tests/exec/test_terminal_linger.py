@@ -9,7 +9,7 @@ import signal
 import threading
 from pathlib import Path
 
-from railyard.exec import terminal
+from railyard.exec.terminals import terminal
 
 LINGER_S = 30.0
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from railyard.exec.exitfile import RankExit, read_exit
+from railyard.exec.task.exitfile import RankExit, read_exit
 
 
 def wrap(exit_file: Path, *command: str) -> int:
-    argv = [sys.executable, "-m", "railyard.exec.wrapper", "--exit-file", str(exit_file), "--"]
+    argv = [sys.executable, "-m", "railyard.exec.task.wrapper", "--exit-file", str(exit_file), "--"]
     run = subprocess.run([*argv, *command], check=False, timeout=60, start_new_session=True)
     return run.returncode
 
@@ -42,7 +42,9 @@ def test_wrapper_survives_group_signals_to_record_them(tmp_path: Path) -> None:
 
 def test_usage_error() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "railyard.exec.wrapper", "cmd"], capture_output=True, check=False
+        [sys.executable, "-m", "railyard.exec.task.wrapper", "cmd"],
+        capture_output=True,
+        check=False,
     )
     assert result.returncode != 0
     assert b"usage" in result.stderr

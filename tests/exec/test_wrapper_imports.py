@@ -1,4 +1,4 @@
-"""Every rank of every job starts a fresh interpreter for :mod:`railyard.exec.wrapper`, so what
+"""Every rank of every job starts a fresh interpreter for :mod:`railyard.exec.task.wrapper`, so what
 it imports is paid once per launch: it must not pull in the executor, the probe or the store,
 and a bare rank none of what only interactive, container or step tasks use (73 -> 45 ms to
 import it on this machine, 10 ms of that the interpreter's own start)."""
@@ -9,16 +9,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-from railyard.exec.identity import Account
-from railyard.exec.taskfile import Task
+from railyard.exec.task.identity import Account
+from railyard.exec.task.taskfile import Task
 
-HEAVY = ("railyard.exec.local", "railyard.probe", "railyard.exec.launch", "sqlalchemy")
+HEAVY = ("railyard.exec.local", "railyard.probe", "railyard.exec.task.launch", "sqlalchemy")
 # a bare rank's wrapper needs none of these: terminals, containers, srun steps, the executor
 # protocol (only raised from), and the stdlib parts only those or rare paths use
 BARE_RANK_SKIPS = (
-    "railyard.exec.interactive", "railyard.exec.terminal", "railyard.client.frames",
-    "railyard.exec.containerrun", "railyard.exec.container", "railyard.exec.stepd",
-    "railyard.exec.steps", "railyard.exec.protocol", "subprocess", "socket", "hashlib",
+    "railyard.exec.terminals.interactive", "railyard.exec.terminals.terminal",
+    "railyard.client.frames", "railyard.exec.containers.containerrun",
+    "railyard.exec.containers.container", "railyard.exec.task.stepd",
+    "railyard.exec.task.steps", "railyard.exec.protocol", "subprocess", "socket", "hashlib",
     "ctypes", "typing",
 )  # fmt: skip
 
@@ -30,7 +31,7 @@ def _loaded(code: str) -> list[str]:
 
 
 def test_the_wrapper_imports_neither_the_executor_nor_the_probe() -> None:
-    loaded = _loaded("import sys, railyard.exec.wrapper; print(' '.join(sorted(sys.modules)))")
+    loaded = _loaded("import sys, railyard.exec.task.wrapper; print(' '.join(sorted(sys.modules)))")
     assert [m for m in HEAVY if m in loaded] == []
 
 
@@ -40,7 +41,7 @@ def test_a_bare_rank_reads_its_task_without_the_container_terminal_or_step_modul
     task = tmp_path / "rank-0.task.json"
     Task(env={"A": "1"}, cwd="/", account=Account.current(), cgroups=("/x",)).write(task)
     code = (
-        "import sys, railyard.exec.wrapper as w; from pathlib import Path; "
+        "import sys, railyard.exec.task.wrapper as w; from pathlib import Path; "
         f"t = w.Task.read(Path({str(task)!r})); assert t.env == {{'A': '1'}}; "
         "print(' '.join(sorted(sys.modules)))"
     )

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from railyard.exec.launch import free_port as launch_free_port
+from railyard.exec.task.launch import free_port as launch_free_port
 from tests.waiting import load_factor, scaled
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from railyard.exec import delegation, proctrack
+from railyard.exec.cgroups import delegation, proctrack
 from tests.integration.server_proc import ServerProcess
 
 

@@ -19,7 +19,7 @@ require("ray")
 import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from railyard.exec.rayagent import GPUS_RESOURCE, NODE_RESOURCE  # noqa: E402
+from railyard.exec.ray.rayagent import GPUS_RESOURCE, NODE_RESOURCE  # noqa: E402
 
 NODES = ("n1", "n2", "n3")
 ADD_TRIES = 3

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from railyard.exec import proctrack
+from railyard.exec.cgroups import proctrack
 from railyard.exec.exits import NODE_FAIL_SIGNAL, exit_of
 from railyard.exec.protocol import ExitReport, Outcome
-from railyard.exec.rayexec import RayExecutor, merge, ray_nodes
+from railyard.exec.ray.rayexec import RayExecutor, merge, ray_nodes
 from railyard.sched.lifecycle import ExitKind
 from tests.exec.exec_helpers import py, spec
 from tests.multinode.conftest import LocalRay

@@ -1,7 +1,7 @@
 """Interactive work on a Ray node (issue 23): a real ``railyard up --ray`` over a local Ray
 cluster whose one joined machine ``n1`` is not the server's (the server's machine is Ray's
 head, no railyard node), so every job runs there, and its terminal, shells and web app are
-reached through ``n1``'s node agent (`exec.relay`), with the checks made on the node.
+reached through ``n1``'s node agent (`exec.terminals.relay`), with the checks made on the node.
 
 ``railyard run`` streams output and input and returns the exit code; a ``--pty`` shell echoes
 a command through the WebSocket; ``railyard attach`` and ``ssh job-N``'s ``sshd -i`` start on
@@ -28,9 +28,9 @@ import pytest
 
 from railyard.client import frames
 from railyard.client.client import Client
-from railyard.exec.jobsocket import JobSocket, SocketUnreachable
-from railyard.exec.rayagent import NAMESPACE, NODE_RESOURCE, PIN, agent_name, remote_agent_class
-from railyard.exec.rayexec import RayExecutor
+from railyard.exec.ray.rayagent import NAMESPACE, NODE_RESOURCE, PIN, agent_name, remote_agent_class
+from railyard.exec.ray.rayexec import RayExecutor
+from railyard.exec.terminals.jobsocket import JobSocket, SocketUnreachable
 from tests.integration.server_proc import ServerProcess
 from tests.multinode.conftest import LocalRay
 from tests.parts import needs
@@ -205,7 +205,7 @@ def test_the_relay_gives_nothing_without_its_secret(server: ServerProcess, tmp_p
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection((opened.host, opened.port), timeout=10)
 
-        from railyard.exec.relay import dial
+        from railyard.exec.terminals.relay import dial
 
         right = dial(ray.get(agent.relay.remote(target), timeout=60))
         job_side, _ = listener.accept()

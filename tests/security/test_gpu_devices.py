@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from railyard.exec import devices
-from railyard.exec.containment import Containment
+from railyard.exec.cgroups import devices
+from railyard.exec.cgroups.containment import Containment
 from tests.integration.tenants import NEEDS_ROOT, Site, finished, submit
 
 pytestmark = [

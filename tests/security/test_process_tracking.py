@@ -12,8 +12,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from railyard.exec import proctrack
-from railyard.exec.containment import Containment
+from railyard.exec.cgroups import proctrack
+from railyard.exec.cgroups.containment import Containment
 from tests.integration.tenants import NEEDS_ROOT, Site, finished, job, submit, wait
 
 pytestmark = NEEDS_ROOT

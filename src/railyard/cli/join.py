@@ -1,7 +1,7 @@
 """``railyard join``: this machine joins the cluster's Ray cluster as a railyard node.
 
 It wraps ``ray start`` with the custom resources the control plane reads (its railyard name,
-GPU count and flavor; :mod:`railyard.exec.rayagent`), so node agents can be pinned to it.
+GPU count and flavor; :mod:`railyard.exec.ray.rayagent`), so node agents can be pinned to it.
 Ray does not manage the GPUs (``--num-gpus 0``): railyard places jobs and sets
 ``CUDA_VISIBLE_DEVICES`` itself. ``ray stop`` leaves; the node then goes down and its jobs
 are requeued.
@@ -12,7 +12,7 @@ GCS and raylet ports listen on every interface whatever address it advertises. `
 makes the token when there is none; a worker without it is refused before ``ray start``.
 
 Ray's temp and session directories are 0777 (Ray makes them so): they go inside a 0700
-directory of root's (:mod:`railyard.exec.raydirs`), made or checked before ``ray start``, so
+directory of root's (:mod:`railyard.exec.ray.raydirs`), made or checked before ``ray start``, so
 no other account can plant a link where Ray, as root, writes its logs.
 """
 
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from railyard.cli.args import Parser, fail
 from railyard.cli.configfile import Configured, config_flag
-from railyard.exec.rayauth import (
+from railyard.exec.ray.rayauth import (
     MODE_ENV,
     TOKEN_ENV,
     TOKEN_HINT,
@@ -42,7 +42,7 @@ from railyard.exec.rayauth import (
     probe,
     token_file,
 )
-from railyard.exec.raydirs import (
+from railyard.exec.ray.raydirs import (
     RAY_TMPDIR_ENV,
     RayDirError,
     ensure_private_dir,
@@ -61,7 +61,7 @@ def join(args: argparse.Namespace) -> int:
     ~/.ray/auth_token) when there is none; copy it to each worker before it joins.
     """
     from railyard.blueprint.local import catalogue_name
-    from railyard.exec.rayagent import FLAVOR_RESOURCE, GPUS_RESOURCE, NODE_RESOURCE
+    from railyard.exec.ray.rayagent import FLAVOR_RESOURCE, GPUS_RESOURCE, NODE_RESOURCE
     from railyard.probe import detect_gpus
 
     if (args.address is None) == (not args.head):

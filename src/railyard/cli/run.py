@@ -2,7 +2,8 @@
 
 Makes an interactive job (the options are submit's), waits for it to start as srun does
 ("queued and waiting for resources", with the reason), then joins this terminal to the job's
-first task through the control plane (:mod:`railyard.exec.terminal`'s frames over the API's
+first task through the control plane (:mod:`railyard.exec.terminals.terminal`'s frames over the
+API's
 WebSocket): stdin, stdout and stderr, and with ``--pty`` a real terminal (raw mode here, the
 window size, Ctrl-C and Ctrl-Z as bytes the task's terminal turns into signals). Without
 ``--pty``, Ctrl-C here is forwarded as SIGINT, as srun forwards it. The exit status is the
@@ -56,7 +57,7 @@ def _which(program: str) -> str | None:
 
 def alloc_script(command: str) -> str:
     """The allocation's script: the shell (``command``) with srun as the bash function the
-    executor exports (``exec.launch.srun_function``), which /bin/sh drops from the environment
+    executor exports (``exec.task.launch.srun_function``), which /bin/sh drops from the environment
     (its name is no shell name); a function comes before PATH, so a .bashrc that sets PATH
     outright still reaches the job's srun."""
     function = '"BASH_FUNC_srun%%=() {  \\"$RAILYARD_SRUN\\" \\"\\$@\\"\n}"'
@@ -67,8 +68,8 @@ def alloc_script(command: str) -> str:
 
 
 POLL_S = 0.25
-IN_ALLOCATION = "RAILYARD_ALLOCATION"  # set by the executor in a batch step (exec.launch)
-JOB_SRUN = "RAILYARD_SRUN"  # the job's srun, by path (exec.launch.SRUN_VAR)
+IN_ALLOCATION = "RAILYARD_ALLOCATION"  # set by the executor in a batch step (exec.task.launch)
+JOB_SRUN = "RAILYARD_SRUN"  # the job's srun, by path (exec.task.launch.SRUN_VAR)
 FIRST_POLL_S = 0.01
 
 

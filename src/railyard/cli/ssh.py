@@ -5,7 +5,7 @@ plane.
 ``ssh-config`` prints an OpenSSH ``Host job-*`` block to append to ``~/.ssh/config`` (or give
 with ``ssh -F``). Its ``ProxyCommand`` is ``railyard proxy %h``: the connection goes over the
 API's WebSocket (your token; only a job's owner gets through) to ``sshd -i`` started inside
-the job as you (`exec.sshd`), which checks your own key. ``job-N`` is rank 0 of job N,
+the job as you (`exec.terminals.sshd`), which checks your own key. ``job-N`` is rank 0 of job N,
 ``job-N.R`` rank R.
 """
 
@@ -19,7 +19,7 @@ import sys
 from railyard.cli.args import Command, Parser, connect, fail
 
 HOST = re.compile(r"^job-(?P<job>[0-9]+(?:_[0-9]+)?)(?:\.(?P<rank>[0-9]{1,7}))?$")
-ALIAS = "railyard-jobs"  # one host key per user, for every job (exec.sshd)
+ALIAS = "railyard-jobs"  # one host key per user, for every job (exec.terminals.sshd)
 
 
 def ssh_config(args: argparse.Namespace) -> int:

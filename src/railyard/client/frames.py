@@ -1,5 +1,5 @@
 """The frames of an interactive job's terminal (``railyard run``): the client's vocabulary,
-which the server side (:mod:`railyard.exec.terminal`, the API's WebSocket) speaks too.
+which the server side (:mod:`railyard.exec.terminals.terminal`, the API's WebSocket) speaks too.
 
 One type byte, a 4-byte big-endian length, the payload. To the task: ``i`` stdin bytes, ``e``
 end of stdin, ``w`` window size (rows, columns: two 16-bit numbers), ``s`` a signal's name.

@@ -1,6 +1,6 @@
 """The API's container fields (Pyxis's ``--container-*`` options): a job's request, and the
 prefixes a queue lets its jobs mount. Kept apart from :mod:`railyard.control.schemas` so each
-file stays small; the runtime's side is :mod:`railyard.exec.container`."""
+file stays small; the runtime's side is :mod:`railyard.exec.containers.container`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from railyard.control.store.limits import EnvName, Workdir
-from railyard.exec.container import image_problem, parse_mounts
+from railyard.exec.containers.container import image_problem, parse_mounts
 
 MAX_MOUNTS = 64
 MAX_IMAGE = 1024

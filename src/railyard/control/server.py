@@ -89,7 +89,7 @@ from railyard.exec.backend import (
     OpensSockets,
     backend_kind,
 )
-from railyard.exec.nccl import nccl_env
+from railyard.exec.task.nccl import nccl_env
 from railyard.health.expect import group_expectation
 from railyard.inventory import scheduler_nodes, this_machine
 from railyard.probe import detect_gpus, read_gpus, resolve_gpus

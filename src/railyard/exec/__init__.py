@@ -3,7 +3,7 @@
 :mod:`railyard.exec.protocol` is the contract every executor honours (stdlib only);
 :class:`LocalExecutor` runs jobs on this machine.
 
-Every rank of every job starts :mod:`railyard.exec.wrapper`, a fresh interpreter that imports
+Every rank of every job starts :mod:`railyard.exec.task.wrapper`, a fresh interpreter that imports
 this package first: so every name here is imported on first use (PEP 562), not up front, and
 a wrapper pays only for the few modules it needs (about 60 ms less per launch); even
 ``typing`` is left out (``TYPE_CHECKING = False``, which mypy reads as typing's).
@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from typing import Any
 
     from railyard.exec.local import LocalExecutor
-    from railyard.exec.nccl import nccl_env
     from railyard.exec.protocol import (
         Executor,
         ExecutorError,
@@ -28,13 +27,14 @@ if TYPE_CHECKING:
         Outcome,
         WorkerHandle,
     )
+    from railyard.exec.task.nccl import nccl_env
     from railyard.probe import GpuInfo, detect_gpus, resolve_gpus
 
 _PROTOCOL = ("Executor", "ExecutorError", "ExitReport", "JobHandle", "LaunchSpec", "Outcome")
 _LAZY = {
     **dict.fromkeys((*_PROTOCOL, "WorkerHandle"), "railyard.exec.protocol"),
     "LocalExecutor": "railyard.exec.local",
-    "nccl_env": "railyard.exec.nccl",
+    "nccl_env": "railyard.exec.task.nccl",
     "GpuInfo": "railyard.probe",
     "detect_gpus": "railyard.probe",
     "resolve_gpus": "railyard.probe",

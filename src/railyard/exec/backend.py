@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from railyard.exec.jobsocket import SocketOpener
 from railyard.exec.logread import LogSource
 from railyard.exec.protocol import Executor
+from railyard.exec.terminals.jobsocket import SocketOpener
 from railyard.sched import Node
 
 # (node, source, offset, limit) -> (bytes from offset, file size), None: no file yet;
@@ -98,7 +98,7 @@ class OpensSockets(Protocol):
 
     @property
     def socket_opener(self) -> SocketOpener:
-        """Connects to a job's socket on the machine it is on (`exec.jobsocket`)."""
+        """Connects to a job's socket on the machine it is on (`exec.terminals.jobsocket`)."""
         ...
 
 
@@ -124,7 +124,7 @@ class BackendKind(Protocol):
 # name -> "module:attribute" of a BackendKind, imported when chosen; or the kind itself
 _REGISTRY: dict[str, str | BackendKind] = {
     "local": "railyard.exec.localbackend:KIND",
-    "ray": "railyard.exec.raybackend:KIND",
+    "ray": "railyard.exec.ray.raybackend:KIND",
 }
 
 

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from railyard.exec.container import PODMAN, remove_containers
-from railyard.exec.containment import Containment
-from railyard.exec.steps import leftovers
+from railyard.exec.cgroups.containment import Containment
+from railyard.exec.containers.container import PODMAN, remove_containers
+from railyard.exec.task.steps import leftovers
 
 log = logging.getLogger("railyard.exec")
 RM_TIMEOUT_S = 60.0  # one `podman rm` of a step's containers

@@ -1,5 +1,5 @@
 """The executor's one error type, in a module of its own: every rank's wrapper may raise it
-(`exec.identity`) without importing the executor protocol at each start-up."""
+(`exec.task.identity`) without importing the executor protocol at each start-up."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ import subprocess
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from railyard.exec.exitfile import UNKNOWN, RankExit
 from railyard.exec.protocol import ExitReport, JobHandle, Outcome, WorkerHandle
+from railyard.exec.task.exitfile import UNKNOWN, RankExit
 
 
 class Stage(IntEnum):

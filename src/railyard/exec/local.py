@@ -1,10 +1,10 @@
 """``LocalExecutor``: this machine as one node, each rank a process group of its own.
 
 Each process of a job (every task of a command job, or the one batch step of a script) runs
-under :mod:`railyard.exec.wrapper` in a new session (``start_new_session``), so one ``killpg``
+under :mod:`railyard.exec.task.wrapper` in a new session (``start_new_session``), so one ``killpg``
 reaches it and everything it spawned (a batch script's ``srun`` tasks included). The wrapper
 runs the command as the job's Unix account with the job's environment (never this
-process's), inside the step's cgroups (:mod:`railyard.exec.containment`): every process it
+process's), inside the step's cgroups (:mod:`railyard.exec.cgroups.containment`): every process it
 starts, however it detaches, is killed when the step ends (cancel, time limit, preemption,
 requeue, a rank's exit), and reaches only the job's GPUs' device files.
 Our own children are reaped with ``waitpid``; ranks adopted after a restart are not our
@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from railyard.exec import cgroup, jobfiles, procfs, proctrack, terminal
+from railyard.exec import procfs
 from railyard.exec import usage as procusage
 from railyard.exec.attempt import (
     Claim,
@@ -43,24 +43,14 @@ from railyard.exec.attempt import (
     ready_marker_path,
     start_marker_path,
 )
+from railyard.exec.cgroups import cgroup, proctrack
+from railyard.exec.cgroups.containment import Containment, StepGroups
 from railyard.exec.cleanup import Cleaner, Leftovers
-from railyard.exec.container import ContainerTask, container_name
-from railyard.exec.containerlaunch import container_task, step_launcher
-from railyard.exec.containment import Containment, StepGroups
-from railyard.exec.exitfile import NOTED_SIGNALS
+from railyard.exec.containers.container import ContainerTask, container_name
+from railyard.exec.containers.containerlaunch import container_task, step_launcher
 from railyard.exec.exitwatch import SUPPORTED as CAN_WATCH_EXITS
 from railyard.exec.exitwatch import ExitWatcher
-from railyard.exec.identity import Account, resolve
 from railyard.exec.jobstate import JobState, RankState, Stage
-from railyard.exec.launch import (
-    WRAPPER_ENV,
-    RankSlot,
-    job_allocation,
-    process_env,
-    rank_layout,
-    wrapped_command,
-)
-from railyard.exec.outputs import time_limit_cue_path
 from railyard.exec.protocol import (
     Executor,
     ExecutorError,
@@ -71,7 +61,19 @@ from railyard.exec.protocol import (
     SaysTimeLimits,
     WorkerHandle,
 )
-from railyard.exec.rankexit import (
+from railyard.exec.task import jobfiles
+from railyard.exec.task.exitfile import NOTED_SIGNALS
+from railyard.exec.task.identity import Account, resolve
+from railyard.exec.task.launch import (
+    WRAPPER_ENV,
+    RankSlot,
+    job_allocation,
+    process_env,
+    rank_layout,
+    wrapped_command,
+)
+from railyard.exec.task.outputs import time_limit_cue_path
+from railyard.exec.task.rankexit import (
     claimant,
     exit_of,
     launch_port,
@@ -79,8 +81,9 @@ from railyard.exec.rankexit import (
     report,
     write_handle,
 )
-from railyard.exec.steps import StepLauncher
-from railyard.exec.taskfile import Task, rank_task_path
+from railyard.exec.task.steps import StepLauncher
+from railyard.exec.task.taskfile import Task, rank_task_path
+from railyard.exec.terminals import terminal
 from railyard.probe import gpu_minors, resolve_gpus
 
 log = logging.getLogger("railyard.exec")
@@ -123,7 +126,7 @@ class LocalExecutor:
     ) -> None:
         """``one_node_of_many``: this executor runs this node's share of jobs placed on many
         (the ranks placed here, wired to ``LaunchSpec.master_addr``/``master_port``), as a
-        node agent of :mod:`railyard.exec.rayexec` does; else it runs whole jobs here.
+        node agent of :mod:`railyard.exec.ray.rayexec` does; else it runs whole jobs here.
         ``containment``: how steps are tracked and confined (chosen here when None)."""
         self.node_name = node_name
         self.one_node_of_many = one_node_of_many

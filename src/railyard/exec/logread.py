@@ -7,7 +7,8 @@ wrapper does before it runs the job) and opens the path with ``O_NOFOLLOW|O_NONB
 descriptor comes back over a Unix socket (``SCM_RIGHTS``), so the kernel checked the access as
 the user. The parent then refuses anything but a regular file, and any file the job's own
 wrapper did not create: the wrapper records the (device, inode) of the files it wrote the
-job's output to (:mod:`railyard.exec.outputs`), and only those are read. Each read is one bounded
+job's output to (:mod:`railyard.exec.task.outputs`), and only those are read. Each read is one
+bounded
 ``pread``, so a FIFO or a ``/proc`` file can never hang or loop the server. When this process
 already is the job's account (single-user mode) nothing is forked.
 """
@@ -23,7 +24,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from railyard.exec.identity import Account
+from railyard.exec.task.identity import Account
 
 OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 OPEN_TIMEOUT_S = 10.0  # a path on a hung file system: the reader gives up, the server goes on

@@ -14,9 +14,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from railyard.exec.container import ContainerSpec
+from railyard.exec.containers.container import ContainerSpec
 from railyard.exec.errors import ExecutorError as ExecutorError
-from railyard.exec.identity import JOB_UMASK
+from railyard.exec.task.identity import JOB_UMASK
 
 DEFAULT_PREEMPT_SIGNAL = "SIGUSR1"
 
@@ -52,12 +52,12 @@ class LaunchSpec:
     ``placement`` maps node name to the GPU indices given to the job there (its first node
     first). A command job runs ``ntasks_per_node`` tasks per node (default: one per GPU there),
     each seeing all the job's GPUs of its node; a ``batch`` job runs ``command`` once on the
-    first node and its ``srun`` starts the tasks (see :mod:`railyard.exec.launch`).
+    first node and its ``srun`` starts the tasks (see :mod:`railyard.exec.task.launch`).
 
     Environment: ``env`` is the user's exported environment (with ``login_env`` the Unix
     account's login environment comes first, as for ``--export=NONE``); ``job_env`` holds the
     control plane's job variables (``SLURM_JOB_ID``...); ``nccl_env`` is derived by the caller
-    from the blueprint (see :func:`railyard.exec.nccl.nccl_env`). ``user`` is the Unix account
+    from the blueprint (see :func:`railyard.exec.task.nccl.nccl_env`). ``user`` is the Unix account
     the processes run as (None: the executor's own). ``log_dir`` belongs to the executor
     (records, spool logs); ``checkpoint_dir`` and ``steps_dir`` to the user; ``script`` is
     written to ``script_path`` for the user before a batch job starts.
@@ -100,7 +100,8 @@ class LaunchSpec:
     master_addr: str | None = None
     master_port: int | None = None
     # An interactive job (`railyard run`): rank 0's stdio is a terminal ("pty") or pipes
-    # ("pipes") relayed through a socket (railyard.exec.terminal), ended when no client has
+    # ("pipes") relayed through a socket (railyard.exec.terminals.terminal), ended when no client
+    # has
     # been connected for `terminal_linger_s`.
     terminal: str = ""
     terminal_linger_s: float = 30.0
@@ -108,7 +109,7 @@ class LaunchSpec:
     # (`control.usecases.apps`), made before it starts.
     app_dir: Path | None = None
     # A containerised job (`--container-image`): every process runs in this image
-    # (railyard.exec.container), with its mounts checked against `container_allowed`, the
+    # (railyard.exec.containers.container), with its mounts checked against `container_allowed`, the
     # prefixes its queue allowed at submit.
     container: ContainerSpec | None = None
     container_allowed: tuple[str, ...] = ()

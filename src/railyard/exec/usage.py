@@ -1,5 +1,5 @@
 """What a job's processes use on this node, read from ``/proc``: CPU time and resident
-memory, summed over the step's tracked processes (`exec.proctrack`).
+memory, summed over the step's tracked processes (`exec.cgroups.proctrack`).
 
 CPU time is ``utime + stime + cutime + cstime`` (fields 14-17 of ``/proc/<pid>/stat``, in
 clock ticks): a process's own time and that of the children it reaped, so a short-lived

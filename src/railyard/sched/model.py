@@ -61,7 +61,7 @@ class TopologyMode(StrEnum):
 
 PULL_LIMIT_S = 3600.0
 """The longest an image may take to reach a job's nodes (the wrapper gives up pulling then:
-`exec.containerrun.PULL_TIMEOUT_S`); its time limit starts then at the latest."""
+`exec.containers.containerrun.PULL_TIMEOUT_S`); its time limit starts then at the latest."""
 
 
 class PriorityClass(IntEnum):

@@ -3,9 +3,9 @@ through the dashboard, to the job's owner alone, HTTP and WebSockets.
 
 Who: the dashboard's session cookie (`web.session`), as every page; the owner only, an
 admin too gets "no job" (`control.usecases.apps`), and a WebSocket's ``Origin`` must be this
-server (a page elsewhere cannot open one with the user's cookie). Where: `exec.appsocket`
+server (a page elsewhere cannot open one with the user's cookie). Where: `exec.terminals.appsocket`
 connects and checks that the job's account answers, before a byte is sent, on the machine the
-app runs on (`exec.jobsocket`: here, or a Ray node through its agent's relay). What: the
+app runs on (`exec.terminals.jobsocket`: here, or a Ray node through its agent's relay). What: the
 request as it came, less railyard's own cookies and any ``Authorization`` (the app never sees
 the user's session or token), with ``Connection: close``; the answer as it comes, less any
 ``Set-Cookie`` of railyard's names, ``Service-Worker-Allowed`` (a worker's scope stays the
@@ -35,8 +35,8 @@ from websockets.exceptions import WebSocketException
 from railyard.client.bounds import MAX_REQUEST_BYTES
 from railyard.control.errors import NotFound, ServiceError
 from railyard.control.usecases.apps import app_target
-from railyard.exec import jobsocket
-from railyard.exec.jobsocket import JobSocket, SocketUnreachable
+from railyard.exec.terminals import jobsocket
+from railyard.exec.terminals.jobsocket import JobSocket, SocketUnreachable
 from railyard.web.login import LOGIN_PATH
 from railyard.web.page import esc, page
 from railyard.web.session import viewer

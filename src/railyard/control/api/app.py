@@ -55,7 +55,7 @@ from railyard.control.usecases.logs import read_log as read_log
 from railyard.control.usecases.loopstatus import LoopHealth, loop_status
 from railyard.control.usecases.sizebounds import DEFAULT_LIMITS, SiteLimits
 from railyard.control.usecases.whatif import Simulate
-from railyard.exec.jobsocket import SocketOpener
+from railyard.exec.terminals.jobsocket import SocketOpener
 
 if TYPE_CHECKING:
     from railyard.control.loop.sweeps import AcrossChecks

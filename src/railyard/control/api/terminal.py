@@ -1,15 +1,15 @@
 """``/v1/jobs/{id}/terminal``: an interactive job's terminal over a WebSocket (``railyard run``);
 ``/v1/jobs/{id}/attach?rank=R``: a new shell in a running job's rank (``railyard attach``);
 ``/v1/jobs/{id}/ssh?rank=R``: an SSH connection to ``sshd -i`` there (``railyard proxy``,
-`exec.sshd`).
+`exec.terminals.sshd`).
 
 The bearer token comes in the upgrade request, as every route's. Refusals come after the
 accept, as one JSON text message ``{"status", "detail"}`` and a close code of 4000 plus the
 HTTP status the same refusal gets elsewhere (a browser cannot read an upgrade's refusal).
 Then the bridge: the client's frames go to the wrapper's socket (only input, window size and
-the signals :mod:`railyard.exec.terminal` allows), the wrapper's bytes come back as binary
+the signals :mod:`railyard.exec.terminals.terminal` allows), the wrapper's bytes come back as binary
 messages, until either side ends. The socket is where the job runs: this machine, or a Ray
-node, through its agent's relay (`exec.jobsocket`)."""
+node, through its agent's relay (`exec.terminals.jobsocket`)."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ from railyard.control.errors import ServiceError
 from railyard.control.store.tables import User
 from railyard.control.usecases.activity import Activity
 from railyard.control.usecases.terminal import attach_target, terminal_socket
-from railyard.exec import jobsocket
-from railyard.exec.jobsocket import JobSocket, SocketUnreachable
+from railyard.exec.terminals import jobsocket
+from railyard.exec.terminals.jobsocket import JobSocket, SocketUnreachable
 
 router = APIRouter(tags=["jobs"])
 CLOSE_BASE = 4000
@@ -85,7 +85,7 @@ def _attached_target(
     ctx: Context, authorization: str, job_id: str, rank: int, pty: bool, ssh: bool = False
 ) -> JobSocket:
     """A new shell (or with ``ssh`` an ``sshd -i``) in the rank's step, as its user, started
-    on the rank's machine when it is connected to (`exec.jobsocket`)."""
+    on the rank's machine when it is connected to (`exec.terminals.jobsocket`)."""
     user = _caller(ctx, authorization)
     assert ctx.state_dir is not None
     with ctx.store.session() as session:

@@ -5,7 +5,7 @@ Compared with sbatch/srun 22.05 on Debian 12 (``benchmarks/slurm/compare_env.py`
 variables about the job (``SLURM_JOB_ID``, ``SLURM_JOB_NAME``, ``SLURM_SUBMIT_DIR``,
 ``SLURM_ARRAY_*``...) are set here; the ones about the allocation and each task
 (``SLURM_JOB_NODELIST``, ``SLURM_NTASKS``, ``SLURM_PROCID``...) by the executor, which knows
-the layout (:mod:`railyard.exec.launch`).
+the layout (:mod:`railyard.exec.task.launch`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from railyard.client.values import PRIORITY_CLASSES, array_stats
 from railyard.control.store.paths import checkpoint_dir, logs_dir, script_path, steps_dir
 from railyard.control.store.tables import JobRow
 from railyard.control.usecases.apps import app_dir, app_launch_env
-from railyard.exec.container import ContainerSpec
-from railyard.exec.identity import JOB_UMASK
+from railyard.exec.containers.container import ContainerSpec
 from railyard.exec.protocol import LaunchSpec, Output
+from railyard.exec.task.identity import JOB_UMASK
 
 
 def launch_spec(

@@ -5,7 +5,7 @@ Run as root, railyard is **multi-user**: each job runs as its user's Unix accoun
 submitter. Run as anyone else it is **single-user**: it can only start processes as itself, so
 it accepts only jobs of users mapped to its own account and refuses the others at submit, with
 a one-line error, instead of running them under the wrong identity. The executor checks again
-at launch (:func:`railyard.exec.identity.resolve`).
+at launch (:func:`railyard.exec.task.identity.resolve`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pwd
 from dataclasses import dataclass
 
 from railyard.control.errors import Forbidden, Invalid
-from railyard.exec.identity import Account
+from railyard.exec.task.identity import Account
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class RunAs:
     multi_user: bool
     unreachable_spool: str | None = None  # why job users cannot reach the spool, if they cannot
     # the registries containers may pull from (`railyard up --container-registry`); none: the
-    # nodes' own images only (`railyard.exec.container.may_pull`)
+    # nodes' own images only (`railyard.exec.containers.container.may_pull`)
     container_registries: tuple[str, ...] = ()
 
     @classmethod

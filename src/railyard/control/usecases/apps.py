@@ -5,9 +5,10 @@ directory, which root owns, and is told in ``RAILYARD_APP_SOCKET`` to listen on 
 there (JupyterLab's ``--ServerApp.sock``); an app that can only listen on TCP gets a loopback
 port in ``RAILYARD_APP_PORT``. ``RAILYARD_APP_BASE`` is the path the dashboard serves it under
 (``/ui/jobs/N/app/``). The dashboard's proxy (`web.appproxy`) reaches it for the job's owner
-alone and first checks that whoever listens there is the job's own account (`exec.appsocket`),
+alone and first checks that whoever listens there is the job's own account
+(`exec.terminals.appsocket`),
 so a symlink the user plants, or another user's process on the port, is refused; on the
-machine the app runs on, wherever that is (`exec.jobsocket`).
+machine the app runs on, wherever that is (`exec.terminals.jobsocket`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from railyard.control.store.paths import job_dir
 from railyard.control.store.tables import JobState, User
 from railyard.control.usecases.joblookup import get_job
 from railyard.control.usecases.logs import node_of
-from railyard.exec.jobsocket import JobSocket
+from railyard.exec.terminals.jobsocket import JobSocket
 
 SOCKET_VAR = "RAILYARD_APP_SOCKET"
 PORT_VAR = "RAILYARD_APP_PORT"

@@ -5,7 +5,8 @@ An admin lists, per queue, the path prefixes its jobs may mount in their contain
 without a list takes its nearest ancestor's, and a queue with none allows no extra mount. The
 user's home and the job's working directory are always mounted (unless declined) and need no
 prefix. The check here is on the path as written; the wrapper checks again on the real path
-it opened as the user (:mod:`railyard.exec.containerrun`), so a symlink cannot lead a mount
+it opened as the user (:mod:`railyard.exec.containers.containerrun`), so a symlink cannot lead a
+mount
 out of these prefixes. The allowed prefixes are stored with the job, so a queue changed later
 does not change what an admitted job may mount.
 
@@ -32,7 +33,7 @@ from railyard.control.schemas import JobSubmit
 from railyard.control.store.bulk import once
 from railyard.control.store.tables import QueueRow
 from railyard.control.usecases.queues import parent_map, path
-from railyard.exec.container import (
+from railyard.exec.containers.container import (
     Mount,
     may_pull,
     nested_problem,

@@ -12,8 +12,8 @@ from railyard.control.store.paths import attempts_dir, log_path
 from railyard.control.store.tables import JobRow
 from railyard.exec.backend import LogReader
 from railyard.exec.logread import LogRefused, LogSource, read_chunk
-from railyard.exec.outputs import outputs_record_path
 from railyard.exec.protocol import ExecutorError
+from railyard.exec.task.outputs import outputs_record_path
 
 LOG_CHUNK_BYTES = 1 << 20
 RemoteLog = LogReader  # a backend's reader of logs on the machine a rank ran on

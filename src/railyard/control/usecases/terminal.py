@@ -4,7 +4,8 @@ running job ``railyard attach`` may open a shell in (its owner's).
 The socket lives in the job's records directory, which no user can reach; the control plane
 connects there for the owner only (an admin cannot type into another user's shell either),
 so the bearer token of the WebSocket is the whole of the access check. Each answer names the
-machine the socket is on (the rank's node in the job's handle), where `exec.jobsocket` reaches
+machine the socket is on (the rank's node in the job's handle), where `exec.terminals.jobsocket`
+reaches
 it, here or through the backend (a Ray node's agent)."""
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from railyard.control.store.paths import logs_dir
 from railyard.control.store.tables import JobRow, JobState, User
 from railyard.control.usecases.joblookup import get_job
 from railyard.control.usecases.logs import node_of, records_of
-from railyard.exec import terminal
-from railyard.exec.jobsocket import JobSocket
-from railyard.exec.taskfile import rank_task_path
+from railyard.exec.task.taskfile import rank_task_path
+from railyard.exec.terminals import terminal
+from railyard.exec.terminals.jobsocket import JobSocket
 
 WAITING = frozenset((JobState.PENDING.value, JobState.STARTING.value))
 LIVE = frozenset(s.value for s in (JobState.RUNNING, JobState.PREEMPTING, JobState.CANCELLING))

@@ -5,7 +5,8 @@ The shell is one more process of the rank's step: its task file is the rank's ow
 account, the working directory, the environment with the rank's ``SLURM_*`` and
 ``CUDA_VISIBLE_DEVICES``, and the step's cgroups, so it is tracked, confined to the job's GPUs
 and ended with the job), with a pseudo-terminal relayed through a socket of its own
-(:mod:`railyard.exec.terminal`). The rank's task file and the new one live in the job's log
+(:mod:`railyard.exec.terminals.terminal`). The rank's task file and the new one live in the
+job's log
 directory, which root owns; the socket and the exit record in the attempt's records
 directory, which no user can reach. The shell's end is its own: the job runs on.
 """
@@ -19,9 +20,9 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from railyard.exec.launch import WRAPPER_ENV, wrapped_command
 from railyard.exec.protocol import ExecutorError
-from railyard.exec.taskfile import Task
+from railyard.exec.task.launch import WRAPPER_ENV, wrapped_command
+from railyard.exec.task.taskfile import Task
 
 
 def start(
@@ -37,8 +38,9 @@ def start(
     """Start a shell in the rank's step; the socket its terminal listens on. With ``pty``
     an interactive shell on a terminal of its own; without, a shell reading commands from
     pipes, which ends at the end of its input (``echo cmd | railyard attach N``).
-    ``command`` runs something else there instead (given the rank's task: `exec.sshd`);
-    ``lossless``: its input is a byte stream (SSH's) never to be dropped (`exec.terminal`)."""
+    ``command`` runs something else there instead (given the rank's task: `exec.terminals.sshd`);
+    ``lossless``: its input is a byte stream (SSH's) never to be dropped
+    (`exec.terminals.terminal`)."""
     try:
         task = Task.read(rank_task)
     except FileNotFoundError:

@@ -6,7 +6,7 @@ logs are read on the machine a rank ran on, and interactive jobs' sockets are re
 Connecting happens before `railyard up` writes anything (:meth:`RayKind.preflight`), and
 refuses a cluster without token authentication unless the operator accepts it. The driver
 keeps its files (its core-worker log first) in the session directory of the node it joins,
-which must lie inside a directory only root can enter (:mod:`railyard.exec.raydirs`, made so
+which must lie inside a directory only root can enter (:mod:`railyard.exec.ray.raydirs`, made so
 by `railyard join`): a session another account can enter is refused (one line) and the
 driver let go, since a link planted there would have root write where its owner chose.
 """
@@ -27,12 +27,12 @@ from railyard.exec.backend import (
     Machine,
     NodeSink,
 )
-from railyard.exec.jobsocket import SocketOpener
 from railyard.exec.logread import LogSource
-from railyard.exec.rayagent import NAMESPACE
-from railyard.exec.rayauth import MODE_ENV, TOKEN_HINT, ProbeFailed, probe
-from railyard.exec.raydirs import is_private
-from railyard.exec.rayexec import RayExecutor, ray_nodes
+from railyard.exec.ray.rayagent import NAMESPACE
+from railyard.exec.ray.rayauth import MODE_ENV, TOKEN_HINT, ProbeFailed, probe
+from railyard.exec.ray.raydirs import is_private
+from railyard.exec.ray.rayexec import RayExecutor, ray_nodes
+from railyard.exec.terminals.jobsocket import SocketOpener
 from railyard.sched import Node
 
 log = logging.getLogger("railyard.ray")
@@ -159,7 +159,7 @@ def connect(address: str, insecure: bool = False) -> str:
 
     A cluster without token authentication runs code for anyone who reaches its ports, as
     the user Ray runs as: refused unless the operator accepts that (``--insecure-ray``). Its
-    GCS is asked without a token (:func:`railyard.exec.rayauth.probe`), since a client
+    GCS is asked without a token (:func:`railyard.exec.ray.rayauth.probe`), since a client
     holding one is answered either way.
     """
     try:

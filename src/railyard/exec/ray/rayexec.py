@@ -1,7 +1,7 @@
 """``RayExecutor``: many machines through Ray; railyard places, Ray only runs.
 
 The control plane connects to a Ray cluster as a driver. For each node of a placement it
-starts a node agent (:mod:`railyard.exec.rayagent`), pinned to that node, that launches the
+starts a node agent (:mod:`railyard.exec.ray.rayagent`), pinned to that node, that launches the
 ranks placed there with the local executor's contract; the first node's agent picks the
 rendezvous port, so every rank gets ``MASTER_ADDR`` = the first node's address. Signals fan
 out to every agent; a job's exit is reported when every node's share has ended, merged into
@@ -28,12 +28,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from railyard.exec.backend import Machine
+from railyard.exec.cgroups.proctrack import KILL_TIMEOUT_S
 from railyard.exec.exits import NODE_FAIL_SIGNAL
-from railyard.exec.jobsocket import JobSocket, SocketUnreachable
 from railyard.exec.logread import LogRefused
-from railyard.exec.proctrack import KILL_TIMEOUT_S
 from railyard.exec.protocol import ExecutorError, ExitReport, JobHandle, LaunchSpec, Outcome
-from railyard.exec.rayagent import (
+from railyard.exec.ray.rayagent import (
     FLAVOR_RESOURCE,
     GPUS_RESOURCE,
     NAMESPACE,
@@ -42,7 +41,8 @@ from railyard.exec.rayagent import (
     agent_name,
     remote_agent_class,
 )
-from railyard.exec.relay import Opened, dial
+from railyard.exec.terminals.jobsocket import JobSocket, SocketUnreachable
+from railyard.exec.terminals.relay import Opened, dial
 from railyard.exec.usage import NodeReading, Placements
 
 log = logging.getLogger("railyard.ray")
@@ -387,7 +387,8 @@ class RayExecutor:
 
     def open_socket(self, target: JobSocket, wait_s: float) -> socket.socket:
         """A byte stream to a job's socket on its node, through the attempt's agent there (a
-        one-shot relay, :mod:`railyard.exec.relay`): the agent connects with the checks the
+        one-shot relay, :mod:`railyard.exec.terminals.relay`): the agent connects with the checks
+        the
         control plane makes on its own machine. A terminal not listening yet is asked for
         again for ``wait_s``. Any thread may call it (the API's): it reads no executor state,
         and it finds the agent by name, never starting one, so an attempt that ended has

@@ -4,7 +4,7 @@ Cgroup v2 has no ``devices.deny`` file: the kernel asks a ``BPF_PROG_TYPE_CGROUP
 program attached to the cgroup (and its ancestors) at every open or mknod of a device file,
 and the access is refused with EPERM when any of them returns 0. This is how runc and
 systemd confine devices on v2 hosts (Ubuntu 22.04+, RHEL 9), where the v1 controller that
-:mod:`railyard.exec.devices` writes to does not exist. The program is a few instructions,
+:mod:`railyard.exec.cgroups.devices` writes to does not exist. The program is a few instructions,
 assembled here (no compiler, no libbpf): allow every device except NVIDIA GPUs (major 195)
 whose minor is not the step's, and every device of a denied major (``nvidia-caps``).
 

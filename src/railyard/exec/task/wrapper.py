@@ -1,17 +1,19 @@
-"""``python -I -m railyard.exec.wrapper --exit-file PATH [--task-file PATH] -- cmd ...``: run one
+"""``python -I -m railyard.exec.task.wrapper --exit-file PATH [--task-file PATH] -- cmd ...``: run
+one
 process of a job and record how it ended.
 
 The wrapper leads the process's group and starts the command in the same group. The executor
 signals the whole group, so the command (and its children) receive every signal directly; the
 wrapper only notes the signal and keeps waiting, so it outlives the command and can write the
 exit record. Forwarding would deliver each signal twice, so it does not forward. When the
-command ends, the wrapper writes :mod:`railyard.exec.exitfile` and ends the same way (same exit
+command ends, the wrapper writes :mod:`railyard.exec.task.exitfile` and ends the same way (same exit
 code, or the same signal), so its parent sees what a bare command would show. Only SIGKILL
 stops it from writing the record; readers then treat the exit as unknown.
 
 With a task file (:class:`Task`, written by the executor, readable only by it) the wrapper
 does what slurmstepd does between fork and exec: before the fork it joins the step's cgroups
-(:mod:`railyard.exec.proctrack` tracking, :mod:`railyard.exec.devices` confinement, limits;
+(:mod:`railyard.exec.cgroups.proctrack` tracking, :mod:`railyard.exec.cgroups.devices`
+confinement, limits;
 the wrapper is counted too, and a wrapper that cannot join runs nothing), or marks itself a
 child subreaper where no cgroup could be made and kills what the command left when it ends;
 then, in the child, it switches to the job's Unix account (supplementary groups through
@@ -32,7 +34,7 @@ directory and opens nothing after it drops privileges, and it cannot open the ou
 the user; the explicit pre-exec step does each of these in slurmstepd's order.
 
 A bare batch script's task file may name a step launcher (``steps``): the wrapper, root and in
-the step's cgroups, forks it (:mod:`railyard.exec.stepd`) before the script starts, so that
+the step's cgroups, forks it (:mod:`railyard.exec.task.stepd`) before the script starts, so that
 the script's ``srun --container-image`` can have its tasks run in an image, and kills it when
 the script ends.
 
@@ -55,16 +57,17 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
-from railyard.exec import cgroup, procfs, proctrack
+from railyard.exec import procfs
 from railyard.exec.attempt import STOOD_DOWN_EXIT, claim, read_claim, start_marker_path
-from railyard.exec.exitfile import NOTED_SIGNALS, RankExit, signal_name, write_exit
-from railyard.exec.outputs import (
+from railyard.exec.cgroups import cgroup, proctrack
+from railyard.exec.task.exitfile import NOTED_SIGNALS, RankExit, signal_name, write_exit
+from railyard.exec.task.outputs import (
     outputs_record_path,
     record_outputs,
     time_limit_cue_path,
     time_limit_line,
 )
-from railyard.exec.taskfile import Task
+from railyard.exec.task.taskfile import Task
 
 TYPE_CHECKING = False  # not typing's: importing typing would cost every rank ~5 ms
 
@@ -72,9 +75,9 @@ TYPE_CHECKING = False  # not typing's: importing typing would cost every rank ~5
 # the command's first line: what only interactive, container or step tasks need is imported
 # by those tasks alone (tests/exec/test_wrapper_imports.py keeps it so).
 if TYPE_CHECKING:
-    from railyard.exec import interactive
+    from railyard.exec.terminals import interactive
 
-USAGE = "usage: python -m railyard.exec.wrapper --exit-file PATH [--task-file PATH] -- cmd ..."
+USAGE = "usage: python -m railyard.exec.task.wrapper --exit-file PATH [--task-file PATH] -- cmd ..."
 FALLBACK_DIR = "/tmp"
 EXEC_FAILED = 127
 
@@ -130,13 +133,13 @@ def run(exit_file: Path, command: list[str], task: Task | None = None) -> int:
             record(exit_file, RankExit(EXEC_FAILED, None, tuple(received)))
             return EXEC_FAILED
         if task.terminal is not None:
-            from railyard.exec import interactive
+            from railyard.exec.terminals import interactive
 
             ends, server = interactive.open_ends(task)
         launcher = None
         if task.steps is not None:
-            from railyard.exec import stepd
-            from railyard.exec.steps import SOCKET_VAR
+            from railyard.exec.task import stepd
+            from railyard.exec.task.steps import SOCKET_VAR
 
             launcher = stepd.start(task, exec_as)
             if launcher is not None:  # srun finds it by this
@@ -248,7 +251,7 @@ def exec_as(
     ``ends``: an interactive task's terminal, taken as 0, 1, 2 after the log header."""
     refused: type[Exception] = _NeverRaised
     if task.container is not None:
-        from railyard.exec import containerrun
+        from railyard.exec.containers import containerrun
 
         refused = containerrun.Refused
     try:

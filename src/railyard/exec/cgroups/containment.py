@@ -1,9 +1,9 @@
 """A job step's cgroups as one thing: made before its processes start, ended with it.
 
 Per step (job, attempt, node) the executor makes a tracking group
-(:mod:`railyard.exec.proctrack`), a devices group confining it to its GPUs
-(:mod:`railyard.exec.devices`) and, where cgroup v2 takes them, a CPU/memory limits group
-(:mod:`railyard.exec.cgroup`, the same directory as the tracking group on a v2-only host);
+(:mod:`railyard.exec.cgroups.proctrack`), a devices group confining it to its GPUs
+(:mod:`railyard.exec.cgroups.devices`) and, where cgroup v2 takes them, a CPU/memory limits group
+(:mod:`railyard.exec.cgroups.cgroup`, the same directory as the tracking group on a v2-only host);
 the wrapper joins them all before it runs anything as the user. The names are derived from
 the step, never stored, so an executor that adopts a step after a restart ends it the same
 way.
@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from railyard.exec import cgroup, devices, proctrack
+from railyard.exec.cgroups import cgroup, devices, proctrack
 
 PARENT = proctrack.PARENT
 STALE_AFTER_S = 600.0  # an empty step group this old is no start in flight
@@ -72,7 +72,7 @@ class Containment:
         """Make the step's groups; an OSError leaves nothing half made. ``container``: the
         step's processes run in containers, whose runtime makes their groups below these and
         confines their devices itself (:meth:`devices.Confinement.make`); ``container_steps``:
-        its processes run bare, and ``srun`` may start containers below (`exec.stepd`)."""
+        its processes run bare, and ``srun`` may start containers below (`exec.task.stepd`)."""
         made: list[Path] = []
         try:
             group = self.tracking.make(step)

@@ -20,14 +20,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from railyard.client.printable import printable
-from railyard.exec.identity import Account
-from railyard.exec.launch import RankSlot, expand_pattern
 from railyard.exec.protocol import LaunchSpec
+from railyard.exec.task.identity import Account
+from railyard.exec.task.launch import RankSlot, expand_pattern
 
 TRAVERSE_MODE = 0o711
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
-SRUN_MODULE = "railyard.exec.srun"
+SRUN_MODULE = "railyard.exec.task.srun"
 
 
 def make_dirs(path: Path, mode: int = TRAVERSE_MODE) -> None:
@@ -91,7 +91,7 @@ def open_spool_log(path: Path, account: Account) -> int:
 
 
 def install_srun(bin_dir: Path) -> Path:
-    """A tiny ``srun`` for a batch script's PATH; it runs :mod:`railyard.exec.srun` with this
+    """A tiny ``srun`` for a batch script's PATH; it runs :mod:`railyard.exec.task.srun` with this
     interpreter (which the job's user must be able to execute: install railyard where job
     users can read it)."""
     make_dirs(bin_dir)

@@ -4,7 +4,7 @@ One detached, named actor per (job, attempt, node) (`railyard-<job>-<attempt>-<n
 pinned by the node's own custom resource (`railyard_node:<name>`, which `railyard join`
 declares), so it can only run there. It holds a `LocalExecutor` scoped to its node, so the
 ranks placed there start exactly as local ranks do: the job's Unix account, the launch
-contract of :mod:`railyard.exec.launch` (wired to the first node's address and port), start
+contract of :mod:`railyard.exec.task.launch` (wired to the first node's address and port), start
 markers so a rank runs at most once, exit records, process groups for signals. Detached: the
 agent outlives the control plane's driver, so a restarted control plane finds it by name and
 adopts what runs.
@@ -12,7 +12,8 @@ adopts what runs.
 It also opens one-shot relays to a job's sockets on its node (`relay`): the terminal of
 ``railyard run``, a shell or ``sshd -i`` of ``railyard attach`` and ``ssh job-N``, a web app,
 checked here exactly as the control plane checks them on its own machine
-(:mod:`railyard.exec.jobsocket`, :mod:`railyard.exec.relay`). An agent belongs to one attempt
+(:mod:`railyard.exec.terminals.jobsocket`, :mod:`railyard.exec.terminals.relay`). An agent
+belongs to one attempt
 and is killed when its end is reported, so its relays end with the job.
 """
 
@@ -23,12 +24,17 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from railyard.exec.jobsocket import CONNECT_WAIT_S, JobSocket, SocketUnreachable, connect_here
-from railyard.exec.launch import free_port
 from railyard.exec.local import LocalExecutor
 from railyard.exec.logread import LogRefused, LogSource, read_chunk
 from railyard.exec.protocol import ExecutorError, ExitReport, JobHandle, LaunchSpec
-from railyard.exec.relay import Opened, Relays
+from railyard.exec.task.launch import free_port
+from railyard.exec.terminals.jobsocket import (
+    CONNECT_WAIT_S,
+    JobSocket,
+    SocketUnreachable,
+    connect_here,
+)
+from railyard.exec.terminals.relay import Opened, Relays
 from railyard.exec.usage import NodeReading
 from railyard.probe import read_gpus
 

@@ -1,16 +1,16 @@
 """``srun`` inside a railyard batch script: launch the tasks of the job's allocation.
 
 A batch script runs once, on the job's first node, as under sbatch; its PATH starts with a
-tiny ``srun`` (:func:`railyard.exec.jobfiles.install_srun`) that runs this module. It reads the
+tiny ``srun`` (:func:`railyard.exec.task.jobfiles.install_srun`) that runs this module. It reads the
 allocation the executor exported (``RAILYARD_ALLOCATION``), starts one process per task with
-the same variables a command job's tasks get (:func:`railyard.exec.launch.task_env`: Slurm's
+the same variables a command job's tasks get (:func:`railyard.exec.task.launch.task_env`: Slurm's
 ``SLURM_PROCID``/``SLURM_LOCALID``/``SLURM_NODEID``/``SLURM_STEP_*`` and torchrun's), waits for
 all of them, and exits 0 or with the code of the first task that failed (128+N for signal
 N). So ``srun python train.py`` starts a DDP job, and with ``--ntasks-per-node=1``
 ``srun torchrun --nnodes $SLURM_NNODES --nproc-per-node 8 train.py`` starts one torchrun per
 node. ``--gpus=[TYPE:]N``, ``--gres=gpu[:TYPE]:N``, ``--gpus-per-node`` and ``--gpus-per-task``
 give the step that many of the allocation's GPUs, different from those of the job's other
-steps running at the time (:mod:`railyard.exec.stepgpus`); without them a step sees all of
+steps running at the time (:mod:`railyard.exec.task.stepgpus`); without them a step sees all of
 the job's GPUs on its nodes.
 
 Differences from Slurm's srun, on purpose: when a task fails, the others are terminated
@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from railyard.exec import stepgpus
-from railyard.exec.launch import (
+from railyard.exec.task import stepgpus
+from railyard.exec.task.launch import (
     ALLOCATION_VAR,
     BATCH_SHELL_SIGNAL_VAR,
     STEPS_DIR_VAR,
@@ -53,7 +53,7 @@ from railyard.exec.launch import (
     task_env,
     task_layout,
 )
-from railyard.exec.steps import SOCKET_VAR, StepRequest, send_request
+from railyard.exec.task.steps import SOCKET_VAR, StepRequest, send_request
 
 USAGE_ERROR = 2
 NOTED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
@@ -300,7 +300,7 @@ def note_signals(forward: Callable[[int], None] | None = None) -> None:
 
 def launch_in_image(step: Step, environ: dict[str, str], master_addr: str,
                     options: dict[str, str]) -> int:  # fmt: skip
-    """Ask the node's step launcher (root: `exec.stepd`) to run the step's tasks in the image,
+    """Ask the node's step launcher (root: `exec.task.stepd`) to run the step's tasks in the image,
     srun's stdout and stderr theirs; its answer is the step's exit status."""
     path = environ.get(SOCKET_VAR)
     if not path:

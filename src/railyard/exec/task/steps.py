@@ -1,5 +1,5 @@
 """``srun --container-image=...`` in a bare batch script: the request a step makes, and what the
-node's step launcher (:mod:`railyard.exec.stepd`) may grant it.
+node's step launcher (:mod:`railyard.exec.task.stepd`) may grant it.
 
 A batch script runs as its user, so its ``srun`` cannot start a rootful container. As Slurm's
 srun asks slurmstepd, railyard's asks the batch step's wrapper, root, which listens on a Unix
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from railyard.exec.container import (
+from railyard.exec.containers.container import (
     ContainerTask,
     Mount,
     container_name,

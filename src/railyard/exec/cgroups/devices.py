@@ -11,7 +11,7 @@ list a later allow cannot punch a hole in a wildcard deny (Linux's devices contr
 removes exact exceptions).
 
 Cgroup v2 has no devices controller: there the same rule is an eBPF program attached to the
-step's tracking group (:mod:`railyard.exec.devfilter`). Where neither can be had, one line
+step's tracking group (:mod:`railyard.exec.cgroups.devfilter`). Where neither can be had, one line
 says that GPUs are not confined.
 Kernel reference: https://docs.kernel.org/admin-guide/cgroup-v1/devices.html
 """
@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from railyard.exec import cgroup, devfilter
+from railyard.exec.cgroups import cgroup, devfilter
 
 DEVICES = Path("/sys/fs/cgroup/devices")
 PROC_DEVICES = Path("/proc/devices")

@@ -30,9 +30,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from railyard.exec.archives import ArchiveError, rename_archive
 from railyard.exec.attempt import mark_ready
-from railyard.exec.container import (
+from railyard.exec.containers.archives import ArchiveError, rename_archive
+from railyard.exec.containers.container import (
     ARCHIVE_REPO,
     ARCHIVE_TRANSPORTS,
     IMAGE_CACHE,
@@ -47,7 +47,7 @@ from railyard.exec.container import (
     run_args,
     under,
 )
-from railyard.exec.identity import Account
+from railyard.exec.task.identity import Account
 
 RUNTIME_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8", "HOME": "/root"}
 CLONE_NEWNS = 0x00020000  # <sched.h>

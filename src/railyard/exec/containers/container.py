@@ -2,7 +2,7 @@
 of its processes in it.
 
 Every process of a containerised job is one ``podman run`` started by its wrapper
-(:mod:`railyard.exec.containerrun`), so the launch contract is the bare one: the same
+(:mod:`railyard.exec.containers.containerrun`), so the launch contract is the bare one: the same
 environment (``SLURM_*``, ``LOCAL_RANK``, ``CUDA_VISIBLE_DEVICES``, torchrun's variables),
 signals proxied to the task by Podman, output files opened by the wrapper as the user, the
 start marker claimed before anything runs. What the container adds, and why:

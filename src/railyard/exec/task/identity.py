@@ -3,7 +3,7 @@ environment that account gets.
 
 slurmstepd runs every task as the submitting user (uid, primary gid, supplementary groups
 from ``initgroups``), with HOME, USER, LOGNAME and SHELL of that user; railyard does the same
-(:mod:`railyard.exec.wrapper` switches in the child, between fork and exec). The login
+(:mod:`railyard.exec.task.wrapper` switches in the child, between fork and exec). The login
 environment is what ``su - USER`` gives, which is what ``sbatch --export=NONE`` hands a job
 (checked with sbatch 22.05 on Debian 12): HOME, LOGNAME, USER, SHELL, MAIL and the PATH of
 ``/etc/login.defs`` (``ENV_PATH``, or ``ENV_SUPATH`` for root).

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from railyard.exec.launch import NodeAlloc
+from railyard.exec.task.launch import NodeAlloc
 
 
 class StepGpuError(ValueError):

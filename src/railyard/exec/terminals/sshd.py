@@ -1,7 +1,8 @@
 """``ssh job-N``: an OpenSSH server for one connection, started inside a running job's rank.
 
 Nothing listens: ``railyard proxy`` (an OpenSSH ``ProxyCommand``) carries the connection over
-the control plane's WebSocket to one more process of the rank's step (`exec.attach`), which
+the control plane's WebSocket to one more process of the rank's step (`exec.terminals.attach`),
+which
 execs ``sshd -i``: inetd mode, one session on its stdin and stdout. It runs as the job's
 user, so it can log in only that user (with the user's own ``~/.ssh/authorized_keys``), and
 everything the session starts is in the job's cgroups, sees its GPUs only and ends with it,

@@ -1,8 +1,8 @@
 """A one-shot relay that brings a job's socket on a node to the control plane, for the node's
-agent (:mod:`railyard.exec.rayagent`).
+agent (:mod:`railyard.exec.ray.rayagent`).
 
 The agent has already connected to the socket on its own machine, with the checks made there
-(:func:`railyard.exec.jobsocket.connect_here`). It then listens on a fresh TCP port of its
+(:func:`railyard.exec.terminals.jobsocket.connect_here`). It then listens on a fresh TCP port of its
 node's address and hands back ``(host, port, secret)`` through Ray, which carries it to the
 control plane alone. The control plane connects and sends the secret (32 random bytes) first;
 from then on the connection is a plain byte stream to the job's socket, both ways, until

@@ -1,6 +1,6 @@
 """The task file: how the wrapper starts one process of a job (who, where, which environment,
 which output files). Written by the executor, readable only by it, read by
-:mod:`railyard.exec.wrapper`; the user's environment travels here, never through the
+:mod:`railyard.exec.task.wrapper`; the user's environment travels here, never through the
 wrapper's own environment.
 """
 
@@ -11,13 +11,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from railyard.exec.identity import JOB_UMASK, Account
+from railyard.exec.task.identity import JOB_UMASK, Account
 
 TYPE_CHECKING = False  # not typing's: importing typing would cost every rank ~5 ms
 
 if TYPE_CHECKING:  # read only for container and step tasks: a bare rank's wrapper starts faster
-    from railyard.exec.container import ContainerTask
-    from railyard.exec.steps import StepLauncher
+    from railyard.exec.containers.container import ContainerTask
+    from railyard.exec.task.steps import StepLauncher
 
 
 def rank_task_path(log_dir: Path, rank: int, restart_count: int) -> Path:
@@ -35,12 +35,14 @@ class Task:
     SIG_IGN for the command (a batch shell ignores the preempt signal meant for its tasks).
     ``cgroups``: the step's groups (tracking, devices, limits) the wrapper joins before it runs
     anything; ``subreaper``: no tracking group, the wrapper reaps and kills orphans itself.
-    ``terminal``: an interactive task's socket (:mod:`railyard.exec.terminal`), ``pty`` whether
+    ``terminal``: an interactive task's socket (:mod:`railyard.exec.terminals.terminal`), ``pty``
+    whether
     it gets a pseudo-terminal, ``linger_s`` how long it outlives a lost client; ``lossless``:
     the terminal carries a byte stream (``ssh job-N``) whose input must never be dropped, so
     the client is read only as fast as the task takes its input. ``container``: run it in
-    this image (:mod:`railyard.exec.containerrun`); ``steps``: a bare batch script's launcher
-    of ``srun --container-image`` steps (:mod:`railyard.exec.stepd`)."""
+    this image (:mod:`railyard.exec.containers.containerrun`); ``steps``: a bare batch script's
+    launcher
+    of ``srun --container-image`` steps (:mod:`railyard.exec.task.stepd`)."""
 
     env: dict[str, str]
     cwd: str
@@ -92,11 +94,11 @@ class Task:
         account = data.get("account")
         container = steps = None
         if data.get("container"):
-            from railyard.exec.container import ContainerTask
+            from railyard.exec.containers.container import ContainerTask
 
             container = ContainerTask.from_dict(data["container"])
         if data.get("steps"):
-            from railyard.exec.steps import StepLauncher
+            from railyard.exec.task.steps import StepLauncher
 
             steps = StepLauncher.from_dict(data["steps"])
         return cls(

@@ -1,5 +1,5 @@
 """The executor's half of a containerised launch: what one rank's container gets
-(:class:`~railyard.exec.container.ContainerTask`), decided from the job and the node.
+(:class:`~railyard.exec.containers.container.ContainerTask`), decided from the job and the node.
 
 The container sees the paths a bare job would use at the same places: the user's home
 (unless declined), the working directory, the job's checkpoint directory, its batch script
@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from railyard.exec.container import (
+from railyard.exec.cgroups.containment import Containment
+from railyard.exec.containers.container import (
     ContainerSpec,
     ContainerTask,
     Mount,
@@ -24,10 +25,9 @@ from railyard.exec.container import (
     rdma_devices,
     ulimit_args,
 )
-from railyard.exec.containment import Containment
-from railyard.exec.identity import Account
 from railyard.exec.protocol import ExecutorError, LaunchSpec
-from railyard.exec.steps import StepLauncher, names_path, socket_path
+from railyard.exec.task.identity import Account
+from railyard.exec.task.steps import StepLauncher, names_path, socket_path
 
 
 def container_task(
@@ -95,7 +95,7 @@ def step_launcher(
     ntasks: int,
     dev: Path = Path("/dev"),
 ) -> StepLauncher | None:
-    """What a bare batch step's ``srun --container-image`` steps may have (`exec.stepd`): the
+    """What a bare batch step's ``srun --container-image`` steps may have (`exec.task.stepd`): the
     container this job would get with ``--container-image`` (its own paths, its GPUs, its
     cgroup, its queue's prefixes), the image and home left to each step. None where no
     step can run in a container: not a bare batch script, not root, no Podman, no cgroup."""

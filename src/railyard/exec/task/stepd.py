@@ -5,19 +5,20 @@ The batch step's wrapper is root and has joined the step's cgroups when it forks
 launcher, before the script runs: so the launcher, its step handlers and every ``podman run``
 they start are the job's (cancel, time limits and ``cgroup.kill`` end them with it), and the
 containers' cgroups go below the step's (``--cgroup-parent``). It listens on a Unix socket in
-root's :data:`~railyard.exec.steps.SOCKET_DIR`, the socket file the job's user's alone (0600).
+root's :data:`~railyard.exec.task.steps.SOCKET_DIR`, the socket file the job's user's alone (0600).
 Each connection gets a handler process of its own, which
 
 1. checks the peer (``SO_PEERCRED``): the job's uid, and a process of the step's tracking
    cgroup itself (a container's processes, other jobs of the same user and other users are
    refused);
-2. reads the request (:class:`~railyard.exec.steps.StepRequest`) and srun's stdout and stderr
+2. reads the request (:class:`~railyard.exec.task.steps.StepRequest`) and srun's stdout and stderr
    descriptors (``SCM_RIGHTS``: the tasks write where a bare step's would, and root opens no
    path of the user's);
 3. refuses, in one line, what the job's own ``--container-*`` options could not have
-   (:func:`~railyard.exec.steps.request_problem`), else starts each task through the
-   wrapper's own container path (:func:`railyard.exec.wrapper.exec_as` with the task's
-   :class:`~railyard.exec.container.ContainerTask`: mounts opened as the user and kept to the
+   (:func:`~railyard.exec.task.steps.request_problem`), else starts each task through the
+   wrapper's own container path (:func:`railyard.exec.task.wrapper.exec_as` with the task's
+   :class:`~railyard.exec.containers.container.ContainerTask`: mounts opened as the user and kept
+   to the
    queue's prefixes, the job's GPUs alone, the user's uid with no new privileges);
 4. waits for the tasks as srun waits for bare ones (the first failure stops the others and is
    the step's code), passes on the signals srun received where its bare tasks would have had
@@ -39,11 +40,17 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from railyard.exec import proctrack
-from railyard.exec.container import remove_containers
-from railyard.exec.exitfile import NOTED_SIGNALS
-from railyard.exec.steps import SOCKET_DIR, StepLauncher, read_request, request_problem, step_task
-from railyard.exec.taskfile import Task
+from railyard.exec.cgroups import proctrack
+from railyard.exec.containers.container import remove_containers
+from railyard.exec.task.exitfile import NOTED_SIGNALS
+from railyard.exec.task.steps import (
+    SOCKET_DIR,
+    StepLauncher,
+    read_request,
+    request_problem,
+    step_task,
+)
+from railyard.exec.task.taskfile import Task
 
 ExecAs = Callable[[Task, list[str]], None]  # the wrapper's exec_as: never returns
 CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid

@@ -32,7 +32,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from railyard.exec import cgroup, delegation
+from railyard.exec.cgroups import cgroup, delegation
 
 CGROUP_MOUNT = Path("/sys/fs/cgroup")
 V2_CANDIDATES = (CGROUP_MOUNT, CGROUP_MOUNT / "unified")

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from railyard.exec import procfs
 from railyard.exec.attempt import read_claim, seal, start_marker_path
-from railyard.exec.exitfile import UNKNOWN, RankExit, read_exit
 from railyard.exec.jobstate import JobState, RankState, decide
-from railyard.exec.launch import free_port
 from railyard.exec.protocol import ExitReport, JobHandle, WorkerHandle
+from railyard.exec.task.exitfile import UNKNOWN, RankExit, read_exit
+from railyard.exec.task.launch import free_port
 
 
 def exit_of(rank: RankState) -> RankExit | None:

@@ -6,14 +6,15 @@ The control plane's three bridges (the terminal WebSocket, the SSH WebSocket, th
 app proxy) ask :func:`connect` for a connected socket and never care where the job is: on
 this machine the socket is reached here (:func:`connect_here`); on another machine (a Ray
 node) the backend's :data:`SocketOpener` asks that node's agent to do the very same
-:func:`connect_here` there and hands back a relayed byte stream (:mod:`railyard.exec.relay`).
+:func:`connect_here` there and hands back a relayed byte stream
+(:mod:`railyard.exec.terminals.relay`).
 So the checks are made where the socket is, by the same code: a terminal socket in the
 attempt's records directory, which root owns; an app's socket opened ``O_PATH|O_NOFOLLOW``
-and its listener checked to be the job's account (:mod:`railyard.exec.appsocket`).
+and its listener checked to be the job's account (:mod:`railyard.exec.terminals.appsocket`).
 
 Identity: whoever calls this is root (the control plane, or a node's agent); nothing here
 opens a path a user controls except through ``appsocket``'s pinning, and a shell is started
-as the job's account by the wrapper (:mod:`railyard.exec.attach`).
+as the job's account by the wrapper (:mod:`railyard.exec.terminals.attach`).
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from railyard.exec import appsocket, attach, sshd, terminal
 from railyard.exec.protocol import ExecutorError
-from railyard.exec.taskfile import Task
+from railyard.exec.task.taskfile import Task
+from railyard.exec.terminals import appsocket, attach, sshd, terminal
 
 CONNECT_WAIT_S = 10.0  # from the job's start to its wrapper's listening socket
 ATTACH_LINGER_S = 5.0  # an attached shell whose client is gone is hung up after this

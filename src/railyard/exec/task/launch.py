@@ -17,7 +17,7 @@ The contract every executor follows (local processes today, Ray nodes later):
 - **Environment.** The user's exported environment, never the executor's; identity variables
   follow the Unix account; no token ever passes (:func:`clean_user_env`).
 
-:mod:`railyard.exec.srun` uses the same functions, so a task started by ``srun`` inside a batch
+:mod:`railyard.exec.task.srun` uses the same functions, so a task started by ``srun`` inside a batch
 script and a task of a command job see the same variables.
 """
 
@@ -33,8 +33,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from railyard.exec.identity import DEFAULT_PATH, Account, identity_env, login_env
 from railyard.exec.protocol import LaunchSpec
+from railyard.exec.task.identity import DEFAULT_PATH, Account, identity_env, login_env
 from railyard.fabric.hostlist import compress
 
 ALLOCATION_VAR = "RAILYARD_ALLOCATION"  # JSON of the allocation, for srun in a batch script
@@ -450,7 +450,7 @@ WRAPPER_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}  # the wrapper's ow
 def wrapped_command(
     command: Sequence[str], exit_path: Path, task_path: Path | None = None
 ) -> list[str]:
-    """The command under :mod:`railyard.exec.wrapper`, run by this very interpreter in isolated
+    """The command under :mod:`railyard.exec.task.wrapper`, run by this very interpreter in isolated
     mode (``-I``): the wrapper may run as root, so no user variable (PYTHONPATH...) may steer
     it; the user's environment reaches only the command, through the task file."""
     task = ["--task-file", str(task_path)] if task_path is not None else []
@@ -458,7 +458,7 @@ def wrapped_command(
         sys.executable,
         "-I",
         "-m",
-        "railyard.exec.wrapper",
+        "railyard.exec.task.wrapper",
         "--exit-file",
         str(exit_path),
         *task,

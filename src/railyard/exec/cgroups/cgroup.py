@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from railyard.exec import delegation
+from railyard.exec.cgroups import delegation
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PARENT = "railyard"

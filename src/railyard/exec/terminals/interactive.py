@@ -1,6 +1,6 @@
 """The wrapper's two ends of an interactive task (``railyard run``): a pseudo-terminal or three
 pipes, made before the fork; the child takes its side, the wrapper relays the other
-(:mod:`railyard.exec.terminal`)."""
+(:mod:`railyard.exec.terminals.terminal`)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from railyard.client import frames
-from railyard.exec import terminal
-from railyard.exec.taskfile import Task
+from railyard.exec.task.taskfile import Task
+from railyard.exec.terminals import terminal
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""Containers the Pyxis way: images, archives, mounts and Podman, as the job's user."""

@@ -1,0 +1,1 @@
+"""Many machines through Ray: node agents, their token, the backend and executor."""
