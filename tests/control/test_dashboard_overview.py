@@ -52,8 +52,12 @@ def test_charts_have_axes_and_seven_days(store: Store, tmp_path: Path,
                                          tokens: dict[str, str]) -> None:  # fmt: skip
     now = time.time()
     yesterday = day_of(now) - DAY_S
+    job = submit(store, "bob", gpus=16)
     with store.session() as session:  # 16 GPUs busy for 6 hours yesterday: 25% of the day
-        record_attempts(session, [Ended("9", 0, "bob", "default", 16, yesterday + 3600,
+        session.execute(update(JobRow).where(JobRow.id == job).values(
+            state="completed", submit_t_s=yesterday, start_t_s=yesterday + 3600,
+            end_t_s=yesterday + 7 * 3600))  # fmt: skip
+        record_attempts(session, [Ended(job, 0, "bob", "default", 16, yesterday + 3600,
                                         yesterday + 7 * 3600, "completed")])  # fmt: skip
     page = login(app_for(store, tmp_path), tokens["alice"]).get("/ui/").text
     week = page.split("GPU utilization per day, last 7 days", 1)[1].split("</figure>", 1)[0]

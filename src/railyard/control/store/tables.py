@@ -371,6 +371,19 @@ class UsageDayRow(Base):
     gpu_s: Mapped[float] = mapped_column(Float, default=0.0)
 
 
+class GpuStepRow(Base):
+    """How the cluster's busy GPUs and pending jobs changed in each minute (``t_s``: the whole
+    minute a change counts from, its time rounded up), kept by the store's triggers on
+    ``jobs`` (migration 0030) as rows are written: the overview's charts sum a window's few
+    rows back from the live figures instead of reading every job that ended in it."""
+
+    __tablename__ = "gpu_steps"
+
+    t_s: Mapped[float] = mapped_column(Float, primary_key=True)
+    busy_gpus: Mapped[int] = mapped_column(Integer, default=0)
+    pending_jobs: Mapped[int] = mapped_column(Integer, default=0)
+
+
 # the jobs list sorted by priority, next to start first: a walk of this index, not a top-N
 # sort of every finished job (PostgreSQL's took 160 ms with 100,000)
 Index("ix_jobs_priority_order", JobRow.priority.desc(), JobRow.number, JobRow.array_index)

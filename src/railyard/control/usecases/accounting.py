@@ -34,6 +34,7 @@ from railyard.control.store.tables import (
     User,
 )
 from railyard.control.store.usagedays import DAY_S, day_of
+from railyard.control.usecases.history import busy_gpu_s
 from railyard.control.usecases.queues import parent_map, path
 
 PERIODS = ("total", "day", "week", "month")
@@ -216,14 +217,15 @@ def _rows(
 
 
 def daily_utilization(session: Session, days: int, now_t_s: float) -> list[tuple[float, float]]:
-    """The whole cluster's busy GPU share per UTC day over the last ``days`` (today so far):
-    totals only, so every viewer may see them (as the overview's six hours)."""
+    """The whole cluster's busy GPU share per UTC day over the last ``days`` (today so far,
+    over the part of it gone): GPUs held by jobs, from the same steps as the overview's
+    utilization line (`usecases.history`), so today's bar and "now" measure one thing;
+    totals only, so every viewer may see them."""
     cuts = periods(window_start_t_s(days, now_t_s), now_t_s, "day")
     gpus = int(session.scalar(select(func.coalesce(func.sum(NodeRow.gpus), 0))) or 0)
-    busy = dict.fromkeys((lo for lo, _ in cuts), 0.0)
-    for lo, _, _, gpu_s in _rows(session, cuts, None, now_t_s):
-        busy[lo] += gpu_s
-    return [(lo, busy[lo] / (gpus * (hi - lo)) if gpus and hi > lo else 0.0) for lo, hi in cuts]
+    held = busy_gpu_s(session, cuts, now_t_s)
+    return [(lo, min(1.0, gpu_s / (gpus * (hi - lo))) if gpus and hi > lo else 0.0)
+            for (lo, hi), gpu_s in zip(cuts, held, strict=True)]  # fmt: skip
 
 
 def window_start_t_s(days: int, now_t_s: float) -> float:
