@@ -4,6 +4,7 @@ script or style (the Content-Security-Policy forbids both): `web.assets` serves 
 from __future__ import annotations
 
 import html
+import shlex
 import time
 from collections.abc import Iterable, Sequence
 
@@ -18,6 +19,22 @@ def esc(value: object) -> str:
     :mod:`railyard.client.printable`): a page must not carry bytes a terminal would act on
     when it is saved, copied or read with curl."""
     return html.escape(printable_lines("" if value is None else str(value)), quote=True)
+
+
+_ANSI_C = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\", "'": "\\'"}
+
+
+def shell_word(arg: str) -> str:
+    """``arg`` as a shell would read it back: quoted as ``shlex`` does, or, holding a line
+    break or tab, as bash's ``$'...'`` with the escapes written out, so a command with newlines
+    reads on one line as what was run (the other control characters are `esc`'s)."""
+    if not any(c in arg for c in "\n\t\r"):
+        return shlex.quote(arg)
+    return "$'" + "".join(_ANSI_C.get(c, c) for c in arg) + "'"
+
+
+def command_text(argv: Sequence[str]) -> str:
+    return " ".join(shell_word(a) for a in argv)
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, tbody_id: str = "") -> str:

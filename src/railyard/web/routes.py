@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from sqlalchemy.orm import Session
 
 from railyard.control.errors import Forbidden, Invalid, NotFound, ServiceError
+from railyard.control.placements import readable
 from railyard.control.usecases import joblist as job_list
 from railyard.control.usecases import joblookup, jobs, jobsamples, nodes
 from railyard.control.usecases.accounting import (
@@ -55,7 +56,7 @@ from railyard.web import why as why_panel
 from railyard.web.figures import chart
 from railyard.web.headers import SecureRoute
 from railyard.web.login import LOGIN_PATH, form, refused
-from railyard.web.page import button, duration, esc, page, table
+from railyard.web.page import button, command_text, duration, esc, page, table
 from railyard.web.session import COOKIE, Viewer, cross_site, csrf_ok, drop_cookie, viewer
 from railyard.web.whatif import StartCache, twin
 
@@ -431,7 +432,7 @@ def _job_detail(job: JobDetail, who: Viewer, resources: str) -> str:
         ("restarts", f"{job.restart_count} of at most {job.max_restarts}"),
         ("run time", duration(job.run_s) if job.run_s is not None else "-"),
         ("time limit", duration(job.walltime_s) if job.walltime_s else "none"),
-        ("command", f"<code>{esc(' '.join(job.command))}</code>" if job.command is not None
+        ("command", f"<code>{esc(command_text(job.command))}</code>" if job.command is not None
          else "batch script"),
         ("environment", esc(f"{len(env)} variables exported: " + ", ".join(env[:12])
                             + (", ..." if len(env) > 12 else ""))),
@@ -439,7 +440,7 @@ def _job_detail(job: JobDetail, who: Viewer, resources: str) -> str:
     summary = table(("", ""), [[esc(k), v] for k, v in facts])
     history = table(("when", "what", ""), [[
         esc(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.t_s))), esc(e.kind),
-        esc(e.message)] for e in job.events])  # fmt: skip
+        esc(readable(e.message))] for e in job.events])  # fmt: skip
     actions = ""
     if job.interactive == "app" and job.mine and line.state == "running":
         actions = f'<a class="button" href="/ui/jobs/{esc(line.id)}/app/">Open</a> '

@@ -16,8 +16,8 @@ def render(why: Why, job_id: str) -> str:
         ("asks", f"{why.gpus} {esc(why.flavor)} GPUs; {why.free_gpus} of that flavor are free now"),
         (f"queue {esc(why.queue)}", f"quota {why.nominal_gpus}, in use {why.used_gpus}"
          + (f", of which {why.borrowed_gpus} borrowed" if why.borrowed_gpus else "")),
-        ("ahead of it", f"{why.ahead} pending job(s) of its queue (higher priority, or the same "
-         "and older)"),
+        ("ahead of it", f"{why.ahead:,} pending job(s) of its queue, {why.ahead_cluster:,} of "
+         "its flavor in all queues (higher priority, or the same and submitted before)"),
         ("fair share", f"its queue has used {why.queue_usage:.0%} of the cluster's recent GPU "
          f"time against an entitlement of {why.queue_entitlement:.0%}; its user "
          f"{why.user_usage_gpu_h:,.1f} GPU-hours there (decayed)"),

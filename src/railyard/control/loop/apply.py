@@ -24,6 +24,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from railyard.control.loop.world import Seen
+from railyard.control.placements import placement_text
 from railyard.control.store.convert import usage_keys
 from railyard.control.store.effects import record, record_many
 from railyard.control.store.jobchanges import numbered
@@ -341,7 +342,7 @@ def _start_all(session: Session, starts: Sequence[Start], seen: Seen, now_t_s: f
                 JobRow.id.in_(ids[chunk : chunk + REASON_CHUNK]),
                 JobRow.state == JobState.STARTING.value, JobRow.start_t_s == now_t_s)))  # fmt: skip
     started = [i for i in ids if i in applied]
-    events = [("start", f"{reasons[i]} on {placements[i]}", i) for i in started]
+    events = [("start", f"{reasons[i]} on {placement_text(placements[i])}", i) for i in started]
     arriving: dict[str, list[str]] = {}
     for job_id in started:
         image = seen.images.get(job_id)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from railyard.control.store.tables import JobRow, JobState, UsageRow, User
 from railyard.control.usecases.overview import gpus_by_flavor
@@ -58,7 +59,8 @@ class Why:
     nominal_gpus: int  # its queue's quota of its flavor
     used_gpus: int  # its queue's GPUs of its flavor in use
     borrowed_gpus: int
-    ahead: int  # its queue's pending jobs before it (higher priority, or same and older)
+    ahead: int  # its queue's pending jobs before it in the loop's order
+    ahead_cluster: int  # every queue's pending jobs of its flavor before it
     queue_usage: float  # the queue's share of the cluster's decayed usage
     queue_entitlement: float  # its fair share
     user_usage_gpu_h: float  # its user's decayed usage in this queue
@@ -75,14 +77,11 @@ def why_pending(session: Session, row: JobRow, user: str) -> Why | None:
     shares = {s.queue.name: s for s in queue_shares(session, owner)} if owner else {}
     share = shares.get(row.queue)
     flavor = next((f for f in gpus_by_flavor(session) if f.flavor == row.flavor), None)
-    ahead = session.scalar(
-        select(func.count()).select_from(JobRow).where(
-            JobRow.queue == row.queue, JobRow.state == JobState.PENDING.value,
-            JobRow.id != row.id, JobRow.hold.is_(None),
-            or_(JobRow.priority > row.priority,
-                and_(JobRow.priority == row.priority, JobRow.submit_t_s < row.submit_t_s)),
-        )
-    )  # fmt: skip
+    before = _before(row)
+    ahead = session.scalar(select(func.count()).select_from(JobRow).where(
+        *before, JobRow.queue == row.queue))  # fmt: skip
+    ahead_cluster = session.scalar(select(func.count()).select_from(JobRow).where(
+        *before, JobRow.flavor == row.flavor))  # fmt: skip
     queue_path = "/".join(path(parent_map(session), row.queue))
     keys = {f"user:{queue_path}/{user}", f"user:{row.queue}/{user}"}
     used = session.scalar(select(func.max(UsageRow.gpu_s)).where(UsageRow.key.in_(keys)))
@@ -92,7 +91,28 @@ def why_pending(session: Session, row: JobRow, user: str) -> Why | None:
         nominal_gpus=share.queue.nominal_gpus.get(row.flavor, 0) if share else 0,
         used_gpus=share.queue.used_gpus.get(row.flavor, 0) if share else 0,
         borrowed_gpus=share.queue.borrowed_gpus.get(row.flavor, 0) if share else 0,
-        ahead=int(ahead or 0), queue_usage=share.usage_ratio if share else 0.0,
+        ahead=int(ahead or 0), ahead_cluster=int(ahead_cluster or 0),
+        queue_usage=share.usage_ratio if share else 0.0,
         queue_entitlement=share.entitlement if share else 0.0,
         user_usage_gpu_h=(used or 0.0) / 3600,
     )  # fmt: skip
+
+
+def _before(row: JobRow) -> list[ColumnElement[bool]]:
+    """Pending, not held, and before ``row`` in the loop's order: higher priority, then
+    earlier submitted, then the lower job number and array index (`sched.cache.by_arrival`).
+    An array's tasks share one submit time and most jobs one priority: without the number the
+    count said "0 ahead" of every one of them (issue 60)."""
+    index = row.array_index if row.array_index is not None else -1
+    later_in_arrival = or_(
+        JobRow.submit_t_s < row.submit_t_s,
+        and_(JobRow.submit_t_s == row.submit_t_s, or_(
+            JobRow.number < row.number,
+            and_(JobRow.number == row.number,
+                 func.coalesce(JobRow.array_index, -1) < index))),
+    )  # fmt: skip
+    return [
+        JobRow.state == JobState.PENDING.value, JobRow.id != row.id, JobRow.hold.is_(None),
+        or_(JobRow.priority > row.priority,
+            and_(JobRow.priority == row.priority, later_in_arrival)),
+    ]  # fmt: skip
