@@ -60,7 +60,7 @@ def test_charts_have_axes_and_seven_days(store: Store, tmp_path: Path,
         record_attempts(session, [Ended(job, 0, "bob", "default", 16, yesterday + 3600,
                                         yesterday + 7 * 3600, "completed")])  # fmt: skip
     page = login(app_for(store, tmp_path), tokens["alice"]).get("/ui/").text
-    week = page.split("GPU utilization per day, last 7 days", 1)[1].split("</figure>", 1)[0]
+    week = page.split("GPUs held per day, last 7 days", 1)[1].split("</figure>", 1)[0]
     bars = re.findall(r"<rect x=[^>]*><title>([^<]*)</title>", week)
     assert len(bars) == 7
     assert bars[-2] == "25%"

@@ -41,6 +41,8 @@ border:1px solid transparent;box-sizing:border-box}
 .cell.hfail{outline:2px solid #b00020} .cell.dim{opacity:.3} p.pager a{margin:0 2px}
 .inline-table{display:inline-block;vertical-align:top;margin-right:24px}
 .charts figure{display:inline-block;margin:8px 16px 8px 0}
+.warn{color:#9a3412;font-weight:600} form.bulk{margin:6px 0} p.range b{text-decoration:underline}
+.alert-firing{color:#b00020;font-weight:600} .alert-ok{color:#1a7f37}
 """ + "".join(
     f".gpu.h{i},.cell.h{i}{{background:hsl({i * 360 // HUES},65%,45%)}}\n" for i in range(HUES)
 )
@@ -58,8 +60,13 @@ if (document.getElementById("jobs")) {
     const u = new URL(location.href); u.searchParams.set("partial", "1");
     const r = await fetch(u);
     if (r.ok) {
+      const ticked = new Set([...document.querySelectorAll("#jobs input[name=job]:checked")]
+        .map((box) => box.value));  // the selection outlives the refresh
       document.getElementById("jobs").outerHTML = (await r.text())
         .replace(/^[\s\S]*?<tbody/, "<tbody").replace(/<\/tbody>[\s\S]*$/, "</tbody>");
+      document.querySelectorAll("#jobs input[name=job]").forEach((box) => {
+        if (ticked.has(box.value)) box.checked = true;
+      });
     }
   }, 2000);
 }

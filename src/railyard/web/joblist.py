@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from urllib.parse import urlencode
 
@@ -11,15 +12,42 @@ from railyard.control.usecases.joblist import SORTS, JobPage, ListedJob
 from railyard.control.usecases.jobviews import JobFilters
 from railyard.web.page import duration, esc, table
 
-HEADERS = ("job", "name", "user", "queue", "state", "GPUs", "priority", "waited", "ran",
-           "placement", "reason")  # fmt: skip
+HEADERS = ("", "job", "name", "user", "queue", "state", "GPUs", "priority", "submitted",
+           "started", "ended", "exit", "waited", "ran", "placement", "reason")  # fmt: skip
+PAGE_SIZES = (25, 50, 100, 500)
+DEFAULT_PAGE_SIZE = 50
+BULK_ACTIONS = ("cancel", "hold", "release")
+
+
+def page_size(value: str | None) -> int:
+    """The rows a page shows: one of `PAGE_SIZES` (``?rows=``), else the default."""
+    return int(value) if value in {str(n) for n in PAGE_SIZES} else DEFAULT_PAGE_SIZE
 
 
 def rows(found: JobPage, now_t_s: float) -> str:
     return table(HEADERS, [_row(line, now_t_s) for line in found.lines], tbody_id="jobs")
 
 
+def _when(t_s: float | None, now_t_s: float) -> str:
+    """A time as the list shows it: the clock today, the date and clock before."""
+    if t_s is None:
+        return ""
+    same_day = time.localtime(t_s)[:3] == time.localtime(now_t_s)[:3]
+    text = time.strftime("%H:%M:%S" if same_day else "%m-%d %H:%M", time.localtime(t_s))
+    title = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t_s))
+    return f'<time title="{title}">{text}</time>'
+
+
+def _exit(line: ListedJob) -> str:
+    """sacct's ExitCode ``code:signal``; empty until the job ends."""
+    if line.exit_code is None and not line.exit_signal:
+        return ""
+    return _n(f"{line.exit_code if line.exit_code is not None else 0}:{line.exit_signal or 0}")
+
+
 def _row(line: ListedJob, now_t_s: float) -> list[str]:
+    pick = (f'<input type="checkbox" name="job" value="{esc(line.array or line.id)}" '
+            f'form="bulk" aria-label="select {esc(line.id)}">')  # fmt: skip
     link = f'<a href="{esc(line.href)}">{esc(line.id)}</a>'
     if line.tasks > 1:
         link += f' <span class="muted">({line.tasks} tasks)</span>'
@@ -27,9 +55,11 @@ def _row(line: ListedJob, now_t_s: float) -> list[str]:
     waited = (line.start_t_s if line.start_t_s is not None else now_t_s) - line.submit_t_s
     ran = None if line.start_t_s is None else (line.end_t_s or now_t_s) - line.start_t_s
     placement = " ".join(f"{n}:{','.join(map(str, g))}" for n, g in line.placement.items())
-    return [link, esc(line.name), esc(line.user), esc(line.queue), state, _n(line.gpus),
-            _n(line.priority), _n(duration(waited)), _n(duration(ran) if ran is not None else ""),
-            esc(placement), esc(line.reason)]  # fmt: skip
+    return [pick, link, esc(line.name), esc(line.user), esc(line.queue), state, _n(line.gpus),
+            _n(line.priority), _when(line.submit_t_s, now_t_s), _when(line.start_t_s, now_t_s),
+            _when(line.end_t_s, now_t_s), _exit(line), _n(duration(waited)),
+            _n(duration(ran) if ran is not None else ""), esc(placement),
+            esc(line.reason)]  # fmt: skip
 
 
 def form(choices: JobFilters, params: Mapping[str, str]) -> str:
@@ -44,6 +74,9 @@ def form(choices: JobFilters, params: Mapping[str, str]) -> str:
         )
         return f'<label>{label or name} <select name="{name}">{options}</select></label> '
 
+    size = page_size(params.get("rows"))
+    sizes = "".join(f'<option value="{n}"{" selected" if n == size else ""}>{n}</option>'
+                    for n in PAGE_SIZES)  # fmt: skip
     sort = params.get("sort") or "newest"
     sorts = "".join(f'<option value="{s}"{" selected" if s == sort else ""}>{s}</option>'
                     for s in SORTS)  # fmt: skip
@@ -57,8 +90,22 @@ def form(choices: JobFilters, params: Mapping[str, str]) -> str:
         f'<form method="get" action="/ui/jobs">{boxes}'
         f'<label>search <input name="q" value="{search}" maxlength="100" '
         'placeholder="id, name, user or command"></label> '
-        f'<label>sort <select name="sort">{sorts}</select></label> {keep}'
+        f'<label>sort <select name="sort">{sorts}</select></label> '
+        f'<label>rows <select name="rows">{sizes}</select></label> {keep}'
         "<button>Show</button></form>"
+    )
+
+
+def bulk_form(csrf: str) -> str:
+    """Acts on the jobs ticked in the table (their boxes name this form): each id through the
+    same use-case and checks as its own button, for this user's rights."""
+    options = "".join(f'<option value="{a}">{a} the selected jobs</option>'
+                      for a in BULK_ACTIONS)  # fmt: skip
+    return (
+        '<form id="bulk" class="bulk" method="post" action="/ui/jobs/bulk" '
+        'data-confirm="Apply this to every selected job?">'
+        f'<input type="hidden" name="csrf" value="{esc(csrf)}">'
+        f'<select name="action">{options}</select> <button>Apply</button></form>'
     )
 
 

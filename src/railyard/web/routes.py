@@ -24,13 +24,11 @@ from railyard.control.usecases import joblist as job_list
 from railyard.control.usecases import joblookup, jobs, jobsamples, nodes
 from railyard.control.usecases.accounting import (
     Report,
-    daily_utilization,
     gpu_hours,
     nominal_gpus,
     window_start_t_s,
 )
 from railyard.control.usecases.fabric import fabric_view
-from railyard.control.usecases.history import history
 from railyard.control.usecases.jobviews import (
     JobDetail,
     JobLine,
@@ -44,23 +42,25 @@ from railyard.control.usecases.overview import (
     LoopReport,
     gpus_by_flavor,
     gpus_in_use_by,
+    head_jobs,
     loop_report,
     pending_by_reason,
+    pending_counts,
 )
-from railyard.control.usecases.queueviews import queue_shares
+from railyard.control.usecases.queueviews import overcommitted, queue_shares
 from railyard.control.usecases.whatif import expected_starts
 from railyard.sched import SchedulerConfig
 from railyard.web import accounting as accounting_page
-from railyard.web import appproxy, assets, fabric, jobcharts, joblist, login
+from railyard.web import appproxy, assets, bulk, fabric, jobcharts, joblist, login
+from railyard.web import overview as overview_page
+from railyard.web import queues as queues_view
 from railyard.web import why as why_panel
-from railyard.web.figures import chart
 from railyard.web.headers import SecureRoute
 from railyard.web.login import LOGIN_PATH, form, refused
 from railyard.web.page import button, command_text, duration, esc, page, table
 from railyard.web.session import COOKIE, Viewer, cross_site, csrf_ok, drop_cookie, viewer
 from railyard.web.whatif import StartCache, twin
 
-PAGE_ROWS = 50
 MAX_OFFSET = 10_000_000  # a page beyond is empty anyway: no huge OFFSET for the store
 
 
@@ -99,28 +99,23 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
         rows = [[esc(f.flavor), _n(f.total), _n(f.in_use), _n(f.free), _n(f.draining),
                  _n(f.down)] for f in flavors]  # fmt: skip
         reasons = pending_by_reason(session, who.user)
-        util, waiting = history(session, now, sum(f.total for f in flavors))
-        week = daily_utilization(session, 7, now)
+        waiting = (sum(n for _, n in reasons) if who.admin
+                   else sum(pending_counts(session).values()))  # fmt: skip
+        span = overview_page.picked_range(request.query_params.get("range"))
         mine = "" if who.admin else " (yours)"
         loop = loop_report(session, context(request).loop_health, who.user, now)
         body = (
             (_loop_box(loop) if loop is not None else "")
             + "<h2>GPUs by flavor</h2>"
             + table(("flavor", "total", "in use", "free", "draining", "down"), rows)
+            + overview_page.why_free(flavors, waiting,
+                                     lambda: head_jobs(session, who.user))
             + f"<h2>Pending jobs by reason{mine}</h2>"
             + (table(("reason", "jobs"), [[esc(k), _n(v)] for k, v in reasons])
                if reasons else "<p class=muted>none waiting</p>")
             + _sessions(sessions_of(session, who.user))
             + _in_use(gpus_in_use_by(session, who.user))
-            + '<div class="charts">'
-            + chart(util, label="GPU utilization, last 6 hours", percent=True,
-                    x_labels=("-6 h", "-4 h", "-2 h", "now"))
-            + chart(waiting, label="pending jobs (all users), last 6 hours",
-                    x_labels=("-6 h", "-4 h", "-2 h", "now"))
-            + chart([u for _, u in week], label="GPU utilization per day, last 7 days",
-                    percent=True, bars=True,
-                    x_labels=[time.strftime("%m-%d", time.gmtime(d)) for d, _ in week])
-            + "</div>"
+            + overview_page.charts(session, now, sum(f.total for f in flavors), span)
         )  # fmt: skip
         return page("Overview", body, user=who.user.name, active="/ui/", csrf=who.csrf)
 
@@ -131,7 +126,8 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
                 session, who.user, state=q.get("state"), queue=q.get("queue"),
                 user=q.get("user") if who.admin else None, array=q.get("array"),
                 search=q.get("q"), sort=q.get("sort") or "newest",
-                offset=min(max(0, _int(q.get("offset"), 0)), MAX_OFFSET), limit=PAGE_ROWS,
+                offset=min(max(0, _int(q.get("offset"), 0)), MAX_OFFSET),
+                limit=joblist.page_size(q.get("rows")),
             )  # fmt: skip
         except ServiceError as exc:
             return page("Jobs", f'<p class="err">{esc(exc)}</p>', user=who.user.name,
@@ -139,7 +135,8 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
         tbody = joblist.rows(found, now)
         if q.get("partial"):
             return HTMLResponse(tbody)
-        body = joblist.form(job_filters(session, who.user), q) + joblist.pager(found, q) + tbody
+        body = (joblist.form(job_filters(session, who.user), q) + joblist.bulk_form(who.csrf)
+                + joblist.pager(found, q) + tbody)  # fmt: skip
         return page("Jobs", body, user=who.user.name, active="/ui/jobs", csrf=who.csrf)
 
     def fabric_page(request: Request, session: Session, who: Viewer, now: float) -> Response:
@@ -149,21 +146,7 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
         return page("Fabric", body, user=who.user.name, active="/ui/fabric", csrf=who.csrf)
 
     def queues_page(request: Request, session: Session, who: Viewer, now: float) -> Response:
-        rows = []
-        for found in queue_shares(session, who.user):
-            q = found.queue
-            rows.append([
-                esc(q.name), esc(q.parent or ""), _quota(q.nominal_gpus), _quota(q.used_gpus),
-                _quota(q.borrowed_gpus), _quota(q.lending_limit_gpus) or "-",
-                f"{found.usage_ratio:.0%}", f"{found.entitlement:.0%}",
-                _n(q.pending_jobs), _n(q.running_jobs),
-            ])  # fmt: skip
-        body = (
-            table(("queue", "parent", "nominal", "in use", "borrowed", "lending limit",
-                   "fair-share usage", "entitlement", "pending", "running"), rows)
-            + '<p><a href="/ui/queues/whatif">What-if: when does each pending job start?</a>'
-            " (the simulator on the live state, under this server's policy)</p>"
-        )  # fmt: skip
+        body = queues_view.render(queue_shares(session, who.user), overcommitted(session))
         return page("Queues", body, user=who.user.name, active="/ui/queues", csrf=who.csrf)
 
     def whatif_page(request: Request, session: Session, who: Viewer, now: float) -> Response:
@@ -335,6 +318,29 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
                         ("jobs/{target}/release", release), ("nodes/{target}/drain", drain),
                         ("nodes/{target}/resume", resume)):  # fmt: skip
         action(name, apply)
+
+    @r.post("/jobs/bulk")
+    async def bulk_action(request: Request) -> Response:
+        """The jobs list's selected jobs: one action, each job checked as its own button."""
+        body = await request.body()
+        ctx = context(request)
+        if cross_site(request) is not None or not csrf_ok(request, form(body).get("csrf")):
+            return refused("the form is stale or forged (CSRF); reload the page")
+        action, ids = bulk.selected(body)
+        if action not in bulk.ACTIONS or not ids:
+            return refused("choose cancel, hold or release, and tick at least one job", 422)
+
+        def run() -> Response:
+            with ctx.store.session() as session:
+                who = viewer(request, session, ctx.clock())
+                if who is None:
+                    return RedirectResponse(LOGIN_PATH, status_code=303)
+                out = bulk.apply(session, who.user, action, ids, ctx.clock())
+                return bulk.result_page(action, out, who.user.name, who.csrf)
+
+        answer = await run_in_threadpool(run)
+        ctx.wake()
+        return answer
 
     @r.get("/static/{name}")
     def static(name: str) -> Response:

@@ -44,6 +44,8 @@ class ListedJob:
     reason: str
     tasks: int = 1
     array: str | None = None
+    exit_code: int | None = None
+    exit_signal: str | None = None
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,8 @@ def job_page(
 _COLUMNS = (JobRow.id, JobRow.number, JobRow.array_index, JobRow.name, JobRow.queue,
             JobRow.state, JobRow.workers, JobRow.gpus_per_worker, JobRow.priority,
             JobRow.submit_t_s, JobRow.start_t_s, JobRow.end_t_s, JobRow.placement,
-            JobRow.reason, JobRow.array_parent, JobRow.array_max_running)  # fmt: skip
+            JobRow.reason, JobRow.array_parent, JobRow.array_max_running, JobRow.exit_code,
+            JobRow.exit_signal)  # fmt: skip
 """What a line shows and sorts by: never the wide columns (environment, script, command)."""
 _USER = User.name.label("user_name")
 
@@ -243,4 +246,5 @@ def _folded(
 def _line(row: Any) -> ListedJob:
     return ListedJob(row.id, f"/ui/jobs/{row.id}", row.name, row.user_name, row.queue, row.state,
                      row.workers * row.gpus_per_worker, row.priority, row.submit_t_s,
-                     row.start_t_s, row.end_t_s, dict(row.placement or {}), row.reason)  # fmt: skip
+                     row.start_t_s, row.end_t_s, dict(row.placement or {}), row.reason,
+                     exit_code=row.exit_code, exit_signal=row.exit_signal)  # fmt: skip

@@ -143,3 +143,36 @@ def gpus_in_use_by(session: Session, actor: User) -> InUse:
 
 def _most_first(counts: Counter[str]) -> list[tuple[str, int]]:
     return sorted(counts.items(), key=lambda kv: (kv[0] == OTHERS, -kv[1], kv[0]))
+
+
+@dataclass(frozen=True)
+class HeadJob:
+    """A pending job at the head of the loop's order: what it asks and why it waits; its id
+    only where the viewer may see the job (their own, or an admin)."""
+
+    id: str | None
+    queue: str
+    flavor: str
+    gpus: int
+    reason: str  # its label (`reason_label`): the detail is on the job's page
+
+
+HEAD_JOBS = 5
+
+
+def head_jobs(session: Session, actor: User, limit: int = HEAD_JOBS) -> list[HeadJob]:
+    """The first pending, unheld jobs in the loop's order (priority, then arrival): what the
+    overview shows beside free GPUs, so "4 GPUs free beside 10,016 pending" says why those
+    jobs do not take them. A top-N of the pending rows (the state index), never every job."""
+    rows = session.execute(
+        select(JobRow.id, JobRow.user_id, JobRow.queue, JobRow.flavor,
+               JobRow.workers * JobRow.gpus_per_worker, JobRow.reason)
+        .where(JobRow.state == JobState.PENDING.value, JobRow.hold.is_(None))
+        .order_by(JobRow.priority.desc(), JobRow.submit_t_s, JobRow.number, JobRow.array_index)
+        .limit(limit)
+    )  # fmt: skip
+    return [
+        HeadJob(job_id if actor.is_admin or user_id == actor.id else None, queue, flavor,
+                int(gpus), reason_label(reason))
+        for job_id, user_id, queue, flavor, gpus, reason in rows
+    ]  # fmt: skip

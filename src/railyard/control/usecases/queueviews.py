@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from railyard.control.adminschemas import QueueOut
 from railyard.control.store.convert import to_queue
-from railyard.control.store.tables import QueueRow, UsageRow, User
+from railyard.control.store.tables import NodeRow, QueueRow, UsageRow, User
 from railyard.control.usecases import queues
 from railyard.sched.quota import QuotaTree
 
@@ -49,3 +49,37 @@ def entitlements(rows: Iterable[QueueRow]) -> dict[str, float]:
             share *= weight[q] / siblings[tree.parent[q]]
         out[name] = share
     return out
+
+
+@dataclass(frozen=True)
+class Overcommit:
+    """The leaf queues' nominal quotas of a flavor sum to more than the cluster has of it:
+    their guarantees cannot all be kept at once."""
+
+    flavor: str
+    nominal_gpus: int
+    cluster_gpus: int
+
+
+def overcommitted(session: Session) -> list[Overcommit]:
+    """Per flavor, where the leaf queues' (those no queue is under) nominal GPUs exceed the
+    cluster's: the queues page flags it, and so do ``/alerts``, ``/healthz``'s checks and
+    ``/metrics`` (``railyard_quota_overcommit_gpus``)."""
+    rows = session.execute(select(QueueRow.name, QueueRow.parent, QueueRow.nominal_gpus)).all()
+    parents = {parent for _, parent, _ in rows if parent}
+    nominal: dict[str, int] = {}
+    for name, _, quota in rows:
+        if name not in parents:
+            for flavor, gpus in (quota or {}).items():
+                nominal[flavor] = nominal.get(flavor, 0) + int(gpus)
+    cluster: dict[str, int] = {}
+    for flavor, gpus in session.execute(select(NodeRow.flavor, NodeRow.gpus)):
+        cluster[flavor] = cluster.get(flavor, 0) + int(gpus)
+    return [Overcommit(f, n, cluster.get(f, 0)) for f, n in sorted(nominal.items())
+            if n > cluster.get(f, 0)]  # fmt: skip
+
+
+def inert_borrowing(found: QueueOut) -> bool:
+    """A borrowing limit on a queue with no parent: there is no one to borrow from, so it
+    does nothing (the queues page says so rather than show it as if it bound)."""
+    return found.parent is None and any(found.borrowing_limit_gpus.values())

@@ -66,13 +66,18 @@ class Why:
     user_usage_gpu_h: float  # its user's decayed usage in this queue
 
 
+def explain(reason: str) -> str:
+    """The stored reason's leading word in a sentence; "" for one not known."""
+    word = reason.split(" ", 1)[0].rstrip(":,;")
+    known = {r.value: r for r in Reason}
+    return EXPLAIN.get(known[word], "") if word in known else ""
+
+
 def why_pending(session: Session, row: JobRow, user: str) -> Why | None:
     """The panel for ``row`` (already checked visible); None unless it is pending."""
     if row.state != JobState.PENDING.value:
         return None
-    reason = row.reason.split(" ", 1)[0].rstrip(":,;")
-    known = {r.value: r for r in Reason}
-    explanation = EXPLAIN.get(known[reason], "") if reason in known else ""
+    explanation = explain(row.reason)
     owner = session.get(User, row.user_id)
     shares = {s.queue.name: s for s in queue_shares(session, owner)} if owner else {}
     share = shares.get(row.queue)
