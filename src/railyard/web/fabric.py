@@ -176,5 +176,6 @@ def _node(n: NodeCell, who: Viewer, focus: str | None) -> str:
     return (
         f'<div class="node {esc(n.state if n.machine else "absent")}{health}" '
         f'title="{esc(title)}" id="node-{esc(n.name)}" data-state="{esc(n.state)}">'
-        f'{esc(n.name)}<br>{"".join(gpus)}<br><span class="note">{note}</span>{actions}</div>'
+        f'<a href="/ui/nodes/{esc(n.name)}" title="its GPU utilisation">{esc(n.name)}</a><br>'
+        f'{"".join(gpus)}<br><span class="note">{note}</span>{actions}</div>'
     )

@@ -57,7 +57,8 @@ def button(action: str, label: str, csrf: str, *, confirm: str, fields: str = ""
 
 
 NAV = (("/ui/", "Overview"), ("/ui/jobs", "Jobs"), ("/ui/fabric", "Fabric"),
-       ("/ui/queues", "Queues"), ("/ui/accounting", "Accounting"))  # fmt: skip
+       ("/ui/queues", "Queues"), ("/ui/accounting", "Accounting"),
+       ("/ui/alerts", "Alerts"))  # fmt: skip
 
 
 def page(title: str, body: str, *, user: str | None, active: str = "", status: int = 200,

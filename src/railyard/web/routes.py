@@ -28,7 +28,9 @@ from railyard.control.usecases.accounting import (
     nominal_gpus,
     window_start_t_s,
 )
+from railyard.control.usecases.alerts import alerts
 from railyard.control.usecases.fabric import fabric_view
+from railyard.control.usecases.history import SPANS_S
 from railyard.control.usecases.jobviews import (
     JobDetail,
     JobLine,
@@ -37,6 +39,7 @@ from railyard.control.usecases.jobviews import (
     read_job_log,
     sessions_of,
 )
+from railyard.control.usecases.nodeutil import node_utilization
 from railyard.control.usecases.overview import (
     InUse,
     LoopReport,
@@ -51,7 +54,9 @@ from railyard.control.usecases.queueviews import overcommitted, queue_shares
 from railyard.control.usecases.whatif import expected_starts
 from railyard.sched import SchedulerConfig
 from railyard.web import accounting as accounting_page
+from railyard.web import alerts as alerts_view
 from railyard.web import appproxy, assets, bulk, fabric, jobcharts, joblist, login
+from railyard.web import nodes as nodes_view
 from railyard.web import overview as overview_page
 from railyard.web import queues as queues_view
 from railyard.web import why as why_panel
@@ -217,7 +222,24 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
         return Response(accounting_page.csv_text(found), media_type="text/csv",
                         headers=disposition)  # fmt: skip
 
+    def alerts_page(request: Request, session: Session, who: Viewer, now: float) -> Response:
+        found = alerts(session, context(request).loop_health, who.user, now)
+        return page("Alerts", alerts_view.render(found), user=who.user.name, active="/ui/alerts",
+                    csrf=who.csrf)  # fmt: skip
+
+    def node_page(request: Request, session: Session, who: Viewer, now: float) -> Response:
+        name = request.path_params["node"]
+        span = overview_page.picked_range(request.query_params.get("range"))
+        try:
+            found = node_utilization(session, name, now, SPANS_S[span])
+        except NotFound:
+            return page("No such node", f"<p>No node {esc(name)}.</p>", user=who.user.name,
+                        status=404, csrf=who.csrf)  # fmt: skip
+        return page(f"Node {name}", nodes_view.render(found, span), user=who.user.name,
+                    active="/ui/fabric", csrf=who.csrf)  # fmt: skip
+
     for path, render in (("/", overview), ("/jobs", jobs_page), ("/fabric", fabric_page),
+                         ("/alerts", alerts_page), ("/nodes/{node}", node_page),
                          ("/queues", queues_page), ("/queues/whatif", whatif_page),
                          ("/accounting", accounting_view), ("/accounting.csv", accounting_csv),
                          ("/jobs/{job_id}", job_page),

@@ -40,7 +40,7 @@ from railyard.control.store.tables import (
 )
 from railyard.control.usecases.loopstatus import LoopHealth, LoopStatus, loop_status
 from railyard.control.usecases.overview import pending_counts
-from railyard.control.usecases.queueviews import entitlements
+from railyard.control.usecases.queueviews import entitlements, overcommitted
 from railyard.probe import GpuReading
 from railyard.sched import NodeState, Reason
 from railyard.sched.quota import QuotaTree
@@ -206,7 +206,15 @@ def _gpus(session: Session, queues: list[QueueRow]) -> Iterator[Metric]:
             over = tree.total.get(key, 0) - tree.subtree_nominal.get(key, 0)
             borrowed.add_metric([q.name, flavor], max(0, over))
             nominal.add_metric([q.name, flavor], int(q.nominal_gpus.get(flavor, 0)))
-    yield from (allocated, borrowed, nominal)
+    excess = GaugeMetricFamily(
+        "railyard_quota_overcommit_gpus",
+        "GPUs by which the leaf queues' nominal quotas of a flavor exceed the cluster's (only "
+        "flavors over-committed; the alerts page's RailyardQuotaOvercommitted).",
+        labels=["flavor"],
+    )
+    for found in overcommitted(session):
+        excess.add_metric([found.flavor], found.nominal_gpus - found.cluster_gpus)
+    yield from (allocated, borrowed, nominal, excess)
 
 
 def _fairshare(session: Session, queues: list[QueueRow]) -> Iterator[Metric]:

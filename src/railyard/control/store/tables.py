@@ -396,7 +396,10 @@ class SampleRow(Base):
     Ray dashboard and Determined do, without a Prometheus behind."""
 
     __tablename__ = "job_samples"
-    __table_args__ = (Index("ix_job_samples_job_t", "job_id", "t_s"),)
+    __table_args__ = (
+        Index("ix_job_samples_job_t", "job_id", "t_s"),
+        Index("ix_job_samples_node_t", "node", "t_s"),  # a node's history (migration 0030)
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     job_id: Mapped[str] = mapped_column(String(64))

@@ -8,6 +8,9 @@ update of those columns takes the old row's back and adds the new one's. A step 
 counts from the whole minute at or after t, so a sum up to a whole minute is exact.
 Existing rows are counted once here.
 
+job_samples (node, t_s) indexed: a node's GPU utilisation over a range (the dashboard's node
+page) reads that node's readings, not every node's.
+
 Revision ID: 0030
 Revises: 0029
 Create Date: 2026-12-05
@@ -59,6 +62,7 @@ def _upserts(row: str, sign: int, end: str) -> str:
 
 
 def upgrade() -> None:
+    op.create_index("ix_job_samples_node_t", "job_samples", ["node", "t_s"])
     op.create_table(
         "gpu_steps",
         sa.Column("t_s", sa.Float(), nullable=False),
@@ -110,3 +114,4 @@ def downgrade() -> None:
         op.execute("DROP TRIGGER jobs_gpu_steps_update")
         op.execute("DROP TRIGGER jobs_gpu_steps_insert")
     op.drop_table("gpu_steps")
+    op.drop_index("ix_job_samples_node_t", table_name="job_samples")
