@@ -54,7 +54,7 @@ def history(args: argparse.Namespace) -> None:
     states = states_of(args.state)
     names = {n for n in (args.name or "").split(",") if n}
     jobs: list[Job] = []
-    offset = 0
+    after: str | None = None
     with connect() as client:
         while args.limit is None or len(jobs) < args.limit:
             page = client.jobs(
@@ -63,9 +63,9 @@ def history(args: argparse.Namespace) -> None:
                 since_t_s=since.timestamp(),
                 until_t_s=until.timestamp(),
                 limit=PAGE,
-                offset=offset,
+                after=after,
             )
-            offset += len(page)
+            after = page[-1]["id"] if page else after  # the next page walks on from here
             jobs += page  # pending ones too: waiting in the window, as sacct lists them
             if len(page) < PAGE:
                 break

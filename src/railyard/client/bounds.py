@@ -45,3 +45,8 @@ MAX_TOKEN_LIFETIME_S = 10 * 366 * 86400.0
 QUEUE_NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
 USER_NAME_PATTERN = r"^[A-Za-z0-9_.@-]+$"
 JOB_ID_PATTERN = r"^[0-9]{1,10}(_[0-9]{1,10})?$"
+
+JOBS_PAGE = 1000
+"""``GET /v1/jobs`` answers at most this many jobs when no ``limit`` is asked, with a ``Link:
+<...>; rel="next"`` header (and ``X-Next-Cursor``) naming the next page's ``after``: 30,400
+jobs in one answer took 3.6-14 s. `Client.jobs` follows it to the end."""

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Self, cast
 from urllib.parse import quote, urlencode, urlsplit
 
 from railyard.client import wire
+from railyard.client.bounds import JOBS_PAGE
 from railyard.client.config import (
     LOGIN_HINT,
     ConfigError,
@@ -295,8 +296,10 @@ class Client:
         until_t_s: float | None = None,
         limit: int | None = None,
         offset: int | None = None,
+        after: str | None = None,
     ) -> list[wire.Job]:
-        """Jobs, oldest first. ``finished_within_s`` keeps finished jobs only if they ended
+        """Jobs, oldest first (after the job ``after``, when given); all of them without
+        ``limit`` (page after page). ``finished_within_s`` keeps finished jobs only if they ended
         that recently (squeue's MinJobAge); ``since_t_s``/``until_t_s`` keep jobs that were
         waiting or running at some time in that window (sacct's ``-S``/``-E``)."""
         params = {
@@ -309,8 +312,19 @@ class Client:
             "until": until_t_s,
             "limit": limit,
             "offset": offset,
+            "after": after,
         }
-        return cast(list[wire.Job], self._call("GET", "/v1/jobs", params=params))
+        if limit is not None:
+            return cast(list[wire.Job], self._call("GET", "/v1/jobs", params=params))
+        # the server answers a page at a time (JOBS_PAGE): follow each full page's last id
+        out: list[wire.Job] = []
+        while True:
+            asked = {**params, "limit": JOBS_PAGE}
+            page = cast(list[wire.Job], self._call("GET", "/v1/jobs", params=asked))
+            out += page
+            if len(page) < JOBS_PAGE:
+                return out
+            params = {**params, "offset": None, "after": page[-1]["id"]}
 
     def job(self, job_id: str) -> wire.Job:
         return cast(wire.Job, self._call("GET", _path("v1", "jobs", job_id)))

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import urlencode
 
-from fastapi import Query
+from fastapi import Query, Request
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from railyard.client.bounds import (
     INT32_MAX,
+    JOBS_PAGE,
     MAX_LOG_OFFSET,
     MAX_QUEUE_NAME,
     MAX_USER_NAME,
@@ -140,8 +143,12 @@ def _write(ctx: Context, work: Callable[[Session, float, set[str] | None], _T]) 
     return out
 
 
-@router.get("/jobs")
+AFTER_PATTERN = r"^[0-9]{1,18}(_[0-9]{1,9})?$"  # a job id: 12 or 12_3
+
+
+@router.get("/jobs", response_model=list[s.JobOut])
 def list_jobs(
+    request: Request,
     session: SessionDep,
     user: CurrentUser,
     ctx: ContextDep,
@@ -167,10 +174,22 @@ def list_jobs(
     ] = None,
     limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
-) -> list[s.JobOut]:
-    """A user's own jobs; an admin sees everyone's (filter with ``user``). ``since`` and
-    ``until`` select the jobs waiting or running at some moment between them (sacct)."""
+    after: Annotated[
+        str | None,
+        Query(
+            max_length=64,
+            pattern=AFTER_PATTERN,
+            description="the last job id of the previous page (its Link rel=next)",
+        ),
+    ] = None,
+) -> Response:
+    """A user's own jobs, oldest first; an admin sees everyone's (filter with ``user``).
+    ``since`` and ``until`` select the jobs waiting or running at some moment between them
+    (sacct). Without ``limit``, one page of `JOBS_PAGE`; a full page links the next
+    (``Link: <...after=ID>; rel="next"``, ``X-Next-Cursor: ID``), a walk of the number
+    index from the id given, whoever's it is (the cursor is read off the id, never looked up)."""
     now = ctx.clock()
+    page = limit if limit is not None else JOBS_PAGE
     rows = jobs.list_jobs(
         session,
         user,
@@ -182,10 +201,24 @@ def list_jobs(
         since_t_s=since,
         until_t_s=until,
         now_t_s=now,
-        limit=limit,
+        limit=page,
         offset=offset,
+        after=_cursor(after) if after is not None else None,
     )
-    return [s.JobOut.from_row(r, name, now) for r, name in rows]
+    body = [s.JobOut.from_row(r, name, now).model_dump(mode="json") for r, name in rows]
+    headers = {}
+    if len(rows) == page and rows:
+        last = rows[-1][0].id
+        query = [(k, v) for k, v in request.query_params.multi_items()
+                 if k not in ("after", "offset")] + [("after", last)]  # fmt: skip
+        headers = {"Link": f'</v1/jobs?{urlencode(query)}>; rel="next"', "X-Next-Cursor": last}
+    return JSONResponse(body, headers=headers)
+
+
+def _cursor(job_id: str) -> tuple[int, int]:
+    """A job id's place in the oldest-first order: (number, array index, -1 for none)."""
+    number, _, index = job_id.partition("_")
+    return int(number), int(index) if index else -1
 
 
 @router.get("/jobs/{job_id}")

@@ -11,7 +11,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import or_, select, text, update
+from sqlalchemy import and_, func, or_, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -169,6 +169,7 @@ def list_jobs(
     limit: int | None = None,
     offset: int = 0,
     newest_first: bool = False,
+    after: tuple[int, int] | None = None,
 ) -> list[tuple[JobRow, str]]:
     """Jobs with their user's name, oldest first (or newest first); a non-admin sees only
     their own.
@@ -176,7 +177,9 @@ def list_jobs(
     ``finished_within_s``: finished jobs only if they ended that recently before ``now_t_s``
     (squeue's MinJobAge). ``since_t_s``/``until_t_s``: jobs waiting or running at some moment
     of that window, i.e. submitted by its end and not ended before its start (sacct's
-    ``--starttime``/``--endtime``).
+    ``--starttime``/``--endtime``). ``after``: (number, array index or -1) of the last job of
+    the previous page, oldest first: the next page walks the number index from there (an
+    OFFSET reads and drops every row before it).
     """
     known = [st.value for st in JobState]
     for st in states or []:
@@ -200,6 +203,10 @@ def list_jobs(
         stmt = stmt.where(JobRow.submit_t_s <= until_t_s)
     if since_t_s is not None:
         stmt = stmt.where(or_(JobRow.end_t_s.is_(None), JobRow.end_t_s >= since_t_s))
+    if after is not None:
+        number, index = after
+        stmt = stmt.where(or_(JobRow.number > number, and_(
+            JobRow.number == number, func.coalesce(JobRow.array_index, -1) > index)))  # fmt: skip
     if newest_first:
         stmt = stmt.order_by(JobRow.number.desc(), JobRow.array_index.desc())
     else:
