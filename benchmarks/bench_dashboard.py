@@ -1,5 +1,6 @@
-"""Dashboard pages with 10,000 jobs in the store (the target: under 100 ms server time each),
-and 100,000 finished attempts over 30 days behind the accounting pages (``--attempts``).
+"""Dashboard pages with 10,000 jobs in the store and 100,000 more that ended in the last 15
+minutes (``--recent``, issue 60's churn; the target: under 100 ms server time each), and
+100,000 finished attempts over 30 days behind the accounting pages (``--attempts``).
 
 The cluster of bench_metrics.py: 256 nodes of 8 GPUs, 7 queues, 10,000 jobs (500 running,
 ``--pending`` waiting: 1,500, and 9,500 as in the live loop's world; the rest finished).
@@ -30,22 +31,27 @@ from sqlalchemy import insert, select
 
 from railyard.control.api.app import create_app
 from railyard.control.store.database import Store
-from railyard.control.store.tables import JobRow, User
+from railyard.control.store.tables import JobRow, SampleRow, User
 from railyard.control.store.usagedays import Ended, record_attempts
 from railyard.web.routes import router
 
 RESULTS = Path(__file__).parent / "results" / "bench_dashboard.json"
 PAGES = {
     "overview": "/ui/",
+    "overview, 7 days": "/ui/?range=7d",
     "jobs (newest 50)": "/ui/jobs",
     "jobs, pending in team3": "/ui/jobs?state=pending&queue=team3",
     "jobs, by priority": "/ui/jobs?sort=priority",
     "jobs, search a name": "/ui/jobs?q=nomatch",
     "jobs, page 100": "/ui/jobs?offset=4950",
+    "jobs, 500 a page": "/ui/jobs?rows=500",
     "job page": "/ui/jobs/1",
     "fabric map (256 nodes)": "/ui/fabric",
     "fabric, one job picked": "/ui/fabric?job=1",
     "queues": "/ui/queues",
+    "alerts": "/ui/alerts",
+    "node page, 24 hours": "/ui/nodes/n0001?range=24h",
+    "GET /v1/jobs (first page)": "/v1/jobs",
     "accounting, 7 days by user": "/ui/accounting?days=7&by=user",
     "accounting, 30 days by queue": "/ui/accounting?days=30&by=queue",
     "accounting, 365 days by account": "/ui/accounting?days=365&by=account",
@@ -89,6 +95,19 @@ def seed_recent(store: Store, count: int, first_number: int) -> None:
         s.execute(insert(JobRow), rows)
 
 
+def seed_samples(store: Store, nodes: int = 4, interval_s: float = 30.0) -> None:
+    """A day of the sampler's GPU readings (every ``interval_s``, 8 GPUs) on ``nodes`` nodes:
+    what a node's page reads (one node's, through its index)."""
+    now = time.time()
+    ticks = int(86400 / interval_s)
+    with store.session() as s:
+        for n in range(nodes):
+            rows = [{"job_id": str(n + 1), "attempt": 0, "t_s": now - 86400 + i * interval_s,
+                     "node": f"n{n:04}", "gpu": g, "gpu_util_pct": float((i + g) % 100)}
+                    for i in range(ticks) for g in range(8)]  # fmt: skip
+            s.execute(insert(SampleRow), rows)
+
+
 def measure(
     kind: str,
     tmp: Path,
@@ -105,11 +124,13 @@ def measure(
         seed_attempts(store, attempts)
         if recent:
             seed_recent(store, recent, jobs + 1)
+        seed_samples(store)
         app = create_app(store, wake=lambda: None, state_dir=tmp, extra_routers=[router()])
         client = TestClient(app)
         form = client.get("/ui/login").text  # the login form's CSRF value, as a browser
         csrf = form.split('name="csrf" value="', 1)[1].split('"', 1)[0]
         client.post("/ui/login", data={"token": token, "csrf": csrf}).raise_for_status()
+        client.headers["Authorization"] = f"Bearer {token}"  # the API's pages (/v1/jobs)
         for label, path in PAGES.items():
             if only and label not in only:
                 continue

@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from sqlalchemy.orm import Session
 
 from railyard.control.errors import Forbidden, Invalid, NotFound, ServiceError
-from railyard.control.placements import readable
+from railyard.control.placements import placement_text, readable
 from railyard.control.usecases import joblist as job_list
 from railyard.control.usecases import joblookup, jobs, jobsamples, nodes
 from railyard.control.usecases.accounting import (
@@ -440,14 +440,6 @@ def _int(text: str | None, default: int) -> int:
         return default
 
 
-def _quota(values: dict[str, int]) -> str:
-    return esc(", ".join(f"{k}={v}" for k, v in sorted(values.items()) if v))
-
-
-def _placement(placement: dict[str, list[int]] | None) -> str:
-    return " ".join(f"{n}:{','.join(map(str, g))}" for n, g in (placement or {}).items())
-
-
 def _job_detail(job: JobDetail, who: Viewer, resources: str) -> str:
     line = job.line
     env = job.env_names
@@ -456,7 +448,7 @@ def _job_detail(job: JobDetail, who: Viewer, resources: str) -> str:
         ("reason", esc(line.reason)), ("queue", esc(line.queue)),
         ("user", esc(line.user)), ("Unix account", esc(job.unix_user)),
         ("GPUs", f"{job.workers} x {job.gpus_per_worker} {esc(job.flavor)}"),
-        ("placement", esc(_placement(line.placement)) or "-"),
+        ("placement", esc(placement_text(line.placement)) or "-"),
         ("restarts", f"{job.restart_count} of at most {job.max_restarts}"),
         ("run time", duration(job.run_s) if job.run_s is not None else "-"),
         ("time limit", duration(job.walltime_s) if job.walltime_s else "none"),
