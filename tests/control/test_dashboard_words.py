@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import update
 from tests.control.test_dashboard import app_for, login, submit
 
-from railyard.control.placements import readable
 from railyard.control.store.database import Store
 from railyard.control.store.effects import record
 from railyard.control.store.tables import JobRow
+from railyard.control.usecases.placements import readable
 
 pytestmark = pytest.mark.stores
 

@@ -15,12 +15,12 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
 from railyard.control.errors import ServiceError
-from railyard.control.store.tables import User
 from railyard.control.usecases import jobs
 from railyard.web.page import esc, page
+from railyard.web.session import Viewer
 
 MAX_SELECTED = 500  # the largest page
-ACTIONS: dict[str, Callable[[Session, User, str, float], Any]] = {
+ACTIONS: dict[str, Callable[[Session, Any, str, float], Any]] = {
     "cancel": jobs.cancel_job, "hold": jobs.hold_job, "release": jobs.release_job,
 }  # fmt: skip
 
@@ -38,13 +38,13 @@ def selected(body: bytes) -> tuple[str, list[str]]:
     return (fields.get("action") or [""])[0], ids
 
 
-def apply(session: Session, actor: User, action: str, ids: list[str], now_t_s: float) -> Outcome:
+def apply(session: Session, who: Viewer, action: str, ids: list[str], now_t_s: float) -> Outcome:
     run = ACTIONS[action]
     out = Outcome()
     for job_id in ids[:MAX_SELECTED]:
         try:
             with session.begin_nested():
-                run(session, actor, job_id, now_t_s)
+                run(session, who.user, job_id, now_t_s)
         except ServiceError as exc:
             out.refused.append((job_id, str(exc)))
         else:

@@ -19,7 +19,6 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from sqlalchemy.orm import Session
 
 from railyard.control.errors import Forbidden, Invalid, NotFound, ServiceError
-from railyard.control.placements import placement_text, readable
 from railyard.control.usecases import joblist as job_list
 from railyard.control.usecases import joblookup, jobs, jobsamples, nodes
 from railyard.control.usecases.accounting import (
@@ -50,6 +49,7 @@ from railyard.control.usecases.overview import (
     pending_by_reason,
     pending_counts,
 )
+from railyard.control.usecases.placements import placement_text, readable
 from railyard.control.usecases.queueviews import overcommitted, queue_shares
 from railyard.control.usecases.whatif import expected_starts
 from railyard.sched import SchedulerConfig
@@ -357,7 +357,7 @@ def router(scheduler: SchedulerConfig | None = None) -> APIRouter:
                 who = viewer(request, session, ctx.clock())
                 if who is None:
                     return RedirectResponse(LOGIN_PATH, status_code=303)
-                out = bulk.apply(session, who.user, action, ids, ctx.clock())
+                out = bulk.apply(session, who, action, ids, ctx.clock())
                 return bulk.result_page(action, out, who.user.name, who.csrf)
 
         answer = await run_in_threadpool(run)

@@ -24,7 +24,6 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from railyard.control.loop.world import Seen
-from railyard.control.placements import placement_text
 from railyard.control.store.convert import usage_keys
 from railyard.control.store.effects import record, record_many
 from railyard.control.store.jobchanges import numbered
@@ -32,6 +31,7 @@ from railyard.control.store.tables import JobRow, JobState, NodeRow, UsageRow
 from railyard.control.store.transitions import changed_rows
 from railyard.control.store.usagedays import Ended, record_attempts
 from railyard.control.usecases.loopstatus import SCHEDULER_ERROR
+from railyard.control.usecases.placements import placement_text
 from railyard.sched import NodeState, RunningJob, StopCause, Usage
 from railyard.sched.decisions import Reason, Start
 from railyard.sched.lifecycle import Settlement, StepPlan
