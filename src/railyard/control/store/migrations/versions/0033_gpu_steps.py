@@ -11,8 +11,8 @@ Existing rows are counted once here.
 job_samples (node, t_s) indexed: a node's GPU utilisation over a range (the dashboard's node
 page) reads that node's readings, not every node's.
 
-Revision ID: 0030
-Revises: 0029
+Revision ID: 0033
+Revises: 0032
 Create Date: 2026-12-05
 """
 
@@ -21,8 +21,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0030"
-down_revision = "0029"
+revision = "0033"
+down_revision = "0032"
 branch_labels = None
 depends_on = None
 
