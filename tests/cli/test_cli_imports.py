@@ -89,7 +89,8 @@ FAST = {
     ("queue",): {"railyard", "railyard.cli", "railyard.cli.main", "railyard.cli.text",
                  "railyard.cli.args", "railyard.cli.jobs", "railyard.cli.jobsel",
                  "railyard.client", "railyard.client.printable", "railyard.client.client",
-                 "railyard.client.config", "railyard.client.transport", "railyard.client.wire"},
+                 "railyard.client.config", "railyard.client.transport", "railyard.client.wire",
+                 "railyard.client.bounds"},  # the API's page size: constants alone
     ("submit", "--wrap", "true"): {
         "railyard", "railyard.cli", "railyard.cli.main", "railyard.cli.text",
         "railyard.cli.args", "railyard.cli.jobs", "railyard.cli.jobsel", "railyard.client",

@@ -21,7 +21,7 @@ from exec_helpers import MakeExecutor, py, spec, wait_for
 import railyard.exec.cgroups.cgroup as cgroup
 import railyard.exec.containers.container as container
 from railyard.exec import LocalExecutor
-from railyard.exec.protocol import JobHandle
+from railyard.exec.protocol import ExitReport, JobHandle
 from railyard.exec.task.steps import names_path
 
 HANGING_PODMAN = """#!/bin/sh
@@ -29,6 +29,14 @@ echo "$*" >> {calls}
 if [ "$(wc -l < {calls})" -eq 1 ]; then exec sleep 120; fi
 exit 0
 """
+
+
+def _reports(executor: LocalExecutor, count: int) -> list[ExitReport]:
+    """Polls until ``count`` reports came (a report waits for its step's stragglers to be
+    killed: the poll's own moment, else the cleanup thread's kill, then the next poll)."""
+    got: list[ExitReport] = []
+    wait_for(lambda: bool(got.extend(executor.poll())) or len(got) >= count)
+    return got
 
 
 def _ended(handles: list[JobHandle]) -> None:
@@ -68,7 +76,7 @@ def test_a_podman_rm_that_times_out_delays_and_loses_no_report(
     handles = _two_ended(executor, tmp_path)
     records = handles[0].workers[0].exit_path.parent
     names_path(records, 0).write_text("railyard-a-step-1\n")  # a step container left behind
-    reports = executor.poll()  # its `podman rm` hangs, off this thread
+    reports = _reports(executor, 2)  # its `podman rm` hangs, off this thread
     assert sorted(r.job_id for r in reports) == ["a", "b"]
     assert executor.cleaner.pending() >= 1  # the poll did not wait for it
     assert executor.discard("none", timeout_s=60)  # tried again after the timeout: done
@@ -97,7 +105,7 @@ def test_a_cgroup_removal_that_raises_loses_no_report(
     handles = _two_ended(executor, tmp_path)
     steps = [executor._step(h) for h in handles]
     groups = [executor.containment.tracking.group(s) for s in steps if s is not None]
-    reports = executor.poll()
+    reports = _reports(executor, 2)
     assert sorted(r.job_id for r in reports) == ["a", "b"]
     assert executor.discard("none", timeout_s=60)  # tried again: every group gone
     if executor.containment.tracking.kind != "none":
@@ -127,3 +135,40 @@ def test_a_settled_attempt_is_forgotten_and_a_start_again_adopts_its_record(
         executor.poll()
     assert out.read_text() == "ran\n"
     assert executor._started == {}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def test_a_job_is_reported_only_once_its_stragglers_are_dead(
+    make_executor: MakeExecutor, tmp_path: Path
+) -> None:
+    """The main process exits and leaves a child that ignores SIGTERM: the report (which
+    settles the job and frees its GPUs for another) comes only when the child is dead, however
+    the kill is split between the poll and the cleanup thread (the soak saw a settled job's
+    processes alive when the report went first)."""
+    executor = make_executor()
+    if executor.containment.tracking.kind == "none":
+        pytest.skip("no tracking cgroup: a child subreaper ends stragglers itself")
+    pid_file = tmp_path / "child.pid"
+    body = (f"import os, signal, sys, time\nif os.fork() == 0:\n"
+            f"    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            f"    open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n    time.sleep(300)\n"
+            f"while not os.path.exists({str(pid_file)!r}): time.sleep(0.01)\n")  # fmt: skip
+    executor.start(spec(tmp_path, py(body)))
+    wait_for(lambda: pid_file.exists() and pid_file.read_text() != "")
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 60
+    reports = []
+    while not reports and time.monotonic() < deadline:
+        reports = executor.poll()
+        if reports:
+            assert not _alive(child), "reported while a process of the job still ran"
+        time.sleep(0.02)
+    assert [r.job_id for r in reports] == ["job"]
+    assert executor.discard("none", timeout_s=60)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from railyard.client.bounds import MAX_JOBS_LISTED as ALL_JOBS
 from tests.integration.server_proc import ServerProcess
 
 BATCH = 500  # jobs per POST /v1/jobs/batch
@@ -91,7 +92,7 @@ def run_campaign(
             server.start(timeout_s=90)  # it adopts what runs: slower on a loaded machine
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            listed = server.request("GET", "/v1/jobs")
+            listed = server.request("GET", "/v1/jobs", params={"limit": ALL_JOBS})
             done = sum(j["state"] in ("completed", "failed", "cancelled") for j in listed)
             if done == len(ids):
                 break

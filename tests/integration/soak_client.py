@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from railyard.client.bounds import MAX_JOBS_LISTED as ALL_JOBS
 from tests.integration.server_proc import ServerProcess
 
 ACTIVE = ("pending", "starting", "running", "preempting", "cancelling")
@@ -75,7 +76,9 @@ class Api:
 
     def active_jobs(self) -> list[dict[str, Any]] | None:
         states = "&".join(f"state={s}" for s in ACTIVE)
-        found: list[dict[str, Any]] | None = self.json("GET", f"/v1/jobs?{states}")
+        found: list[dict[str, Any]] | None = self.json(
+            "GET", f"/v1/jobs?{states}&limit={ALL_JOBS}"
+        )  # every page
         return found
 
     def health(self) -> tuple[int, str] | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from railyard.client.bounds import MAX_JOBS_LISTED as ALL_JOBS
 from tests.integration.server_proc import ServerProcess
 
 pytestmark = pytest.mark.stores  # its PostgreSQL copies stay in the main tier
@@ -33,7 +34,8 @@ def test_cancel_array_while_it_runs_frees_every_gpu(
         parent = first["array_parent"]
 
         def states() -> Counter[str]:
-            return Counter(j["state"] for j in server.request("GET", "/v1/jobs"))
+            listed = server.request("GET", "/v1/jobs", params={"limit": ALL_JOBS})
+            return Counter(j["state"] for j in listed)
 
         deadline = time.monotonic() + 60
         while states()["completed"] < 24 and time.monotonic() < deadline:

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 import railyard
+from railyard.client.bounds import MAX_JOBS_LISTED as ALL_JOBS
 from tests.integration.tenants import (
     NEEDS_ROOT,
     Site,
@@ -51,7 +52,9 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 
 
 def _jobs_of(site: Site, tenant: Tenant) -> list[dict[str, Any]]:
-    answer: list[dict[str, Any]] = site.server.request("GET", "/v1/jobs", token=tenant.token)
+    answer: list[dict[str, Any]] = site.server.request(
+        "GET", "/v1/jobs", token=tenant.token, params={"limit": ALL_JOBS}
+    )  # the API pages by default
     return answer
 
 

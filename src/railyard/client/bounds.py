@@ -50,3 +50,4 @@ JOBS_PAGE = 1000
 """``GET /v1/jobs`` answers at most this many jobs when no ``limit`` is asked, with a ``Link:
 <...>; rel="next"`` header (and ``X-Next-Cursor``) naming the next page's ``after``: 30,400
 jobs in one answer took 3.6-14 s. `Client.jobs` follows it to the end."""
+MAX_JOBS_LISTED = 100_000  # the most one GET /v1/jobs answers with (?limit=)

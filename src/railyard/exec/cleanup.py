@@ -1,12 +1,16 @@
 """Ending what an ended step leaves behind (its cgroups, its containers), off the poll's thread.
 
-A step's report is recorded first; its cleanup comes after, here. Killing a step's stray
-processes and removing its groups waits up to ``proctrack.KILL_TIMEOUT_S`` for a process
-stuck in the kernel, and ``podman rm`` up to ``RM_TIMEOUT_S``: on the control plane's loop
-thread either held every job's scheduling, and an exception from either lost that report and
-every other one of the same poll. So :class:`Cleaner` runs them on a thread of its own; a
-part that fails (a process that will not die, a group that will not go, a runtime that times
-out) is counted, logged and tried again later, with a growing pause, until it is done.
+A step's report waits for its processes to be gone (a job whose stragglers still ran was
+settled, its GPUs given to the next job): the poll kills the step for a moment, and reports
+it when that was enough; otherwise the report rides with the leftovers and is released here
+once the kill has been tried in full. Removing its groups and containers comes after.
+Killing a step's stray processes and removing its groups waits up to
+``proctrack.KILL_TIMEOUT_S`` for a process stuck in the kernel, and ``podman rm`` up to
+``RM_TIMEOUT_S``: on the control plane's loop thread either held every job's scheduling, and
+an exception from either lost that report and every other one of the same poll. So
+:class:`Cleaner` runs them on a thread of its own; a part that fails (a process that will not
+die, a group that will not go, a runtime that times out) is counted, logged and tried again
+later, with a growing pause, until it is done.
 :meth:`Cleaner.drain` waits for what is queued (an agent about to go, a discarded share).
 """
 
@@ -22,6 +26,7 @@ from pathlib import Path
 
 from railyard.exec.cgroups.containment import Containment
 from railyard.exec.containers.container import PODMAN, remove_containers
+from railyard.exec.protocol import ExitReport
 from railyard.exec.task.steps import leftovers
 
 log = logging.getLogger("railyard.exec")
@@ -40,6 +45,7 @@ class Leftovers:
     records: Path | None
     restart_count: int
     containers: tuple[str, ...] = ()
+    report: ExitReport | None = None  # released once the step's processes were killed
     groups_done: bool = False
     containers_done: bool = False
     tries: int = 0
@@ -55,8 +61,10 @@ class Cleaner:
         *,
         clock: Callable[[], float] = time.monotonic,
         first_retry_s: float = FIRST_RETRY_S,
+        released: Callable[[ExitReport], None] | None = None,
     ) -> None:
         self.containment = containment
+        self.released = released  # takes a report whose step's kill was tried in full
         self.rm_timeout_s = RM_TIMEOUT_S
         self.first_retry_s = first_retry_s
         self.failures = 0  # parts that failed, each try counted (`railyard_...` via executor)
@@ -113,7 +121,10 @@ class Cleaner:
                 done = False
             with self._cond:
                 self._busy -= 1
-                if not done:
+                if done is None:  # its report went: its containers next, after other reports
+                    item.due_t_s = self._clock()
+                    self._queue.append(item)
+                elif not done:
                     self.failures += 1
                     item.tries += 1
                     pause_s = min(MAX_RETRY_S, self.first_retry_s * 2 ** (item.tries - 1))
@@ -128,18 +139,28 @@ class Cleaner:
             self._cond.wait()
             return None
         now_t_s = self._clock()
-        item = min(self._queue, key=lambda i: i.due_t_s)
+        # a report waiting on its step's kill goes before any other work that is due
+        item = min(self._queue, key=lambda i: (i.due_t_s > now_t_s, i.report is None, i.due_t_s))
         if item.due_t_s > now_t_s:
             self._cond.wait(item.due_t_s - now_t_s)
             return None
         return item
 
-    def _clean(self, item: Leftovers) -> bool:
-        """One try at each part not done yet; True when both are."""
+    def _clean(self, item: Leftovers) -> bool | None:
+        """One try at each part not done yet; True when both are. None: the step's report
+        was just let go, and its containers are for a later turn (a slow ``podman rm`` must
+        not hold the next step's report)."""
         if not item.groups_done:
             item.groups_done = item.step is None or self.containment.end(item.step)
             if not item.groups_done:
                 log.warning("step %s: its processes or groups are not gone yet", item.step)
+        if item.report is not None and self.released is not None:
+            # killed, or a process stuck in the kernel past the kill's timeout: reported now
+            # either way, as before, and its groups tried again until they go
+            report, item.report = item.report, None
+            self.released(report)
+            if not item.containers_done:
+                return None
         if not item.containers_done:
             names = [*item.containers, *leftovers(item.step, item.records, item.restart_count)]
             try:

@@ -28,6 +28,7 @@ import logging
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -88,6 +89,7 @@ from railyard.probe import gpu_minors, resolve_gpus
 
 log = logging.getLogger("railyard.exec")
 MASTER_ADDR = "127.0.0.1"
+KILL_NOW_S = 0.2  # the poll's own kill of an ended step's stragglers; longer: the cleanup's
 MIB = 1 << 20
 
 
@@ -140,9 +142,13 @@ class LocalExecutor:
         self._jobs: dict[str, JobState] = {}
         self._started: dict[tuple[str, int], JobHandle] = {}  # until the attempt is reported
         self._pending: list[ExitReport] = []
+        self._released: list[ExitReport] = []  # reports the cleanup thread let go (its lock)
+        self._released_lock = threading.Lock()
         self._ended_ready: dict[str, tuple[int, float]] = {}  # see `_keep_ready`
         self._watcher: ExitWatcher | None = None
-        self.cleaner = Cleaner(self.containment)  # ended steps' groups and containers
+        self._exited: Callable[[], None] | None = None  # the caller's "poll me", if any
+        # ended steps' groups and containers, and the reports waiting for their kill
+        self.cleaner = Cleaner(self.containment, released=self._release)
 
     # -- the protocol -------------------------------------------------------------------------
 
@@ -297,6 +303,9 @@ class LocalExecutor:
         A job whose watching fails (a signal refused, its records unreadable) is logged and
         watched again at the next poll; the other jobs' reports still go out."""
         reports, self._pending = self._pending, []
+        with self._released_lock:
+            reports += self._released
+            self._released = []
         for job in list(self._jobs.values()):
             try:
                 self._observe(job)
@@ -309,11 +318,19 @@ class LocalExecutor:
                               job.handle.job_id)  # fmt: skip
                 continue
             del self._jobs[job.handle.job_id]
-            reports.append(ended)
             self._forget(job.handle)
             self._keep_ready(job)
-            self._end_step(job.handle)  # what the ranks left behind ends with them
+            if self._end_step(job.handle, ended):  # its stragglers killed: settled now
+                reports.append(ended)
         return reports
+
+    def _release(self, report: ExitReport) -> None:
+        """From the cleanup thread: a report whose step's kill it tried in full; the next
+        poll hands it over (the caller is told to poll)."""
+        with self._released_lock:
+            self._released.append(report)
+        if self._exited is not None:
+            self._exited()
 
     def _forget(self, handle: JobHandle) -> None:
         """The attempt is reported (or discarded): its handle is no longer kept here, so the
@@ -343,8 +360,9 @@ class LocalExecutor:
             job = JobState(handle, [RankState(claimant(w), None) for w in handle.workers])
             self._observe(job)
             if job.done():
-                reports.append(report(job))
-                self._end_step(handle)
+                ended = report(job)
+                if self._end_step(handle, ended):
+                    reports.append(ended)
             else:
                 self._started.setdefault((handle.job_id, handle.restart_count), handle)
                 self._jobs[handle.job_id] = job
@@ -397,6 +415,7 @@ class LocalExecutor:
     def on_exit(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (from a watcher thread) when any rank exits; see
         :class:`~railyard.exec.protocol.NotifiesExits`. A no-op without pidfds."""
+        self._exited = callback  # a report the cleanup thread lets go says so too
         if not CAN_WATCH_EXITS:
             return
         if self._watcher is not None:
@@ -413,14 +432,19 @@ class LocalExecutor:
         records = handle.workers[0].exit_path.parent
         return proctrack.step_name(handle.job_id, handle.restart_count, records)
 
-    def _end_step(self, handle: JobHandle) -> None:
-        """Hand what the step left to the cleanup thread: its groups, its containers (a
-        killed runtime leaves these), and the step containers `srun --container-image`
-        started (recorded under its records)."""
+    def _end_step(self, handle: JobHandle, report: ExitReport | None = None) -> bool:
+        """Kill what the step left for a moment (``KILL_NOW_S``) and hand the rest to the
+        cleanup thread: its groups, its containers (a killed runtime leaves these), and the
+        step containers `srun --container-image` started (recorded under its records). True
+        when nothing of it runs any more; else ``report`` waits with the leftovers until the
+        thread's kill (up to its timeout) has been tried, so a job is never settled, and its
+        GPUs given to another, while a process of it still runs."""
+        step = self._step(handle)
+        gone = step is None or self.containment.tracking.kill(step, KILL_NOW_S)
         records = handle.workers[0].exit_path.parent if handle.workers else None
-        self.cleaner.submit(
-            Leftovers(self._step(handle), records, handle.restart_count, handle.containers)
-        )
+        self.cleaner.submit(Leftovers(step, records, handle.restart_count, handle.containers,
+                                      report=None if gone else report))  # fmt: skip
+        return gone
 
     def _watch(self, ranks: Sequence[RankState]) -> None:
         if self._watcher is not None:

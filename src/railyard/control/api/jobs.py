@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from railyard.client.bounds import (
     INT32_MAX,
     JOBS_PAGE,
+    MAX_JOBS_LISTED,
     MAX_LOG_OFFSET,
     MAX_QUEUE_NAME,
     MAX_USER_NAME,
@@ -172,7 +173,7 @@ def list_jobs(
     until: Annotated[
         float | None, Query(ge=0, le=1e11, description="Unix time: submitted by it")
     ] = None,
-    limit: Annotated[int | None, Query(ge=1, le=100_000)] = None,
+    limit: Annotated[int | None, Query(ge=1, le=MAX_JOBS_LISTED)] = None,
     offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
     after: Annotated[
         str | None,
