@@ -121,7 +121,10 @@ def test_run_streams_output_and_input_and_returns_the_exit_code(server: ServerPr
     assert done.returncode == 3, done.stderr
     found = re.fullmatch(r"job (\d+) on n1\n", done.stdout)
     assert found is not None, done.stdout
-    assert done.stderr.endswith("err\n"), done.stderr
+    # the task's stderr, then srun's own line for a task that failed
+    assert done.stderr.endswith("err\nsrun: error: n1: task 0: Exited with exit code 3\n"), (
+        done.stderr
+    )
     assert list(job(server, found.group(1))["placement"]) == [NODE]
     piped = railyard(server, "run", "--", "sh", "-c", "read l; echo got $l", stdin="hi\n")
     assert (piped.returncode, piped.stdout) == (0, "got hi\n"), piped.stderr

@@ -96,7 +96,12 @@ def _check_paths(spec: JobSubmit, mounts: list[Mount], unix_user: str) -> None:
         if problem is not None:
             raise Invalid("container_workdir", problem, hint)
     for mount in mounts:
-        problem = nested_problem(mount.dst, every, "the destination")
+        # a directory mounted at its own path inside another such mount (a home's subtree
+        # at the same place) is there already: nothing is made, and the wrapper checks it
+        # at start, walking from the pinned source without following links
+        same = mount.src == mount.dst
+        around = [m for m in every if m.src != m.dst] if same else every
+        problem = nested_problem(mount.dst, around, "the destination")
         if problem is not None:
             raise Invalid("container_mounts", f"{mount.to_text()}: {problem}", hint)
 
