@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -33,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.integration.tenants import Site, job, shared_site, submit, wait
 from tests.security.test_dashboard_session import logged_in
+from tests.security.test_edge import interactive, output_of
 
 from railyard.client.client import Client
-from railyard.client.websocket import WebSocket
 
 Attack = Callable[[Site], tuple[str, bool]]
 HEALTHZ_P99_S = 0.25
@@ -109,40 +108,16 @@ class Meanwhile:
 # -- WebSocket frames (item 2) ------------------------------------------------------------------
 
 
-def _interactive(site: Site, command: list[str]) -> str:
-    job_id = submit(site.server, site.bob.token, gpus=0, command=command, terminal="pipes")
-    wait(lambda: job(site.server, job_id)["state"] == "running", 120)
-    return job_id
-
-
-def _stdout_and_exit(ws: WebSocket, timeout_s: float = 120) -> tuple[bytes, int | None]:
-    stream, out, code = b"", b"", None
-    deadline = time.monotonic() + timeout_s
-    while code is None and time.monotonic() < deadline:
-        message = ws.recv(timeout_s=max(0.1, deadline - time.monotonic()))
-        if message is None:
-            break
-        stream += message[1]
-        while len(stream) >= 5:
-            kind, length = struct.unpack(">cI", stream[:5])
-            if len(stream) < 5 + length:
-                break
-            payload, stream = stream[5 : 5 + length], stream[5 + length :]
-            out += payload if kind == b"o" else b""
-            code = int(payload) if kind == b"x" else code
-    return out, code
-
-
 def frame_flood(site: Site) -> tuple[str, bool]:
     """1 MiB of 6-byte stdin frames in one message, to ``wc -c``: it must count them all."""
-    job_id = _interactive(site, ["wc", "-c"])
+    job_id = interactive(site, ["wc", "-c"])
     count = (1 << 20) // 6
     with Client(site.server.url, site.bob.token) as bob, Meanwhile(site) as seen:
         ws = bob.terminal(job_id)
         start = time.perf_counter()
         ws.send_binary(b"i\x00\x00\x00\x01x" * count)
         ws.send_binary(b"e\x00\x00\x00\x00")
-        out, code = _stdout_and_exit(ws)
+        out, code = output_of(ws)
         took_s = time.perf_counter() - start
         ws.close()
     said, good = seen.verdict()
@@ -154,7 +129,7 @@ def frame_flood(site: Site) -> tuple[str, bool]:
 
 def oversized_message(site: Site) -> tuple[str, bool]:
     """4 MiB of tiny frames in one message: closed with 1009, nothing parsed."""
-    job_id = _interactive(site, ["sleep", "60"])
+    job_id = interactive(site, ["sleep", "60"])
     with Client(site.server.url, site.bob.token) as bob, Meanwhile(site) as seen:
         ws = bob.terminal(job_id)
         try:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shlex
 import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -21,6 +20,7 @@ from pathlib import Path
 import httpx
 
 from railyard.client.client import Client
+from railyard.client.frames import EXIT, STDOUT, FrameReader
 from railyard.client.websocket import WebSocket
 from railyard.control.api.edge import descriptor_budget
 from tests.integration.server_proc import ServerProcess
@@ -80,22 +80,15 @@ def interactive(site: Site, command: list[str]) -> str:
 
 def output_of(ws: WebSocket, timeout_s: float = 60) -> tuple[bytes, int | None]:
     """What the job wrote to stdout until its exit frame, and its exit status."""
-    stream, out, code = b"", b"", None
+    reader, out, code = FrameReader(), b"", None
     deadline = time.monotonic() + timeout_s
     while code is None and time.monotonic() < deadline:
         message = ws.recv(timeout_s=max(0.1, deadline - time.monotonic()))
         if message is None:
             break
-        stream += message[1]
-        while len(stream) >= 5:
-            kind, length = struct.unpack(">cI", stream[:5])
-            if len(stream) < 5 + length:
-                break
-            payload, stream = stream[5 : 5 + length], stream[5 + length :]
-            if kind == b"o":
-                out += payload
-            elif kind == b"x":
-                code = int(payload)
+        for kind, payload in reader.feed(message[1]):  # the client's own frame parser
+            out += payload if kind == STDOUT else b""
+            code = int(payload) if kind == EXIT else code
     return out, code
 
 
