@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import blueprint
 
 from railyard.blueprint import load, load_text
-from railyard.twin import collective
+from railyard.twin import collective, collective_costs
 from railyard.twin.collective import (
     CollectiveModel,
     bus_factor,
@@ -80,8 +80,8 @@ def test_model_ring_is_the_ring_formula_with_nccl_constants(h100: CollectiveMode
     size = 4 * GIB
     bw = h100.links.nvlink_gbyte_s  # 18 links x 20.6 GB/s
     assert bw == pytest.approx(370.8)
-    alpha = collective._STEP_US["nvlink"][("ring", "Simple")] * 1e-6
-    base = (collective._BASE_US[("ring", "Simple")] + collective._CALL_US) * 1e-6
+    alpha = collective_costs.STEP_US["nvlink"][("ring", "Simple")] * 1e-6
+    base = (collective_costs.BASE_US[("ring", "Simple")] + collective_costs.CALL_US) * 1e-6
     expected = base + ring_time_s("all_reduce", size, 8, bw, alpha)
     assert h100.time_s("all_reduce", size, 1, 8, algo="ring") == pytest.approx(expected)
     assert h100.choice("all_reduce", size, 1, 8, algo="ring") == ("ring", "Simple")
@@ -243,7 +243,7 @@ def test_nvls_chunk_follows_nccls_chunking_rule() -> None:
     # calcCollChunking, NVLS: 128 KiB, 64 KiB below 64 loops of it, 32 KiB below 8, 16 KiB below 2
     ops = 16 * 8  # channels x heads on one H100 node
     sizes = np.array([4.0 * GIB, 0.5 * GIB, 32 * MIB, 1 * MIB])
-    assert collective.nvls_chunk_bytes(sizes, ops).tolist() == [131072, 65536, 32768, 16384]
+    assert collective_costs.nvls_chunk_bytes(sizes, ops).tolist() == [131072, 65536, 32768, 16384]
 
 
 def test_nvls_time_is_latency_bytes_and_a_two_loop_fill(h100: CollectiveModel) -> None:
@@ -265,4 +265,4 @@ def test_mid_size_nvls_matches_the_azure_sweep(
 
 def test_ring_and_tree_pay_a_launch_cost(h100: CollectiveModel) -> None:
     tiny = h100.time_s("all_reduce", 8, 1, 8, algo="ring")
-    assert tiny > collective._CALL_US * 1e-6 + collective._BASE_US[("ring", "LL")] * 1e-6
+    assert tiny > collective_costs.CALL_US * 1e-6 + collective_costs.BASE_US[("ring", "LL")] * 1e-6
