@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import blueprint
 
 from railyard.blueprint import load, load_text
-from railyard.twin import collective, collective_costs
+from railyard.twin import collective_costs
 from railyard.twin.collective import (
     CollectiveModel,
     bus_factor,

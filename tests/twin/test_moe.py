@@ -16,7 +16,13 @@ from tests.twin.test_train import FakeComm
 from railyard.blueprint.catalog import GPUS
 from railyard.twin.kernels import kernel_model
 from railyard.twin.models import Parallelism
-from railyard.twin.moe import MOE_IMBALANCE_DEFAULT, alltoall_bytes, moe_work
+from railyard.twin.moe import (
+    GROUPED_GEMM_STREAMS,
+    MOE_IMBALANCE_DEFAULT,
+    alltoall_bytes,
+    grouped_gemm_s,
+    moe_work,
+)
 from railyard.twin.spec import SpecError, arch_from_fields, split_from_fields
 from railyard.twin.train import estimate_step
 from railyard.twin.validate import shipped_reference, validate_all
@@ -50,6 +56,19 @@ def test_small_per_expert_batches_run_below_the_dense_rate() -> None:
     rate_big = flops / big.expert_gemm_s
     rate_small = flops * 1 / small.expert_gemm_s
     assert rate_small < 0.6 * rate_big
+
+
+def test_grouped_gemm_runs_te_streams_worth_of_experts_at_a_time() -> None:
+    # TE on Hopper: one cuBLAS GEMM per expert on 4 compute streams; 16 experts are 4 groups
+    # of 4 that share the SMs' waves, 18 experts 4 groups and a group of 2
+    assert GROUPED_GEMM_STREAMS == 4
+    m, n, k = 1024.0, 5760.0, 2880.0
+    four = KM.gemm_s(m, n, k, batch=4)
+    assert grouped_gemm_s(KM, m, n, k, 16) == pytest.approx(4 * four)
+    assert grouped_gemm_s(KM, m, n, k, 18) == pytest.approx(4 * four + KM.gemm_s(m, n, k, 2))
+    # a partial last wave is paid per group, so the groups are never faster than one batch
+    assert grouped_gemm_s(KM, m, n, k, 16) >= KM.gemm_s(m, n, k, batch=16)
+    assert grouped_gemm_s(KM, m, n, k, 1) == pytest.approx(KM.gemm_s(m, n, k))
 
 
 def test_imbalance_slows_the_busiest_rank_and_its_all_to_all() -> None:

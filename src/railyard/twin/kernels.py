@@ -48,8 +48,13 @@ K_FILL = 256
 STREAM_K_FILLS = 2
 # fp8 tensor cores run at twice the bf16 dense rate on Hopper and Blackwell (H100 datasheet:
 # 1,979 vs 989 TFLOPS dense), but the best measured fp8 matmul is a smaller fraction of that
-# peak: median 73.9% (Bekman, MAMF table, FP8) against 80.3% for bf16.
+# peak, and not the same fraction on every part of one generation (Bekman, MAMF table, FP8,
+# float8_e4m3fn): H100 SXM 70.9% (1,402.6 TFLOPS, where its bf16 reaches 80.3%), H200 SXM
+# 73.4%, B200 SXM 76.3%; the median over NVIDIA's parts, 73.9%, for a part the table lacks.
+# Azure's cuBLASLt fp8 sweep on ND H100 v5 agrees with H100's own figure, not the median:
+# 1,377 TFLOPS (69.6%) at 16384^3 (Azure/AI-benchmarking-guide).
 FP8_MAMF_FRACTION = 0.739
+FP8_MAMF_FRACTION_BY_GPU = {"H100": 0.709, "H200": 0.734, "B200": 0.763}
 # Memory-bound kernels stream at 79-89% of datasheet HBM bandwidth: STREAM copy / triad on
 # Azure ND A100 v4 1.61 / 1.70 of 2.04 TB/s, ND H100 v5 2.90 / 2.97 of 3.35, ND H200 v5
 # 4.01 / 4.15 of 4.8 (Azure/AI-benchmarking-guide results); 0.85 is their middle.
@@ -71,6 +76,12 @@ def sms_of(gpu_name: str) -> int:
 
 def mamf_fraction_of(gpu_name: str) -> float:
     return MAMF_FRACTION_BY_ARCH.get(gpu_arch(gpu_name), MAMF_FRACTION_DEFAULT)
+
+
+def fp8_mamf_fraction_of(gpu_name: str) -> float:
+    """The best measured fp8 matmul over the part's fp8 peak (catalogue name's model prefix)."""
+    model = gpu_name.upper().split("-")[0]
+    return FP8_MAMF_FRACTION_BY_GPU.get(model, FP8_MAMF_FRACTION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +156,8 @@ def kernel_model(
     """The rates of ``gpu_name``; keyword overrides come from a calibration file."""
     fraction = mamf_fraction if mamf_fraction is not None else mamf_fraction_of(gpu_name)
     if fp8:
-        fraction = 2.0 * FP8_MAMF_FRACTION * fraction / MAMF_FRACTION_DEFAULT
+        # the part's fp8 burst fraction, scaled as a calibrated bf16 fraction is scaled
+        fraction = 2.0 * fp8_mamf_fraction_of(gpu_name) * fraction / mamf_fraction_of(gpu_name)
     if node_busy:
         fraction *= SUSTAINED_RATIO
     gap = gap_s if gap_s is not None else (GRAPH_KERNEL_GAP_S if cuda_graphs else KERNEL_GAP_S)
@@ -166,6 +178,7 @@ __all__ = [
     "KERNEL_GAP_S",
     "SUSTAINED_RATIO",
     "KernelModel",
+    "fp8_mamf_fraction_of",
     "kernel_model",
     "mamf_fraction_of",
     "sms_of",

@@ -10,10 +10,13 @@ un-permuted and summed with their routing weights. Megatron-Core's all-to-all di
 host to size those exchanges, so every MoE layer's forward waits once for the GPU to drain.
 
 What each piece costs here:
-- router GEMM and the local experts' GEMMs by the tile model of railyard.twin.kernels; the
-  local experts run as one grouped GEMM (TE's grouped linear), so their tiles share the SMs'
-  waves as a batch, and a small per-expert batch fills its 256-token tiles only in part:
-  small per-expert batches run below dense rates without a constant saying so;
+- router GEMM and the local experts' GEMMs by the tile model of railyard.twin.kernels; TE's
+  grouped linear on Hopper is not one kernel: nvte_multi_stream_cublas_gemm launches one cuBLAS
+  GEMM per expert, round-robin on TE's 4 compute streams (transformer_engine/common/util/
+  multi_stream.cpp: num_compute_streams = 4), so up to 4 experts' tiles share the SMs' waves
+  at a time and a group's partial last wave is paid once per group of 4, not once per layer;
+  a small per-expert batch fills its 256-token tiles only in part: small per-expert batches
+  run below dense rates without a constant saying so;
 - softmax, top-k and the auxiliary loss as fp32 streams over tokens x experts;
 - each permute and un-permute as a gather that reads and writes every routed copy's hidden
   vector (bandwidth-bound);
@@ -52,6 +55,16 @@ ROUTER_BWD_KERNELS = 4
 # (sort_chunks_by_idxs), and the same on the way back.
 PERMUTE_BYTES_PER_COPY_ELEMENT = 4.0
 PERMUTE_KERNELS = 2
+# Experts whose GEMMs run at once in TE's multi-stream grouped GEMM (see the module docstring).
+GROUPED_GEMM_STREAMS = 4
+
+
+def grouped_gemm_s(km: KernelModel, m: float, n: float, k: float, experts: int) -> float:
+    """``experts`` GEMMs of one shape, launched one per expert on GROUPED_GEMM_STREAMS streams:
+    each group of concurrent GEMMs shares the SMs' waves, the groups follow one another."""
+    full, rest = divmod(experts, GROUPED_GEMM_STREAMS)
+    t = full * km.gemm_s(m, n, k, batch=GROUPED_GEMM_STREAMS) if full else 0.0
+    return t + (km.gemm_s(m, n, k, batch=rest) if rest else 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +118,9 @@ def moe_work(arch: LlmArch, par: Parallelism, km: KernelModel, tokens: float) ->
     fwd_gemm = rf
     bwd_gemm = rb
     for n, k in ((f_in, h), (h, f_exp)):
-        fwd_gemm += km.gemm_s(per_expert, n, k, batch=local)
-        bwd_gemm += km.gemm_s(per_expert, k, n, batch=local) + km.gemm_s(k, n, per_expert, local)
+        fwd_gemm += grouped_gemm_s(km, per_expert, n, k, local)
+        bwd_gemm += grouped_gemm_s(km, per_expert, k, n, local)
+        bwd_gemm += grouped_gemm_s(km, k, n, per_expert, local)
     expert_gemm = fwd_gemm + bwd_gemm - rf - rb
     # shared experts: a dense MLP every token takes (DeepSeek, Qwen2-MoE)
     if arch.shared_experts:
@@ -146,10 +160,12 @@ def alltoall_bytes(arch: LlmArch, par: Parallelism, tokens: float) -> float:
 
 
 __all__ = [
+    "GROUPED_GEMM_STREAMS",
     "MOE_IMBALANCE_DEFAULT",
     "MoeWork",
     "alltoall_bytes",
     "expert_tp",
+    "grouped_gemm_s",
     "imbalance",
     "moe_work",
 ]

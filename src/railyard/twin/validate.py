@@ -37,7 +37,8 @@ _H100_OVERLAP = (
     "isolated-kernel rates (published GEMM and cuDNN attention benchmarks, derated for a busy "
     "node), and overlapped TP/DP/PP communication shows its last gradient bucket or GEMM chunk "
     "and slows the compute it hides under by the 18.9% measured beside it; those runs still "
-    "sustain 12-26% less across sizes while the A100 Megatron rows "
+    "sustain 11-23% less across sizes (FP8 GEMMs at H100's own fp8 MAMF, 70.9%, since "
+    "this round) while the A100 Megatron rows "
     "land within -2% to +16%; not attributed yet (candidates: clocks under the node's power cap "
     "below the 0.845 sustained ratio measured on H200, a contention larger than that average "
     "for Transformer Engine's userbuffer overlap); calibrate on the target cluster (railyard "
@@ -45,9 +46,14 @@ _H100_OVERLAP = (
 )
 MISS_CAUSES: dict[str, str] = {
     "c05": "NCCL 2.18.5 on H100 takes 42 us for 1 MiB where 2.20.5 on the same NVLink (H200, "
-    "c18) takes 35 us; the model carries one NCCL version's NVLS chunking",
+    "c18) takes 35 us; NCCL's source gives the two versions the same one-node NVLS path "
+    "(calcCollChunking's chunks, 16 NVLS channels, tuning latency baseLat 23 + hwLat 0 in "
+    "2.18.5, 0 + 23 in 2.20.5), so the gap is not the version's as far as the source shows; "
+    "the model's ring LL at this size takes 46 us, near the 42 measured, as if 2.18.5's "
+    "tuner had not picked NVLS",
     "c17": "NCCL 2.20.5's NVLS floor on H200 is 29.9 us against 25.6 us with 2.18.5 on H100 "
-    "(c06); the model uses NCCL's 25 us NVLS latency",
+    "(c06), on different VMs and GPUs; the two versions' tuning latency for one-node NVLS "
+    "is the same 23 us (see c05), and the model uses 25 us",
     "t22": "128K-token context parallelism over 16 ranks: the K/V exchange is priced as one "
     "all-gather and one reduce-scatter hidden under half the layer, with the causal work "
     "perfectly balanced over the ranks; at this length the exchange and any imbalance are "
@@ -64,26 +70,18 @@ for _row in ("g01", "g05", "g11", "g12", "g13", "g14"):
         "this size carries its launch; training GEMMs (2,048 tokens or more, 8% over on "
         "average on an H200's profile) are not in this range"
     )
-MISS_CAUSES["g08"] = (
-    "fp8 at 8192^3: the fp8 rate is the bf16 shape model times the published fp8 MAMF ratio "
-    "(Bekman's median, 73.9% of the fp8 peak); Azure's cuBLASLt sweep on ND H100 v5 reached "
-    "65% at this size, below that median"
-)
-for _row in ("g06", "g07"):
-    MISS_CAUSES[_row] = (
-        "fp8 GEMMs of 2k-4k: the fp8 rate is the bf16 shape model times the published fp8 "
-        "MAMF ratio; Hopper's fp8 kernels lose more to their deeper pipeline fill at these "
-        "sizes than the fill the model charges"
-    )
 for _row in ("t29", "t32"):
     MISS_CAUSES[_row] = (
         "Qwen3-30B-A3B with its 8 expert ranks inside one node, PP2 with one layer per "
         "virtual stage: published at 121 model TFLOP/s per GPU (6% of the FP8 peak) in 25.11 "
         "and 26.02, against 10,494 tokens/s (241 TFLOP/s) for the same split in the 25.09 "
-        "table; the twin prices every kernel it knows of (router, permutes, grouped GEMMs, "
-        "per-expert casts, the host sync) and lands 3x faster; not attributed (candidates: "
-        "per-expert host work of the dispatcher and FP8 current scaling, which a profile on a "
-        "GPU would show)"
+        "table; the twin prices every kernel it knows of (router, permutes, per-expert GEMMs "
+        "4 at a time as TE launches them, per-expert casts, the host sync) and lands 2.8x "
+        "faster. The published time per layer and micro-batch grows with the tokens (32 ms "
+        "at 8,192 tokens in t29, 16.7 ms at 4,096 in t32: 3.9-4.1 us a token), so it is not "
+        "a fixed host cost per layer; not attributed (candidates: the unfused permute's "
+        "scatter-add backward, the dispatcher's per-expert work under FP8 current scaling; a "
+        "profile on a GPU would show)"
     )
 for _row in ("t28", "t31"):
     MISS_CAUSES[_row] = (
