@@ -255,6 +255,9 @@ def train(
         bool | None,
         typer.Option("--autocast/--no-autocast", help="eager: bf16 autocast or pure bf16"),
     ] = None,
+    dispatcher: Annotated[
+        str, typer.Option(help="MoE token dispatcher: alltoall, deepep or hybridep")
+    ] = "alltoall",
     implementation: Annotated[str, typer.Option(help="eager, megatron or megatron-te")] = (
         "megatron-te"
     ),
@@ -286,6 +289,7 @@ def train(
     arch = _arch(model, model_file, dims)
     par = _split(arch, dict(
         tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, fp8_recipe=fp8_recipe, autocast=autocast,
+        dispatcher=dispatcher,
         micro_batch=micro_batch, global_batch=global_batch,
         interleave=interleave, zero_stage=zero, distributed_optimizer=distributed_optimizer,
         recompute=recompute, sequence_parallel=sequence_parallel, precision=precision,
@@ -327,6 +331,9 @@ def _split(arch: LlmArch, fields: dict[str, Any], stages: str | None) -> Paralle
         if fields.get("fp8_recipe", "delayed") not in ("delayed", "current", "block"):
             raise ValueError(f"fp8-recipe {fields['fp8_recipe']!r} is not delayed, current or "
                              "block")  # fmt: skip
+        if fields.get("dispatcher", "alltoall") not in ("alltoall", "deepep", "hybridep"):
+            raise ValueError(f"dispatcher {fields['dispatcher']!r} is not alltoall, deepep or "
+                             "hybridep")  # fmt: skip
         if fields["recompute"] not in ("none", "selective", "full"):
             raise ValueError(f"recompute {fields['recompute']!r} is not none, selective or full")
         if fields["precision"] not in ("bf16", "fp8"):

@@ -234,6 +234,7 @@ class Parallelism:
     sequence_parallel: bool = False
     precision: Precision = "bf16"
     fp8_recipe: str = "delayed"  # delayed, current or block scaling (railyard.twin.fp8)
+    dispatcher: str = "alltoall"  # MoE token dispatcher: alltoall, deepep, hybridep (twin.moe)
     flash_attention: bool = True
     overlap_tp_comm: bool = False
     overlap_dp_comm: bool = True

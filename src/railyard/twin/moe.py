@@ -27,6 +27,8 @@ What each piece costs here:
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from railyard.twin.fp8 import cast_bytes, cast_kernels
@@ -152,6 +154,56 @@ def moe_work(arch: LlmArch, par: Parallelism, km: KernelModel, tokens: float) ->
     )  # fmt: skip
 
 
+# Dispatchers that send a token once to each node (over RDMA, to the GPU of the same rail) and
+# once to each GPU (over NVLink) among those its experts are on, and copy it per expert there:
+# DeepEP's normal kernels (github.com/deepseek-ai/DeepEP README; DeepSeek-V3 technical report,
+# arXiv 2412.19437, section 3.2.2: "first transmitted via IB to the GPUs with the same in-node
+# index on target nodes ... then forwarded via NVLink") and NVIDIA's HybridEP (Megatron-Core's
+# flex dispatcher). Megatron's alltoall dispatcher sends every (token, expert) copy.
+DEDUP_DISPATCHERS = ("deepep", "hybridep")
+
+
+def groups_hit(experts: int, top_k: int, groups: int) -> float:
+    """Expected distinct groups (nodes, or GPUs) a token's top_k distinct experts fall in, the
+    experts spread evenly over ``groups`` and routing uniform (force-balanced benchmarks):
+    groups x (1 - C(E - E/g, k) / C(E, k))."""
+    if groups <= 1:
+        return 1.0
+    per = experts // groups
+    if per < 1 or top_k > experts:
+        return float(min(top_k, groups))
+    miss = math.comb(experts - per, top_k) / math.comb(experts, top_k)
+    return groups * (1.0 - miss)
+
+
+def dispatch_s(
+    arch: LlmArch,
+    par: Parallelism,
+    tokens: float,
+    ep_nodes: int,
+    ep_gpn: int,
+    alltoall_s: Callable[[float, int, int], float],
+) -> float:
+    """One dispatch (or combine) of this rank's tokens to the EP group, by the split's
+    dispatcher; ``alltoall_s(size_bytes, nodes, gpus_per_node)`` is the collective model's
+    all-to-all. A deduplicating dispatcher sends each token's hidden vector once to every other
+    node it is routed to (one GPU per node on each rail: an all-to-all over the nodes) and once
+    over NVLink to every GPU of the node it is routed to, the two pipelined chunk by chunk."""
+    if par.dispatcher not in DEDUP_DISPATCHERS:
+        return alltoall_s(alltoall_bytes(arch, par, tokens), ep_nodes, ep_gpn)
+    tp_tokens = tokens / par.tp if par.sequence_parallel else tokens
+    vector = tp_tokens * arch.hidden * 2.0 * imbalance(arch)
+    ranks = ep_nodes * ep_gpn
+    # every distinct GPU a token reaches gets one copy; an all-to-all prices S(n-1)/n leaving
+    nvlink = alltoall_s(vector * groups_hit(arch.experts, arch.top_k, ranks), 1, ep_gpn)
+    if ep_nodes <= 1:
+        return nvlink
+    nodes = groups_hit(arch.experts, arch.top_k, ep_nodes)
+    # the all-to-all over nodes (one GPU each) sends S(n-1)/n away: S = bytes for all nodes hit
+    rdma = alltoall_s(vector * nodes, ep_nodes, 1)
+    return max(nvlink, rdma)
+
+
 def alltoall_bytes(arch: LlmArch, par: Parallelism, tokens: float) -> float:
     """Bytes one rank sends in one dispatch (or combine) all-to-all: its routed copies of the
     hidden vector in bf16, the busiest rank's share of them."""
@@ -160,12 +212,15 @@ def alltoall_bytes(arch: LlmArch, par: Parallelism, tokens: float) -> float:
 
 
 __all__ = [
+    "DEDUP_DISPATCHERS",
     "GROUPED_GEMM_STREAMS",
     "MOE_IMBALANCE_DEFAULT",
     "MoeWork",
     "alltoall_bytes",
+    "dispatch_s",
     "expert_tp",
     "grouped_gemm_s",
+    "groups_hit",
     "imbalance",
     "moe_work",
 ]

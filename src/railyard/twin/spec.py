@@ -69,6 +69,11 @@ SPLIT_FIELDS: dict[str, tuple[Any, str]] = {
         ("delayed", "current", "block"),
         "FP8 scaling: per-tensor delayed or current, or 1x128 blocks",
     ),
+    "dispatcher": (
+        ("alltoall", "deepep", "hybridep"),
+        "MoE token dispatcher: NCCL all-to-all of every routed copy, or DeepEP/HybridEP (a "
+        "token crosses to each node, and each GPU, it is routed to once)",
+    ),
     "impl": (("eager", "megatron", "megatron-te"), "software stack"),
     "attention": (("flash2", "flash3", "cudnn", "unfused"), "attention backend"),
     "fused_loss": (bool, "fused cross-entropy"),

@@ -33,7 +33,7 @@ from railyard.twin.layer import (
 )
 from railyard.twin.memory import MemoryEstimate, estimate_memory
 from railyard.twin.models import LlmArch, Parallelism
-from railyard.twin.moe import alltoall_bytes, expert_tp
+from railyard.twin.moe import dispatch_s, expert_tp
 
 __all__ = ["CommModel", "Parallelism", "StepEstimate", "estimate_step", "pipeline_bubble"]
 
@@ -370,10 +370,12 @@ def estimate_step(
     # expert parallelism: dispatch and combine all-to-alls of the routed token copies, forward
     # and backward (and again with full recompute), over ep ranks spaced tp x cp apart
     if arch.is_moe and par.ep > 1:
-        a2a_bytes = alltoall_bytes(arch, par, tokens)
         ep_nodes, ep_gpn = _group(par.ep, expert_tp(par), gpus_per_node)
         count = 4 + (2 if par.recompute == "full" else 0)
-        ep_s = count * comm.time_s("alltoall", a2a_bytes, ep_nodes, ep_gpn)
+        ep_s = count * dispatch_s(
+            arch, par, tokens, ep_nodes, ep_gpn,
+            lambda size, nodes, gpn: comm.time_s("alltoall", size, nodes, gpn),
+        )  # fmt: skip
         if par.overlap_ep_comm:
             ep_s = _overlapped(ep_s, layer.expert_gemm_s)
         per_layer_comm += ep_s

@@ -70,25 +70,28 @@ for _row in ("g01", "g05", "g11", "g12", "g13", "g14"):
         "this size carries its launch; training GEMMs (2,048 tokens or more, 8% over on "
         "average on an H200's profile) are not in this range"
     )
+_MOE_COMPUTE = (
+    "MoE layers on H100 with experts inside a node or behind a deduplicating dispatcher run "
+    "1.45-1.75x slower than the twin prices every kernel it knows of (router, permutes, "
+    "per-expert GEMMs 4 at a time as TE launches them, per-expert casts, the host sync): "
+    "Qwen3-30B EP16 with HybridEP +50% (26.04.01), EP8 in one node +45% (26.02.01), GPT-OSS "
+    "120B EP8 +44%/+75%; the rows whose all-to-all crosses nodes through NCCL (Qwen3-235B, "
+    "t30/t33) agree because an exposed all-to-all of every routed copy (11 s of 20 s) hides "
+    "the same gap, as t27 did before its HybridEP dispatcher was priced (-2%); not "
+    "attributed: NVIDIA's own notes point at host overhead (CUDA graphs for the router and "
+    "permutes in its recipes, sync-free fused MoE kernels worth +93% on GPT-OSS), which a "
+    "profile on a GPU would size"
+)
+for _row in ("t27", "t28", "t31", "t34"):
+    MISS_CAUSES[_row] = _MOE_COMPUTE
 for _row in ("t29", "t32"):
     MISS_CAUSES[_row] = (
         "Qwen3-30B-A3B with its 8 expert ranks inside one node, PP2 with one layer per "
-        "virtual stage: published at 121 model TFLOP/s per GPU (6% of the FP8 peak) in 25.11 "
-        "and 26.02, against 10,494 tokens/s (241 TFLOP/s) for the same split in the 25.09 "
-        "table; the twin prices every kernel it knows of (router, permutes, per-expert GEMMs "
-        "4 at a time as TE launches them, per-expert casts, the host sync) and lands 2.8x "
-        "faster. The published time per layer and micro-batch grows with the tokens (32 ms "
-        "at 8,192 tokens in t29, 16.7 ms at 4,096 in t32: 3.9-4.1 us a token), so it is not "
-        "a fixed host cost per layer; not attributed (candidates: the unfused permute's "
-        "scatter-add backward, the dispatcher's per-expert work under FP8 current scaling; a "
-        "profile on a GPU would show)"
-    )
-for _row in ("t28", "t31"):
-    MISS_CAUSES[_row] = (
-        "GPT-OSS 120B: its attention sinks and biased experts (clamped SwiGLU) are not in the "
-        "model spec, the windowed layers run TE's sliding-window attention at the full-causal "
-        "rate, and the half of the layers with a 128-token window make attention cheap, so "
-        "the step is GEMM-bound where the published run is not"
+        "virtual stage: published at 118-121 model TFLOP/s per GPU in 25.11 and 26.02, where "
+        "the publisher measured 9,058 tokens/s (208 TFLOP/s) for the identical split in the "
+        "26.02.01 point release (t34), 10,494 for t29's split in 25.09 (with token dropping) "
+        "and 8,826-8,960 with EP16 in 26.04-26.06; the twin's miss on t34 (+45%) is the MoE "
+        "gap below, the rest is these two releases' own. " + _MOE_COMPUTE
     )
 MISS_CAUSES["t15"] = (
     "32B with TP8 DP48: the distributed optimizer's fp32 gradient reduce-scatter over 48 "
