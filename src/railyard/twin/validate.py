@@ -52,7 +52,9 @@ MISS_CAUSES: dict[str, str] = {
     "(calcCollChunking's chunks, 16 NVLS channels, tuning latency baseLat 23 + hwLat 0 in "
     "2.18.5, 0 + 23 in 2.20.5), so the gap is not the version's as far as the source shows; "
     "the model's ring LL at this size takes 46 us, near the 42 measured, as if 2.18.5's "
-    "tuner had not picked NVLS",
+    "tuner had not picked NVLS; 2.19.1 added NVLS user-buffer registration, which skips "
+    "the scatter and gather copies of the NVLS pipeline (src/device/all_reduce.h, regUsed) "
+    "when a run registers its buffers, which the published sweeps do not say",
     "c17": "NCCL 2.20.5's NVLS floor on H200 is 29.9 us against 25.6 us with 2.18.5 on H100 "
     "(c06), on different VMs and GPUs; the two versions' tuning latency for one-node NVLS "
     "is the same 23 us (see c05), and the model uses 25 us",
