@@ -5,7 +5,8 @@ MASTER_ADDR and MASTER_PORT (https://pytorch.org/docs/stable/elastic/run.html). 
 RAILYARD_CHECKPOINT_DIR and RAILYARD_PREEMPT_SIGNAL:
 
 * every ``--ckpt-every`` steps rank 0 writes ``ckpt.pt`` atomically (temporary file, then
-  ``os.replace``), so a reader never sees half a checkpoint;
+  ``os.replace``), so a reader never sees half a checkpoint, and says so ("step K:
+  checkpoint saved"): a walk-through waits for that line before it preempts the job;
 * on the preempt signal a flag is set; at the next step boundary the ranks agree through an
   all_reduce of the flag, rank 0 checkpoints, and every rank exits 0 ("preempted at step K");
 * at start, if ``ckpt.pt`` exists, every rank loads it ("resumed from step K").
@@ -133,6 +134,8 @@ def main(argv: list[str]) -> int:
         step += 1
         if step % args.ckpt_every == 0:
             save(ckpt, model, opt, step)
+            if rank == 0:
+                print(f"step {step}: checkpoint saved", flush=True)
         if args.sleep_per_step:
             time.sleep(args.sleep_per_step)
     if rank == 0:

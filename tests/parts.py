@@ -1,8 +1,9 @@
 """Parts a test may need beyond the `dev` extra: torch, a GPU, Slurm, Chromium, Podman, sshd,
-Prometheus. Where one is absent its tests skip, naming the part and how to get it, so the
-README's test command passes on a fresh machine. Under ``CI=true`` a part that ``.ci/run``
-installs must be there: its absence fails the test instead, so CI cannot pass by skipping,
-unless ``.ci/run`` said it could not install it (``RAILYARD_CI_WITHOUT``, printed in its log).
+Prometheus, MkDocs (the `docs` extra). Where one is absent its tests skip, naming the part and
+how to get it, so the README's test command passes on a fresh machine. Under ``CI=true`` a
+part that ``.ci/run`` installs must be there: its absence fails the test instead, so CI cannot
+pass by skipping, unless ``.ci/run`` said it could not install it (``RAILYARD_CI_WITHOUT``,
+printed in its log).
 ``tests/test_parts.py`` checks that tests skip for these parts only through here.
 
 ``kernel-log`` and ``tracking-cgroup`` are what a non-root run lacks: their tests skip,
@@ -93,6 +94,11 @@ PARTS: dict[str, Part] = {
     "prometheus": Part(_commands("prometheus"), "apt-get install prometheus", ci=True),
     "podman": Part(_commands("podman"), "apt-get install podman", ci=True),
     "sshd": Part(_daemon("sshd"), "apt-get install openssh-server", ci=True),
+    "mkdocs": Part(
+        lambda: _module("mkdocs")() and _module("material")(),
+        "pip install -e '.[docs]' (MkDocs and its Material theme)",
+        ci=True,
+    ),
     "gpu": Part(_gpu, "an NVIDIA GPU, its driver and pip install 'railyard[gpu]'", ci=False),
     "slurm": Part(_slurm, "benchmarks/slurm/setup_local_slurm.sh (as root)", ci=False),
     # What a plain user's run lacks (README: the tests pass as root or not; CI runs both):
