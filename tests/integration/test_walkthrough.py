@@ -43,6 +43,13 @@ def test_the_tour_waits_on_states_not_seconds() -> None:
     assert not re.search(r"seconds? later", (ROOT / "README.md").read_text())
 
 
+def test_the_docs_walkthrough_holds_the_tours_commands() -> None:
+    page = (ROOT / "docs/tutorials/walkthrough.md").read_text()
+    commands = tour_commands((ROOT / "README.md").read_text())
+    assert len(commands) > 8
+    assert [c for c in commands if f"$ {c}" not in page] == []
+
+
 def test_the_tour_runs_as_printed(tmp_path: Path) -> None:
     commands = tour_commands((ROOT / "README.md").read_text())
     state = tmp_path / "state"
