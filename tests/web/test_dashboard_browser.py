@@ -3,7 +3,8 @@ real `railyard up --blueprint gaggle-h100` server: log in, submit from the CLI a
 job appear and finish on the jobs page without a reload, read its log as it is written, drain
 a node from the fabric map (confirming the dialog) and see it drained there, find the job's
 GPU time on the accounting page; another user is refused the job's page. With
-RAILYARD_SCREENSHOTS=DIR it saves each page there (docs/ holds the ones the README shows)."""
+RAILYARD_SCREENSHOTS=DIR it saves each page there (docs/ holds the ones
+docs/how-to/dashboard.md shows)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from railyard.client.bounds import MAX_ARG_BYTES, MAX_ENV_BYTES, MAX_ENV_ENTRIES
 from railyard.control.errors import Invalid as ServiceInvalid
 
 UNIX_NAME_RE = r"^[a-z_][a-z0-9_.-]{0,31}\$?$"  # useradd's portable names
-# The API's bounds (README "Limits"): argv and environment together stay far below Linux's
+# The API's bounds (docs/reference/limits.md): argv and environment together stay far below Linux's
 # ARG_MAX (about 2 MiB), and no one "NAME=value" string passes MAX_ARG_STRLEN.
 ENV_MAX_VARS = MAX_ENV_ENTRIES
 ENV_MAX_BYTES = MAX_ENV_BYTES

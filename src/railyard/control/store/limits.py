@@ -4,7 +4,8 @@ PostgreSQL's INTEGER is 32-bit and SQLite's is 64-bit, so every stored integer i
 32 bits; strings fit their columns; neither store takes a NUL byte or a lone surrogate (not
 valid UTF-8), and neither does ``execve``. A command and its environment stay well under
 Linux's ``ARG_MAX`` (2 MiB with the default 8 MiB stack; one string at most 128 KiB,
-``MAX_ARG_STRLEN``), so a stored job can always be launched. README.md lists these limits.
+``MAX_ARG_STRLEN``), so a stored job can always be launched. docs/reference/limits.md lists
+these limits.
 """
 
 from __future__ import annotations
