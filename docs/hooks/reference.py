@@ -149,7 +149,7 @@ def _type_of(schema: dict[str, Any]) -> str:
         if key in schema:
             return " or ".join(_type_of(s) for s in schema[key])
     if "enum" in schema:
-        return " \\| ".join(f"`{v}`" for v in schema["enum"])
+        return " | ".join(f"`{v}`" for v in schema["enum"])  # _cell escapes it in a table
     kind = str(schema.get("type", "any"))
     if kind == "array":
         return f"array of {_type_of(schema.get('items', {}))}"
