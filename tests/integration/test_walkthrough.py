@@ -17,8 +17,6 @@ from tests.integration.server_proc import ServerProcess
 from tests.parts import needs
 from tests.waiting import scaled
 
-pytestmark = pytest.mark.long  # the tour itself runs for a minute or more
-
 ROOT = Path(__file__).resolve().parents[2]
 # The tour's setup (the venv and torch): the test's own interpreter stands in for them.
 SETUP = ("source .venv/bin/activate", "pip install")
@@ -50,6 +48,7 @@ def test_the_docs_walkthrough_holds_the_tours_commands() -> None:
     assert [c for c in commands if f"$ {c}" not in page] == []
 
 
+@pytest.mark.slow  # the extended tier: the tour runs for a minute or more
 @needs("torch")
 def test_the_tour_runs_as_printed(tmp_path: Path) -> None:
     commands = tour_commands((ROOT / "README.md").read_text())
