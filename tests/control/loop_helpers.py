@@ -13,9 +13,9 @@ from sqlalchemy import select
 
 import railyard.control.loop.world as world
 from railyard.control.loop.service import Loop, LoopConfig
-from railyard.control.schemas import JobSubmit
 from railyard.control.store.database import Store, sqlite_url
 from railyard.control.store.tables import Counter, JobRow, NodeRow, QueueMember, QueueRow, User
+from railyard.control.submission import JobSubmit
 from railyard.control.usecases import jobs
 from railyard.exec.local import LocalExecutor
 from railyard.exec.task.identity import Account

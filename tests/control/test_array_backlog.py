@@ -21,9 +21,9 @@ from tests.control.loop_helpers import seed_cluster
 
 import railyard.control.loop.world as world
 from railyard.control.loop.service import Loop, LoopConfig
-from railyard.control.schemas import JobSubmit
 from railyard.control.store.database import Store
 from railyard.control.store.tables import JobRow, User
+from railyard.control.submission import JobSubmit
 from railyard.control.usecases import jobs
 from railyard.sched import SchedulerConfig
 from railyard.sim.checkpoints import CheckpointPolicy, IntervalRule

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from tests.control.loop_helpers import make_loop, seed_cluster, states, step_until
 
-from railyard.control.schemas import JobSubmit
 from railyard.control.store.database import Store
 from railyard.control.store.tables import User
+from railyard.control.submission import JobSubmit
 from railyard.control.usecases import jobs
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from railyard.control.errors import Invalid
-from railyard.control.schemas import JobSubmit
+from railyard.control.submission import JobSubmit
 from railyard.control.usecases.containers import _check_paths
 from railyard.exec.containers.container import parse_mounts
 

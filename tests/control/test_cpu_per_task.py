@@ -13,9 +13,9 @@ from pathlib import Path
 from sqlalchemy import select
 
 from railyard.control.loop.service import Loop, LoopConfig
-from railyard.control.schemas import JobSubmit
 from railyard.control.store.database import Store
 from railyard.control.store.tables import Counter, JobRow, NodeRow, QueueMember, QueueRow, User
+from railyard.control.submission import JobSubmit
 from railyard.control.usecases import jobs
 from railyard.control.usecases.admission import admit_batch
 from railyard.sched import SchedulerConfig

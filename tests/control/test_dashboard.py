@@ -12,9 +12,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from railyard.control.api.app import create_app
-from railyard.control.schemas import JobSubmit
 from railyard.control.store.database import Store
 from railyard.control.store.tables import JobRow, NodeRow, User
+from railyard.control.submission import JobSubmit
 from railyard.control.usecases import jobs
 from railyard.control.usecases.loopstatus import LoopHealth
 from railyard.web.routes import router

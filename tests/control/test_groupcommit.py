@@ -15,9 +15,9 @@ from sqlalchemy import func, select
 
 from railyard.control.api.app import create_app
 from railyard.control.errors import Forbidden, Invalid
-from railyard.control.schemas import JobSubmit
 from railyard.control.store.database import Store
 from railyard.control.store.tables import EventRow, JobRow, User
+from railyard.control.submission import JobSubmit
 from railyard.control.usecases.groupcommit import GroupCommit, Pending, SubmitRequest, SubmitStore
 
 pytestmark = pytest.mark.stores  # it tests one transaction on each store

@@ -16,11 +16,11 @@ from tests.control.loop_helpers import Conversions, add_job, seed_cluster
 
 import railyard.control.loop.world as world
 from railyard.control.loop.service import Loop, LoopConfig
-from railyard.control.schemas import JobSubmit
 from railyard.control.store.database import Store
 from railyard.control.store.jobchanges import change_mark, changed_since
 from railyard.control.store.tables import JobRow, JobState, NodeRow, User
 from railyard.control.store.transitions import transition_where
+from railyard.control.submission import JobSubmit
 from railyard.control.usecases import jobs
 from railyard.sched import NodeState, SchedulerConfig
 from railyard.sim.checkpoints import CheckpointPolicy, IntervalRule

@@ -13,9 +13,9 @@ from sqlalchemy import update
 from tests.control.test_dashboard import app_for, login, submit
 
 from railyard.control.errors import Invalid
-from railyard.control.schemas import JobSubmit
 from railyard.control.store.database import Store
 from railyard.control.store.tables import JobRow, User
+from railyard.control.submission import JobSubmit
 from railyard.control.usecases import joblist, jobs
 from railyard.control.usecases.joblist import SORTS, job_page
 

@@ -17,9 +17,9 @@ from sqlalchemy import select
 from tests.control.loop_helpers import Cluster, states
 
 from railyard.control.errors import Invalid
-from railyard.control.schemas import JobSubmit
 from railyard.control.store.convert import SCHED_COLUMNS, to_job
 from railyard.control.store.tables import JobRow, NodeRow
+from railyard.control.submission import JobSubmit
 from railyard.exec.task.identity import Account
 
 DUMP = (

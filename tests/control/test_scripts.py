@@ -8,15 +8,15 @@ import pytest
 
 from railyard.client import values
 from railyard.client.scripts import ScriptErrors, merge, parse_script, resolve_export
-from railyard.client.values import parse_mem
-from railyard.control.schemas import (
-    JobSubmit,
+from railyard.client.values import (
     parse_array,
+    parse_mem,
     parse_priority,
     parse_signal,
     parse_topology,
     parse_walltime,
 )
+from railyard.control.submission import JobSubmit
 from railyard.sched.model import Level, PriorityClass, TopologyMode
 
 DIRECTIVES: list[tuple[str, dict[str, Any]]] = [

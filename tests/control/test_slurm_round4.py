@@ -19,8 +19,8 @@ from railyard.client.scripts import parse_script, resolve_export
 from railyard.control.adminschemas import QueueCreate
 from railyard.control.api.validation import validation_line
 from railyard.control.errors import Conflict, Forbidden
-from railyard.control.schemas import JobSubmit
 from railyard.control.store.tables import JobRow, QueueMember, QueueRow, User
+from railyard.control.submission import JobSubmit
 from railyard.control.usecases.requeue import requeue_job
 
 

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from railyard.control.jobspec import Shape
-from railyard.control.schemas import JobSubmit
+from railyard.control.submission import JobSubmit
 
 
 @pytest.mark.parametrize(

@@ -20,9 +20,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from railyard.control.api.app import create_app
-from railyard.control.schemas import JobSubmit
 from railyard.control.store.database import Store, sqlite_url
 from railyard.control.store.tables import JobRow, UiSession, User
+from railyard.control.submission import JobSubmit
 from railyard.control.usecases import jobs, uisessions
 from railyard.web.routes import router
 from railyard.web.session import COOKIE, LOGIN_COOKIE

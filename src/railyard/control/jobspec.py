@@ -41,6 +41,12 @@ def check_env(env: Mapping[str, str]) -> None:
         )
 
 
+def loads_login_env(export: str) -> bool:
+    """Whether ``--export`` starts the job from its account's login environment: ``NONE`` or
+    a list do (sbatch's ``--get-user-env``), ``ALL`` does not (the submitter's is the job's)."""
+    return export.split(",")[0].strip().upper() != "ALL"
+
+
 class Shape(NamedTuple):
     """How a job splits into chunks the scheduler places, and tasks per node (None: one per
     GPU)."""

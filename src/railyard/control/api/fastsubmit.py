@@ -5,7 +5,7 @@ of a ``POST /v1/jobs``'s server CPU was FastAPI's own path: matching the route a
 others, solving its dependencies, a worker-thread hop per request, validating the answer
 again (py-spy, in-process ASGI). :class:`FastSubmit` sits in front of the app and takes
 only the common case: a known bearer token (``auth.TokenCache``), a small JSON body that is
-a valid :class:`~railyard.control.schemas.JobSubmit` of one job, stored by the group commit.
+a valid :class:`~railyard.control.submission.JobSubmit` of one job, stored by the group commit.
 Anything else, and any refusal on the way (an unknown token, a bad body, a 403 or 422 of
 admission, a store busy for a moment), goes to the full route with the body it read: nothing
 was stored (admission only reads; a transient failure rolled the transaction back), so the
@@ -29,6 +29,7 @@ from railyard.control import schemas as s
 from railyard.control.api.deps import Context
 from railyard.control.api.errors import refusal_response
 from railyard.control.errors import ServiceError, Unavailable, describe_failure, is_transient
+from railyard.control.submission import JobSubmit
 from railyard.control.usecases.groupcommit import SubmitRequest
 
 PATH = "/v1/jobs"
@@ -110,7 +111,7 @@ async def _submit(ctx: Context, user: Any, body: bytes) -> bytes | None:
     """The 201 body, or None for anything the route must judge (nothing was stored)."""
     assert ctx.submits is not None
     try:
-        spec = s.JobSubmit.model_validate(json.loads(body))
+        spec = JobSubmit.model_validate(json.loads(body))
     except (ValueError, ValidationError):  # bad JSON or a bad field: the route's 400/422
         return None
     if spec.array is not None:

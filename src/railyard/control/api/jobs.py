@@ -28,6 +28,7 @@ from railyard.control.errors import (
 from railyard.control.store.bulk import StoredViews
 from railyard.control.store.effects import wants_wake
 from railyard.control.store.tables import JobState
+from railyard.control.submission import JobBatch, JobSubmit
 from railyard.control.usecases import (
     fairshare,
     joblookup,
@@ -61,7 +62,7 @@ router = v1_router()
 
 
 @router.post("/jobs", status_code=201)
-async def submit_job(spec: s.JobSubmit, user: Submitter, ctx: ContextDep) -> list[s.JobOut]:
+async def submit_job(spec: JobSubmit, user: Submitter, ctx: ContextDep) -> list[s.JobOut]:
     """Submit a job or an array; one record either way (an array's: id ``1234``, ``array``
     ``0-9999%2``, as sbatch prints one id); its tasks are ``GET /v1/jobs?array=1234``."""
 
@@ -80,7 +81,7 @@ async def submit_job(spec: s.JobSubmit, user: Submitter, ctx: ContextDep) -> lis
 
 
 @router.post("/jobs/batch", status_code=201)
-async def submit_batch(batch: s.JobBatch, user: Submitter, ctx: ContextDep) -> list[s.JobOut]:
+async def submit_batch(batch: JobBatch, user: Submitter, ctx: ContextDep) -> list[s.JobOut]:
     """Submit up to 1,000 jobs at once, all or nothing; one record per job, as ``/v1/jobs``."""
 
     def store(session: Session, now: float, flavors: set[str] | None) -> list[s.JobOut]:

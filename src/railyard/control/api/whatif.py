@@ -11,6 +11,7 @@ from __future__ import annotations
 from railyard.control import schemas as s
 from railyard.control.api.deps import ContextDep, CurrentUser, SessionDep, v1_router
 from railyard.control.errors import Unavailable
+from railyard.control.submission import JobSubmit
 from railyard.control.usecases.admission import admit
 from railyard.control.usecases.whatif import (
     TEST_ONLY_ID,
@@ -46,7 +47,7 @@ def starts(session: SessionDep, user: CurrentUser, ctx: ContextDep) -> list[s.Ex
 
 @router.post("/whatif/submit")
 def test_only(
-    spec: s.JobSubmit, session: SessionDep, user: CurrentUser, ctx: ContextDep
+    spec: JobSubmit, session: SessionDep, user: CurrentUser, ctx: ContextDep
 ) -> s.TestOnly:
     """sbatch --test-only: the submission is checked as a submit checks it (a refusal is its
     one line) and never stored; the twin says when it would start if submitted now, behind

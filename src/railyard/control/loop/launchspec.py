@@ -11,9 +11,11 @@ the layout (:mod:`railyard.exec.task.launch`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
 
 from railyard.client.values import PRIORITY_CLASSES, array_stats
+from railyard.control.jobspec import loads_login_env
 from railyard.control.store.paths import checkpoint_dir, logs_dir, script_path, steps_dir
 from railyard.control.store.tables import JobRow
 from railyard.control.usecases.apps import app_dir, app_launch_env
@@ -59,7 +61,7 @@ def launch_spec(
         restart_count=row.restart_count,
         env=dict(row.env),
         job_env=slurm_compat_env(row, cluster) | (app_launch_env(spool, row.id) if app else {}),
-        login_env=row.export.split(",")[0].strip().upper() != "ALL",
+        login_env=loads_login_env(row.export),
         user=row.unix_user or None,
         batch=batch,
         ntasks_per_node=row.ntasks_per_node,
@@ -158,6 +160,11 @@ def _qos(priority: int) -> str:
     return next((n for n, v in PRIORITY_CLASSES.items() if v == priority), "normal")
 
 
+_array_stats = lru_cache(maxsize=256)(array_stats)
+"""An array's figures by its spec as stored: parsed once per array, not at each task's start
+(10,000 tasks of ``0-9999`` expanded it 10,000 times)."""
+
+
 def array_env(parent: str, index: int, spec: str | None) -> dict[str, str]:
     """SLURM_ARRAY_* as sbatch sets them: MIN/MAX/COUNT over the whole array, STEP of a
     ``first-last:step`` range (1 for a list)."""
@@ -167,7 +174,7 @@ def array_env(parent: str, index: int, spec: str | None) -> dict[str, str]:
         "RAILYARD_ARRAY_TASK_ID": str(index),
     }
     if spec:
-        count, low, high, step = array_stats(spec)
+        count, low, high, step = _array_stats(spec)
         env |= {
             "SLURM_ARRAY_TASK_COUNT": str(count),
             "SLURM_ARRAY_TASK_MIN": str(low),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any, Protocol
 
 from railyard.client.bounds import (
@@ -206,15 +207,23 @@ def _topology(level: str, mode: str | None) -> TopologyRequirement:
 
 
 def _dependencies(text: str | None) -> dict[str, Any]:
-    """Job fields from a stored ``--dependency``; one that no longer parses (it was checked
-    at submit) can never be satisfied, rather than stopping the loop."""
+    """Job fields from a stored ``--dependency``: parsed once per distinct text, not on every
+    read of every pending job (a loop step reads them all, an array's tasks share one)."""
     if not text:
         return {}
-    try:
-        dependencies, any_of = parse_dependency(text)
-    except ValueError:
-        return {"dependencies": (Dependency(DependencyKind.AFTER_OK, ("?",)),)}
+    dependencies, any_of = _parsed_dependency(text)
     return {"dependencies": dependencies, "dependency_any": any_of}
+
+
+@lru_cache(maxsize=4096)
+def _parsed_dependency(text: str) -> tuple[tuple[Dependency, ...], bool]:
+    """One that no longer parses (it was checked at submit) can never be satisfied, rather
+    than stopping the loop. Kept by text: the terms are immutable, and the text is what the
+    store keeps (``SLURM_JOB_DEPENDENCY`` shows it as given)."""
+    try:
+        return parse_dependency(text)
+    except ValueError:
+        return (Dependency(DependencyKind.AFTER_OK, ("?",)),), False
 
 
 def stop_cause(state: str, stored: str | None) -> StopCause | None:

@@ -29,9 +29,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from railyard.control.errors import Forbidden, Invalid
-from railyard.control.schemas import JobSubmit
 from railyard.control.store.bulk import once
 from railyard.control.store.tables import QueueRow
+from railyard.control.submission import JobSubmit
 from railyard.control.usecases.queues import parent_map, path
 from railyard.exec.containers.container import (
     Mount,

@@ -26,12 +26,12 @@ from typing import Any, Generic, TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from railyard.control.schemas import JobSubmit
 from railyard.control.store.bulk import JobView
 from railyard.control.store.database import Store
 from railyard.control.store.effects import wants_wake
 from railyard.control.store.sharedreads import SharedReads
 from railyard.control.store.tables import User
+from railyard.control.submission import JobSubmit
 from railyard.control.usecases.accounts import RunAs
 from railyard.control.usecases.admission import Admitted, admit
 from railyard.control.usecases.jobs import store_admitted

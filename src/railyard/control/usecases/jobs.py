@@ -17,7 +17,6 @@ from sqlalchemy.orm import Session
 
 from railyard.client.bounds import JOB_ID_PATTERN
 from railyard.control.errors import Conflict, Forbidden, Invalid, NotFound, ServiceError
-from railyard.control.schemas import JobSubmit
 from railyard.control.store.bulk import (
     JobView,
     cancel_array,
@@ -36,6 +35,7 @@ from railyard.control.store.tables import (
     User,
 )
 from railyard.control.store.transitions import transition_many
+from railyard.control.submission import JobSubmit
 from railyard.control.usecases.accounts import RunAs
 from railyard.control.usecases.admission import Admitted, admit
 from railyard.control.usecases.joblookup import check_id, get_job

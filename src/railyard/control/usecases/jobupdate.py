@@ -19,10 +19,11 @@ from sqlalchemy.orm import Session
 
 from railyard.client.values import parse_walltime, priority_label
 from railyard.control.errors import Conflict, Forbidden, Invalid
-from railyard.control.schemas import JobSubmit, JobUpdate
+from railyard.control.schemas import JobUpdate
 from railyard.control.store.effects import record_many, request_wake
 from railyard.control.store.tables import JobRow, JobState, User
 from railyard.control.store.transitions import transition_many
+from railyard.control.submission import JobSubmit
 from railyard.control.usecases.admission import check_dependency
 from railyard.control.usecases.jobs import job_targets
 from railyard.control.usecases.priority import job_priority
@@ -52,7 +53,10 @@ def update_job(
         said.append(f"priority {priority_label(values['priority'])}")
     if change.dependency is not None:
         _not_on_itself(job_id, pending, change.dependency)
-        check_dependency(session, actor, change.dependency or None)
+        if change.dependency:
+            check_dependency(
+                session, actor, frozenset(job_ids(parse_dependency(change.dependency)[0]))
+            )
         values["dependency"] = change.dependency or None
         said.append(f"dependency {change.dependency or 'none'}")
         if not change.dependency:  # free to run from now: it waits from now, as when the

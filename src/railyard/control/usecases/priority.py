@@ -14,16 +14,16 @@ from sqlalchemy.orm import Session
 from railyard.client.bounds import INT32_MAX
 from railyard.client.values import PRIORITY_CLASSES, priority_label
 from railyard.control.errors import Forbidden
-from railyard.control.schemas import JobSubmit
 from railyard.control.store.bulk import queue_settings
 from railyard.control.store.tables import DEFAULT_MAX_PRIORITY, User
+from railyard.control.submission import JobSubmit
 
 DEFAULT_PRIORITY = PRIORITY_CLASSES["normal"]  # railyard.sched.model.PriorityClass.NORMAL
 
 
 def _asked(spec: JobSubmit, value: int) -> str:
     """The priority as the user spelled it: ``1000000`` or ``'critical' (10000)``."""
-    if isinstance(spec.priority, str) and not spec.priority.strip().isdigit():
+    if spec.priority is not None and spec.priority.by_name:
         return priority_label(value)
     return str(value)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from railyard.client.bounds import DEFAULT_MAX_TASKS_PER_JOB, MAX_JOB_GPUS
 from railyard.client.values import MAX_ARRAY_TASKS
 from railyard.control.errors import Invalid
-from railyard.control.schemas import JobSubmit
+from railyard.control.submission import JobSubmit
 from railyard.sched.model import Node
 from railyard.sched.quota import QuotaTree
 
