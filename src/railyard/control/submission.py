@@ -91,10 +91,10 @@ class JobSubmit(Request):
     (``env`` is their whole environment), ``NONE`` or a list (``env`` holds the listed
     variables, on top of the Unix account's login environment). ``railyard submit`` sends
     ``ALL`` and its environment by default; an API client that sends nothing gets ``NONE``.
-
-    Validated, the Slurm-style fields hold their parsed values (``mem`` in MiB, ``time`` in
-    seconds: :mod:`railyard.control.submitfields`) and :meth:`shape` the GPU shape.
     """
+
+    # Validated, the Slurm-style fields hold their parsed values (``mem`` in MiB, ``time`` in
+    # seconds: ``submitfields``) and ``shape()`` the GPU shape; the docstring is the API's.
 
     command: list[Arg] | None = Field(None, min_length=1, max_length=MAX_COMMAND_ARGS)
     script: Script | None = None
