@@ -317,7 +317,7 @@ def test_container_directives_add_up_over_lines_and_flags_win() -> None:
     assert merged["container"] == {"image": "other:1", "mounts": ["/data:/data:ro", "/scratch"]}
     spec = JobSubmit(command=["true"], **merged)
     assert spec.container is not None
-    assert spec.container.mounts == [
+    assert spec.container.model_dump()["mounts"] == [  # as stored: normalised text
         "/data:/data:ro",
         "/scratch:/scratch",
     ]

@@ -7,16 +7,27 @@ from __future__ import annotations
 import os
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, field_validator
 
 from railyard.control.store.limits import EnvName, Workdir
-from railyard.exec.containers.container import image_problem, parse_mounts
+from railyard.control.submitfields import Parsed
+from railyard.exec.containers.container import Mount, image_problem, parse_mounts
 
 MAX_MOUNTS = 64
 MAX_IMAGE = 1024
 MAX_MOUNT_PREFIXES = 64
 
 MountText = Annotated[str, Field(min_length=1, max_length=4096)]
+MountList = Annotated[
+    list[Mount],
+    Parsed(
+        Annotated[list[MountText], Field(max_length=MAX_MOUNTS)],
+        lambda written: parse_mounts(",".join(written)) if written else [],
+    ),
+    PlainSerializer(lambda mounts: [m.to_text() for m in mounts]),
+]
+"""Pyxis's ``--container-mounts``, one ``SRC[:DST[:ro|rw]]`` each, kept parsed (stored as
+text, normalised)."""
 Prefix = Annotated[str, Field(min_length=1, max_length=4096)]
 
 
@@ -30,9 +41,8 @@ class ContainerIn(BaseModel):
         max_length=MAX_IMAGE,
         description="an image name the node has or can pull, or docker-archive:/oci-archive:PATH",
     )
-    mounts: list[MountText] = Field(
+    mounts: MountList = Field(
         default_factory=list,
-        max_length=MAX_MOUNTS,
         description="SRC[:DST[:ro|rw]] each; SRC under a prefix the queue allows",
     )
     workdir: Workdir = Field("", description="the working directory inside ('': the job's)")
@@ -50,11 +60,6 @@ class ContainerIn(BaseModel):
         if problem is not None:
             raise ValueError(f"{v!r}: {problem}")
         return v
-
-    @field_validator("mounts")
-    @classmethod
-    def _mounts(cls, v: list[str]) -> list[str]:
-        return [m.to_text() for m in parse_mounts(",".join(v))] if v else []
 
     @field_validator("workdir")
     @classmethod

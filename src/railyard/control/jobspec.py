@@ -1,7 +1,7 @@
 """What the server checks of a job request beyond its spellings: the exported environment's
-bounds, the GPU type against the nodes, and a job's shape (chunks the scheduler places, tasks
-per node). Kept apart from :mod:`railyard.control.schemas` so each file stays small; the
-spellings the CLI checks too (memory, dependencies) are in :mod:`railyard.client.values`.
+bounds, a job's shape (chunks the scheduler places, tasks per node) and what its ``--export``
+means for its environment. The spellings the CLI checks too (memory, dependencies) are in
+:mod:`railyard.client.values`; a submission's fields in :mod:`railyard.control.submission`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from railyard.client.bounds import MAX_ARG_BYTES, MAX_ENV_BYTES, MAX_ENV_ENTRIES
-from railyard.control.errors import Invalid as ServiceInvalid
 
 UNIX_NAME_RE = r"^[a-z_][a-z0-9_.-]{0,31}\$?$"  # useradd's portable names
 # The API's bounds (docs/reference/limits.md): argv and environment together stay far below Linux's
@@ -55,25 +54,3 @@ class Shape(NamedTuple):
     gpus_per_worker: int
     distinct_nodes: bool
     ntasks_per_node: int | None
-
-
-def match_gpu_type(gpu_type: str, flavors: set[str]) -> str:
-    """The flavor a Slurm GPU type names: ``h100`` matches ``H100-SXM-80GB`` (case apart, the
-    type is the flavor, its start before a ``-``, or one of its ``-`` parts). An unknown type
-    is an error naming the known flavors; one matching several asks for a longer type."""
-    want = gpu_type.strip().lower()
-    found = sorted(
-        f
-        for f in flavors
-        if f.lower() == want or f.lower().startswith(want + "-") or want in f.lower().split("-")
-    )
-    known = ", ".join(sorted(flavors)) or "none"
-    if not found:
-        raise ServiceInvalid("gpu_type", f"no node has GPU type {gpu_type!r}", f"known: {known}")
-    if len(found) > 1:
-        raise ServiceInvalid(
-            "gpu_type",
-            f"GPU type {gpu_type!r} matches {', '.join(found)}",
-            "give a longer type, or --flavor",
-        )
-    return found[0]

@@ -188,6 +188,7 @@ class JobSubmit(Request):
     )
 
     _shape: Shape = PrivateAttr()
+    _stored_bytes: int = PrivateAttr()
 
     @field_validator("env")
     @classmethod
@@ -215,7 +216,8 @@ class JobSubmit(Request):
         return self
 
     def _check_sizes(self) -> None:
-        """What ``execve`` must take: each argument, all of them, the environment."""
+        """What ``execve`` must take: each argument, all of them, the environment; and what
+        one job row stores of them (:attr:`stored_bytes`)."""
         args = [utf8_len(a) for a in self.command or ()]
         if any(n > MAX_ARG_BYTES for n in args):
             raise ValueError(f"command: an argument is over {MAX_ARG_BYTES} bytes")
@@ -224,14 +226,15 @@ class JobSubmit(Request):
         env_bytes = sum(utf8_len(k) + utf8_len(v) + 2 for k, v in self.env.items())
         if env_bytes > MAX_ENV_BYTES:
             raise ValueError(f"env: entries total over {MAX_ENV_BYTES} bytes")
-        if self.script is not None and utf8_len(self.script) > MAX_SCRIPT_BYTES:
+        script_bytes = utf8_len(self.script) if self.script is not None else 0
+        if script_bytes > MAX_SCRIPT_BYTES:
             raise ValueError(f"script: over {MAX_SCRIPT_BYTES} bytes")
+        self._stored_bytes = sum(args) + len(args) + env_bytes + script_bytes
 
+    @property
     def stored_bytes(self) -> int:
         """Bytes one job row of this submission stores for its command, env and script."""
-        command = sum(utf8_len(a) + 1 for a in self.command or ())
-        env = sum(utf8_len(k) + utf8_len(v) + 2 for k, v in self.env.items())
-        return command + env + (utf8_len(self.script) if self.script else 0)
+        return self._stored_bytes
 
     def shape(self) -> Shape:
         """Chunks and tasks, as validation worked them out."""

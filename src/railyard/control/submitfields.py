@@ -32,7 +32,7 @@ from railyard.client.values import parse_dependency as check_dependency
 from railyard.control.store.limits import ArraySpec, Short
 from railyard.sched.dependencies import job_ids
 from railyard.sched.dependencies import parse_dependency as dependency_terms
-from railyard.sched.model import Dependency
+from railyard.sched.model import Dependency, Level, TopologyMode, TopologyRequirement
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,19 @@ def _dependency(written: str) -> AskedDependency:
     return AskedDependency(text, terms, any_of, frozenset(job_ids(terms)))
 
 
+class AskedTopology(NamedTuple):
+    """``--topology``: the level and mode as stored, and the scheduler's requirement."""
+
+    level: str
+    mode: str
+    requirement: TopologyRequirement
+
+
+def _topology(written: str) -> AskedTopology:
+    level, mode = parse_topology(written)
+    return AskedTopology(level, mode, TopologyRequirement(Level.parse(level), TopologyMode(mode)))
+
+
 HostText = Annotated[str, Field(max_length=MAX_HOSTLIST_TEXT)]
 
 MemMiB = Annotated[int | None, Parsed(Short | int | None, parse_mem)]
@@ -143,7 +156,7 @@ DependencyAsked = Annotated[
     Parsed(Annotated[str, Field(max_length=1024)] | None, _dependency),
 ]
 """``--dependency``: ``afterok:12``, ``afterany:12:13``, ``afterok:12?afterok:13``..."""
-TopologyAsked = Annotated[tuple[str, str] | None, Parsed(Short | None, parse_topology)]
-"""``--topology`` as (level, mode): ``leaf-group``, ``preferred:scalable-unit``."""
+TopologyAsked = Annotated[AskedTopology | None, Parsed(Short | None, _topology)]
+"""``--topology``: ``leaf-group``, ``preferred:scalable-unit``."""
 SignalAsked = Annotated[AskedSignal | None, Parsed(Short | None, _signal)]
 """``--signal=[B:]NAME[@SECONDS]``."""

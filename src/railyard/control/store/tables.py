@@ -135,7 +135,7 @@ class QueueRow(Base):
     # what its jobs' containers may mount beyond home and workdir; None: the parent's (none)
     container_mounts: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     # Slurm's Default=YES: a job for its parent (`default`, as a job that names no partition)
-    # comes here instead (`admission.default_partition`); one per parent
+    # comes here instead (`queuerules.default_partition`); one per parent
     is_default: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     # the most priority a plain member may ask (admins any)
     max_priority: Mapped[int] = mapped_column(

@@ -23,11 +23,10 @@ from railyard.control.store.tables import HOLD_REASONS, JobRow, JobState, User
 from railyard.control.submission import JobSubmit
 from railyard.control.usecases.accounts import RunAs
 from railyard.control.usecases.apps import app_env
-from railyard.control.usecases.booking import check_shape, cluster_nodes, placement
+from railyard.control.usecases.booking import book
 from railyard.control.usecases.containers import admit_container
-from railyard.control.usecases.queuerules import DEFAULT_SIGNAL, check_queue, claims
-from railyard.control.usecases.queuerules import default_partition as default_partition
-from railyard.control.usecases.sizebounds import DEFAULT_LIMITS, SiteLimits, check_sizes
+from railyard.control.usecases.queuerules import DEFAULT_SIGNAL, default_partition, queue_terms
+from railyard.control.usecases.sizebounds import DEFAULT_LIMITS, SiteLimits
 
 
 def _check_workdir(workdir: str) -> None:
@@ -41,11 +40,11 @@ def _check_workdir(workdir: str) -> None:
 
 
 def _check_stored(spec: JobSubmit, tasks: int) -> None:
-    stored = spec.stored_bytes() * tasks
+    stored = spec.stored_bytes * tasks
     if stored > MAX_SUBMIT_STORED_BYTES:
         raise Invalid(
             "script" if spec.script else "command",
-            f"{tasks} tasks x {spec.stored_bytes()} bytes of command, env and script is over "
+            f"{tasks} tasks x {spec.stored_bytes} bytes of command, env and script is over "
             f"{MAX_SUBMIT_STORED_BYTES} bytes",
             "put large inputs in a file the job reads, or submit fewer tasks",
         )
@@ -100,37 +99,59 @@ def admit(
     """Check ``spec`` for ``user`` (raises Invalid, Forbidden) and compute its stored columns.
 
     ``run_as`` None skips the Unix-account check (an embedded API with no executor);
-    ``limits`` are the site's bounds on a job's size (``sizebounds``)."""
-    if "," in spec.queue:
-        return _first_partition(session, user, spec, now_t_s, known_flavors, run_as, limits)
-    queue = default_partition(session, spec.queue)
-    if queue != spec.queue:
-        spec = spec.model_copy(update={"queue": queue})
-    pool = check_queue(session, user, spec.queue)
-    res = check_shape(session, spec, known_flavors, pool)
+    ``limits`` are the site's bounds on a job's size (``sizebounds``). sbatch's ``-p
+    gpu,debug``: the job goes to the first listed partition that admits it (one the user may
+    use, whose nodes could ever hold it). Slurm takes the one that can start it earliest; the
+    first that could ever run it is railyard's simpler, stable choice. When none admits it,
+    the first one's refusal is the answer."""
+    _check_request(session, user, spec, run_as)
+    partitions = list(dict.fromkeys(spec.queue.split(",")))
+    refusals: list[Invalid | Forbidden] = []
+    for name in partitions:
+        try:
+            return _admit_to(session, user, spec, name, now_t_s, known_flavors, run_as, limits)
+        except (Invalid, Forbidden) as exc:
+            if len(partitions) == 1:
+                raise
+            refusals.append(exc)
+    raise refusals[0]
+
+
+def _check_request(session: Session, user: User, spec: JobSubmit, run_as: RunAs | None) -> None:
+    """What holds whichever queue takes the job: its user may run jobs here, its working
+    directory exists, an interactive job is no array, the jobs it depends on exist, and its
+    rows are not too large to store."""
     if run_as is not None:
         run_as.check(user.name, user.unix_user, is_admin=user.is_admin)
     _check_workdir(spec.workdir)
-    indices = spec.array.indices if spec.array is not None else None
-    check_sizes(
-        spec,
-        flavor=res.flavor,
-        workers=res.workers,
-        tasks_per_worker=res.tasks_per_worker,
-        asks_gpus=res.gpus_per_worker > 0,
-        cpus_per_worker=res.cpus_per_worker,
-        nodes=[n for n in cluster_nodes(session) if n.flavor == res.flavor],
-        limits=limits,
-        array_tasks=len(indices) if indices is not None else None,
-    )
-    if spec.terminal and indices is not None:
+    tasks = len(spec.array.indices) if spec.array is not None else 1
+    if spec.terminal and spec.array is not None:
         raise Invalid("terminal", "an interactive job (or an app) is one job, not an array",
                       "railyard run [options] -- CMD")  # fmt: skip
-    claimed = claims(session, user, spec)
-    job = placement(session, spec, res, queue_quotas=limits.queue_quotas)
     if spec.dependency is not None:
         check_dependency(session, user, spec.dependency.job_ids)
-    _check_stored(spec, len(indices) if indices is not None else 1)
+    _check_stored(spec, tasks)
+
+
+def _admit_to(
+    session: Session,
+    user: User,
+    spec: JobSubmit,
+    partition: str,
+    now_t_s: float,
+    known_flavors: set[str] | None,
+    run_as: RunAs | None,
+    limits: SiteLimits,
+) -> Admitted:
+    """:func:`admit` to ``partition``, one of those ``spec`` lists (a parent: its default
+    sub-queue)."""
+    queue = default_partition(session, partition)
+    if queue != spec.queue:
+        spec = spec.model_copy(update={"queue": queue})
+    terms = queue_terms(session, user, spec)
+    booked = book(session, spec, pool=terms.pool, known_flavors=known_flavors, limits=limits)
+    res, job = booked.resources, booked.job
+    indices = spec.array.indices if spec.array is not None else None
     output = spec.output
     if output is None and spec.script is not None:
         output = default_output(indices is not None)
@@ -164,14 +185,14 @@ def admit(
         "error": spec.error,
         "open_mode": spec.open_mode,
         "dependency": spec.dependency.text if spec.dependency is not None else None,
-        "priority": claimed.priority,
+        "priority": terms.priority,
         "nice": spec.nice,
         "preemptible": spec.preemptible,
         "walltime_s": spec.time,
-        "topology_level": spec.topology[0] if spec.topology else None,
-        "topology_mode": spec.topology[1] if spec.topology else None,
+        "topology_level": spec.topology.level if spec.topology else None,
+        "topology_mode": spec.topology.mode if spec.topology else None,
         "min_runtime_s": spec.min_runtime_s,
-        "checkpoint_grace_s": claimed.grace_s,
+        "checkpoint_grace_s": terms.grace_s,
         "warn_before_s": spec.signal.lead_s if spec.signal else None,
         "preempt_signal": spec.signal.name if spec.signal else DEFAULT_SIGNAL,
         "signal_batch_shell": spec.signal.batch_shell if spec.signal else False,
@@ -179,6 +200,7 @@ def admit(
         "container": admit_container(
             session,
             spec,
+            terms.lineage,
             user.unix_user,
             run_as.container_registries if run_as is not None else (),
         ),
@@ -198,32 +220,6 @@ def admit(
         "never_nodes": sorted(job.never_nodes) or None,
     }
     return Admitted(common, indices, spec)
-
-
-def _first_partition(
-    session: Session,
-    user: User,
-    spec: JobSubmit,
-    now_t_s: float,
-    known_flavors: set[str] | None,
-    run_as: RunAs | None,
-    limits: SiteLimits,
-) -> Admitted:
-    """sbatch ``-p gpu,debug``: the job goes to the first listed partition that admits it (one
-    the user may use, whose nodes could ever hold it). Slurm takes the one that can start it
-    earliest; the first that could ever run it is railyard's simpler, stable choice. When none
-    admits it, the first one's refusal is the answer."""
-    refusals: list[Invalid | Forbidden] = []
-    for name in dict.fromkeys(spec.queue.split(",")):
-        try:
-            one = spec.model_copy(update={"queue": name})
-            return admit(
-                session, user, one, now_t_s, known_flavors=known_flavors, run_as=run_as,
-                limits=limits,
-            )  # fmt: skip
-        except (Invalid, Forbidden) as exc:
-            refusals.append(exc)
-    raise refusals[0]
 
 
 def admit_batch(

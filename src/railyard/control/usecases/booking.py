@@ -15,14 +15,14 @@ from sqlalchemy.orm import Session
 
 from railyard.blueprint.pools import gpu_of, pool_of
 from railyard.control.errors import Invalid
-from railyard.control.jobspec import Shape, match_gpu_type
+from railyard.control.jobspec import Shape
 from railyard.control.store.bulk import once
 from railyard.control.store.convert import to_node, to_queue
 from railyard.control.store.tables import NodeRow, QueueRow
 from railyard.control.submission import JobSubmit
-from railyard.control.usecases.sizebounds import check_quota
+from railyard.control.usecases.sizebounds import SiteLimits, check_sizes
 from railyard.sched.feasible import never_placeable, over_every_node
-from railyard.sched.model import Job, Level, Node, TopologyMode, TopologyRequirement
+from railyard.sched.model import Job, Node
 from railyard.sched.policies import PLACEMENT
 from railyard.sched.quota import QuotaTree
 
@@ -89,7 +89,7 @@ def resources(spec: JobSubmit, shape: Shape, flavor: str) -> Resources:
     )
 
 
-def node_choice(session: Session, spec: JobSubmit) -> dict[str, Any]:
+def _node_choice(session: Session, spec: JobSubmit) -> dict[str, Any]:
     """``--nodelist`` / ``--exclude`` / ``--constraint`` as the scheduler's node sets. A name
     that is no node of this cluster is refused, as sbatch refuses one ("Invalid node name
     specified"), and so is a constraint no node meets ("Invalid feature specification")."""
@@ -138,7 +138,7 @@ def _has(feature: str, flavor: str, features: frozenset[str]) -> bool:
     return want == gpu or gpu.startswith(want + "-") or want in gpu.split("-")
 
 
-def check_shape(
+def _check_shape(
     session: Session, spec: JobSubmit, known: set[str] | None, pool: str | None = None
 ) -> Resources:
     """The job's flavor, chunks and tasks, checked against the nodes table: only the flavors
@@ -241,7 +241,7 @@ def cluster_nodes(session: Session) -> list[Node]:
     return once(session, "nodes", lambda: [to_node(r) for r in session.scalars(select(NodeRow))])
 
 
-def idle_quota(session: Session) -> QuotaTree:
+def _idle_quota(session: Session) -> QuotaTree:
     """Every queue's quota with no job running, read once per transaction (``once``)."""
     return once(session, "idle-quota", lambda: QuotaTree(
         [to_queue(r) for r in session.scalars(select(QueueRow))],
@@ -249,7 +249,7 @@ def idle_quota(session: Session) -> QuotaTree:
     ))  # fmt: skip
 
 
-def check_feasible(session: Session, job: Job) -> None:
+def _check_feasible(session: Session, job: Job) -> None:
     """The gang must fit the real topology (all nodes up and idle), not just the counts; each
     worker's cores and memory must fit the largest node of its flavor that declares them.
     Judged once per shape in a transaction (a batch of 1,000 alike jobs: once)."""
@@ -271,15 +271,24 @@ def _infeasible(session: Session, job: Job) -> tuple[str, str, str] | None:
     return None
 
 
-def placement(session: Session, spec: JobSubmit, res: Resources, *, queue_quotas: bool) -> Job:
+def _check_quota(tree: QuotaTree, queue: str, flavor: str, gpus: int) -> None:
+    """Refuse a job its queue could never admit, even with the whole cluster idle: more GPUs
+    than its quota and all it may borrow (``tree`` holds no job). The loop would mark it
+    ``Unschedulable`` forever (``sched.feasible``: 1,638 such jobs waited, issue 60)."""
+    if gpus and queue in tree.queues and not tree.fits(queue, flavor, gpus):
+        most = tree.available(queue, flavor)
+        raise Invalid(
+            "gpus",
+            f"{gpus} {flavor} GPUs, queue {queue} may never use more than {most} (its quota "
+            "and what it may borrow)",
+            f"ask for at most {most}, or submit to a queue with more (railyard queues)",
+        )
+
+
+def _placement(session: Session, spec: JobSubmit, res: Resources, *, queue_quotas: bool) -> Job:
     """The job as the scheduler will see it (its node sets from ``--nodelist``, ``--exclude``
     and ``--constraint``), once the real topology, and with ``queue_quotas`` its queue's
     quota with the cluster idle, could ever hold it."""
-    topology = (
-        TopologyRequirement(Level.parse(spec.topology[0]), TopologyMode(spec.topology[1]))
-        if spec.topology
-        else None
-    )
     job = Job(
         id="new",
         queue=spec.queue,
@@ -289,10 +298,65 @@ def placement(session: Session, spec: JobSubmit, res: Resources, *, queue_quotas
         cpus_per_worker=res.cpus_per_worker,
         mem_per_worker_gb=res.mem_per_worker_gb,
         distinct_nodes=res.distinct_nodes,
-        topology=topology,
-        **node_choice(session, spec),
+        topology=spec.topology.requirement if spec.topology else None,
+        **_node_choice(session, spec),
     )
-    check_feasible(session, job)
+    _check_feasible(session, job)
     if queue_quotas:
-        check_quota(idle_quota(session), spec.queue, res.flavor, job.gpus)
+        _check_quota(_idle_quota(session), spec.queue, res.flavor, job.gpus)
     return job
+
+
+def match_gpu_type(gpu_type: str, flavors: set[str]) -> str:
+    """The flavor a Slurm GPU type names: ``h100`` matches ``H100-SXM-80GB`` (case apart, the
+    type is the flavor, its start before a ``-``, or one of its ``-`` parts). An unknown type
+    is an error naming the known flavors; one matching several asks for a longer type."""
+    want = gpu_type.strip().lower()
+    found = sorted(
+        f
+        for f in flavors
+        if f.lower() == want or f.lower().startswith(want + "-") or want in f.lower().split("-")
+    )
+    known = ", ".join(sorted(flavors)) or "none"
+    if not found:
+        raise Invalid("gpu_type", f"no node has GPU type {gpu_type!r}", f"known: {known}")
+    if len(found) > 1:
+        raise Invalid(
+            "gpu_type",
+            f"GPU type {gpu_type!r} matches {', '.join(found)}",
+            "give a longer type, or --flavor",
+        )
+    return found[0]
+
+
+@dataclass(frozen=True)
+class Booking:
+    """What a job books (per chunk) and the job as the scheduler will place it."""
+
+    resources: Resources
+    job: Job
+
+
+def book(
+    session: Session,
+    spec: JobSubmit,
+    *,
+    pool: str | None,
+    known_flavors: set[str] | None,
+    limits: SiteLimits,
+) -> Booking:
+    """``spec`` on this cluster's nodes of its queue's ``pool``: Invalid names the first
+    thing no node, no count of them, or the site's limits (``sizebounds``) could ever hold."""
+    res = _check_shape(session, spec, known_flavors, pool)
+    check_sizes(
+        spec,
+        flavor=res.flavor,
+        workers=res.workers,
+        tasks_per_worker=res.tasks_per_worker,
+        asks_gpus=res.gpus_per_worker > 0,
+        cpus_per_worker=res.cpus_per_worker,
+        nodes=[n for n in cluster_nodes(session) if n.flavor == res.flavor],
+        limits=limits,
+        array_tasks=len(spec.array.indices) if spec.array is not None else None,
+    )
+    return Booking(res, _placement(session, spec, res, queue_quotas=limits.queue_quotas))

@@ -37,7 +37,6 @@ from railyard.exec.containers.container import (
     Mount,
     may_pull,
     nested_problem,
-    parse_mounts,
     path_separator_problem,
     registry_problem,
     under,
@@ -49,12 +48,17 @@ REGISTRY_HINT = "use an image the nodes have, or ask an admin: up --container-re
 def queue_mount_prefixes(session: Session, queue: str) -> list[str]:
     """What ``queue``'s jobs may mount: its own list, else its nearest ancestor's."""
     parents = once(session, "queues", lambda: parent_map(session))
+    return mount_prefixes(session, path(parents, queue))
+
+
+def mount_prefixes(session: Session, lineage: list[str]) -> list[str]:
+    """What a queue's jobs may mount, from its ``lineage`` (the queues from the root down)."""
     lists = once(
         session,
         "container_mounts",
         lambda: dict(session.execute(select(QueueRow.name, QueueRow.container_mounts)).all()),
     )
-    for name in reversed(path(parents, queue)):
+    for name in reversed(lineage):
         found = lists.get(name)
         if found is not None:
             return list(found)
@@ -107,18 +111,23 @@ def _check_paths(spec: JobSubmit, mounts: list[Mount], unix_user: str) -> None:
 
 
 def admit_container(
-    session: Session, spec: JobSubmit, unix_user: str = "", registries: Sequence[str] = ()
+    session: Session,
+    spec: JobSubmit,
+    lineage: list[str],
+    unix_user: str = "",
+    registries: Sequence[str] = (),
 ) -> dict[str, Any] | None:
     """The stored form of ``spec.container`` (with the prefixes allowed and whether its image
-    may be pulled), or None; Forbidden names the first mount outside its queue's prefixes,
-    Invalid a path or registry root must not act on (see the module's note)."""
+    may be pulled), or None; Forbidden names the first mount outside its queue's prefixes
+    (``lineage``: the queues from the root down to it, `queuerules.QueuePlace`), Invalid a
+    path or registry root must not act on (see the module's note)."""
     if spec.container is None:
         return None
     problem = registry_problem(spec.container.image, registries)
     if problem is not None:
         raise Invalid("container_image", problem, REGISTRY_HINT)
-    allowed = queue_mount_prefixes(session, spec.queue)
-    mounts = parse_mounts(",".join(spec.container.mounts))
+    allowed = mount_prefixes(session, lineage)
+    mounts = spec.container.mounts
     _check_paths(spec, mounts, unix_user)
     for i, mount in enumerate(mounts):
         if not any(under(mount.src, prefix) for prefix in allowed):

@@ -26,7 +26,7 @@ from railyard.control.store.transitions import transition_many
 from railyard.control.submission import JobSubmit
 from railyard.control.usecases.admission import check_dependency
 from railyard.control.usecases.jobs import job_targets
-from railyard.control.usecases.priority import job_priority
+from railyard.control.usecases.queuerules import job_priority
 from railyard.sched.dependencies import job_ids, parse_dependency
 
 

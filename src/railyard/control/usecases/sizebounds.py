@@ -29,7 +29,6 @@ from railyard.client.values import MAX_ARRAY_TASKS
 from railyard.control.errors import Invalid
 from railyard.control.submission import JobSubmit
 from railyard.sched.model import Node
-from railyard.sched.quota import QuotaTree
 
 MAX_NODE_CPUS = MAX_JOB_GPUS  # what a node's CPU count could be, whatever it declares
 
@@ -70,20 +69,6 @@ def node_room(node: Node, asks_gpus: bool) -> int:
     if not node.cpu_cores:
         return 0
     return max(node.cpu_cores, node.gpus) if asks_gpus else node.cpu_cores
-
-
-def check_quota(tree: QuotaTree, queue: str, flavor: str, gpus: int) -> None:
-    """Refuse a job its queue could never admit, even with the whole cluster idle: more GPUs
-    than its quota and all it may borrow (``tree`` holds no job). The loop would mark it
-    ``Unschedulable`` forever (``sched.feasible``: 1,638 such jobs waited, issue 60)."""
-    if gpus and queue in tree.queues and not tree.fits(queue, flavor, gpus):
-        most = tree.available(queue, flavor)
-        raise Invalid(
-            "gpus",
-            f"{gpus} {flavor} GPUs, queue {queue} may never use more than {most} (its quota "
-            "and what it may borrow)",
-            f"ask for at most {most}, or submit to a queue with more (railyard queues)",
-        )
 
 
 def check_sizes(
