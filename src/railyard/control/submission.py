@@ -27,7 +27,7 @@ from railyard.client.bounds import (
     MAX_SCRIPT_BYTES,
 )
 from railyard.control.containerschema import ContainerIn
-from railyard.control.jobspec import Shape, check_env, loads_login_env
+from railyard.control.jobspec import Shape, check_env
 from railyard.control.schemas import Request
 from railyard.control.store.limits import (
     Arg,
@@ -53,7 +53,6 @@ from railyard.control.submitfields import (
     TopologyAsked,
     WalltimeS,
 )
-from railyard.sched.model import PriorityClass
 
 MAX_PARTITIONS = 16  # sbatch -p a,b,...: each is tried at submit, so the list is bounded
 _PARTITION = re.compile(r"[A-Za-z0-9_.-]+")
@@ -308,14 +307,6 @@ class JobSubmit(Request):
                 "(hint: use ntasks_per_node)"
             )
         return self.ntasks // nodes
-
-    def login_env(self) -> bool:
-        """Whether the job starts from its account's login environment (not ``ALL``)."""
-        return loads_login_env(self.export)
-
-    def priority_value(self) -> int:
-        """The priority asked, or the default class's."""
-        return PriorityClass.NORMAL.value if self.priority is None else self.priority.value
 
 
 class JobBatch(Request):
