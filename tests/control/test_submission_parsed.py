@@ -34,10 +34,7 @@ def test_the_slurm_fields_hold_their_parsed_values() -> None:
     assert spec.mem == 16 * 1024
     assert spec.time == 86400 + 1800
     assert spec.priority is not None
-    assert (spec.priority.value, spec.priority.by_name) == (
-        1000,
-        True,
-    )
+    assert (spec.priority.value, spec.priority.shown) == (1000, "'high' (1000)")
     assert spec.array is not None
     assert (spec.array.text, spec.array.indices, spec.array.max_running) == (
         "0-15:4%2",

@@ -27,6 +27,7 @@ from railyard.client.values import (
     parse_signal,
     parse_topology,
     parse_walltime,
+    priority_label,
 )
 from railyard.client.values import parse_dependency as check_dependency
 from railyard.control.store.limits import ArraySpec, Short
@@ -54,15 +55,17 @@ class Parsed:
 
 
 class AskedPriority(NamedTuple):
-    """``--priority`` as its value, and whether it was a class's name (a refusal names it)."""
+    """``--priority`` as its value, and as a refusal shows it: ``'critical' (10000)`` for a
+    class's name, else the number."""
 
     value: int
-    by_name: bool
+    shown: str
 
 
 def _priority(written: int | str) -> AskedPriority:
+    value = parse_priority(written)
     named = isinstance(written, str) and not written.strip().isdigit()
-    return AskedPriority(parse_priority(written), named)
+    return AskedPriority(value, priority_label(value) if named else str(value))
 
 
 class AskedSignal(NamedTuple):

@@ -46,10 +46,20 @@ class QueueTerms:
 
 
 def queue_terms(session: Session, user: User, spec: JobSubmit) -> QueueTerms:
-    """``spec``'s (single, resolved) queue, checked: Invalid or Forbidden says why not."""
+    """``spec``'s (single, resolved) queue, checked: Invalid or Forbidden says why not (an
+    unknown queue, a parent, one the user may not use, a claim past one of its bounds)."""
     lineage, pool = _check_queue(session, user, spec.queue)
-    priority, grace_s = _claims(session, user, spec)
-    return QueueTerms(lineage, pool, priority, grace_s)
+    # Kept in the transaction's memo: the session's identity map holds rows weakly, so a
+    # batch would read the queue again per job.
+    row = queue_settings(session, spec.queue)
+    grace_s = spec.signal.lead_s if spec.signal else DEFAULT_GRACE_S
+    if spec.checkpoint_grace_s is not None:
+        grace_s = spec.checkpoint_grace_s
+    if row is not None:
+        _check_bounds(row, spec.queue, spec.min_runtime_s, grace_s)
+    if spec.deadline_t_s is not None and spec.time is None:
+        _check_deadline(row, spec.queue)
+    return QueueTerms(lineage, pool, _priority(row, user, spec), grace_s)
 
 
 def default_partition(session: Session, queue: str) -> str:
@@ -97,22 +107,6 @@ def _check_queue(session: Session, user: User, queue: str) -> tuple[list[str], s
     )
     pool = next((str(pools[name]) for name in reversed(lineage) if pools.get(name)), None)
     return lineage, pool
-
-
-def _claims(session: Session, user: User, spec: JobSubmit) -> tuple[int, float]:
-    """The priority and checkpoint grace ``spec`` claims, checked against its queue's bounds:
-    Invalid past one it set, Forbidden for a priority above what its members may ask."""
-    # Kept in the transaction's memo: the session's identity map holds rows weakly, so a
-    # batch would read the queue again per job.
-    row = queue_settings(session, spec.queue)
-    grace_s = spec.signal.lead_s if spec.signal else DEFAULT_GRACE_S
-    if spec.checkpoint_grace_s is not None:
-        grace_s = spec.checkpoint_grace_s
-    if row is not None:
-        _check_bounds(row, spec.queue, spec.min_runtime_s, grace_s)
-    if spec.deadline_t_s is not None and spec.time is None:
-        _check_deadline(row, spec.queue)
-    return _priority(row, user, spec), grace_s
 
 
 def job_priority(session: Session, user: User, spec: JobSubmit) -> int:
@@ -166,7 +160,7 @@ def _priority(row: Row[Any] | None, user: User, spec: JobSubmit) -> int:
             hint="give --nice 0 or more, or ask an admin",
         )
     if value > bound:
-        asked = priority_label(base) if spec.priority and spec.priority.by_name else str(base)
+        asked = spec.priority.shown if spec.priority is not None else str(base)
         shown = asked if spec.nice == 0 else f"{asked} (nice {spec.nice}: {value})"
         raise Forbidden(
             f"priority {shown} is above what queue {spec.queue!r} allows its members",
