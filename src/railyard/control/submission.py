@@ -186,8 +186,7 @@ class JobSubmit(Request):
         None, description="run every process in this image (Pyxis's --container-* options)"
     )
 
-    _shape: Shape = PrivateAttr()
-    _stored_bytes: int = PrivateAttr()
+    _worked_out: tuple[Shape, int] = PrivateAttr()  # the shape and the stored bytes
 
     @field_validator("env")
     @classmethod
@@ -207,14 +206,14 @@ class JobSubmit(Request):
         asked = [n for n in ("mem", "mem_per_cpu", "mem_per_gpu") if getattr(self, n) is not None]
         if len(asked) > 1:
             raise ValueError(f"give one of {', '.join(asked)} (as sbatch: they exclude each other)")
-        self._shape = self._work_out_shape()  # raises on a contradictory shape
-        workers, per_worker, _, _ = self._shape
+        shape = self._work_out_shape()  # raises on a contradictory shape
+        workers, per_worker, _, _ = shape
         if workers * per_worker > MAX_JOB_GPUS:
             raise ValueError(f"{workers * per_worker} GPUs: a job has at most {MAX_JOB_GPUS}")
-        self._check_sizes()
+        self._worked_out = (shape, self._check_sizes())
         return self
 
-    def _check_sizes(self) -> None:
+    def _check_sizes(self) -> int:
         """What ``execve`` must take: each argument, all of them, the environment; and what
         one job row stores of them (:attr:`stored_bytes`)."""
         args = [utf8_len(a) for a in self.command or ()]
@@ -228,16 +227,16 @@ class JobSubmit(Request):
         script_bytes = utf8_len(self.script) if self.script is not None else 0
         if script_bytes > MAX_SCRIPT_BYTES:
             raise ValueError(f"script: over {MAX_SCRIPT_BYTES} bytes")
-        self._stored_bytes = sum(args) + len(args) + env_bytes + script_bytes
+        return sum(args) + len(args) + env_bytes + script_bytes
 
     @property
     def stored_bytes(self) -> int:
         """Bytes one job row of this submission stores for its command, env and script."""
-        return self._stored_bytes
+        return self._worked_out[1]
 
     def shape(self) -> Shape:
         """Chunks and tasks, as validation worked them out."""
-        return self._shape
+        return self._worked_out[0]
 
     def _work_out_shape(self) -> Shape:
         """Chunks and tasks from whichever spelling was used."""
