@@ -132,7 +132,7 @@ def test_a_job_past_the_loops_starvation_limit_goes_first(cli: Cli, store: Store
         default = priorityviews.priorities(session, root, "fairshare", now)
         short = priorityviews.priorities(session, root, "fairshare", now, 60.0)
         never = priorityviews.priorities(session, root, "fairshare", now, math.inf)
-    assert [j.id for j in default.jobs] == [new, old]  # 7 days: priority decides
-    assert [(j.id, j.starving) for j in short.jobs] == [(old, True), (new, False)]
-    assert (short.starvation_limit_s, short.keys[0]) == (60.0, "starving")
-    assert (never.starvation_limit_s, "starving" in never.keys) == (None, False)
+    assert [j["id"] for j in default["jobs"]] == [new, old]  # 7 days: priority decides
+    assert [(j["id"], j["starving"]) for j in short["jobs"]] == [(old, True), (new, False)]
+    assert (short["starvation_limit_s"], short["keys"][0]) == (60.0, "starving")
+    assert (never["starvation_limit_s"], "starving" in never["keys"]) == (None, False)

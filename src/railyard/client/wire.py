@@ -1,11 +1,12 @@
-"""The JSON the REST API answers, as its client reads it: typed dicts, no pydantic.
+"""The JSON the REST API answers, as typed dicts: the one spelling of each response's shape.
 
-The server's response models (:mod:`railyard.control.schemas`) define these shapes; the client
-keeps them as the plain dicts that ``json.loads`` gives, so a ``railyard`` call imports neither
-pydantic nor the scheduler, and ``--json`` prints exactly what the server said. Fields a newer
-server adds pass through untouched. ``tests/control/test_wire.py`` checks that every required
-key named here is a field of the matching response model. (No ``from __future__ import
-annotations`` here: TypedDict reads ``NotRequired`` from evaluated annotations.)
+The client reads them as the plain dicts that ``json.loads`` gives, so a ``railyard`` call
+imports neither pydantic nor the scheduler, and ``--json`` prints exactly what the server
+said. The server makes its response models from them (``control.api.wiremodels``) and its use
+cases build them; the models still written beside them (``control.schemas``) are held to them
+field by field and type by type against ``/openapi.json`` (``tests/control/test_wire.py``).
+A key older servers lack is ``NotRequired``. (No ``from __future__ import annotations`` here:
+TypedDict reads ``NotRequired`` from evaluated annotations.)
 """
 
 from typing import NotRequired, TypedDict
@@ -51,6 +52,30 @@ class Job(TypedDict):
     array: NotRequired[str | None]  # an array task's array as submitted (0-9%2)
     batch: NotRequired[bool]  # a batch script (sacct's .batch step), from servers that say
     interactive: NotRequired[str | None]  # pipes or pty: railyard run or alloc
+    # What newer servers add, the submission's options as stored (``railyard show`` prints them)
+    unix_user: NotRequired[str]
+    submit_dir: NotRequired[str]
+    nice: NotRequired[int]
+    requeue: NotRequired[bool]
+    dependency: NotRequired[str | None]
+    begin_t_s: NotRequired[float | None]
+    deadline_t_s: NotRequired[float | None]
+    output: NotRequired[str | None]
+    error: NotRequired[str | None]
+    export: NotRequired[str]
+    env_vars: NotRequired[int]  # how many variables the job carries, not their values
+    limits: NotRequired[str | None]
+    container_image: NotRequired[str | None]
+    cpus_per_task: NotRequired[int]
+    mem_per_node_mb: NotRequired[int]
+    ntasks_per_node: NotRequired[int | None]
+    distinct_nodes: NotRequired[bool]
+    only_nodes: NotRequired[list[str] | None]
+    never_nodes: NotRequired[list[str] | None]
+    task_number: NotRequired[int | None]
+    fair_share: NotRequired[str | None]
+    active_t_s: NotRequired[float | None]
+    run_t_s: NotRequired[float | None]
 
 
 class LogChunk(TypedDict):
@@ -135,6 +160,12 @@ class Queue(TypedDict):
     max_time_s: float | None
     is_default: NotRequired[bool]  # from servers with partitions
     pool: NotRequired[str | None]  # its jobs run on this node pool only (None: unpooled nodes)
+    default_time_s: NotRequired[float | None]
+    idle_limit_s: NotRequired[float | None]
+    max_checkpoint_grace_s: NotRequired[float | None]
+    max_min_runtime_s: NotRequired[float | None]
+    priority_preemption: NotRequired[bool]
+    container_mounts: NotRequired[list[str] | None]
     max_priority: int
     members: list[str]
     used_gpus: dict[str, int]
@@ -172,16 +203,24 @@ class Health(TypedDict):
     reason: NotRequired[str | None]
     last_step_t_s: NotRequired[float | None]
     failing_steps: NotRequired[int]
+    last_failed_t_s: NotRequired[float | None]
+    behind_s: NotRequired[float | None]
+    held_jobs: NotRequired[int]
+    held: NotRequired[list[str]]
+    stuck_jobs: NotRequired[int]
+    stuck: NotRequired[list[str]]
 
 
 class UsageLine(TypedDict):
+    """One group's usage in one period; a group key not asked for is None."""
+
     start_t_s: float
     end_t_s: float
     user: str | None
     queue: str | None
     account: str | None
     gpu_hours: float
-    share: float
+    share: float  # of the cluster's GPU-hours in the period (0 with no GPUs)
 
 
 class Report(TypedDict):
@@ -191,6 +230,7 @@ class Report(TypedDict):
     by: list[str]
     cluster_gpus: int
     lines: list[UsageLine]
+    periods: list[list[float]]  # [start, end] of each period of the window, with usage or not
 
 
 class SamplePoint(TypedDict):

@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from urllib.parse import urlencode
 
-from railyard.control.usecases.accounting import Report
+from railyard.client.wire import Report
 from railyard.web.page import esc, table
 
 WINDOWS_DAYS = (1, 7, 30, 90, 365)
@@ -29,14 +29,14 @@ def _key(line_user: str | None, queue: str | None, account: str | None) -> str:
 
 def render(report: Report, nominal_gpus: Mapping[str, int], days: int, by: str) -> str:
     """The choices, the pivot and the export link."""
-    starts = [lo for lo, _ in report.periods]
+    starts = [lo for lo, _ in report["periods"]]
     cells: dict[str, dict[float, float]] = {}
-    for line in report.lines:
-        cell = cells.setdefault(_key(line.user, line.queue, line.account), {})
-        cell[line.start_t_s] = cell.get(line.start_t_s, 0.0) + line.gpu_hours
-    window_h = (report.end_t_s - report.start_t_s) / 3600
-    capacity = report.cluster_gpus * window_h
-    headers = ["", *(_label(s, report.period) for s in starts), "GPU-hours", "of the cluster"]
+    for line in report["lines"]:
+        cell = cells.setdefault(_key(line["user"], line["queue"], line["account"]), {})
+        cell[line["start_t_s"]] = cell.get(line["start_t_s"], 0.0) + line["gpu_hours"]
+    window_h = (report["end_t_s"] - report["start_t_s"]) / 3600
+    capacity = report["cluster_gpus"] * window_h
+    headers = ["", *(_label(s, report["period"]) for s in starts), "GPU-hours", "of the cluster"]
     if by == "queue":
         headers += ["nominal GPU-hours", "used of nominal"]
     rows = []
@@ -51,9 +51,9 @@ def render(report: Report, nominal_gpus: Mapping[str, int], days: int, by: str) 
     args = {"days": days, "by": by}
     export = f'<p><a href="/ui/accounting.csv?{esc(urlencode(args))}">Download CSV</a></p>'
     summary = (
-        f"<p>GPU-hours from {esc(_label(report.start_t_s, 'total'))} to "
-        f"{esc(_label(report.end_t_s, 'total'))} UTC, per {esc(report.period)}, of "
-        f"{report.cluster_gpus} GPUs ({_hours(capacity)} GPU-hours). Every run counts, a "
+        f"<p>GPU-hours from {esc(_label(report['start_t_s'], 'total'))} to "
+        f"{esc(_label(report['end_t_s'], 'total'))} UTC, per {esc(report['period'])}, of "
+        f"{report['cluster_gpus']} GPUs ({_hours(capacity)} GPU-hours). Every run counts, a "
         "preempted one too; running jobs up to now. <code>railyard report</code> prints the "
         "same.</p>"
     )
@@ -79,12 +79,12 @@ def csv_text(report: Report) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["period_start_utc", "period_end_utc", "user", "queue", "account",
                      "gpu_hours", "share"])  # fmt: skip
-    for line in report.lines:
+    for line in report["lines"]:
         writer.writerow([
-            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(line.start_t_s)),
-            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(line.end_t_s)),
-            line.user or "", line.queue or "", line.account or "",
-            f"{line.gpu_hours:.4f}", f"{line.share:.4f}",
+            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(line["start_t_s"])),
+            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(line["end_t_s"])),
+            line["user"] or "", line["queue"] or "", line["account"] or "",
+            f"{line['gpu_hours']:.4f}", f"{line['share']:.4f}",
         ])  # fmt: skip
     return out.getvalue()
 

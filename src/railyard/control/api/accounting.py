@@ -7,9 +7,10 @@ from typing import Annotated, Literal
 
 from fastapi import Query
 
+from railyard.client import wire
 from railyard.client.bounds import MAX_USER_NAME, USER_NAME_PATTERN
 from railyard.control.api.deps import ContextDep, CurrentUser, SessionDep, v1_router
-from railyard.control.schemas import Response
+from railyard.control.api.wiremodels import model_of
 from railyard.control.usecases import accounting
 
 router = v1_router()
@@ -17,27 +18,10 @@ router = v1_router()
 Group = Literal["user", "queue", "account"]
 
 
-class UsageLineOut(Response):
-    start_t_s: float
-    end_t_s: float
-    user: str | None
-    queue: str | None
-    account: str | None
-    gpu_hours: float
-    share: float
+ReportOut = model_of(wire.Report, "ReportOut", {wire.UsageLine: "UsageLineOut"})
 
 
-class ReportOut(Response):
-    start_t_s: float
-    end_t_s: float
-    period: str
-    by: list[str]
-    cluster_gpus: int
-    lines: list[UsageLineOut]
-    periods: list[list[float]]  # [start, end] of each period, with usage or not
-
-
-@router.get("/report")
+@router.get("/report", response_model=ReportOut)
 def report(
     session: SessionDep,
     user: CurrentUser,
@@ -49,20 +33,11 @@ def report(
     owner: Annotated[
         str | None, Query(alias="user", max_length=MAX_USER_NAME, pattern=USER_NAME_PATTERN)
     ] = None,
-) -> ReportOut:
+) -> wire.Report:
     """GPU-hours per period and group; a plain user's own only, an admin's everyone's (or
     ``user``'s)."""
     now = ctx.clock()
-    found = accounting.gpu_hours(
+    return accounting.gpu_hours(
         session, user, start, now if end is None else end, now,
         period=period, by=by or ["user"], user=owner,
     )  # fmt: skip
-    return ReportOut(
-        start_t_s=found.start_t_s,
-        end_t_s=found.end_t_s,
-        period=found.period,
-        by=list(found.by),
-        cluster_gpus=found.cluster_gpus,
-        lines=[UsageLineOut(**vars(line)) for line in found.lines],
-        periods=[list(p) for p in found.periods],
-    )

@@ -6,7 +6,9 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
 
+from railyard.client import wire
 from railyard.control import adminschemas as a
+from railyard.control.api.wiremodels import model_of
 from railyard.control.store.tables import User
 from railyard.control.usecases import priorityviews, queues
 from railyard.control.usecases.logs import read_log as read_log
@@ -31,16 +33,20 @@ def list_queues(session: SessionDep, user: CurrentUser) -> list[a.QueueOut]:
     return queues.list_queues(session, user)
 
 
-@router.get("/priorities")
-def priorities(session: SessionDep, user: CurrentUser, ctx: ContextDep) -> priorityviews.Priorities:
+PrioritiesOut = model_of(wire.Priorities, "Priorities", {wire.JobPriority: "JobPriority"})
+ShareOut = model_of(wire.Share)
+
+
+@router.get("/priorities", response_model=PrioritiesOut)
+def priorities(session: SessionDep, user: CurrentUser, ctx: ContextDep) -> wire.Priorities:
     """Pending jobs' ordering factors and places (sprio): the loop's ordering policy's keys."""
     return priorityviews.priorities(
         session, user, ctx.ordering, ctx.clock(), ctx.starvation_limit_s
     )
 
 
-@router.get("/shares")
-def shares(session: SessionDep, user: CurrentUser) -> list[priorityviews.Share]:
+@router.get("/shares", response_model=list[ShareOut])  # type: ignore[valid-type]
+def shares(session: SessionDep, user: CurrentUser) -> list[wire.Share]:
     """The fair tree's figures per queue and user (sshare -a)."""
     return priorityviews.shares(session, user)
 

@@ -3,39 +3,28 @@ temperature; host CPU and memory), bucketed (`control.usecases.jobsamples`), as 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, cast
 
 from fastapi import Query
 from fastapi.responses import Response as HttpResponse
 
+from railyard.client import wire
 from railyard.control.api.deps import CurrentUser, SessionDep, v1_router
+from railyard.control.api.wiremodels import model_of
 from railyard.control.schemas import Response
 from railyard.control.usecases import joblookup, jobsamples
 
 router = v1_router()
 
 
-class SamplePointOut(Response):
-    t_s: float
-    gpu_util_pct: float | None
-    gpu_mem_used_bytes: float | None
-    gpu_power_w: float | None
-    gpu_temp_c_max: float | None
-    cpu_pct: float | None
-    host_mem_bytes: float | None
-    gpus: dict[str, float]
+SamplesOut = model_of(wire.Samples, "SamplesOut", {wire.SamplePoint: "SamplePointOut"})
 
 
-class SamplesOut(Response):
-    job_id: str
-    bucket_s: float
-    readings: int
-    partial: bool  # only part of what is kept: one request reads at most 200,000 rows
-    gpus: list[str]
-    points: list[SamplePointOut]
-
-
-@router.get("/jobs/{job_id}/samples", response_model=None)
+@router.get(
+    "/jobs/{job_id}/samples",
+    response_model=None,
+    responses={200: {"model": SamplesOut, "content": {"text/csv": {}}}},
+)
 def job_samples(
     job_id: str,
     session: SessionDep,
@@ -43,7 +32,7 @@ def job_samples(
     points: Annotated[int, Query(ge=1, le=jobsamples.MAX_POINTS)] = jobsamples.DEFAULT_POINTS,
     since_t_s: Annotated[float | None, Query(ge=0, le=1e11, description="Unix time")] = None,
     out: Annotated[Literal["json", "csv"], Query(alias="format")] = "json",
-) -> SamplesOut | HttpResponse:
+) -> Response | HttpResponse:
     """At most ``points`` buckets, each the mean of the samples in it: the job's mean GPU
     utilisation, summed GPU memory and power, hottest GPU, summed host CPU (100: one core)
     and resident memory; ``gpus`` each GPU's utilisation (``node:index``). One request reads
@@ -56,11 +45,13 @@ def job_samples(
         disposition = f'attachment; filename="job-{row.id}-samples.csv"'
         return HttpResponse(jobsamples.to_csv(found), media_type="text/csv",
                             headers={"Content-Disposition": disposition})  # fmt: skip
-    return SamplesOut(
-        job_id=row.id,
-        bucket_s=found.bucket_s,
-        readings=found.readings,
-        partial=found.partial,
-        gpus=found.gpu_names(),
-        points=[SamplePointOut(**vars(b)) for b in found.buckets],
-    )
+    return SamplesOut.model_validate(
+        wire.Samples(
+            job_id=row.id,
+            bucket_s=found.bucket_s,
+            readings=found.readings,
+            partial=found.partial,
+            gpus=found.gpu_names(),
+            points=[cast(wire.SamplePoint, vars(b)) for b in found.buckets],
+        )
+    )  # the model's floats: a bucket width may be a whole number

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Float, and_, case, column, func, literal, select, values
 from sqlalchemy.orm import Session
 
+from railyard.client.wire import Report, UsageLine
 from railyard.control.errors import Invalid
 from railyard.control.store.tables import (
     HOLDING_STATES,
@@ -37,33 +37,11 @@ from railyard.control.store.usagedays import DAY_S, day_of
 from railyard.control.usecases.history import busy_gpu_s
 from railyard.control.usecases.queues import parent_map, path
 
+__all__ = ["Report", "UsageLine", "gpu_hours", "nominal_gpus", "periods"]  # the wire's shapes
+
 PERIODS = ("total", "day", "week", "month")
 GROUPS = ("user", "queue", "account")
 MAX_PERIODS = 400  # a year and more of days: beyond, ask for weeks or months
-
-
-@dataclass(frozen=True)
-class UsageLine:
-    """One group's usage in one period; a group key not asked for is None."""
-
-    start_t_s: float
-    end_t_s: float
-    user: str | None
-    queue: str | None
-    account: str | None
-    gpu_hours: float
-    share: float  # of the cluster's GPU-hours in the period (0 with no GPUs)
-
-
-@dataclass(frozen=True)
-class Report:
-    start_t_s: float
-    end_t_s: float
-    period: str
-    by: tuple[str, ...]
-    cluster_gpus: int
-    lines: list[UsageLine]
-    periods: list[tuple[float, float]]  # every period of the window, with usage or not
 
 
 def periods(start_t_s: float, end_t_s: float, period: str) -> list[tuple[float, float]]:
@@ -141,13 +119,22 @@ def gpu_hours(
     gpus = int(session.scalar(select(func.coalesce(func.sum(NodeRow.gpus), 0))) or 0)
     bounds = dict(cuts)
     lines = [
-        UsageLine(lo, bounds[lo], u, q, a, gpu_s / 3600,
-                  gpu_s / (gpus * (bounds[lo] - lo)) if gpus and bounds[lo] > lo else 0.0)
+        UsageLine(start_t_s=lo, end_t_s=bounds[lo], user=u, queue=q, account=a,
+                  gpu_hours=gpu_s / 3600,
+                  share=gpu_s / (gpus * (bounds[lo] - lo)) if gpus and bounds[lo] > lo else 0.0)
         for (lo, u, q, a), gpu_s in sums.items() if gpu_s > 0
     ]  # fmt: skip
-    lines.sort(key=lambda line: (line.start_t_s, -line.gpu_hours, line.user or "",
-                                 line.queue or "", line.account or ""))  # fmt: skip
-    return Report(cuts[0][0], cuts[-1][1], period, wanted, gpus, lines, cuts)
+    lines.sort(key=lambda line: (line["start_t_s"], -line["gpu_hours"], line["user"] or "",
+                                 line["queue"] or "", line["account"] or ""))  # fmt: skip
+    return Report(
+        start_t_s=cuts[0][0],
+        end_t_s=cuts[-1][1],
+        period=period,
+        by=list(wanted),
+        cluster_gpus=gpus,
+        lines=lines,
+        periods=[[lo, hi] for lo, hi in cuts],
+    )
 
 
 def nominal_gpus(session: Session) -> dict[str, int]:

@@ -20,9 +20,12 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from railyard.client.wire import JobPriority, Priorities, Share
 from railyard.control.store.tables import JobRow, JobState, QueueRow, UsageRow, User
 from railyard.control.usecases.queues import member_queues, path
 from railyard.sched.config import SchedulerConfig
+
+__all__ = ["JobPriority", "Priorities", "Share", "priorities", "shares"]  # the wire's shapes
 
 KEYED = ("fifo", "priority", "fairshare")
 """The orderings whose keys these views can say; the others (las, max-min, finish-time)
@@ -86,29 +89,6 @@ def fair_tree(session: Session) -> FairTree:
     )
 
 
-@dataclass(frozen=True)
-class JobPriority:
-    """One pending job's factors (sprio's line), in the order the ordering applies them."""
-
-    id: str
-    queue: str
-    user: str
-    order: int | None  # its place among the pending jobs (1 first); None while held
-    starving: bool  # waited past the starvation limit: ahead of every job that has not
-    priority: int  # the job's priority: its class less its nice (first key)
-    nice: int
-    fair_share: list[float]  # the fair-tree tuple, root level first, the user's last (second)
-    age_s: float  # time since submit (the last key: older first)
-
-
-@dataclass(frozen=True)
-class Priorities:
-    ordering: str
-    keys: list[str]  # the factors, in the order the ordering compares them
-    starvation_limit_s: float | None  # None: no job starves (JSON has no infinity)
-    jobs: list[JobPriority]
-
-
 def _keys(ordering: str) -> list[str]:
     return {
         "fifo": ["starving", "age"],
@@ -161,22 +141,7 @@ def priorities(
     ]  # fmt: skip
     limit = limit_s if math.isfinite(limit_s) else None
     factors = [k for k in _keys(ordering) if limit is not None or k != "starving"]
-    return Priorities(ordering, factors, limit, jobs)
-
-
-@dataclass(frozen=True)
-class Share:
-    """One line of ``sshare -a``: a queue (``user`` empty) or a user in a leaf queue."""
-
-    queue: str
-    user: str
-    depth: int  # 0 for a top queue; sshare indents its Account by depth
-    raw_shares: float  # a queue's weight; a user's equal share (1)
-    norm_shares: float  # among its siblings (a user: among the queue's known users)
-    raw_usage_gpu_s: float  # decayed GPU-seconds, as the loop last saved them
-    effective_usage: float  # its usage among its siblings'
-    level_fs: float | None  # norm_shares / effective_usage (None: no usage): higher first
-    fair_share: float | None  # a user's place in the fair tree as sshare's 0..1 (1 first)
+    return Priorities(ordering=ordering, keys=factors, starvation_limit_s=limit, jobs=jobs)
 
 
 def shares(session: Session, actor: User) -> list[Share]:
@@ -208,9 +173,11 @@ def shares(session: Session, actor: User) -> list[Share]:
         for name in children.get(parent, []):
             if name in visible:
                 norm, eff = tree.norm_shares(name), tree.effective_usage(name)
-                out.append(Share(name, "", depth, tree.weights[name], norm,
-                                 tree.queue_gpu_s.get(name, 0.0), eff, _level(norm, eff),
-                                 None))  # fmt: skip
+                out.append(Share(queue=name, user="", depth=depth,
+                                 raw_shares=tree.weights[name], norm_shares=norm,
+                                 raw_usage_gpu_s=tree.queue_gpu_s.get(name, 0.0),
+                                 effective_usage=eff, level_fs=_level(norm, eff),
+                                 fair_share=None))  # fmt: skip
                 for user in tree.users(name, pending) if name not in children else []:
                     if actor.is_admin or user == actor.name:
                         out.append(_user_share(tree, name, user, depth + 1, pending, fair))
@@ -238,5 +205,6 @@ def _user_share(
 ) -> Share:  # fmt: skip
     norm = 1 / len(tree.users(queue, pending))
     eff = tree.user_usage(queue, user, pending)
-    return Share(queue, user, depth, 1.0, norm, tree.user_gpu_s.get((queue, user), 0.0), eff,
-                 _level(norm, eff), fair.get((queue, user)))  # fmt: skip
+    return Share(queue=queue, user=user, depth=depth, raw_shares=1.0, norm_shares=norm,
+                 raw_usage_gpu_s=tree.user_gpu_s.get((queue, user), 0.0), effective_usage=eff,
+                 level_fs=_level(norm, eff), fair_share=fair.get((queue, user)))  # fmt: skip
