@@ -27,7 +27,6 @@ import contextlib
 import logging
 import os
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -37,7 +36,6 @@ from typing import TYPE_CHECKING
 from railyard.exec import procfs
 from railyard.exec import usage as procusage
 from railyard.exec.attempt import (
-    Claim,
     exit_record_path,
     read_claim,
     read_ready,
@@ -45,9 +43,9 @@ from railyard.exec.attempt import (
     start_marker_path,
 )
 from railyard.exec.cgroups import cgroup, proctrack
-from railyard.exec.cgroups.containment import Containment, StepGroups
+from railyard.exec.cgroups.containment import Containment
 from railyard.exec.cleanup import Cleaner, Leftovers
-from railyard.exec.containers.container import ContainerTask, container_name
+from railyard.exec.containers.container import container_name
 from railyard.exec.containers.containerlaunch import container_task, step_launcher
 from railyard.exec.exitwatch import SUPPORTED as CAN_WATCH_EXITS
 from railyard.exec.exitwatch import ExitWatcher
@@ -60,18 +58,14 @@ from railyard.exec.protocol import (
     LaunchSpec,
     NotifiesExits,
     SaysTimeLimits,
-    WorkerHandle,
 )
 from railyard.exec.task import jobfiles
 from railyard.exec.task.exitfile import NOTED_SIGNALS
-from railyard.exec.task.identity import Account, resolve
+from railyard.exec.task.identity import resolve
 from railyard.exec.task.launch import (
-    WRAPPER_ENV,
     RankSlot,
     job_allocation,
-    process_env,
     rank_layout,
-    wrapped_command,
 )
 from railyard.exec.task.outputs import time_limit_cue_path
 from railyard.exec.task.rankexit import (
@@ -82,13 +76,15 @@ from railyard.exec.task.rankexit import (
     report,
     write_handle,
 )
-from railyard.exec.task.steps import StepLauncher
-from railyard.exec.task.taskfile import Task, rank_task_path
-from railyard.exec.terminals import terminal
+from railyard.exec.task.rankstart import (
+    MASTER_ADDR,
+    claimed_worker,
+    launch_rank,
+    workdir,
+)
 from railyard.probe import gpu_minors, resolve_gpus
 
 log = logging.getLogger("railyard.exec")
-MASTER_ADDR = "127.0.0.1"
 KILL_NOW_S = 0.2  # the poll's own kill of an ended step's stragglers; longer: the cleanup's
 MIB = 1 << 20
 
@@ -184,7 +180,7 @@ class LocalExecutor:
                                         container_steps=bare_batch)  # fmt: skip
         parent = self.containment.cgroup_parent(step) if spec.container or bare_batch else None
         launcher = step_launcher(spec, step=step, gpu_minors=minors, account=account,
-                                 cwd=_cwd(spec, account), containment=self.containment,
+                                 cwd=workdir(spec, account), containment=self.containment,
                                  records=records, ntasks=here.ntasks, dev=self.dev_dir)  # fmt: skip
         record_path = launch_record_path(records, spec.restart_count)
         port = spec.master_port or launch_port(record_path, MASTER_ADDR)
@@ -198,17 +194,31 @@ class LocalExecutor:
                     if spec.container is not None:
                         ctask = container_task(
                             spec, step=step, rank=slot.rank, gpu_minors=minors, account=account,
-                            cwd=_cwd(spec, account), cgroup_parent=parent, dev=self.dev_dir,
+                            cwd=workdir(spec, account), cgroup_parent=parent, dev=self.dev_dir,
                             ready_file=str(ready_marker_path(exit_path)),
                         )  # fmt: skip
-                    ranks.append(self._launch(spec, slot, port, account, groups, ctask, launcher))
+                    ranks.append(
+                        launch_rank(
+                            spec,
+                            slot,
+                            port,
+                            account,
+                            groups,
+                            node=self.node_name,
+                            records=records,
+                            container=ctask,
+                            steps=launcher,
+                        )
+                    )
                 elif claimed.sealed:
                     raise ExecutorError(
                         f"job {spec.job_id}: attempt {spec.restart_count} was sealed when it "
                         "ended; it is not started again"
                     )
                 else:
-                    worker = self._claimed_worker(spec, slot, account, claimed)
+                    worker = claimed_worker(
+                        spec, slot, account, claimed, node=self.node_name, records=records
+                    )
                     ranks.append(RankState(worker, None))
         except BaseException:
             for rank in ranks:  # no half-started gangs
@@ -476,111 +486,6 @@ class LocalExecutor:
         if spec.preempt_signal not in signal.Signals.__members__:
             raise ExecutorError(f"job {spec.job_id}: unknown signal {spec.preempt_signal}")
 
-    def _claimed_worker(
-        self, spec: LaunchSpec, slot: RankSlot, account: Account, claimed: Claim
-    ) -> WorkerHandle:
-        """The rank a wrapper of an earlier launch of this attempt claimed (and maybe ran)."""
-        assert claimed.pid is not None
-        assert claimed.start_time_ticks is not None
-        return WorkerHandle(
-            job_id=spec.job_id,
-            rank=slot.rank,
-            node=self.node_name,
-            pid=claimed.pid,
-            pgid=claimed.pid,
-            start_time_ticks=claimed.start_time_ticks,
-            log_path=_log_path(spec, slot, account),
-            exit_path=exit_record_path(self._records(spec), spec.restart_count, slot.rank),
-        )
-
-    def _launch(
-        self,
-        spec: LaunchSpec,
-        slot: RankSlot,
-        port: int,
-        account: Account,
-        groups: StepGroups,
-        container: ContainerTask | None = None,
-        steps: StepLauncher | None = None,
-    ) -> RankState:
-        """Start one process under the wrapper; its task file says who and how."""
-        spool_log = spec.log_dir / f"rank-{slot.rank}.log"
-        exit_path = exit_record_path(self._records(spec), spec.restart_count, slot.rank)
-        task_path = rank_task_path(spec.log_dir, slot.rank, spec.restart_count)
-        exit_path.unlink(missing_ok=True)
-        srun_dir = jobfiles.install_srun(spec.log_dir / "bin") if spec.batch else None
-        master = spec.master_addr or MASTER_ADDR
-        env = process_env(
-            spec, account, slot, master_addr=master, master_port=port, srun_dir=srun_dir
-        )
-        stdout, stderr = jobfiles.output_paths(spec, slot, slot.node_rank)
-        interactive = bool(spec.terminal) and slot.rank == 0
-        if interactive:  # its output goes to the client; the spool log keeps the header
-            stdout = stderr = None
-        processes = len(rank_layout(spec))
-        # A batch shell starts with every signal at its default, so that its `trap` works;
-        # a signal for the steps alone is kept from it by whom it is sent to (_signal_live).
-        ignore: tuple[str, ...] = ()
-        cwd = _cwd(spec, account)
-        task = Task(
-            env=env,
-            cwd=cwd,
-            account=account,
-            stdout=stdout,
-            stderr=stderr,
-            # Only the first process truncates a shared --output file; the others append, and
-            # so does every process of --open-mode=append or of a requeued attempt.
-            truncate=not spec.output.append and spec.restart_count == 0 and slot.rank == 0,
-            header=jobfiles.header(
-                spec,
-                slot,
-                account,
-                env,
-                processes=processes,
-                port=port,
-                limits=groups.limits_line,
-                devices=groups.devices_line,
-            ),
-            ignore_signals=ignore,
-            umask=spec.umask,
-            cgroups=groups.paths,
-            subreaper=groups.subreaper,
-            terminal=(
-                str(terminal.socket_path(self._records(spec), spec.restart_count))
-                if interactive
-                else None
-            ),
-            pty=interactive and spec.terminal == "pty",
-            linger_s=spec.terminal_linger_s,
-            container=container,
-            steps=steps,
-        )
-        task.write(task_path)
-        log_fd = jobfiles.open_spool_log(spool_log, account)
-        try:
-            proc = subprocess.Popen(
-                wrapped_command(spec.command, exit_path, task_path),
-                cwd="/",
-                env=WRAPPER_ENV,
-                stdin=subprocess.DEVNULL,
-                stdout=log_fd,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        finally:
-            os.close(log_fd)
-        worker = WorkerHandle(
-            job_id=spec.job_id,
-            rank=slot.rank,
-            node=self.node_name,
-            pid=proc.pid,
-            pgid=proc.pid,  # a new session's leader leads its process group
-            start_time_ticks=procfs.start_time_ticks(proc.pid),  # unreaped: /proc entry stays
-            log_path=_log_path(spec, slot, account),
-            exit_path=exit_path,
-        )
-        return RankState(worker, proc)
-
     # -- watching and signalling --------------------------------------------------------------
 
     def _observe(self, job: JobState) -> None:
@@ -637,18 +542,6 @@ class LocalExecutor:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(worker.pid, sig)
             procfs.signal_children(worker.pid, worker.start_time_ticks, sig)
-
-
-def _log_path(spec: LaunchSpec, slot: RankSlot, account: Account) -> Path:
-    """Where a reader finds the process's output: its --output file, else the spool log."""
-    stdout, _ = jobfiles.output_paths(spec, slot, slot.node_rank)
-    if not stdout:
-        return spec.log_dir / f"rank-{slot.rank}.log"
-    return Path(_cwd(spec, account), stdout)
-
-
-def _cwd(spec: LaunchSpec, account: Account) -> str:
-    return str(spec.workdir) if str(spec.workdir) not in ("", ".") else account.home
 
 
 if TYPE_CHECKING:  # mypy proves that LocalExecutor honours the protocol
