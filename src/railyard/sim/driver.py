@@ -31,6 +31,7 @@ from railyard.sched import (
     StopCause,
     Usage,
 )
+from railyard.sched.applyplan import apply_plan
 from railyard.sched.dependencies import met_now
 from railyard.sched.health import HealthInput, NodeChange, with_sweep
 from railyard.sched.history import RuntimeHistory
@@ -45,6 +46,7 @@ from railyard.sched.lifecycle import (
     time_limits,
 )
 from railyard.sched.lifecycle import step as lifecycle_step
+from railyard.sched.stops import Stop
 from railyard.sim.across import AcrossSweeps, world_tests
 from railyard.sim.cluster import flat_queues
 from railyard.sim.config import NodeEvent, SimConfig
@@ -99,6 +101,7 @@ class _Run:
         self.weights = {q.name: q.weight for q in sim.queues if q.parent is not None}
         self.usage = Usage()
         self.last_accrual_t_s = 0.0
+        self.step_t_s = 0.0  # the time of the step whose plan is being applied
         self.pending: dict[str, Job] = {}
         self.running: dict[str, RunningJob] = {}
         self.nominated: set[str] = set()
@@ -213,14 +216,8 @@ class _Run:
         h = self.health
         if h is None:
             return None
-        gpus = {n.name: n.gpus for n in self.node_tuple}
-        out: dict[str, float | None] = {
-            "checks": float(h.checks),
-            "check_gpu_s": float(h.check_gpu_s(gpus)),
-            "slow_nodes_found": float(len(h.detections)),
-            "mean_detection_s": h.mean_detection_s(),
-            "slowed_gpu_s": sum(w.slowed_gpu_s for w in self.executor.work.values()),
-        }
+        out = h.summary({n.name: n.gpus for n in self.node_tuple},
+                        sum(w.slowed_gpu_s for w in self.executor.work.values()))  # fmt: skip
         if self.across is not None and h.world.sweeps:
             c = self.across.counts
             out |= {f"sweeps_{k}": float(v) for k, v in vars(c).items()}
@@ -341,42 +338,9 @@ class _Run:
         self._report_progress()
 
     def _apply(self, now: float, plan: StepPlan) -> None:
-        self.usage = plan.usage
-        self.last_accrual_t_s = now
-        for s in plan.settled:
-            self._settled(now, s)
-        for job_id in plan.satisfied:  # a met dependency is cleared; it waits from now
-            cleared, _ = met_now([self.pending[job_id]], now)
-            self.pending[job_id] = cleared[0]
-        for job_id in plan.expired:  # could no longer end by its --deadline: never runs
-            self.pending.pop(job_id)
-            self.nominated.discard(job_id)
-            rec = self.records[job_id]
-            rec.state, rec.end_t_s = EndState.DEADLINE.value, now
-            self.done += 1
-            self._note(now, EventKind.END, job_id)
-        for job_id in plan.warn:
-            self.running[job_id] = replace(self.running[job_id], warned=True)
-        for stop in plan.stops:
-            self.running[stop.job_id] = stop.applied(self.running[stop.job_id])
-            if stop.handshake:
-                self.records[stop.job_id].preemptions += 1
-                self._note(now, EventKind.PREEMPT_SIGNAL, stop.job_id)
-                self.executor.request_checkpoint_stop(stop.job_id, stop.grace_s)
-            else:
-                self.executor.cancel(stop.job_id)
-        result = plan.result
-        for start in result.starts:
-            self._start(now, start)
-        for job_id in self.nominated - result.nominated:
-            if job_id in self.pending:
-                self.pending[job_id] = replace(self.pending[job_id], nominated=False)
-        for job_id in result.nominated - self.nominated:
-            self.pending[job_id] = replace(self.pending[job_id], nominated=True)
-        self.nominated = set(result.nominated)
-        for name in plan.drained:
-            self._set_node(replace(self.nodes[name], state=NodeState.DRAINED))
-            self._note(now, EventKind.ADMIN, f"{name} drained")
+        self.step_t_s = now
+        apply_plan(plan, self)  # the live loop's order (`sched.applyplan`): settle .. accrue
+        self.nominated = set(plan.result.nominated)
         self._want_deadline(plan.next_deadline_t_s)
         if self.health is not None:
             for name in plan.checks:
@@ -387,6 +351,48 @@ class _Run:
         group = plan.group_check
         if group and self.across is not None and self.across.start(group, self.nodes, now):
             self._note(now, EventKind.SWEEP, f"test {','.join(group)}")
+
+    # -- the plan's changes (`sched.applyplan.PlanTarget`), at ``step_t_s`` -----------------------
+
+    def expire(self, job_id: str) -> None:  # could no longer end by its --deadline: never runs
+        self.pending.pop(job_id)
+        self.nominated.discard(job_id)
+        rec = self.records[job_id]
+        rec.state, rec.end_t_s = EndState.DEADLINE.value, self.step_t_s
+        self.done += 1
+        self._note(self.step_t_s, EventKind.END, job_id)
+
+    def satisfy(self, job_id: str) -> None:  # a met dependency is cleared; it waits from now
+        cleared, _ = met_now([self.pending[job_id]], self.step_t_s)
+        self.pending[job_id] = cleared[0]
+
+    def warn(self, job_id: str) -> None:
+        self.running[job_id] = replace(self.running[job_id], warned=True)
+
+    def stop(self, stop: Stop) -> None:
+        self.running[stop.job_id] = stop.applied(self.running[stop.job_id])
+        if stop.handshake:
+            self.records[stop.job_id].preemptions += 1
+            self._note(self.step_t_s, EventKind.PREEMPT_SIGNAL, stop.job_id)
+            self.executor.request_checkpoint_stop(stop.job_id, stop.grace_s)
+        else:
+            self.executor.cancel(stop.job_id)
+
+    def nominate(self, job_id: str, nominated: bool) -> None:
+        if job_id in self.pending:
+            self.pending[job_id] = replace(self.pending[job_id], nominated=nominated)
+
+    def drain(self, node: str) -> None:
+        self._set_node(replace(self.nodes[node], state=NodeState.DRAINED))
+        self._note(self.step_t_s, EventKind.ADMIN, f"{node} drained")
+
+    def accrue(self, usage: Usage) -> None:
+        self.usage, self.last_accrual_t_s = usage, self.step_t_s
+
+    def start(self, starts: Sequence[Start]) -> set[str]:
+        for one in starts:
+            self._start(self.step_t_s, one)
+        return {one.job_id for one in starts}
 
     def _start(self, now: float, start: Start) -> None:
         job_id, placement = start.job_id, start.placement
@@ -439,8 +445,8 @@ class _Run:
         self._note(self.engine.now_t_s, EventKind.START, what)
         return pull_s
 
-    def _settled(self, now: float, s: Settlement) -> None:
-        job_id, end, requeued = s.job_id, s.end, s.requeued
+    def settle(self, s: Settlement) -> None:
+        now, job_id, end, requeued = self.step_t_s, s.job_id, s.end, s.requeued
         r = self.running.pop(job_id)
         rec = self.records[job_id]
         self.busy_gpus -= r.gpus

@@ -148,3 +148,13 @@ class HealthState:
         if not self.detections:
             return None
         return sum(d for _, d in self.detections) / len(self.detections)
+
+    def summary(self, gpus: dict[str, int], slowed_gpu_s: float) -> dict[str, float | None]:
+        """A run's health figures (`RunLog.health`); ``slowed_gpu_s``: the executor's."""
+        return {
+            "checks": float(self.checks),
+            "check_gpu_s": float(self.check_gpu_s(gpus)),
+            "slow_nodes_found": float(len(self.detections)),
+            "mean_detection_s": self.mean_detection_s(),
+            "slowed_gpu_s": slowed_gpu_s,
+        }

@@ -33,6 +33,7 @@ from railyard.control.store.usagedays import Ended, record_attempts
 from railyard.control.usecases.loopstatus import SCHEDULER_ERROR
 from railyard.control.usecases.placements import placement_text
 from railyard.sched import NodeState, RunningJob, StopCause, Usage
+from railyard.sched.applyplan import apply_plan
 from railyard.sched.decisions import Reason, Start
 from railyard.sched.lifecycle import Settlement, StepPlan
 from railyard.sched.stops import Stop
@@ -77,45 +78,82 @@ def cas(
 
 
 def write_plan(session: Session, plan: StepPlan, seen: Seen, now_t_s: float) -> Written:
+    """Write ``plan`` in the drivers' one order (`sched.applyplan`), then the accounting rows
+    of the attempts it ended and the pending jobs' changed reasons."""
     out = Written()
-    for s in plan.settled:
-        run = seen.running.get(s.job_id)
+    apply_plan(plan, _StoreTarget(session, seen, now_t_s, out))
+    record_attempts(session, out.attempts)
+    out.reasons = _reasons(session, plan, seen, now_t_s)
+    return out
+
+
+@dataclass
+class _StoreTarget:
+    """The store as `sched.applyplan` changes it: each change a compare-and-set on the row
+    the step read, noted in ``out`` when it was written."""
+
+    session: Session
+    seen: Seen
+    now_t_s: float
+    out: Written
+
+    @property
+    def nominated(self) -> set[str]:
+        return self.seen.nominated
+
+    def settle(self, s: Settlement) -> None:
+        run = self.seen.running.get(s.job_id)
         try:
-            if _settle(session, s, seen.states.get(s.job_id), now_t_s, out) and run is not None:
-                _ended_attempt(s, run, now_t_s, out)
+            written = _settle(self.session, s, self.seen.states.get(s.job_id), self.now_t_s,
+                              self.out)  # fmt: skip
+            if written and run is not None:
+                _ended_attempt(s, run, self.now_t_s, self.out)
         except SQLAlchemyError:  # the store's: the step's
             raise
         except Exception as exc:  # this job's: the others are settled
-            out.broken[s.job_id] = exc
-    record_attempts(session, out.attempts)
-    for job_id in plan.expired:
-        _expire(session, job_id, now_t_s, out)
-    for job_id in plan.satisfied:  # before the starts: still pending, and still the
-        # dependency the step found met (an `update --dependency` since then stands); it was
-        # eligible, so any --begin has passed and `met_now`'s `begins_again_t_s` is now
-        met = seen.dependencies.get(job_id)
-        values = {"dependency": None, "met_dependency": met, "begin_t_s": now_t_s,
-                  "updated_t_s": now_t_s}  # fmt: skip
-        same = JobRow.dependency == met
-        cas(session, job_id, JobState.PENDING.value, same, **values)
-    for job_id in plan.warn:
-        if cas(session, job_id, JobState.RUNNING.value, warned=True, updated_t_s=now_t_s):
-            record(session, now_t_s, "warn", "time limit warning signal", job_id)
-            out.warned.append(job_id)
-    for stop in plan.stops:
-        _stop(session, stop, now_t_s, out)
-    _decisions(session, plan, seen, now_t_s, out)
-    out.reasons = _reasons(session, plan, seen, now_t_s)
-    for name in plan.drained:
+            self.out.broken[s.job_id] = exc
+
+    def expire(self, job_id: str) -> None:
+        _expire(self.session, job_id, self.now_t_s, self.out)
+
+    def satisfy(self, job_id: str) -> None:
+        """Still pending, and still the dependency the step found met (an `update
+        --dependency` since then stands); it was eligible, so any --begin has passed and
+        `met_now`'s `begins_again_t_s` is now."""
+        met = self.seen.dependencies.get(job_id)
+        values = {"dependency": None, "met_dependency": met, "begin_t_s": self.now_t_s,
+                  "updated_t_s": self.now_t_s}  # fmt: skip
+        cas(self.session, job_id, JobState.PENDING.value, JobRow.dependency == met, **values)
+
+    def warn(self, job_id: str) -> None:
+        now = self.now_t_s
+        if cas(self.session, job_id, JobState.RUNNING.value, warned=True, updated_t_s=now):
+            record(self.session, now, "warn", "time limit warning signal", job_id)
+            self.out.warned.append(job_id)
+
+    def stop(self, stop: Stop) -> None:
+        _stop(self.session, stop, self.now_t_s, self.out)
+
+    def start(self, starts: Sequence[Start]) -> set[str]:
+        started = _start_all(self.session, starts, self.seen, self.now_t_s)
+        self.out.started.extend(started)
+        return set(started)
+
+    def nominate(self, job_id: str, nominated: bool) -> None:
+        cas(self.session, job_id, JobState.PENDING.value, nominated=nominated,
+            updated_t_s=self.now_t_s)  # fmt: skip
+
+    def drain(self, node: str) -> None:
         stmt = (
             update(NodeRow)
-            .where(NodeRow.name == name, NodeRow.state == NodeState.DRAINING.value)
-            .values(state=NodeState.DRAINED.value, updated_t_s=now_t_s)
+            .where(NodeRow.name == node, NodeRow.state == NodeState.DRAINING.value)
+            .values(state=NodeState.DRAINED.value, updated_t_s=self.now_t_s)
         )
-        if changed_rows(session, stmt):
-            record(session, now_t_s, "drained", f"node {name} drained", None)
-    _usage(session, plan.usage, now_t_s)
-    return out
+        if changed_rows(self.session, stmt):
+            record(self.session, self.now_t_s, "drained", f"node {node} drained", None)
+
+    def accrue(self, usage: Usage) -> None:
+        _usage(self.session, usage, self.now_t_s)
 
 
 def _ended_attempt(s: Settlement, run: RunningJob, now_t_s: float, out: Written) -> None:
@@ -213,19 +251,6 @@ def _settle(
         return True
     out.unsettled.append(s.job_id)
     return False
-
-
-def _decisions(session: Session, plan: StepPlan, seen: Seen, now_t_s: float, out: Written) -> None:
-    result = plan.result
-    pending = JobState.PENDING.value
-    if result.starts:
-        out.started.extend(_start_all(session, result.starts, seen, now_t_s))
-    started = set(out.started)
-    for job_id, flag in [
-        *((j, True) for j in result.nominated - seen.nominated),
-        *((j, False) for j in seen.nominated - result.nominated - started),
-    ]:
-        cas(session, job_id, pending, nominated=flag, updated_t_s=now_t_s)
 
 
 # the audit event of each stop: (kind, message; None: the stop's reason)
