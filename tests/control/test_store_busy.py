@@ -26,13 +26,14 @@ pytestmark = pytest.mark.stores  # its PostgreSQL copies stay in the main tier
 
 
 @contextmanager
-def _busy_on_job_insert(store: Store, times: int) -> Iterator[list[str]]:
-    """Make the next ``times`` INSERTs into ``jobs`` fail as a busy store does; yields the
+def _busy_on_job_insert(store: Store, times: int, table: str = "jobs") -> Iterator[list[str]]:
+    """Make the next ``times`` INSERTs into ``table`` fail as a busy store does; yields the
     statements that failed. (PostgreSQL's engine is shared by the module's tests.)"""
     failed: list[str] = []
+    insert = f"INSERT INTO {table.upper()} "
 
     def busy(cursor: Any, statement: str, *_: Any) -> bool:
-        if statement.lstrip().upper().startswith("INSERT INTO JOBS") and len(failed) < times:
+        if statement.lstrip().upper().startswith(insert) and len(failed) < times:
             failed.append(statement)
             if store.is_sqlite:
                 raise sqlite3.OperationalError("database is locked")
@@ -55,6 +56,18 @@ def test_a_transient_store_error_is_retried_not_answered(api: Api) -> None:  # n
     assert len(failed) == 1
     assert [(j["id"], j["array"]) for j in response.json()] == [("1", "0-2")]
     assert api.jobs_and_counter() == (3, 3)  # the failed run's numbers were rolled back
+
+
+def test_a_plain_route_is_run_again_after_a_transient_error(api: Api) -> None:  # noqa: F811
+    """A submit goes through its own group commit; any other route retries through
+    `store/retries.RetryRoute`: the failed run leaves nothing, the second is answered."""
+    root = api.as_["root"]
+    with _busy_on_job_insert(api.store, times=1, table="queues") as failed:
+        response = root.post("/v1/queues", json={"name": "vision"})
+    assert response.status_code == 201, response.text
+    assert len(failed) == 1
+    names = [q["name"] for q in root.get("/v1/queues").json()]
+    assert names.count("vision") == 1
 
 
 def test_a_store_that_stays_busy_is_a_503_with_retry_after(api: Api) -> None:  # noqa: F811
