@@ -93,3 +93,15 @@ def test_failure_names_the_first_failing_rank() -> None:
     job.first_failure = job.ranks[1]
     report = decide(job)
     assert (report.outcome, report.exit_code, report.signal) == (Outcome.FAILED, 2, None)
+
+
+def test_the_time_limit_line_names_the_node_as_slurmstepd_does() -> None:
+    """Slurm 22.05's slurmstepd logs as ``slurmstepd-NODE`` (benchmarks/slurm/compare_habits.py
+    case 9 read it off a real one)."""
+    from railyard.exec.task.outputs import time_limit_line
+
+    line = time_limit_line("7", "vm", "2026-12-05T22:30:01")
+    assert line == (
+        "slurmstepd-vm: error: *** JOB 7 ON vm CANCELLED AT 2026-12-05T22:30:01 "
+        "DUE TO TIME LIMIT ***\n"
+    )

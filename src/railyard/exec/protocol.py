@@ -37,7 +37,7 @@ class Output:
     %N %n %t %%``; relative to the working directory), opened as the job's user. ``stdout``
     None: each process writes its spool log (``railyard logs``). ``fields`` holds the values
     of ``%j %A %a %x %u``. ``append``: sbatch's ``--open-mode=append``, never truncated (else
-    a first attempt truncates, a requeued one appends)."""
+    every attempt truncates, a requeued one too, as Slurm's)."""
 
     stdout: str | None = None
     stderr: str | None = None

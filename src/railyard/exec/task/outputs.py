@@ -24,8 +24,12 @@ def time_limit_cue_path(exit_path: Path) -> Path:
 
 
 def time_limit_line(job: str, host: str, at: str) -> str:
-    """slurmstepd's words when it stops a job at its time limit (``at``: local ISO time)."""
-    return f"slurmstepd: error: *** JOB {job} ON {host} CANCELLED AT {at} DUE TO TIME LIMIT ***\n"
+    """slurmstepd's words when it stops a job at its time limit (``at``: local ISO time); its
+    log prefix names the node (``slurmstepd-vm: error: ...``, Slurm 22.05)."""
+    return (
+        f"slurmstepd-{host}: error: *** JOB {job} ON {host} CANCELLED AT {at} "
+        "DUE TO TIME LIMIT ***\n"
+    )
 
 
 def outputs_record_path(exit_path: Path) -> Path:

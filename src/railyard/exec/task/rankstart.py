@@ -90,8 +90,9 @@ def launch_rank(
         stdout=stdout,
         stderr=stderr,
         # Only the first process truncates a shared --output file; the others append, and
-        # so does every process of --open-mode=append or of a requeued attempt.
-        truncate=not spec.output.append and spec.restart_count == 0 and slot.rank == 0,
+        # so does every process of --open-mode=append. A requeued attempt starts the file
+        # over, as Slurm 22.05's (JobFileAppend=0): scripts that keep it ask for append.
+        truncate=not spec.output.append and slot.rank == 0,
         header=jobfiles.header(
             spec,
             slot,
