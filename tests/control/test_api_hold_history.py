@@ -150,3 +150,14 @@ def test_history_window_and_pages(api: Api) -> None:
     assert api.ids("root", since=0, user="alice") == ids
     response = api.as_["alice"].get("/v1/jobs", params={"since": -1})
     assert response.status_code == 422
+
+
+def test_a_pending_job_is_in_the_window_once_it_is_eligible(api: Api) -> None:
+    """A job waiting for its --begin is no job of a window that ends before that time
+    (Slurm 22.05's sacct -S lists a pending job from its eligible time on; measured by
+    benchmarks/slurm/compare_habits.py case 7)."""
+    later, now = api.submit("alice")[0], api.submit("alice")[0]
+    api.set_row(later, submit_t_s=100.0, begin_t_s=5000.0, end_t_s=None, state="pending")
+    api.set_row(now, submit_t_s=100.0, begin_t_s=50.0, end_t_s=None, state="pending")
+    assert api.ids("alice", since=0, until=800) == [now]
+    assert api.ids("alice", since=0, until=6000) == [later, now]

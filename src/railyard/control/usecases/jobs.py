@@ -176,10 +176,10 @@ def list_jobs(
 
     ``finished_within_s``: finished jobs only if they ended that recently before ``now_t_s``
     (squeue's MinJobAge). ``since_t_s``/``until_t_s``: jobs waiting or running at some moment
-    of that window, i.e. submitted by its end and not ended before its start (sacct's
-    ``--starttime``/``--endtime``). ``after``: (number, array index or -1) of the last job of
-    the previous page, oldest first: the next page walks the number index from there (an
-    OFFSET reads and drops every row before it).
+    of that window, i.e. eligible by its end (submitted, past its ``--begin``) and not ended
+    before its start (sacct's ``--starttime``/``--endtime``). ``after``: (number, array index
+    or -1) of the last job of the previous page, oldest first: the next page walks the number
+    index from there (an OFFSET reads and drops every row before it).
     """
     known = [st.value for st in JobState]
     for st in states or []:
@@ -199,8 +199,9 @@ def list_jobs(
     if finished_within_s is not None:
         recent = JobRow.end_t_s >= now_t_s - finished_within_s
         stmt = stmt.where(or_(JobRow.state.in_(ACTIVE_STATES), recent))
-    if until_t_s is not None:
+    if until_t_s is not None:  # eligible by then: submitted, and past its --begin (sacct)
         stmt = stmt.where(JobRow.submit_t_s <= until_t_s)
+        stmt = stmt.where(or_(JobRow.begin_t_s.is_(None), JobRow.begin_t_s <= until_t_s))
     if since_t_s is not None:
         stmt = stmt.where(or_(JobRow.end_t_s.is_(None), JobRow.end_t_s >= since_t_s))
     if after is not None:
