@@ -3,19 +3,20 @@
 Against a real `railyard up` on loopback (SQLite), each a new process as users type it (the
 ``railyard`` console script next to this interpreter):
 
-- ``railyard --help``, ``railyard queue`` and ``railyard submit -- true``, each beside its Slurm
-  peer (``sbatch --help``, ``squeue``, ``sbatch --hold --wrap true``) when a Slurm controller
-  answers here (``benchmarks/slurm/setup_local_slurm.sh``); the runs alternate, one of each per
-  round, so both see the same load. Target (issue 21): within 2x of Slurm.
+- ``railyard --help``, ``version``, ``submit --hold --wrap true``, ``queue`` and ``run -- true``,
+  each beside its Slurm peer (``sbatch --help``, ``sbatch --version``, ``sbatch --hold --wrap
+  true``, ``squeue``, ``srun true``) when a Slurm controller answers here
+  (``benchmarks/slurm/setup_local_slurm.sh``); the runs alternate, one of each per round, so
+  both see the same load. Target (issue 21): within 2x of Slurm.
 - the floor under any Python command: the interpreter starting and doing nothing
   (``python -c pass``), and with ``-I -S`` (no site, no ``.pth`` files);
 - single submissions per second through the REST API, one request per job: over one
   keep-alive connection, and with a new connection per job.
 
 Beside each wall time, the CPU time of the process itself (user + system): on a shared machine
-the wall time follows everyone's load, the CPU time is what the command costs. The server's
-node is drained first, so submitted jobs stay pending (as Slurm's are held) and no job process
-competes for the cores. Each figure is the median of ``--repeat`` rounds (after one warm-up).
+the wall time follows everyone's load, the CPU time is what the command costs. Submitted jobs
+are held on both systems, so they never run; ``run -- true`` and ``srun true`` run one job
+each, on the node left free. Each figure is the median of ``--repeat`` rounds (after one warm-up).
 
     python benchmarks/bench_cli.py [--repeat 30] [--src OTHER_CHECKOUT/src --label before]
 
@@ -47,14 +48,16 @@ RESULTS = Path(__file__).parent / "results"
 RAILYARD = str(Path(sys.executable).with_name("railyard"))
 SLURM_JOB_NAME = "railyard-bench-cli"
 
-# figure -> (railyard's command, Slurm's peer or None)
+# figure -> (railyard's command, Slurm's peer or None); issue 57 item 12's four and --help
 CASES: dict[str, tuple[list[str], list[str] | None]] = {
     "--help": ([RAILYARD, "--help"], ["sbatch", "--help"]),
-    "submit": (
-        [RAILYARD, "submit", "--priority", "low", "--", "true"],
+    "version": ([RAILYARD, "version"], ["sbatch", "--version"]),
+    "submit --wrap": (
+        [RAILYARD, "submit", "--hold", "-J", SLURM_JOB_NAME, "-o", "/dev/null", "--wrap", "true"],
         ["sbatch", "--hold", "-J", SLURM_JOB_NAME, "-o", "/dev/null", "--wrap", "true"],
     ),
     "queue": ([RAILYARD, "queue"], ["squeue"]),
+    "run -- true": ([RAILYARD, "run", "--", "true"], ["srun", "true"]),
     "python -c pass": ([sys.executable, "-c", "pass"], None),
     "python -I -S -c pass": ([sys.executable, "-I", "-S", "-c", "pass"], None),
 }
@@ -106,7 +109,7 @@ def api_submits(server: ServerProcess, count: int, *, keep_alive: bool) -> float
     """Submissions per second, one ``POST /v1/jobs`` per job, one client after another
     (``http.client``, so the figure is the server's, not a client library's set-up)."""
     headers = {"Authorization": f"Bearer {server.token}", "Content-Type": "application/json"}
-    body = json.dumps({"command": ["true"], "priority": "low"})
+    body = json.dumps({"command": ["true"], "priority": "low", "hold": True})  # never runs
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     start = time.perf_counter()
     for _ in range(count):
@@ -185,8 +188,6 @@ def main() -> None:
         env.pop("RAILYARD_URL", None)
         env.pop("RAILYARD_TOKEN", None)
         try:
-            (node,) = server.request("GET", "/v1/nodes")
-            server.request("POST", f"/v1/nodes/{node['name']}/drain", json={"reason": "bench"})
             figures = rounds(env, args.repeat, slurm)
             api = {
                 "API submissions/s, keep-alive": api_submits(

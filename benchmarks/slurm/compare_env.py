@@ -118,7 +118,13 @@ def run_slurm(name: str, spec: dict[str, Any], out: Path, dump_py: Path) -> None
 class Railyard:
     """A fresh ``railyard up`` from this checkout, and its CLI."""
 
-    def __init__(self, home: Path, up_args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        home: Path,
+        up_args: tuple[str, ...] = (),
+        base: tuple[str, ...] = ("--gpus", "8", "--flavor", "H100-SXM-80GB"),
+    ) -> None:
+        """``base``: the node's GPUs as declared (none with a blueprint, which says them)."""
         self.home = home
         home.mkdir(parents=True)
         with socket.socket() as sock:
@@ -127,9 +133,8 @@ class Railyard:
         self.env = {**job_env(), "RAILYARD_HOME": str(home)}
         log = (home / "server.log").open("wb")
         self.proc = subprocess.Popen(
-            [str(BIN / "railyard"), "up", "--gpus", "8", "--flavor", "H100-SXM-80GB",
-             "--port", str(port), "--state-dir", str(home), "--spool-dir", str(home / "spool"),
-             "--cycle-interval", "0.2", *up_args],
+            [str(BIN / "railyard"), "up", *base, "--port", str(port), "--state-dir", str(home),
+             "--spool-dir", str(home / "spool"), "--cycle-interval", "0.2", *up_args],
             stdout=log, stderr=subprocess.STDOUT, env=self.env,
         )  # fmt: skip
         deadline = time.monotonic() + 60
