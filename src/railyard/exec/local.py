@@ -267,9 +267,10 @@ class LocalExecutor:
         if job.stage < Stage.TERMINATING:
             self._terminate(job)
 
-    def time_out(self, job_id: str) -> None:
-        """:meth:`cancel` at the time limit: each live rank's wrapper is told first, by a cue
-        beside its exit record, so that it writes slurmstepd's line in the job's output."""
+    def time_out(self, job_id: str, why: str = "TIME LIMIT") -> None:
+        """:meth:`cancel` at the time limit (or for a requeue: ``why`` JOB REQUEUE): each live
+        rank's wrapper is told first, by a cue beside its exit record holding ``why``, so
+        that it writes slurmstepd's line in the job's output."""
         job = self._jobs.get(job_id)
         if job is None or job.cancelled:
             return
@@ -278,7 +279,11 @@ class LocalExecutor:
                 continue
             cue = time_limit_cue_path(Path(rank.handle.exit_path))
             with contextlib.suppress(OSError):  # no cue, no line: the stop goes on regardless
-                os.close(os.open(cue, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644))
+                fd = os.open(cue, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+                try:
+                    os.write(fd, why.encode())
+                finally:
+                    os.close(fd)
         self.cancel(job_id)
 
     def discard(self, job_id: str, timeout_s: float = proctrack.KILL_TIMEOUT_S) -> bool:

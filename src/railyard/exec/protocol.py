@@ -291,8 +291,9 @@ class SaysTimeLimits(Protocol):
     is written by the job's own wrapper as the job's user; an executor without this
     capability is told :meth:`Executor.cancel` and the line is missing."""
 
-    def time_out(self, job_id: str) -> None:
-        """:meth:`Executor.cancel`, after telling each rank the time limit is why."""
+    def time_out(self, job_id: str, why: str = "TIME LIMIT") -> None:
+        """:meth:`Executor.cancel`, after telling each rank why: the time limit, or ``JOB
+        REQUEUE`` (``scontrol requeue``), slurmstepd's words after ``DUE TO``."""
         ...
 
 

@@ -75,7 +75,7 @@ from railyard.exec.protocol import (
     ReportsReady,
     SaysTimeLimits,
 )
-from railyard.sched import CycleCache, SchedulerConfig
+from railyard.sched import CycleCache, SchedulerConfig, StopCause
 from railyard.sched.health import ACROSS_ONLY, HealthInput, HealthPolicy, with_sweep
 from railyard.sched.lifecycle import Exit, ExitKind, StepInput, StepPlan
 from railyard.sched.lifecycle import step as lifecycle_step
@@ -504,14 +504,21 @@ class Loop:
 
     def _act(self, written: Written, report: StepReport) -> None:
         with self.store.session() as session:  # cancels the API wrote: resent (idempotent)
-            cancelling = list(
-                session.scalars(select(JobRow.id).where(JobRow.state == JobState.CANCELLING.value))
-            )
+            rows = session.execute(
+                select(JobRow.id, JobRow.stop_cause).where(
+                    JobRow.state == JobState.CANCELLING.value
+                )
+            ).all()
             asked = signals_to_send(session)
+        cancelling = [job_id for job_id, _ in rows]
+        requeued = {job_id for job_id, cause in rows if cause == StopCause.REQUEUED.value}
         self.starter.cancelled(cancelling, self.clock())  # never launched: not now either
+        says = self.executor if isinstance(self.executor, SaysTimeLimits) else None
         for job_id in [*written.stopped, *cancelling]:
-            if job_id in written.timed_out and isinstance(self.executor, SaysTimeLimits):
-                _each(job_id, "time out", self.executor.time_out, job_id)  # says why, as Slurm
+            if job_id in written.timed_out and says is not None:
+                _each(job_id, "time out", says.time_out, job_id)  # says why, as Slurm
+            elif job_id in requeued and says is not None:  # "DUE TO JOB REQUEUE", as Slurm
+                _each(job_id, "requeue", says.time_out, job_id, "JOB REQUEUE")
             else:
                 _each(job_id, "cancel", self.executor.cancel, job_id)
         if asked:  # scancel --signal: sent once, then cleared unless asked again meanwhile

@@ -3,9 +3,11 @@
 The API writes CANCELLING with the stop cause ``Requeued`` by compare-and-set on the states
 that have processes and wakes the loop; the loop stops the job as for a cancel, and
 :func:`railyard.sched.lifecycle.settle` sends the stopped job back to pending with its
-restart count one higher, as after a preemption. Its output files are appended to, as for
-every restart. A job that does not run has nothing to requeue here (409): railyard requeues
-running jobs only, where Slurm also requeues finished batch jobs.
+restart count one higher, as after a preemption. Its output files start over, as Slurm
+22.05's (``--open-mode=append`` keeps them), after slurmstepd's ``*** JOB N ON node
+CANCELLED AT ... DUE TO JOB REQUEUE ***`` line. A job that does not run has nothing to
+requeue here (409): railyard requeues running jobs only, where Slurm also requeues finished
+batch jobs.
 """
 
 from __future__ import annotations

@@ -19,17 +19,20 @@ TIME_LIMIT_SUFFIX = ".timelimit"
 
 def time_limit_cue_path(exit_path: Path) -> Path:
     """Written by the executor, in its own directory, before it stops a rank at the job's time
-    limit: the rank's wrapper then says so in the job's output (:func:`time_limit_line`)."""
+    limit or for a requeue (the cue holds which, :data:`STOP_WORDS`): the rank's wrapper then
+    says so in the job's output (:func:`time_limit_line`)."""
     return exit_path.with_name(exit_path.name.removesuffix(EXIT_SUFFIX) + TIME_LIMIT_SUFFIX)
 
 
-def time_limit_line(job: str, host: str, at: str) -> str:
-    """slurmstepd's words when it stops a job at its time limit (``at``: local ISO time); its
-    log prefix names the node (``slurmstepd-vm: error: ...``, Slurm 22.05)."""
-    return (
-        f"slurmstepd-{host}: error: *** JOB {job} ON {host} CANCELLED AT {at} "
-        "DUE TO TIME LIMIT ***\n"
-    )
+STOP_WORDS = ("TIME LIMIT", "JOB REQUEUE")
+"""What slurmstepd says a job was stopped for, after ``DUE TO`` (the cue's content)."""
+
+
+def time_limit_line(job: str, host: str, at: str, why: str = "TIME LIMIT") -> str:
+    """slurmstepd's words when it stops a job at its time limit or for a requeue (``why``,
+    one of :data:`STOP_WORDS`; ``at``: local ISO time); its log prefix names the node
+    (``slurmstepd-vm: error: ...``, Slurm 22.05)."""
+    return f"slurmstepd-{host}: error: *** JOB {job} ON {host} CANCELLED AT {at} DUE TO {why} ***\n"
 
 
 def outputs_record_path(exit_path: Path) -> Path:

@@ -62,6 +62,7 @@ from railyard.exec.attempt import STOOD_DOWN_EXIT, claim, read_claim, start_mark
 from railyard.exec.cgroups import cgroup, proctrack
 from railyard.exec.task.exitfile import NOTED_SIGNALS, RankExit, signal_name, write_exit
 from railyard.exec.task.outputs import (
+    STOP_WORDS,
     outputs_record_path,
     record_outputs,
     time_limit_cue_path,
@@ -173,11 +174,13 @@ def say_time_limit(exit_file: Path, task: Task) -> None:
     the user's file (never root), or writes to the spool log the wrapper holds."""
     cue = time_limit_cue_path(exit_file)
     try:
+        why = cue.read_text(errors="replace").strip()
         os.unlink(cue)  # once: the executor may stop the rank again
     except OSError:
         return
     line = time_limit_line(task.env.get("SLURM_JOB_ID", "?"), task.env.get("SLURMD_NODENAME",
-                           "?"), time.strftime("%Y-%m-%dT%H:%M:%S"))  # fmt: skip
+                           "?"), time.strftime("%Y-%m-%dT%H:%M:%S"),
+                           why if why in STOP_WORDS else "TIME LIMIT")  # fmt: skip
     pid = os.fork()
     if pid == 0:  # the child: never returns
         try:
