@@ -76,6 +76,13 @@ EXPLAINED: dict[str, str] = {
          "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_RUN_ID"),
         "torchrun's variables in every task: init_process_group('env://') works unlaunched",
     ),
+    "SLURM_JOB_ACCOUNT": "the user's sacctmgr account under Slurm; railyard has no accounts "
+    "and charges the queue, so it names the queue",
+    "SLURM_MEM_PER_CPU (slurm only)": "setup_local_slurm.sh's DefMemPerCPU=1024 (so that jobs "
+    "share the node's memory): Slurm exports the default as if asked; railyard has none",
+    "SLURM_NTASKS_PER_NODE (railyard only)": "open, not deliberate: with --ntasks alone "
+    "Slurm 22.05 leaves it unset in the batch shell and srun's tasks; railyard sets it "
+    "whenever every node has as many tasks",
     "CUDA_VISIBLE_DEVICES (railyard only)":
         "a CPU job: an empty list hides every GPU (Slurm relies on cgroups)",
 }  # fmt: skip

@@ -44,7 +44,12 @@ def srun_gpus(s: System, d: Path) -> tuple[Seen, Seen]:
         "srun -n1 --gres=gpu:1 bash -c 'echo gres=$CUDA_VISIBLE_DEVICES'; echo rc=$?\n"
     )
     done = s.do("sbatch", "-W", script(d, "s.sh", body), cwd=d)
-    return {"rc": done.returncode, "s.out": (d / "s.out").read_text()}, {}
+    lines = (d / "s.out").read_text().splitlines()
+    # Slurm's srun, when the previous step still holds its GPU for a moment, says "step
+    # creation temporarily disabled, retrying" and "Step created": timing, not an answer
+    said = [x for x in lines if "step creation temporarily" in x or "Step created" in x]
+    kept = [x for x in lines if x not in said]
+    return {"rc": done.returncode, "s.out": kept}, {"srun retry lines": said}
 
 
 def export_none_plus(s: System, d: Path) -> tuple[Seen, Seen]:
