@@ -39,7 +39,9 @@ def test_second_server_on_the_same_store_refuses_and_changes_nothing(
     first.state_dir.mkdir()
     first.start()
     try:
-        (job,) = first.request("POST", "/v1/jobs", json={"command": ["sleep", "30"]})
+        (job,) = first.request(
+            "POST", "/v1/jobs", json={"command": ["sleep", "600"]}
+        )  # outlives a loaded machine
         wait_for(lambda: first.request("GET", f"/v1/jobs/{job['id']}")["state"] == "running")
         client_json = (first.state_dir / "client.json").read_bytes()
         tokens = first.request("GET", "/v1/tokens")
