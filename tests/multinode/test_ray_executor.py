@@ -13,10 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
+from railyard.control.loop.lostshares import LostShareBook
+from railyard.control.store.database import Store, sqlite_url
+from railyard.control.store.tables import LostShareRow
 from railyard.exec.cgroups import proctrack
 from railyard.exec.exits import NODE_FAIL_SIGNAL, exit_of
 from railyard.exec.protocol import ExitReport, Outcome
+from railyard.exec.ray.raybackend import _unless_lost
 from railyard.exec.ray.rayexec import RayExecutor, merge, ray_nodes
 from railyard.sched.lifecycle import ExitKind
 from tests.exec.exec_helpers import py, spec
@@ -378,3 +383,47 @@ def test_a_share_on_a_node_gone_at_adoption_ends_when_the_node_answers(
     while alive(tmp_path / "pid-1") or step_groups(tmp_path, "adrift", "n3"):
         assert time.monotonic() < deadline, step_groups(tmp_path, "adrift", "n3")
         time.sleep(0.1)
+
+
+def test_a_lost_share_outlives_a_control_plane_restart_in_the_store(
+    local_ray: LocalRay, tmp_path: Path
+) -> None:
+    """Issue 55: a node's agent dies while its rank lives on, the attempt is settled as a node
+    failure, and the control plane restarts before the node answered a probe. The lost share
+    was in the old executor's memory alone, so the new one took the node as soon as Ray listed
+    it and placed the next attempt beside the old rank on the same GPUs. Now the share is in
+    the store: the new executor gets it back, keeps the node down while the rank lives, and
+    the probe that finds the node answering kills it first; then the row goes."""
+    import ray
+
+    store = Store(sqlite_url(tmp_path / "railyard.db"))
+    first = RayExecutor(term_grace_s=1.0)
+    book = LostShareBook(store, first)
+    job = spec(tmp_path, ignoring_term(str(tmp_path)), job_id="kept", workers=2,
+               gpus_per_worker=1, placement={"n1": (0,), "n2": (0,)})  # fmt: skip
+    first.start(job)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "pid-1").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    ray.kill(first._jobs["kept"].agents["n2"])
+    assert wait_report(first, "kept").signal == NODE_FAIL_SIGNAL
+    book.sync(time.time())  # the loop's step, before it settles that exit
+    assert alive(tmp_path / "pid-1"), "n2's rank died with its agent: the test proves nothing"
+    del first, book  # the control plane restarts
+    second = RayExecutor(term_grace_s=1.0)
+    restarted = LostShareBook(store, second)
+    with store.session() as session:
+        assert restarted.restore(session) == 1
+    n2 = next(n for n in ray_nodes() if n.name == "n2")
+    assert n2.alive  # Ray lists it: before the fix, the node took jobs again at once
+    deadline = time.monotonic() + 60
+    while not _unless_lost(second, n2).alive:  # the backend's rule, every refresh
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert not alive(tmp_path / "pid-1"), "the node took jobs while the old rank still ran"
+    assert "n2" not in second.suspect
+    restarted.sync(time.time())
+    with store.session() as session:
+        assert session.scalars(select(LostShareRow)).all() == []
+    store.close()

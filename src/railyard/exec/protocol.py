@@ -325,3 +325,33 @@ class NotifiesExits(Protocol):
         """From now on call ``callback`` soon after any process of a started or adopted job
         exits, those already running included. A second call replaces the callback."""
         ...
+
+
+@dataclass(frozen=True)
+class SharesChanged:
+    """What :meth:`KeepsLostShares.lost_shares` returns: shares newly lost with their agent,
+    and lost shares whose ranks were since ended. A share is one node's part of an attempt
+    (a :class:`JobHandle` whose workers all run on that node)."""
+
+    lost: tuple[JobHandle, ...] = ()
+    ended: tuple[JobHandle, ...] = ()
+
+
+@runtime_checkable
+class KeepsLostShares(Protocol):
+    """Optional capability of an executor whose node agents can die while the ranks they
+    started live on (Ray: an agent killed, a raylet restarted). The attempt is reported a node
+    failure and runs again, but its old ranks still hold that node's GPUs until an agent there
+    ends them. The executor remembers such shares and keeps the node out of use until it has
+    ended them; the control plane writes what it remembers to its store and gives it back
+    after a restart or a takeover (:meth:`remember_lost`), so a new process does not forget
+    them and place a new attempt beside the old one's ranks."""
+
+    def lost_shares(self) -> SharesChanged:
+        """What changed since the last call (each share once)."""
+        ...
+
+    def remember_lost(self, shares: Sequence[JobHandle]) -> None:
+        """Shares lost before this process started: their nodes take no job until each is
+        ended there (they are not reported again by :meth:`lost_shares` as lost)."""
+        ...

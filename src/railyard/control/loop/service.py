@@ -53,6 +53,7 @@ from railyard.control.errors import ServiceError, is_transient
 from railyard.control.loop.apply import Written, cas, write_plan, write_ready
 from railyard.control.loop.healthjobs import ScheduledChecks, health_input
 from railyard.control.loop.launchspec import launch_spec
+from railyard.control.loop.lostshares import LostShareBook
 from railyard.control.loop.starts import LAUNCH_BUDGET_S, Starter, scheduler_error
 from railyard.control.loop.sweeps import AcrossChecks, Expect
 from railyard.control.loop.world import Seen, WorldReader
@@ -167,6 +168,7 @@ class Loop:
         self._converting_steps = 0  # steps in a row that only converted new rows
         self._cache = CycleCache()
         self._carried: list[Exit] = []  # exits adoption found, settled by the next step
+        self.lost_shares = LostShareBook(store, executor)  # kept across restarts
         self._ready_written: set[tuple[str, int]] = set()  # (job, attempt) run_t_s written
         self.last_plan: StepPlan | None = None
         self.checks = (
@@ -264,6 +266,7 @@ class Loop:
         with self.store.session() as session:
             rows = session.scalars(select(JobRow).where(JobRow.state.in_(HOLDING_STATES))).all()
             handles = [JobHandle.from_dict(r.handle) for r in rows if r.handle is not None]
+            self.lost_shares.restore(session)  # before adoption: their nodes are suspect
             starting = [(r.id, r.restart_count) for r in rows if r.handle is None]
             stopping = [
                 (r.id, r.state, r.preempt_deadline_t_s)
@@ -300,6 +303,7 @@ class Loop:
             *self.starter.take_exits(),
             *(exit_of(r, polled_t_s) for r in reports),
         ]
+        self.lost_shares.sync(polled_t_s)  # before these exits are settled
         if self.refresh is not None:  # after the poll: a machine it found gone is down now
             self.refresh()
         now_t_s = self.clock()

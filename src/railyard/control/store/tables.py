@@ -468,3 +468,18 @@ class LeaseEpochRow(Base):
     owner: Mapped[str] = mapped_column(String(300))
     acquired_t_s: Mapped[float] = mapped_column(Float)
     previous_expires_t_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class LostShareRow(Base):
+    """One node's share of an attempt lost with its node agent while its ranks may live on
+    (`exec.protocol.KeepsLostShares`): kept until an agent there has ended them, so a control
+    plane restarted (or a standby that took over) keeps that node out of use meanwhile and
+    never places a new attempt beside the old one's ranks."""
+
+    __tablename__ = "lost_shares"
+
+    job_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    restart_count: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    node: Mapped[str] = mapped_column(String(128), primary_key=True)
+    handle: Mapped[dict[str, Any]] = mapped_column(JSON)  # that node's workers only
+    lost_t_s: Mapped[float] = mapped_column(Float)

@@ -31,7 +31,14 @@ from railyard.exec.backend import Machine
 from railyard.exec.cgroups.proctrack import KILL_TIMEOUT_S
 from railyard.exec.exits import NODE_FAIL_SIGNAL
 from railyard.exec.logread import LogRefused
-from railyard.exec.protocol import ExecutorError, ExitReport, JobHandle, LaunchSpec, Outcome
+from railyard.exec.protocol import (
+    ExecutorError,
+    ExitReport,
+    JobHandle,
+    LaunchSpec,
+    Outcome,
+    SharesChanged,
+)
 from railyard.exec.ray.rayagent import (
     FLAVOR_RESOURCE,
     GPUS_RESOURCE,
@@ -120,6 +127,7 @@ class RayExecutor:
         # takes seconds to minutes), so nothing is started there until a probe answers.
         self.suspect: set[str] = set()
         self._orphans: dict[str, list[JobHandle]] = {}  # node -> shares to end (`_orphaned`)
+        self._changed: tuple[list[JobHandle], list[JobHandle]] = ([], [])  # `lost_shares`
         # Ray's own errors (a node slow or gone, the GCS unreachable) are expected and
         # counted per call here; any other error is a bug, and is raised.
         self._ray_failures = (ray.exceptions.RayError, ConnectionError)
@@ -321,8 +329,9 @@ class RayExecutor:
         return found
 
     def probe(self, node: str, timeout_s: float = 2.0) -> bool:
-        """Whether `node` runs an agent now (its log agent answers within `timeout_s`); one
-        that answers ends what is left there of attempts lost with their agents."""
+        """Whether `node` runs an agent now (its log agent answers within `timeout_s`) and
+        has ended what was left there of attempts lost with their agents: a node whose old
+        ranks could not be ended yet takes no job (they hold its GPUs)."""
         try:
             agent = self._log_agent(node)
             self._ray.get(agent.endpoint.remote(), timeout=timeout_s)
@@ -331,29 +340,57 @@ class RayExecutor:
             with contextlib.suppress(*self._ray_failures):
                 self._ray.kill(self._log_agent(node))  # a stale handle: make a fresh one
             return False
-        self._end_orphans(node, agent)
-        return True
+        return self._end_orphans(node, agent)
 
     def _orphaned(self, job: _Job, node: str) -> None:
         """`node` lost `job`'s share (its agent died, or was not there to adopt it): the node
         is suspect, so nothing is placed there until :meth:`probe` finds it answering, and
         the share is remembered, as its ranks live on if the machine did (its raylet
-        restarted) with nothing to end them, until that probe ends them."""
+        restarted) with nothing to end them, until that probe ends them. The control plane
+        keeps it in its store too (`KeepsLostShares`): a restart must not forget it."""
         self.suspect.add(node)
         mine = tuple(w for w in job.handle.workers if w.node == node)
-        if mine:
-            self._orphans.setdefault(node, []).append(replace(job.handle, workers=mine))
+        if mine and self._remember(node, replace(job.handle, workers=mine)):
+            self._changed[0].append(replace(job.handle, workers=mine))
 
-    def _end_orphans(self, node: str, agent: Any) -> None:
+    def _remember(self, node: str, share: JobHandle) -> bool:
+        """Add ``share`` to the node's shares to end; False: it was there already."""
+        shares = self._orphans.setdefault(node, [])
+        key = (share.job_id, share.restart_count)
+        if any((s.job_id, s.restart_count) == key for s in shares):
+            return False
+        shares.append(share)
+        return True
+
+    def lost_shares(self) -> SharesChanged:
+        """Shares lost and shares ended since the last call (`KeepsLostShares`)."""
+        lost, ended = self._changed
+        self._changed = ([], [])
+        return SharesChanged(tuple(lost), tuple(ended))
+
+    def remember_lost(self, shares: Sequence[JobHandle]) -> None:
+        """Shares a previous control plane lost (read from its store): their nodes are
+        suspect until a probe has ended them."""
+        for share in shares:
+            for node in dict.fromkeys(w.node for w in share.workers):
+                self.suspect.add(node)
+                self._remember(node, replace(share, workers=tuple(
+                    w for w in share.workers if w.node == node)))  # fmt: skip
+
+    def _end_orphans(self, node: str, agent: Any) -> bool:
+        """End the node's lost shares; False: they were not (tried again at the next probe,
+        and the node stays suspect meanwhile)."""
         shares = self._orphans.get(node)
         if not shares:
-            return
+            return True
         try:
             self._ray.get(agent.discard_shares.remote(shares), timeout=RELEASE_TIMEOUT_S)
-        except self._ray_failures as exc:  # tried again at the next probe
+        except self._ray_failures as exc:
             self._failed("discard_shares", node, exc)
-            return
+            return False
         del self._orphans[node]
+        self._changed[1].extend(shares)
+        return True
 
     # -- logs of ranks on other machines ---------------------------------------------------------
 
