@@ -40,7 +40,13 @@ if _out:
             return
         t = time.time()
         tracemalloc.take_snapshot().dump(os.path.join(_out, "snap-%.3f.bin" % t))
-        kinds = collections.Counter(type(o).__qualname__ for o in gc.get_objects())
+        gc.unfreeze()  # the server froze its start-up heap (`loop.service.freeze_heap`)
+        found = gc.get_objects()
+        gc.freeze()
+        kinds = collections.Counter(type(o).__qualname__ for o in found)
+        caches = [len(o._compiled_cache) for o in found
+                  if type(o).__name__ == "Engine" and getattr(o, "_compiled_cache", None) is not None]
+        kinds["sqlalchemy compiled cache entries"] = sum(caches)
         with open(os.path.join(_out, "types-%.3f.json" % t), "w") as f:
             json.dump(dict(kinds), f)
     signal.signal(signal.SIGUSR2, _probe)

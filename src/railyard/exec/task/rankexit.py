@@ -93,7 +93,9 @@ def launch_port(path: Path, address: str) -> int:
 
 def write_handle(path: Path, handle: JobHandle) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(handle.to_dict(), indent=1) + "\n")
+    # no indent: an indented dumps encodes with closures in a cycle, garbage until a full
+    # collection (see `taskfile.Task.write`); one line reads as well
+    tmp.write_text(json.dumps(handle.to_dict()) + "\n")
     os.replace(tmp, path)
 
 

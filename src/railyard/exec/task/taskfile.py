@@ -85,7 +85,10 @@ class Task:
         tmp = path.with_name(path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w") as f:
-            json.dump(data, f)
+            # dumps, not dump: `json.dump` encodes with closures that refer to each other, a
+            # cycle per call that only a full collection frees (the loop's is rare, see
+            # `loop.service.freeze_heap`): a server's memory grew with the jobs it started
+            f.write(json.dumps(data))
         os.replace(tmp, path)
 
     @classmethod
