@@ -44,8 +44,8 @@ if _out:
         found = gc.get_objects()
         gc.freeze()
         kinds = collections.Counter(type(o).__qualname__ for o in found)
-        caches = [len(o._compiled_cache) for o in found
-                  if type(o).__name__ == "Engine" and getattr(o, "_compiled_cache", None) is not None]
+        caches = [len(getattr(o, "_compiled_cache", None) or ()) for o in found
+                  if type(o).__name__ == "Engine"]
         kinds["sqlalchemy compiled cache entries"] = sum(caches)
         with open(os.path.join(_out, "types-%.3f.json" % t), "w") as f:
             json.dump(dict(kinds), f)
@@ -183,7 +183,11 @@ class MemorySoak:
         self.result.samples.append((time.monotonic() - began, rss_mib(pid), self.submitted))
         if self.trace_dir is not None:
             os.kill(pid, signal.SIGUSR2)
-            time.sleep(5.0)  # the dump takes a moment in the server
+            deadline = time.monotonic() + 120.0  # the dump takes a while on a loaded machine
+            while len(list(self.trace_dir.glob("types-*.json"))) < 2:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
 
     def _one_round(self) -> None:
         active = self.api.active_jobs()
