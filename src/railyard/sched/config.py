@@ -17,6 +17,10 @@ class SchedulerConfig:
       counted: `model.starving_since_t_s`) moves ahead of all non-starving jobs and, if
       it still cannot start, holds back later jobs of its flavor (with a reservation when
       estimates allow one).
+    - `promotion_wait_ratio`: under `las`, a job that has run and has since waited (in all)
+      at least this many times the time it ran ranks on the first service level, pending or
+      running, until its run time catches up (Tiresias' promotion, NSDI 2019): its waiting
+      bounded by its own size (None: never promoted; see `policies/las.py`).
     - `default_walltime_s`: used for reservations when a job has no estimate (None: such
       jobs count as never ending).
     - `max_reservations`: reservations per flavor for conservative backfill and for
@@ -71,6 +75,7 @@ class SchedulerConfig:
     backfill: str = "easy"
     preemption: str = "on"
     starvation_limit_s: float = 7 * 24 * 3600.0
+    promotion_wait_ratio: float | None = None
     default_walltime_s: float | None = None
     max_reservations: int = 16
     exact_victim_search_max: int = 8
@@ -118,6 +123,9 @@ class SchedulerConfig:
         hold = self.greedy_hold_after_s
         if hold is not None and not 0 <= hold < math.inf:
             raise ValueError("greedy_hold_after_s must be a finite number >= 0, or None")
+        ratio = self.promotion_wait_ratio
+        if ratio is not None and not 0 < ratio < math.inf:
+            raise ValueError("promotion_wait_ratio must be a finite number > 0, or None")
         loss = self.eviction_max_loss
         if loss is not None and not 0 <= loss < math.inf:
             raise ValueError("eviction_max_loss must be a finite number >= 0, or None")

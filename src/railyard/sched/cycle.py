@@ -130,6 +130,7 @@ def cycle(
         config.time_slice_by,
         cache.pending.pairs if cache is not None and cache.pending.jobs else None,
         running=booked.running,
+        promotion_wait_ratio=config.promotion_wait_ratio,
     )
     # arrival order is every order's last key: each part below is re-sorted by its first
     # keys only (stable sorts); starving jobs are among the earliest, a prefix, less those

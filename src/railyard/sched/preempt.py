@@ -93,6 +93,7 @@ class Preemption:
             config.starvation_limit_s,
             math.inf if config.starved_unsliced_s is None else config.starved_unsliced_s,
             config.starving_slices,
+            config.promotion_wait_ratio,
         )
         self.running = running
         self.signalled = set(requeued)
@@ -137,6 +138,8 @@ class Preemption:
                 ctx.time_slice_by,
                 ctx.quota.queues,
                 starving_t_s(ctx),
+                ctx.now_t_s,
+                ctx.promotion_wait_ratio,
             )
             if self.backfilled:
                 return lambda job: (level(job), job.submit_t_s)

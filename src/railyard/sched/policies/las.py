@@ -47,6 +47,8 @@ from railyard.sched.policies.registry import (
     attained_gpu_s,
     level_of,
     pending_level,
+    pending_promoted,
+    promoted,
     starving,
 )
 
@@ -58,21 +60,62 @@ class LeastAttainedService:
     name: str = "las"
 
     def sort_key(self, ctx: OrderContext) -> SortKey:
-        level = pending_level(ctx.service_levels_gpu_s, ctx.time_slice_by, ctx.quota.queues)
+        level = _order_level(ctx)
         return lambda j: (-j.priority, level(j), j.submit_t_s, j.tie)
 
     def rank(self, ctx: OrderContext) -> Rank | None:
-        level = pending_level(ctx.service_levels_gpu_s, ctx.time_slice_by, ctx.quota.queues)
+        level = _order_level(ctx)
         span = len(ctx.service_levels_gpu_s) + 1
         return lambda j: -j.priority * span + level(j)
 
     def kept_rank(self, ctx: OrderContext) -> tuple[Hashable, Rank]:
         """The rank reads the job and, of the cycle, only the levels, what they cut on and
-        the queues' time limits: with those the same, a pending job keeps its rank."""
-        key = (ctx.service_levels_gpu_s, ctx.time_slice_by, queue_time_limits(ctx.quota.queues))
+        the queues' time limits: with those the same, a pending job keeps its rank. Under
+        promotion it reads the time too, and is kept for one cycle only."""
+        now = ctx.now_t_s if ctx.promotion_wait_ratio is not None else None
+        key = (
+            ctx.service_levels_gpu_s,
+            ctx.time_slice_by,
+            queue_time_limits(ctx.quota.queues),
+            ctx.promotion_wait_ratio,
+            now,
+        )
         rank = self.rank(ctx)
         assert rank is not None
         return key, rank
+
+
+def _order_level(ctx: OrderContext) -> Rank:
+    return pending_level(
+        ctx.service_levels_gpu_s,
+        ctx.time_slice_by,
+        ctx.quota.queues,
+        now_t_s=ctx.now_t_s,
+        promotion_wait_ratio=ctx.promotion_wait_ratio,
+    )
+
+
+def _preemptor_level(job: Job, ctx: PreemptContext) -> int:
+    """A pending job's level: 0 while promoted (`registry.pending_promoted`)."""
+    if pending_promoted(job, ctx.now_t_s, ctx.promotion_wait_ratio):
+        return 0
+    return level_of(job, job.attained_gpu_s, ctx)
+
+
+def _victim_waited_s(victim: RunningJob) -> float:
+    """What a running job had waited, in all, when this attempt began."""
+    return victim.start_t_s - starving_since_t_s(victim.job)
+
+
+def _victim_level(victim: RunningJob, ctx: PreemptContext) -> int:
+    """A running job's level: 0 while promoted, until the time it has run (this attempt
+    too) reaches its waiting over the ratio; then its service's."""
+    served = attained_gpu_s(victim, ctx.now_t_s)
+    if victim.gpus > 0 and promoted(
+        _victim_waited_s(victim), served / victim.gpus, ctx.promotion_wait_ratio
+    ):
+        return 0
+    return level_of(victim.job, served, ctx)
 
 
 CLASS_MARGIN_S = 1e-3
@@ -99,6 +142,10 @@ def _class_until(victim: RunningJob, ctx: PreemptContext) -> float:
         return until
     levels = ctx.service_levels_gpu_s
     served = attained_gpu_s(victim, now)
+    ratio = ctx.promotion_wait_ratio
+    if ratio is not None and promoted(_victim_waited_s(victim), served / gpus, ratio):
+        # back to its service's level once its run time reaches its waiting over the ratio
+        until = min(until, start + _victim_waited_s(victim) / ratio - j.attained_gpu_s / gpus)
     limit_s = j.walltime_s
     if limit_s is None and ctx.time_slice_by == "remaining":
         limit_s = queue_time_limit_s(ctx.quota.queues.get(j.queue))
@@ -134,13 +181,13 @@ class TimeSlice:
     def may_preempt(self, preemptor: Job, ctx: PreemptContext) -> bool:
         if ctx.starving_slices and starving(preemptor, ctx):
             return True
-        lowest = level_of(preemptor, preemptor.attained_gpu_s, ctx) < len(ctx.service_levels_gpu_s)
+        lowest = _preemptor_level(preemptor, ctx) < len(ctx.service_levels_gpu_s)
         return lowest or may_reclaim(preemptor, ctx)
 
     def victim_class(self, victim: RunningJob, ctx: PreemptContext) -> Hashable:
         j = victim.job
         sliceable = _sliceable(victim, ctx)
-        level = level_of(j, attained_gpu_s(victim, ctx.now_t_s), ctx)
+        level = _victim_level(victim, ctx)
         return (j.queue, j.priority, j.preemptible, sliceable, level)
 
     def victim_class_until(self, victim: RunningJob, ctx: PreemptContext) -> tuple[Hashable, float]:
@@ -160,8 +207,7 @@ class TimeSlice:
             and _sliceable(victim, ctx)
             and (
                 (ctx.starving_slices and starving(preemptor, ctx))
-                or level_of(v, attained_gpu_s(victim, ctx.now_t_s), ctx)
-                > level_of(preemptor, preemptor.attained_gpu_s, ctx)
+                or _victim_level(victim, ctx) > _preemptor_level(preemptor, ctx)
             )
         ):
             return PreemptReason.TIME_SLICE

@@ -67,6 +67,7 @@ class OrderContext:
     pending_pairs: Collection[tuple[str, str]] | None = None
     # the running jobs (read by `maxmin`, which ranks users by the GPUs they hold now)
     running: Sequence[RunningJob] = ()
+    promotion_wait_ratio: float | None = None  # `SchedulerConfig.promotion_wait_ratio`
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ class PreemptContext:
     starvation_limit_s: float = math.inf
     starved_unsliced_s: float = 0.0
     starving_slices: bool = True
+    promotion_wait_ratio: float | None = None
 
 
 def attained_gpu_s(run: RunningJob, now_t_s: float) -> float:
@@ -123,11 +125,14 @@ def pending_level(
     by: str,
     queues: Mapping[str, Queue],
     starving_t_s: float = -math.inf,
+    now_t_s: float = 0.0,
+    promotion_wait_ratio: float | None = None,
 ) -> Callable[[Job], int]:
     """`level_of` a pending job (its service is its `attained_gpu_s`), written out inline: a
     cycle asks it of each of 10,000 pending jobs twice (order, then preemption). A job
     submitted by `starving_t_s` (starving: the cycle's first tier) is on `STARVING_LEVEL`,
-    as preemption sees it; the order leaves `starving_t_s` out, the cycle tiers it."""
+    as preemption sees it; the order leaves `starving_t_s` out, the cycle tiers it. With
+    `promotion_wait_ratio`, a job promoted at `now_t_s` (`pending_promoted`) is on level 0."""
     level: Callable[[Job], int]
     if by == "attained":
         level = lambda j: bisect_right(levels, j.attained_gpu_s)  # noqa: E731
@@ -143,6 +148,14 @@ def pending_level(
             gpu_s = j.workers * j.gpus_per_worker * limit_s
             return bisect_right(levels, gpu_s - j.attained_gpu_s)
 
+    if promotion_wait_ratio is not None:
+        by_service, ratio = level, promotion_wait_ratio
+
+        def or_promoted(j: Job) -> int:
+            return 0 if pending_promoted(j, now_t_s, ratio) else by_service(j)
+
+        level = or_promoted
+
     if starving_t_s == -math.inf:
         return level
 
@@ -152,6 +165,20 @@ def pending_level(
         return level(j)
 
     return or_starving
+
+
+def promoted(waited_s: float, ran_s: float, ratio: float | None) -> bool:
+    """Time slicing's promotion (`SchedulerConfig.promotion_wait_ratio`): a job that has run
+    and has waited, in all, `ratio` times as long ranks on the first level."""
+    return ratio is not None and ran_s > 0 and waited_s >= ratio * ran_s
+
+
+def pending_promoted(job: Job, now_t_s: float, ratio: float | None) -> bool:
+    """`promoted` for a pending job: it waited since `starving_since_t_s`, less what it ran."""
+    gpus = job.workers * job.gpus_per_worker
+    if ratio is None or job.attained_gpu_s <= 0 or gpus <= 0:
+        return False
+    return promoted(now_t_s - starving_since_t_s(job), job.attained_gpu_s / gpus, ratio)
 
 
 def starving(job: Job, ctx: PreemptContext) -> bool:
