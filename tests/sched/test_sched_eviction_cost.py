@@ -7,6 +7,8 @@ the useful GPU-hours on one of Gavel's Philly VCs; 4% with this rule)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sched_fakes import flat_queues, job, nodes, running, state
 
 from railyard.sched import PreemptReason, SchedulerConfig, cycle
@@ -50,3 +52,16 @@ def test_service_of_earlier_attempts_counts_toward_what_may_be_lost():
     run = _runner(None, attained_gpu_s=160 * HOUR)
     assert _sliced(run, HOUR, **COSTED) == ["long"]
     assert _sliced(_runner(None), HOUR, **COSTED) == []
+
+
+def test_a_runner_that_saves_on_the_signal_loses_only_its_restart():
+    """Checkpointed 50 minutes ago: 6.7 GPU-hours since then, over a quarter of its 16. With a
+    grace to checkpoint in when asked to stop (it has shown it checkpoints), the slice throws
+    away only its restart, and it is sliced; without a grace it would lose the 50 minutes."""
+    without = _runner(2 * HOUR - 3000.0)
+    assert _sliced(without, 2 * HOUR, **COSTED) == []
+    grace = replace(without, job=replace(without.job, checkpoint_grace_s=120.0))
+    assert _sliced(grace, 2 * HOUR, **COSTED) == ["long"]
+    # a grace, but no checkpoint yet in this attempt: nothing says it can save its work
+    never = replace(_runner(None), job=replace(without.job, checkpoint_grace_s=120.0))
+    assert _sliced(never, 2 * HOUR, **COSTED) == []
