@@ -15,10 +15,16 @@ Philly-derived ones, from another company and year, of 1-8-GPU tasks. What is ke
 - tasks created from `FIRST_S` on: the trace's last 35 days, where 3,600 of those 3,609
   tasks arrive (before it, a few long-lived tasks over 114 days).
 
-Failed tasks are kept for the time they held their GPUs. Each task is its own user. Writes
-`src/railyard/data/traces/openb-2023.csv` (arrivals as observed) and its entry in
-`traces.json`. The sample is small: 7,662 GPU-hours in 34 days, an offered load of 1.16 on a
-single 8-GPU node; it is compared on two nodes with its inter-arrival gaps scaled to an
+Failed tasks are kept for the time they held their GPUs. Each task is its own user.
+
+The trace's terms allow use "for research or study" and cluster-trace-gpu-v2023 carries no
+licence file, so railyard does not redistribute it: this script writes the slice to
+`benchmarks/results/traces/openb-2023.csv` (not in git) from a clone of alibaba/clusterdata,
+and only its index entry (`"shipped": false`) lives in `src/railyard/data/traces/traces.json`;
+`compare_policies.py` runs it where the file has been made and says so where not.
+
+The sample is small: 7,662 GPU-hours in 34 days, an offered load of 1.16 on a single 8-GPU
+node; it is compared on two nodes with its inter-arrival gaps scaled to an
 offered load of 1.0 (`rescale_to_load`, read by `compare_policies.py`: `simulate --load`).
 """
 
@@ -31,7 +37,8 @@ import json
 import subprocess
 from pathlib import Path
 
-OUT = Path(__file__).parent.parent / "src" / "railyard" / "data" / "traces"
+INDEX_DIR = Path(__file__).parent.parent / "src" / "railyard" / "data" / "traces"
+OUT = Path(__file__).parent / "results" / "traces"  # made here, never committed
 MIRROR = "/work/.mirror/alibaba+clusterdata/repo"
 PATH = "cluster-trace-gpu-v2023/csv/openb_pod_list_default.csv"
 NAME = "openb-2023"
@@ -73,6 +80,7 @@ def main() -> None:
     ).stdout
     jobs = _kept(list(csv.DictReader(io.StringIO(text))))
     t0 = jobs[0][0]
+    OUT.mkdir(parents=True, exist_ok=True)
     with (OUT / f"{NAME}.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(("id", "submit_s", "gpus", "runtime_s", "user"))
@@ -97,8 +105,10 @@ def main() -> None:
         "offered_load": LOAD,
         "offered_load_as_observed": round(gpu_s / span_s / (nodes * 8), 3),
         "rescale_to_load": LOAD,
+        "shipped": False,
+        "make": "python benchmarks/convert_openb_trace.py --clusterdata GIT_DIR",
     }
-    index_path = OUT / "traces.json"
+    index_path = INDEX_DIR / "traces.json"
     index = [t for t in json.loads(index_path.read_text()) if t["name"] != NAME]
     index_path.write_text(json.dumps([*index, entry], indent=1) + "\n")
     print(entry)

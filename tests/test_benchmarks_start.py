@@ -15,7 +15,7 @@ import pytest
 pytestmark = pytest.mark.long  # few tests, long ones: handed out first (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[1]
-LIBRARIES = {"__init__.py", "common.py", "rawhttp.py"}  # imported by scripts, never run
+LIBRARIES = {"__init__.py", "common.py", "rawhttp.py", "habits.py", "habit_cases.py"}  # imported
 SCRIPTS = sorted(
     p
     for p in [*ROOT.glob("benchmarks/*.py"), *ROOT.glob("benchmarks/slurm/*.py")]
