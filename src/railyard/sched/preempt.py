@@ -37,7 +37,7 @@ from railyard.sched.policies.registry import (
 )
 from railyard.sched.quota import QuotaTree
 from railyard.sched.snapshot import Load, Masks, Shape, Snapshot
-from railyard.sched.victims import Candidate, find_victims, removed
+from railyard.sched.victims import ByNode, Candidate, find_victims, removed
 
 _BEHIND_RESERVATIONS = frozenset({PreemptReason.PRIORITY})
 """Victim reasons that may not take GPUs a reservation of a higher-ranked job counts on.
@@ -119,6 +119,7 @@ class Preemption:
         self._kept_classes = kept_classes
         self._candidate_cache: dict[Hashable, tuple[int, list[Candidate]]] = {}
         self._candidate_of: dict[tuple[str, PreemptReason], Candidate] = {}
+        self._by_node = ByNode(snap.topo)  # those candidates by node, for one-node searches
         self._free_reasons: dict[Hashable, PreemptReason | None] = {}
         self.searches_left = config.preemption_searches_per_cycle  # read by the admit loop
         self._restart_s = config.restart_cost_s
@@ -222,6 +223,7 @@ class Preemption:
             lambda: self._fits(job, shape),
             self.config.exact_victim_search_max,
             quota_fits=self.admission.fits(self.quota, job),
+            by_node=self._by_node,
         )
         if result is not None and not self._reclaims_only_borrowed(job, result[0]):
             result = None

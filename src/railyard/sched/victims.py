@@ -11,17 +11,16 @@ are searched exhaustively, larger ones greedily with a pruning pass.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import combinations
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import NamedTuple
 
 from railyard.sched.decisions import PreemptReason
 from railyard.sched.model import Job, RunningJob
 from railyard.sched.quota import QuotaTree
-from railyard.sched.snapshot import Load, Masks, Shape, Snapshot
+from railyard.sched.snapshot import Load, Masks, Shape, Snapshot, Topology
 
 
 class Candidate(NamedTuple):
@@ -97,11 +96,13 @@ def find_victims(
     fits: Fits,
     exact_max: int,
     quota_fits: bool = False,
+    by_node: ByNode | None = None,
 ) -> tuple[list[Candidate], Masks] | None:
     """The cheapest candidate subset after whose removal `fits()` finds GPUs, if any.
 
     `quota_fits`: the job already passes admission, so evictions (which only free quota)
-    need not be booked in the quota tree during the greedy search.
+    need not be booked in the quota tree during the greedy search. `by_node`: the pass's
+    index of candidates by node (made here if None).
     """
     useful = [c.useful_gpus for c in candidates]
     short = job.gpus - snap.flavor_free.get(job.flavor, 0)
@@ -111,7 +112,7 @@ def find_victims(
         return _exhaustive(candidates, useful, short, snap, quota, fits)
     shape = Shape.of(job)
     if shape.gpus <= snap.topo.max_gpus.get(shape.flavor, 0):
-        found = _one_node(shape, candidates, snap, quota, fits)
+        found = _one_node(shape, candidates, snap, quota, fits, by_node)
         if found is not None:
             return found
     if not _may_fit_without(shape, candidates, snap):
@@ -142,37 +143,79 @@ def _may_fit_without(shape: Shape, candidates: Sequence[Candidate], snap: Snapsh
     return capacity >= shape.workers
 
 
+class ByNode:
+    """A pass's candidates by node, cheapest first, sorted once and shared by its searches.
+
+    Time slicing searches for up to 16 jobs a cycle over the same 13,000 candidates (at
+    100,352 GPUs); each search sorting them by node afresh was a third of a cycle. A search
+    reads the candidates it was given (`of`) and skips the others: a candidate's cost, masks
+    and the nodes' readiness are fixed within a pass. Holds every candidate it indexed, so
+    their `id`s stay theirs."""
+
+    __slots__ = ("_here", "_known", "_order", "_topo")
+
+    def __init__(self, topo: Topology) -> None:
+        self._topo = topo
+        self._known: dict[int, Candidate] = {}
+        self._order: list[tuple[tuple[int, float, int, float, str], int, Candidate]] = []
+        self._here: dict[int, list[Candidate]] = {}
+
+    def of(self, candidates: Sequence[Candidate]) -> set[int]:
+        """The `id`s of `candidates`, indexed first if any is new to this index."""
+        ids = set(map(id, candidates))
+        if not ids.issubset(self._known.keys()):
+            self._known.update(zip(map(id, candidates), candidates, strict=True))
+            ready = self._topo.ready
+            order = [(c.cost, i, c) for c in self._known.values() for i in c.masks if ready[i]]
+            order.sort(key=_COST_NODE)
+            self._order = order
+            here: dict[int, list[Candidate]] = {}
+            for _, i, c in order:
+                here.setdefault(i, []).append(c)
+            self._here = here
+        return ids
+
+    def walk(self, ids: set[int], flavor: str) -> Iterator[tuple[int, list[Candidate]]]:
+        """Nodes of `flavor` by their cheapest candidate among `ids` (then by index), each
+        with its candidates among `ids`, cheapest first."""
+        seen: set[int] = set()
+        node_flavor, here = self._topo.flavor, self._here
+        for _, i, c in self._order:
+            if i in seen or id(c) not in ids or node_flavor[i] != flavor:
+                continue
+            seen.add(i)
+            yield i, [x for x in here[i] if id(x) in ids]
+
+
+_COST_NODE = itemgetter(0, 1)  # (cost, node): a candidate on two nodes is on each
+
+
 def _one_node(
-    shape: Shape, candidates: Sequence[Candidate], snap: Snapshot, quota: QuotaTree, fits: Fits
+    shape: Shape,
+    candidates: Sequence[Candidate],
+    snap: Snapshot,
+    quota: QuotaTree,
+    fits: Fits,
+    by_node: ByNode | None = None,
 ) -> tuple[list[Candidate], Masks] | None:
     """For a gang that fits one node: on each node, the cheapest victims that free enough
     GPUs, cores and memory there (counting only, no what-ifs); the cheapest node is then
     confirmed by one what-if. None if that fails (quota, holds), so the general search can
     take over."""
-    topo, need = snap.topo, shape.gpus
+    need = shape.gpus
     need_cpu = shape.workers * shape.cpus_per_worker
     need_mem = shape.workers * shape.mem_per_worker_mib
-    on_node: dict[int, list[Candidate]] = {}
-    for c in candidates:
-        for i in c.masks:
-            if topo.ready[i] and topo.flavor[i] == shape.flavor:
-                on_node.setdefault(i, []).append(c)
-    # Nodes by their cheapest candidate, taken off a heap as needed. No set on a node costs
-    # less than that candidate alone (a set of it and others is dearer: lost time is never
-    # negative, and a second victim counts), so once the best set found is cheaper than a
-    # node's cheapest candidate, no later node can beat it: a 1-GPU preemptor looks at a
-    # node or two, and only their candidates are sorted, not every candidate of the flavor.
-    nodes = [
-        (min(here, key=_BY_COST).cost if len(here) > 1 else here[0].cost, i)
-        for i, here in on_node.items()
-    ]
-    heapq.heapify(nodes)
+    if by_node is None:
+        by_node = ByNode(snap.topo)
+    ids = by_node.of(candidates)
+    # Nodes by their cheapest candidate. No set on a node costs less than that candidate
+    # alone (a set of it and others is dearer: lost time is never negative, and a second
+    # victim counts), so once the best set found is cheaper than a node's cheapest
+    # candidate, no later node can beat it: a 1-GPU preemptor looks at a node or two.
     best: tuple[tuple[int, float, int, float], int, list[Candidate]] | None = None
-    while nodes:
-        cheapest, i = heapq.heappop(nodes)
-        if best is not None and best[0] < cheapest[:4]:
+    for i, here in by_node.walk(ids, shape.flavor):
+        if best is not None and best[0] < here[0].cost[:4]:
             break
-        here = sorted(on_node[i], key=_BY_COST)
         if need_cpu or need_mem:
             chosen = _cheapest_freeing(here, i, snap, need, need_cpu, need_mem)
         else:
