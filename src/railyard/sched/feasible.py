@@ -37,7 +37,7 @@ def shape_reason(topo: Topology, placement: PlacementPolicy, shape: Shape) -> Re
     else:
         never = topo.static.never_fits
         if shape not in never:
-            never[shape] = placement.place(Snapshot(topo.all_ready()), shape) is None
+            never[shape] = placement.place(topo.all_ready().idle(), shape) is None
         if never[shape]:
             reason = Reason.UNSCHEDULABLE
         elif (
@@ -51,7 +51,7 @@ def shape_reason(topo: Topology, placement: PlacementPolicy, shape: Shape) -> Re
                     or (shape.asks_load and f in topo.limited)
                     or (shape.workers > 1 and topo.ready_gpus.get(f, 0) < topo.total_gpus_all[f])
                 )
-                and placement.place(Snapshot(topo), shape) is None
+                and placement.place(topo.idle(), shape) is None
             )
         ):
             reason = Reason.REQ_NODE_NOT_AVAIL

@@ -190,6 +190,14 @@ class Topology:
         """Image -> indices of the nodes that hold it."""
         self.feasible: dict[Shape, Reason | None] = {}  # why a shape cannot fit (feasible.py)
         self.static = StaticFacts(self)
+        self._idle: Snapshot | None = None
+
+    def idle(self) -> Snapshot:
+        """A snapshot of these nodes with nothing running, made once: placement only reads
+        one (a start's first cycle asked a fresh one of 12,544 nodes for each new shape)."""
+        if self._idle is None:
+            self._idle = Snapshot(self)
+        return self._idle
 
     def all_ready(self) -> Topology:
         """The same inventory with every node up: what could run once repairs are done."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import combinations
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import NamedTuple
 
 from railyard.sched.decisions import PreemptReason
@@ -157,20 +157,29 @@ class ByNode:
     def __init__(self, topo: Topology) -> None:
         self._topo = topo
         self._known: dict[int, Candidate] = {}
-        self._order: list[tuple[tuple[int, float, int, float, str], int, Candidate]] = []
+        self._order: list[tuple[int, Candidate]] = []  # (node, candidate), cheapest first
         self._here: dict[int, list[Candidate]] = {}
 
     def of(self, candidates: Sequence[Candidate]) -> set[int]:
         """The `id`s of `candidates`, indexed first if any is new to this index."""
         ids = set(map(id, candidates))
-        if not ids.issubset(self._known.keys()):
+        if not self._known.keys() >= ids:
             self._known.update(zip(map(id, candidates), candidates, strict=True))
             ready = self._topo.ready
-            order = [(c.cost, i, c) for c in self._known.values() for i in c.masks if ready[i]]
-            order.sort(key=_COST_NODE)
+            # by cost, then node: a candidate's cost is unique among those one search reads
+            # (its id comes last), and one on several nodes is on each, in node order
+            order: list[tuple[int, Candidate]] = []
+            for c in sorted(self._known.values(), key=_BY_COST):
+                masks = c.masks
+                if len(masks) == 1:
+                    for i in masks:
+                        if ready[i]:
+                            order.append((i, c))
+                else:
+                    order += [(i, c) for i in sorted(masks) if ready[i]]
             self._order = order
             here: dict[int, list[Candidate]] = {}
-            for _, i, c in order:
+            for i, c in order:
                 here.setdefault(i, []).append(c)
             self._here = here
         return ids
@@ -180,14 +189,11 @@ class ByNode:
         with its candidates among `ids`, cheapest first."""
         seen: set[int] = set()
         node_flavor, here = self._topo.flavor, self._here
-        for _, i, c in self._order:
+        for i, c in self._order:
             if i in seen or id(c) not in ids or node_flavor[i] != flavor:
                 continue
             seen.add(i)
             yield i, [x for x in here[i] if id(x) in ids]
-
-
-_COST_NODE = itemgetter(0, 1)  # (cost, node): a candidate on two nodes is on each
 
 
 def _one_node(
