@@ -14,7 +14,8 @@
 
 `--huge`: only the 100,352-GPU size of issue 56 (12,544 nodes, 49 times the 2,048-GPU
 scenario: 73,500 running, 10,000 pending), per policy the CPU time of the first cycle with a
-fresh cache (a start) and the median of the warm ones after it; writes bench_sched_huge.json.
+fresh cache (a start) and the median of the warm ones after it, and a digest of its plan
+(`--check OTHER.json`: the plans must equal another checkout's); writes bench_sched_huge.json.
 
 Prints a table and writes benchmarks/results/bench_sched.json.
 """
@@ -22,6 +23,7 @@ Prints a table and writes benchmarks/results/bench_sched.json.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -39,6 +41,7 @@ from rich.table import Table
 from railyard.sched import (
     ClusterState,
     CycleCache,
+    CycleResult,
     Job,
     Level,
     Node,
@@ -191,6 +194,21 @@ def time_cycles(state: ClusterState, now_t_s: float, config: SchedulerConfig, re
 HUGE_SCALE = 49  # 49 x 2,048 = 100,352 GPUs, 12,544 nodes, 73,500 running
 
 
+def plan_digest(result: CycleResult) -> str:
+    """A digest of everything a cycle decided (starts, evictions, requeues, reasons,
+    reservations, nominations), in a fixed order: equal digests from two checkouts on the
+    same seeded workload mean the same plan, so a speed-up can show it changed nothing."""
+    parts = [
+        sorted(repr(s) for s in result.starts),
+        sorted(repr(p) for p in result.preemptions),
+        sorted(repr(r) for r in result.requeues),
+        sorted((k, v.value) for k, v in result.pending_reasons.items()),
+        sorted((k, repr(v)) for k, v in result.reservations.items()),
+        sorted(result.nominated),
+    ]
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
 def first_and_warm(state: ClusterState, now_t_s: float, config: SchedulerConfig, warm: int) -> dict:
     """CPU ms of the first cycle with a fresh cache (the cycle after a start) and of `warm`
     cycles after it (a driver's steady state)."""
@@ -201,9 +219,11 @@ def first_and_warm(state: ClusterState, now_t_s: float, config: SchedulerConfig,
     warm_ms = []
     for _ in range(warm):
         c0 = time.process_time()
-        cycle(state, now_t_s, config, cache)
+        again = cycle(state, now_t_s, config, cache)
         warm_ms.append((time.process_time() - c0) * 1e3)
+        assert again == result, "a warm cycle on the same state decided otherwise"
     return {
+        "plan": plan_digest(result),
         "first_cpu_ms": first_ms,
         "warm_cpu_ms": sorted(warm_ms),
         "warm_cpu_median_ms": statistics.median(warm_ms),
@@ -212,7 +232,9 @@ def first_and_warm(state: ClusterState, now_t_s: float, config: SchedulerConfig,
     }
 
 
-def huge(configs: dict[str, SchedulerConfig], warm: int) -> None:
+def huge(configs: dict[str, SchedulerConfig], warm: int, check: Path | None = None) -> None:
+    """`check`: a bench_sched_huge.json of another checkout (or run) whose plans must be
+    these (exit 1 if one differs)."""
     now_t_s = 1_000_000.0
     t0 = time.perf_counter()
     state = scenario_state(seed=7, n_pending=10_000, now_t_s=now_t_s, scale=HUGE_SCALE)
@@ -224,18 +246,24 @@ def huge(configs: dict[str, SchedulerConfig], warm: int) -> None:
         f"{len(state.running):,} running, {len(state.pending):,} pending: CPU ms"
     )
     table = Table(title=title)
-    for col in ("config", "first (cold)", "warm median", "warm all", "starts", "preempts"):
+    for col in ("config", "first (cold)", "warm median", "warm all", "starts", "preempts", "plan"):
         table.add_column(col, justify="left" if col == "config" else "right")
     for name, r in out.items():
         table.add_row(
             name, f"{r['first_cpu_ms']:.0f}", f"{r['warm_cpu_median_ms']:.0f}",
             ", ".join(f"{x:.0f}" for x in r["warm_cpu_ms"]), str(r["starts"]),
-            str(r["preemptions"]),
+            str(r["preemptions"]), r["plan"],
         )  # fmt: skip
-    Console(width=130).print(table)
+    Console(width=140).print(table)
     path = RESULTS.with_name("bench_sched_huge.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"gpus": gpus, "build_s": build_s, "by_config": out}, indent=2))
+    if check is not None:
+        before = json.loads(check.read_text())["by_config"]
+        differ = [n for n, r in out.items() if n in before and before[n].get("plan") != r["plan"]]
+        if differ:
+            raise SystemExit(f"bench_sched --huge: plans differ from {check} for {differ}")
+        print(f"plans equal to {check}'s for {sorted(set(out) & set(before))}")
 
 
 def kueue_shaped_throughput(n_workloads: int, seed: int) -> dict:
@@ -294,6 +322,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller scenario 2")
     parser.add_argument("--huge", action="store_true", help="only 100,352 GPUs (issue 56)")
+    parser.add_argument(
+        "--check", type=Path, help="with --huge: a bench_sched_huge.json whose plans must match"
+    )
+    parser.add_argument("--warm", type=int, default=3, help="with --huge: warm cycles per policy")
     args = parser.parse_args()
     now_t_s = 1_000_000.0
     repeats = 5 if args.quick else 11
@@ -306,7 +338,7 @@ def main() -> None:
         "las (time slicing)": SchedulerConfig.of(ordering="las", backfill="none", preemption="las"),
     }
     if args.huge:
-        huge(configs, warm=3)
+        huge(configs, warm=args.warm, check=args.check)
         return
     by_size: dict[str, dict[str, dict]] = {}
     for scale in (1, 8):

@@ -50,12 +50,17 @@ Claims = list[tuple[float, int]]  # (end t_s, GPUs) of the blockers on one node
 
 
 def _claims(snap: Snapshot, flavor: str, blockers: Iterable[Blocker]) -> dict[int, Claims]:
-    topo = snap.topo
+    ready, node_flavor = snap.topo.ready, snap.topo.flavor
     per_node: dict[int, Claims] = {}
-    for b in blockers:
+    for b in blockers:  # every running job once a pass: what it reads is bound outside
+        end_t_s = b.end_t_s
         for i, m in b.masks.items():
-            if topo.ready[i] and topo.flavor[i] == flavor:
-                per_node.setdefault(i, []).append((b.end_t_s, m))
+            if ready[i] and node_flavor[i] == flavor:
+                claims = per_node.get(i)
+                if claims is None:
+                    per_node[i] = [(end_t_s, m)]
+                else:
+                    claims.append((end_t_s, m))
     return per_node
 
 
@@ -80,9 +85,8 @@ def _node_events(snap: Snapshot, i: int, claims: Claims, *, never: bool = False)
 def base_events(snap: Snapshot, flavor: str, blockers: Iterable[Blocker]) -> BaseEvents:
     claims = _claims(snap, flavor, blockers)
     per_node = {i: _node_events(snap, i, c, never=True) for i, c in claims.items()}
-    ordered = sorted(
-        (t_s, i, m) for i, events in per_node.items() for t_s, m in events if t_s < math.inf
-    )
+    ordered = [(t_s, i, m) for i, events in per_node.items() for t_s, m in events if t_s < math.inf]
+    ordered.sort()
     return BaseEvents(per_node, ordered)
 
 
