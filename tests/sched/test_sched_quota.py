@@ -164,3 +164,33 @@ def test_no_reclaim_when_preemption_is_off():
     result = schedule(s, now_t_s=100.0, preemption="off")
     assert result.preemptions == ()
     assert result.pending_reasons == {"b0": Reason.RESOURCES}
+
+
+def test_a_lender_does_not_reclaim_a_set_whose_priority_job_would_evict_it_back():
+    """Issue 56 item 5, a random draw of the over-committed property under unlimited
+    admission: on 4 GPUs, p's priority job j4 (1 GPU, within p's nominal 1) evicts r's
+    preemptible j1 (4 GPUs); p's j2 takes 2 of the freed GPUs (p borrows); r reclaims j2
+    and j4 together, leaving p under its nominal, and j4 evicts j1 again: for ever. Each
+    victim was asked alone whether it would evict j1 back, with the other still counted in
+    p; the set is now asked as a whole, and j1 waits for p's jobs to end."""
+    from lifecycle_driver import drive
+
+    from railyard.sched import SchedulerConfig
+
+    queues = [
+        Queue("org"),
+        Queue("r", "org", {H100: 7}, lending_limit_gpus={H100: 2}),
+        Queue("p", "org", {H100: 1}, lending_limit_gpus={H100: 0}, priority_preemption=True),
+    ]
+    j1 = job("j1", "r", gpus=4, preemptible=True, walltime_s=50.0, submit_t_s=1.0)
+    pending = [
+        job("j2", "p", gpus=2, walltime_s=50.0, submit_t_s=2.0),
+        job("j4", "p", gpus=1, priority=10, walltime_s=300.0, submit_t_s=4.0),
+    ]
+    s = state(nodes(1, gpus=4), queues, pending, [running(j1, "n0:0-3")])
+    runtime = {"j1": 50.0, "j2": 50.0, "j4": 300.0}
+    config = SchedulerConfig(admission="unlimited", preemption="on")
+    run = drive(s, config, runtime_s=runtime, until_t_s=2_000.0, dt_s=10.0)
+    evictions = [(victim, preemptor) for _, victim, preemptor in run.kinds("preempt")]
+    assert evictions == [("j1", "j4")]  # once, by priority; never reclaimed back
+    assert set(run.ended) == {"j1", "j2", "j4"} and not run.running

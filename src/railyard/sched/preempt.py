@@ -227,6 +227,8 @@ class Preemption:
         )
         if result is not None and not self._reclaims_only_borrowed(job, result[0]):
             result = None
+        if result is not None and self._set_evicted_back(job, result[0]):
+            result = None
         if result is None:
             self.memo.preempt_fail.add(key)
         return result
@@ -255,6 +257,29 @@ class Preemption:
             < self.quota.borrowed(branch, job.flavor) - others.get(branch, 0)
             for branch, taken in sizes.items()
         )
+
+    def _set_evicted_back(self, job: Job, victims: Sequence[Candidate]) -> bool:
+        """Would a victim, pending once the whole set is gone and `job` runs, evict `job`
+        back? Each candidate was asked alone (`_answer`), with the rest of the set still
+        counted in its queue: under unlimited admission a priority job (1 GPU, within its
+        queue's nominal 1) evicted a 4-GPU job of a lender, a job of its own queue took the
+        other 3 GPUs (borrowing), and the lender reclaimed both; requeued, the priority job
+        evicted the lender again, for ever (issue 56 item 5). Asked once per victim set."""
+        if len(victims) < 2:
+            return False  # one victim: its own answer was the set's
+        quota, flavor = self.quota, job.flavor
+        for c in victims:
+            quota.remove(c.run.job.queue, flavor, c.gpus)
+        quota.add(job.queue, flavor, job.gpus)
+        try:
+            swapped = self._as_running(job)
+            return any(
+                self.policy.victim_reason(c.run.job, swapped, self.ctx) is not None for c in victims
+            )
+        finally:
+            quota.remove(job.queue, flavor, job.gpus)
+            for c in victims:
+                quota.add(c.run.job.queue, flavor, c.gpus)
 
     def _candidates(self, job: Job) -> list[Candidate]:
         """Who `job` may evict; alike preemptors (queue, priority, size, class) get the same
