@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from lifecycle_driver import drive
 from sched_fakes import H100, flat_queues, job, nodes, running, schedule, state
 
-from railyard.sched import PreemptReason, Queue, Reason
+from railyard.sched import PreemptReason, Queue, Reason, SchedulerConfig
 from railyard.sched.lifecycle import requeue_after_stop
 from railyard.sched.quota import QuotaTree
 
@@ -173,10 +174,6 @@ def test_a_lender_does_not_reclaim_a_set_whose_priority_job_would_evict_it_back(
     and j4 together, leaving p under its nominal, and j4 evicts j1 again: for ever. Each
     victim was asked alone whether it would evict j1 back, with the other still counted in
     p; the set is now asked as a whole, and j1 waits for p's jobs to end."""
-    from lifecycle_driver import drive
-
-    from railyard.sched import SchedulerConfig
-
     queues = [
         Queue("org"),
         Queue("r", "org", {H100: 7}, lending_limit_gpus={H100: 2}),
@@ -193,4 +190,5 @@ def test_a_lender_does_not_reclaim_a_set_whose_priority_job_would_evict_it_back(
     run = drive(s, config, runtime_s=runtime, until_t_s=2_000.0, dt_s=10.0)
     evictions = [(victim, preemptor) for _, victim, preemptor in run.kinds("preempt")]
     assert evictions == [("j1", "j4")]  # once, by priority; never reclaimed back
-    assert set(run.ended) == {"j1", "j2", "j4"} and not run.running
+    assert set(run.ended) == {"j1", "j2", "j4"}
+    assert not run.running
