@@ -260,13 +260,11 @@ class Preemption:
 
     def _set_evicted_back(self, job: Job, victims: Sequence[Candidate]) -> bool:
         """Would a victim, pending once the whole set is gone and `job` runs, evict `job`
-        back? Each candidate was asked alone (`_answer`), with the rest of the set still
-        counted in its queue: under unlimited admission a priority job (1 GPU, within its
-        queue's nominal 1) evicted a 4-GPU job of a lender, a job of its own queue took the
-        other 3 GPUs (borrowing), and the lender reclaimed both; requeued, the priority job
-        evicted the lender again, for ever (issue 56 item 5). Asked once per victim set."""
-        if len(victims) < 2:
-            return False  # one victim: its own answer was the set's
+        back? `_answer` asked each alone, the others still counted in their queue: a lender
+        reclaimed a priority job and its borrowing sibling together, and the priority job,
+        now within its nominal, evicted the lender back, for ever (issue 56 item 5)."""
+        if len(victims) < 2:  # one victim: its own answer was the set's
+            return False
         quota, flavor = self.quota, job.flavor
         for c in victims:
             quota.remove(c.run.job.queue, flavor, c.gpus)
@@ -495,9 +493,7 @@ class Preemption:
         return thrown <= self._max_loss * served
 
     def _candidate(self, r: RunningJob, reason: PreemptReason) -> Candidate:
-        """One per running job and reason in a pass (its masks, the nodes' state and the
-        clock are fixed within it): time slicing searches victims for several jobs a cycle
-        over thousands of candidates each."""
+        """One per running job and reason in a pass (its masks, nodes and clock are fixed)."""
         hit = self._candidate_of.get((r.id, reason))
         return hit if hit is not None else self._new_candidate(r, reason)
 
@@ -508,14 +504,7 @@ class Preemption:
         for i, m in masks.items():  # a loop, not a generator: 13,000 a time-slicing pass
             if ready[i]:
                 useful += m.bit_count()
-        made = Candidate.of(
-            r,
-            masks,
-            reason,
-            self.now_t_s,
-            useful,
-            self.run_loads.get(r.id),
-            self._restart_s,
-        )
+        load, restart_s = self.run_loads.get(r.id), self._restart_s
+        made = Candidate.of(r, masks, reason, self.now_t_s, useful, load, restart_s)
         self._candidate_of[r.id, reason] = made
         return made
