@@ -6,9 +6,8 @@ Rules that keep preemption from wasting work (each was a bug once):
 - a job is never preempted for a job that it would itself preempt back once the two had
   swapped places (no ping-pong: reclaim against priority, two time slices);
 - a victim must have run its minimum run time, capped by its queue's bound;
-- a search that cannot succeed (no candidates, or too few GPUs among them) is not counted
-  against the per-queue and per-cycle budgets, so an impossible job cannot starve a later
-  job of its queue of its one search;
+- a search that cannot succeed is not counted against the search budgets (an impossible job
+  would starve a later job of its queue of its one search);
 - preemptible jobs that backfilled across a reservation yield to the job that holds it.
 """
 
@@ -39,10 +38,9 @@ from railyard.sched.quota import QuotaTree
 from railyard.sched.snapshot import Load, Masks, Shape, Snapshot
 from railyard.sched.victims import ByNode, Candidate, find_victims, removed
 
+# Victim reasons that may not take GPUs a higher-ranked job's reservation counts on. Time
+# slicing may: the reserver may be unable to slice the victim itself (a gang as far from done).
 _BEHIND_RESERVATIONS = frozenset({PreemptReason.PRIORITY})
-"""Victim reasons that may not take GPUs a reservation of a higher-ranked job counts on.
-Time slicing may: the job that reserved may be unable to slice the victim itself (a gang
-as far from done), and a short job slicing in ends long before the reservation's start."""
 
 
 def _overlaps(masks: Masks, other: Masks) -> bool:
@@ -129,9 +127,8 @@ class Preemption:
         self.decisions: list[Preempt] = []
 
     def _classify_preemptors(self) -> Callable[[Job], Hashable]:
-        """What besides queue, priority and shape decides which victims a job may take: its
-        service level under time slicing, its age while backfilled jobs might yield to it.
-        Chosen once a pass: a time-slicing cycle asks for every pending job."""
+        """What besides queue, priority and shape decides a job's victims (its service level
+        when slicing, its age while backfilled jobs may yield to it), chosen once a pass."""
         if self.policy.name == "las":
             ctx = self.ctx
             level = pending_level(
@@ -259,10 +256,8 @@ class Preemption:
         )
 
     def _set_evicted_back(self, job: Job, victims: Sequence[Candidate]) -> bool:
-        """Would a victim, pending once the whole set is gone and `job` runs, evict `job`
-        back? `_answer` asked each alone, the others still counted in their queue: a lender
-        reclaimed a priority job and its borrowing sibling together, and the priority job,
-        now within its nominal, evicted the lender back, for ever (issue 56 item 5)."""
+        """Would a victim, pending once the whole set is gone and `job` runs, evict `job` back?
+        Each asked alone missed a lender reclaiming two siblings, for ever (issue 56 item 5)."""
         if len(victims) < 2:  # one victim: its own answer was the set's
             return False
         quota, flavor = self.quota, job.flavor
@@ -476,15 +471,10 @@ class Preemption:
         )
 
     def _worth(self, c: Candidate) -> bool:
-        """Whether a time slice may evict `c`: what it throws away (the work since its last
-        checkpoint and its restart) is at most `eviction_max_loss` of all the service it has
-        had. A slice is optional (the preemptor may wait its turn); a job that never
-        checkpoints loses its whole attempt and is not sliced at all (with `--checkpoint
-        none`, 24 evictions under `las` threw away 37% of all useful GPU-hours, issue 56).
-        A job that has checkpointed in this attempt and has a grace to checkpoint in when
-        asked to stop saves its work on the signal: only its restart is thrown away (counted
-        as lost, the work since its last periodic checkpoint slowed `las` by 8-17% on
-        Gavel's Philly VCs with checkpoints at Young's interval, though none of it was lost)."""
+        """Whether a time slice may evict `c`: what it throws away (work since its last
+        checkpoint, its restart) is at most `eviction_max_loss` of its service so far. A job
+        that never checkpoints is not sliced; one that has checkpointed and has a grace to
+        save in on the signal loses only its restart (issue 56: docs/explanation/scheduler.md)."""
         assert self._max_loss is not None
         run = c.run
         served = attained_gpu_s(run, self.now_t_s)
