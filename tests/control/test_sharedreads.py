@@ -86,6 +86,10 @@ def test_a_membership_removed_behind_the_servers_back_refuses_the_next_submit(
     refused = alice.post("/v1/jobs", json=GOOD)
     assert refused.status_code == 403, refused.text
     assert refused.json()["detail"].startswith("user 'alice' may not submit to queue 'default'")
+    # she may use no queue now: the refusal tells her who can change that, and how
+    assert refused.json()["detail"].endswith(
+        "(hint: an admin adds you to a queue: railyard admin queues members add QUEUE alice)"
+    )
 
 
 def test_a_bound_lowered_through_the_api_holds_from_the_next_submit(

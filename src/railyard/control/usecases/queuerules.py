@@ -98,7 +98,14 @@ def _check_queue(session: Session, user: User, queue: str) -> tuple[list[str], s
         raise Invalid("queue", f"unknown queue {queue!r}", f"known queues: {known}")
     lineage = path(parents, queue)
     if not user.is_admin and not mine.intersection(lineage):
-        raise Forbidden(f"user {user.name!r} may not submit to queue {queue!r}")
+        mayuse = ", ".join(visible())
+        raise Forbidden(
+            f"user {user.name!r} may not submit to queue {queue!r}",
+            hint=f"queues you may use: {mayuse}"
+            if mayuse
+            else "an admin adds you to a queue: "
+            f"railyard admin queues members add QUEUE {user.name}",
+        )
     if queue in {p for p in parents.values() if p is not None}:
         leaves = [n for n in visible() if n not in parents.values()]
         raise Invalid("queue", f"queue {queue!r} has sub-queues", f"submit to one of {leaves}")
