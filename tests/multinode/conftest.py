@@ -17,6 +17,7 @@ from tests.parts import require
 
 require("ray")
 import ray  # noqa: E402
+from ray._common.utils import get_default_ray_temp_dir  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from railyard.exec.ray.rayagent import GPUS_RESOURCE, NODE_RESOURCE  # noqa: E402
@@ -42,6 +43,9 @@ class LocalRay:
         self.base = tempfile.mkdtemp(prefix="ryray-", dir="/tmp")
         head = {"num_cpus": 1, "include_dashboard": False,  # as CI, where ray[default] is not
                 "temp_dir": os.path.join(self.base, "ray")}  # fmt: skip
+        # Ray's test Cluster writes the head's address to the default temp dir whatever
+        # temp_dir says, and fails where no Ray ran before (a fresh machine): make it.
+        os.makedirs(get_default_ray_temp_dir(), exist_ok=True)
         self.cluster = Cluster(initialize_head=True, head_node_args=head)
         self.nodes: dict[str, Any] = {}
         for name in names:
