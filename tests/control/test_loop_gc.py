@@ -93,6 +93,10 @@ def test_the_running_loop_frees_cycles_between_steps(
     cluster = Cluster(tmp_path)
     stop = threading.Event()
     runner = threading.Thread(target=cluster.loop.run, args=(stop,), daemon=True)
+    # An earlier loop in this process may have left the young threshold raised: reset it, so
+    # that seeing it raised again means this run() has frozen the heap (a cycle made before
+    # its freeze would be frozen with the heap, and never freed).
+    gc.set_threshold(700, *gc.get_threshold()[1:])
     runner.start()
     try:
         while gc.get_threshold()[0] != service.YOUNG_GC_THRESHOLD:  # frozen by run()
