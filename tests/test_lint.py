@@ -1,4 +1,5 @@
-"""ruff and mypy run as part of the suite, so the one test command checks style and types too."""
+"""ruff and mypy run as part of the suite, so CI checks style and types too: ruff in the main
+tier, mypy (cold, the longest single test) in the extended one."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ def test_ruff_format() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow  # a cold mypy over 380 files: ~40 s of the main tier; `mypy src/railyard` runs it
 def test_mypy_strict_core() -> None:
     paths = [f"src/railyard/{p}" for p in STRICT_PACKAGES if (ROOT / "src/railyard" / p).is_dir()]
     paths += ["src/railyard/probe.py", "src/railyard/inventory.py"]

@@ -1,6 +1,8 @@
 """How long the loop lets events gather before it steps: a request (a submit) leaves the API
 at least the last step's time, while an exit alone, which leaves GPUs idle, waits only the
-short exit window. Checked on the waits the loop asks of its stop event, not on a clock."""
+short exit window. Checked on the waits the loop asks of its stop event, with the loop's
+stopwatch moved only by what each fake step says it took (a real clock on a loaded machine
+made a 0 s step take 20 ms, over the 10 ms window)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,11 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
+
+from railyard.control.loop import service
 from railyard.control.loop.service import Loop, LoopConfig
 from railyard.control.store.database import Store, sqlite_url
 from railyard.sim.checkpoints import CheckpointPolicy, IntervalRule
@@ -41,8 +47,14 @@ class Stop(threading.Event):
         return self.is_set()
 
 
-def _waits(tmp_path: Path, event: str, step_s: float = STEP_S) -> list[float]:
+def _waits(
+    tmp_path: Path, event: str, monkeypatch: pytest.MonkeyPatch, step_s: float = STEP_S
+) -> list[float]:
     tmp_path.mkdir(exist_ok=True)
+    elapsed_s = 0.0  # the loop's perf_counter: only the fake steps move it
+    monkeypatch.setattr(
+        service, "time", SimpleNamespace(perf_counter=lambda: elapsed_s, time=time.time)
+    )
     store = Store(sqlite_url(tmp_path / "railyard.db"))
     executor = Exits(Engine(), CheckpointPolicy(rule=IntervalRule.NONE, restart_s=0))
     config = LoopConfig(state_dir=tmp_path, cycle_interval_s=600.0)
@@ -50,9 +62,9 @@ def _waits(tmp_path: Path, event: str, step_s: float = STEP_S) -> list[float]:
     steps = 0
 
     def step() -> None:
-        nonlocal steps
+        nonlocal steps, elapsed_s
         steps += 1
-        time.sleep(step_s)
+        elapsed_s += step_s
         if steps == 1:  # an event arrives while the first step runs
             {"exit": executor.exited, "request": loop.wake, "prompt": loop.wake_prompt}[event]()
 
@@ -63,35 +75,41 @@ def _waits(tmp_path: Path, event: str, step_s: float = STEP_S) -> list[float]:
     return stop.waits
 
 
-def test_an_exit_alone_waits_only_the_exit_window(tmp_path: Path) -> None:
-    assert _waits(tmp_path, "exit") == [LoopConfig(state_dir=tmp_path).exit_coalesce_s]
+def test_an_exit_alone_waits_only_the_exit_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _waits(tmp_path, "exit", monkeypatch) == [LoopConfig(state_dir=tmp_path).exit_coalesce_s]
 
 
-def test_a_request_leaves_the_api_the_last_steps_time(tmp_path: Path) -> None:
-    (wait,) = _waits(tmp_path, "request")
+def test_a_request_leaves_the_api_the_last_steps_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (wait,) = _waits(tmp_path, "request", monkeypatch)
     assert wait >= STEP_S
 
 
 def test_an_interactive_submit_waits_the_exit_window_unless_steps_are_slow(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Someone waits at a terminal (`railyard run`): no 50 ms request window on a quiet
     loop, but under load the last step's time still goes to the API first."""
     config = LoopConfig(state_dir=tmp_path)
-    assert _waits(tmp_path / "quick", "prompt", step_s=0.0) == [config.exit_coalesce_s]
-    assert _waits(tmp_path / "request", "request", step_s=0.0) == [config.event_coalesce_s]
-    (wait,) = _waits(tmp_path / "slow", "prompt")
+    assert _waits(tmp_path / "quick", "prompt", monkeypatch, step_s=0.0) == [config.exit_coalesce_s]
+    assert _waits(tmp_path / "request", "request", monkeypatch, step_s=0.0) == [
+        config.event_coalesce_s
+    ]
+    (wait,) = _waits(tmp_path / "slow", "prompt", monkeypatch)
     assert wait >= STEP_S
 
 
 def test_the_running_loop_leaves_start_up_objects_out_of_full_collections(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What the process held when the loop started is frozen (`gc.freeze`), so a full
     collection in a step scans only what came later."""
     gc.unfreeze()
     try:
-        _waits(tmp_path, "exit")
+        _waits(tmp_path, "exit", monkeypatch)
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()

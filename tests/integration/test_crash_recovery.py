@@ -2,7 +2,7 @@
 every job finishes, and each attempt runs exactly once, judged from the jobs' own output (no
 job lost, none started twice). On SQLite and PostgreSQL.
 
-The main tier runs a small campaign (60 jobs, 3 kills), the extended tier (``pytest -m slow``)
+The main tier runs a small campaign (40 jobs, 3 kills), the extended tier (``pytest -m slow``)
 a longer one (300 jobs, 8 kills); ``benchmarks/crash_campaign.py`` runs the long one (1,200
 jobs, 40 kills) and records its figures.
 """
@@ -19,7 +19,7 @@ from tests.tiers import tiered
 pytestmark = [pytest.mark.stores, pytest.mark.long]  # its PostgreSQL copies stay in the main tier
 
 
-@tiered("campaign", (60, 3), (300, 8))
+@tiered("campaign", (40, 3), (300, 8))
 def test_kill9_at_random_points_runs_every_attempt_once(
     tmp_path: Path, database_url: str | None, campaign: tuple[int, int]
 ) -> None:

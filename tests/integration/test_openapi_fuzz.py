@@ -2,7 +2,7 @@
 admin and as a plain user, seeded and bounded: no 5xx, and every response (errors included)
 matches the schema. Then one scheduler step over whatever the fuzzing stored must succeed.
 
-The main tier fuzzes 8 examples per operation and mode; the extended tier (``pytest -m slow``)
+The main tier fuzzes 4 examples per operation and mode; the extended tier (``pytest -m slow``)
 60. ``benchmarks/fuzz_api.py`` runs the same with many more examples, on both stores.
 """
 
@@ -56,7 +56,7 @@ class RecordingExecutor:
         return set()
 
 
-@tiered("examples", 8, 60)
+@tiered("examples", 4, 60)
 def test_fuzzed_api_has_no_5xx_and_keeps_its_schema(tmp_path: Path, examples: int) -> None:
     store = Store(sqlite_url(tmp_path / "railyard.db"))
     try:

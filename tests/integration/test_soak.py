@@ -16,7 +16,9 @@ import pytest
 
 from tests.integration.soak import SoakPlan, run_soak
 
-pytestmark = pytest.mark.long  # few tests, long ones: handed out first (tests/conftest.py)
+# Extended tier only: half a minute of one server per store. The main tier keeps the kill -9
+# campaign (test_crash_recovery.py) and the cancel races, which cover its faults one by one.
+pytestmark = [pytest.mark.long, pytest.mark.slow]
 
 SECONDS = float(os.environ.get("RAILYARD_SOAK_S", "30"))
 SEED = int(os.environ.get("RAILYARD_SOAK_SEED", "21"))

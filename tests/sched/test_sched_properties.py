@@ -255,7 +255,7 @@ def _finite(s: ClusterState) -> ClusterState:
 # Random draws: the starved job they once found (a gang only down nodes could hold, waiting
 # `Topology` and blocking its flavor) now waits `ReqNodeNotAvail` and blocks nobody (issue 26;
 # tests/sched/test_sched_round3.py keeps that case).
-@examples(20, 300, SETTINGS)
+@examples(12, 300, SETTINGS)
 @given(cluster_states(), LIVENESS_CONFIGS)
 def test_driven_to_the_end_no_livelock_no_starvation(s, config):
     """Cycles driven until the cluster drains: no ping-pong (`assert_no_ping_pong`), and
@@ -332,7 +332,7 @@ def assert_no_ping_pong(pairs):
     assert all(pairs.count(pair) <= 2 for pair in pairs), pairs
 
 
-@examples(75, 1500, SETTINGS)
+@examples(40, 1500, SETTINGS)
 @given(tenancy_states(), st.sampled_from(["on", "las"]))
 def test_lenders_borrowers_and_priorities_reach_a_fixed_point(s, preemption):
     config = SchedulerConfig.of(preemption=preemption, time_slice_quantum_s=0.0)
