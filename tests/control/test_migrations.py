@@ -143,3 +143,31 @@ def test_a_store_made_at_0026_bumps_the_config_number_at_commit() -> None:
                                          (t, f"{t}_config_truncate", False, False))
     ]  # fmt: skip
     assert downgraded == [(t, f"{t}_config", False, False) for t in tables]
+
+
+def test_jobs_stored_before_0035_keep_their_slurm_variables(engine: Engine) -> None:
+    """0035 records which option asked GPUs per node and whether --ntasks came alone; a job
+    stored before keeps what its launch set: SLURM_GPUS_PER_NODE for GPUs per node on
+    distinct nodes, SLURM_NTASKS_PER_NODE as before."""
+    _to(engine, "0034")
+    tables = MetaData()
+    tables.reflect(engine)
+    with engine.begin() as c:
+        c.execute(insert(tables.tables["users"]).values(id=1, name="a", is_admin=False,
+                                                        created_t_s=0.0))  # fmt: skip
+        c.execute(insert(tables.tables["queues"]).values(
+            name="q", nominal_gpus={}, borrowing_limit_gpus={}, lending_limit_gpus={},
+            weight=1.0, created_t_s=0.0,
+        ))  # fmt: skip
+        jobs = tables.tables["jobs"]
+        c.execute(
+            insert(jobs).values(**{**JOB_AT_0001, "distinct_nodes": True, "gpus_per_worker": 4})
+        )
+        c.execute(insert(jobs).values(**{**JOB_AT_0001, "id": "2", "number": 2}))
+    migrate(engine)
+    with engine.connect() as c:
+        rows = c.execute(text("SELECT id, gpus_per_node_asked, ntasks_alone FROM jobs "
+                              "ORDER BY id")).all()  # fmt: skip
+    assert [tuple(r) for r in rows] == [("1", "4", False), ("2", None, False)]
+    _to(engine, "0034", down=True)
+    assert "gpus_per_node_asked" not in {c["name"] for c in inspect(engine).get_columns("jobs")}

@@ -28,9 +28,9 @@ DIRECTIVES: list[tuple[str, dict[str, Any]]] = [
     ("-N2", {"nodes": 2}),
     ("--gpus-per-node=4", {"gpus_per_node": 4}),
     ("--gpus-per-node=a100:4", {"gpus_per_node": 4, "gpu_type": "a100"}),
-    ("--gres=gpu:8", {"gpus_per_node": 8}),
-    ("--gres gpu:h100:2", {"gpus_per_node": 2, "gpu_type": "h100"}),
-    ("--gres=gpu", {"gpus_per_node": 1}),
+    ("--gres=gpu:8", {"gpus_per_node": 8, "gres": True}),  # no SLURM_GPUS_PER_NODE
+    ("--gres gpu:h100:2", {"gpus_per_node": 2, "gpu_type": "h100", "gres": True}),
+    ("--gres=gpu", {"gpus_per_node": 1, "gres": True}),
     ("--workers=3 --gpus-per-worker=2", {"workers": 3, "gpus_per_worker": 2}),
     ("--ntasks=4", {"ntasks": 4}),
     ("-n 1", {"ntasks": 1}),

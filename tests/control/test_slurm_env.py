@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
+from railyard.client.scripts import merge, parse_args, parse_script
 from railyard.control.loop.launchspec import slurm_compat_env
 from railyard.control.store.tables import JobRow
+from railyard.control.submission import JobSubmit
+from railyard.control.usecases.admission import gpus_per_node_asked
 
 
 def _row(**kw: object) -> JobRow:
@@ -51,9 +56,56 @@ def test_a_met_dependency_stays_in_slurm_job_dependency_as_submitted() -> None:
 
 
 def test_account_qos_and_gpus_per_node_as_sbatch_sets_them() -> None:
-    env = slurm_compat_env(_row(priority=1000, distinct_nodes=True, gpus_per_worker=4))
+    env = slurm_compat_env(
+        _row(priority=1000, distinct_nodes=True, gpus_per_worker=4, gpus_per_node_asked="4")
+    )
     assert (env["SLURM_JOB_ACCOUNT"], env["SLURM_JOB_QOS"]) == ("gpu", "high")
     assert env["SLURM_GPUS_PER_NODE"] == "4"
     spread = slurm_compat_env(_row(priority=731, distinct_nodes=False, gpus_per_worker=1))
     assert spread["SLURM_JOB_QOS"] == "normal"  # Slurm's default QOS
     assert "SLURM_GPUS_PER_NODE" not in spread  # --gpus N: GPUs per job, not per node
+
+
+def test_gpus_per_node_is_set_only_for_gpus_per_node_as_given() -> None:
+    """sbatch(1) 22.05: SLURM_GPUS_PER_NODE "Only set if the --gpus-per-node option is
+    specified", with the value as typed; --gres=gpu:4 also puts 4 GPUs on each node, and
+    sets none."""
+    gres = slurm_compat_env(_row(distinct_nodes=True, gpus_per_worker=4, gpus_per_node_asked=None))
+    assert "SLURM_GPUS_PER_NODE" not in gres
+    typed = _row(distinct_nodes=True, gpus_per_worker=2, gpus_per_node_asked="h100:2")
+    assert slurm_compat_env(typed)["SLURM_GPUS_PER_NODE"] == "h100:2"
+
+
+@pytest.mark.parametrize(
+    ("options", "kept"),
+    [
+        ("--gres=gpu:2", None),
+        ("--gres=gpu:h100:2", None),
+        ("--gres=gpu", None),
+        ("--gpus-per-node=2", "2"),
+        ("--gpus-per-node=h100:2", "h100:2"),
+        ("--gres=gpu:4 --gpus-per-node=2", "2"),  # the later option says how
+        ("--gpus-per-node=2 --gres=gpu:4", None),
+        ("--gpus=2", None),
+    ],
+)
+def test_a_job_keeps_whether_it_asked_gpus_per_node(options: str, kept: str | None) -> None:
+    spec = JobSubmit(command=["true"], **parse_args(options.split(), []))
+    assert gpus_per_node_asked(spec) == kept
+
+
+def test_a_script_line_or_flag_says_which_gpu_option_was_meant() -> None:
+    """A later #SBATCH line, or a command-line flag, replaces an earlier --gres."""
+    gres = parse_script("#!/bin/bash\n#SBATCH --gres=gpu:4\ntrain\n").options
+    later = parse_script("#!/bin/bash\n#SBATCH --gres=gpu:4\n#SBATCH --gpus-per-node=2\nx\n")
+    assert gres["gres"]
+    assert "gres" not in later.options
+    assert "gres" not in merge(gres, parse_args(["--gpus-per-node=2"], []))
+    assert merge(gres, parse_args(["--gres=gpu:2"], []))["gres"]
+
+
+def test_no_umask_in_the_job_wide_variables() -> None:
+    """slurmstepd unsets SLURM_UMASK in the batch step (ulimits.c, since 16.05.6); a task's
+    comes from its srun (exec.task.launch.task_env)."""
+    assert "SLURM_UMASK" not in slurm_compat_env(_row(umask=0o027))
+    assert "SLURM_UMASK" not in slurm_compat_env(_row(umask=0o027, script="#!/bin/bash\n"))

@@ -123,25 +123,32 @@ def test_export_lists_run_with_what_they_name(
 
 
 def test_batch_environment_as_sbatch_sets_it(cluster: Cluster) -> None:
-    """Without --ntasks, sbatch leaves SLURM_NTASKS/NPROCS/NTASKS_PER_NODE unset; it sets
-    SLURM_MEM_PER_CPU when asked, SLURM_JOB_ACCOUNT and _QOS always, SLURM_GPUS_PER_NODE for
-    --gres, and SLURM_JOB_DEPENDENCY as submitted even once the dependency is met."""
+    """Without --ntasks, sbatch leaves SLURM_NTASKS/NPROCS/NTASKS_PER_NODE unset, and with
+    --ntasks alone SLURM_NTASKS_PER_NODE; it sets SLURM_MEM_PER_CPU when asked,
+    SLURM_JOB_ACCOUNT and _QOS always, SLURM_GPUS_PER_NODE for --gpus-per-node (not
+    --gres), SLURM_JOB_DEPENDENCY as submitted even once the dependency is met, and never
+    SLURM_UMASK in the batch shell (slurmstepd applies it, then unsets it)."""
     [first] = cluster.submit(command=["true"])
     dump = f"env > {cluster.out}/$SLURM_JOB_ID.env\n"
     plain = "#!/bin/bash\n#SBATCH --gres=gpu:2 --mem-per-cpu=512M -d afterok:1\n" + dump
     counted = "#!/bin/bash\n#SBATCH --ntasks=2\n" + dump
+    per_node = "#!/bin/bash\n#SBATCH --ntasks-per-node=2 --gpus-per-node=2\n" + dump
     ids = [
-        *cluster.submit(script=plain, **parse_script(plain).options),
-        *cluster.submit(script=counted, **parse_script(counted).options),
+        job_id
+        for script in (plain, counted, per_node)
+        for job_id in cluster.submit(script=script, umask=0o027, **parse_script(script).options)
     ]
     cluster.run(first, *ids)
-    env = [_env_file(cluster.out / f"{n}.env") for n in (2, 3)]
+    env = [_env_file(cluster.out / f"{n}.env") for n in (2, 3, 4)]
     assert not {"SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NTASKS_PER_NODE"} & env[0].keys()
     assert env[0]["SLURM_JOB_DEPENDENCY"] == "afterok:1"
     assert env[0]["SLURM_MEM_PER_CPU"] == "512"
-    assert env[0]["SLURM_GPUS_PER_NODE"] == "2"
+    assert "SLURM_GPUS_PER_NODE" not in env[0]
     assert (env[0]["SLURM_JOB_ACCOUNT"], env[0]["SLURM_JOB_QOS"]) == ("default", "normal")
     assert (env[1]["SLURM_NTASKS"], env[1]["SLURM_NPROCS"]) == ("2", "2")
+    assert "SLURM_NTASKS_PER_NODE" not in env[1]
+    assert (env[2]["SLURM_NTASKS_PER_NODE"], env[2]["SLURM_GPUS_PER_NODE"]) == ("2", "2")
+    assert not any("SLURM_UMASK" in e for e in env)
 
 
 def _env_file(path: Path) -> dict[str, str]:

@@ -32,15 +32,15 @@ from railyard.client.values import (
 )
 
 PREFIXES = ("#RAILYARD", "#SBATCH")
-_GPU_SHAPE = {"gpus", "nodes", "gpus_per_node", "workers", "gpus_per_worker", "gpu_type",
-              "gpus_per_task"}  # fmt: skip
+_GPU_SHAPE = {"gpus", "nodes", "gpus_per_node", "gres", "workers", "gpus_per_worker",
+              "gpu_type", "gpus_per_task"}  # fmt: skip
 SHAPE_GROUPS = {  # setting one of these on the command line drops the script's others
     "gpus": _GPU_SHAPE - {"gpus"},
     "nodes": {"gpus", "workers", "gpus_per_worker"},
     "gpus_per_node": _GPU_SHAPE - {"gpus_per_node", "nodes"},
     "workers": _GPU_SHAPE - {"workers", "gpus_per_worker"},
     "gpus_per_worker": _GPU_SHAPE - {"workers", "gpus_per_worker"},
-    "gpus_per_task": {"gpus_per_node", "workers", "gpus_per_worker"},
+    "gpus_per_task": {"gpus_per_node", "gres", "workers", "gpus_per_worker"},
     "mem": {"mem_per_cpu", "mem_per_gpu"},  # one memory spelling: the command line's
     "mem_per_cpu": {"mem", "mem_per_gpu"},
     "mem_per_gpu": {"mem", "mem_per_cpu"},
@@ -100,13 +100,14 @@ def _typed_count(value: str, field: str, minimum: int) -> dict[str, Any]:
 
 
 def _gres(value: str) -> dict[str, Any]:
-    """``gpu``, ``gpu:N`` or ``gpu:TYPE:N``: GPUs per node."""
+    """``gpu``, ``gpu:N`` or ``gpu:TYPE:N``: GPUs per node, marked as asked by ``--gres``
+    (sbatch then sets no SLURM_GPUS_PER_NODE)."""
     parts = value.split(":")
     if parts[0] != "gpu" or len(parts) > 3 or "," in value:
         raise OptionError(f"unsupported --gres {value!r}", "use gpu:N or gpu:TYPE:N (per node)")
     if len(parts) == 1:
-        return {"gpus_per_node": 1}
-    return _typed_count(":".join(parts[1:]), "gpus_per_node", 1)
+        return {"gpus_per_node": 1, "gres": True}
+    return {**_typed_count(":".join(parts[1:]), "gpus_per_node", 1), "gres": True}
 
 
 def _nodes(value: str) -> int:
@@ -353,6 +354,7 @@ def apply_option(options: dict[str, Any], name: str, value: str | None, notes: l
             container[key] = converted
     elif opt.multi:
         options.pop("gpu_type", None)  # a later GPU option without a type drops the old one
+        options.pop("gres", None)  # and --gpus-per-node after --gres says it the other way
         options.update(converted)
     else:
         options[opt.field] = converted
@@ -458,8 +460,9 @@ def parse_script(text: str, filename: str = "script") -> ParsedScript:
             errors.append(ScriptError(filename, line_no, message, bad.hint))
         env = {**parsed.options.get("env", {}), **found.get("env", {})}
         container = _container_lines(parsed.options.get("container", {}), found.get("container"))
-        if found.keys() & {"gpus", "gpus_per_node"} and "gpu_type" not in found:
-            parsed.options.pop("gpu_type", None)
+        if found.keys() & {"gpus", "gpus_per_node"}:
+            for said in {"gpu_type", "gres"} - found.keys():  # of an earlier line's option
+                parsed.options.pop(said, None)
         parsed.options.update(found)
         if env:
             parsed.options["env"] = env

@@ -103,6 +103,11 @@ class JobSubmit(Request):
     gpu_type: str | None = Field(None, max_length=64)
     nodes: Count | None = None
     gpus_per_node: Count | None = None
+    gres: bool = Field(
+        False,
+        description="gpus_per_node was asked as sbatch's --gres=gpu[:TYPE]:N, which sets no "
+        "SLURM_GPUS_PER_NODE (--gpus-per-node does)",
+    )
     workers: Count | None = None
     gpus_per_worker: int | None = Field(None, ge=0, le=MAX_JOB_GPUS)
     ntasks: Count | None = None

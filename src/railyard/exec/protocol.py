@@ -88,6 +88,7 @@ class LaunchSpec:
     cpus_per_task: int = 0
     cpus_per_node: int = 0  # cores booked on each node (all of them with --exclusive); 0: none
     tasks_given: bool = True  # False: no task count asked (sbatch counts one per booked CPU)
+    ntasks_alone: bool = False  # --ntasks without --ntasks-per-node: no SLURM_NTASKS_PER_NODE
     gpus_per_task: int = 0  # each task sees its own GPUs (sbatch --gpus-per-task); 0: all
     mem_per_node_mb: int = 0
     preempt_signal: str = DEFAULT_PREEMPT_SIGNAL

@@ -80,6 +80,7 @@ def launch_spec(
         cpus_per_task=row.cpus_per_task,
         cpus_per_node=row.cpus_per_worker,
         tasks_given=row.tasks_given,
+        ntasks_alone=row.ntasks_alone,
         gpus_per_task=row.gpus_per_task or 0,
         mem_per_node_mb=row.mem_per_node_mb,
         preempt_signal=row.preempt_signal,
@@ -120,8 +121,8 @@ def slurm_compat_env(row: JobRow, cluster: str = "railyard") -> dict[str, str]:
         "SLURM_JOB_PARTITION": row.queue,
         "SLURM_CLUSTER_NAME": cluster,
         "SLURM_PRIO_PROCESS": "0",
-        # sbatch's: the umask at submit, which slurmstepd sets (0022 when it was not sent)
-        "SLURM_UMASK": f"{JOB_UMASK if row.umask is None else row.umask:04o}",
+        # No SLURM_UMASK: slurmstepd unsets it in the batch step; each task's comes from its
+        # srun (railyard.exec.task.launch.task_env).
         # railyard has no accounts: its queues are what quota and fair share are charged to
         "SLURM_JOB_ACCOUNT": row.queue,
         "SLURM_JOB_QOS": _qos(row.priority),
@@ -148,8 +149,9 @@ def slurm_compat_env(row: JobRow, cluster: str = "railyard") -> dict[str, str]:
     dependency = row.dependency or row.met_dependency
     if dependency:  # as given to --dependency, kept once met (sbatch)
         env["SLURM_JOB_DEPENDENCY"] = dependency
-    if row.distinct_nodes and row.gpus_per_worker:  # --gres=gpu:N or --gpus-per-node=N
-        env["SLURM_GPUS_PER_NODE"] = str(row.gpus_per_worker)
+    if row.gpus_per_node_asked:  # sbatch(1) 22.05: "Only set if the --gpus-per-node option
+        # is specified", as given ([TYPE:]N); never for --gres=gpu:N
+        env["SLURM_GPUS_PER_NODE"] = row.gpus_per_node_asked
     if row.array_parent is not None and row.array_index is not None:
         env |= array_env(row.array_parent, row.array_index, row.array_spec)
     return env

@@ -217,6 +217,11 @@ class JobRow(Base):
     ntasks_per_node: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # False: no task count was asked for (sbatch then counts a task per booked CPU)
     tasks_given: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    # --ntasks without --ntasks-per-node: sbatch and srun leave SLURM_NTASKS_PER_NODE unset
+    ntasks_alone: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # --gpus-per-node as given ([TYPE:]N), sbatch's SLURM_GPUS_PER_NODE; None: not asked so
+    # (--gres=gpu:N sets none)
+    gpus_per_node_asked: Mapped[str | None] = mapped_column(String(80), nullable=True)
     cpus_per_task: Mapped[int] = mapped_column(Integer, default=0)
     mem_per_node_mb: Mapped[int] = mapped_column(Integer, default=0)
     cpus_per_worker: Mapped[int] = mapped_column(Integer, default=0)

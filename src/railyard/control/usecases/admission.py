@@ -216,10 +216,21 @@ def _admit_to(
         "begin_t_s": spec.begin_t_s,
         "deadline_t_s": spec.deadline_t_s,
         "tasks_given": spec.ntasks is not None or spec.ntasks_per_node is not None,
+        "ntasks_alone": spec.ntasks is not None and spec.ntasks_per_node is None,
+        "gpus_per_node_asked": gpus_per_node_asked(spec),
         "only_nodes": sorted(job.only_nodes) if job.only_nodes is not None else None,
         "never_nodes": sorted(job.never_nodes) or None,
     }
     return Admitted(common, indices, spec)
+
+
+def gpus_per_node_asked(spec: JobSubmit) -> str | None:
+    """``--gpus-per-node`` as sbatch 22.05 exports it in SLURM_GPUS_PER_NODE: the string
+    given, ``[TYPE:]N`` (slurm_opt.c keeps it as typed; env.c writes it with "%s"); None
+    for GPUs per node asked with ``--gres=gpu:N``, for which sbatch sets none."""
+    if spec.gpus_per_node is None or spec.gres:
+        return None
+    return f"{spec.gpu_type}:{spec.gpus_per_node}" if spec.gpu_type else str(spec.gpus_per_node)
 
 
 def admit_batch(

@@ -36,6 +36,20 @@ def _refused(message: str) -> Exception:
     return ExecutorError(message)
 
 
+def process_umask() -> int:
+    """This process's umask, read from /proc (Linux 4.7 on), else set and put back (which
+    another thread could see for a moment)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(JOB_UMASK)
+    os.umask(mask)
+    return mask
+
+
 @dataclass(frozen=True)
 class Account:
     """A Unix account as the passwd database has it."""

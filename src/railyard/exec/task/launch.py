@@ -34,7 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from railyard.exec.protocol import LaunchSpec
-from railyard.exec.task.identity import DEFAULT_PATH, Account, identity_env, login_env
+from railyard.exec.task.identity import (
+    DEFAULT_PATH,
+    JOB_UMASK,
+    Account,
+    identity_env,
+    login_env,
+)
 from railyard.fabric.hostlist import compress
 
 ALLOCATION_VAR = "RAILYARD_ALLOCATION"  # JSON of the allocation, for srun in a batch script
@@ -189,13 +195,22 @@ def task_env(
     step_id: int = 0,
     cpus_per_task: int = 0,
     gpus_per_task: int = 0,
+    umask: int = JOB_UMASK,
+    per_node_given: bool = True,
 ) -> dict[str, str]:
     """What srun sets for one task of a step, plus torchrun's variables. With
     ``gpus_per_task`` the task sees its own GPUs of the node, in task order, as srun binds
-    them (``CUDA_VISIBLE_DEVICES`` names them; ``LOCAL_RANK`` stays the task's place)."""
+    them (``CUDA_VISIBLE_DEVICES`` names them; ``LOCAL_RANK`` stays the task's place).
+
+    ``umask``: srun's, which its tasks get in ``SLURM_UMASK`` (srun(1) 22.05, OUTPUT
+    ENVIRONMENT VARIABLES: "SLURM_UMASK The umask in effect when the job was submitted").
+    ``per_node_given`` False: ``--ntasks`` without ``--ntasks-per-node``, so no
+    ``SLURM_NTASKS_PER_NODE`` (srun.c 22.05 sets it only from ``--ntasks-per-node``)."""
     node = nodes[slot.node_rank]
     world = sum(n.ntasks for n in nodes)
     env = allocation_env(nodes, node, cpus_per_task)
+    if not per_node_given:
+        env.pop("SLURM_NTASKS_PER_NODE", None)
     mine = node.gpus
     if gpus_per_task:
         mine = node.gpus[slot.local_rank * gpus_per_task : (slot.local_rank + 1) * gpus_per_task]
@@ -215,7 +230,7 @@ def task_env(
         # srun 22.05 reports "cyclic" when each node has at most one task, "block" otherwise
         "SLURM_DISTRIBUTION": "cyclic" if world <= len(nodes) else "block",
         "SLURM_LAUNCH_NODE_IPADDR": master_addr,
-        "SLURM_UMASK": "0022",
+        "SLURM_UMASK": f"{umask:04o}",  # as srun spells it: 0%d%d%d (srun_job.c)
         # torchrun
         "MASTER_ADDR": master_addr,
         "MASTER_PORT": str(master_port),
@@ -238,13 +253,20 @@ def task_env(
 
 
 def batch_env(
-    nodes: Sequence[NodeAlloc], cpus_per_task: int = 0, tasks_given: bool = True
+    nodes: Sequence[NodeAlloc],
+    cpus_per_task: int = 0,
+    tasks_given: bool = True,
+    per_node_given: bool = True,
 ) -> dict[str, str]:
     """The batch step: the script itself, once, on the first node (sbatch's environment).
     Without a task count (``tasks_given`` False), sbatch leaves ``SLURM_NTASKS``,
     ``SLURM_NPROCS`` and ``SLURM_NTASKS_PER_NODE`` unset and counts a task per
     ``cpus_per_task`` of the CPUs booked on each node in ``SLURM_TASKS_PER_NODE`` (16 on a
-    16-core node taken with ``--exclusive``)."""
+    16-core node taken with ``--exclusive``). With ``--ntasks`` alone (``per_node_given``
+    False) only ``SLURM_NTASKS_PER_NODE`` stays unset: sbatch(1) 22.05, "Only set if the
+    --ntasks-per-node option is specified". No ``SLURM_UMASK`` either: slurmstepd applies it
+    and unsets it for the batch step (ulimits.c ``set_umask``, since 16.05.6: "Do not
+    propagate SLURM_UMASK environment variable to batch script")."""
     first = nodes[0]
     env = {
         **allocation_env(nodes, first, cpus_per_task),
@@ -256,6 +278,8 @@ def batch_env(
     if not tasks_given:  # sbatch sets the task counts only when --ntasks (-per-node) was given
         for name in ("SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NTASKS_PER_NODE"):
             env.pop(name, None)
+    if not per_node_given:
+        env.pop("SLURM_NTASKS_PER_NODE", None)
     if not tasks_given and any(n.cpus for n in nodes):
         per = max(1, cpus_per_task)
         env["SLURM_TASKS_PER_NODE"] = tasks_per_node([max(n.ntasks, n.cpus // per) for n in nodes])
@@ -349,7 +373,7 @@ def process_env(
     env.update(railyard_env(spec, account))
     nodes = job_allocation(spec)
     if spec.batch:
-        env.update(batch_env(nodes, spec.cpus_per_task, spec.tasks_given))
+        env.update(batch_env(nodes, spec.cpus_per_task, spec.tasks_given, not spec.ntasks_alone))
         env["MASTER_ADDR"] = master_addr  # railyard's: the first node, for torchrun's flags
         env[ALLOCATION_VAR] = encode_allocation(nodes, master_addr)
         if spec.steps_dir is not None:
@@ -374,6 +398,8 @@ def process_env(
                 master_port=master_port,
                 cpus_per_task=spec.cpus_per_task,
                 gpus_per_task=spec.gpus_per_task,
+                umask=spec.umask,
+                per_node_given=not spec.ntasks_alone,
             )
         )
     return env

@@ -43,6 +43,7 @@ from pathlib import Path
 from types import FrameType
 
 from railyard.exec.task import stepgpus
+from railyard.exec.task.identity import process_umask
 from railyard.exec.task.launch import (
     ALLOCATION_VAR,
     BATCH_SHELL_SIGNAL_VAR,
@@ -91,6 +92,7 @@ class Step:
     nodes: list[NodeAlloc]
     command: list[str]
     gpus_per_task: int | None = None  # srun --gpus-per-task; None: the job's
+    per_node_given: bool = False  # srun --ntasks-per-node was given
 
 
 def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -274,14 +276,28 @@ def step_tasks(
     per_task = step.gpus_per_task
     if per_task is None:
         per_task = int(environ.get("SLURM_GPUS_PER_TASK") or 0)
+    # srun 22.05 reads SLURM_NTASKS_PER_NODE as --ntasks-per-node and sets it in the tasks only
+    # then (srun.c, launch); the batch shell has it when the job asked --ntasks-per-node
+    per_node = step.per_node_given or "SLURM_NTASKS_PER_NODE" in environ
+    umask = step_umask(environ)
     tasks = []
     for slot in task_layout(step.nodes):
         wiring = task_env(step.nodes, slot, master_addr=addr, master_port=port,
-                          step_id=step_id, cpus_per_task=cpus, gpus_per_task=per_task)  # fmt: skip
+                          step_id=step_id, cpus_per_task=cpus, gpus_per_task=per_task,
+                          umask=umask, per_node_given=per_node)  # fmt: skip
         env = {**environ, **wiring}
         env.pop("SLURM_TASK_PID", None)  # the batch shell's: each task gets its own
         tasks.append((slot.rank, env))
     return step_id, tasks
+
+
+def step_umask(environ: dict[str, str]) -> int:
+    """What srun 22.05 passes its tasks as ``SLURM_UMASK`` (srun_job.c ``_set_umask_env``):
+    the value already in its environment, else its own umask, which in a batch script is the
+    submitter's as slurmstepd set it, or what the script's ``umask`` made it since."""
+    with contextlib.suppress(KeyError, ValueError):
+        return int(environ["SLURM_UMASK"], 8) & 0o777
+    return process_umask()
 
 
 def note_signals(forward: Callable[[int], None] | None = None) -> None:
@@ -393,7 +409,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                       args.gpus_per_task)  # fmt: skip
         if request is not None:
             nodes = with_gpus(nodes, request, environ)
-        step = Step(nodes, command, request.per_task if request is not None else None)
+        step = Step(nodes, command, request.per_task if request is not None else None,
+                    per_node_given=args.ntasks_per_node is not None)  # fmt: skip
         if args.container:
             return launch_in_image(step, environ, master_addr, args.container)
         return launch(step, environ, master_addr)
