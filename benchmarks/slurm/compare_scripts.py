@@ -80,14 +80,6 @@ EXPLAINED: dict[str, str] = {
     "and charges the queue, so it names the queue",
     "SLURM_MEM_PER_CPU (slurm only)": "setup_local_slurm.sh's DefMemPerCPU=1024 (so that jobs "
     "share the node's memory): Slurm exports the default as if asked; railyard has none",
-    "SLURM_NTASKS_PER_NODE (railyard only)": "open, not deliberate: with --ntasks alone "
-    "Slurm 22.05 leaves it unset in the batch shell and srun's tasks; railyard sets it "
-    "whenever every node has as many tasks",
-    "SLURM_GPUS_PER_NODE (railyard only)": "open, not deliberate: Slurm 22.05 sets it for "
-    "--gpus-per-node alone; railyard for --gres=gpu:N too (its job row keeps GPUs per node, "
-    "not which option asked)",
-    "SLURM_UMASK (railyard only)": "open, not deliberate: Slurm 22.05 with slurmdbd left it "
-    "out of this batch shell; railyard sets it in every job",
     "CUDA_VISIBLE_DEVICES (railyard only)":
         "a CPU job: an empty list hides every GPU (Slurm relies on cgroups)",
 }  # fmt: skip
