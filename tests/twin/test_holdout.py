@@ -101,3 +101,18 @@ def test_the_cli_reports_held_out_coverage_per_kind() -> None:
     wrong = runner.invoke(app, ["perf", "validate", "--holdout-by", "gpu"])
     assert wrong.exit_code == 2
     assert "--holdout-by: 'gpu' is not a grouping" in wrong.output
+
+
+def test_the_verdict_says_when_a_band_is_wider_or_narrower_than_it_states() -> None:
+    from railyard.twin.holdout import HeldOut
+
+    def verdict(covered: int, judged: int = 20, shipped: float | None = 0.1) -> str:
+        return HeldOut("k", judged, 4, 0.1, 0.2, judged, covered, covered, 0.8,
+                       shipped_half_width=shipped).verdict  # fmt: skip
+
+    assert verdict(16) == "calibrated"
+    assert verdict(15) == "calibrated"  # 75%: the low end
+    assert verdict(14) == "narrower than it says"
+    assert verdict(18) == "wider than needed"
+    assert verdict(5, judged=5).startswith("too few judged")
+    assert verdict(16, shipped=None).startswith("no interval")

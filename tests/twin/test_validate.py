@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from railyard.twin.bands import MIN_SOURCES, SHIPPED_COVERAGE, compute_bands, shipped_bands
-from railyard.twin.holdout import held_out
+from railyard.twin.holdout import COVERAGE_BAND, MIN_JUDGED, held_out
 from railyard.twin.validate import (
     MISS_CAUSES,
     TableError,
@@ -58,14 +58,20 @@ def test_shipped_bands_are_calibrated_intervals_where_sources_allow() -> None:
 def test_the_shipped_bands_keep_their_stated_coverage_held_out(
     checks: list[ValidationResult],
 ) -> None:
-    """Each source judged by a band made without it: the calibrated band must cover at least
-    its stated share wherever enough rows are judged to tell; the min-max band it replaced
-    fell short (76% on H100 training, 50% on multi-node collectives)."""
-    judged = [h for h in held_out(checks, shipped_reference(), SHIPPED_COVERAGE) if h.judged >= 10]
+    """Each source judged by a band made without it: the calibrated band must not cover less
+    than COVERAGE_BAND's low end wherever enough rows are judged to tell (a source more or less
+    inside moves a few dozen rows' coverage by 5-10 points); the min-max band it replaced fell
+    short (76% on H100 training, 50% on multi-node collectives). A kind with too few sources
+    says it has no interval."""
+    found = held_out(checks, shipped_reference(), SHIPPED_COVERAGE)
+    judged = [h for h in found if h.judged >= MIN_JUDGED]
     assert {h.kind for h in judged} >= {"training", "training on H100-SXM-80GB", "memory"}
     for h in judged:
         assert h.calibrated_coverage is not None
-        assert h.calibrated_coverage >= SHIPPED_COVERAGE, h
+        assert h.calibrated_coverage >= COVERAGE_BAND[0], h
+    for h in found:
+        if h.sources < MIN_SOURCES:
+            assert h.verdict.startswith("no interval"), h
 
 
 def test_every_miss_of_the_shipped_table_has_a_cause(checks: list[ValidationResult]) -> None:

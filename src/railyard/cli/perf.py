@@ -248,9 +248,9 @@ def train(
     recompute: Annotated[str, typer.Option(help="none, selective or full")] = "selective",
     sequence_parallel: bool = False,
     precision: Annotated[str, typer.Option(help="bf16 or fp8")] = "bf16",
-    fp8_recipe: Annotated[str, typer.Option(help="fp8 scaling: delayed, current or block")] = (
-        "delayed"
-    ),
+    fp8_recipe: Annotated[
+        str, typer.Option(help="fp8 scaling: delayed, current (tensorwise), block or mxfp8")
+    ] = "delayed",
     autocast: Annotated[
         bool | None,
         typer.Option("--autocast/--no-autocast", help="eager: bf16 autocast or pure bf16"),
@@ -318,6 +318,7 @@ def train(
 
 
 def _split(arch: LlmArch, fields: dict[str, Any], stages: str | None) -> Parallelism:
+    from railyard.twin.fp8 import recipe_name
     from railyard.twin.implementation import implementation as check_impl
     from railyard.twin.models import Parallelism
     from railyard.twin.spec import SpecError, expand_stages
@@ -328,9 +329,7 @@ def _split(arch: LlmArch, fields: dict[str, Any], stages: str | None) -> Paralle
         check_impl(fields["implementation"], attention=fields["attention"] or None,
                    optimizer=fields["optimizer"] or None,
                    autocast=fields.get("autocast"))  # fmt: skip
-        if fields.get("fp8_recipe", "delayed") not in ("delayed", "current", "block"):
-            raise ValueError(f"fp8-recipe {fields['fp8_recipe']!r} is not delayed, current or "
-                             "block")  # fmt: skip
+        recipe_name(fields.get("fp8_recipe", "delayed"))  # ValueError names the known ones
         if fields.get("dispatcher", "alltoall") not in ("alltoall", "deepep", "hybridep"):
             raise ValueError(f"dispatcher {fields['dispatcher']!r} is not alltoall, deepep or "
                              "hybridep")  # fmt: skip

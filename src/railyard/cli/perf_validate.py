@@ -93,7 +93,8 @@ def _held_out(
     found = held_out(checks, rows, coverage)
     if as_json:
         out = [{**dataclasses.asdict(h), "range_coverage": h.range_coverage,
-                "calibrated_coverage": h.calibrated_coverage} for h in found]  # fmt: skip
+                "calibrated_coverage": h.calibrated_coverage, "verdict": h.verdict}
+               for h in found]  # fmt: skip
         print(json.dumps(out, indent=2))
         return
 
@@ -103,21 +104,27 @@ def _held_out(
     def error(part: float | None) -> str:
         return "-" if part is None else f"{part:.1%}"
 
+    def width(part: float | None) -> str:
+        return "-" if part is None else f"±{part:.1%}"
+
     table = Table(title=f"railyard perf validate: each source held out ({coverage:.0%} bands)")
     for column in ("kind", "rows", "sources", "mean |err|", "max |err|", "judged",
-                   "min-max band", f"{coverage:.0%} band", "centered mean",
-                   "centered max"):  # fmt: skip
-        table.add_column(column, justify="left" if column == "kind" else "right")
+                   "min-max band", f"{coverage:.0%} band", "held-out width",
+                   "shipped width", "centered mean", "centered max", "verdict"):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("kind", "verdict") else "right")
     for h in found:
         table.add_row(h.kind, str(h.rows), str(h.sources), f"{h.mean_abs_error:.1%}",
                       f"{h.max_abs_error:.1%}", str(h.judged), share(h.range_coverage),
-                      share(h.calibrated_coverage), error(h.centered_mean_abs_error),
-                      error(h.centered_max_abs_error))  # fmt: skip
+                      share(h.calibrated_coverage), width(h.held_out_half_width),
+                      width(h.shipped_half_width), error(h.centered_mean_abs_error),
+                      error(h.centered_max_abs_error), h.verdict)  # fmt: skip
     console = Console()
     console.print(table)
     console.print(
         "judged: rows of a source with at least two other sources to make bands from; a "
-        "band covers a row when it holds the row's error; centered: a judged row's error once "
+        "band covers a row when it holds the row's error; held-out width: the mean half-width "
+        "of the bands that judged them; verdict: calibrated when 75-85% held; centered: a "
+        "judged row's error once "
         "the other sources' median error is taken out (what `perf train`'s \"published runs "
         'imply" figure would have missed it by)'
     )

@@ -349,12 +349,20 @@ def autocast_accumulation_work(
     return work
 
 
-def logits_work(arch: LlmArch, par: Parallelism, impl: Implementation, km: KernelModel) -> Work:
-    """Output layer forward + backward (never recomputed), final norm and the cross-entropy."""
+def logits_work(
+    arch: LlmArch,
+    par: Parallelism,
+    impl: Implementation,
+    km: KernelModel,
+    head_km: KernelModel | None = None,
+) -> Work:
+    """Output layer forward + backward (never recomputed), final norm and the cross-entropy.
+    ``head_km`` prices the output GEMMs where they run at another precision than the layers'
+    (Megatron-Core's output layer stays bf16 under fp8: railyard.twin.fp8)."""
     sh = shapes(arch, par)
     vocab = arch.vocab / par.tp
     work = Work()
-    f, b = km.gemm_fwd_bwd_s(sh.tokens, vocab, arch.hidden)
+    f, b = (head_km or km).gemm_fwd_bwd_s(sh.tokens, vocab, arch.hidden)
     work.add("gemm", f + b, 3)
     logits = sh.tokens * vocab
     work.add("loss", km.stream_s(logits * LOSS_BYTES_PER_LOGIT[impl.loss]), LOSS_KERNELS[impl.loss])

@@ -66,8 +66,9 @@ SPLIT_FIELDS: dict[str, tuple[Any, str]] = {
     "zero": (int, "ZeRO stage 0-3"),
     "precision": (("bf16", "fp8"), "GEMM precision"),
     "fp8_recipe": (
-        ("delayed", "current", "block"),
-        "FP8 scaling: per-tensor delayed or current, or 1x128 blocks",
+        ("delayed", "current", "block", "mxfp8", "tensorwise", "blockwise"),
+        "FP8 scaling: per-tensor delayed or current (Megatron's tensorwise), 1x128 blocks "
+        "(blockwise) or MXFP8",
     ),
     "dispatcher": (
         ("alltoall", "deepep", "hybridep"),

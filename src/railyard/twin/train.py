@@ -10,6 +10,7 @@ from an injected :class:`CommModel`, so this module holds no network model of it
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -17,7 +18,14 @@ from typing import Protocol
 
 from railyard.blueprint.catalog import GPUS, GpuSpec
 from railyard.twin.calibration import Calibration
-from railyard.twin.fp8 import cast_bytes, cast_kernels
+from railyard.twin.fp8 import (
+    AMAX_BYTES,
+    DELAYED_AMAX_REDUCTIONS,
+    cast_bytes,
+    cast_kernels,
+    recipe_name,
+    tp_amax_reductions,
+)
 from railyard.twin.implementation import Implementation, attention_backend, for_split
 from railyard.twin.kernels import SUSTAINED_RATIO, KernelModel, kernel_model
 from railyard.twin.layer import (
@@ -248,6 +256,7 @@ def _micro_batch(
     name: str,
     sustained: float,
     calibration: Calibration | None,
+    head_km: KernelModel | None = None,
 ) -> _MicroBatch:
     """The per-micro-batch work depends on few of the split's fields (``split`` carries only
     those); a parallelism search prices thousands of splits that share them, so it is computed
@@ -269,7 +278,7 @@ def _micro_batch(
     first_extra, last_extra = Work(), Work()
     first_extra.extend(embedding_work(arch, split, impl, km))
     first_extra.extend(grad_accumulation_work(table, 1, impl, km))
-    last_extra.extend(logits_work(arch, split, impl, km))
+    last_extra.extend(logits_work(arch, split, impl, km, head_km))
     if split.pp > 1 or not arch.tied_embeddings:
         last_extra.extend(grad_accumulation_work(table, 1, impl, km))
     return _MicroBatch(layer, layer_step, first_extra, last_extra)
@@ -313,7 +322,12 @@ def estimate_step(
         global_batch=par.micro_batch, sequence_parallel=par.sequence_parallel,
         recompute=par.recompute, fp8_recipe=par.fp8_recipe,
     )  # fmt: skip
-    mb = _micro_batch(arch, key, impl, backend, km, name, sustained, calibration)
+    # the output layer is not a Transformer Engine module: bf16 under fp8 (railyard.twin.fp8)
+    head_km = None
+    if par.precision == "fp8":
+        head_km = kernels_for(gpu, name, dataclasses.replace(par, precision="bf16"), impl,
+                              calibration)  # fmt: skip
+    mb = _micro_batch(arch, key, impl, backend, km, name, sustained, calibration, head_km)
     layer, layer_step = mb.layer, mb.layer_step
     first_extra, last_extra = mb.first_extra, mb.last_extra
     stage_layers = par.layers_per_stage(arch)
@@ -359,6 +373,15 @@ def estimate_step(
             if par.overlap_tp_comm:  # split into one GEMM chunk per TP rank
                 exposed = _overlapped(exposed, gemm_s, pieces=t)
             per_layer_comm += exposed
+    # fp8 current scaling with sequence parallelism: the amax of each tensor about to be
+    # gathered is all-reduced over the TP group first, and its cast waits (railyard.twin.fp8)
+    amax = tp_amax_reductions(par.fp8_recipe, par.sequence_parallel, t)
+    if par.precision == "fp8" and amax["fwd"] + amax["bwd"]:
+        tp_nodes, tp_gpn = _group(t, 1, gpus_per_node)
+        fwd_count = amax["fwd"] * (2 if par.recompute == "full" else 1)
+        per_layer_comm += (fwd_count + amax["bwd"]) * comm.time_s(
+            "all_reduce", AMAX_BYTES, tp_nodes, tp_gpn
+        )
     # context parallelism: K and V gathered forward, their grads reduce-scattered backward,
     # hidden under attention when it is longer (ring attention)
     if par.cp > 1:
@@ -388,7 +411,18 @@ def estimate_step(
         nodes, gpn = (2, 1) if crosses else (1, 2)
         hop = comm.time_s("broadcast", act_bytes / t, nodes, gpn)
         pp_exposed = 2.0 * v * hop * (OVERLAP_COMPUTE_SLOWDOWN if par.overlap_pp_comm else 1.0)
-    per_stage = [stage_times[i] + tp_exposed[i] + pp_exposed for i in range(p)]
+    # fp8 delayed scaling: each micro-batch's forward and backward reduce the amaxes of every
+    # fp8 tensor (input, weight, output gradient of each GEMM) over the amax group
+    amax_s = 0.0
+    if par.precision == "fp8" and recipe_name(par.fp8_recipe) == "delayed":
+        group = t * par.dp * par.cp
+        if group > 1:
+            amax_nodes, amax_gpn = _group(group, 1, gpus_per_node)
+            amax_bytes = AMAX_BYTES * 3 * 4 * max(stage_layers)
+            amax_s = DELAYED_AMAX_REDUCTIONS * comm.time_s(
+                "all_reduce", amax_bytes, amax_nodes, amax_gpn
+            )
+    per_stage = [stage_times[i] + tp_exposed[i] + pp_exposed + amax_s for i in range(p)]
     slowest = max(range(p), key=lambda i: per_stage[i])
     per_micro = per_stage[slowest]
     bubble_s = (p - 1) / v * per_micro
