@@ -116,3 +116,5 @@ def test_the_verdict_says_when_a_band_is_wider_or_narrower_than_it_states() -> N
     assert verdict(18) == "wider than needed"
     assert verdict(5, judged=5).startswith("too few judged")
     assert verdict(16, shipped=None).startswith("no interval")
+    three = HeldOut("k", 20, 3, 0.1, 0.2, 20, 16, 16, 0.8, shipped_half_width=0.1)
+    assert three.verdict == "calibrated (indicative: held-out bands from 2 sources)"

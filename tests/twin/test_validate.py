@@ -64,14 +64,18 @@ def test_the_shipped_bands_keep_their_stated_coverage_held_out(
     short (76% on H100 training, 50% on multi-node collectives). A kind with too few sources
     says it has no interval."""
     found = held_out(checks, shipped_reference(), SHIPPED_COVERAGE)
-    judged = [h for h in found if h.judged >= MIN_JUDGED]
-    assert {h.kind for h in judged} >= {"training", "training on H100-SXM-80GB", "memory"}
-    for h in judged:
+    # a kind of exactly MIN_SOURCES sources is judged by bands made from two, fewer than a
+    # shipped band needs: its verdict says so and is not held to the range
+    tested = [h for h in found if h.judged >= MIN_JUDGED and h.sources > MIN_SOURCES]
+    assert {h.kind for h in tested} >= {"training", "training on H100-SXM-80GB", "collective"}
+    for h in tested:
         assert h.calibrated_coverage is not None
         assert h.calibrated_coverage >= COVERAGE_BAND[0], h
     for h in found:
         if h.sources < MIN_SOURCES:
             assert h.verdict.startswith("no interval"), h
+        elif h.sources == MIN_SOURCES and h.judged >= MIN_JUDGED:
+            assert "indicative" in h.verdict, h
 
 
 def test_every_miss_of_the_shipped_table_has_a_cause(checks: list[ValidationResult]) -> None:
