@@ -151,3 +151,26 @@ def test_the_optimizer_switch_reaches_the_step() -> None:
     assert foreach.optimizer_s > 2 * fused.optimizer_s
     with pytest.raises(ValueError, match="unknown optimizer"):
         estimate_step(GPT_350M, dataclasses.replace(par, optimizer="sgd"), H100, 8, NoComm())
+
+
+def test_eager_full_recompute_pays_torch_checkpoints_host_cost_per_layer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """torch.utils.checkpoint costs ~390 us of host time per checkpointed layer (torchtitan
+    issue 1323): a launch-bound eager step with full recompute pays it per layer and
+    micro-batch on top of the recompute's own launches; Megatron pays none of it."""
+    from railyard.twin import layer, train
+
+    small = dataclasses.replace(GPT_350M, seq_len=256)
+
+    def step_s(impl: str) -> float:
+        train._micro_batch.cache_clear()
+        par = Parallelism(micro_batch=1, global_batch=4, implementation=impl, recompute="full")
+        return estimate_step(small, par, H100, 8, NoComm(), gpu_name="H100-SXM-80GB").step_time_s
+
+    eager, megatron = step_s("eager"), step_s("megatron")
+    monkeypatch.setattr(layer, "EAGER_CHECKPOINT_HOST_S", 0.0)
+    per_step = 4 * small.layers * 390e-6
+    assert eager - step_s("eager") == pytest.approx(per_step, rel=0.01)
+    assert megatron == pytest.approx(step_s("megatron"))
+    train._micro_batch.cache_clear()

@@ -61,12 +61,23 @@ EAGER_BF16_SCORE_BYTES = (13.0, 15.0)
 EAGER_BF16_SCORE_KERNELS = 3
 
 
+# torch.utils.checkpoint's own host cost per checkpointed region (one layer), forward and
+# recompute together: about 350 us, plus 30-50 us (40 taken) to save and restore the RNG
+# states (preserve_rng_state=True, its default), as a PyTorch maintainer measured it on an
+# 8-GPU node (pytorch/torchtitan issue 1323 and PR 2380, 2026); pytorch/pytorch PR 174322
+# (2026) cuts the 350 us to 80 us in later releases. Megatron's own checkpoint function is
+# not this one and carries none of it here.
+EAGER_CHECKPOINT_HOST_S = 350e-6 + 40e-6
+
+
 @dataclass(slots=True)
 class Work:
-    """GPU seconds by category and kernels launched."""
+    """GPU seconds by category and kernels launched, and host seconds spent beside the
+    launches (``host_extra_s``: Python work that issues no kernel)."""
 
     seconds: dict[str, float] = field(default_factory=dict)
     kernels: int = 0
+    host_extra_s: float = 0.0
 
     def add(self, category: str, seconds: float, kernels: int = 1) -> None:
         self.seconds[category] = self.seconds.get(category, 0.0) + seconds
@@ -76,6 +87,7 @@ class Work:
         for k, v in other.seconds.items():
             self.seconds[k] = self.seconds.get(k, 0.0) + v * times
         self.kernels += round(other.kernels * times)
+        self.host_extra_s += other.host_extra_s * times
 
     @property
     def gpu_s(self) -> float:
@@ -83,7 +95,8 @@ class Work:
 
     def time_s(self, km: KernelModel) -> float:
         """Wall time: GPU work plus a gap per kernel, or the host's launches if slower."""
-        return max(self.gpu_s + self.kernels * km.gap_s, self.kernels * km.host_s)
+        host_s = self.kernels * km.host_s + self.host_extra_s
+        return max(self.gpu_s + self.kernels * km.gap_s, host_s)
 
     def host_idle_s(self, km: KernelModel) -> float:
         """Time the GPU waits for the host to launch kernels."""
@@ -222,6 +235,8 @@ def layer_work(
     recompute = Work()
     if par.recompute == "full":
         recompute.extend(fwd)
+        if impl.name == "eager":  # torch.utils.checkpoint around each layer
+            recompute.host_extra_s += EAGER_CHECKPOINT_HOST_S
     elif par.recompute == "selective":
         recompute.add("attention", attn_fwd_s, 2 if backend == "unfused" else 1)
     return LayerWork(fwd, bwd, recompute, fwd_gemm, bwd_gemm, expert_gemm)
@@ -406,6 +421,7 @@ def optimizer_work(
 
 __all__ = [
     "CATEGORIES",
+    "EAGER_CHECKPOINT_HOST_S",
     "LayerWork",
     "Work",
     "autocast_accumulation_work",

@@ -348,10 +348,12 @@ def estimate_step(
     stage_times = []
     for i, n_layers in enumerate(stage_layers):
         gpu_s, kernels = n_layers * layer_gpu, round(n_layers * layer_kernels)
+        host_extra = n_layers * layer_step.host_extra_s
         for extra, is_it in ((first_extra, i == 0), (last_extra, i == p - 1)):
             if is_it:
                 gpu_s, kernels = gpu_s + extra.gpu_s, kernels + extra.kernels
-        stage_times.append(max(gpu_s + kernels * km.gap_s, kernels * km.host_s))
+                host_extra += extra.host_extra_s
+        stage_times.append(max(gpu_s + kernels * km.gap_s, kernels * km.host_s + host_extra))
 
     # 2. tensor, context and expert parallelism per layer
     tokens = par.micro_batch * arch.seq_len / par.cp
