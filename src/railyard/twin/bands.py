@@ -29,6 +29,7 @@ from railyard.twin.validate_train import ValidationResult
 
 BANDS_FILE = "error_bands.json"
 MOE_BAND = "training (mixture of experts)"
+MOE_LAYER_BAND = "kernel (mixture-of-experts layer)"
 SHIPPED_COVERAGE = 0.8
 # Fewer sources than this make no interval: with two, each is scored against the other alone,
 # and the "80%" would rest on one comparison each way.
@@ -92,6 +93,9 @@ def band_keys(check: ValidationResult, row: Mapping[str, str]) -> list[str]:
         # mixture-of-experts runs have their own costs (router, permutes, all-to-all,
         # imbalance) and are their own kind; they would blur the dense bands
         return [MOE_BAND]
+    if check.kind == "kernel" and "op=moe_layer" in row.get("params", ""):
+        # one whole MoE layer with its all-to-all, not a single-GPU kernel
+        return [MOE_LAYER_BAND]
     keys = [check.kind]
     if check.kind == "training":
         keys.append(f"training on {row.get('gpu', '?')}")
@@ -161,6 +165,7 @@ def band_for(kind: str, gpu: str | None = None, *, moe: bool = False) -> Band | 
 __all__ = [
     "MIN_SOURCES",
     "MOE_BAND",
+    "MOE_LAYER_BAND",
     "SHIPPED_COVERAGE",
     "Band",
     "band_for",

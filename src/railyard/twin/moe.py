@@ -19,7 +19,8 @@ What each piece costs here:
   run below dense rates without a constant saying so;
 - softmax, top-k and the auxiliary loss as fp32 streams over tokens x experts;
 - each permute and un-permute as a gather that reads and writes every routed copy's hidden
-  vector (bandwidth-bound);
+  vector (bandwidth-bound): twice each way with Megatron's all-to-all and EP, once on the
+  received side with DeepEP or HybridEP, which dispatch unpermuted tokens;
 - the busiest rank sets the pace: its experts get ``imbalance`` times the mean tokens
   (the capacity factor when one caps them; ``MOE_IMBALANCE_DEFAULT`` for a dropless router);
 - with FP8, every local expert's inputs get their own cast (per-expert scaling factors).
@@ -132,10 +133,7 @@ def moe_work(arch: LlmArch, par: Parallelism, km: KernelModel, tokens: float) ->
             f, b = km.gemm_fwd_bwd_s(tokens, n, k)
             fwd_gemm, bwd_gemm = fwd_gemm + f, bwd_gemm + b
     routed = local * per_expert
-    # permutes: outbound tokens x top_k copies, inbound `routed` copies (two each way with EP)
-    permutes = 2 if ep > 1 else 1
-    copies = tp_tokens * arch.top_k + (routed if ep > 1 else 0.0)
-    move = km.stream_s(copies * h * PERMUTE_BYTES_PER_COPY_ELEMENT)
+    permutes, move = _permutes(arch, par, km, tp_tokens, routed)
     fwd_stream += 2 * move  # permute and un-permute
     bwd_stream += 2 * move
     fwd_k += 2 * permutes * PERMUTE_KERNELS
@@ -152,6 +150,33 @@ def moe_work(arch: LlmArch, par: Parallelism, km: KernelModel, tokens: float) ->
         fwd_gemm, bwd_gemm, expert_gemm, 1 + 2 * local + (2 if arch.shared_experts else 0),
         fwd_stream, bwd_stream, fwd_k, bwd_k, 1 if ep > 1 else 0, routed,
     )  # fmt: skip
+
+
+def _permutes(
+    arch: LlmArch, par: Parallelism, km: KernelModel, tp_tokens: float, routed: float
+) -> tuple[int, float]:
+    """(permutes each way, seconds of one permute-and-unpermute's traffic).
+
+    One rank alone permutes its tokens x top_k copies into expert order once. Megatron's
+    alltoall dispatcher with EP permutes twice: into destination-rank order before the
+    all-to-all and, with sort_chunks_by_idxs, into local-expert order after it
+    (megatron/core/transformer/moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher). DeepEP
+    and HybridEP take the unpermuted hidden states with the routing map
+    (``buffer.dispatch(x, topk_idx=...)``; ``hybrid_ep_dispatch(x, routing_map=...)``), so
+    only the received side permutes: each distinct token vector that arrived is read once
+    and written once per local expert it goes to (_DeepepManager's permute,
+    HybridEP's own permute blocks)."""
+    h = arch.hidden
+    if par.ep <= 1:
+        return 1, km.stream_s(tp_tokens * arch.top_k * h * PERMUTE_BYTES_PER_COPY_ELEMENT)
+    if par.dispatcher not in DEDUP_DISPATCHERS:
+        copies = tp_tokens * arch.top_k + routed
+        return 2, km.stream_s(copies * h * PERMUTE_BYTES_PER_COPY_ELEMENT)
+    # distinct vectors that reach this rank: each token of every EP rank reaches
+    # groups_hit of the ep ranks, so one rank receives tp_tokens x groups_hit of them
+    received = tp_tokens * groups_hit(arch.experts, arch.top_k, par.ep) * imbalance(arch)
+    half = PERMUTE_BYTES_PER_COPY_ELEMENT / 2.0  # bf16 read, or bf16 write
+    return 1, km.stream_s((received + routed) * h * half)
 
 
 # Dispatchers that send a token once to each node (over RDMA, to the GPU of the same rail) and

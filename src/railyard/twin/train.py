@@ -320,7 +320,7 @@ def estimate_step(
     key = Parallelism(
         tp=t, cp=par.cp, ep=par.ep, etp=par.etp, pp=min(p, 2), micro_batch=par.micro_batch,
         global_batch=par.micro_batch, sequence_parallel=par.sequence_parallel,
-        recompute=par.recompute, fp8_recipe=par.fp8_recipe,
+        recompute=par.recompute, fp8_recipe=par.fp8_recipe, dispatcher=par.dispatcher,
     )  # fmt: skip
     # the output layer is not a Transformer Engine module: bf16 under fp8 (railyard.twin.fp8)
     head_km = None
