@@ -18,11 +18,11 @@ from railyard.sched.quota import QuotaTree
 LEVELS = (3600.0, 7200.0, 14_400.0, 28_800.0)
 
 
-def _context(by: str, now_t_s: float, unsliced_s: float) -> PreemptContext:
+def _context(by: str, now_t_s: float, unsliced_s: float, after_s: float) -> PreemptContext:
     queues = [replace(q, default_time_s=7200.0) if q.name == "a" else q
               for q in flat_queues({"a": 64, "b": 64})]  # fmt: skip
     return PreemptContext(QuotaTree(queues, {"H100-SXM-80GB"}), now_t_s, None, LEVELS, 300.0,
-                          by, 1000.0, unsliced_s)  # fmt: skip
+                          by, 1000.0, unsliced_s, unsliced_after_s=after_s)  # fmt: skip
 
 
 def _jobs(rng: random.Random) -> list:
@@ -38,9 +38,10 @@ def _jobs(rng: random.Random) -> list:
     return out
 
 
-def _times(rng: random.Random, runs: list, by: str, unsliced_s: float) -> list[float]:
+def _times(rng: random.Random, runs: list, unsliced_s: float, after_s: float) -> list[float]:
     """Random instants and every boundary a class can cross, with points just around it."""
     marks = {r.start_t_s + 300.0 for r in runs} | {r.start_t_s + unsliced_s for r in runs}
+    marks |= {r.start_t_s + after_s - r.job.attained_gpu_s / r.gpus for r in runs if r.gpus}
     for r in runs:
         for level in LEVELS:
             if r.gpus:
@@ -56,14 +57,15 @@ def _times(rng: random.Random, runs: list, by: str, unsliced_s: float) -> list[f
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("by", ["attained", "remaining"])
 @pytest.mark.parametrize("unsliced_s", [0.0, 3600.0, math.inf])
-def test_a_kept_class_is_the_class_judged_afresh(seed, by, unsliced_s):
+@pytest.mark.parametrize("after_s", [math.inf, 4000.0])  # `unsliced_after_s`
+def test_a_kept_class_is_the_class_judged_afresh(seed, by, unsliced_s, after_s):
     rng = random.Random(seed)
     policy = PREEMPTION.get("las")
     runs = _jobs(rng)
     kept: dict[str, tuple[object, float]] = {}
     reused = 0
-    for t_s in _times(rng, runs, by, unsliced_s):
-        ctx = _context(by, t_s, unsliced_s)
+    for t_s in _times(rng, runs, unsliced_s, after_s):
+        ctx = _context(by, t_s, unsliced_s, after_s)
         for r in runs:
             hit = kept.get(r.id)
             if hit is not None and t_s < hit[1]:

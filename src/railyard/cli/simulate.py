@@ -135,6 +135,7 @@ def simulate(
     starved_unsliced: Annotated[
         str | None, typer.Option(help=TUNING_HELP["starved_unsliced"])
     ] = None,
+    unsliced_after: Annotated[str | None, typer.Option(help=TUNING_HELP["unsliced_after"])] = None,
     starving_slices: Annotated[
         bool | None,
         typer.Option("--starving-slices/--no-starving-slices", help=TUNING_HELP["starving_slices"]),
@@ -209,6 +210,7 @@ def simulate(
             greedy_hold=greedy_hold,
             time_slice_by=time_slice_by,
             starved_unsliced=starved_unsliced,
+            unsliced_after=unsliced_after,
             starving_slices=starving_slices,
             starvation_limit=starvation_limit,
         )

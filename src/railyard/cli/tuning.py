@@ -16,6 +16,8 @@ HELP = {
     "or by 'attained' service (Tiresias)",
     "starved_unsliced": "las: how long a job that started after starving runs before it "
     "may be sliced, or 'none' to its end (default none)",
+    "unsliced_after": "las: a job that has run this long in all is not sliced again, or "
+    "'none' (default none)",
     "starving_slices": "las: a job waiting past the starvation limit slices any job, "
     "whatever its level (default on)",
     "victim_searches": "preemption: victim searches per cycle (default 16)",
@@ -37,6 +39,7 @@ def tuning(
     greedy_hold: str | None = None,
     time_slice_by: str | None = None,
     starved_unsliced: str | None = None,
+    unsliced_after: str | None = None,
     starving_slices: bool | None = None,
     starvation_limit: str | None = None,
 ) -> dict[str, Any]:
@@ -77,6 +80,8 @@ def tuning(
         out["time_slice_by"] = time_slice_by
     if starved_unsliced is not None:
         out["starved_unsliced_s"] = _duration_or_none("--starved-unsliced", starved_unsliced)
+    if unsliced_after is not None:
+        out["unsliced_after_s"] = _duration_or_none("--unsliced-after", unsliced_after)
     if starving_slices is not None:
         out["starving_slices"] = starving_slices
     if greedy_hold is not None:

@@ -44,6 +44,12 @@ class SchedulerConfig:
     - `starving_slices`: under `las`, a starving job slices any sliceable job, whatever
       its level (False: only jobs on a higher level, the rule `las-r2` and `las-r3` of
       benchmarks/compare_policies.py keep).
+    - `unsliced_after_s`: under `las`, a job that has run this long in all (its attempts
+      together) is not sliced again: it runs to its end (None: sliced however long it has
+      run). The longest jobs set the p99 JCT, and under attained service every newcomer
+      slices them (issue 56). Off by default: on Gavel's Philly VCs a day (with a 7-day
+      starvation limit) kept every p99 within 1.02x fairshare+easy's, but mean JCT rose
+      1.04-2.0x over the defaults' (docs/explanation/scheduler.md, "On public traces").
     - `restart_cost_s`: what restarting an evicted job costs, in seconds on each of its GPUs
       (rescheduling, loading, reading its checkpoint back): added to the work it would lose
       since its last checkpoint, it is what an eviction costs when victims are chosen.
@@ -90,6 +96,7 @@ class SchedulerConfig:
     time_slice_by: str = "attained"
     starved_unsliced_s: float | None = 0.0
     starving_slices: bool = True
+    unsliced_after_s: float | None = None
     restart_cost_s: float = 0.0
     eviction_max_loss: float | None = None
     kill_wait_s: float = 30.0
@@ -120,9 +127,10 @@ class SchedulerConfig:
         starved = self.starved_unsliced_s
         if starved is not None and not 0 <= starved < math.inf:
             raise ValueError("starved_unsliced_s must be a finite number >= 0, or None")
-        hold = self.greedy_hold_after_s
-        if hold is not None and not 0 <= hold < math.inf:
-            raise ValueError("greedy_hold_after_s must be a finite number >= 0, or None")
+        for name in ("greedy_hold_after_s", "unsliced_after_s"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value < math.inf:
+                raise ValueError(f"{name} must be a finite number >= 0, or None")
         ratio = self.promotion_wait_ratio
         if ratio is not None and not 0 < ratio < math.inf:
             raise ValueError("promotion_wait_ratio must be a finite number > 0, or None")

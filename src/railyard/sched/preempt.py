@@ -82,17 +82,12 @@ class Preemption:
         self.run_loads = run_loads
         self.memo = memo
         self.ctx = PreemptContext(
-            quota,
-            now_t_s,
-            config.priority_preemption_min,
-            config.service_levels_gpu_s,
-            config.time_slice_quantum_s,
-            config.time_slice_by,
-            config.starvation_limit_s,
+            quota, now_t_s, config.priority_preemption_min, config.service_levels_gpu_s,
+            config.time_slice_quantum_s, config.time_slice_by, config.starvation_limit_s,
             math.inf if config.starved_unsliced_s is None else config.starved_unsliced_s,
-            config.starving_slices,
-            config.promotion_wait_ratio,
-        )
+            config.starving_slices, config.promotion_wait_ratio,
+            math.inf if config.unsliced_after_s is None else config.unsliced_after_s,
+        )  # fmt: skip
         self.running = running
         self.signalled = set(requeued)
         self.signalled_for: dict[str, list[RunningJob]] = {}

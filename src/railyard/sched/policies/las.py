@@ -15,15 +15,15 @@ On the Gavel-profile jobs of `benchmarks/compare_policies.py` it cut mean JCT 1.
 1.57x at loads 1.2 and 1.5 against attained service at the last round's knobs.
 
 Unlike the paper, a victim must have run `time_slice_quantum_s` in its attempt (each restart
-costs a checkpoint and a restore), an attempt that began after its job waited out the
-starvation limit runs `starved_unsliced_s` (by default to its end) before it may be sliced,
-a starving job slices any sliceable job whatever its level (it had waited for a node to
-drain, days for 8-GPU gangs: on the Gavel-profile jobs their p99 JCT fell from 334 and 366 h
-to 307 and 333 h at loads 1.2 and 1.5, under fairshare+easy's 313 and 339; mean JCT rose
-1-6%), so a running job past that limit is not sliced by one that is not (it would slice
-straight back),
-jobs submitted with `preemptible=False` are never sliced, and quotas hold (reclaim stays on;
-a queue's quota is never exceeded to slice).
+costs a checkpoint and a restore) and, where `unsliced_after_s` is set, less than that over
+all its attempts (a job that has shown it is long runs to its end), an attempt that began
+after its job waited out the starvation limit runs `starved_unsliced_s` (by default to its
+end) before it may be sliced, a starving job slices any sliceable job whatever its level (it
+had waited for a node to drain, days for 8-GPU gangs: on the Gavel-profile jobs their p99
+JCT fell from 334 and 366 h to 307 and 333 h at loads 1.2 and 1.5, under fairshare+easy's
+313 and 339; mean JCT rose 1-6%), so a running job past that limit is not sliced by one that
+is not (it would slice straight back), jobs submitted with `preemptible=False` are never
+sliced, and quotas hold (reclaim stays on; a queue's quota is never exceeded to slice).
 """
 
 from __future__ import annotations
@@ -137,6 +137,9 @@ def _class_until(victim: RunningJob, ctx: PreemptContext) -> float:
             and ran_s < ctx.starved_unsliced_s
         ):
             until = start + ctx.starved_unsliced_s
+        left_s = ctx.unsliced_after_s - ran_before_s(j)
+        if ran_s < left_s:  # unsliceable once it has run `unsliced_after_s` in all
+            until = min(until, start + left_s)
     gpus = victim.gpus
     if gpus <= 0:
         return until
@@ -161,13 +164,23 @@ def _class_until(victim: RunningJob, ctx: PreemptContext) -> float:
     return until
 
 
+def ran_before_s(job: Job) -> float:
+    """How long a job ran in its earlier attempts: its service over its GPUs."""
+    gpus = job.workers * job.gpus_per_worker
+    return job.attained_gpu_s / gpus if gpus > 0 else 0.0
+
+
 def _sliceable(victim: RunningJob, ctx: PreemptContext) -> bool:
-    """Preemptible and ran a quantum; an attempt that began after the job had waited out the
+    """Preemptible, ran a quantum and has not yet run `unsliced_after_s` in all (a job
+    that has shown it is long runs to its end: sliced by every newcomer, the longest jobs
+    set `las`'s p99, issue 56); an attempt that began after the job had waited out the
     starvation limit runs `starved_unsliced_s` first (big gangs' tail: sliced again minutes
     after each starved start, they made next to no progress)."""
     j, now = victim.job, ctx.now_t_s
     ran_s = now - victim.start_t_s
     if not j.preemptible or ran_s < ctx.quantum_s:
+        return False
+    if ran_before_s(j) + ran_s >= ctx.unsliced_after_s:
         return False
     starved = victim.start_t_s - starving_since_t_s(j) >= ctx.starvation_limit_s
     return not starved or ran_s >= ctx.starved_unsliced_s

@@ -85,6 +85,7 @@ class PreemptContext:
     starved_unsliced_s: float = 0.0
     starving_slices: bool = True
     promotion_wait_ratio: float | None = None
+    unsliced_after_s: float = math.inf
 
 
 def attained_gpu_s(run: RunningJob, now_t_s: float) -> float:
