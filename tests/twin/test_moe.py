@@ -227,3 +227,26 @@ def test_perf_train_takes_the_dispatcher_and_names_a_bad_one(tmp_path: Path) -> 
                          timeout=300)  # fmt: skip
     assert bad.returncode == 2
     assert "dispatcher" in bad.stderr + bad.stdout
+
+
+def test_a_host_bound_moe_forward_cannot_borrow_the_backwards_gpu_slack() -> None:
+    # the token-count copy to the host drains the launch queue once per MoE forward, so a
+    # forward whose launches outlast its kernels costs its host time, layer by layer, even
+    # where the whole layer's GPU work exceeds its host work (issue 59)
+    from railyard.twin.layer import Work
+    from railyard.twin.train import stage_time_s
+
+    fwd, bwd = Work(), Work()
+    fwd.add("gemm", 0.5e-3, 100)  # 100 launches: 2 ms of host time for 0.5 ms of kernels
+    bwd.add("gemm", 4e-3, 10)  # 0.2 ms of host time for 4 ms of kernels
+    step = Work()
+    step.extend(fwd)
+    step.extend(bwd)
+    busy_f = fwd.gpu_s + fwd.kernels * KM.gap_s
+    busy_b = bwd.gpu_s + bwd.kernels * KM.gap_s
+    assert fwd.kernels * KM.host_s > busy_f
+    assert step.time_s(KM) == pytest.approx(busy_f + busy_b)  # the layer is GPU-bound
+    pooled = stage_time_s(KM, 12, step, (), [])
+    drained = stage_time_s(KM, 12, step, (fwd,), [])
+    assert pooled == pytest.approx(12 * (busy_f + busy_b))
+    assert drained == pytest.approx(12 * (fwd.kernels * KM.host_s + busy_b))

@@ -113,6 +113,7 @@ class LayerWork:
     fwd_gemm_s: float
     bwd_gemm_s: float
     expert_gemm_s: float
+    fwd_drains: bool = False  # a host sync in the forward drains the launch queue (MoE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +240,8 @@ def layer_work(
             recompute.host_extra_s += EAGER_CHECKPOINT_HOST_S
     elif par.recompute == "selective":
         recompute.add("attention", attn_fwd_s, 2 if backend == "unfused" else 1)
-    return LayerWork(fwd, bwd, recompute, fwd_gemm, bwd_gemm, expert_gemm)
+    drains = moe is not None and moe.host_syncs > 0
+    return LayerWork(fwd, bwd, recompute, fwd_gemm, bwd_gemm, expert_gemm, drains)
 
 
 def causal_keys(arch: LlmArch) -> float:

@@ -43,7 +43,14 @@ from railyard.twin.memory import MemoryEstimate, estimate_memory
 from railyard.twin.models import LlmArch, Parallelism
 from railyard.twin.moe import dispatch_s, expert_tp
 
-__all__ = ["CommModel", "Parallelism", "StepEstimate", "estimate_step", "pipeline_bubble"]
+__all__ = [
+    "CommModel",
+    "Parallelism",
+    "StepEstimate",
+    "estimate_step",
+    "pipeline_bubble",
+    "stage_time_s",
+]
 
 # Megatron all-reduces fp32 main grads for bf16 training (its default
 # accumulate_allreduce_grads_in_fp32); bf16 parameters are gathered after a sharded step.
@@ -284,6 +291,28 @@ def _micro_batch(
     return _MicroBatch(layer, layer_step, first_extra, last_extra)
 
 
+def stage_time_s(
+    km: KernelModel,
+    n_layers: int,
+    layer_step: Work,
+    drained: tuple[Work, ...],
+    extras: list[Work],
+) -> float:
+    """One micro-batch on one pipeline stage. The host launches ahead of the GPU, so the stage
+    takes the longer of its GPU work and its host work, except where a host sync drains the
+    launch queue: an MoE layer's forward copies its token counts to the host
+    (railyard.twin.moe, MoeWork.host_syncs), so the host cannot run ahead past it, and each
+    such part (``drained``: the forward, and its full recompute) takes the longer of its own
+    GPU and host time, layer by layer."""
+    pooled = Work()
+    pooled.extend(layer_step, n_layers)
+    for part in drained:
+        pooled.extend(part, -n_layers)
+    for extra in extras:
+        pooled.extend(extra)
+    return n_layers * sum(part.time_s(km) for part in drained) + pooled.time_s(km)
+
+
 def estimate_step(
     arch: LlmArch,
     par: Parallelism,
@@ -344,16 +373,13 @@ def estimate_step(
         return w
 
     # stages differ only by layer count and by the first and last stage's extras
-    layer_gpu, layer_kernels = layer_step.gpu_s, layer_step.kernels
+    drained: tuple[Work, ...] = ()
+    if layer.fwd_drains:
+        drained = (layer.fwd, layer.recompute) if par.recompute == "full" else (layer.fwd,)
     stage_times = []
     for i, n_layers in enumerate(stage_layers):
-        gpu_s, kernels = n_layers * layer_gpu, round(n_layers * layer_kernels)
-        host_extra = n_layers * layer_step.host_extra_s
-        for extra, is_it in ((first_extra, i == 0), (last_extra, i == p - 1)):
-            if is_it:
-                gpu_s, kernels = gpu_s + extra.gpu_s, kernels + extra.kernels
-                host_extra += extra.host_extra_s
-        stage_times.append(max(gpu_s + kernels * km.gap_s, kernels * km.host_s + host_extra))
+        extras = [w for w, is_it in ((first_extra, i == 0), (last_extra, i == p - 1)) if is_it]
+        stage_times.append(stage_time_s(km, n_layers, layer_step, drained, extras))
 
     # 2. tensor, context and expert parallelism per layer
     tokens = par.micro_batch * arch.seq_len / par.cp
@@ -501,9 +527,9 @@ def estimate_step(
     tokens_per_step = par.global_batch * arch.seq_len
     busy = stage_work(slowest)
     breakdown = {k: m * s for k, s in busy.seconds.items()}
-    breakdown["launch_idle"] = (
-        m * busy.host_idle_s(km) + opt.host_idle_s(km) + accumulate.host_idle_s(km)
-    )
+    # the GPU waits for the host on the slowest stage (launches, and drained MoE forwards)
+    stage_idle = max(0.0, stage_times[slowest] - busy.gpu_s - busy.kernels * km.gap_s)
+    breakdown["launch_idle"] = m * stage_idle + opt.host_idle_s(km) + accumulate.host_idle_s(km)
     breakdown["kernel_gaps"] = (m * busy.kernels + accumulate.kernels) * km.gap_s
     breakdown["optimizer"] = breakdown.get("optimizer", 0.0) + opt.gpu_s
     breakdown["elementwise"] = breakdown.get("elementwise", 0.0) + accumulate.gpu_s
