@@ -91,10 +91,19 @@ _MOE_COMPUTE = (
     "(26.02.01) with 2.3x the FP8 compute; in one benchmark a Megatron MoE layer of "
     "Qwen3-30B's shape took as long as one of Qwen3-235B's, 4x its FLOPs a token (12.4 vs "
     "11.8 ms forward and backward, marin-community/marin #4311); NVIDIA's recipes capture "
-    "the router and preprocess in CUDA graphs. The twin's "
-    "host cost is 20 us a launched kernel, with nothing for TE GroupedLinear's per-expert "
-    "Python work (torch.split, two allocations per GEMM: TransformerEngine #1499); a profile "
-    "on a GPU would size it"
+    "the router and preprocess in CUDA graphs. But no public source times TE GroupedLinear's "
+    "per-expert Python work (torch.split, two allocations per GEMM: TransformerEngine "
+    "#1499); the public host figures do not exceed the twin's 20 us a launched kernel (13.7 "
+    "us median a TE GEMM call, Megatron-MoE-ModelZoo issue 7); graphing attention, router "
+    "and preprocess did not speed Qwen3-30B EP16 on H100 (Megatron-Bridge PR 3868); and the "
+    "missing time grows with the micro-batch (GPT-OSS: 8.2 ms a layer at MBS1, 24.9 ms at "
+    "MBS4), which host time does not. A profile on an H100 host would size the host's share"
+)
+_MOE_SINKS = (
+    _MOE_COMPUTE + ". GPT-OSS's learnable softmax sinks run in cuDNN attention only from "
+    "cuDNN 9.13.1 (TransformerEngine fused_attn.cpp, TE 2.8 on) and otherwise in TE's "
+    "unfused attention (TransformerEngine #2318); priced unfused, t28 lands at +7.6% and t31 "
+    "at +31.5%, but the containers' cuDNN version is not published"
 )
 _MOE_OVERLAP = (
     "Qwen3-235B with its EP all-to-all overlapped (Megatron-LM's HybridEP recipe t42, "
@@ -110,8 +119,10 @@ _MOE_LAYER = (
     "ratio), while this benchmark times one layer after an idle barrier; FP8 blockwise lands "
     "within -10% to +18%"
 )
-for _row in ("t27", "t28", "t31", "t34", "t41", "t45"):
+for _row in ("t27", "t34", "t41", "t45"):
     MISS_CAUSES[_row] = _MOE_COMPUTE
+for _row in ("t28", "t31"):
+    MISS_CAUSES[_row] = _MOE_SINKS
 for _row in ("t42", "t44"):
     MISS_CAUSES[_row] = _MOE_OVERLAP
 for _row in [f"g{i}" for i in range(23, 35)]:
@@ -122,7 +133,7 @@ for _row in ("t29", "t32"):
         "virtual stage: published at 118-121 model TFLOP/s per GPU in 25.11 and 26.02, where "
         "the publisher measured 9,058 tokens/s (208 TFLOP/s) for the identical split in the "
         "26.02.01 point release (t34), 10,494 for t29's split in 25.09 (with token dropping) "
-        "and 8,826-8,960 with EP16 in 26.04-26.06; the twin's miss on t34 (+45%) is the MoE "
+        "and 8,826-8,960 with EP16 in 26.04-26.06; the twin's miss on t34 (+53%) is the MoE "
         "gap below, the rest is these two releases' own. " + _MOE_COMPUTE
     )
 MISS_CAUSES["t15"] = (
