@@ -34,7 +34,7 @@ from tests.integration.soak_verdict import (
     tagged_processes,
 )
 
-STORM_GRACE_S = 60.0  # how much longer the chaos may go on for a storm still owed
+STORM_GRACE_S = 60.0  # how much longer the chaos may go on for a storm or kill still owed
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ class SoakPlan:
     storm_tasks: int = 1000
     storm_every_s: float = 45.0
     kill_every_s: float = 15.0
+    min_kills: int = 0  # kills the soak owes whatever the window (restarts slow on a busy host)
     settle_s: float = 180.0  # settling fails once no active job has changed state for this long
     settle_cap_s: float = 600.0  # and whatever the progress, after this long
     short_s: tuple[float, float] = (0.05, 0.8)
@@ -137,7 +138,7 @@ class Soak:
         next_kill = time.monotonic() + self.rng.uniform(0.3, 1.0) * self.plan.kill_every_s
         next_health = 0.0
         next_storm = time.monotonic() + self.rng.uniform(0.2, 0.8) * self.plan.storm_every_s
-        while time.monotonic() < until or self._storm_owed(until):
+        while time.monotonic() < until or self._owed(until):
             active = self.api.active_jobs()
             if active is None:  # the server is down: it is being restarted
                 time.sleep(0.2)
@@ -152,18 +153,22 @@ class Soak:
             # short soak always has its storm.
             if due and self._storm():
                 next_storm = time.monotonic() + self.rng.uniform(0.5, 1.5) * self.plan.storm_every_s
-            if time.monotonic() >= next_kill and self._killer is None:
+            kill_owed = (
+                time.monotonic() >= until and self.result.actions["kill"] < self.plan.min_kills
+            )
+            if (time.monotonic() >= next_kill or kill_owed) and self._killer is None:
                 self._kill_soon(self.rng.uniform(0.0, 0.4))
                 next_kill = time.monotonic() + self.rng.uniform(0.5, 1.5) * self.plan.kill_every_s
             self._reap_killer()
             time.sleep(self.rng.uniform(0.02, 0.3))
 
-    def _storm_owed(self, until: float) -> bool:
-        """A soak with storms has at least one: on a slow machine, restarts after kill -9 can
-        take the whole window before the first storm is due (the chaos then goes on, at most
-        STORM_GRACE_S more, until one is taken)."""
-        owed = bool(self.plan.storm_tasks) and not self.result.actions["storm"]
-        return owed and time.monotonic() < until + STORM_GRACE_S
+    def _owed(self, until: float) -> bool:
+        """A soak with storms has at least one, and its ``min_kills``: on a slow machine,
+        restarts after kill -9 can take the whole window before the first storm or the second
+        kill is due (the chaos then goes on, at most STORM_GRACE_S more, until they are taken)."""
+        storm = bool(self.plan.storm_tasks) and not self.result.actions["storm"]
+        kills = self.result.actions["kill"] < self.plan.min_kills
+        return (storm or kills) and time.monotonic() < until + STORM_GRACE_S
 
     def _act(self, active: list[dict[str, Any]]) -> None:
         self._end_storms(time.monotonic())

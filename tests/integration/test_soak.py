@@ -26,7 +26,12 @@ SEED = int(os.environ.get("RAILYARD_SOAK_SEED", "21"))
 
 def test_soak_settles_every_job_exactly_once(tmp_path: Path, database_url: str | None) -> None:
     plan = SoakPlan(
-        seconds=SECONDS, seed=SEED, kill_every_s=SECONDS / 3, storm_every_s=SECONDS, settle_s=120
+        seconds=SECONDS,
+        seed=SEED,
+        kill_every_s=SECONDS / 3,
+        min_kills=2,
+        storm_every_s=SECONDS,
+        settle_s=120,
     )
     result = run_soak(tmp_path, database_url, plan)
     summary = json.dumps(result.summary(), indent=1)
