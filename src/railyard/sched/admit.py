@@ -77,6 +77,7 @@ class Pass:
         requeued: set[str],
         estimates: Estimates,
         running_blockers: Callable[[], list[Blocker]],
+        running_events: Callable[[str, list[Blocker]], BaseEvents] | None = None,
         kept_classes: KeptClasses | None = None,
     ) -> None:
         self.now_t_s = now_t_s
@@ -116,6 +117,7 @@ class Pass:
         self._reserve_attempts: dict[str, int] = {}
         self._running_blockers_of = running_blockers
         self._run_blockers: list[Blocker] | None = None
+        self._running_events_of = running_events  # kept between cycles by the booking
         self._run_events: dict[str, BaseEvents] = {}  # per flavor, from the running jobs
         self._yields = policies.preemption.name != "off"  # preemptible jobs may cross holds
         varies = policies.preemption.name == "las" or bool(self.preemption.backfilled)
@@ -313,7 +315,13 @@ class Pass:
         running = self._running_blockers()
         base = self._run_events.get(job.flavor)
         if base is None:
-            base = self._run_events[job.flavor] = base_events(self.snap, job.flavor, running)
+            kept = self._running_events_of
+            base = (
+                kept(job.flavor, running)
+                if kept is not None
+                else base_events(self.snap, job.flavor, running)
+            )
+            self._run_events[job.flavor] = base
         extra = [*self.started]
         extra += [Blocker(h.end_t_s, h.full, load=h.held_load) for h in self.holds.holds]
         admission = self.policies.admission

@@ -179,6 +179,11 @@ def cycle(
         requeued={r.job_id for r in requeues},
         estimates=estimates,
         running_blockers=lambda: booked.booking.blockers(now_t_s, estimates.running_end_t_s),
+        running_events=(
+            (lambda flavor, blockers: booked.booking.events.of(flavor, booked.running, blockers))
+            if cache is not None
+            else None
+        ),
         kept_classes=cache.classes if cache is not None else None,
     )
     throttled = any(j.array_max_running is not None for j in rest)

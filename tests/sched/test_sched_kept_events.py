@@ -1,0 +1,87 @@
+"""The running jobs' GPU release events kept between cycles (issue 56): after any walk of
+starts, ends, restarts elsewhere, new objects, moving estimates and a clock that runs past
+time limits, they equal the events derived afresh from the same blockers, for every flavor,
+whether few or many nodes changed."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+from sched_fakes import job, nodes
+
+from railyard.sched import NodeState, RunningJob, StopCause
+from railyard.sched.cache import Booking
+from railyard.sched.events import node_events
+from railyard.sched.limits import Estimates
+from railyard.sched.reserve import base_events
+from railyard.sched.snapshot import Snapshot, Topology
+
+A100 = "A100-SXM-80GB"
+
+
+def _inventory() -> list:
+    states = {"n1": NodeState.DOWN}  # a node down: its claims are no events
+    return nodes(6, states=states) + nodes(3, flavor=A100, prefix="m")
+
+
+def _fresh(topo: Topology, run: list[RunningJob], flavor: str, now_t_s: float, end) -> tuple:
+    booking = Booking(topo)
+    booking.update(run)
+    snap = Snapshot(topo, [f & ~u for f, u in zip(topo.full_mask, booking.used, strict=True)])
+    return base_events(snap, flavor, booking.blockers(now_t_s, end))
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("many", [False, True])
+def test_kept_events_equal_events_derived_afresh(seed, many):
+    rng = random.Random(seed)
+    inventory = _inventory()
+    topo = Topology(inventory)
+    kept = Booking(topo)
+    run: dict[str, RunningJob] = {}
+    serial, now_t_s, moved = 0, 0.0, 0
+    flavors = ["H100-SXM-80GB", A100]
+    for step in range(40):
+        now_t_s += rng.choice([1.0, 60.0, 900.0])
+        for r in list(run.values()):
+            roll = rng.random()
+            if roll < (0.5 if many else 0.1):
+                del run[r.id]
+            elif roll < 0.2:
+                run[r.id] = replace(r, stop_cause=StopCause.PREEMPTED)  # same GPUs, new object
+        used = {(n, g) for r in run.values() for n, gs in r.placement.items() for g in gs}
+        for _ in range(rng.randrange(12 if many else 4)):
+            node = rng.choice(inventory)
+            free = [g for g in range(8) if (node.name, g) not in used]
+            if not free:
+                continue
+            take = tuple(sorted(rng.sample(free, rng.randint(1, min(3, len(free))))))
+            used |= {(node.name, g) for g in take}
+            serial += 1
+            j = job(f"j{serial}", gpus=len(take), walltime_s=rng.choice([None, 120.0, 3600.0]))
+            j = replace(j, flavor=node.flavor)
+            run[j.id] = RunningJob(j, {node.name: take}, now_t_s - rng.choice([0.0, 500.0]))
+        # the history moves the ends of jobs without a limit of their own
+        estimates = Estimates({}, {("a", None): rng.choice([60.0, 900.0])}, None, 30.0)
+        end = estimates.running_end_t_s
+        jobs = list(run.values())
+        kept.update(jobs)
+        blockers = kept.blockers(now_t_s, end)
+        # a flavor is asked for only in some cycles: it catches up on what changed since
+        for flavor in flavors if step % 3 else flavors[:1]:
+            got = kept.events.of(flavor, kept.running, blockers)
+            want = _fresh(topo, jobs, flavor, now_t_s, end)
+            assert got.ordered == want.ordered, (step, flavor)
+            assert {i: e for i, e in got.per_node.items() if e} == {
+                i: e for i, e in want.per_node.items() if e
+            }
+            moved += bool(got.ordered)
+    assert moved > 20  # the walk did hold events most of the time
+
+
+def test_a_gpu_comes_free_when_its_last_claim_ends():
+    # two claims on one GPU (a running job and a reservation on it): the later end frees it
+    assert node_events({"a": (10.0, 0b011), "b": (20.0, 0b110)}) == [(10.0, 0b001), (20.0, 0b110)]
+    assert node_events({"a": (float("inf"), 0b1), "b": (5.0, 0b1)}) == [(float("inf"), 0b1)]
