@@ -11,6 +11,9 @@ from dataclasses import replace
 import pytest
 from sched_fakes import flat_queues, job, running
 
+from railyard.sched import StopCause
+from railyard.sched.cache import ClassMemo
+from railyard.sched.classes import group_victims
 from railyard.sched.policies import PREEMPTION
 from railyard.sched.policies.registry import PreemptContext
 from railyard.sched.quota import QuotaTree
@@ -75,3 +78,52 @@ def test_a_kept_class_is_the_class_judged_afresh(seed, by, unsliced_s, after_s):
                 kept[r.id] = (cls, until_t_s)
             assert cls == policy.victim_class(r, ctx), (r.id, t_s)
     assert reused > len(runs)  # the memo did serve, not only recompute
+
+
+def _shape(groups) -> dict:
+    """What a pass reads of `group_victims`' answer: per flavor, classes in order, each
+    with its members in order, their ids and how many sizes."""
+    return {
+        flavor: [(cls, [r.id for r in g.members], g.ids, g.sizes) for cls, g in classes.items()]
+        for flavor, classes in groups.items()
+    }
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("name", ["las", "on"])
+def test_groups_kept_between_cycles_equal_groups_made_afresh(seed, name):
+    """Jobs start, end, get a new object (a checkpoint, a stop asked), pass their minimum run
+    time and cross their classes' boundaries as the clock moves; a node's requeue signals a
+    job not asked to stop: the groups kept and moved equal those made from nothing."""
+    rng = random.Random(seed)
+    policy = PREEMPTION.get(name)
+    runs = {r.id: r for r in _jobs(rng)}
+    memo = ClassMemo()
+    serial, t_s, moved = 100, 1000.0, 0
+    for _ in range(120):
+        t_s += rng.choice([0.5, 30.0, 300.0, 2000.0])
+        for r in list(runs.values()):
+            roll = rng.random()
+            if roll < 0.05:
+                del runs[r.id]
+            elif roll < 0.1:
+                runs[r.id] = replace(r, last_checkpoint_t_s=t_s)
+            elif roll < 0.12:
+                runs[r.id] = replace(r, stop_cause=StopCause.PREEMPTED)
+        for _ in range(rng.randrange(3)):
+            serial += 1
+            gpus = rng.choice([1, 2, 8])
+            j = job(f"j{serial}", rng.choice("ab"), gpus, preemptible=rng.random() < 0.8,
+                    min_runtime_s=rng.choice([0.0, 600.0]),
+                    attained_gpu_s=rng.choice([0.0, 3000.0]))  # fmt: skip
+            runs[j.id] = running(j, f"n0:0-{gpus - 1}", start_t_s=t_s - rng.choice([0.0, 700.0]))
+        ordered = sorted(runs.values(), key=lambda r: r.id)
+        signalled = {r.id for r in ordered if r.stop_cause is not None}
+        if rng.random() < 0.1 and ordered:
+            signalled.add(rng.choice(ordered).id)  # a requeue: grouped afresh
+        ctx = _context("attained", t_s, 3600.0)
+        kept = group_victims(ordered, signalled, policy, ctx, memo)
+        fresh = group_victims(ordered, signalled, policy, ctx)
+        assert _shape(kept) == _shape(fresh), t_s
+        moved += bool(kept)
+    assert moved > 60

@@ -24,6 +24,7 @@ from collections.abc import Callable, Hashable, Sequence
 from operator import attrgetter
 from typing import Any
 
+from railyard.sched.classes import KeptGroups
 from railyard.sched.events import KeptEvents
 from railyard.sched.model import Job, Node, RunningJob
 from railyard.sched.reserve import Blocker
@@ -305,6 +306,7 @@ class ClassMemo:
         self._key: Hashable = None
         self._t_s = -math.inf
         self.of: dict[str, tuple[RunningJob, Hashable, float]] = {}
+        self.groups = KeptGroups()  # the groups themselves, moved by what changed
 
     def table(
         self, key: Hashable, now_t_s: float, running: int

@@ -9,7 +9,10 @@ for the same knobs; without one, or for a policy without it, every class is judg
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence, Set
+import heapq
+import math
+from bisect import bisect_left
+from collections.abc import Callable, Hashable, Sequence, Set
 from typing import Protocol
 
 from railyard.sched.decisions import PreemptReason
@@ -34,7 +37,10 @@ class VictimClass:
 
 
 class KeptClasses(Protocol):
-    """Where a driver keeps running jobs' victim classes between cycles (`cache.ClassMemo`)."""
+    """Where a driver keeps running jobs' victim classes between cycles (`cache.ClassMemo`),
+    and the groups themselves (`groups`)."""
+
+    groups: KeptGroups
 
     def table(
         self, key: Hashable, now_t_s: float, running: int
@@ -59,10 +65,16 @@ def group_victims(
 ) -> dict[str, dict[Hashable, VictimClass]]:
     """flavor -> class -> the running jobs (in `running`'s order) that may be evicted at all:
     not already asked to stop and past their minimum run time (capped by their queue)."""
+    until_of = getattr(policy, "victim_class_until", None)
+    if kept_classes is not None and until_of is not None:
+        bounds_of = tuple(sorted((n, q.max_min_runtime_s) for n, q in ctx.quota.queues.items()))
+        key = (class_key(policy, ctx), bounds_of)
+        found = kept_classes.groups.of(running, signalled, key, ctx, until_of)
+        if found is not None:
+            return found
     out: dict[str, dict[Hashable, VictimClass]] = {}
     bounds: dict[str, float] = {}  # each queue's cap on a job's minimum run time
     now_t_s = ctx.now_t_s
-    until_of = getattr(policy, "victim_class_until", None)
     kept = None
     if kept_classes is not None and until_of is not None:
         kept = kept_classes.table(class_key(policy, ctx), now_t_s, len(running))
@@ -104,4 +116,155 @@ def group_victims(
     return out
 
 
-__all__ = ["KeptClasses", "VictimClass", "class_key", "group_victims"]
+_SLACK_S = 1.0  # a job is looked at again this long before its minimum run time is over
+
+
+class _Members:
+    """One class's members, by id, with how many of each size."""
+
+    __slots__ = ("ids", "runs", "sizes")
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.runs: list[RunningJob] = []
+        self.sizes: dict[int, int] = {}
+
+
+class KeptGroups:
+    """`group_victims`' groups kept between cycles (issue 56): moved by the running jobs that
+    started, ended or changed, by the classes whose time is up (`victim_class_until`) and
+    by the jobs whose minimum run time ended, instead of a walk over 73,500 running jobs a
+    pass. The same knobs (the key) and a clock that only moves on, or it starts again."""
+
+    def __init__(self) -> None:
+        self._reset(None)
+
+    def _reset(self, key: Hashable) -> None:
+        self._key = key
+        self._t_s = -math.inf
+        self._running: Sequence[RunningJob] | None = None
+        self._seen: dict[str, RunningJob] = {}
+        self._place: dict[str, tuple[str, Hashable, float]] = {}  # flavor, class, until
+        self._groups: dict[str, dict[Hashable, _Members]] = {}
+        self._waiting: dict[str, RunningJob] = {}  # not yet past their minimum run time
+        self._wakes: list[tuple[float, str]] = []  # (about when, id) of those waiting
+        self._ends: list[tuple[float, str]] = []  # (until, id) of the classes judged
+        self._bounds: dict[str, float] = {}
+
+    def of(
+        self,
+        running: Sequence[RunningJob],
+        signalled: Set[str],
+        key: Hashable,
+        ctx: PreemptContext,
+        until_of: Callable[[RunningJob, PreemptContext], tuple[Hashable, float]],
+    ) -> dict[str, dict[Hashable, VictimClass]] | None:
+        """`group_victims` of `running` (sorted by id); None where a job is signalled that
+        has not been asked to stop (a requeue: the caller then groups from nothing)."""
+        now_t_s = ctx.now_t_s
+        if key != self._key or now_t_s < self._t_s:
+            self._reset(key)
+        self._t_s = now_t_s
+        if running is not self._running:
+            self._move(running, ctx, until_of)
+        seen = self._seen
+        if any((r := seen.get(i)) is None or r.stop_cause is None for i in signalled):
+            return None
+        while self._ends and self._ends[0][0] <= now_t_s:  # classes whose time is up
+            until_t_s, job_id = heapq.heappop(self._ends)
+            place = self._place.get(job_id)
+            if place is not None and place[2] == until_t_s:
+                self._drop(job_id)
+                self._admit(seen[job_id], ctx, until_of)
+        woken = []
+        while self._wakes and self._wakes[0][0] <= now_t_s + _SLACK_S:
+            woken.append(heapq.heappop(self._wakes)[1])
+        for job_id in woken:  # looked at again (exactly), waiting again if too early
+            r = self._waiting.pop(job_id, None)
+            if r is not None:
+                self._admit(r, ctx, until_of)
+        out: dict[str, dict[Hashable, VictimClass]] = {}
+        for flavor, classes in sorted(
+            self._groups.items(), key=lambda fc: min(m.ids[0] for m in fc[1].values())
+        ):
+            by_class = out[flavor] = {}
+            for cls, members in sorted(classes.items(), key=lambda cm: cm[1].ids[0]):
+                group = by_class[cls] = VictimClass()
+                group.members = list(members.runs)
+                group.ids = set(members.ids)
+                group.sizes = len(members.sizes)
+        return out
+
+    def _move(
+        self,
+        running: Sequence[RunningJob],
+        ctx: PreemptContext,
+        until_of: Callable[[RunningJob, PreemptContext], tuple[Hashable, float]],
+    ) -> None:
+        """Bring the groups to `running`: drop the jobs gone or changed, admit the new."""
+        seen = self._seen
+        now = {r.id: r for r in running}
+        for job_id in seen.keys() - now.keys():
+            self._drop(job_id)
+        fresh = [r for r in running if seen.get(r.id) is not r]
+        self._seen, self._running = now, running
+        for r in fresh:
+            self._drop(r.id)
+            self._admit(r, ctx, until_of)
+
+    def _admit(
+        self,
+        r: RunningJob,
+        ctx: PreemptContext,
+        until_of: Callable[[RunningJob, PreemptContext], tuple[Hashable, float]],
+    ) -> None:
+        """Group `r` if it may be evicted at all, or wait for its minimum run time's end."""
+        job = r.job
+        if r.stop_cause is not None:
+            return  # signalled: never a victim again while this object runs
+        bound = self._bounds.get(job.queue)
+        if bound is None:
+            queue = ctx.quota.queues.get(job.queue)
+            bound = self._bounds[job.queue] = min_runtime_bound_s(
+                queue.max_min_runtime_s if queue is not None else None
+            )
+        protected_s = min(job.min_runtime_s, bound)
+        if ctx.now_t_s - r.start_t_s < protected_s:  # `group_victims`' test, as written there
+            self._waiting[r.id] = r
+            heapq.heappush(self._wakes, (r.start_t_s + protected_s, r.id))
+            return
+        cls, until_t_s = until_of(r, ctx)
+        self._place[r.id] = (job.flavor, cls, until_t_s)
+        if until_t_s < math.inf:
+            heapq.heappush(self._ends, (until_t_s, r.id))
+        members = self._groups.setdefault(job.flavor, {}).get(cls)
+        if members is None:
+            members = self._groups[job.flavor][cls] = _Members()
+        at = bisect_left(members.ids, r.id)
+        members.ids.insert(at, r.id)
+        members.runs.insert(at, r)
+        members.sizes[r.gpus] = members.sizes.get(r.gpus, 0) + 1
+
+    def _drop(self, job_id: str) -> None:
+        self._waiting.pop(job_id, None)
+        place = self._place.pop(job_id, None)
+        if place is None:
+            return
+        flavor, cls, _ = place
+        classes = self._groups[flavor]
+        members = classes[cls]
+        at = bisect_left(members.ids, job_id)
+        gpus = members.runs[at].gpus
+        del members.ids[at], members.runs[at]
+        left = members.sizes[gpus] - 1
+        if left:
+            members.sizes[gpus] = left
+        else:
+            del members.sizes[gpus]
+        if not members.ids:
+            del classes[cls]
+            if not classes:
+                del self._groups[flavor]
+
+
+__all__ = ["KeptClasses", "KeptGroups", "VictimClass", "class_key", "group_victims"]

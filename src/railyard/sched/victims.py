@@ -336,16 +336,19 @@ def _greedy(
     out: list[int] = []
     freed = 0
     found: Masks | None = None
+    line = _Line(snap, shape)  # evictions counted, then put on the snapshot before `fits`
     try:
         check_at = short  # after a failed check, evict ~25% more before the next one
         for k in ranked:
-            _evict(snap, quota, candidates[k])
+            line.evict(candidates[k])
             out.append(k)
             freed += useful[k]
-            if freed >= check_at and snap.may_fit(shape):
+            if freed >= check_at and line.may_fit():
+                line.flush(quota)
                 if (found := fits()) is not None:
                     break
                 check_at = max(freed + 1, freed * 5 // 4)
+        line.flush(quota)
         if found is None and out:
             found = fits()
         if found is None:
@@ -355,16 +358,14 @@ def _greedy(
         idle = [
             k for k in out if not any(found.get(i, 0) & m for i, m in candidates[k].masks.items())
         ]
-        for k in idle:
-            _restore(snap, quota, candidates[k])
+        _restore_all(snap, quota, [candidates[k] for k in idle])
         if idle and (again := fits()) is not None:
             kept = set(idle)
             out = [k for k in out if k not in kept]
             freed -= sum(useful[k] for k in idle)
             found = again
         else:
-            for k in idle:
-                _evict(snap, quota, candidates[k])
+            _evict_all(snap, quota, [candidates[k] for k in idle])
         for k in sorted(out, key=lambda k: candidates[k].cost, reverse=True)[:_PRUNE_MAX]:
             _restore(snap, quota, candidates[k])
             if freed - useful[k] >= short and snap.may_fit(shape) and (again := fits()) is not None:
@@ -375,8 +376,77 @@ def _greedy(
                 _evict(snap, quota, candidates[k])
         return [candidates[k] for k in out], found
     finally:
-        for k in out:
-            _restore(snap, quota, candidates[k])
+        _restore_all(snap, quota, [candidates[k] for k in out[: len(out) - len(line.waiting)]])
+
+
+class _Line:
+    """The greedy search's evictions: counted as they come (`Snapshot.may_fit`'s workers'
+    worth of free GPUs per node, kept by hand) and put on the snapshot only before a
+    placement reads it, all at once, each node once. A big gang over one-GPU victims
+    evicts thousands of them, and updating the snapshot's aggregates for each was most of a
+    time-slicing cycle at 100,352 GPUs (issue 56); the snapshot `fits` reads is the same."""
+
+    def __init__(self, snap: Snapshot, shape: Shape) -> None:
+        self.snap, self.shape = snap, shape
+        self.waiting: list[Candidate] = []  # evicted, not yet put on the snapshot
+        self.free: dict[int, int] = {}  # free GPUs of the nodes touched, evictions counted
+        buckets = snap.buckets.get(shape.flavor)
+        self.any_node = buckets is not None
+        per_node = shape.workers_on
+        self.capacity = sum(len(on) * per_node(free) for free, on in enumerate(buckets or ()))
+
+    def evict(self, c: Candidate) -> None:
+        self.waiting.append(c)
+        snap, free, flavor = self.snap, self.free, self.shape.flavor
+        ready, node_flavor, per_node = snap.topo.ready, snap.topo.flavor, self.shape.workers_on
+        for i, m in c.masks.items():
+            if ready[i] and node_flavor[i] == flavor:
+                old = free.get(i)
+                if old is None:
+                    old = snap.free[i]
+                new = free[i] = old + m.bit_count()
+                self.capacity += per_node(new) - per_node(old)
+
+    def may_fit(self) -> bool:
+        """`snap.may_fit(shape)` as it would answer with the waiting evictions made."""
+        gpw = self.shape.gpus_per_worker
+        return self.any_node and (gpw == 0 or self.capacity >= self.shape.workers)
+
+    def flush(self, quota: QuotaTree | None) -> None:
+        _evict_all(self.snap, quota, self.waiting)
+        self.waiting = []
+
+
+def _merged(victims: Sequence[Candidate]) -> tuple[Masks, Load]:
+    """The victims' GPUs and their cores and memory, per node (victims hold no GPU twice)."""
+    masks: Masks = {}
+    loads: Load = {}
+    for c in victims:
+        for i, m in c.masks.items():
+            masks[i] = masks.get(i, 0) | m
+        for i, (cores, mib) in c.load.items() if c.load else ():
+            have = loads.get(i, (0, 0))
+            loads[i] = (have[0] + cores, have[1] + mib)
+    return masks, loads
+
+
+def _evict_all(snap: Snapshot, quota: QuotaTree | None, victims: Sequence[Candidate]) -> None:
+    """`_evict` of each victim, the snapshot moved once per node."""
+    if quota is not None:
+        for c in victims:
+            quota.remove(c.run.job.queue, c.run.job.flavor, c.gpus)
+    masks, loads = _merged(victims)
+    snap.release(masks)
+    snap.release_load(loads)
+
+
+def _restore_all(snap: Snapshot, quota: QuotaTree | None, victims: Sequence[Candidate]) -> None:
+    if quota is not None:
+        for c in victims:
+            quota.add(c.run.job.queue, c.run.job.flavor, c.gpus)
+    masks, loads = _merged(victims)
+    snap.take(masks)
+    snap.take_load(loads)
 
 
 def _claims(victims: Sequence[Candidate]) -> tuple[list[Masks], list[Load]]:
