@@ -111,7 +111,7 @@ class Preemption:
         self._classes: dict[str, dict[Hashable, VictimClass]] | None = None
         self._kept_classes = kept_classes
         self._candidate_cache: dict[Hashable, tuple[int, list[Candidate]]] = {}
-        self._candidate_of: dict[tuple[str, PreemptReason], Candidate] = {}
+        self._candidate_of: dict[PreemptReason, dict[str, Candidate]] = {}  # no key tuples
         self._by_node = ByNode(snap.topo)  # those candidates by node, for one-node searches
         self._free_reasons: dict[Hashable, PreemptReason | None] = {}
         self.searches_left = config.preemption_searches_per_cycle  # read by the admit loop
@@ -389,10 +389,10 @@ class Preemption:
 
     def _made(self, group: VictimClass, reason: PreemptReason) -> list[Candidate]:
         """The class's members as candidates for `reason`, in order, made once a pass."""
-        kept, make = self._candidate_of, self._new_candidate
+        kept, make = self._candidate_of.setdefault(reason, {}), self._new_candidate
         made: list[Candidate] = []
         for r in group.members:
-            c = kept.get((r.id, reason))
+            c = kept.get(r.id)
             made.append(c if c is not None else make(r, reason))
         group.made[reason] = made
         return made
@@ -479,7 +479,7 @@ class Preemption:
 
     def _candidate(self, r: RunningJob, reason: PreemptReason) -> Candidate:
         """One per running job and reason in a pass (its masks, nodes and clock are fixed)."""
-        hit = self._candidate_of.get((r.id, reason))
+        hit = self._candidate_of.get(reason, {}).get(r.id)
         return hit if hit is not None else self._new_candidate(r, reason)
 
     def _new_candidate(self, r: RunningJob, reason: PreemptReason) -> Candidate:
@@ -491,5 +491,5 @@ class Preemption:
                 useful += m.bit_count()
         load, restart_s = self.run_loads.get(r.id), self._restart_s
         made = Candidate.of(r, masks, reason, self.now_t_s, useful, load, restart_s)
-        self._candidate_of[r.id, reason] = made
+        self._candidate_of.setdefault(reason, {})[r.id] = made
         return made
