@@ -101,10 +101,20 @@ class Booking:
         self.running = tuple(sorted(running, key=_ID))
 
     def _add(self, r: RunningJob) -> None:
-        masks = self.topo.masks(r.placement)
+        # `Topology.masks` and the GPU count inline, one loop: 73,500 jobs on a start
+        topo = self.topo
+        index, full = topo.index, topo.full_mask
+        masks: Masks = {}
         gpus = 0
-        for m in masks.values():  # a loop, not a generator: 73,500 jobs on a start
-            gpus += m.bit_count()
+        for name, on in r.placement.items():
+            i = index.get(name)
+            if i is not None:
+                m = 0
+                for g in on:
+                    m |= 1 << g
+                m &= full[i]
+                masks[i] = m
+                gpus += m.bit_count()
         load = None
         job = r.job
         if job.cpus_per_worker or job.mem_per_worker_gb:
@@ -112,7 +122,7 @@ class Booking:
         used = self.used
         for i, m in masks.items():
             if used[i] & m:
-                raise ValueError(f"GPU double-booked on node {self.topo.nodes[i].name}")
+                raise ValueError(f"GPU double-booked on node {topo.nodes[i].name}")
         for i, m in masks.items():
             used[i] |= m
         if load:

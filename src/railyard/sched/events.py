@@ -66,8 +66,8 @@ class KeptEvents:
         if blockers is not self._seen:
             if self._flavors:
                 changes = self._changes(running, blockers)
-                for name, kept in self._flavors.items():
-                    self._move(name, kept, changes)
+                for name, each in self._flavors.items():
+                    self._move(name, each, changes)
             else:  # nothing kept to move: only remember what was seen
                 self._last = {r.id: b for r, b in zip(running, blockers, strict=True)}
             self._seen = blockers
@@ -100,7 +100,8 @@ class KeptEvents:
 
     def _changes(self, running: Sequence[RunningJob], blockers: list[Blocker]) -> list[Change]:
         """Blockers new, ended or changed (end, GPUs) since the last call; `_last` moved."""
-        last, out = self._last, []
+        last = self._last
+        out: list[Change] = []
         for r, b in zip(running, blockers, strict=True):
             before = last.get(r.id)
             if before is b:
