@@ -29,17 +29,17 @@ _MOVE_AT_MOST = 256
 Change = tuple[str, Blocker | None, Blocker | None]  # job id, blocker before, after
 
 
-def node_events(claims: dict[str, tuple[float, int]]) -> list[tuple[float, int]]:
+def node_events(claims: dict[str, tuple[float, int]]) -> tuple[tuple[float, int], ...]:
     """`reserve._node_events` with `never` of one node's claims, all of them busy: each GPU
-    comes free at the end of the latest claim that holds it (inf: never), by time."""
+    comes free at the end of the latest claim that holds it (inf: never), by time. A tuple,
+    which the garbage collector stops scanning (12,544 lists kept did not)."""
     assigned, out = 0, []
     for t_s, m in sorted(claims.values(), reverse=True):
         new = m & ~assigned
         assigned |= m
         if new:
             out.append((t_s, new))
-    out.reverse()
-    return out
+    return tuple(reversed(out))
 
 
 class _Flavor:
@@ -92,7 +92,9 @@ class KeptEvents:
                         claims[i] = {job_id: (t_s, m)}
                     else:
                         here[job_id] = (t_s, m)
-        per_node = {i: node_events(here) for i, here in claims.items()}
+        per_node: dict[int, Sequence[tuple[float, int]]] = {
+            i: node_events(here) for i, here in claims.items()
+        }
         ordered = [(t_s, i, m) for i, ev in per_node.items() for t_s, m in ev if t_s < math.inf]
         ordered.sort()
         out.events = BaseEvents(per_node, ordered)

@@ -42,7 +42,7 @@ class BaseEvents(NamedTuple):
     reservations a flavor, and deriving 12,000 running jobs' events for each search was most
     of a cycle at 16,384 GPUs."""
 
-    per_node: dict[int, list[tuple[float, int]]]
+    per_node: dict[int, Sequence[tuple[float, int]]]
     ordered: list[tuple[float, int, int]]
 
 
@@ -84,7 +84,9 @@ def _node_events(snap: Snapshot, i: int, claims: Claims, *, never: bool = False)
 
 def base_events(snap: Snapshot, flavor: str, blockers: Iterable[Blocker]) -> BaseEvents:
     claims = _claims(snap, flavor, blockers)
-    per_node = {i: _node_events(snap, i, c, never=True) for i, c in claims.items()}
+    per_node: dict[int, Sequence[tuple[float, int]]] = {
+        i: _node_events(snap, i, c, never=True) for i, c in claims.items()
+    }
     ordered = [(t_s, i, m) for i, events in per_node.items() for t_s, m in events if t_s < math.inf]
     ordered.sort()
     return BaseEvents(per_node, ordered)
