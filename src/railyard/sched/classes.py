@@ -170,9 +170,11 @@ class KeptGroups:
         seen = self._seen
         if any((r := seen.get(i)) is None or r.stop_cause is None for i in signalled):
             return None
+        ended = []
         while self._ends and self._ends[0][0] <= now_t_s:  # classes whose time is up
-            until_t_s, job_id = heapq.heappop(self._ends)
-            place = self._place.get(job_id)
+            ended.append(heapq.heappop(self._ends))
+        for until_t_s, job_id in ended:  # judged again once (until the next cycle, if the
+            place = self._place.get(job_id)  # new class's time is up already)
             if place is not None and place[2] == until_t_s:
                 self._drop(job_id)
                 self._admit(seen[job_id], ctx, until_of)
