@@ -127,3 +127,33 @@ def test_groups_kept_between_cycles_equal_groups_made_afresh(seed, name):
         assert _shape(kept) == _shape(fresh), t_s
         moved += bool(kept)
     assert moved > 60
+
+
+class _UpAtOnce:
+    """Time slicing whose every class is up the moment it is judged (a boundary within the
+    margin of now): a kept group must judge it again each cycle, once."""
+
+    name = "las"
+
+    def __init__(self) -> None:
+        self.inner = PREEMPTION.get("las")
+        self.judged = 0
+
+    def victim_class(self, r, ctx):
+        return self.inner.victim_class(r, ctx)
+
+    def victim_class_until(self, r, ctx):
+        self.judged += 1
+        return self.inner.victim_class(r, ctx), ctx.now_t_s
+
+
+def test_a_class_up_when_judged_is_judged_again_once_a_cycle():
+    rng = random.Random(5)
+    runs = sorted(_jobs(rng), key=lambda r: r.id)
+    policy, memo = _UpAtOnce(), ClassMemo()
+    for t_s in (5000.0, 5000.0, 6000.0):
+        ctx = _context("attained", t_s, 3600.0)
+        policy.judged = 0
+        kept = group_victims(runs, set(), policy, ctx, memo)  # type: ignore[arg-type]
+        assert _shape(kept) == _shape(group_victims(runs, set(), policy, ctx))  # type: ignore[arg-type]
+        assert 0 < policy.judged <= 2 * len(runs)  # once kept, once afresh: no loop
