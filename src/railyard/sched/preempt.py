@@ -201,7 +201,7 @@ class Preemption:
             return None  # nobody borrows: nothing to reclaim (changes with quota use too)
         candidates = self._candidates(job)
         short = job.gpus - self.snap.flavor_free.get(job.flavor, 0)
-        if not candidates or sum(c.useful_gpus for c in candidates) < short:
+        if not candidates or sum(map(attrgetter("useful_gpus"), candidates)) < short:
             self.memo.preempt_fail.add(key)  # hopeless: costs no search budget
             return None
         self.memo.changed()
