@@ -48,8 +48,11 @@ class Candidate(NamedTuple):
     ) -> Candidate:
         lost_gpu_s = run.lost_gpu_s(now_t_s)
         spot = 0 if run.job.preemptible else 1
-        cost = (spot, lost_gpu_s + run.gpus * restart_s, 1, -run.start_t_s, run.id)
-        return cls(run, masks, reason, lost_gpu_s, useful, run.gpus, cost, load)
+        gpus = run.gpus
+        cost = (spot, lost_gpu_s + gpus * restart_s, 1, -run.start_t_s, run.id)
+        # the tuple made directly: a NamedTuple's own constructor takes keywords and
+        # defaults (0.6 us against 0.4 here), for 13,000 candidates a time-slicing pass
+        return tuple.__new__(cls, (run, masks, reason, lost_gpu_s, useful, gpus, cost, load))
 
 
 def set_cost(victims: Sequence[Candidate]) -> tuple[int, float, int, float]:
