@@ -78,6 +78,13 @@ def test_kept_events_equal_events_derived_afresh(seed, many):
                 i: list(e) for i, e in want.per_node.items() if e
             }
             moved += bool(got.ordered)
+        if step % 2:  # the same jobs a while later: some limits passed, estimates moved
+            later_t_s = now_t_s + rng.choice([1.0, 200.0])
+            kept.update(jobs)
+            again = kept.blockers(later_t_s, end)
+            for flavor in flavors:
+                got = kept.events.of(flavor, kept.running, again)
+                assert got.ordered == _fresh(topo, jobs, flavor, later_t_s, end).ordered
     assert moved > 20  # the walk did hold events most of the time
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, insort
 from collections.abc import Sequence
+from itertools import compress
+from operator import is_not
 
 from railyard.sched.model import RunningJob
 from railyard.sched.reserve import BaseEvents, Blocker
@@ -57,9 +59,11 @@ class KeptEvents:
 
     def __init__(self, topo: Topology) -> None:
         self._topo = topo
-        self._last: dict[str, Blocker] = {}
         self._flavors: dict[str, _Flavor] = {}
-        self._seen: list[Blocker] | None = None  # the blockers `_last` was brought to
+        # the running jobs and their blockers last seen (kept, not copied: compared with the
+        # next ones position by position while the booking keeps its tuple of jobs)
+        self._seen_running: Sequence[RunningJob] = ()
+        self._seen: list[Blocker] = []
 
     def of(self, flavor: str, running: Sequence[RunningJob], blockers: list[Blocker]) -> BaseEvents:
         """The `BaseEvents` of `blockers` (one per job of `running`) for `flavor`."""
@@ -68,9 +72,7 @@ class KeptEvents:
                 changes = self._changes(running, blockers)
                 for name, each in self._flavors.items():
                     self._move(name, each, changes)
-            else:  # nothing kept to move: only remember what was seen
-                self._last = {r.id: b for r, b in zip(running, blockers, strict=True)}
-            self._seen = blockers
+            self._seen_running, self._seen = running, blockers
         kept = self._flavors.get(flavor)
         if kept is None:
             kept = self._flavors[flavor] = self._build(flavor, running, blockers)
@@ -101,20 +103,27 @@ class KeptEvents:
         return out
 
     def _changes(self, running: Sequence[RunningJob], blockers: list[Blocker]) -> list[Change]:
-        """Blockers new, ended or changed (end, GPUs) since the last call; `_last` moved."""
-        last = self._last
+        """Blockers new, ended or changed (end, GPUs) since the last ones seen."""
         out: list[Change] = []
+        seen = self._seen
+        if running is self._seen_running:  # the same jobs: only blockers made again differ
+            for k in compress(range(len(blockers)), map(is_not, blockers, seen)):
+                was, b = seen[k], blockers[k]
+                if was.end_t_s != b.end_t_s or was.masks is not b.masks:
+                    out.append((running[k].id, was, b))
+            return out
+        last = {r.id: b for r, b in zip(self._seen_running, seen, strict=True)}
+        found = 0
         for r, b in zip(running, blockers, strict=True):
             before = last.get(r.id)
+            found += before is not None
             if before is b:
                 continue
-            last[r.id] = b
             if before is None or before.end_t_s != b.end_t_s or before.masks is not b.masks:
                 out.append((r.id, before, b))
-        if len(last) > len(running):
+        if found < len(last):  # some ended
             now = {r.id for r in running}
-            for job_id in [i for i in last if i not in now]:
-                out.append((job_id, last.pop(job_id), None))
+            out += [(job_id, b, None) for job_id, b in last.items() if job_id not in now]
         return out
 
     def _move(self, flavor: str, kept: _Flavor, changes: list[Change]) -> None:
