@@ -21,7 +21,9 @@ from railyard.sched.quota import QuotaTree
 LEVELS = (3600.0, 7200.0, 14_400.0, 28_800.0)
 
 
-def _context(by: str, now_t_s: float, unsliced_s: float, after_s: float) -> PreemptContext:
+def _context(
+    by: str, now_t_s: float, unsliced_s: float, after_s: float = math.inf
+) -> PreemptContext:
     queues = [replace(q, default_time_s=7200.0) if q.name == "a" else q
               for q in flat_queues({"a": 64, "b": 64})]  # fmt: skip
     return PreemptContext(QuotaTree(queues, {"H100-SXM-80GB"}), now_t_s, None, LEVELS, 300.0,
@@ -91,7 +93,8 @@ def _shape(groups) -> dict:
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("name", ["las", "on"])
-def test_groups_kept_between_cycles_equal_groups_made_afresh(seed, name):
+@pytest.mark.parametrize("after_s", [math.inf, 4000.0])  # `unsliced_after_s`
+def test_groups_kept_between_cycles_equal_groups_made_afresh(seed, name, after_s):
     """Jobs start, end, get a new object (a checkpoint, a stop asked), pass their minimum run
     time and cross their classes' boundaries as the clock moves; a node's requeue signals a
     job not asked to stop: the groups kept and moved equal those made from nothing."""
@@ -121,7 +124,7 @@ def test_groups_kept_between_cycles_equal_groups_made_afresh(seed, name):
         signalled = {r.id for r in ordered if r.stop_cause is not None}
         if rng.random() < 0.1 and ordered:
             signalled.add(rng.choice(ordered).id)  # a requeue: grouped afresh
-        ctx = _context("attained", t_s, 3600.0)
+        ctx = _context("attained", t_s, 3600.0, after_s)
         kept = group_victims(ordered, signalled, policy, ctx, memo)
         fresh = group_victims(ordered, signalled, policy, ctx)
         assert _shape(kept) == _shape(fresh), t_s
