@@ -8,7 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from sqlalchemy import select
 from tests.control.loop_helpers import NODE, add_job, seed_cluster, states, step_until
 from tests.parts import needs
@@ -18,8 +17,6 @@ from railyard.control.store.database import Store
 from railyard.control.store.tables import HealthRow, NodeRow
 from railyard.exec.local import LocalExecutor
 from railyard.sched.health import HealthPolicy
-
-pytestmark = pytest.mark.exclusive  # judges this machine's speed (tests/conftest.py)
 
 QUICK = [sys.executable, "-c", "pass"]
 

@@ -16,8 +16,6 @@ from railyard.health.checks import Context, gpu_inventory, run_checks
 from railyard.health.result import Status, judge
 from tests.parts import needs
 
-pytestmark = pytest.mark.exclusive  # judges this machine's speed (tests/conftest.py)
-
 
 @pytest.mark.parametrize(
     ("measured", "status"),
@@ -137,6 +135,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], line:
     assert done.stderr.count("\n") == 1
 
 
+@pytest.mark.exclusive  # records this machine's speed, then judges it (tests/conftest.py)
 def test_record_then_judge_in_json(tmp_path: Path):
     recorded = health("--checks", "memory", "--record-baseline", "--node", "n0", home=tmp_path)
     assert recorded.returncode == 0, recorded.stderr

@@ -20,8 +20,6 @@ from tests.integration.server_proc import ServerProcess
 from tests.parts import needs
 from tests.waiting import wait_for
 
-pytestmark = pytest.mark.exclusive  # judges this machine's speed (tests/conftest.py)
-
 SPINNERS = 8  # busy processes on a 2-core machine: each gets a quarter of a core at most
 SPIN_UP_S = 10.0  # each spinner is seen burning CPU before the check starts
 
@@ -68,6 +66,7 @@ def health(server: ServerProcess, home: Path, *args: str) -> subprocess.Complete
     )  # fmt: skip
 
 
+@pytest.mark.exclusive  # slows this machine on purpose and judges it (tests/conftest.py)
 def test_a_node_whose_cores_are_taken_is_drained_then_resumed(
     server: ServerProcess, tmp_path: Path
 ) -> None:
