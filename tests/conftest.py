@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import compileall
 import fcntl
 import os
 import tempfile
 import textwrap
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -52,6 +54,18 @@ def blueprint(
 @pytest.fixture
 def make_blueprint() -> object:
     return blueprint
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Byte-compile railyard once, before any worker starts: the suite starts hundreds of
+    Python processes (servers, CLI commands, job wrappers), and where the host sets
+    PYTHONDONTWRITEBYTECODE none of them writes its .pyc, so each compiled railyard's ~280
+    modules from source again (0.4 s of a server's 2.4 s start-up CPU). Reading a .pyc is
+    allowed either way; an edited module is recompiled here at the next run."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:  # the controller, or a run without xdist
+        src = Path(__file__).resolve().parents[1] / "src" / "railyard"
+        if src.is_dir():
+            compileall.compile_dir(src, quiet=1)
 
 
 @pytest.hookimpl(tryfirst=True)  # before the test's fixtures are set up
