@@ -71,7 +71,7 @@ def test_kept_events_equal_events_derived_afresh(seed, many):
         blockers = kept.blockers(now_t_s, end)
         # a flavor is asked for only in some cycles: it catches up on what changed since
         for flavor in flavors if step % 3 else flavors[:1]:
-            got = kept.events.of(flavor, kept.running, blockers)
+            got = kept.events.of(flavor, blockers)
             want = _fresh(topo, jobs, flavor, now_t_s, end)
             assert got.ordered == want.ordered, (step, flavor)
             assert {i: list(e) for i, e in got.per_node.items() if e} == {
@@ -83,7 +83,7 @@ def test_kept_events_equal_events_derived_afresh(seed, many):
             kept.update(jobs)
             again = kept.blockers(later_t_s, end)
             for flavor in flavors:
-                got = kept.events.of(flavor, kept.running, again)
+                got = kept.events.of(flavor, again)
                 assert got.ordered == _fresh(topo, jobs, flavor, later_t_s, end).ordered
     assert moved > 20  # the walk did hold events most of the time
 

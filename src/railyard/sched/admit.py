@@ -76,8 +76,8 @@ class Pass:
         run_loads: dict[str, Load],
         requeued: set[str],
         estimates: Estimates,
-        running_blockers: Callable[[], list[Blocker]],
-        running_events: Callable[[str, list[Blocker]], BaseEvents] | None = None,
+        running_blockers: Callable[[], Sequence[Blocker]],
+        running_events: Callable[[str], BaseEvents] | None = None,
         kept_classes: KeptClasses | None = None,
     ) -> None:
         self.now_t_s = now_t_s
@@ -116,7 +116,7 @@ class Pass:
         self.blocked_flavors: set[str] = set()
         self._reserve_attempts: dict[str, int] = {}
         self._running_blockers_of = running_blockers
-        self._run_blockers: list[Blocker] | None = None
+        self._run_blockers: Sequence[Blocker] | None = None
         self._running_events_of = running_events  # kept between cycles by the booking
         self._run_events: dict[str, BaseEvents] = {}  # per flavor, from the running jobs
         self._yields = policies.preemption.name != "off"  # preemptible jobs may cross holds
@@ -295,7 +295,7 @@ class Pass:
 
     # -- reservations -------------------------------------------------------------------------
 
-    def _running_blockers(self) -> list[Blocker]:
+    def _running_blockers(self) -> Sequence[Blocker]:
         """Running jobs as blockers (their ends do not change within a pass: built once, by
         the booking, which keeps those whose end moves with nothing between cycles)."""
         if self._run_blockers is None:
@@ -317,7 +317,7 @@ class Pass:
         if base is None:
             kept = self._running_events_of
             base = (
-                kept(job.flavor, running)
+                kept(job.flavor)
                 if kept is not None
                 else base_events(self.snap, job.flavor, running)
             )

@@ -25,9 +25,8 @@ from operator import attrgetter
 from typing import Any
 
 from railyard.sched.classes import KeptGroups
-from railyard.sched.events import KeptEvents
+from railyard.sched.events import KeptEvents, RunningBlockers
 from railyard.sched.model import Job, Node, RunningJob
-from railyard.sched.reserve import Blocker
 from railyard.sched.snapshot import Load, Masks, Shape, Topology
 
 _ID = attrgetter("id")
@@ -60,8 +59,10 @@ class Booking:
         self.run_masks: dict[str, Masks] = {}
         self.run_loads: dict[str, Load] = {}
         self.running: tuple[RunningJob, ...] = ()  # sorted by id
-        self._blockers: dict[str, Blocker] = {}  # those whose end moves with nothing
-        self._blockers_t_s = -math.inf
+        self._ends: dict[str, float] = {}  # estimated ends that move with nothing
+        self._ends_t_s = -math.inf
+        # `running`'s GPUs and loads in its order, for the blockers (made once per change)
+        self._columns: tuple[Sequence[RunningJob], list[Masks], list[Load | None]] = ((), [], [])
         self.events = KeptEvents(topo)  # the blockers' GPU release events, per flavor
 
     def update(self, running: Sequence[RunningJob]) -> None:
@@ -91,7 +92,7 @@ class Booking:
             old = entries.get(r.id)
             if old is not None and _books_alike(old, r):
                 entries[r.id] = r
-                self._blockers.pop(r.id, None)  # a new start of its time limit, maybe
+                self._ends.pop(r.id, None)  # a new start of its time limit, maybe
                 continue
             if old is not None:
                 self._remove(r.id)
@@ -154,32 +155,36 @@ class Booking:
                 self.usage[charge] = left
             else:
                 del self.usage[charge]
-        self._blockers.pop(job_id, None)
+        self._ends.pop(job_id, None)
 
     def blockers(
         self, now_t_s: float, end_t_s: Callable[[RunningJob, float], float]
-    ) -> list[Blocker]:
+    ) -> RunningBlockers:
         """Each running job as a reservation's blocker (its estimated end and what it holds),
         in id order. A job under its own time limit, which began counting already, ends at a
-        time that moves with nothing else: its blocker is kept until then, so a cycle derives
+        time that moves with nothing else: its end is kept until then, so a cycle derives
         only the new jobs' and those without a limit of their own (history may move them)."""
-        if now_t_s < self._blockers_t_s:  # a clock set back: what was kept may not hold
-            self._blockers.clear()
-        self._blockers_t_s = now_t_s
-        kept, masks, loads, out = self._blockers, self.run_masks, self.run_loads, []
-        for r in self.running:
-            b = kept.get(r.id)
-            if b is None or b.end_t_s <= now_t_s:
-                job_id = r.id
-                b = Blocker(end_t_s(r, now_t_s), masks[job_id], r.job.queue, r.job.flavor,
-                            r.gpus, loads.get(job_id))  # fmt: skip
+        if now_t_s < self._ends_t_s:  # a clock set back: what was kept may not hold
+            self._ends.clear()
+        self._ends_t_s = now_t_s
+        running = self.running
+        if self._columns[0] is not running:
+            masks, loads = self.run_masks, self.run_loads
+            self._columns = (
+                running, [masks[r.id] for r in running], [loads.get(r.id) for r in running]
+            )  # fmt: skip
+        kept, ends = self._ends, []
+        for r in running:
+            t_s = kept.get(r.id)
+            if t_s is None or t_s <= now_t_s:
+                t_s = end_t_s(r, now_t_s)
                 limit_s, from_t_s = r.job.walltime_s, r.limit_from_t_s
                 if limit_s is not None and from_t_s <= now_t_s < from_t_s + limit_s:
-                    kept[r.id] = b  # ends at from_t_s + limit_s (past it, a kill moves on)
+                    kept[r.id] = t_s  # ends at from_t_s + limit_s (past it, a kill moves on)
                 else:
                     kept.pop(r.id, None)
-            out.append(b)
-        return out
+            ends.append(t_s)
+        return RunningBlockers(running, ends, self._columns[1], self._columns[2])
 
 
 def by_arrival(job: Job) -> tuple[float, tuple[int, str, int, str]]:

@@ -14,6 +14,7 @@ import math
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache as cache_fn
 from itertools import chain
 
 from railyard.sched.admit import Pass, Policies
@@ -167,6 +168,7 @@ def cycle(
     #    borrow, so quota given back by a reclaim is not borrowed again by the queue that
     #    lost it.
     estimates = _estimates(state, booked.quota, config)
+    blockers = cache_fn(lambda: booked.booking.blockers(now_t_s, estimates.running_end_t_s))
     admit = Pass(
         now_t_s=now_t_s,
         config=config,
@@ -178,9 +180,9 @@ def cycle(
         run_loads=booked.run_loads,
         requeued={r.job_id for r in requeues},
         estimates=estimates,
-        running_blockers=lambda: booked.booking.blockers(now_t_s, estimates.running_end_t_s),
+        running_blockers=blockers,
         running_events=(
-            (lambda flavor, blockers: booked.booking.events.of(flavor, booked.running, blockers))
+            (lambda flavor: booked.booking.events.of(flavor, blockers()))
             if cache is not None
             else None
         ),

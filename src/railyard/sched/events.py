@@ -16,19 +16,66 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, insort
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import compress
-from operator import is_not
+from operator import ne
+from typing import overload
 
 from railyard.sched.model import RunningJob
 from railyard.sched.reserve import BaseEvents, Blocker
-from railyard.sched.snapshot import Topology
+from railyard.sched.snapshot import Load, Masks, Topology
+
+
+class RunningBlockers(Sequence[Blocker]):
+    """A booking's running jobs as blockers, one per job in its order (by id), kept as
+    columns: the jobs, their estimated ends, their GPUs and their cores and memory. A
+    `Blocker` is made only where one is read, and let go: the 73,500 made on a start at
+    100,352 GPUs and kept (NamedTuples, which the garbage collector tracks for good) set off
+    two of its full passes over the heap (issue 56). The columns are never changed: a
+    booking that changes makes new ones."""
+
+    __slots__ = ("ends", "loads", "masks", "running")
+
+    def __init__(
+        self,
+        running: Sequence[RunningJob],
+        ends: Sequence[float],
+        masks: Sequence[Masks],
+        loads: Sequence[Load | None],
+    ) -> None:
+        self.running = running
+        self.ends = ends  # estimated end, t_s
+        self.masks = masks
+        self.loads = loads
+
+    def __len__(self) -> int:
+        return len(self.running)
+
+    @overload
+    def __getitem__(self, k: int) -> Blocker: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[Blocker]: ...
+
+    def __getitem__(self, k: int | slice) -> Blocker | list[Blocker]:
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        r = self.running[k]
+        job = r.job
+        return Blocker(self.ends[k], self.masks[k], job.queue, job.flavor, r.gpus, self.loads[k])
+
+    def __iter__(self) -> Iterator[Blocker]:
+        for r, t_s, m, load in zip(self.running, self.ends, self.masks, self.loads, strict=True):
+            job = r.job
+            yield Blocker(t_s, m, job.queue, job.flavor, r.gpus, load)
+
 
 # More nodes than this touched in one cycle are merged by sorting all events again rather
 # than moved one by one (each move shifts the tail of a list of 73,500).
 _MOVE_AT_MOST = 256
 
-Change = tuple[str, Blocker | None, Blocker | None]  # job id, blocker before, after
+Claim = tuple[float, Masks]  # a running job's estimated end and GPUs
+Change = tuple[str, Claim | None, Claim | None]  # job id, claim before, after
 
 
 def node_events(claims: dict[str, tuple[float, int]]) -> tuple[tuple[float, int], ...]:
@@ -54,40 +101,35 @@ class _Flavor:
 
 class KeptEvents:
     """The release events of the running jobs booked on one index, per flavor asked for.
-    `of` reads the blockers of the cycle (`Booking.blockers`, in the booking's order) and
-    moves what it kept by those that differ from the last ones it saw."""
+    `of` reads the blockers of the cycle (`Booking.blockers`) and moves what it kept by
+    those that differ from the last ones it saw."""
 
     def __init__(self, topo: Topology) -> None:
         self._topo = topo
         self._flavors: dict[str, _Flavor] = {}
-        # the running jobs and their blockers last seen (kept, not copied: compared with the
-        # next ones position by position while the booking keeps its tuple of jobs)
-        self._seen_running: Sequence[RunningJob] = ()
-        self._seen: list[Blocker] = []
+        self._seen: RunningBlockers | None = None  # the last blockers seen (never changed)
 
-    def of(self, flavor: str, running: Sequence[RunningJob], blockers: list[Blocker]) -> BaseEvents:
-        """The `BaseEvents` of `blockers` (one per job of `running`) for `flavor`."""
+    def of(self, flavor: str, blockers: RunningBlockers) -> BaseEvents:
+        """The `BaseEvents` of `blockers` for `flavor`."""
         if blockers is not self._seen:
             if self._flavors:
-                changes = self._changes(running, blockers)
+                changes = self._changes(blockers)
                 for name, each in self._flavors.items():
                     self._move(name, each, changes)
-            self._seen_running, self._seen = running, blockers
+            self._seen = blockers
         kept = self._flavors.get(flavor)
         if kept is None:
-            kept = self._flavors[flavor] = self._build(flavor, running, blockers)
+            kept = self._flavors[flavor] = self._build(flavor, blockers)
         return kept.events
 
-    def _build(
-        self, flavor: str, running: Sequence[RunningJob], blockers: list[Blocker]
-    ) -> _Flavor:
+    def _build(self, flavor: str, blockers: RunningBlockers) -> _Flavor:
         """A flavor's claims and events from nothing (a start, a flavor new to a reservation)."""
         ready, node_flavor = self._topo.ready, self._topo.flavor
         out = _Flavor()
         claims = out.claims
-        for r, b in zip(running, blockers, strict=True):  # every running job once
-            t_s, job_id = b.end_t_s, r.id
-            for i, m in b.masks.items():
+        for r, t_s, masks in zip(blockers.running, blockers.ends, blockers.masks, strict=True):
+            job_id = r.id  # every running job once
+            for i, m in masks.items():
                 if ready[i] and node_flavor[i] == flavor:
                     here = claims.get(i)
                     if here is None:
@@ -102,41 +144,43 @@ class KeptEvents:
         out.events = BaseEvents(per_node, ordered)
         return out
 
-    def _changes(self, running: Sequence[RunningJob], blockers: list[Blocker]) -> list[Change]:
-        """Blockers new, ended or changed (end, GPUs) since the last ones seen."""
+    def _changes(self, blockers: RunningBlockers) -> list[Change]:
+        """Claims new, ended or changed (end, GPUs) since the last blockers seen."""
         out: list[Change] = []
         seen = self._seen
-        if running is self._seen_running:  # the same jobs: only blockers made again differ
-            for k in compress(range(len(blockers)), map(is_not, blockers, seen)):
-                was, b = seen[k], blockers[k]
-                if was.end_t_s != b.end_t_s or was.masks is not b.masks:
-                    out.append((running[k].id, was, b))
+        assert seen is not None  # a flavor kept has seen blockers
+        ends, masks, was_ends, was_masks = blockers.ends, blockers.masks, seen.ends, seen.masks
+        if blockers.running is seen.running and masks is was_masks:  # only ends may differ
+            running = blockers.running
+            for k in compress(range(len(ends)), map(ne, ends, was_ends)):
+                out.append((running[k].id, (was_ends[k], masks[k]), (ends[k], masks[k])))
             return out
-        last = {r.id: b for r, b in zip(self._seen_running, seen, strict=True)}
+        last = {r.id: k for k, r in enumerate(seen.running)}
         found = 0
-        for r, b in zip(running, blockers, strict=True):
-            before = last.get(r.id)
-            found += before is not None
-            if before is b:
+        for r, t_s, m in zip(blockers.running, ends, masks, strict=True):
+            at = last.get(r.id)
+            if at is None:
+                out.append((r.id, None, (t_s, m)))
                 continue
-            if before is None or before.end_t_s != b.end_t_s or before.masks is not b.masks:
-                out.append((r.id, before, b))
+            found += 1
+            if was_ends[at] != t_s or was_masks[at] is not m:
+                out.append((r.id, (was_ends[at], was_masks[at]), (t_s, m)))
         if found < len(last):  # some ended
-            now = {r.id for r in running}
-            out += [(job_id, b, None) for job_id, b in last.items() if job_id not in now]
+            now = {r.id for r in blockers.running}
+            out += [(i, (was_ends[k], was_masks[k]), None) for i, k in last.items() if i not in now]
         return out
 
     def _move(self, flavor: str, kept: _Flavor, changes: list[Change]) -> None:
         ready, node_flavor = self._topo.ready, self._topo.flavor
         claims, touched = kept.claims, set()
         for job_id, before, after in changes:
-            for i in before.masks if before is not None else ():
+            for i in before[1] if before is not None else ():
                 if ready[i] and node_flavor[i] == flavor:
                     del claims[i][job_id]
                     touched.add(i)
             if after is not None:
-                t_s = after.end_t_s
-                for i, m in after.masks.items():
+                t_s, masks = after
+                for i, m in masks.items():
                     if ready[i] and node_flavor[i] == flavor:
                         here = claims.get(i)
                         if here is None:
@@ -168,4 +212,4 @@ class KeptEvents:
             )
 
 
-__all__ = ["KeptEvents", "node_events"]
+__all__ = ["KeptEvents", "RunningBlockers", "node_events"]

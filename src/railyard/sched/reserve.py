@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain
 from typing import NamedTuple
 
 from railyard.sched.model import Level, TopologyMode
@@ -321,11 +322,15 @@ def earliest_start(
     """
     if base is None:
         base = base_events(snap, shape.flavor, blockers)
-    every = [*blockers, *extra] if extra else blockers
+    # both read only where asked: the running jobs' blockers may be made as they are read
     asks = shape.cpus_per_worker or shape.mem_per_worker_mib
     loads: list[tuple[float, Load]] = (
         sorted(
-            ((b.end_t_s, b.load) for b in every if b.load and b.end_t_s < math.inf),
+            (
+                (b.end_t_s, b.load)
+                for b in chain(blockers, extra)
+                if b.load and b.end_t_s < math.inf
+            ),
             key=lambda e: e[0],
         )
         if asks
@@ -334,7 +339,7 @@ def earliest_start(
     charges: list[tuple[float, str, int]] = (
         sorted(
             (b.end_t_s, b.queue, b.gpus)
-            for b in every
+            for b in chain(blockers, extra)
             if b.queue is not None and b.flavor == shape.flavor and b.gpus and b.end_t_s < math.inf
         )
         if quota_fits is not None
