@@ -90,5 +90,8 @@ def test_kept_events_equal_events_derived_afresh(seed, many):
 
 def test_a_gpu_comes_free_when_its_last_claim_ends():
     # two claims on one GPU (a running job and a reservation on it): the later end frees it
-    assert node_events({"a": (10.0, 0b011), "b": (20.0, 0b110)}) == ((10.0, 0b001), (20.0, 0b110))
-    assert node_events({"a": (float("inf"), 0b1), "b": (5.0, 0b1)}) == ((float("inf"), 0b1),)
+    ends, gpus = {"a": 10.0, "b": 20.0}, {"a": 0b011, "b": 0b110}
+    assert node_events(ends, gpus) == ((10.0, 0b001), (20.0, 0b110))
+    assert node_events({"a": float("inf"), "b": 5.0}, {"a": 0b1, "b": 0b1}) == (
+        (float("inf"), 0b1),
+    )

@@ -144,15 +144,17 @@ class KeptGroups:
         self._t_s = -math.inf
         self._running: Sequence[RunningJob] | None = None
         self._seen: dict[str, RunningJob] = {}
-        self._place: dict[str, tuple[str, Hashable, float]] = {}  # flavor, class, until
+        # each job grouped: its (flavor, class), each pair one object, and until when
+        self._place: dict[str, tuple[str, Hashable]] = {}
+        self._until: dict[str, float] = {}
         self._groups: dict[str, dict[Hashable, _Members]] = {}
         self._waiting: dict[str, RunningJob] = {}  # not yet past their minimum run time
         self._wakes: list[tuple[float, str]] = []  # (about when, id) of those waiting
         self._ends: list[tuple[float, str]] = []  # (until, id) of the classes judged
         self._bounds: dict[str, float] = {}
-        # each class once: 73,500 jobs share a few hundred classes, and one tuple per job
+        # each (flavor, class) once: 73,500 jobs share a few hundred, and a tuple per job
         # kept lived on for the garbage collector's full passes
-        self._classes: dict[Hashable, Hashable] = {}
+        self._pairs: dict[tuple[str, Hashable], tuple[str, Hashable]] = {}
 
     def of(
         self,
@@ -177,8 +179,7 @@ class KeptGroups:
         while self._ends and self._ends[0][0] <= now_t_s:  # classes whose time is up
             ended.append(heapq.heappop(self._ends))
         for until_t_s, job_id in ended:  # judged again once (until the next cycle, if the
-            place = self._place.get(job_id)  # new class's time is up already)
-            if place is not None and place[2] == until_t_s:
+            if self._until.get(job_id) == until_t_s:  # new class's time is up already)
                 self._drop(job_id)
                 self._admit(seen[job_id], ctx, until_of)
         woken = []
@@ -244,8 +245,9 @@ class KeptGroups:
             heapq.heappush(self._wakes, (r.start_t_s + protected_s, job_id))
             return
         cls, until_t_s = until_of(r, ctx)
-        cls = self._classes.setdefault(cls, cls)
-        self._place[job_id] = (flavor, cls, until_t_s)
+        pair = (flavor, cls)
+        self._place[job_id] = self._pairs.setdefault(pair, pair)
+        self._until[job_id] = until_t_s
         if until_t_s < math.inf:
             heapq.heappush(self._ends, (until_t_s, job_id))
         classes = self._groups.get(flavor)
@@ -272,7 +274,7 @@ class KeptGroups:
     ) -> None:
         """`_admit` of each of `running` (by id) into empty groups: one loop, what it reads
         bound outside it, the heaps made at once (73,500 jobs on a start at 100,352 GPUs)."""
-        now_t_s, queues, interned = ctx.now_t_s, ctx.quota.queues, self._classes
+        now_t_s, queues, pairs, until = ctx.now_t_s, ctx.quota.queues, self._pairs, self._until
         bounds, place, groups, waiting = self._bounds, self._place, self._groups, self._waiting
         wakes, ends = self._wakes, self._ends
         for r in running:
@@ -292,9 +294,10 @@ class KeptGroups:
                 wakes.append((r.start_t_s + protected_s, job_id))
                 continue
             cls, until_t_s = until_of(r, ctx)
-            cls = interned.setdefault(cls, cls)
             flavor = job.flavor
-            place[job_id] = (flavor, cls, until_t_s)
+            pair = (flavor, cls)
+            place[job_id] = pairs.setdefault(pair, pair)
+            until[job_id] = until_t_s
             if until_t_s < math.inf:
                 ends.append((until_t_s, job_id))
             classes = groups.get(flavor)
@@ -321,7 +324,8 @@ class KeptGroups:
         place = self._place.pop(job_id, None)
         if place is None:
             return
-        flavor, cls, _ = place
+        del self._until[job_id]
+        flavor, cls = place
         classes = self._groups[flavor]
         members = classes[cls]
         at = bisect_left(members.ids, job_id)
