@@ -15,11 +15,11 @@ from bisect import bisect_left
 from collections.abc import Callable, Hashable, Sequence, Set
 from typing import Protocol
 
+from railyard.sched.candidate import Candidate
 from railyard.sched.decisions import PreemptReason
 from railyard.sched.limits import min_runtime_bound_s, queue_time_limits
 from railyard.sched.model import RunningJob
 from railyard.sched.policies.registry import PreemptContext, PreemptionPolicy
-from railyard.sched.victims import Candidate
 
 
 class VictimClass:
