@@ -97,46 +97,50 @@ class Booking:
             if old is not None:
                 self._remove(r.id)
             added.append(r)
-        for r in sorted(added, key=_ID):
-            self._add(r)
-        self.running = tuple(sorted(running, key=_ID))
+        ordered = sorted(running, key=_ID)
+        self._add_all(ordered if len(added) == len(ordered) else sorted(added, key=_ID))
+        self.running = tuple(ordered)
 
-    def _add(self, r: RunningJob) -> None:
-        # `Topology.masks` and the GPU count inline, one loop: 73,500 jobs on a start
+    def _add_all(self, added: list[RunningJob]) -> None:
+        """Book each of `added`, in order. `Topology.masks` and the GPU count inline, one
+        loop, what it reads bound outside it: 73,500 jobs on a start at 100,352 GPUs."""
         topo = self.topo
-        index, full = topo.index, topo.full_mask
-        masks: Masks = {}
-        gpus = 0
-        for name, on in r.placement.items():
-            i = index.get(name)
-            if i is not None:
-                m = 0
-                for g in on:
-                    m |= 1 << g
-                m &= full[i]
-                masks[i] = m
-                gpus += m.bit_count()
-        load = None
-        job = r.job
-        if job.cpus_per_worker or job.mem_per_worker_gb:
-            load = Shape.of(job).load(masks)
-        used = self.used
-        for i, m in masks.items():
-            if used[i] & m:
-                raise ValueError(f"GPU double-booked on node {topo.nodes[i].name}")
-        for i, m in masks.items():
-            used[i] |= m
-        if load:
-            self.run_loads[r.id] = load
-            for i, (cores, mib) in load.items():
-                self.free_cpu[i] -= cores
-                self.free_mem[i] -= mib
-        if gpus:  # a CPU-only job charges no GPUs: `usage` holds only counts above zero
-            charge = (job.queue, job.flavor)
-            self.usage[charge] = self.usage.get(charge, 0) + gpus
-        self.run_masks[r.id] = masks
-        self.gpus[r.id] = gpus
-        self.entries[r.id] = r
+        index, full, used, usage = topo.index, topo.full_mask, self.used, self.usage
+        free_cpu, free_mem, run_loads = self.free_cpu, self.free_mem, self.run_loads
+        run_masks, gpus_of, entries = self.run_masks, self.gpus, self.entries
+        for r in added:
+            masks: Masks = {}
+            gpus = 0
+            for name, on in r.placement.items():
+                i = index.get(name)
+                if i is not None:
+                    m = 0
+                    for g in on:
+                        m |= 1 << g
+                    m &= full[i]
+                    masks[i] = m
+                    gpus += m.bit_count()
+            load = None
+            job = r.job
+            if job.cpus_per_worker or job.mem_per_worker_gb:
+                load = Shape.of(job).load(masks)
+            for i, m in masks.items():
+                if used[i] & m:
+                    raise ValueError(f"GPU double-booked on node {topo.nodes[i].name}")
+            for i, m in masks.items():
+                used[i] |= m
+            job_id = r.id
+            if load:
+                run_loads[job_id] = load
+                for i, (cores, mib) in load.items():
+                    free_cpu[i] -= cores
+                    free_mem[i] -= mib
+            if gpus:  # a CPU-only job charges no GPUs: `usage` holds only counts above zero
+                charge = (job.queue, job.flavor)
+                usage[charge] = usage.get(charge, 0) + gpus
+            run_masks[job_id] = masks
+            gpus_of[job_id] = gpus
+            entries[job_id] = r
 
     def _remove(self, job_id: str) -> None:
         job = self.entries.pop(job_id).job  # its queue and flavor are the booked one's

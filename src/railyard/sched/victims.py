@@ -310,7 +310,7 @@ def _greedy(
     gang over many small victims costs O(log n) placements, not O(n). All steps are
     incremental on the snapshot and undone before returning.
     """
-    ranked = sorted(range(len(candidates)), key=lambda k: candidates[k].cost)
+    ranked = sorted(range(len(candidates)), key=[c.cost for c in candidates].__getitem__)
     out: list[int] = []
     freed = 0
     found: Masks | None = None
@@ -333,9 +333,13 @@ def _greedy(
             return None
         # Victims whose GPUs the placement does not use are only worth it for quota: try
         # keeping all of them at once before pruning one by one.
-        idle = [
-            k for k in out if not any(found.get(i, 0) & m for i, m in candidates[k].masks.items())
-        ]
+        idle = []
+        for k in out:  # thousands of one-GPU victims for a gang: a loop, not a generator each
+            for i, m in candidates[k].masks.items():
+                if found.get(i, 0) & m:
+                    break
+            else:
+                idle.append(k)
         _restore_all(snap, quota, [candidates[k] for k in idle])
         if idle and (again := fits()) is not None:
             kept = set(idle)
