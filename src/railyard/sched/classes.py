@@ -122,9 +122,10 @@ _SLACK_S = 1.0  # a job is looked at again this long before its minimum run time
 class _Members:
     """One class's members, by id, with how many of each size."""
 
-    __slots__ = ("ids", "idset", "runs", "sizes")
+    __slots__ = ("ids", "idset", "pair", "runs", "sizes")
 
-    def __init__(self) -> None:
+    def __init__(self, pair: tuple[str, Hashable]) -> None:
+        self.pair = pair  # (flavor, class)
         self.ids: list[str] = []
         self.runs: list[RunningJob] = []
         self.idset: set[str] = set()  # `ids` again, as a `VictimClass` reads them
@@ -145,17 +146,17 @@ class KeptGroups:
         self._t_s = -math.inf
         self._running: Sequence[RunningJob] | None = None
         self._seen: dict[str, RunningJob] = {}
-        # each job grouped: its (flavor, class), each pair one object, and until when
-        self._place: dict[str, tuple[str, Hashable]] = {}
+        # each job grouped: its group, and until when its class holds
+        self._place: dict[str, _Members] = {}
         self._until: dict[str, float] = {}
         self._groups: dict[str, dict[Hashable, _Members]] = {}
         self._waiting: dict[str, RunningJob] = {}  # not yet past their minimum run time
         self._wakes: list[tuple[float, str]] = []  # (about when, id) of those waiting
         self._ends: list[tuple[float, str]] = []  # (until, id) of the classes judged
         self._bounds: dict[str, float] = {}
-        # each (flavor, class) once: 73,500 jobs share a few hundred, and a tuple per job
-        # kept lived on for the garbage collector's full passes
-        self._pairs: dict[tuple[str, Hashable], tuple[str, Hashable]] = {}
+        # (flavor, class) -> its group, as `_groups` holds it: one lookup a job (73,500 on a
+        # start), and no tuple kept per job for the garbage collector's full passes
+        self._pairs: dict[tuple[str, Hashable], _Members] = {}
 
     def of(
         self,
@@ -248,17 +249,11 @@ class KeptGroups:
             heapq.heappush(self._wakes, (r.start_t_s + protected_s, job_id))
             return
         cls, until_t_s = until_of(r, ctx)
-        pair = (flavor, cls)
-        self._place[job_id] = self._pairs.setdefault(pair, pair)
+        members = self._group(flavor, cls)
+        self._place[job_id] = members
         self._until[job_id] = until_t_s
         if until_t_s < math.inf:
             heapq.heappush(self._ends, (until_t_s, job_id))
-        classes = self._groups.get(flavor)
-        if classes is None:
-            classes = self._groups[flavor] = {}
-        members = classes.get(cls)
-        if members is None:
-            members = classes[cls] = _Members()
         ids = members.ids
         if not ids or ids[-1] < job_id:  # in id order, the common case: at the end
             ids.append(job_id)
@@ -279,7 +274,7 @@ class KeptGroups:
         """`_admit` of each of `running` (by id) into empty groups: one loop, what it reads
         bound outside it, the heaps made at once (73,500 jobs on a start at 100,352 GPUs)."""
         now_t_s, queues, pairs, until = ctx.now_t_s, ctx.quota.queues, self._pairs, self._until
-        bounds, place, groups, waiting = self._bounds, self._place, self._groups, self._waiting
+        bounds, place, waiting = self._bounds, self._place, self._waiting
         wakes, ends = self._wakes, self._ends
         for r in running:
             if r.stop_cause is not None:
@@ -298,18 +293,13 @@ class KeptGroups:
                 wakes.append((r.start_t_s + protected_s, job_id))
                 continue
             cls, until_t_s = until_of(r, ctx)
-            flavor = job.flavor
-            pair = (flavor, cls)
-            place[job_id] = pairs.setdefault(pair, pair)
+            members = pairs.get((job.flavor, cls))
+            if members is None:
+                members = self._group(job.flavor, cls)
+            place[job_id] = members
             until[job_id] = until_t_s
             if until_t_s < math.inf:
                 ends.append((until_t_s, job_id))
-            classes = groups.get(flavor)
-            if classes is None:
-                classes = groups[flavor] = {}
-            members = classes.get(cls)
-            if members is None:
-                members = classes[cls] = _Members()
             ids = members.ids
             if not ids or ids[-1] < job_id:
                 ids.append(job_id)
@@ -324,15 +314,23 @@ class KeptGroups:
         heapq.heapify(wakes)
         heapq.heapify(ends)
 
+    def _group(self, flavor: str, cls: Hashable) -> _Members:
+        """The group of (flavor, class), made if there is none."""
+        pair = (flavor, cls)
+        members = self._pairs.get(pair)
+        if members is None:
+            members = self._pairs[pair] = _Members(pair)
+            self._groups.setdefault(flavor, {})[cls] = members
+        return members
+
     def _drop(self, job_id: str) -> None:
         self._waiting.pop(job_id, None)
-        place = self._place.pop(job_id, None)
-        if place is None:
+        members = self._place.pop(job_id, None)
+        if members is None:
             return
         del self._until[job_id]
-        flavor, cls = place
+        flavor, cls = members.pair
         classes = self._groups[flavor]
-        members = classes[cls]
         at = bisect_left(members.ids, job_id)
         gpus = members.runs[at].gpus
         del members.ids[at], members.runs[at]
@@ -343,7 +341,7 @@ class KeptGroups:
         else:
             del members.sizes[gpus]
         if not members.ids:
-            del classes[cls]
+            del classes[cls], self._pairs[members.pair]
             if not classes:
                 del self._groups[flavor]
 
