@@ -99,12 +99,24 @@ class Estimates:
         self.history = history
         self.default_s = default_s
         self.kill_wait_s = kill_wait_s
+        # (queue, user) -> `estimate_s` of a job without a limit of its own: all it reads
+        # (a cycle asks it of each of them running, 7,300 at 100,352 GPUs, in each cycle)
+        self._unlimited: dict[tuple[str, str], tuple[float | None, bool]] = {}
 
     def limit_s(self, job: Job) -> float | None:
         return time_limit_s(job, self.queues.get(job.queue))
 
     def estimate_s(self, job: Job) -> tuple[float | None, bool]:
         """(seconds, hard): the limit when there is one, else a soft prediction or None."""
+        if job.walltime_s is not None:
+            return job.walltime_s, True
+        pair = (job.queue, job.user)
+        found = self._unlimited.get(pair)
+        if found is None:
+            found = self._unlimited[pair] = self._estimate_s(job)
+        return found
+
+    def _estimate_s(self, job: Job) -> tuple[float | None, bool]:
         limit = self.limit_s(job)
         if limit is not None:
             return limit, True

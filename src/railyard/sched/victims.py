@@ -124,11 +124,12 @@ class ByNode:
     and the nodes' readiness are fixed within a pass. Holds every candidate it indexed, so
     their `id`s stay theirs."""
 
-    __slots__ = ("_here", "_known", "_nodes", "_order", "_topo")
+    __slots__ = ("_here", "_ids", "_known", "_nodes", "_order", "_topo")
 
     def __init__(self, topo: Topology) -> None:
         self._topo = topo
         self._known: dict[int, Candidate] = {}
+        self._ids: set[int] = set()  # `_known`'s keys as a set: a subset test each search
         # (node, candidate), cheapest first, as two lists: no tuple per entry (13,000 a
         # time-slicing pass that lived through it, for the garbage collector to scan)
         self._nodes: list[int] = []
@@ -138,8 +139,9 @@ class ByNode:
     def of(self, candidates: Sequence[Candidate]) -> set[int]:
         """The `id`s of `candidates`, indexed first if any is new to this index."""
         ids = set(map(id, candidates))
-        if not self._known.keys() >= ids:
+        if not ids <= self._ids:
             self._known.update(zip(map(id, candidates), candidates, strict=True))
+            self._ids |= ids
             ready = self._topo.ready
             # by cost, then node: a candidate's cost is unique among those one search reads
             # (its id comes last), and one on several nodes is on each, in node order
