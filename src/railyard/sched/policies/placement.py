@@ -19,6 +19,8 @@ them reads per-node capacities instead of the GPU histograms (slower, and only f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
+from operator import mul
 
 from railyard.sched.model import Level, TopologyMode
 from railyard.sched.policies.registry import PLACEMENT
@@ -49,10 +51,17 @@ def pick_gpus(free_mask: int, domains: tuple[int, ...], need: int) -> int:
 
 def _capacity(hist: list[int], gpus_per_worker: int, distinct: bool = False) -> int:
     """Workers of `gpus_per_worker` GPUs that fit a group, from its free-count histogram (at
-    most one per node with `distinct`)."""
+    most one per node with `distinct`). Sums in C: asked of each of 784 leaf groups for each
+    gang placed at 100,352 GPUs."""
     if distinct:
-        return sum(hist[f] for f in range(gpus_per_worker, len(hist)))
-    return sum(hist[f] * (f // gpus_per_worker) for f in range(gpus_per_worker, len(hist)))
+        return sum(hist[gpus_per_worker:])
+    return sum(map(mul, hist, _per_count(gpus_per_worker, len(hist))))
+
+
+@cache
+def _per_count(gpus_per_worker: int, counts: int) -> tuple[int, ...]:
+    """Workers that fit a node with 0, 1, ... `counts - 1` free GPUs."""
+    return tuple(f // gpus_per_worker for f in range(counts))
 
 
 def _per_node(free: int, shape: Shape) -> int:
