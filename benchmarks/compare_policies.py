@@ -71,6 +71,7 @@ LAS_R2 = (
     ("starved_unsliced_s", 0.0),
     ("starving_slices", False),
     ("starvation_limit_s", 7 * 86_400.0),  # las's default until issue 56 (14 days since)
+    ("slice_level_gap", 1),  # any lower level slices (3 since issue 56)
 )
 # the round before this one: attained service on 1, 8 and 64 GPU-hours, 16 searches a queue,
 # a 6-hour hold
@@ -80,6 +81,7 @@ LAS_R3 = (
     ("starved_unsliced_s", 0.0),
     ("starving_slices", False),
     ("starvation_limit_s", 7 * 86_400.0),
+    ("slice_level_gap", 1),
 )
 POLICIES: dict[str, tuple[str, tuple[tuple[str, Any], ...]]] = {
     "fifo": ("fifo", ()),

@@ -145,6 +145,7 @@ def test_insecure_ray_needs_ray(capsys: pytest.CaptureFixture[str]) -> None:
         (["--greedy-hold", "later"], "up: --greedy-hold: bad time 'later'"),
         (["--time-slice-by", "size"], "up: --time-slice-by: 'size' is unknown (hint: one of"),
         (["--starved-unsliced", "-5"], "up: --starved-unsliced: "),
+        (["--slice-level-gap", "0"], "up: --slice-level-gap: must be between 1 and"),
         (["--starvation-limit", "0"], "up: --starvation-limit: must be longer than 0 (hint:"),
         (["--starvation-limit", "a week"], "up: --starvation-limit: bad time 'a week'"),
     ],
@@ -191,6 +192,7 @@ def test_up_gives_time_slicing_its_own_defaults(
     las = config.scheduler.preemption == "las"
     assert config.scheduler.time_slice_by == ("remaining" if las else "attained")
     assert config.scheduler.starved_unsliced_s == (None if las else 0.0)
+    assert config.scheduler.slice_level_gap == (3 if las else 1)
     assert config.scheduler.starving_slices is ("--no-starving-slices" not in flags)
     assert config.scheduler.starvation_limit_s == starvation_limit_s
 

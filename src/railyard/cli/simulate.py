@@ -136,6 +136,9 @@ def simulate(
         str | None, typer.Option(help=TUNING_HELP["starved_unsliced"])
     ] = None,
     unsliced_after: Annotated[str | None, typer.Option(help=TUNING_HELP["unsliced_after"])] = None,
+    slice_level_gap: Annotated[
+        int | None, typer.Option(help=TUNING_HELP["slice_level_gap"])
+    ] = None,
     starving_slices: Annotated[
         bool | None,
         typer.Option("--starving-slices/--no-starving-slices", help=TUNING_HELP["starving_slices"]),
@@ -211,6 +214,7 @@ def simulate(
             time_slice_by=time_slice_by,
             starved_unsliced=starved_unsliced,
             unsliced_after=unsliced_after,
+            slice_level_gap=slice_level_gap,
             starving_slices=starving_slices,
             starvation_limit=starvation_limit,
         )

@@ -18,6 +18,8 @@ HELP = {
     "may be sliced, or 'none' to its end (default none)",
     "unsliced_after": "las: a job that has run this long in all is not sliced again, or "
     "'none' (default none)",
+    "slice_level_gap": "las: a job slices only jobs at least this many service levels above "
+    "its own (default 3; 1: any higher level)",
     "starving_slices": "las: a job waiting past the starvation limit slices any job, "
     "whatever its level (default on)",
     "victim_searches": "preemption: victim searches per cycle (default 16)",
@@ -40,6 +42,7 @@ def tuning(
     time_slice_by: str | None = None,
     starved_unsliced: str | None = None,
     unsliced_after: str | None = None,
+    slice_level_gap: int | None = None,
     starving_slices: bool | None = None,
     starvation_limit: str | None = None,
 ) -> dict[str, Any]:
@@ -82,6 +85,12 @@ def tuning(
         out["starved_unsliced_s"] = _duration_or_none("--starved-unsliced", starved_unsliced)
     if unsliced_after is not None:
         out["unsliced_after_s"] = _duration_or_none("--unsliced-after", unsliced_after)
+    if slice_level_gap is not None:
+        if not 1 <= slice_level_gap <= 1_000:
+            raise ValueError(
+                "--slice-level-gap: must be between 1 and 1000 (hint: 1 slices any higher level)"
+            )
+        out["slice_level_gap"] = slice_level_gap
     if starving_slices is not None:
         out["starving_slices"] = starving_slices
     if greedy_hold is not None:

@@ -52,6 +52,7 @@ def up(args: argparse.Namespace) -> None:
             time_slice_by=args.time_slice_by,
             starved_unsliced=args.starved_unsliced,
             unsliced_after=args.unsliced_after,
+            slice_level_gap=args.slice_level_gap,
             starving_slices=args.starving_slices,
             starvation_limit=args.starvation_limit,
         )
@@ -307,6 +308,7 @@ def _up_args(p: Parser) -> None:
     p.add_argument("--time-slice-by", metavar="RANK", help=TUNING_HELP["time_slice_by"])
     p.add_argument("--starved-unsliced", metavar="TIME", help=TUNING_HELP["starved_unsliced"])
     p.add_argument("--unsliced-after", metavar="TIME", help=TUNING_HELP["unsliced_after"])
+    p.add_argument("--slice-level-gap", type=int, metavar="N", help=TUNING_HELP["slice_level_gap"])
     p.add_argument(
         "--starving-slices",
         action=argparse.BooleanOptionalAction,

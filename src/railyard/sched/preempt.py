@@ -88,6 +88,7 @@ class Preemption:
             math.inf if config.starved_unsliced_s is None else config.starved_unsliced_s,
             config.starving_slices, config.promotion_wait_ratio,
             math.inf if config.unsliced_after_s is None else config.unsliced_after_s,
+            config.slice_level_gap,
         )  # fmt: skip
         self.running = running
         self.signalled = set(requeued)

@@ -248,8 +248,9 @@ class TimeSlice:
     def may_preempt(self, preemptor: Job, ctx: PreemptContext) -> bool:
         if ctx.starving_slices and starving(preemptor, ctx):
             return True
-        lowest = _preemptor_level(preemptor, ctx) < len(ctx.service_levels_gpu_s)
-        return lowest or may_reclaim(preemptor, ctx)
+        top = len(ctx.service_levels_gpu_s)  # no job is above that level
+        low = _preemptor_level(preemptor, ctx) + ctx.slice_level_gap <= top
+        return low or may_reclaim(preemptor, ctx)
 
     def victim_class(self, victim: RunningJob, ctx: PreemptContext) -> Hashable:
         j = victim.job
@@ -266,15 +267,16 @@ class TimeSlice:
     def reason_without_quota(
         self, preemptor: Job, victim: RunningJob, ctx: PreemptContext
     ) -> PreemptReason | None:
-        """A job slices one on a higher level; a starving job, any sliceable one (its own
-        priority or lower, as always)."""
+        """A job slices one at least `slice_level_gap` levels above its own; a starving job,
+        any sliceable one (its own priority or lower, as always)."""
         v = victim.job
         if (
             v.priority <= preemptor.priority
             and _sliceable(victim, ctx)
             and (
                 (ctx.starving_slices and starving(preemptor, ctx))
-                or _victim_level(victim, ctx) > _preemptor_level(preemptor, ctx)
+                or _victim_level(victim, ctx)
+                >= _preemptor_level(preemptor, ctx) + ctx.slice_level_gap
             )
         ):
             return PreemptReason.TIME_SLICE

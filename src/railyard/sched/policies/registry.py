@@ -86,6 +86,7 @@ class PreemptContext:
     starving_slices: bool = True
     promotion_wait_ratio: float | None = None
     unsliced_after_s: float = math.inf
+    slice_level_gap: int = 1
 
 
 def attained_gpu_s(run: RunningJob, now_t_s: float) -> float:
