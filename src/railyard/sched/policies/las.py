@@ -14,16 +14,19 @@ no job has one all tied and `las` ran FIFO).
 On the Gavel-profile jobs of `benchmarks/compare_policies.py` it cut mean JCT 1.09x and
 1.57x at loads 1.2 and 1.5 against attained service at the last round's knobs.
 
-Unlike the paper, a victim must have run `time_slice_quantum_s` in its attempt (each restart
-costs a checkpoint and a restore) and, where `unsliced_after_s` is set, less than that over
-all its attempts (a job that has shown it is long runs to its end), an attempt that began
-after its job waited out the starvation limit runs `starved_unsliced_s` (by default to its
-end) before it may be sliced, a starving job slices any sliceable job whatever its level (it
-had waited for a node to drain, days for 8-GPU gangs: on the Gavel-profile jobs their p99
-JCT fell from 334 and 366 h to 307 and 333 h at loads 1.2 and 1.5, under fairshare+easy's
-313 and 339; mean JCT rose 1-6%), so a running job past that limit is not sliced by one that
-is not (it would slice straight back), jobs submitted with `preemptible=False` are never
-sliced, and quotas hold (reclaim stays on; a queue's quota is never exceeded to slice).
+Unlike the paper, a job slices only jobs at least `slice_level_gap` levels above its own (3
+by time slicing's defaults: a job a level or two past a newcomer was sliced for it again and
+again, and the longest jobs set the p99, issue 56), a victim must have run
+`time_slice_quantum_s` in its attempt (each restart costs a checkpoint and a restore) and,
+where `unsliced_after_s` is set, less than that over all its attempts (a job that has shown
+it is long runs to its end), an attempt that began after its job waited out the starvation
+limit runs `starved_unsliced_s` (by default to its end) before it may be sliced, a starving
+job slices any sliceable job whatever its level (it had waited for a node to drain, days for
+8-GPU gangs: on the Gavel-profile jobs their p99 JCT fell from 334 and 366 h to 307 and 333
+h at loads 1.2 and 1.5, under fairshare+easy's 313 and 339; mean JCT rose 1-6%), so a
+running job past that limit is not sliced by one that is not (it would slice straight back),
+jobs submitted with `preemptible=False` are never sliced, and quotas hold (reclaim stays on;
+a queue's quota is never exceeded to slice).
 """
 
 from __future__ import annotations
