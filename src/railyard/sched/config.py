@@ -55,7 +55,9 @@ class SchedulerConfig:
       (`TIME_SLICING_DEFAULTS`) a job a level or two past a newcomer is not sliced for it,
       and gangs that had just come back after waiting days for a whole node were sliced
       again minutes later less often; on Gavel's Philly VCs the worst p99 JCT fell from
-      1.70x to 1.50x fairshare+easy's with mean JCT within 2.2% of gap 1's on every trace.
+      1.70x to 1.50x fairshare+easy's with mean JCT within 2.2% of gap 1's on every trace
+      (on the synthetic gangs of `compare_policies.py` mean JCT rose 3-4% on the Gavel
+      profile at loads 1.2-1.5 and the 8-GPU gangs' p99 1-12%).
     - `restart_cost_s`: what restarting an evicted job costs, in seconds on each of its GPUs
       (rescheduling, loading, reading its checkpoint back): added to the work it would lose
       since its last checkpoint, it is what an eviction costs when victims are chosen.
