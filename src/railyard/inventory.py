@@ -10,11 +10,13 @@ fabric (the seed's evaluation nodes) is scheduled too, as a leaf group of its ow
 
 from __future__ import annotations
 
-from railyard.blueprint import Blueprint, NodeGroup, NodeType
+from typing import TYPE_CHECKING
+
 from railyard.blueprint.pools import pooled
-from railyard.fabric.build import build_fabric
-from railyard.fabric.tree import topology_tree
 from railyard.sched import Node
+
+if TYPE_CHECKING:
+    from railyard.blueprint import Blueprint, NodeGroup, NodeType
 
 
 def nvlink_domains(node_type: NodeType) -> tuple[tuple[int, ...], ...]:
@@ -41,6 +43,11 @@ def _node(name: str, nt: NodeType, gpus: int, path: tuple[str, ...], group: Node
 def scheduler_nodes(bp: Blueprint) -> list[Node]:
     """GPU nodes of the blueprint; flavor is the GPU model name (e.g. ``H100-SXM-80GB``),
     with its pool for a pooled group (``RTX-6000-Ada-48GB@interactive``)."""
+    # here, not at the top: `railyard up` without a blueprint (`this_machine`) needs no
+    # fabric, and building one brings numpy (~100 ms of the server's start)
+    from railyard.fabric.build import build_fabric
+    from railyard.fabric.tree import topology_tree
+
     out: list[Node] = []
     if bp.fabric is not None:
         for tn in topology_tree(build_fabric(bp)).nodes:

@@ -10,8 +10,7 @@ import pytest
 
 from railyard.health.across import figure_of
 from railyard.health.bisect import FAIL_BELOW, Bisection, GroupTest, find_slow, node_result
-from railyard.health.expect import Expected
-from railyard.health.result import Status
+from railyard.health.result import Expected, Status
 
 NODES = [f"n{i:02}" for i in range(16)]
 

@@ -24,6 +24,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import uvicorn
 from fastapi import APIRouter, FastAPI
@@ -31,8 +32,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
-from railyard.blueprint import BlueprintError, load
-from railyard.blueprint.local import catalogue_name
+from railyard.blueprint.errors import BlueprintError
 from railyard.blueprint.partitions import Partition
 from railyard.client.client import save_config
 from railyard.client.config import client_config_path, default_state_dir
@@ -90,11 +90,13 @@ from railyard.exec.backend import (
     backend_kind,
 )
 from railyard.exec.task.nccl import nccl_env
-from railyard.health.expect import group_expectation
 from railyard.inventory import scheduler_nodes, this_machine
 from railyard.probe import detect_gpus, read_gpus, resolve_gpus
 from railyard.sched import Node, NodeState, SchedulerConfig
 from railyard.sched.health import HealthPolicy
+
+if TYPE_CHECKING:
+    from railyard.blueprint import Blueprint
 
 log = logging.getLogger("railyard.server")
 
@@ -162,13 +164,30 @@ def across_expectation(config: UpConfig) -> Expect | None:
         return floor_expectation(config.health_across_floor_gbps)
     if config.blueprint is None:
         return None
-    return group_expectation(load(config.blueprint).blueprint)
+    from railyard.health.expect import group_expectation  # the twin: with a blueprint alone
+
+    return group_expectation(load_blueprint(config.blueprint))
+
+
+def load_blueprint(name: str) -> Blueprint:
+    """``--blueprint``'s cluster, or one line (:class:`StartupError`) saying why not. The YAML
+    loader and the models load here: a start without a blueprint never needs them."""
+    from railyard.blueprint import load
+
+    try:
+        return load(name).blueprint
+    except BlueprintError as exc:
+        raise StartupError(str(exc)) from None
 
 
 def detected_flavor() -> str | None:
     """The catalogue name of this machine's GPUs, when NVML finds known ones."""
     found = detect_gpus()
-    return catalogue_name(found[0].name) if found else None
+    if not found:
+        return None
+    from railyard.blueprint.local import catalogue_name  # the catalogue: where NVML finds GPUs
+
+    return catalogue_name(found[0].name)
 
 
 def inventory(config: UpConfig, machines_join: bool) -> tuple[list[Node], Node | None]:
@@ -184,7 +203,7 @@ def inventory(config: UpConfig, machines_join: bool) -> tuple[list[Node], Node |
         if config.blueprint is None:
             return [], None
         try:
-            return scheduler_nodes(load(config.blueprint).blueprint), None
+            return scheduler_nodes(load_blueprint(config.blueprint)), None
         except BlueprintError as exc:
             raise StartupError(str(exc)) from None
     if config.blueprint is None:
@@ -196,7 +215,7 @@ def inventory(config: UpConfig, machines_join: bool) -> tuple[list[Node], Node |
         node = this_machine(config.node_name, flavor, gpus, cpus, mem_gb)
         return [node], node
     try:
-        nodes = scheduler_nodes(load(config.blueprint).blueprint)
+        nodes = scheduler_nodes(load_blueprint(config.blueprint))
     except BlueprintError as exc:
         raise StartupError(str(exc)) from None
     by_name = {n.name: n for n in nodes}
@@ -271,10 +290,7 @@ def declared_partitions(config: UpConfig) -> dict[str, Partition]:
     """The blueprint's partitions, else those of ``up --partition`` (never both: `up`)."""
     if config.blueprint is None:
         return dict(config.partitions)
-    try:
-        declared = dict(load(config.blueprint).blueprint.partitions)
-    except BlueprintError as exc:
-        raise StartupError(str(exc)) from None
+    declared = dict(load_blueprint(config.blueprint).partitions)
     if declared and config.partitions:
         raise StartupError("--partition: the blueprint declares partitions (hint: its partitions:)")
     return declared or dict(config.partitions)

@@ -22,12 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from railyard.health.result import Result, Status
-
-if TYPE_CHECKING:
-    from railyard.health.expect import Expected
+from railyard.health.result import Expected, Result, Status
 
 Test = Callable[[Sequence[str]], bool]
 Steps = Generator[list[str], bool, list[str]]

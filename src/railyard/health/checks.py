@@ -20,7 +20,7 @@ from railyard.health import expect as expecting
 from railyard.health import gpu_checks, gpu_measure
 from railyard.health import measure as measuring
 from railyard.health.baseline import Baseline
-from railyard.health.result import VERSIONS, Result, Status, judge
+from railyard.health.result import VERSIONS, Expected, Result, Status, judge
 
 WARN_BELOW = 0.9
 FAIL_BELOW = 0.8
@@ -131,7 +131,7 @@ FIGURES = {
 def _twin_check(
     name: str,
     unit: str,
-    expect: Callable[[str, int], expecting.Expected],
+    expect: Callable[[str, int], Expected],
     measure: Callable[[], tuple[float, str]],
 ) -> Callable[[Context], Result]:
     """A GPU figure judged against the twin's expectation for the node's flavor."""

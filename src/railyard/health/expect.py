@@ -13,24 +13,18 @@ fails). Each figure names its source.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from railyard.blueprint import Blueprint
 from railyard.blueprint.catalog import GPUS, GpuSpec
 from railyard.blueprint.pools import gpu_of
 from railyard.fabric.model import FabricError
+from railyard.health.result import Expected as Expected  # its home; named here as before
 from railyard.twin.collective import CollectiveModel
 from railyard.twin.kernels import kernel_model, mamf_fraction_of
 from railyard.twin.reference import single_node_blueprint
 
 GEMM_N = 8192  # an 8192^3 GEMM: large enough to fill every SM (MAMF finder's range)
 ALLREDUCE_BYTES = 1 << 30  # 1 GiB: nccl-tests' plateau, where bus bandwidth is quoted
-
-
-@dataclass(frozen=True)
-class Expected:
-    value: float
-    source: str
 
 
 class UnknownFlavor(ValueError):

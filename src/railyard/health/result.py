@@ -17,6 +17,15 @@ class Status(StrEnum):
 
 
 @dataclass(frozen=True)
+class Expected:
+    """A figure a check is judged against and where it comes from (`health.expect` computes
+    it with the twin; kept here so the server's sweeps name it without importing the twin)."""
+
+    value: float
+    source: str
+
+
+@dataclass(frozen=True)
 class Result:
     """One check on one node. `measured` and `expected` share `unit`; the check fails below
     `fail_below` x expected and warns below `warn_below` x expected."""

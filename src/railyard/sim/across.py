@@ -23,8 +23,7 @@ from pathlib import Path
 from railyard.exec.protocol import ExitReport, LaunchSpec
 from railyard.health.across import figure_of
 from railyard.health.bisect import JOB_PREFIX, Bisection, GroupTest, node_result
-from railyard.health.expect import Expected
-from railyard.health.result import Status
+from railyard.health.result import Expected, Status
 from railyard.sched.health import (
     Finding,
     NodeChange,

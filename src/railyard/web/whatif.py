@@ -14,14 +14,17 @@ from sqlalchemy.orm import Session
 
 from railyard.control.usecases.whatif import Simulate, WhatIfInput, every_start
 from railyard.sched import SchedulerConfig
-from railyard.sim.driver import SimConfig, Simulation
-from railyard.sim.workload import TraceJob, Workload
 
 
 def twin(scheduler: SchedulerConfig) -> Simulate:
     """A `simulate` for the use-case: job id -> first start (s from now), or None."""
 
     def simulate(found: WhatIfInput) -> dict[str, float | None]:
+        # the simulator loads with the first what-if asked, not with every server (~120 ms
+        # of its start: the simulator's package brings numpy, the twin and the YAML loader)
+        from railyard.sim.driver import SimConfig, Simulation
+        from railyard.sim.workload import TraceJob, Workload
+
         trace = [
             TraceJob(j.job_id, j.submit_s, j.gpus, j.runtime_s, queue=j.queue, user=j.user,
                      priority=j.priority, walltime_s=j.walltime_s, preemptible=j.preemptible)

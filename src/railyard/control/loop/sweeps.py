@@ -45,7 +45,7 @@ from railyard.exec.protocol import Executor, ExitReport, LaunchSpec
 from railyard.health.across import figure_of
 from railyard.health.bisect import JOB_PREFIX, Bisection, node_result
 from railyard.health.bisect import GroupTest as Test
-from railyard.health.expect import Expected
+from railyard.health.result import Expected
 from railyard.sched.health import (
     ACROSS_TEST_LIMIT_S,
     across_test_overdue,

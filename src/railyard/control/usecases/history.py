@@ -15,13 +15,15 @@ Whole-cluster counts only, so every viewer may see them.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from railyard.control.store.tables import ACTIVE_STATES, GpuStepRow, JobRow, JobState
+
+if TYPE_CHECKING:  # numpy is imported where a chart is drawn: 140 ms of a server's start
+    import numpy as np
 
 HISTORY_S = 6 * 3600.0
 BUCKETS = 36  # points on a chart: ten minutes each over six hours
@@ -56,6 +58,8 @@ def _now(session: Session) -> tuple[float, float]:
 
 def _steps(session: Session, after_t_s: float, now_t_s: float) -> np.ndarray:
     """``[(minute, busy change, pending change)]`` after ``after_t_s`` up to now, in order."""
+    import numpy as np
+
     rows = session.execute(
         select(GpuStepRow.t_s, GpuStepRow.busy_gpus, GpuStepRow.pending_jobs)
         .where(GpuStepRow.t_s > after_t_s, GpuStepRow.t_s <= minute_after(now_t_s))
@@ -67,6 +71,8 @@ def _steps(session: Session, after_t_s: float, now_t_s: float) -> np.ndarray:
 def _at(edges: np.ndarray, steps: np.ndarray, now: tuple[float, float], now_t_s: float
         ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Busy GPUs and pending jobs at each edge: now's less every change after the edge."""
+    import numpy as np
+
     after = np.concatenate([np.cumsum(steps[::-1, 1:], axis=0)[::-1], np.zeros((1, 2))])
     index = np.searchsorted(steps[:, 0], edges, side="right")
     later = after[index]
@@ -77,6 +83,8 @@ def _at(edges: np.ndarray, steps: np.ndarray, now: tuple[float, float], now_t_s:
 def edges_of(span_s: float, now_t_s: float) -> np.ndarray:
     """The charts' points: ``BUCKETS`` edges ending now, each but the last on a whole minute
     (where the steps are exact)."""
+    import numpy as np
+
     edges = np.linspace(now_t_s - span_s, now_t_s, BUCKETS + 1)[1:]
     edges[:-1] = np.floor(edges[:-1] / STEP_S) * STEP_S
     return edges
@@ -85,6 +93,8 @@ def edges_of(span_s: float, now_t_s: float) -> np.ndarray:
 def history(session: Session, now_t_s: float, total_gpus: int,
             span_s: float = HISTORY_S) -> History:  # fmt: skip
     """Utilization and pending jobs at each point of the last ``span_s``."""
+    import numpy as np
+
     edges = edges_of(span_s, now_t_s)
     steps = _steps(session, float(edges[0]), now_t_s)
     busy, pending = _at(edges, steps, _now(session), now_t_s)
@@ -96,6 +106,8 @@ def history(session: Session, now_t_s: float, total_gpus: int,
 def busy_gpu_s(session: Session, cuts: list[tuple[float, float]], now_t_s: float) -> list[float]:
     """GPU-seconds held in each ``(start, end)`` of ``cuts`` (in order, ending by now): the
     integral of the busy GPUs the steps draw."""
+    import numpy as np
+
     if not cuts:
         return []
     start = cuts[0][0]
