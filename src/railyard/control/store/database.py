@@ -7,22 +7,25 @@ upgrade of railyard brings the schema forward without losing rows.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.orm import Session, sessionmaker
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 MIGRATIONS = "railyard.control.store:migrations"
+VERSIONS_DIR = Path(__file__).with_name("migrations") / "versions"
+VERSION_TABLE = "alembic_version"  # alembic's, where a store keeps its revision
+_REVISION_LINE = re.compile(r'^(revision|down_revision) = "([^"\n]+)"$', re.MULTILINE)
 # How long a SQLite writer waits for another's lock before "database is locked"; transactions
 # are short (bulk statements), so this is only reached when the store is wedged.
 BUSY_TIMEOUT_S = 5.0
@@ -127,6 +130,8 @@ def make_engine(url: str) -> Engine:
 
 
 def _alembic_config() -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", MIGRATIONS)
     return config
@@ -139,6 +144,8 @@ def migrate(engine: Engine) -> str:
     head = head_revision()
     if current_revision(engine) == head:
         return head
+    from alembic import command  # a store to migrate: alembic (130 ms to import) only then
+
     config = _alembic_config()
     with engine.begin() as connection:
         config.attributes["connection"] = connection
@@ -148,13 +155,43 @@ def migrate(engine: Engine) -> str:
 
 @cache  # the revision files ship with the code: one read a process
 def head_revision() -> str:
+    """The newest revision: the one no revision names as its ``down_revision``, read from the
+    files' own lines. A store already there needs nothing else from alembic, whose import
+    cost every start 130 ms. Files written otherwise (a merge revision names two parents) are
+    left to alembic's script directory, which reads them all."""
+    revisions: dict[str, str | None] = {}
+    for path in sorted(VERSIONS_DIR.glob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        lines = {m[1]: m[2] for m in _REVISION_LINE.finditer(path.read_text())}
+        if "revision" not in lines or lines["revision"] in revisions:
+            return _alembic_head()
+        revisions[lines["revision"]] = lines.get("down_revision")
+    heads = set(revisions) - {parent for parent in revisions.values() if parent is not None}
+    if len(heads) != 1 or sum(parent is None for parent in revisions.values()) != 1:
+        return _alembic_head()
+    return heads.pop()
+
+
+def _alembic_head() -> str:
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
     assert head is not None
     return head
 
 
 def current_revision(engine: Engine) -> str | None:
+    """The store's revision: its one row in alembic's table, or None for a new store. A table
+    with several rows (heads) is alembic's to read, and to refuse."""
     with engine.connect() as connection:
+        if not inspect(connection).has_table(VERSION_TABLE):
+            return None
+        rows = connection.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).all()
+        if len(rows) <= 1:
+            return str(rows[0][0]) if rows else None
+        from alembic.runtime.migration import MigrationContext
+
         return MigrationContext.configure(connection).get_current_revision()
 
 
