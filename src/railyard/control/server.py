@@ -170,8 +170,7 @@ def across_expectation(config: UpConfig) -> Expect | None:
 
 
 def load_blueprint(name: str) -> Blueprint:
-    """``--blueprint``'s cluster, or one line (:class:`StartupError`) saying why not. The YAML
-    loader and the models load here: a start without a blueprint never needs them."""
+    """``--blueprint``'s cluster, or :class:`StartupError`; the YAML loader loads here alone."""
     from railyard.blueprint import load
 
     try:
@@ -202,10 +201,7 @@ def inventory(config: UpConfig, machines_join: bool) -> tuple[list[Node], Node |
     if machines_join:
         if config.blueprint is None:
             return [], None
-        try:
-            return scheduler_nodes(load_blueprint(config.blueprint)), None
-        except BlueprintError as exc:
-            raise StartupError(str(exc)) from None
+        return scheduler_nodes(load_blueprint(config.blueprint)), None
     if config.blueprint is None:
         gpus = resolve_gpus(config.gpus)
         flavor = config.flavor or detected_flavor() or VIRTUAL_FLAVOR
@@ -214,10 +210,7 @@ def inventory(config: UpConfig, machines_join: bool) -> tuple[list[Node], Node |
         cpus = config.cpus or os.cpu_count() or 1
         node = this_machine(config.node_name, flavor, gpus, cpus, mem_gb)
         return [node], node
-    try:
-        nodes = scheduler_nodes(load_blueprint(config.blueprint))
-    except BlueprintError as exc:
-        raise StartupError(str(exc)) from None
+    nodes = scheduler_nodes(load_blueprint(config.blueprint))  # only loading raises BlueprintError
     by_name = {n.name: n for n in nodes}
     if config.node_name not in by_name:
         first = ", ".join(sorted(by_name)[:4])
