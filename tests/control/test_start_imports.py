@@ -1,7 +1,7 @@
 """What `railyard up` imports to start, without a blueprint: every server start (each test's,
-too) paid ~0.3 s of CPU for the simulator, the twin, numpy and the YAML loader, which only a
+too) paid ~0.2 s of CPU for the simulator, the twin, numpy and the YAML loader, which only a
 what-if, a chart, a blueprint or the across-node checks use, and alembic, which only a store
-to migrate needs. They load where they are used (`benchmarks/bench_cli_startup.py` times it)."""
+to migrate needs. They load where they are used."""
 
 from __future__ import annotations
 
