@@ -15,6 +15,7 @@ spool, ``/var/spool/railyard``); run as anyone else, single-user (see
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import pwd
@@ -181,8 +182,7 @@ def load_blueprint(name: str) -> Blueprint:
 
 def detected_flavor() -> str | None:
     """The catalogue name of this machine's GPUs, when NVML finds known ones."""
-    found = detect_gpus()
-    if not found:
+    if not (found := detect_gpus()):
         return None
     from railyard.blueprint.local import catalogue_name  # the catalogue: where NVML finds GPUs
 
@@ -557,6 +557,7 @@ def _serve_locked(config: UpConfig, sock: socket.socket, api_url: str, service: 
     stop = threading.Event()
     if service.lease is not None:
         service.lease.start(stop)
+    gc.freeze()  # the start's objects live as long as the server: no collection walks them again
     thread = threading.Thread(target=loop_.run, args=(stop,), name="railyard-loop", daemon=True)
     thread.start()
     if service.sampler is not None:
