@@ -22,7 +22,7 @@ import httpx
 from railyard.client.client import Client
 from railyard.client.frames import EXIT, STDOUT, FrameReader
 from railyard.client.websocket import WebSocket
-from railyard.control.api.edge import descriptor_budget
+from railyard.control.api.edge import EdgeLimits, descriptor_budget
 from tests.integration.server_proc import ServerProcess
 from tests.integration.tenants import NEEDS_ROOT, Site, job, submit, wait
 from tests.security.test_dashboard_session import log_in
@@ -203,6 +203,13 @@ def half_sent(
     return proc, json.loads(proc.stdout.readline() or "{}")
 
 
+def listen_queue(port: int) -> int:
+    """The listening socket's accept queue as the kernel holds it (`ss`: its Send-Q)."""
+    out = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True,
+                         check=True).stdout  # fmt: skip
+    return int(out.split()[2])
+
+
 def last_report(proc: subprocess.Popen[str], timeout_s: float = 120) -> dict[str, int]:
     out, _ = proc.communicate(timeout=timeout_s)
     report: dict[str, int] = json.loads(out.strip().splitlines()[-1])
@@ -216,6 +223,7 @@ def test_thousands_of_half_sent_requests_leave_the_server_its_descriptors(
     one (the kernel's backlog holds the rest); the server keeps its connections within a
     budget under the limit and closes the oldest half-sent ones to admit new clients."""
     with edge_server(site, tmp_path, 1024) as server:
+        assert listen_queue(server.port) == EdgeLimits().listen_backlog
         proc, opened = half_sent(site, server, 3000, hold_s=8.0)
         with Prober(server.url) as probe:
             time.sleep(6.0)
