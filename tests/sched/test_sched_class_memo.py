@@ -169,7 +169,8 @@ def test_a_class_up_when_judged_is_judged_again_once_a_cycle():
 @pytest.mark.parametrize("after_s", [math.inf, 4000.0])  # `unsliced_after_s`
 def test_class_and_until_in_one_pass_equal_the_two_asked_apart(seed, by, ratio, after_s):
     """`victim_class_until` reads each job once (73,500 on a start): its class and time are
-    exactly `victim_class`'s and `_class_until`'s less the margin, to the last bit."""
+    exactly `victim_class`'s and `_class_until`'s less the margin, to the last bit; so are
+    `victim_classes_until`'s, one loop over all."""
     rng = random.Random(seed)
     policy = PREEMPTION.get("las")
     runs = _jobs(rng)
@@ -179,3 +180,6 @@ def test_class_and_until_in_one_pass_equal_the_two_asked_apart(seed, by, ratio, 
             for r in runs:
                 apart = (policy.victim_class(r, ctx), _class_until(r, ctx) - CLASS_MARGIN_S)
                 assert policy.victim_class_until(r, ctx) == apart, (r.id, t_s)
+            # and all at once (a start's grouping): the same, job by job
+            at_once = policy.victim_classes_until(runs, ctx)
+            assert at_once == [policy.victim_class_until(r, ctx) for r in runs], t_s

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from railyard.sched.decisions import PreemptReason
@@ -221,6 +221,76 @@ def _class_and_until(victim: RunningJob, ctx: PreemptContext) -> tuple[Hashable,
     return (j.queue, j.priority, j.preemptible, sliceable, level), until - CLASS_MARGIN_S
 
 
+def _classes_and_until(
+    runs: Sequence[RunningJob], ctx: PreemptContext
+) -> list[tuple[Hashable, float]]:
+    """`_class_and_until` of each of `runs`, in one loop: the context's knobs, the queues'
+    limits and `starving_since_t_s` read outside it or inline (73,500 jobs on a start at
+    100,352 GPUs, issue 56). The same expressions in the same order, so the same floats
+    (tests compare the two)."""
+    now, quantum_s, starvation_s = ctx.now_t_s, ctx.quantum_s, ctx.starvation_limit_s
+    starved_s, unsliced_s = ctx.starved_unsliced_s, ctx.unsliced_after_s
+    ratio, levels, by = ctx.promotion_wait_ratio, ctx.service_levels_gpu_s, ctx.time_slice_by
+    n_levels, margin_s, inf = len(levels), CLASS_MARGIN_S, math.inf
+    on_service, by_limit = by == "attained", by == "remaining"
+    queue_limits: dict[str, float | None] = {}
+    out: list[tuple[Hashable, float]] = []
+    append = out.append
+    for victim in runs:
+        j = victim.job
+        start, gpus = victim.start_t_s, victim.gpus
+        ran_s = now - start
+        attained = j.attained_gpu_s
+        job_gpus = j.workers * j.gpus_per_worker
+        before_s = attained / job_gpus if job_gpus > 0 else 0.0
+        begin = j.begin_t_s  # `starving_since_t_s`, inline
+        since = j.submit_t_s if begin is None or begin < j.submit_t_s else begin
+        if attained > 0 and job_gpus > 0:
+            since = since + attained / job_gpus
+        until = inf
+        sliceable = False
+        preemptible = j.preemptible
+        if preemptible:
+            if ran_s < quantum_s:
+                until = start + quantum_s
+            else:
+                starved = start - since >= starvation_s
+                if starved and ran_s < starved_s:
+                    until = start + starved_s
+                sliceable = before_s + ran_s < unsliced_s and (not starved or ran_s >= starved_s)
+            left_s = unsliced_s - before_s
+            if ran_s < left_s:
+                until = min(until, start + left_s)
+        served = attained + gpus * max(0.0, ran_s)
+        waited_s = 0.0
+        up = False
+        if ratio is not None and gpus > 0:
+            waited_s = start - since
+            ran = served / gpus  # `promoted`, inline
+            up = ran > 0 and waited_s >= ratio * ran
+        limit_s = j.walltime_s
+        if limit_s is None and by_limit:
+            name = j.queue
+            if name in queue_limits:
+                limit_s = queue_limits[name]
+            else:
+                limit_s = queue_limits[name] = queue_time_limit_s(ctx.quota.queues.get(name))
+        if on_service or limit_s is None:
+            level = bisect_right(levels, served)
+            if gpus > 0 and level < n_levels:
+                until = min(until, start + (levels[level] - attained) / gpus)
+        else:
+            whole = job_gpus * limit_s
+            level = bisect_right(levels, whole - served)
+            if gpus > 0 and level > 0:
+                until = min(until, start + (whole - levels[level - 1] - attained) / gpus)
+        if up:
+            until = min(until, start + waited_s / ratio - attained / gpus)  # type: ignore[operator]
+            level = 0
+        append(((j.queue, j.priority, preemptible, sliceable, level), until - margin_s))
+    return out
+
+
 def ran_before_s(job: Job) -> float:
     """How long a job ran in its earlier attempts: its service over its GPUs."""
     gpus = job.workers * job.gpus_per_worker
@@ -266,6 +336,12 @@ class TimeSlice:
         starved start's unsliced run) and the next level its service crosses into, less a
         millisecond so that rounding never keeps a class a fresh look would not give."""
         return _class_and_until(victim, ctx)
+
+    def victim_classes_until(
+        self, runs: Sequence[RunningJob], ctx: PreemptContext
+    ) -> list[tuple[Hashable, float]]:
+        """`victim_class_until` of each of `runs` (a start's 73,500 jobs), in one loop."""
+        return _classes_and_until(runs, ctx)
 
     def reason_without_quota(
         self, preemptor: Job, victim: RunningJob, ctx: PreemptContext
