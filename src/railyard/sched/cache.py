@@ -108,27 +108,34 @@ class Booking:
         index, full, used, usage = topo.index, topo.full_mask, self.used, self.usage
         free_cpu, free_mem, run_loads = self.free_cpu, self.free_mem, self.run_loads
         run_masks, gpus_of, entries = self.run_masks, self.gpus, self.entries
+        bits_of: dict[tuple[int, ...], int] = {}  # a node's GPUs -> their mask (few kinds)
         for r in added:
             masks: Masks = {}
             gpus = 0
             for name, on in r.placement.items():
                 i = index.get(name)
                 if i is not None:
-                    m = 0
-                    for g in on:
-                        m |= 1 << g
-                    m &= full[i]
+                    try:
+                        bits = bits_of.get(on)
+                    except TypeError:  # a list, not the tuple `Placement` says: not kept
+                        bits = None
+                    if bits is None:
+                        bits = 0
+                        for g in on:
+                            bits |= 1 << g
+                        bits_of[tuple(on)] = bits
+                    m = bits & full[i]
                     masks[i] = m
                     gpus += m.bit_count()
             load = None
             job = r.job
             if job.cpus_per_worker or job.mem_per_worker_gb:
                 load = Shape.of(job).load(masks)
-            for i, m in masks.items():
-                if used[i] & m:
+            for i, m in masks.items():  # a raise leaves the booking unusable all the same
+                u = used[i]
+                if u & m:
                     raise ValueError(f"GPU double-booked on node {topo.nodes[i].name}")
-            for i, m in masks.items():
-                used[i] |= m
+                used[i] = u | m
             job_id = r.id
             if load:
                 run_loads[job_id] = load
