@@ -181,5 +181,7 @@ def test_class_and_until_in_one_pass_equal_the_two_asked_apart(seed, by, ratio, 
                 apart = (policy.victim_class(r, ctx), _class_until(r, ctx) - CLASS_MARGIN_S)
                 assert policy.victim_class_until(r, ctx) == apart, (r.id, t_s)
             # and all at once (a start's grouping): the same, job by job
-            at_once = policy.victim_classes_until(runs, ctx)
-            assert at_once == [policy.victim_class_until(r, ctx) for r in runs], t_s
+            classes, untils = policy.victim_classes_until(runs, ctx)
+            assert list(zip(classes, untils, strict=True)) == [
+                policy.victim_class_until(r, ctx) for r in runs
+            ], t_s

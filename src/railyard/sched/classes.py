@@ -117,8 +117,8 @@ def group_victims(
     return out
 
 
-# a policy's `victim_classes_until`: `victim_class_until` of many jobs at once
-_AllOf = Callable[[Sequence[RunningJob], PreemptContext], list[tuple[Hashable, float]]]
+# a policy's `victim_classes_until`: `victim_class_until` of many jobs at once, as columns
+_AllOf = Callable[[Sequence[RunningJob], PreemptContext], tuple[list[Hashable], list[float]]]
 
 _SLACK_S = 1.0  # a job is looked at again this long before its minimum run time is over
 
@@ -303,9 +303,13 @@ class KeptGroups:
                 wakes.append((r.start_t_s + protected_s, r.id))
                 continue
             pick(r)
-        classes = all_of(judged, ctx) if all_of is not None else [until_of(r, ctx) for r in judged]
+        if all_of is not None:
+            classes, untils = all_of(judged, ctx)
+        else:
+            pairs_of = [until_of(r, ctx) for r in judged]
+            classes, untils = [p[0] for p in pairs_of], [p[1] for p in pairs_of]
         inf = math.inf
-        for r, (cls, until_t_s) in zip(judged, classes, strict=True):
+        for r, cls, until_t_s in zip(judged, classes, untils, strict=True):
             job_id, flavor = r.id, r.job.flavor
             members = pairs.get((flavor, cls))
             if members is None:
