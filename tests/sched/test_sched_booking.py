@@ -313,3 +313,46 @@ def test_time_slicing_ranks_again_when_a_queue_limit_changes():
         for c in (cache, None):
             started = {x.job_id[0] for x in cycle(s, 100.0, config, c).starts}
             assert started == {first}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_running_ends_at_once_equal_one_by_one(seed):
+    """`Estimates.running_ends_t_s` (a start's 73,500 blockers in one loop) gives exactly
+    `running_end_t_s` of each: under a limit or not, pulling an image or running, before,
+    at and past its end, with and without history."""
+    rng = random.Random(seed)
+    now_t_s = 10_000.0
+    runs = []
+    for k in range(300):
+        walltime_s = rng.choice([None, 0.0, 120.0, 3600.0, 9_000.0, 10_000.0])
+        j = job(f"j{k}", queue=rng.choice(["a", "b"]), walltime_s=walltime_s,
+                image=rng.choice([None, "img"]))  # fmt: skip
+        start_t_s = rng.choice([0.0, 1_000.0, now_t_s - 120.0, now_t_s, now_t_s + 5.0])
+        r = RunningJob(j, {"n0": (0,)}, start_t_s)
+        if rng.random() < 0.3:
+            r = replace(r, run_t_s=start_t_s + rng.choice([0.0, 30.0]))
+        runs.append(r)
+    for history in ({}, {("a", None): 60.0}, {("a", None): 900.0, ("b", None): 0.0}):
+        for default_s in (None, 300.0):
+            estimates = Estimates({}, history, default_s, 30.0)
+            for t_s in (now_t_s, now_t_s - 700.0, now_t_s + 3_600.0):
+                one_by_one = [estimates.running_end_t_s(r, t_s) for r in runs]
+                assert estimates.running_ends_t_s(runs, t_s) == one_by_one, t_s
+
+
+def test_blockers_with_ends_at_once_equal_one_by_one():
+    """`Booking.blockers` with `ends_of` (as a cycle calls it) is the booking without."""
+    topo = Topology(nodes(2))
+    runs = [
+        RunningJob(job(f"j{g}", walltime_s=[None, 120.0, 3600.0][g % 3]), {"n0": (g,)}, 50.0 * g)
+        for g in range(8)
+    ]
+    estimates = Estimates({}, {("a", None): 200.0}, None, 30.0)
+    for t_s in (100.0, 400.0, 5_000.0):
+        one, at_once = Booking(topo), Booking(topo)
+        one.update(runs)
+        at_once.update(runs)
+        end = estimates.running_end_t_s
+        assert list(at_once.blockers(t_s, end, estimates.running_ends_t_s)) == list(
+            one.blockers(t_s, end)
+        )

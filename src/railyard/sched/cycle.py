@@ -168,7 +168,11 @@ def cycle(
     #    borrow, so quota given back by a reclaim is not borrowed again by the queue that
     #    lost it.
     estimates = _estimates(state, booked.quota, config)
-    blockers = cache_fn(lambda: booked.booking.blockers(now_t_s, estimates.running_end_t_s))
+    blockers = cache_fn(
+        lambda: booked.booking.blockers(
+            now_t_s, estimates.running_end_t_s, estimates.running_ends_t_s
+        )
+    )
     admit = Pass(
         now_t_s=now_t_s,
         config=config,

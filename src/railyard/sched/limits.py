@@ -14,7 +14,7 @@ pushed out by doubling (so `squeue --start` never answers "now" for a job that i
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from railyard.sched.model import Job, Queue, RunningJob
 
@@ -131,6 +131,22 @@ class Estimates:
             return start_t_s + job.walltime_s
         seconds, _ = self.estimate_s(job)
         return math.inf if seconds is None else start_t_s + seconds
+
+    def running_ends_t_s(self, runs: Sequence[RunningJob], now_t_s: float) -> list[float]:
+        """`running_end_t_s` of each of `runs`, a job under its own limit (most of them) in
+        one loop: a start's 73,500 running jobs at 100,352 GPUs (tests compare the two)."""
+        out: list[float] = []
+        add, one = out.append, self.running_end_t_s
+        killed_t_s = now_t_s + self.kill_wait_s
+        for run in runs:
+            seconds = run.job.walltime_s
+            if seconds is None:
+                add(one(run, now_t_s))
+                continue
+            from_t_s = run.limit_from_t_s
+            end_t_s = (now_t_s if now_t_s < from_t_s else from_t_s) + seconds  # `min`
+            add(end_t_s if end_t_s > now_t_s else killed_t_s)
+        return out
 
     def running_end_t_s(self, run: RunningJob, now_t_s: float) -> float:
         """Estimated end of a running job, never in the past.
