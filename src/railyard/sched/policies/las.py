@@ -215,8 +215,8 @@ def _class_and_until(victim: RunningJob, ctx: PreemptContext) -> tuple[Hashable,
         level = bisect_right(levels, whole - served)
         if gpus > 0 and level > 0:
             until = min(until, start + (whole - levels[level - 1] - attained) / gpus)
-    if up:
-        until = min(until, start + waited_s / ratio - attained / gpus)  # type: ignore[operator]
+    if up and ratio is not None:  # `up` says so; mypy does not follow it
+        until = min(until, start + waited_s / ratio - attained / gpus)
         level = 0
     return (j.queue, j.priority, j.preemptible, sliceable, level), until - CLASS_MARGIN_S
 
@@ -285,8 +285,8 @@ def _classes_and_until(
             level = bisect_right(levels, whole - served)
             if gpus > 0 and level > 0:
                 until = min(until, start + (whole - levels[level - 1] - attained) / gpus)
-        if up:
-            until = min(until, start + waited_s / ratio - attained / gpus)  # type: ignore[operator]
+        if up and ratio is not None:  # `up` says so; mypy does not follow it
+            until = min(until, start + waited_s / ratio - attained / gpus)
             level = 0
         add_class((j.queue, j.priority, preemptible, sliceable, level))
         add_until(until - margin_s)
