@@ -12,13 +12,13 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left
-from collections.abc import Callable, Hashable, Sequence, Set
+from collections.abc import Callable, Hashable, Mapping, Sequence, Set
 from typing import Protocol
 
 from railyard.sched.candidate import Candidate
 from railyard.sched.decisions import PreemptReason
 from railyard.sched.limits import min_runtime_bound_s, queue_time_limits
-from railyard.sched.model import RunningJob
+from railyard.sched.model import Queue, RunningJob
 from railyard.sched.policies.registry import PreemptContext, PreemptionPolicy
 
 
@@ -245,10 +245,7 @@ class KeptGroups:
         job_id, flavor = r.id, job.flavor
         bound = self._bounds.get(job.queue)
         if bound is None:
-            queue = ctx.quota.queues.get(job.queue)
-            bound = self._bounds[job.queue] = min_runtime_bound_s(
-                queue.max_min_runtime_s if queue is not None else None
-            )
+            bound = self._bound_of(job.queue, ctx.quota.queues)
         protected_s = min(job.min_runtime_s, bound)
         if ctx.now_t_s - r.start_t_s < protected_s:  # `group_victims`' test, as written there
             self._waiting[job_id] = r
@@ -270,6 +267,14 @@ class KeptGroups:
             members.runs.insert(at, r)
         members.sizes[r.gpus] = members.sizes.get(r.gpus, 0) + 1
         members.idset.add(job_id)
+
+    def _bound_of(self, queue_name: str, queues: Mapping[str, Queue]) -> float:
+        """The queue's bound on minimum run times, kept for the cycle's key."""
+        queue = queues.get(queue_name)
+        bound = self._bounds[queue_name] = min_runtime_bound_s(
+            queue.max_min_runtime_s if queue is not None else None
+        )
+        return bound
 
     def _admit_all(
         self,
@@ -293,10 +298,7 @@ class KeptGroups:
             job = r.job
             bound = bounds.get(job.queue)
             if bound is None:
-                queue = queues.get(job.queue)
-                bound = bounds[job.queue] = min_runtime_bound_s(
-                    queue.max_min_runtime_s if queue is not None else None
-                )
+                bound = self._bound_of(job.queue, queues)
             protected_s = min(job.min_runtime_s, bound)
             if now_t_s - r.start_t_s < protected_s:
                 waiting[r.id] = r

@@ -168,57 +168,10 @@ def _class_until(victim: RunningJob, ctx: PreemptContext) -> float:
 
 
 def _class_and_until(victim: RunningJob, ctx: PreemptContext) -> tuple[Hashable, float]:
-    """`victim_class` and `_class_until` less the margin, in one pass: what both read (its
-    service, its waiting, its level) is read once. Asked of each of 73,500 running jobs on a
-    start at 100,352 GPUs, where the two apart were half the victim grouping (issue 56);
-    the same expressions as theirs, so the same floats (tests compare the two)."""
-    j = victim.job
-    now, start, gpus = ctx.now_t_s, victim.start_t_s, victim.gpus
-    ran_s = now - start
-    attained = j.attained_gpu_s
-    job_gpus = j.workers * j.gpus_per_worker
-    before_s = attained / job_gpus if job_gpus > 0 else 0.0  # `ran_before_s`
-    since = None  # `starving_since_t_s`, read only where needed
-    until = math.inf
-    sliceable = False
-    if j.preemptible:
-        if ran_s < ctx.quantum_s:
-            until = start + ctx.quantum_s
-        else:
-            since = starving_since_t_s(j)
-            starved = start - since >= ctx.starvation_limit_s
-            if starved and ran_s < ctx.starved_unsliced_s:
-                until = start + ctx.starved_unsliced_s
-            sliceable = before_s + ran_s < ctx.unsliced_after_s and (
-                not starved or ran_s >= ctx.starved_unsliced_s
-            )
-        left_s = ctx.unsliced_after_s - before_s
-        if ran_s < left_s:
-            until = min(until, start + left_s)
-    served = attained + gpus * max(0.0, ran_s)  # `attained_gpu_s`
-    ratio = ctx.promotion_wait_ratio
-    waited_s = 0.0
-    up = False  # promoted
-    if ratio is not None and gpus > 0:
-        waited_s = start - (starving_since_t_s(j) if since is None else since)
-        up = promoted(waited_s, served / gpus, ratio)
-    levels, by = ctx.service_levels_gpu_s, ctx.time_slice_by
-    limit_s = j.walltime_s
-    if limit_s is None and by == "remaining":
-        limit_s = queue_time_limit_s(ctx.quota.queues.get(j.queue))
-    if by == "attained" or limit_s is None:  # no limit: cut on service
-        level = bisect_right(levels, served)
-        if gpus > 0 and level < len(levels):
-            until = min(until, start + (levels[level] - attained) / gpus)
-    else:
-        whole = j.workers * j.gpus_per_worker * limit_s
-        level = bisect_right(levels, whole - served)
-        if gpus > 0 and level > 0:
-            until = min(until, start + (whole - levels[level - 1] - attained) / gpus)
-    if up and ratio is not None:  # `up` says so; mypy does not follow it
-        until = min(until, start + waited_s / ratio - attained / gpus)
-        level = 0
-    return (j.queue, j.priority, j.preemptible, sliceable, level), until - CLASS_MARGIN_S
+    """`victim_class` and `_class_until` less the margin, in one pass (`_classes_and_until`
+    of one job: one copy of the rule for both)."""
+    classes, untils = _classes_and_until((victim,), ctx)
+    return classes[0], untils[0]
 
 
 def _classes_and_until(
