@@ -72,6 +72,7 @@ LAS_R2 = (
     ("starving_slices", False),
     ("starvation_limit_s", 7 * 86_400.0),  # las's default until issue 56 (14 days since)
     ("slice_level_gap", 1),  # any lower level slices (3 since issue 56)
+    ("unsliced_after_restarts", None),  # sliced however often restarted (6 since issue 56)
 )
 # the round before this one: attained service on 1, 8 and 64 GPU-hours, 16 searches a queue,
 # a 6-hour hold
@@ -82,6 +83,7 @@ LAS_R3 = (
     ("starving_slices", False),
     ("starvation_limit_s", 7 * 86_400.0),
     ("slice_level_gap", 1),
+    ("unsliced_after_restarts", None),
 )
 POLICIES: dict[str, tuple[str, tuple[tuple[str, Any], ...]]] = {
     "fifo": ("fifo", ()),

@@ -146,6 +146,8 @@ def test_insecure_ray_needs_ray(capsys: pytest.CaptureFixture[str]) -> None:
         (["--time-slice-by", "size"], "up: --time-slice-by: 'size' is unknown (hint: one of"),
         (["--starved-unsliced", "-5"], "up: --starved-unsliced: "),
         (["--slice-level-gap", "0"], "up: --slice-level-gap: must be between 1 and"),
+        (["--unsliced-after-restarts", "-1"], "up: --unsliced-after-restarts: '-1' is not a"),
+        (["--unsliced-after-restarts", "six"], "(hint: e.g. 6, or none)"),
         (["--starvation-limit", "0"], "up: --starvation-limit: must be longer than 0 (hint:"),
         (["--starvation-limit", "a week"], "up: --starvation-limit: bad time 'a week'"),
     ],

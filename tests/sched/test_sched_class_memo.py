@@ -23,12 +23,17 @@ LEVELS = (3600.0, 7200.0, 14_400.0, 28_800.0)
 
 
 def _context(
-    by: str, now_t_s: float, unsliced_s: float, after_s: float = math.inf
+    by: str,
+    now_t_s: float,
+    unsliced_s: float,
+    after_s: float = math.inf,
+    restarts: float = math.inf,
 ) -> PreemptContext:
     queues = [replace(q, default_time_s=7200.0) if q.name == "a" else q
               for q in flat_queues({"a": 64, "b": 64})]  # fmt: skip
     return PreemptContext(QuotaTree(queues, {"H100-SXM-80GB"}), now_t_s, None, LEVELS, 300.0,
-                          by, 1000.0, unsliced_s, unsliced_after_s=after_s)  # fmt: skip
+                          by, 1000.0, unsliced_s, unsliced_after_s=after_s,
+                          unsliced_after_restarts=restarts)  # fmt: skip
 
 
 def _jobs(rng: random.Random) -> list:
@@ -38,7 +43,8 @@ def _jobs(rng: random.Random) -> list:
         j = job(f"j{i}", rng.choice("ab"), gpus, preemptible=rng.random() < 0.8,
                 walltime_s=rng.choice([None, 1800.0, 9000.0]),
                 attained_gpu_s=rng.choice([0.0, 3000.0, 7200.0]),
-                submit_t_s=rng.choice([0.0, 900.0]))  # fmt: skip
+                submit_t_s=rng.choice([0.0, 900.0]),
+                restart_count=rng.choice([0, 1, 2, 3]))  # fmt: skip
         where = f"n0:0-{gpus - 1}" if gpus else "n0:"
         out.append(running(j, where if gpus else "", start_t_s=rng.choice([1000.0, 2000.0])))
     return out
@@ -167,7 +173,8 @@ def test_a_class_up_when_judged_is_judged_again_once_a_cycle():
 @pytest.mark.parametrize("by", ["attained", "remaining"])
 @pytest.mark.parametrize("ratio", [None, 0.5, 2.0])  # `promotion_wait_ratio`
 @pytest.mark.parametrize("after_s", [math.inf, 4000.0])  # `unsliced_after_s`
-def test_class_and_until_in_one_pass_equal_the_two_asked_apart(seed, by, ratio, after_s):
+@pytest.mark.parametrize("restarts", [math.inf, 2])  # `unsliced_after_restarts`
+def test_class_and_until_in_one_pass_equal_the_two_asked_apart(seed, by, ratio, after_s, restarts):
     """`victim_class_until` reads each job once (73,500 on a start): its class and time are
     exactly `victim_class`'s and `_class_until`'s less the margin, to the last bit; so are
     `victim_classes_until`'s, one loop over all."""
@@ -176,7 +183,9 @@ def test_class_and_until_in_one_pass_equal_the_two_asked_apart(seed, by, ratio, 
     runs = _jobs(rng)
     for unsliced_s in (0.0, 3600.0, math.inf):
         for t_s in _times(rng, runs, unsliced_s, after_s)[::7]:
-            ctx = replace(_context(by, t_s, unsliced_s, after_s), promotion_wait_ratio=ratio)
+            ctx = replace(
+                _context(by, t_s, unsliced_s, after_s, restarts), promotion_wait_ratio=ratio
+            )
             for r in runs:
                 apart = (policy.victim_class(r, ctx), _class_until(r, ctx) - CLASS_MARGIN_S)
                 assert policy.victim_class_until(r, ctx) == apart, (r.id, t_s)

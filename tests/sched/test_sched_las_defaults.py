@@ -22,12 +22,14 @@ R2 = {  # time slicing's knobs two rounds ago
     "preemption_searches_per_cycle": 16,
     "greedy_hold_after_s": None,
     "slice_level_gap": 1,  # any lower level slices (a gap of 3 since issue 56)
+    "unsliced_after_restarts": None,  # no restart budget (6 since issue 56)
 }
 R3 = {  # the last round: attained service on a finer ladder (now `time_slice_by`'s other)
     "time_slice_by": "attained",
     "starved_unsliced_s": 0.0,
     "service_levels_gpu_s": (3600.0, 8 * 3600.0, 64 * 3600.0),
     "slice_level_gap": 1,
+    "unsliced_after_restarts": None,
 }
 HOUR = 3600.0
 

@@ -179,6 +179,7 @@ def test_bad_health_flags(flags: list[str], message: str) -> None:
 def test_scheduler_knobs_reach_the_simulated_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
     """--quantum, --service-levels, --victim-searches(-per-queue), --greedy-hold,
     --time-slice-by, --starved-unsliced, --unsliced-after, --slice-level-gap,
+    --unsliced-after-restarts,
     --no-starving-slices and
     --starvation-limit become the run's SchedulerConfig fields, over the policy's own."""
     seen = []
@@ -195,6 +196,7 @@ def test_scheduler_knobs_reach_the_simulated_scheduler(monkeypatch: pytest.Monke
              "--victim-searches-per-queue", "4", "--greedy-hold", "none",
              "--time-slice-by", "attained", "--starved-unsliced", "6:00:00",
              "--unsliced-after", "2-00:00:00", "--slice-level-gap", "2",
+             "--unsliced-after-restarts", "9",
              "--no-starving-slices", "--starvation-limit", "3-12"]  # fmt: skip
     result = runner.invoke(APP, [*args, *knobs, "--policy", "las", "--workers", "1"])
     assert result.exit_code == 0, result.output
@@ -206,5 +208,6 @@ def test_scheduler_knobs_reach_the_simulated_scheduler(monkeypatch: pytest.Monke
     assert (config.time_slice_by, config.starved_unsliced_s) == ("attained", 6 * 3600.0)
     assert config.unsliced_after_s == 2 * 86_400
     assert config.slice_level_gap == 2
+    assert config.unsliced_after_restarts == 9
     assert config.starving_slices is False
     assert config.starvation_limit_s == 3.5 * 86_400

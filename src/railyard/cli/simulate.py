@@ -139,6 +139,9 @@ def simulate(
     slice_level_gap: Annotated[
         int | None, typer.Option(help=TUNING_HELP["slice_level_gap"])
     ] = None,
+    unsliced_after_restarts: Annotated[
+        str | None, typer.Option(help=TUNING_HELP["unsliced_after_restarts"])
+    ] = None,
     starving_slices: Annotated[
         bool | None,
         typer.Option("--starving-slices/--no-starving-slices", help=TUNING_HELP["starving_slices"]),
@@ -215,6 +218,7 @@ def simulate(
             starved_unsliced=starved_unsliced,
             unsliced_after=unsliced_after,
             slice_level_gap=slice_level_gap,
+            unsliced_after_restarts=unsliced_after_restarts,
             starving_slices=starving_slices,
             starvation_limit=starvation_limit,
         )

@@ -20,6 +20,8 @@ HELP = {
     "'none' (default none)",
     "slice_level_gap": "las: a job slices only jobs at least this many service levels above "
     "its own (default 3; 1: any higher level)",
+    "unsliced_after_restarts": "las: a job restarted this many times (sliced, preempted, "
+    "requeued) is not sliced again, or 'none' (default 6)",
     "starving_slices": "las: a job waiting past the starvation limit slices any job, "
     "whatever its level (default on)",
     "victim_searches": "preemption: victim searches per cycle (default 16)",
@@ -43,6 +45,7 @@ def tuning(
     starved_unsliced: str | None = None,
     unsliced_after: str | None = None,
     slice_level_gap: int | None = None,
+    unsliced_after_restarts: str | None = None,
     starving_slices: bool | None = None,
     starvation_limit: str | None = None,
 ) -> dict[str, Any]:
@@ -91,6 +94,10 @@ def tuning(
                 "--slice-level-gap: must be between 1 and 1000 (hint: 1 slices any higher level)"
             )
         out["slice_level_gap"] = slice_level_gap
+    if unsliced_after_restarts is not None:
+        out["unsliced_after_restarts"] = _count_or_none(
+            "--unsliced-after-restarts", unsliced_after_restarts
+        )
     if starving_slices is not None:
         out["starving_slices"] = starving_slices
     if greedy_hold is not None:
@@ -103,6 +110,18 @@ def tuning(
             )
         out["starvation_limit_s"] = math.inf if limit_s is None else limit_s
     return out
+
+
+def _count_or_none(option: str, text: str) -> int | None:
+    if text.strip().lower() == "none":
+        return None
+    try:
+        count = int(text)
+    except ValueError:
+        count = -1
+    if not 0 <= count <= 1_000_000:
+        raise ValueError(f"{option}: {text!r} is not a count of restarts (hint: e.g. 6, or none)")
+    return count
 
 
 def _duration_or_none(option: str, text: str) -> float | None:

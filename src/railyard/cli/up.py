@@ -57,6 +57,7 @@ def up(args: argparse.Namespace) -> None:
             starved_unsliced=args.starved_unsliced,
             unsliced_after=args.unsliced_after,
             slice_level_gap=args.slice_level_gap,
+            unsliced_after_restarts=args.unsliced_after_restarts,
             starving_slices=args.starving_slices,
             starvation_limit=args.starvation_limit,
         )
@@ -328,6 +329,9 @@ def _up_args(p: Parser) -> None:
     p.add_argument("--starved-unsliced", metavar="TIME", help=TUNING_HELP["starved_unsliced"])
     p.add_argument("--unsliced-after", metavar="TIME", help=TUNING_HELP["unsliced_after"])
     p.add_argument("--slice-level-gap", type=int, metavar="N", help=TUNING_HELP["slice_level_gap"])
+    p.add_argument(
+        "--unsliced-after-restarts", metavar="N", help=TUNING_HELP["unsliced_after_restarts"]
+    )
     p.add_argument(
         "--starving-slices",
         action=argparse.BooleanOptionalAction,

@@ -52,7 +52,7 @@ def class_key(policy: PreemptionPolicy, ctx: PreemptContext) -> Hashable:
     policy, its knobs and the queues' time limits."""
     return (policy.name, ctx.priority_preemption_min, ctx.service_levels_gpu_s, ctx.quantum_s,
             ctx.time_slice_by, ctx.starvation_limit_s, ctx.starved_unsliced_s,
-            ctx.promotion_wait_ratio, ctx.unsliced_after_s,
+            ctx.promotion_wait_ratio, ctx.unsliced_after_s, ctx.unsliced_after_restarts,
             queue_time_limits(ctx.quota.queues))  # fmt: skip
 
 

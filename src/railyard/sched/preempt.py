@@ -89,6 +89,7 @@ class Preemption:
             config.starving_slices, config.promotion_wait_ratio,
             math.inf if config.unsliced_after_s is None else config.unsliced_after_s,
             config.slice_level_gap,
+            math.inf if config.unsliced_after_restarts is None else config.unsliced_after_restarts,
         )  # fmt: skip
         self.running = running
         self.signalled = set(requeued)

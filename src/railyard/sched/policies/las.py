@@ -19,14 +19,17 @@ by time slicing's defaults: a job a level or two past a newcomer was sliced for 
 again, and the longest jobs set the p99, issue 56), a victim must have run
 `time_slice_quantum_s` in its attempt (each restart costs a checkpoint and a restore) and,
 where `unsliced_after_s` is set, less than that over all its attempts (a job that has shown
-it is long runs to its end), an attempt that began after its job waited out the starvation
-limit runs `starved_unsliced_s` (by default to its end) before it may be sliced, a starving
-job slices any sliceable job whatever its level (it had waited for a node to drain, days for
-8-GPU gangs: on the Gavel-profile jobs their p99 JCT fell from 334 and 366 h to 307 and 333
-h at loads 1.2 and 1.5, under fairshare+easy's 313 and 339; mean JCT rose 1-6%), so a
-running job past that limit is not sliced by one that is not (it would slice straight back),
-jobs submitted with `preemptible=False` are never sliced, and quotas hold (reclaim stays on;
-a queue's quota is never exceeded to slice).
+it is long runs to its end) and, where `unsliced_after_restarts` is set (6 by time slicing's
+defaults), have been restarted fewer times than that (the longest jobs were sliced 3-66
+times each on Gavel's Philly VCs, each time waiting for their GPUs again), an attempt that
+began after its job waited out the starvation limit runs `starved_unsliced_s` (by default to
+its end) before it may be sliced, a starving job slices any sliceable job whatever its level
+(it had waited for a node to drain, days for 8-GPU gangs: on the Gavel-profile jobs their
+p99 JCT fell from 334 and 366 h to 307 and 333 h at loads 1.2 and 1.5, under
+fairshare+easy's 313 and 339; mean JCT rose 1-6%), so a running job past that limit is not
+sliced by one that is not (it would slice straight back), jobs submitted with
+`preemptible=False` are never sliced, and quotas hold (reclaim stays on; a queue's quota is
+never exceeded to slice).
 """
 
 from __future__ import annotations
@@ -183,6 +186,7 @@ def _classes_and_until(
     expressions in the same order, so the same floats (tests compare the two)."""
     now, quantum_s, starvation_s = ctx.now_t_s, ctx.quantum_s, ctx.starvation_limit_s
     starved_s, unsliced_s = ctx.starved_unsliced_s, ctx.unsliced_after_s
+    restarts_max = ctx.unsliced_after_restarts
     ratio, levels, by = ctx.promotion_wait_ratio, ctx.service_levels_gpu_s, ctx.time_slice_by
     n_levels, margin_s, inf = len(levels), CLASS_MARGIN_S, math.inf
     on_service, by_limit = by == "attained", by == "remaining"
@@ -211,7 +215,11 @@ def _classes_and_until(
                 starved = start - since >= starvation_s
                 if starved and ran_s < starved_s:
                     until = start + starved_s
-                sliceable = before_s + ran_s < unsliced_s and (not starved or ran_s >= starved_s)
+                sliceable = (
+                    before_s + ran_s < unsliced_s
+                    and j.restart_count < restarts_max
+                    and (not starved or ran_s >= starved_s)
+                )
             left_s = unsliced_s - before_s
             if ran_s < left_s:
                 until = min(until, start + left_s)
@@ -253,16 +261,19 @@ def ran_before_s(job: Job) -> float:
 
 
 def _sliceable(victim: RunningJob, ctx: PreemptContext) -> bool:
-    """Preemptible, ran a quantum and has not yet run `unsliced_after_s` in all (a job
+    """Preemptible, ran a quantum, has not yet run `unsliced_after_s` in all (a job
     that has shown it is long runs to its end: sliced by every newcomer, the longest jobs
-    set `las`'s p99, issue 56); an attempt that began after the job had waited out the
-    starvation limit runs `starved_unsliced_s` first (big gangs' tail: sliced again minutes
-    after each starved start, they made next to no progress)."""
+    set `las`'s p99, issue 56) and has been restarted fewer than `unsliced_after_restarts`
+    times (each stop cost it a wait for its GPUs again); an attempt that began after the job
+    had waited out the starvation limit runs `starved_unsliced_s` first (big gangs' tail:
+    sliced again minutes after each starved start, they made next to no progress)."""
     j, now = victim.job, ctx.now_t_s
     ran_s = now - victim.start_t_s
     if not j.preemptible or ran_s < ctx.quantum_s:
         return False
     if ran_before_s(j) + ran_s >= ctx.unsliced_after_s:
+        return False
+    if j.restart_count >= ctx.unsliced_after_restarts:
         return False
     starved = victim.start_t_s - starving_since_t_s(j) >= ctx.starvation_limit_s
     return not starved or ran_s >= ctx.starved_unsliced_s

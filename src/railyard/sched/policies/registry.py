@@ -87,6 +87,7 @@ class PreemptContext:
     promotion_wait_ratio: float | None = None
     unsliced_after_s: float = math.inf
     slice_level_gap: int = 1
+    unsliced_after_restarts: float = math.inf
 
 
 def attained_gpu_s(run: RunningJob, now_t_s: float) -> float:
