@@ -195,7 +195,7 @@ def test_up_gives_time_slicing_its_own_defaults(
     assert config.scheduler.time_slice_by == ("remaining" if las else "attained")
     assert config.scheduler.starved_unsliced_s == (None if las else 0.0)
     assert config.scheduler.slice_level_gap == (3 if las else 1)
-    assert config.scheduler.unsliced_after_restarts == (6 if las else None)
+    assert config.scheduler.unsliced_after_restarts is None  # opt-in (`--unsliced-after-restarts`)
     assert config.scheduler.starving_slices is ("--no-starving-slices" not in flags)
     assert config.scheduler.starvation_limit_s == starvation_limit_s
 

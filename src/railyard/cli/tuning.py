@@ -21,7 +21,7 @@ HELP = {
     "slice_level_gap": "las: a job slices only jobs at least this many service levels above "
     "its own (default 3; 1: any higher level)",
     "unsliced_after_restarts": "las: a job restarted this many times (sliced, preempted, "
-    "requeued) is not sliced again, or 'none' (default 6)",
+    "requeued) is not sliced again, or 'none' (default none)",
     "starving_slices": "las: a job waiting past the starvation limit slices any job, "
     "whatever its level (default on)",
     "victim_searches": "preemption: victim searches per cycle (default 16)",

@@ -60,9 +60,12 @@ class SchedulerConfig:
       profile at loads 1.2-1.5 and the 8-GPU gangs' p99 1-12%).
     - `unsliced_after_restarts`: under `las`, a job stopped and restarted this many times
       (`Job.restart_count`: sliced, preempted, requeued) is not sliced again: it runs to its
-      end (None: no bound). Reclaims and priority preemption are not bounded by it. Issue 56:
-      the longest jobs of Gavel's Philly VCs were sliced 3-66 times each and set `las`'s p99;
-      6 (`TIME_SLICING_DEFAULTS`) cut the worst p99 JCT from 1.50x to 1.38x fairshare+easy's.
+      end (None: no bound, the default). Reclaims and priority preemption are not bounded by
+      it. Issue 56: the longest jobs of Gavel's Philly VCs were sliced 3-66 times each and set
+      `las`'s p99; 6, chosen on the tune traces, cut the worst p99 JCT there from 1.50x to
+      1.38x fairshare+easy's, but on Alibaba's openb (two nodes) long 1-GPU jobs no longer
+      sliced kept the 8-GPU tasks waiting out the starvation limit: p99 30 -> 303 h, mean
+      2.5 -> 6.6 h. Off by default (docs/explanation/scheduler.md).
     - `restart_cost_s`: what restarting an evicted job costs, in seconds on each of its GPUs
       (rescheduling, loading, reading its checkpoint back): added to the work it would lose
       since its last checkpoint, it is what an eviction costs when victims are chosen.
@@ -210,13 +213,4 @@ TIME_SLICING_DEFAULTS: dict[str, Any] = {
     # than gap 1 in either; on the held-out four the worst p99 fell from 1.70x to 1.50x
     # fairshare+easy's, mean JCT within +2.2% (docs/explanation/scheduler.md).
     "slice_level_gap": 3,
-    # A job restarted six times is not sliced again (issue 56): chosen on the two tune traces
-    # (budget none / 3 / 4 / 5 / 6 / 8 / 12: mean JCT 279.3 / 282.7 / 278.7 / 276.1 / 278.8 /
-    # 288.3 / 279.3 h, p99 764 / 768 / 762 / 763 / 759 / 756 / 764 h on gavel-0e4a51-s0;
-    # 160.8 / 171.5 / 173.3 / 162.1 / 162.5 / 160.1 / 161.2 h, 2,194 / 2,126 / 2,116 / 2,164 /
-    # 2,116 / 2,135 / 2,198 h on gavel-6214e9-s0, where fairshare+easy's is 2,114 h), the least
-    # mean among those within 0.1% of fairshare+easy's p99 on both; on the held-out four
-    # the worst p99 fell from 1.50x to 1.38x fairshare+easy's, mean JCT -2.5% to +22%
-    # (docs/explanation/scheduler.md).
-    "unsliced_after_restarts": 6,
 }

@@ -19,8 +19,8 @@ by time slicing's defaults: a job a level or two past a newcomer was sliced for 
 again, and the longest jobs set the p99, issue 56), a victim must have run
 `time_slice_quantum_s` in its attempt (each restart costs a checkpoint and a restore) and,
 where `unsliced_after_s` is set, less than that over all its attempts (a job that has shown
-it is long runs to its end) and, where `unsliced_after_restarts` is set (6 by time slicing's
-defaults), have been restarted fewer times than that (the longest jobs were sliced 3-66
+it is long runs to its end) and, where `unsliced_after_restarts` is set (off by default),
+have been restarted fewer times than that (the longest jobs were sliced 3-66
 times each on Gavel's Philly VCs, each time waiting for their GPUs again), an attempt that
 began after its job waited out the starvation limit runs `starved_unsliced_s` (by default to
 its end) before it may be sliced, a starving job slices any sliceable job whatever its level
