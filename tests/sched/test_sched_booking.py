@@ -13,7 +13,7 @@ from sched_fakes import H100, flat_queues, job, nodes, running, schedule, state
 from test_sched_properties import CONFIGS, NOW, SETTINGS, cluster_states
 
 from railyard.sched import CycleCache, NodeState, RunningJob, SchedulerConfig, StopCause, cycle
-from railyard.sched.cache import Booking, PendingOrder, RankedOrder, by_arrival
+from railyard.sched.cache import Booking, PendingOrder, RankedOrder, _fixed, by_arrival
 from railyard.sched.cycle import _book
 from railyard.sched.limits import Estimates
 from railyard.sched.policies import ORDERING
@@ -338,6 +338,11 @@ def test_running_ends_at_once_equal_one_by_one(seed):
             for t_s in (now_t_s, now_t_s - 700.0, now_t_s + 3_600.0):
                 one_by_one = [estimates.running_end_t_s(r, t_s) for r in runs]
                 assert estimates.running_ends_t_s(runs, t_s) == one_by_one, t_s
+                # and whether each end is kept until it passes, as the booking asks alone
+                fixed = [_fixed(r, t_s) for r in runs]
+                assert estimates.running_ends_fixed_t_s(runs, t_s) == (one_by_one, fixed)
+                assert any(fixed)
+                assert not all(fixed)
 
 
 def test_blockers_with_ends_at_once_equal_one_by_one():
@@ -353,6 +358,36 @@ def test_blockers_with_ends_at_once_equal_one_by_one():
         one.update(runs)
         at_once.update(runs)
         end = estimates.running_end_t_s
-        assert list(at_once.blockers(t_s, end, estimates.running_ends_t_s)) == list(
+        assert list(at_once.blockers(t_s, end, estimates.running_ends_fixed_t_s)) == list(
             one.blockers(t_s, end)
         )
+
+
+def test_the_tuple_booked_last_is_not_walked_again_but_a_list_is():
+    """A cycle's `ClusterState.running` is a tuple of frozen jobs: booked again, the same
+    tuple books the same and is not walked (73,500 lookups a warm cycle). A list may have
+    changed in place since: it is walked, and what left it is unbooked."""
+    topo = Topology(nodes(2))
+    runs = [running(job(f"j{g}", gpus=1), f"n0:{g}") for g in range(4)]
+    booking = Booking(topo)
+    walks = []
+
+    class Counted(tuple):  # a tuple that counts the walks over it
+        def __iter__(self):
+            walks.append(1)
+            return super().__iter__()
+
+    given = Counted(runs)
+    booking.update(given)
+    assert walks
+    assert booking.running == given
+    walks.clear()
+    booking.update(given)
+    assert walks == []
+    assert booking.running == given
+    listed = list(runs)
+    booking.update(listed)
+    del listed[0]
+    booking.update(listed)  # the same list, one job fewer
+    assert [r.id for r in booking.running] == ["j1", "j2", "j3"]
+    assert booking.used[0] == 0b1110

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, insort
 from collections.abc import Callable, Hashable, Sequence
+from itertools import compress
 from operator import attrgetter
 from typing import Any, cast
 
@@ -59,6 +60,9 @@ class Booking:
         self.run_masks: dict[str, Masks] = {}
         self.run_loads: dict[str, Load] = {}
         self.running: tuple[RunningJob, ...] = ()  # sorted by id
+        # the tuple last booked (a cycle's `ClusterState.running`): a tuple of frozen jobs,
+        # so the same one again books the same (a walk over 73,500 jobs spared)
+        self._given: Sequence[RunningJob] | None = None
         self._ends: dict[str, float] = {}  # estimated ends that move with nothing
         self._ends_t_s = -math.inf
         # `running`'s GPUs and loads in its order, for the blockers (made once per change)
@@ -68,6 +72,9 @@ class Booking:
     def update(self, running: Sequence[RunningJob]) -> None:
         """Book exactly `running`. Raises ValueError if two of them hold one GPU or a job is
         listed twice; the booking is then unusable (the caller drops it)."""
+        if running is self._given:  # the tuple booked last: the same jobs, each unchanged
+            return
+        self._given = None  # until booked
         entries = self.entries
         fresh: list[RunningJob] = []
         kept = 0
@@ -77,6 +84,7 @@ class Booking:
             else:
                 fresh.append(r)
         if not fresh and kept == len(entries) == len(running):
+            self._given = running if isinstance(running, tuple) else None
             return
         ids = {r.id for r in running}
         if len(ids) != len(running):
@@ -100,6 +108,7 @@ class Booking:
         ordered = sorted(running, key=_ID)
         self._add_all(ordered if len(added) == len(ordered) else sorted(added, key=_ID))
         self.running = tuple(ordered)
+        self._given = running if isinstance(running, tuple) else None
 
     def _add_all(self, added: list[RunningJob]) -> None:
         """Book each of `added`, in order. `Topology.masks` and the GPU count inline, one
@@ -172,13 +181,15 @@ class Booking:
         self,
         now_t_s: float,
         end_t_s: Callable[[RunningJob, float], float],
-        ends_of: Callable[[Sequence[RunningJob], float], list[float]] | None = None,
+        ends_of: Callable[[Sequence[RunningJob], float], tuple[list[float], list[bool]]]
+        | None = None,
     ) -> RunningBlockers:
         """Each running job as a reservation's blocker (its estimated end and what it holds),
         in id order. A job under its own time limit, which began counting already, ends at a
         time that moves with nothing else: its end is kept until then, so a cycle derives
         only the new jobs' and those without a limit of their own (history may move them).
-        `ends_of`: `end_t_s` of many jobs at once (a start's 73,500), where there is one."""
+        `ends_of`: `end_t_s` of many jobs at once (a start's 73,500), where there is one, and
+        whether each is so kept (`Estimates.running_ends_fixed_t_s`)."""
         if now_t_s < self._ends_t_s:  # a clock set back: what was kept may not hold
             self._ends.clear()
         self._ends_t_s = now_t_s
@@ -189,19 +200,37 @@ class Booking:
                 running, [masks[r.id] for r in running], [loads.get(r.id) for r in running]
             )  # fmt: skip
         kept = self._ends
-        ends: list[float | None] = list(map(kept.get, map(_ID, running)))  # in C: 73,500
+        ids = list(map(_ID, running))
+        ends: list[float | None] = list(map(kept.get, ids))  # in C: 73,500
         stale = [k for k, t_s in enumerate(ends) if t_s is None or t_s <= now_t_s]
-        runs = [running[k] for k in stale]
-        fresh = ends_of(runs, now_t_s) if ends_of else [end_t_s(r, now_t_s) for r in runs]
-        for k, r, t_s in zip(stale, runs, fresh, strict=True):
-            ends[k] = t_s
-            limit_s, from_t_s = r.job.walltime_s, r.limit_from_t_s
-            if limit_s is not None and from_t_s <= now_t_s < from_t_s + limit_s:
-                kept[r.id] = t_s  # ends at from_t_s + limit_s (past it, a kill moves on)
-            else:
-                kept.pop(r.id, None)
+        if ends_of is None:
+            runs = [running[k] for k in stale]
+            fresh = [end_t_s(r, now_t_s) for r in runs]
+            fixed = [_fixed(r, now_t_s) for r in runs]
+        elif len(stale) == len(running):  # a start: every end, in one call
+            fresh, fixed = ends_of(running, now_t_s)
+        else:
+            fresh, fixed = ends_of([running[k] for k in stale], now_t_s)
+        if len(stale) == len(running):
+            ends = list(fresh)
+            stale_ids = ids
+        else:
+            for k, t_s in zip(stale, fresh, strict=True):
+                ends[k] = t_s
+            stale_ids = [ids[k] for k in stale]
+        # kept: each fixed end (until it passes); the others forgotten
+        kept.update(zip(compress(stale_ids, fixed), compress(fresh, fixed), strict=True))
+        for job_id, keep in zip(stale_ids, fixed, strict=True):
+            if not keep:
+                kept.pop(job_id, None)
         columns = self._columns
         return RunningBlockers(running, cast(list[float], ends), columns[1], columns[2])
+
+
+def _fixed(r: RunningJob, now_t_s: float) -> bool:
+    """Whether a running job's end is fixed until it passes: under its own limit, counting."""
+    limit_s, from_t_s = r.job.walltime_s, r.limit_from_t_s
+    return limit_s is not None and from_t_s <= now_t_s < from_t_s + limit_s
 
 
 def by_arrival(job: Job) -> tuple[float, tuple[int, str, int, str]]:

@@ -170,7 +170,7 @@ def cycle(
     estimates = _estimates(state, booked.quota, config)
     blockers = cache_fn(
         lambda: booked.booking.blockers(
-            now_t_s, estimates.running_end_t_s, estimates.running_ends_t_s
+            now_t_s, estimates.running_end_t_s, estimates.running_ends_fixed_t_s
         )
     )
     admit = Pass(
