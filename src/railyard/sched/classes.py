@@ -12,7 +12,9 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Callable, Hashable, Mapping, Sequence, Set
+from operator import attrgetter
 from typing import Protocol
 
 from railyard.sched.candidate import Candidate
@@ -27,13 +29,44 @@ class VictimClass:
     reads of them made once: their ids, how many sizes they come in, and per reason their
     candidates (time slicing searches for up to 16 jobs a cycle over the same classes)."""
 
-    __slots__ = ("ids", "made", "members", "sizes")
+    __slots__ = ("ids", "left", "made", "members", "sizes")
 
     def __init__(self) -> None:
         self.members: list[RunningJob] = []
         self.ids: set[str] = set()
         self.sizes = 0
         self.made: dict[PreemptReason, list[Candidate]] = {}
+        # per reason and sizes that do not evict back, those of `made` of those sizes not
+        # yet signalled, and how many jobs the pass had signalled then (it only adds)
+        self.left: dict[tuple[PreemptReason, tuple[int, ...]], tuple[int, list[Candidate]]] = {}
+
+    def left_of(
+        self,
+        reason: PreemptReason,
+        back: Mapping[int, bool],
+        made: list[Candidate],
+        signalled: Set[str],
+        log: Sequence[str],
+    ) -> list[Candidate]:
+        """`made` (the members' candidates for `reason`, in order) less those of the sizes
+        that would evict the preemptor back (`back`: size -> answer) and those signalled
+        (`log`: `signalled` in the order the pass added to it, only ever longer). Kept per
+        reason and sizes, and kept on while the jobs signalled since are none of this class's
+        (a search signals a job or two, of one class or two of some 500: rebuilding each
+        class that had lost one, each search, was a tenth of a time-slicing pass)."""
+        kind = (reason, tuple(sorted(g for g, b in back.items() if not b)))
+        left = self.left.get(kind)
+        n = len(log)
+        if left is not None and left[0] != n and self.ids.isdisjoint(log[left[0] :]):
+            left = self.left[kind] = (n, left[1])
+        if left is None or left[0] != n:
+            kept = [
+                c
+                for c, r in zip(made, self.members, strict=True)
+                if not back.get(r.gpus, True) and r.id not in signalled
+            ]
+            left = self.left[kind] = (n, kept)
+        return left[1]
 
 
 class KeptClasses(Protocol):
@@ -120,6 +153,7 @@ def group_victims(
 # a policy's `victim_classes_until`: `victim_class_until` of many jobs at once, as columns
 _AllOf = Callable[[Sequence[RunningJob], PreemptContext], tuple[list[Hashable], list[float]]]
 
+_ID, _GPUS, _FLAVOR = attrgetter("id"), attrgetter("gpus"), attrgetter("job.flavor")
 _SLACK_S = 1.0  # a job is looked at again this long before its minimum run time is over
 
 
@@ -287,8 +321,8 @@ class KeptGroups:
         evicted picked in one loop, their classes judged at once (`all_of`, where the policy
         has it: one loop in the policy), grouped in another, the heaps made at once (73,500
         jobs on a start at 100,352 GPUs)."""
-        now_t_s, queues, pairs, until = ctx.now_t_s, ctx.quota.queues, self._pairs, self._until
-        bounds, place, waiting = self._bounds, self._place, self._waiting
+        now_t_s, queues = ctx.now_t_s, ctx.quota.queues
+        bounds, waiting = self._bounds, self._waiting
         wakes, ends = self._wakes, self._ends
         judged: list[RunningJob] = []
         pick = judged.append
@@ -296,11 +330,15 @@ class KeptGroups:
             if r.stop_cause is not None:
                 continue
             job = r.job
+            ran_s = now_t_s - r.start_t_s
+            if ran_s >= job.min_runtime_s:  # past its own minimum, so past the capped one
+                pick(r)
+                continue
             bound = bounds.get(job.queue)
             if bound is None:
                 bound = self._bound_of(job.queue, queues)
             protected_s = min(job.min_runtime_s, bound)
-            if now_t_s - r.start_t_s < protected_s:
+            if ran_s < protected_s:
                 waiting[r.id] = r
                 wakes.append((r.start_t_s + protected_s, r.id))
                 continue
@@ -310,29 +348,48 @@ class KeptGroups:
         else:
             pairs_of = [until_of(r, ctx) for r in judged]
             classes, untils = [p[0] for p in pairs_of], [p[1] for p in pairs_of]
+        ids = list(map(_ID, judged))
+        self._until.update(zip(ids, untils, strict=True))
         inf = math.inf
-        for r, cls, until_t_s in zip(judged, classes, untils, strict=True):
-            job_id, flavor = r.id, r.job.flavor
-            members = pairs.get((flavor, cls))
-            if members is None:
-                members = self._group(flavor, cls)
-            place[job_id] = members
-            until[job_id] = until_t_s
-            if until_t_s < inf:
-                ends.append((until_t_s, job_id))
-            ids = members.ids
-            if not ids or ids[-1] < job_id:
-                ids.append(job_id)
-                members.runs.append(r)
-            else:  # not in id order after all
-                at = bisect_left(ids, job_id)
-                ids.insert(at, job_id)
-                members.runs.insert(at, r)
-            sizes = members.sizes
-            sizes[r.gpus] = sizes.get(r.gpus, 0) + 1
-            members.idset.add(job_id)
+        ends += [(t_s, i) for t_s, i in zip(untils, ids, strict=True) if t_s < inf]
+        # the jobs by class, as positions (one dict lookup a job), then by flavor where a
+        # class has jobs of several (a cluster of one flavor: never)
+        slots: dict[Hashable, list[int]] = {}
+        for k, cls in enumerate(classes):
+            at = slots.get(cls)
+            if at is None:
+                slots[cls] = [k]
+            else:
+                at.append(k)
+        for cls, at in slots.items():
+            runs = [judged[k] for k in at]
+            flavors = set(map(_FLAVOR, runs))
+            if len(flavors) == 1:
+                self._fill(self._group(flavors.pop(), cls), runs, [ids[k] for k in at])
+                continue
+            for flavor in sorted(flavors):
+                mine = [k for k in at if judged[k].job.flavor == flavor]
+                runs = [judged[k] for k in mine]
+                self._fill(self._group(flavor, cls), runs, [ids[k] for k in mine])
         heapq.heapify(wakes)
         heapq.heapify(ends)
+
+    def _fill(self, members: _Members, runs: list[RunningJob], ids: list[str]) -> None:
+        """Put `runs` (with their `ids`) into `members`: at once where the group is new and
+        they come in id order (a start's, from `running` sorted by id), else one by one."""
+        self._place.update(dict.fromkeys(ids, members))
+        sizes = members.sizes
+        for gpus, n in Counter(map(_GPUS, runs)).items():
+            sizes[gpus] = sizes.get(gpus, 0) + n
+        members.idset.update(ids)
+        if not members.ids and ids == sorted(ids):
+            members.ids += ids
+            members.runs += runs
+            return
+        for r, job_id in zip(runs, ids, strict=True):
+            at = bisect_left(members.ids, job_id)
+            members.ids.insert(at, job_id)
+            members.runs.insert(at, r)
 
     def _group(self, flavor: str, cls: Hashable) -> _Members:
         """The group of (flavor, class), made if there is none."""

@@ -194,21 +194,24 @@ def _classes_and_until(
     classes: list[Hashable] = []
     untils: list[float] = []
     add_class, add_until = classes.append, untils.append
+    has_ratio = ratio is not None
     for victim in runs:
         j = victim.job
         start, gpus = victim.start_t_s, victim.gpus
         ran_s = now - start
         attained = j.attained_gpu_s
-        job_gpus = j.workers * j.gpus_per_worker
-        before_s = attained / job_gpus if job_gpus > 0 else 0.0
-        begin = j.begin_t_s  # `starving_since_t_s`, inline
-        since = j.submit_t_s if begin is None or begin < j.submit_t_s else begin
-        if attained > 0 and job_gpus > 0:
-            since = since + attained / job_gpus
         until = inf
         sliceable = False
         preemptible = j.preemptible
+        since = 0.0  # read only by a preemptible job's starvation and by promotion
+        if preemptible or has_ratio:
+            job_gpus = j.workers * j.gpus_per_worker
+            begin = j.begin_t_s  # `starving_since_t_s`, inline
+            since = j.submit_t_s if begin is None or begin < j.submit_t_s else begin
+            if attained > 0 and job_gpus > 0:
+                since = since + attained / job_gpus
         if preemptible:
+            before_s = attained / job_gpus if job_gpus > 0 else 0.0
             if ran_s < quantum_s:
                 until = start + quantum_s
             else:
@@ -222,8 +225,9 @@ def _classes_and_until(
                 )
             left_s = unsliced_s - before_s
             if ran_s < left_s:
-                until = min(until, start + left_s)
-        served = attained + gpus * max(0.0, ran_s)
+                t_s = start + left_s  # `min(until, t_s)`, inline, as `min` picks
+                until = t_s if t_s < until else until
+        served = attained + gpus * (ran_s if ran_s > 0.0 else 0.0)  # `max(0.0, ran_s)`
         waited_s = 0.0
         up = False
         if ratio is not None and gpus > 0:
@@ -240,12 +244,14 @@ def _classes_and_until(
         if on_service or limit_s is None:
             level = bisect_right(levels, served)
             if gpus > 0 and level < n_levels:
-                until = min(until, start + (levels[level] - attained) / gpus)
+                t_s = start + (levels[level] - attained) / gpus
+                until = t_s if t_s < until else until
         else:
-            whole = job_gpus * limit_s
+            whole = j.workers * j.gpus_per_worker * limit_s
             level = bisect_right(levels, whole - served)
             if gpus > 0 and level > 0:
-                until = min(until, start + (whole - levels[level - 1] - attained) / gpus)
+                t_s = start + (whole - levels[level - 1] - attained) / gpus
+                until = t_s if t_s < until else until
         if up and ratio is not None:  # `up` says so; mypy does not follow it
             until = min(until, start + waited_s / ratio - attained / gpus)
             level = 0
