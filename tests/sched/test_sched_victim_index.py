@@ -145,3 +145,57 @@ def test_candidates_made_in_one_loop_equal_those_made_one_by_one():
         again = candidates_of(runs, reason, 300.0, masks_of, loads_of, topo.ready, 45.0, kept)
         assert all(a is b for a, b in zip(made, again, strict=True))
         kept = {}
+
+
+def test_the_index_ranks_a_search_as_sorting_its_candidates_by_cost():
+    """A gang's greedy search reads its candidates' order off the index's one sort of the
+    pass (`ByNode.ranked`): exactly `sorted(range(n), key=cost)`, whatever subset, in
+    whatever order, and with the same jobs indexed for another reason too (equal costs)."""
+    rng = random.Random(7)
+    for _ in range(200):
+        snap, candidates = random_pass(rng)
+        index = ByNode(snap.topo)
+        other = [c._replace(reason=PreemptReason.TIME_SLICE) for c in candidates]
+        for _ in range(4):
+            some = [c for c in rng.choice([candidates, other]) if rng.random() < 0.7]
+            rng.shuffle(some)
+            expected = sorted(range(len(some)), key=lambda k: some[k].cost)
+            assert index.ranked(some) == expected
+
+
+def test_a_class_kept_list_of_candidates_left_equals_the_filter_made_afresh():
+    """`VictimClass.left_of` keeps, per reason and sizes that would not evict back, the
+    class's candidates not yet signalled, while the jobs signalled since are none of its:
+    always exactly the filter written out, as searches signal jobs of it and of others."""
+    from railyard.sched.classes import VictimClass
+
+    rng = random.Random(11)
+    topo = Topology(nodes(8))
+    group = VictimClass()
+    for k in range(40):
+        gpus = rng.choice([1, 2])
+        r = RunningJob(job(f"j{k:02d}", gpus=gpus), {f"n{k % 8}": tuple(range(gpus))}, 0.0)
+        group.members.append(r)
+        group.ids.add(r.id)
+    masks_of = {r.id: topo.masks(r.placement) for r in group.members}
+    made = candidates_of(group.members, PreemptReason.TIME_SLICE, 100.0, masks_of, {},
+                         topo.ready, 0.0, {})  # fmt: skip
+    signalled: set[str] = {"elsewhere"}
+    log = list(signalled)
+    kept = 0
+    for _ in range(200):
+        if rng.random() < 0.3:  # a search signals a job, of this class or of another
+            victim = rng.choice([*group.ids, f"other{rng.randrange(99)}"])
+            if victim not in signalled:
+                signalled.add(victim)
+                log.append(victim)
+        back = {g: rng.random() < 0.2 for g in (1, 2) if rng.random() < 0.9}
+        expected = [
+            c
+            for c, r in zip(made, group.members, strict=True)
+            if not back.get(r.gpus, True) and r.id not in signalled
+        ]
+        before = dict(group.left)
+        assert group.left_of(PreemptReason.TIME_SLICE, back, made, signalled, log) == expected
+        kept += any(before.get(k, (None, None))[1] is v[1] for k, v in group.left.items())
+    assert kept > 50  # kept lists were served, not only rebuilt

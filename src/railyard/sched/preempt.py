@@ -42,6 +42,7 @@ from railyard.sched.victims import ByNode, Candidate, find_victims, removed
 # Victim reasons that may not take GPUs a higher-ranked job's reservation counts on. Time
 # slicing may: the reserver may be unable to slice the victim itself (a gang as far from done).
 _BEHIND_RESERVATIONS = frozenset({PreemptReason.PRIORITY})
+_USEFUL = attrgetter("useful_gpus")
 
 
 def _overlaps(masks: Masks, other: Masks) -> bool:
@@ -103,6 +104,9 @@ class Preemption:
             if r.backfilled and r.job.preemptible:
                 backfilled.append(r)
         self.backfilled = [r for r in backfilled if r.id not in self.signalled]
+        # `signalled` in the order the pass added to it (it only adds): what a kept list of
+        # a class's candidates must have left out since it was made
+        self._signal_log = list(self.signalled)
         self.preemptor_class = self._classify_preemptors()
         # What of a job, besides its `alike`, an admission decision may read: the class,
         # or under time slicing without backfilled jobs the attained service the class is
@@ -117,6 +121,7 @@ class Preemption:
         self._candidate_of: dict[PreemptReason, dict[str, Candidate]] = {}  # no key tuples
         self._by_node = ByNode(snap.topo)  # those candidates by node, for one-node searches
         self._free_reasons: dict[Hashable, PreemptReason | None] = {}
+        self._alike: dict[str, Hashable] = {}  # a victim's key as a preemptor (`_answer`)
         self.searches_left = config.preemption_searches_per_cycle  # read by the admit loop
         self._restart_s = config.restart_cost_s
         self._max_loss = config.eviction_max_loss
@@ -162,7 +167,9 @@ class Preemption:
         if found is None:
             return False
         for c in victims:
-            self.signalled.add(c.run.id)
+            if c.run.id not in self.signalled:
+                self.signalled.add(c.run.id)
+                self._signal_log.append(c.run.id)
             queue = self.quota.queues.get(c.run.job.queue)
             grace_s = checkpoint_grace_s(c.run.job, queue)
             self.decisions.append(Preempt(c.run.id, grace_s, c.reason, for_job_id=job.id))
@@ -204,7 +211,8 @@ class Preemption:
             return None  # nobody borrows: nothing to reclaim (changes with quota use too)
         candidates = self._candidates(job)
         short = job.gpus - self.snap.flavor_free.get(job.flavor, 0)
-        if not candidates or sum(map(attrgetter("useful_gpus"), candidates)) < short:
+        useful = sum(map(_USEFUL, candidates))
+        if not candidates or useful < short:
             self.memo.preempt_fail.add(key)  # hopeless: costs no search budget
             return None
         self.memo.changed()
@@ -219,6 +227,7 @@ class Preemption:
             self.config.exact_victim_search_max,
             quota_fits=self.admission.fits(self.quota, job),
             by_node=self._by_node,
+            useful_total=useful,
         )
         if result is not None and not self._reclaims_only_borrowed(job, result[0]):
             result = None
@@ -308,7 +317,7 @@ class Preemption:
         the walk reads per job is bound outside it."""
         out: list[Candidate] = []
         reserved = self._reserved()
-        signalled = self.signalled
+        signalled, log = self.signalled, self._signal_log
         answers: dict[Hashable, bool] = {}
         policy, ctx, free_reasons = self.policy, self.ctx, self._free_reasons
         # What of the preemptor a quota-free reason reads (its priority and class), and
@@ -352,12 +361,8 @@ class Preemption:
             made = group.made.get(reason) or self._made(group, reason)
             if not any(back.values()) and group.ids.isdisjoint(signalled):
                 out += made  # the common case: every one of them, in order
-            else:
-                out += [
-                    c
-                    for c, r in zip(made, members, strict=True)
-                    if not back.get(r.gpus, True) and r.id not in signalled
-                ]
+                continue
+            out += group.left_of(reason, back, made, signalled, log)
         if self._max_loss is not None:
             out = [c for c in out if c.reason is not PreemptReason.TIME_SLICE or self._worth(c)]
         if not self.backfilled:
@@ -383,8 +388,11 @@ class Preemption:
     def _answer(self, job: Job, r: RunningJob, answers: dict[Hashable, bool]) -> bool:
         """Would `r` evict `job` back? Victims alike as preemptors (queue, priority, size,
         class) answer alike: one what-if each per search."""
-        v = r.job
-        alike = (v.queue, v.priority, v.flavor, v.gpus, r.gpus, self.preemptor_class(v))
+        alike = self._alike.get(r.id)
+        if alike is None:  # the first members of the classes, asked again by each search
+            v = r.job
+            alike = (v.queue, v.priority, v.flavor, v.gpus, r.gpus, self.preemptor_class(v))
+            self._alike[r.id] = alike
         answer = answers.get(alike)
         if answer is None:
             answer = answers[alike] = self._would_preempt_back(job, r)
