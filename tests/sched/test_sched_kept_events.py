@@ -5,6 +5,7 @@ whether few or many nodes changed."""
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import replace
 
@@ -15,7 +16,7 @@ from railyard.sched import NodeState, RunningJob, StopCause
 from railyard.sched.cache import Booking
 from railyard.sched.events import node_events
 from railyard.sched.limits import Estimates
-from railyard.sched.reserve import base_events
+from railyard.sched.reserve import all_ordered, base_events
 from railyard.sched.snapshot import Snapshot, Topology
 
 A100 = "A100-SXM-80GB"
@@ -102,3 +103,21 @@ def test_a_gpu_comes_free_when_its_last_claim_ends():
     assert node_events({"a": float("inf"), "b": 5.0}, {"a": 0b1, "b": 0b1}) == (
         (float("inf"), 0b1),
     )
+
+
+def test_all_events_ordered_by_time_then_node_and_gpus_equal_the_tuples_sorted():
+    """`reserve.all_ordered` sorts on the time alone and then each run of one time: the
+    same list as sorting the tuples, with times shared across nodes (a gang) and on a node
+    (two jobs ending at once), and never-ending GPUs left out."""
+    rng = random.Random(5)
+    for _ in range(200):
+        per_node = {}
+        for i in rng.sample(range(50), rng.randrange(1, 30)):
+            per_node[i] = sorted(
+                (rng.choice([math.inf, 10.0, 20.0, rng.uniform(0, 30)]), 1 << g)
+                for g in rng.sample(range(8), rng.randrange(1, 5))
+            )
+        expected = sorted(
+            (t_s, i, m) for i, events in per_node.items() for t_s, m in events if t_s < math.inf
+        )
+        assert all_ordered(per_node) == expected

@@ -12,6 +12,7 @@ from sched_fakes import job, nodes
 
 from railyard.sched import NodeState, RunningJob
 from railyard.sched.candidate import candidates_of
+from railyard.sched.classes import VictimClass
 from railyard.sched.decisions import PreemptReason
 from railyard.sched.snapshot import Shape, Snapshot, Topology, bits
 from railyard.sched.victims import ByNode, Candidate, _cheapest_freeing_gpus, set_cost
@@ -167,8 +168,6 @@ def test_a_class_kept_list_of_candidates_left_equals_the_filter_made_afresh():
     """`VictimClass.left_of` keeps, per reason and sizes that would not evict back, the
     class's candidates not yet signalled, while the jobs signalled since are none of its:
     always exactly the filter written out, as searches signal jobs of it and of others."""
-    from railyard.sched.classes import VictimClass
-
     rng = random.Random(11)
     topo = Topology(nodes(8))
     group = VictimClass()

@@ -68,8 +68,10 @@ def candidates_of(
                 if ready[i]:
                     useful += m.bit_count()
             start_t_s, gpus = r.start_t_s, r.gpus
-            since_t_s = max(start_t_s, r.last_checkpoint_t_s or start_t_s)
-            lost_gpu_s = gpus * max(0.0, now_t_s - since_t_s)
+            since_t_s = r.last_checkpoint_t_s or start_t_s  # `max`s inline, as they pick
+            since_t_s = since_t_s if since_t_s > start_t_s else start_t_s
+            ran_s = now_t_s - since_t_s
+            lost_gpu_s = gpus * (ran_s if ran_s > 0.0 else 0.0)
             spot = 0 if r.job.preemptible else 1
             cost = (spot, lost_gpu_s + gpus * restart_s, 1, -start_t_s, job_id)
             load = loads_of.get(job_id)

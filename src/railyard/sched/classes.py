@@ -14,7 +14,6 @@ import math
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping, Sequence, Set
-from operator import attrgetter
 from typing import Protocol
 
 from railyard.sched.candidate import Candidate
@@ -153,7 +152,6 @@ def group_victims(
 # a policy's `victim_classes_until`: `victim_class_until` of many jobs at once, as columns
 _AllOf = Callable[[Sequence[RunningJob], PreemptContext], tuple[list[Hashable], list[float]]]
 
-_ID, _GPUS, _FLAVOR = attrgetter("id"), attrgetter("gpus"), attrgetter("job.flavor")
 _SLACK_S = 1.0  # a job is looked at again this long before its minimum run time is over
 
 
@@ -348,29 +346,27 @@ class KeptGroups:
         else:
             pairs_of = [until_of(r, ctx) for r in judged]
             classes, untils = [p[0] for p in pairs_of], [p[1] for p in pairs_of]
-        ids = list(map(_ID, judged))
+        ids = [r.id for r in judged]  # a comprehension reads a slot faster than `attrgetter`
         self._until.update(zip(ids, untils, strict=True))
         inf = math.inf
         ends += [(t_s, i) for t_s, i in zip(untils, ids, strict=True) if t_s < inf]
-        # the jobs by class, as positions (one dict lookup a job), then by flavor where a
-        # class has jobs of several (a cluster of one flavor: never)
-        slots: dict[Hashable, list[int]] = {}
-        for k, cls in enumerate(classes):
+        # the jobs by class (one dict lookup a job), then by flavor where a class has jobs
+        # of several (a cluster of one flavor: never)
+        slots: dict[Hashable, list[RunningJob]] = {}
+        for cls, r in zip(classes, judged, strict=True):
             at = slots.get(cls)
             if at is None:
-                slots[cls] = [k]
+                slots[cls] = [r]
             else:
-                at.append(k)
-        for cls, at in slots.items():
-            runs = [judged[k] for k in at]
-            flavors = set(map(_FLAVOR, runs))
+                at.append(r)
+        for cls, runs in slots.items():
+            flavors = {r.job.flavor for r in runs}
             if len(flavors) == 1:
-                self._fill(self._group(flavors.pop(), cls), runs, [ids[k] for k in at])
+                self._fill(self._group(flavors.pop(), cls), runs, [r.id for r in runs])
                 continue
             for flavor in sorted(flavors):
-                mine = [k for k in at if judged[k].job.flavor == flavor]
-                runs = [judged[k] for k in mine]
-                self._fill(self._group(flavor, cls), runs, [ids[k] for k in mine])
+                mine = [r for r in runs if r.job.flavor == flavor]
+                self._fill(self._group(flavor, cls), mine, [r.id for r in mine])
         heapq.heapify(wakes)
         heapq.heapify(ends)
 
@@ -379,7 +375,7 @@ class KeptGroups:
         they come in id order (a start's, from `running` sorted by id), else one by one."""
         self._place.update(dict.fromkeys(ids, members))
         sizes = members.sizes
-        for gpus, n in Counter(map(_GPUS, runs)).items():
+        for gpus, n in Counter([r.gpus for r in runs]).items():
             sizes[gpus] = sizes.get(gpus, 0) + n
         members.idset.update(ids)
         if not members.ids and ids == sorted(ids):

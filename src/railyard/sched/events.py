@@ -22,7 +22,7 @@ from operator import ne
 from typing import overload
 
 from railyard.sched.model import RunningJob
-from railyard.sched.reserve import BaseEvents, Blocker
+from railyard.sched.reserve import BaseEvents, Blocker, all_ordered
 from railyard.sched.snapshot import Load, Masks, Topology
 
 
@@ -128,13 +128,15 @@ class KeptEvents:
 
     def _build(self, flavor: str, blockers: RunningBlockers) -> _Flavor:
         """A flavor's claims and events from nothing (a start, a flavor new to a reservation)."""
-        ready, node_flavor = self._topo.ready, self._topo.flavor
+        # whether each node counts (ready, of the flavor): one list read per claim
+        topo = self._topo
+        ok = [up and f == flavor for up, f in zip(topo.ready, topo.flavor, strict=True)]
         out = _Flavor()
         ends, gpus = out.ends, out.gpus
         for r, t_s, masks in zip(blockers.running, blockers.ends, blockers.masks, strict=True):
             job_id = r.id  # every running job once
             for i, m in masks.items():
-                if ready[i] and node_flavor[i] == flavor:
+                if ok[i]:
                     here = ends.get(i)
                     if here is None:
                         ends[i] = {job_id: t_s}
@@ -145,9 +147,7 @@ class KeptEvents:
         per_node: dict[int, Sequence[tuple[float, int]]] = {
             i: node_events(here, gpus[i]) for i, here in ends.items()
         }
-        ordered = [(t_s, i, m) for i, ev in per_node.items() for t_s, m in ev if t_s < math.inf]
-        ordered.sort()
-        out.events = BaseEvents(per_node, ordered)
+        out.events = BaseEvents(per_node, all_ordered(per_node))
         return out
 
     def _changes(self, blockers: RunningBlockers) -> list[Change]:
@@ -216,9 +216,7 @@ class KeptEvents:
                 gpus.pop(i, None)
                 per_node.pop(i, None)
         if not move:
-            ordered[:] = sorted(
-                (t_s, i, m) for i, events in per_node.items() for t_s, m in events if t_s < math.inf
-            )
+            ordered[:] = all_ordered(per_node)
 
 
 __all__ = ["KeptEvents", "RunningBlockers", "node_events"]

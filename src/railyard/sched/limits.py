@@ -147,15 +147,23 @@ class Estimates:
         fixed: list[bool] = []
         add, fix, one = out.append, fixed.append, self.running_end_t_s
         killed_t_s = now_t_s + self.kill_wait_s
+        estimate = self.estimate_s
         for run in runs:
-            seconds = run.job.walltime_s
-            if seconds is None:
-                add(one(run, now_t_s))
-                fix(False)
-                continue
+            job = run.job
+            seconds = job.walltime_s
             from_t_s = run.run_t_s  # `limit_from_t_s`, inline
             if from_t_s is None:
-                from_t_s = run.start_t_s + PULL_LIMIT_S if run.job.image else run.start_t_s
+                from_t_s = run.start_t_s + PULL_LIMIT_S if job.image else run.start_t_s
+            if seconds is None:  # `running_end_t_s`'s first cases inline, the rest asked
+                fix(False)
+                soft = estimate(job)[0]
+                if soft is None:
+                    add(math.inf)
+                    continue
+                began_t_s = now_t_s if now_t_s < from_t_s else from_t_s  # `min`, as it picks
+                end_t_s = began_t_s + soft
+                add(end_t_s if end_t_s > now_t_s else one(run, now_t_s))
+                continue
             if from_t_s <= now_t_s:
                 end_t_s = from_t_s + seconds
                 late = end_t_s <= now_t_s

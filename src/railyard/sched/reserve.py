@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import chain, compress, islice
+from operator import eq, itemgetter
 from typing import NamedTuple
 
 from railyard.sched.model import Level, TopologyMode
@@ -83,14 +84,36 @@ def _node_events(snap: Snapshot, i: int, claims: Claims, *, never: bool = False)
     return out
 
 
+_T_S = itemgetter(0)
+
+
+def all_ordered(
+    per_node: Mapping[int, Sequence[tuple[float, int]]],
+) -> list[tuple[float, int, int]]:
+    """Every node's events before inf as (t_s, node, GPUs), sorted as tuples: sorted on the
+    time alone (floats compare some 2.5x faster than tuples: 70,000 events on a start at
+    100,352 GPUs), then each run of one time (a gang's nodes end at once) by node and GPUs."""
+    out = [(t_s, i, m) for i, events in per_node.items() for t_s, m in events if t_s < math.inf]
+    out.sort(key=_T_S)
+    times = list(map(_T_S, out))
+    ties = list(compress(range(len(times) - 1), map(eq, times, islice(times, 1, None))))
+    k, n_ties = 0, len(ties)
+    while k < n_ties:  # ties[k]: out[ties[k]] and the next are at one time
+        first = last = ties[k]
+        while k + 1 < n_ties and ties[k + 1] == last + 1:
+            k += 1
+            last += 1
+        out[first : last + 2] = sorted(out[first : last + 2])
+        k += 1
+    return out
+
+
 def base_events(snap: Snapshot, flavor: str, blockers: Iterable[Blocker]) -> BaseEvents:
     claims = _claims(snap, flavor, blockers)
     per_node: dict[int, Sequence[tuple[float, int]]] = {
         i: _node_events(snap, i, c, never=True) for i, c in claims.items()
     }
-    ordered = [(t_s, i, m) for i, events in per_node.items() for t_s, m in events if t_s < math.inf]
-    ordered.sort()
-    return BaseEvents(per_node, ordered)
+    return BaseEvents(per_node, all_ordered(per_node))
 
 
 def _laid_on(
