@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable, Hashable, Sequence
 from operator import attrgetter
 
-from railyard.sched.candidate import candidates_of
+from railyard.sched.candidate import USEFUL, candidates_of
 from railyard.sched.classes import KeptClasses, VictimClass, group_victims
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.decisions import Preempt, PreemptReason
@@ -42,7 +42,6 @@ from railyard.sched.victims import ByNode, Candidate, find_victims, removed
 # Victim reasons that may not take GPUs a higher-ranked job's reservation counts on. Time
 # slicing may: the reserver may be unable to slice the victim itself (a gang as far from done).
 _BEHIND_RESERVATIONS = frozenset({PreemptReason.PRIORITY})
-_USEFUL = attrgetter("useful_gpus")
 
 
 def _overlaps(masks: Masks, other: Masks) -> bool:
@@ -120,7 +119,7 @@ class Preemption:
         self._candidate_cache: dict[Hashable, tuple[int, list[Candidate]]] = {}
         self._candidate_of: dict[PreemptReason, dict[str, Candidate]] = {}  # no key tuples
         self._by_node = ByNode(snap.topo)  # those candidates by node, for one-node searches
-        self._free_reasons: dict[Hashable, PreemptReason | None] = {}
+        self._free_reasons: dict[Hashable, dict[Hashable, PreemptReason | None]] = {}
         self._alike: dict[str, Hashable] = {}  # a victim's key as a preemptor (`_answer`)
         self.searches_left = config.preemption_searches_per_cycle  # read by the admit loop
         self._restart_s = config.restart_cost_s
@@ -211,7 +210,7 @@ class Preemption:
             return None  # nobody borrows: nothing to reclaim (changes with quota use too)
         candidates = self._candidates(job)
         short = job.gpus - self.snap.flavor_free.get(job.flavor, 0)
-        useful = sum(map(_USEFUL, candidates))
+        useful = sum(map(USEFUL, candidates))
         if not candidates or useful < short:
             self.memo.preempt_fail.add(key)  # hopeless: costs no search budget
             return None
@@ -323,16 +322,18 @@ class Preemption:
         # What of the preemptor a quota-free reason reads (its priority and class), and
         # what reclaim reads (its queue and size): asked of each class, each search.
         asks = (job.priority, self.preemptor_class(job))
+        free = free_reasons.get(asks)  # per class, for preemptors asking alike
+        if free is None:
+            free = free_reasons[asks] = {}
         reclaimable, mine, gpus = self.quota.reclaimable, job.queue, job.gpus
         reclaims: dict[str, bool] = {}  # victim queue -> may this job reclaim from it now
         for cls, group in self._victim_classes().get(job.flavor, {}).items():
             members = group.members
             if policy.quota_reason_is_reclaim:  # `victim_reason`, its quota-free part kept
-                key = (cls, asks)
-                if key in free_reasons:
-                    reason = free_reasons[key]
+                if cls in free:
+                    reason = free[cls]
                 else:
-                    reason = free_reasons[key] = policy.reason_without_quota(job, members[0], ctx)
+                    reason = free[cls] = policy.reason_without_quota(job, members[0], ctx)
                 if reason is None:
                     theirs = members[0].job.queue
                     may = reclaims.get(theirs)

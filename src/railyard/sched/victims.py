@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import combinations
-from operator import attrgetter
 
-from railyard.sched.candidate import Candidate
+from railyard.sched.candidate import BY_COST, USEFUL, Candidate
 from railyard.sched.model import Job, RunningJob
 from railyard.sched.quota import QuotaTree
 from railyard.sched.snapshot import Load, Masks, Shape, Snapshot, Topology
@@ -114,9 +113,10 @@ def _may_fit_without(shape: Shape, candidates: Sequence[Candidate], snap: Snapsh
             if ready[i] and node_flavor[i] == flavor:
                 have = after.get(i)
                 after[i] = (free[i] if have is None else have) + m.bit_count()
-    per_node = shape.workers_on
-    capacity = sum(len(nodes) * per_node(free) for free, nodes in enumerate(buckets))
-    capacity += sum(per_node(free) - per_node(snap.free[i]) for i, free in after.items())
+    per = [shape.workers_on(free) for free in range(len(buckets))]  # by free GPUs
+    capacity = sum(len(nodes) * per[free] for free, nodes in enumerate(buckets))
+    was = snap.free
+    capacity += sum(per[free] - per[was[i]] for i, free in after.items())
     return capacity >= shape.workers
 
 
@@ -232,8 +232,7 @@ def _one_node(
     return None if found is None else (victims, found)
 
 
-_BY_COST = attrgetter("cost")  # a victim's cost (its id last: no ties)
-_USEFUL = attrgetter("useful_gpus")
+_BY_COST, _USEFUL = BY_COST, USEFUL  # a victim's cost (its id last: no ties), useful GPUs
 
 
 def _cheapest_freeing_gpus(
@@ -398,20 +397,22 @@ class _Line:
         self.free: dict[int, int] = {}  # free GPUs of the nodes touched, evictions counted
         buckets = snap.buckets.get(shape.flavor)
         self.any_node = buckets is not None
-        per_node = shape.workers_on
-        self.capacity = sum(len(on) * per_node(free) for free, on in enumerate(buckets or ()))
+        # workers a node holds, by its free GPUs (a ready node of the flavor has at most
+        # as many as the largest, the buckets' last)
+        self.per = [shape.workers_on(free) for free in range(len(buckets or ()))]
+        self.capacity = sum(len(on) * self.per[free] for free, on in enumerate(buckets or ()))
 
     def evict(self, c: Candidate) -> None:
         self.waiting.append(c)
         snap, free, flavor = self.snap, self.free, self.shape.flavor
-        ready, node_flavor, per_node = snap.topo.ready, snap.topo.flavor, self.shape.workers_on
+        ready, node_flavor, per = snap.topo.ready, snap.topo.flavor, self.per
         for i, m in c.masks.items():
             if ready[i] and node_flavor[i] == flavor:
                 old = free.get(i)
                 if old is None:
                     old = snap.free[i]
                 new = free[i] = old + m.bit_count()
-                self.capacity += per_node(new) - per_node(old)
+                self.capacity += per[new] - per[old]
 
     def may_fit(self) -> bool:
         """`snap.may_fit(shape)` as it would answer with the waiting evictions made."""

@@ -49,15 +49,6 @@ def pick_gpus(free_mask: int, domains: tuple[int, ...], need: int) -> int:
     return out
 
 
-def _capacity(hist: list[int], gpus_per_worker: int, distinct: bool = False) -> int:
-    """Workers of `gpus_per_worker` GPUs that fit a group, from its free-count histogram (at
-    most one per node with `distinct`). Sums in C: asked of each of 784 leaf groups for each
-    gang placed at 100,352 GPUs."""
-    if distinct:
-        return sum(hist[gpus_per_worker:])
-    return sum(map(mul, hist, _per_count(gpus_per_worker, len(hist))))
-
-
 @cache
 def _per_count(gpus_per_worker: int, counts: int) -> tuple[int, ...]:
     """Workers that fit a node with 0, 1, ... `counts - 1` free GPUs."""
@@ -161,8 +152,14 @@ class FabricAware:
                 lg: sum(_fits_node(snap, i, shape) for i in lg_nodes[f, lg])
                 for lg in snap.lg_hist[f]
             }
-        else:
-            caps = {lg: _capacity(h, gpw, distinct) for lg, h in snap.lg_hist[f].items()}
+        # workers of `gpw` GPUs that fit each leaf group, from its free-count histogram (at
+        # most one a node with `distinct`), summed in C: 784 groups at 100,352 GPUs, each gang
+        elif distinct:
+            caps = {lg: sum(h[gpw:]) for lg, h in snap.lg_hist[f].items()}
+        else:  # a flavor's histograms are all as long (`Snapshot`: its largest node + 1)
+            hists = snap.lg_hist[f]
+            per = _per_count(gpw, len(next(iter(hists.values())))) if hists else ()
+            caps = {lg: sum(map(mul, h, per)) for lg, h in hists.items()}
         if sum(caps.values()) < workers:
             return None
         level = _required_level(shape)
