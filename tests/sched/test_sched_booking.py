@@ -391,3 +391,71 @@ def test_the_tuple_booked_last_is_not_walked_again_but_a_list_is():
     booking.update(listed)  # the same list, one job fewer
     assert [r.id for r in booking.running] == ["j1", "j2", "j3"]
     assert booking.used[0] == 0b1110
+
+
+def _snapshot_fields(snap):
+    return (snap.free_mask, snap.free, snap.free_cpu, snap.free_mem, snap.buckets,
+            snap.lg_hist, snap.su_hist, snap.flavor_free)  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_booking_snapshot_moved_by_what_changed_equals_one_made_afresh(seed):
+    """`Booking.snapshot` copies its last one and moves the nodes booked or freed since: as
+    jobs start, end and get new objects (cores and memory too), each equals a snapshot made
+    from the booking's free GPUs, cores and memory, and changing one never changes the next."""
+    rng = random.Random(seed)
+    inventory = [replace(n, cpu_cores=64, mem_gb=512.0) for n in nodes(6, gpus=8)]
+    topo = Topology(inventory)
+    booking = Booking(topo)
+    free = {(n, g) for n in range(6) for g in range(8)}
+    runs: dict[str, RunningJob] = {}
+    for step in range(60):
+        for r in list(runs.values()):
+            if rng.random() < 0.2:  # it ends: its GPUs free again
+                del runs[r.id]
+                free |= {(int(name[1:]), g) for name, gs in r.placement.items() for g in gs}
+        for k in range(rng.randrange(4)):
+            take = rng.sample(sorted(free), min(len(free), rng.choice([1, 2, 4])))
+            if not take:
+                break
+            free -= set(take)
+            by_node: dict[str, list[int]] = {}
+            for n, g in take:
+                by_node.setdefault(f"n{n}", []).append(g)
+            placement = {name: tuple(sorted(gs)) for name, gs in by_node.items()}
+            j = job(f"s{step}-{k}", gpus=len(take), cpus_per_worker=rng.choice([0, 2]))
+            runs[j.id] = RunningJob(j, placement, float(step))
+        booking.update(tuple(runs.values()))
+        snap = booking.snapshot()
+        free_mask = [full & ~u for full, u in zip(topo.full_mask, booking.used, strict=True)]
+        fresh = Snapshot(topo, free_mask, booking.free_cpu, booking.free_mem)
+        assert _snapshot_fields(snap) == _snapshot_fields(fresh), step
+        if snap.free_mask[0]:  # a cycle takes GPUs from its snapshot: the next is not moved
+            snap.take({0: snap.free_mask[0] & -snap.free_mask[0]})
+
+
+def test_the_pending_tuple_sorted_last_is_not_walked_again_but_a_list_is():
+    """As the booking: the same tuple of pending jobs again is the same order, unwalked; a
+    list may have changed in place and is walked; a tuple with an id twice is never kept."""
+    order = PendingOrder()
+    walks = []
+
+    class Counted(tuple):  # a tuple that counts the walks over it
+        def __iter__(self):
+            walks.append(1)
+            return super().__iter__()
+
+    jobs = [job(f"p{k}", submit_t_s=float(10 - k)) for k in range(5)]
+    given = Counted(jobs)
+    first = order.update(given)
+    assert [j.id for j in first] == ["p4", "p3", "p2", "p1", "p0"]
+    walks.clear()
+    assert order.update(given) is first
+    assert walks == []
+    listed = list(jobs)
+    order.update(listed)
+    del listed[0]
+    assert [j.id for j in order.update(listed)] == ["p4", "p3", "p2", "p1"]
+    twice = Counted([*jobs, jobs[0]])
+    assert len(order.update(twice)) == 6
+    assert len(order.update(twice)) == 6  # not the (empty) kept order

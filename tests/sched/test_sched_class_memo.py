@@ -13,7 +13,7 @@ from sched_fakes import flat_queues, job, running
 
 from railyard.sched import StopCause
 from railyard.sched.cache import ClassMemo
-from railyard.sched.classes import group_victims
+from railyard.sched.classes import group_victims, signals_of
 from railyard.sched.policies import PREEMPTION
 from railyard.sched.policies.las import CLASS_MARGIN_S, _class_until
 from railyard.sched.policies.registry import PreemptContext
@@ -194,3 +194,32 @@ def test_class_and_until_in_one_pass_equal_the_two_asked_apart(seed, by, ratio, 
             assert list(zip(classes, untils, strict=True)) == [
                 policy.victim_class_until(r, ctx) for r in runs
             ], t_s
+
+
+def test_signals_kept_for_the_same_tuple_equal_the_walk_and_move_with_a_new_one():
+    """`ClassMemo.signals` keeps a pass's walk over the running jobs (who was asked to stop,
+    who stops for whom, who backfilled) while they are the same tuple; a new tuple, or a
+    list (it may change in place), is walked again."""
+    rng = random.Random(2)
+    runs = []
+    for r in _jobs(rng):
+        roll = rng.random()
+        if roll < 0.2:
+            r = replace(r, preempt_for=f"p-{r.id}")
+        elif roll < 0.3:
+            r = replace(r, stop_cause=StopCause.CANCELLED)
+        runs.append(replace(r, backfilled=rng.random() < 0.3))
+    memo = ClassMemo()
+    given = tuple(runs)
+    stopping, asked, backfilled = memo.signals(given)
+    assert stopping == [r.id for r in runs if r.stop_cause is not None]
+    assert asked == [r for r in runs if r.preempt_for is not None]
+    assert backfilled == [r for r in runs if r.backfilled and r.job.preemptible]
+    assert all((stopping, asked, backfilled))
+    assert memo.signals(given) == signals_of(given)
+    listed = list(runs)
+    memo.signals(listed)
+    listed[0] = replace(listed[0], stop_cause=StopCause.PREEMPTED)
+    assert memo.signals(listed) == signals_of(listed)
+    fewer = given[1:]
+    assert memo.signals(fewer) == signals_of(fewer)

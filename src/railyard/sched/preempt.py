@@ -18,7 +18,7 @@ from collections.abc import Callable, Hashable, Sequence
 from operator import attrgetter
 
 from railyard.sched.candidate import USEFUL, candidates_of
-from railyard.sched.classes import KeptClasses, VictimClass, group_victims
+from railyard.sched.classes import KeptClasses, VictimClass, group_victims, signals_of
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.decisions import Preempt, PreemptReason
 from railyard.sched.holds import HoldBook
@@ -94,14 +94,13 @@ class Preemption:
         self.running = running
         self.signalled = set(requeued)
         self.signalled_for: dict[str, list[RunningJob]] = {}
-        backfilled = []
-        for r in running:  # one walk over up to 12,000 running jobs, not three
-            if r.stop_cause is not None:
-                self.signalled.add(r.id)
-            if r.preempt_for is not None and r.id not in requeued:
-                self.signalled_for.setdefault(r.preempt_for, []).append(r)
-            if r.backfilled and r.job.preemptible:
-                backfilled.append(r)
+        # one walk over the running jobs (73,500), kept while they are the same tuple
+        walk = kept_classes.signals if kept_classes is not None else signals_of
+        stopping, asked, backfilled = walk(running)
+        self.signalled.update(stopping)
+        for r in asked:
+            if (for_id := r.preempt_for) is not None and r.id not in requeued:
+                self.signalled_for.setdefault(for_id, []).append(r)
         self.backfilled = [r for r in backfilled if r.id not in self.signalled]
         # `signalled` in the order the pass added to it (it only adds): what a kept list of
         # a class's candidates must have left out since it was made
