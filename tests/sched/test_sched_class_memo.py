@@ -139,6 +139,28 @@ def test_groups_kept_between_cycles_equal_groups_made_afresh(seed, name, after_s
     assert moved > 60
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_groups_made_at_a_start_split_a_class_by_flavor_as_made_afresh(seed):
+    """A start groups every job at once (`KeptGroups._admit_all`), skipping the split by
+    flavor where all the jobs judged share one: with jobs of two flavors in one class, the
+    first job of either flavor (or a stopped one), the groups equal those made afresh."""
+    rng = random.Random(seed)
+    policy = PREEMPTION.get("las")
+    runs = []
+    for i, r in enumerate(_jobs(rng)):
+        flavor = "A100-SXM-80GB" if rng.random() < 0.3 else r.job.flavor
+        runs.append(replace(r, job=replace(r.job, flavor=flavor)))
+        if i == 0 and seed % 2:
+            runs[0] = replace(runs[0], stop_cause=StopCause.PREEMPTED)
+    ordered = sorted(runs, key=lambda r: r.id)
+    signalled = {r.id for r in ordered if r.stop_cause is not None}
+    ctx = _context("attained", 5000.0, 3600.0)
+    kept = group_victims(ordered, signalled, policy, ctx, ClassMemo())
+    fresh = group_victims(ordered, signalled, policy, ctx)
+    assert len(fresh) == 2  # both flavors have victims
+    assert _shape(kept) == _shape(fresh)
+
+
 class _UpAtOnce:
     """Time slicing whose every class is up the moment it is judged (a boundary within the
     margin of now): a kept group must judge it again each cycle, once."""

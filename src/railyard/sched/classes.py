@@ -347,10 +347,14 @@ class KeptGroups:
         wakes, ends = self._wakes, self._ends
         judged: list[RunningJob] = []
         pick = judged.append
+        one_flavor = running[0].job.flavor if running else ""
+        mixed = False  # whether any job is of another flavor than the first's
         for r in running:
             if r.stop_cause is not None:
                 continue
             job = r.job
+            if job.flavor != one_flavor:
+                mixed = True
             ran_s = now_t_s - r.start_t_s
             if ran_s >= job.min_runtime_s:  # past its own minimum, so past the capped one
                 pick(r)
@@ -383,7 +387,7 @@ class KeptGroups:
             else:
                 at.append(r)
         for cls, runs in slots.items():
-            flavors = {r.job.flavor for r in runs}
+            flavors = {r.job.flavor for r in runs} if mixed else {one_flavor}
             if len(flavors) == 1:
                 self._fill(self._group(flavors.pop(), cls), runs, [r.id for r in runs])
                 continue

@@ -17,8 +17,9 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, insort
 from collections.abc import Iterator, Sequence
+from functools import reduce
 from itertools import compress
-from operator import ne
+from operator import ne, or_
 from typing import overload
 
 from railyard.sched.model import RunningJob
@@ -82,7 +83,12 @@ def node_events(ends: dict[str, float], gpus: dict[str, int]) -> tuple[tuple[flo
     """`reserve._node_events` with `never` of one node's claims (job id -> end, and job id
     -> GPUs, the same keys in the same order), all of them busy: each GPU comes free at the
     end of the latest claim that holds it (inf: never), by time. A tuple, which the garbage
-    collector stops scanning (12,544 lists kept did not)."""
+    collector stops scanning (12,544 lists kept did not). Running jobs' claims never share
+    a GPU (the booking refuses it): where none do and none is empty, each claim is an event
+    of its own, the claims sorted (in C: 12,544 nodes on a start at 100,352 GPUs)."""
+    held = gpus.values()
+    if 0 not in held and sum(map(int.bit_count, held)) == reduce(or_, held, 0).bit_count():
+        return tuple(sorted(zip(ends.values(), held, strict=True)))
     assigned, out = 0, []
     for t_s, m in sorted(zip(ends.values(), gpus.values(), strict=True), reverse=True):
         new = m & ~assigned

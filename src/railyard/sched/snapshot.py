@@ -20,7 +20,7 @@ from functools import cached_property
 from typing import NamedTuple
 
 from railyard.sched.decisions import Reason
-from railyard.sched.model import Job, Level, Node, NodeState, Placement, TopologyRequirement
+from railyard.sched.model import Job, Node, NodeState, Placement, TopologyRequirement
 
 Masks = dict[int, int]
 """Node index -> bitmask of GPUs on that node."""
@@ -173,7 +173,7 @@ class Topology:
         max_all, total_all, max_ready, ready_gpus = (
             self.max_gpus_all, self.total_gpus_all, self.max_gpus, self.ready_gpus
         )  # fmt: skip
-        leaf, unit, up = Level.LEAF_GROUP, Level.SCALABLE_UNIT, NodeState.READY
+        up = NodeState.READY
         add_full, add_cpu, add_mem = self.full_mask.append, self.cpu_cap.append, self.mem_cap.append
         add_domains, add_ready, add_flavor = (
             self.domain_masks.append, self.ready.append, self.flavor.append
@@ -194,8 +194,9 @@ class Topology:
             ready = n.state is up
             add_ready(ready)
             add_flavor(f)
-            lg = lg_ids.setdefault(n.group(leaf), len(lg_ids))
-            su = su_ids.setdefault(n.group(unit), len(su_ids))
+            path = n.path  # `Node.group` of the leaf group and the unit, inline
+            lg = lg_ids.setdefault(path, len(lg_ids))
+            su = su_ids.setdefault(path[:1], len(su_ids))
             add_lg(lg)
             add_su(su)
             max_all[f] = max(max_all.get(f, 0), gpus)
