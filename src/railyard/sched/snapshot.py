@@ -170,6 +170,7 @@ class Topology:
         domains: dict[tuple[tuple[int, ...], ...], tuple[int, ...]] = {}  # few kinds
         holders: dict[str, set[int]] = {}
         index, limited, lg_nodes = self.index, self.limited, self.lg_nodes
+        flavor_nodes, su_nodes = self.flavor_nodes, self.su_nodes
         max_all, total_all, max_ready, ready_gpus = (
             self.max_gpus_all, self.total_gpus_all, self.max_gpus, self.ready_gpus
         )  # fmt: skip
@@ -181,7 +182,8 @@ class Topology:
         add_lg, add_su, add_index = self.lg_of.append, self.su_of.append, self.ready_index.append
         for i, n in enumerate(self.nodes):
             index[n.name] = i
-            f, gpus, cores, mib = n.flavor, n.gpus, n.cpu_cores, mem_mib(n.mem_gb)
+            f, gpus, cores = n.flavor, n.gpus, n.cpu_cores
+            mib = round(n.mem_gb * MIB_PER_GB)  # `mem_mib`, inline
             add_full((1 << gpus) - 1)
             add_cpu(cores or UNLIMITED)
             add_mem(mib or UNLIMITED)
@@ -199,20 +201,31 @@ class Topology:
             su = su_ids.setdefault(path[:1], len(su_ids))
             add_lg(lg)
             add_su(su)
-            max_all[f] = max(max_all.get(f, 0), gpus)
+            if gpus > max_all.get(f, -1):  # `max`, as a test (and a flavor of 0 GPUs kept)
+                max_all[f] = gpus
             total_all[f] = total_all.get(f, 0) + gpus
             for image in n.images:
                 holders.setdefault(image, set()).add(i)
             if not ready:
                 continue
             add_index(i)
-            max_ready[f] = max(max_ready.get(f, 0), gpus)
+            if gpus > max_ready.get(f, -1):
+                max_ready[f] = gpus
             ready_gpus[f] = ready_gpus.get(f, 0) + gpus
-            self.flavor_nodes.setdefault(f, []).append(i)
-            if (f, lg) not in lg_nodes:
+            # each list appended to where it is, made where not (no empty list a node)
+            if (at := flavor_nodes.get(f)) is None:
+                flavor_nodes[f] = [i]
+            else:
+                at.append(i)
+            if (at := lg_nodes.get(key := (f, lg))) is None:
                 self.su_lgs.setdefault(f, {}).setdefault(su, []).append(lg)
-            lg_nodes.setdefault((f, lg), []).append(i)
-            self.su_nodes.setdefault((f, su), []).append(i)
+                lg_nodes[key] = [i]
+            else:
+                at.append(i)
+            if (at := su_nodes.get(key := (f, su))) is None:
+                su_nodes[key] = [i]
+            else:
+                at.append(i)
         if len(index) != len(self.nodes):
             raise ValueError("duplicate node names in inventory")
         self.image_nodes = {image: frozenset(nodes) for image, nodes in holders.items()}
