@@ -230,9 +230,11 @@ class Booking:
             self._ids = ids
         ids = self._ids
         kept = self._ends
-        # in C, 73,500 of them: each kept end (-inf where none), and those not after now
-        ends: list[float] = list(map(kept.get, ids, repeat(-math.inf)))
-        stale = list(compress(range(len(ends)), map(le, ends, repeat(now_t_s))))
+        ends: list[float] = []
+        stale: Sequence[int] = range(len(ids))  # none kept (a start): every end derived
+        if kept:  # in C, 73,500 of them: each kept end (-inf where none), those not after now
+            ends = list(map(kept.get, ids, repeat(-math.inf)))
+            stale = list(compress(range(len(ends)), map(le, ends, repeat(now_t_s))))
         if ends_of is None:
             runs = [running[k] for k in stale]
             fresh = [end_t_s(r, now_t_s) for r in runs]
