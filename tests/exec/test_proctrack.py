@@ -9,6 +9,7 @@ kill loops run on this machine's real hierarchies (the v1 freezer, the v2 mount 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import signal
@@ -92,6 +93,31 @@ def test_the_choice_prefers_cgroup_kill_then_the_freezer_then_a_subreaper(
         f"process that outlives a SIGKILLed wrapper escapes); no cgroup v2 mount at {v1_only}; "
         f"no cgroup v1 freezer at {tmp_path / 'none'}"
     )
+
+
+def test_a_group_being_removed_has_no_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cgroup the kernel is removing answers ENODEV to a read of its `cgroup.procs` for a
+    moment; that race cannot be forced here, so the read is made to answer it (a mock: the
+    real one crashed a cancel in the main tier). Other errors still surface."""
+    group = tmp_path / "step"
+    group.mkdir()
+    (group / "cgroup.procs").write_text("12\n34\n")
+    assert proctrack.procs(group) == [12, 34]
+    real = Path.read_text
+
+    def dying(self: Path, *args: object, **kwargs: object) -> str:
+        if self.name == "cgroup.procs":
+            raise OSError(errno_of, os.strerror(errno_of))
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", dying)
+    errno_of = errno.ENODEV
+    assert proctrack.procs(group) == []
+    errno_of = errno.EACCES
+    with pytest.raises(PermissionError):
+        proctrack.procs(group)
 
 
 def test_step_names_differ_per_server_and_attempt(tmp_path: Path) -> None:

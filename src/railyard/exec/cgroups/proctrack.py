@@ -24,6 +24,7 @@ https://docs.kernel.org/admin-guide/cgroup-v1/freezer-subsystem.html, prctl(2).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import signal
@@ -136,11 +137,17 @@ def _pgid(pid: int) -> int | None:
 
 
 def procs(group: Path) -> list[int]:
-    """The processes of ``group`` itself (not of the groups below it)."""
+    """The processes of ``group`` itself (not of the groups below it): none once it is gone,
+    or going (a group being removed answers ENODEV, not ENOENT, for a moment: a cancel that
+    raced its own job's end failed on it in the main tier)."""
     try:
         return [int(line) for line in (group / "cgroup.procs").read_text().split()]
     except FileNotFoundError:
         return []
+    except OSError as exc:
+        if exc.errno == errno.ENODEV:
+            return []
+        raise
 
 
 def all_procs(group: Path) -> list[int]:
