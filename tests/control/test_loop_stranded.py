@@ -44,7 +44,10 @@ class Site:
         self.store, self.clock = store, Clock()
         local = LocalExecutor(NODE, gpus=4, term_grace_s=2.0)
         self.executor = RefusingExecutor(local, refusals if refusals is not None else {})
-        config = LoopConfig(state_dir=tmp_path, cycle_interval_s=0.1)
+        # one step launches every job it starts, however loaded the machine: these tests are
+        # about a failure's reach, not the launch budget (a loaded main tier launched only the
+        # first in its budget, and the second and third were left for the next step)
+        config = LoopConfig(state_dir=tmp_path, cycle_interval_s=0.1, launch_budget_s=60.0)
         self.loop = Loop(store, self.executor, config, clock=self.clock)  # type: ignore[arg-type]
         self.out, self.release = tmp_path / "out.txt", tmp_path / "release"
         app = create_app(
