@@ -7,6 +7,7 @@ a clock the test moves."""
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,15 +88,19 @@ def site(store: Store, tmp_path: Path) -> Iterator[Site]:
         made.executor.cancel(job_id)
 
 
-def test_a_failed_record_strands_no_other_job(site: Site) -> None:
+def test_a_failed_record_strands_no_other_job(site: Site, caplog: pytest.LogCaptureFixture) -> None:
     first, second, third = site.add(), site.add(), site.add()
     # the store refuses to record the first job's launch: in the step's one transaction,
     # then in its own
     faults = FailingWrites(text="handle", job_id=first, times=2)
-    with failing_writes(site.store, faults):
+    with failing_writes(site.store, faults), caplog.at_level(logging.WARNING):
         report = site.loop.step()  # the step goes on
     assert faults.failed == 2
     assert sorted(report.started) == [second, third]
+    # the store refusing (an OperationalError) is one line in the log, not a traceback
+    [line] = [r for r in caplog.records if r.getMessage().startswith("recording the start")]
+    assert (line.levelno, line.exc_info) == (logging.WARNING, None), line.getMessage()
+    assert "database is locked" in line.getMessage()
     assert states(site.store) == {first: "starting", second: "running", third: "running"}
     code, body = site.healthz()
     assert code == 503

@@ -415,7 +415,11 @@ class Loop:
                     if transition(session, job_id, _LIVE, failed):
                         record(session, now_t_s, JobState.FAILED.value, reason, job_id)
             except Exception as write_failed:  # the exit is settled again by the next step
-                log.exception("ending %s failed", job_id)
+                if isinstance(write_failed, OperationalError):  # the store away: one line
+                    first = str(write_failed).strip().splitlines()[0]
+                    log.warning("ending %s failed: %s", job_id, first)
+                else:  # a bug: its traceback
+                    log.exception("ending %s failed", job_id)
                 self.health.failed(write_failed, now_t_s, step_ended=False)
 
     def _images_ready(self) -> dict[str, tuple[int, float]]:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from sqlalchemy import Table, bindparam, update
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from railyard.control.loop.apply import cas
@@ -208,7 +209,11 @@ class Starter:
                     if self._write(session, outcome, now_t_s):
                         recorded.append(outcome.spec.job_id)
             except Exception as exc:  # stays STARTING: the sweep starts it again later
-                log.exception("recording the start of %s failed", outcome.spec.job_id)
+                if isinstance(exc, OperationalError):  # the store away: one line, as a step's
+                    first = str(exc).strip().splitlines()[0]
+                    log.warning("recording the start of %s failed: %s", outcome.spec.job_id, first)
+                else:  # a bug: its traceback
+                    log.exception("recording the start of %s failed", outcome.spec.job_id)
                 self.health.failed(exc, now_t_s, step_ended=False)
         return recorded
 
