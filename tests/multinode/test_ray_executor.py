@@ -305,8 +305,10 @@ def test_a_gang_that_did_not_start_everywhere_leaves_nothing_where_it_did(
 ) -> None:
     """The share that started on a good node, while another node never started its own, is
     killed there with its step's groups before its agent goes: a rank ignoring SIGTERM did
-    outlive that agent (its grace ends in a poll that never came) and kept its groups."""
-    executor = RayExecutor(start_timeout_s=8.0)
+    outlive that agent (its grace ends in a poll that never came) and kept its groups. The
+    start waits 20 s for the node that never answers: n1 must start its agent and its rank
+    within it, which took over 8 s in CI's extended tier (three workers on two cores)."""
+    executor = RayExecutor(start_timeout_s=20.0)
     job = spec(tmp_path, ignoring_term(str(tmp_path)), job_id="halfway", workers=2,
                gpus_per_worker=1, placement={"n1": (1,), "gone": (0,)})  # fmt: skip
     assert executor.start(job).workers == ()
