@@ -192,3 +192,74 @@ def test_a_lender_does_not_reclaim_a_set_whose_priority_job_would_evict_it_back(
     assert evictions == [("j1", "j4")]  # once, by priority; never reclaimed back
     assert set(run.ended) == {"j1", "j2", "j4"}
     assert not run.running
+
+
+def test_under_unlimited_admission_a_job_within_its_nominal_goes_before_a_borrower():
+    """Issue 56 item 5, a random draw of the over-committed property under unlimited
+    admission: on 4 GPUs, r's j1 (within r's nominal 1) reclaimed p's running j3 while p's
+    j0 started borrowing beside it; when j0 ended, r's j2 started borrowing first and p's j3
+    (within p's nominal 2) reclaimed j1: the two evicted each other. Reclaim holds nominal
+    quotas under unlimited admission too, so borrowers now start after the jobs within
+    their nominal, as under quota admission, and nobody is evicted."""
+    queues = [Queue("org"), Queue("r", "org", {H100: 1}), Queue("p", "org", {H100: 2})]
+    j3 = job("j3", "p", gpus=2, walltime_s=50.0, submit_t_s=3.0)
+    pending = [
+        job("j0", "p", gpus=2, walltime_s=50.0, submit_t_s=0.0),
+        job("j1", "r", gpus=1, walltime_s=50.0, submit_t_s=1.0),
+        job("j2", "r", gpus=2, walltime_s=50.0, submit_t_s=2.0),
+    ]
+    s = state(nodes(1, gpus=4), queues, pending, [running(j3, "n0:0-1")])
+    config = SchedulerConfig(admission="unlimited", preemption="on")
+    run = drive(s, config, runtime_s={j: 50.0 for j in ("j0", "j1", "j2", "j3")},
+                until_t_s=2_000.0, dt_s=10.0)  # fmt: skip
+    assert run.kinds("preempt") == []
+    assert set(run.ended) == {"j0", "j1", "j2", "j3"}
+    started = [e[2] for e in run.log if e[1] == "start"]
+    assert started[0] == "j1"  # within r's nominal, though j0 was submitted first
+
+
+def test_a_priority_job_does_not_evict_to_borrow_what_a_waiting_lender_takes_back():
+    """Issue 56 item 5, a random draw of the over-committed property (team ta: 0 GPUs with
+    r: 1 under it; team tb: 4 with p: 0; one 4-GPU node): r's j1 (4 GPUs, priority 10)
+    evicted r's j0 (1 GPU) by priority and borrowed the other 3 from tb, whose p then
+    reclaimed them for j2; j0 started again on r's nominal, and j1 evicted it again, once
+    per p job (three times). The eviction gains nothing while a lender's job waits within
+    its nominal: j1 now waits for p's jobs, and j0 is never evicted."""
+    queues = [
+        Queue("org"),
+        Queue("ta", "org", {H100: 0}),
+        Queue("tb", "org", {H100: 4}),
+        Queue("r", "ta", {H100: 1}, priority_preemption=True),
+        Queue("p", "tb", {H100: 0}),
+    ]
+    j0 = job("j0", "r", gpus=1, walltime_s=50.0, submit_t_s=0.0)
+    pending = [
+        job("j1", "r", gpus=4, priority=10, walltime_s=50.0, submit_t_s=1.0),
+        job("j2", "p", gpus=4, walltime_s=50.0, submit_t_s=2.0),
+        job("j3", "p", gpus=4, walltime_s=50.0, submit_t_s=3.0),
+    ]
+    s = state(nodes(1, gpus=4), queues, pending, [running(j0, "n0:0")])
+    run = drive(s, SchedulerConfig(preemption="on"), until_t_s=2_000.0, dt_s=10.0,
+                runtime_s={j: 50.0 for j in ("j0", "j1", "j2", "j3")})  # fmt: skip
+    assert [(victim, by) for _, victim, by in run.kinds("preempt")] == []
+    assert set(run.ended) == {"j0", "j1", "j2", "j3"}
+    assert not run.running
+
+
+def test_a_priority_job_still_evicts_to_borrow_when_no_lender_waits():
+    """The rule above asks about waiting jobs, not about the tree: with p's jobs gone, j1
+    evicts j0 by priority and borrows tb's idle GPUs, as Kueue lets a job do in its queue."""
+    queues = [
+        Queue("org"),
+        Queue("ta", "org", {H100: 0}),
+        Queue("tb", "org", {H100: 4}),
+        Queue("r", "ta", {H100: 1}, priority_preemption=True),
+        Queue("p", "tb", {H100: 0}),
+    ]
+    j0 = job("j0", "r", gpus=1, walltime_s=50.0, submit_t_s=0.0)
+    j1 = job("j1", "r", gpus=4, priority=10, walltime_s=50.0, submit_t_s=1.0)
+    result = schedule(state(nodes(1, gpus=4), queues, [j1], [running(j0, "n0:0")]), 10.0,
+                      preemption="on")  # fmt: skip
+    assert [(p.job_id, p.for_job_id, p.reason) for p in result.preemptions] == [
+        ("j0", "j1", PreemptReason.PRIORITY)
+    ]

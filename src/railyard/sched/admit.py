@@ -29,6 +29,7 @@ from railyard.sched.decisions import Reason, Reservation, Start, StartReason
 from railyard.sched.diagnose import diagnose
 from railyard.sched.feasible import Feasibility
 from railyard.sched.holds import HoldBook
+from railyard.sched.lenders import Lenders
 from railyard.sched.limits import Estimates
 from railyard.sched.memo import PassMemo
 from railyard.sched.model import Job, RunningJob, starving_since_t_s, waiting_since_t_s
@@ -79,6 +80,7 @@ class Pass:
         running_blockers: Callable[[], Sequence[Blocker]],
         running_events: Callable[[str], BaseEvents] | None = None,
         kept_classes: KeptClasses | None = None,
+        waiting: Sequence[Job] = (),
     ) -> None:
         self.now_t_s = now_t_s
         self.config = config
@@ -92,6 +94,7 @@ class Pass:
         self.memo = PassMemo()
         self.feasible = Feasibility(snap.topo, quota, policies.admission, policies.placement)
         self.holds = HoldBook(snap)
+        self.lenders = Lenders(waiting, lambda job: self.feasible.reason(job) is None)
         self.preemption = Preemption(
             now_t_s=now_t_s,
             config=config,
@@ -107,6 +110,7 @@ class Pass:
             memo=self.memo,
             holds=self.holds,
             kept_classes=kept_classes,
+            lenders=self.lenders,
         )
         self.starts: list[Start] = []
         self.started: list[Blocker] = []
@@ -220,7 +224,7 @@ class Pass:
             return Outcome.waiting(Reason.PRIORITY)
         shape = Shape.of(job)
         quota_ok = self._quota_ok(job)
-        if quota_ok and defer_borrowing and not (starving or job.nominated) and self._borrows(job):
+        if quota_ok and defer_borrowing and not (starving or job.nominated) and self._defers(job):
             return DEFERRED
         if quota_ok:
             found = self._place(shape, usable)
@@ -255,6 +259,15 @@ class Pass:
         self.memo.note_quota_fail(job.queue, job.flavor, job.gpus)
         return False
 
+    def _defers(self, job: Job) -> bool:
+        """Does the job wait for the jobs within their quota (Kueue's order)? Only if what it
+        takes could be reclaimed (`QuotaTree.reclaim_exposed`): a queue alone in its team
+        borrows the team's own nominal, which no other team may reclaim, and putting it
+        after another team's borrower let that borrower be reclaimed at once (issue 56)."""
+        if not self.policies.admission.defers_borrowing:
+            return False
+        return self.quota.reclaim_exposed(job.queue, job.flavor, job.gpus)
+
     def _borrows(self, job: Job) -> bool:
         if not self.policies.admission.defers_borrowing:
             return False
@@ -285,10 +298,12 @@ class Pass:
         self.quota.add(job.queue, job.flavor, job.gpus)
         reason = StartReason.BACKFILL if backfill else StartReason.FITS
         self.starts.append(Start(job.id, self.snap.topo.placement(masks), reason, borrowing))
+        self.lenders.gone.add(job.id)
 
     def _nominate(self, job: Job, grace_s: float, masks: Masks) -> None:
         """Victims make room: hold their GPUs (and the quota) for `job` from now on."""
         self.memo.changed()
+        self.lenders.gone.add(job.id)
         self.quota.add(job.queue, job.flavor, job.gpus)
         end_t_s = self.estimates.end_t_s(job, self.now_t_s + grace_s)
         self.holds.add(job.id, job.flavor, -math.inf, end_t_s, masks, Shape.of(job).load(masks))

@@ -191,6 +191,7 @@ def cycle(
             else None
         ),
         kept_classes=cache.classes if cache is not None else None,
+        waiting=ordered,
     )
     throttled = any(j.array_max_running is not None for j in rest)
     first = chain(nominated, starving, _behind_heads(rest, admit)) if throttled else ordered

@@ -4,7 +4,8 @@ Rules that keep preemption from wasting work (each was a bug once):
 - a job whose victims are still stopping keeps their GPUs (a nomination): it needs no new
   victims, and the GPUs are held for it, also in the next cycles, until it starts;
 - a job is never preempted for a job that it would itself preempt back once the two had
-  swapped places (no ping-pong: reclaim against priority, two time slices);
+  swapped places (no ping-pong: reclaim against priority, two time slices), nor for one
+  that a waiting job of a lender would reclaim at once (lenders.py);
 - a victim must have run its minimum run time, capped by its queue's bound;
 - a search that cannot succeed is not counted against the search budgets (an impossible job
   would starve a later job of its queue of its one search);
@@ -22,6 +23,7 @@ from railyard.sched.classes import KeptClasses, VictimClass, group_victims, sign
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.decisions import Preempt, PreemptReason
 from railyard.sched.holds import HoldBook
+from railyard.sched.lenders import Lenders, reclaims_only_borrowed
 from railyard.sched.limits import checkpoint_grace_s, min_runtime_s
 from railyard.sched.memo import PassMemo
 from railyard.sched.model import Job, RunningJob
@@ -70,9 +72,11 @@ class Preemption:
         memo: PassMemo,
         holds: HoldBook | None = None,
         kept_classes: KeptClasses | None = None,
+        lenders: Lenders | None = None,
     ) -> None:
         self.now_t_s = now_t_s
         self.holds = holds
+        self.lenders = lenders
         self.config = config
         self.policy = policy
         self.admission = admission
@@ -227,53 +231,33 @@ class Preemption:
             by_node=self._by_node,
             useful_total=useful,
         )
-        if result is not None and not self._reclaims_only_borrowed(job, result[0]):
+        if result is not None and not reclaims_only_borrowed(self.quota, job, result[0]):
             result = None
-        if result is not None and self._set_evicted_back(job, result[0]):
+        if result is not None and self._undone_at_once(job, result[0]):
             result = None
         if result is None:
             self.memo.preempt_fail.add(key)
         return result
 
-    def _reclaims_only_borrowed(self, job: Job, victims: Sequence[Candidate]) -> bool:
-        """Reclaim takes back what a branch borrowed, not more: each branch must still be
-        borrowing before its last (largest) reclaimed job goes. A set that takes a branch
-        below its nominal (two 1-GPU jobs of a queue borrowing one) let the queue take its
-        own quota back by priority, and the two evicted each other for ever. What the set's
-        other victims (preemptible jobs taken by priority) free in a branch is no longer
-        borrowed: in a tree whose quotas add up to more than the cluster, a gang that took a
-        branch's preemptible jobs and then reclaimed the rest left it below its nominal, and
-        the branch's high-priority job evicted the gang back (issue 26 item 2)."""
-        sizes: dict[str, list[int]] = {}
-        others: dict[str, int] = {}
-        for c in victims:
-            branch = self.quota.branch_between(c.run.job.queue, job.queue)
-            if branch is None:
-                continue
-            if c.reason is PreemptReason.RECLAIM:
-                sizes.setdefault(branch, []).append(c.run.gpus)
-            else:
-                others[branch] = others.get(branch, 0) + c.run.gpus
-        return all(
-            sum(taken) - max(taken)
-            < self.quota.borrowed(branch, job.flavor) - others.get(branch, 0)
-            for branch, taken in sizes.items()
-        )
-
-    def _set_evicted_back(self, job: Job, victims: Sequence[Candidate]) -> bool:
-        """Would a victim, pending once the whole set is gone and `job` runs, evict `job` back?
-        Each asked alone missed a lender reclaiming two siblings, for ever (issue 56 item 5)."""
-        if len(victims) < 2:  # one victim: its own answer was the set's
-            return False
+    def _undone_at_once(self, job: Job, victims: Sequence[Candidate]) -> bool:
+        """Once the set is gone and `job` runs, would a victim evict `job` back (each asked
+        alone missed a lender reclaiming two siblings, for ever), or a waiting job of a
+        lender reclaim it (lenders.py)? Either way the eviction gains nothing (issue 56)."""
         quota, flavor = self.quota, job.flavor
+        set_back = len(victims) >= 2  # one victim: its own answer was the set's
+        lenders = self.lenders if self.lenders and self.lenders.lent(quota, flavor) else None
+        if not set_back and lenders is None:
+            return False
         for c in victims:
             quota.remove(c.run.job.queue, flavor, c.gpus)
         quota.add(job.queue, flavor, job.gpus)
         try:
-            swapped = self._as_running(job)
-            return any(
-                self.policy.victim_reason(c.run.job, swapped, self.ctx) is not None for c in victims
-            )
+            if set_back:
+                swapped = self._as_running(job)
+                reason = self.policy.victim_reason
+                if any(reason(c.run.job, swapped, self.ctx) is not None for c in victims):
+                    return True
+            return lenders is not None and lenders.reclaimer(quota, job) is not None
         finally:
             quota.remove(job.queue, flavor, job.gpus)
             for c in victims:

@@ -53,6 +53,7 @@ class QuotaTree:
         self._reclaim_memo: dict[tuple[str, str, str, int], bool] = {}
         self._borrowing_memo: dict[str, bool] = {}
         self._path_keys: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        self._exposed: dict[tuple[str, str], list[tuple[str, str]]] = {}  # see reclaim_exposed
         self._used_behind: list[tuple[str, str, int]] | None = None  # see ask_moved
 
     def _path(self, name: str) -> tuple[str, ...]:
@@ -206,6 +207,26 @@ class QuotaTree:
                 if parent is not None
             )
         return hit
+
+    def reclaim_exposed(self, name: str, flavor: str, gpus: int) -> bool:
+        """Would `gpus` more in queue `name` take a queue on its path over its subtree's
+        nominal where a sibling holds a nominal of its own, and so be open to reclaim?
+        What a team's only queue takes of the team's own nominal, no other branch may take
+        back: the job is within its team's quota, not borrowing from another's."""
+        levels = self._exposed.get((name, flavor))
+        if levels is None:
+            if name not in self.paths:
+                return False
+            levels = self._exposed[name, flavor] = [
+                (q, f)
+                for q, f in self._keys(name, flavor)
+                if (parent := self.parent[q]) is not None
+                and any(
+                    self.subtree_nominal.get((s, f), 0) for s in self.children[parent] if s != q
+                )
+            ]
+        total, nominal = self.total, self.subtree_nominal
+        return any(total.get(key, 0) + gpus > nominal.get(key, 0) for key in levels)
 
     def may_reclaim(self, preemptor_queue: str, flavor: str, gpus: int) -> bool:
         """Could the preemptor reclaim from anyone? Some queue on its path below the root

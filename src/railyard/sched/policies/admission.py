@@ -22,10 +22,14 @@ class QuotaAdmission:
 
 @dataclass(frozen=True)
 class Unlimited:
-    """Only physical capacity limits a queue; for single-tenant clusters and what-ifs."""
+    """Only physical capacity limits a queue; for single-tenant clusters and what-ifs.
+    Reclaim still gives each queue its nominal quota back, so jobs that could be reclaimed
+    wait for the others, as under quota: a borrower that started first took GPUs a job
+    within its nominal then reclaimed, and two jobs evicted each other (issue 56 item 5).
+    Queues without a nominal (a simulation's) defer nothing."""
 
     name: str = "unlimited"
-    defers_borrowing: bool = False
+    defers_borrowing: bool = True
 
     def fits(self, quota: QuotaTree, job: Job) -> bool:
         return True
