@@ -218,6 +218,18 @@ def test_under_unlimited_admission_a_job_within_its_nominal_goes_before_a_borrow
     assert started[0] == "j1"  # within r's nominal, though j0 was submitted first
 
 
+def two_teams() -> list[Queue]:
+    """Team ta (nominal 0) with r (1, priority preemption) under it; team tb (4) with p (0):
+    5 GPUs of nominal for a 4-GPU node."""
+    return [
+        Queue("org"),
+        Queue("ta", "org", {H100: 0}),
+        Queue("tb", "org", {H100: 4}),
+        Queue("r", "ta", {H100: 1}, priority_preemption=True),
+        Queue("p", "tb", {H100: 0}),
+    ]
+
+
 def test_a_priority_job_does_not_evict_to_borrow_what_a_waiting_lender_takes_back():
     """Issue 56 item 5, a random draw of the over-committed property (team ta: 0 GPUs with
     r: 1 under it; team tb: 4 with p: 0; one 4-GPU node): r's j1 (4 GPUs, priority 10)
@@ -225,14 +237,7 @@ def test_a_priority_job_does_not_evict_to_borrow_what_a_waiting_lender_takes_bac
     reclaimed them for j2; j0 started again on r's nominal, and j1 evicted it again, once
     per p job (three times). The eviction gains nothing while a lender's job waits within
     its nominal: j1 now waits for p's jobs, and j0 is never evicted."""
-    queues = [
-        Queue("org"),
-        Queue("ta", "org", {H100: 0}),
-        Queue("tb", "org", {H100: 4}),
-        Queue("r", "ta", {H100: 1}, priority_preemption=True),
-        Queue("p", "tb", {H100: 0}),
-    ]
-    j0 = job("j0", "r", gpus=1, walltime_s=50.0, submit_t_s=0.0)
+    queues, j0 = two_teams(), job("j0", "r", gpus=1, walltime_s=50.0, submit_t_s=0.0)
     pending = [
         job("j1", "r", gpus=4, priority=10, walltime_s=50.0, submit_t_s=1.0),
         job("j2", "p", gpus=4, walltime_s=50.0, submit_t_s=2.0),
@@ -249,14 +254,7 @@ def test_a_priority_job_does_not_evict_to_borrow_what_a_waiting_lender_takes_bac
 def test_a_priority_job_still_evicts_to_borrow_when_no_lender_waits():
     """The rule above asks about waiting jobs, not about the tree: with p's jobs gone, j1
     evicts j0 by priority and borrows tb's idle GPUs, as Kueue lets a job do in its queue."""
-    queues = [
-        Queue("org"),
-        Queue("ta", "org", {H100: 0}),
-        Queue("tb", "org", {H100: 4}),
-        Queue("r", "ta", {H100: 1}, priority_preemption=True),
-        Queue("p", "tb", {H100: 0}),
-    ]
-    j0 = job("j0", "r", gpus=1, walltime_s=50.0, submit_t_s=0.0)
+    queues, j0 = two_teams(), job("j0", "r", gpus=1, walltime_s=50.0, submit_t_s=0.0)
     j1 = job("j1", "r", gpus=4, priority=10, walltime_s=50.0, submit_t_s=1.0)
     result = schedule(state(nodes(1, gpus=4), queues, [j1], [running(j0, "n0:0")]), 10.0,
                       preemption="on")  # fmt: skip
