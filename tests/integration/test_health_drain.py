@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -118,15 +119,33 @@ def _drained_then_resumed(
     assert unjudged.returncode == 0, unjudged.stdout + unjudged.stderr
     assert node_of(server)["state"] != "ready"  # nothing judged: nothing to resume on
 
-    well = health(server, home, "--report")
-    assert well.returncode == 0, well.stdout + well.stderr
+    wells = _well_again(server, home)
     assert node_of(server)["state"] == "ready"
-    assert f"{drained['name']} resumed: no check failed" in well.stdout
+    assert f"{drained['name']} resumed: no check failed" in wells[-1].stdout
     wait_for(lambda: job_of(server, job["id"])["state"] == "running")  # again, if requeued
     history = health(server, home, "--history")
     assert history.returncode == 0, history.stderr
     verdicts = [line.split()[1] for line in history.stdout.splitlines()[1:] if line[:1].isdigit()]
-    assert verdicts == ["pass", "skip", "fail"], history.stdout
+    retried = ["fail"] * (len(wells) - 1)  # newest first: the pass, then each run before it
+    assert verdicts == ["pass", *retried, "skip", "fail"], history.stdout
+
+
+WELL_TRIES = 4
+WELL_PAUSE_S = 3.0  # between runs: a passing hog may be gone by the next
+
+
+def _well_again(server: ServerProcess, home: Path) -> list[subprocess.CompletedProcess[str]]:
+    """The check once the spinners are gone, run until it passes (as an operator would rerun
+    it) while something else on this machine still takes a core: in CI one run right after
+    they were killed measured 0.49 of the baseline. Every run, the passing one last."""
+    runs: list[subprocess.CompletedProcess[str]] = []
+    while len(runs) < WELL_TRIES:
+        runs.append(health(server, home, "--report"))
+        if runs[-1].returncode == 0:
+            return runs
+        time.sleep(WELL_PAUSE_S)
+    said = "\n".join(r.stdout + r.stderr for r in runs)
+    raise AssertionError(f"the node never measured well again in {WELL_TRIES} runs:\n{said}")
 
 
 def test_an_admins_drain_is_left_alone(server: ServerProcess, tmp_path: Path) -> None:
