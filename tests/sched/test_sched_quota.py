@@ -261,3 +261,29 @@ def test_a_priority_job_still_evicts_to_borrow_when_no_lender_waits():
     assert [(p.job_id, p.for_job_id, p.reason) for p in result.preemptions] == [
         ("j0", "j1", PreemptReason.PRIORITY)
     ]
+
+
+@pytest.mark.parametrize(("p1_priority", "reclaimed"), [(2, []), (0, ["p1"])])
+def test_reclaim_takes_a_higher_priority_job_only_for_what_its_queue_borrowed(
+    p1_priority: int, reclaimed: list[str]
+) -> None:
+    """Issue 56 item 5, a random draw of the driven property (quotas of 24 GPUs for 16):
+    q1's p1 (8 GPUs, within q1's nominal) had evicted q0's r0 by priority; q1's small p9 (2,
+    not preemptible) then started beside p1, so q1 borrowed 2, and r0 reclaimed the whole of
+    p1 for them: the two evicted each other. A job that outranks the reclaimer is taken only
+    for GPUs its queue borrowed; one that does not is still taken whole (Kueue's
+    `reclaimWithinCohort: Any`)."""
+    queues = [Queue("org"), Queue("q0", "org", {H100: 16}), Queue("q1", "org", {H100: 8})]
+    p1 = job("p1", "q1", gpus=4, workers=2, priority=p1_priority, preemptible=True)
+    run = [
+        running(p1, "n0:0-3 n1:0-3"),
+        running(job("p9", "q1", gpus=2), "n0:4-5"),  # q1 now borrows 2
+        running(job("x", "q0", gpus=2), "n0:6-7"),
+        running(job("w", "q0", gpus=4, priority=5), "n1:4-7"),
+    ]
+    r0 = job("r0", "q0", gpus=4, preemptible=True, submit_t_s=10.0)
+    result = schedule(state(nodes(2), queues, [r0], run), now_t_s=100.0, preemption="on")
+    assert [(p.job_id, p.reason) for p in result.preemptions] == [
+        (victim, PreemptReason.RECLAIM) for victim in reclaimed
+    ]
+    assert result.starts == ()

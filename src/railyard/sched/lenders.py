@@ -81,8 +81,13 @@ def reclaims_only_borrowed(quota: QuotaTree, job: Job, victims: Sequence[Candida
     other victims (preemptible jobs taken by priority) free in a branch is no longer
     borrowed: in a tree whose quotas add up to more than the cluster, a gang that took a
     branch's preemptible jobs and then reclaimed the rest left it below its nominal, and
-    the branch's high-priority job evicted the gang back (issue 26 item 2)."""
+    the branch's high-priority job evicted the gang back (issue 26 item 2). A job of higher
+    priority than the reclaimer is taken only for GPUs its branch borrowed, none beyond: an
+    8-GPU job whose queue borrowed 2 (a small job started beside it) was reclaimed whole by
+    a lower-priority job it had evicted by priority before, the two evicting each other
+    (issue 56 item 5, the driven property's draw)."""
     sizes: dict[str, list[int]] = {}
+    outranked: set[str] = set()  # branches where a reclaimed job outranks the reclaimer
     others: dict[str, int] = {}
     for c in victims:
         branch = quota.branch_between(c.run.job.queue, job.queue)
@@ -90,9 +95,15 @@ def reclaims_only_borrowed(quota: QuotaTree, job: Job, victims: Sequence[Candida
             continue
         if c.reason is PreemptReason.RECLAIM:
             sizes.setdefault(branch, []).append(c.run.gpus)
+            if c.run.job.priority > job.priority:
+                outranked.add(branch)
         else:
             others[branch] = others.get(branch, 0) + c.run.gpus
-    return all(
-        sum(taken) - max(taken) < quota.borrowed(branch, job.flavor) - others.get(branch, 0)
-        for branch, taken in sizes.items()
-    )
+
+    def only_borrowed(branch: str, taken: list[int]) -> bool:
+        left = quota.borrowed(branch, job.flavor) - others.get(branch, 0)
+        if branch in outranked:
+            return sum(taken) <= left
+        return sum(taken) - max(taken) < left
+
+    return all(only_borrowed(branch, taken) for branch, taken in sizes.items())
