@@ -263,21 +263,26 @@ def test_a_priority_job_still_evicts_to_borrow_when_no_lender_waits():
     ]
 
 
-@pytest.mark.parametrize(("p1_priority", "reclaimed"), [(2, []), (0, ["p1"])])
-def test_reclaim_takes_a_higher_priority_job_only_for_what_its_queue_borrowed(
-    p1_priority: int, reclaimed: list[str]
+@pytest.mark.parametrize(
+    ("p1_priority", "p9_priority", "reclaimed"),
+    [(2, 0, []), (2, 5, ["p1"]), (0, 0, ["p1"])],
+    ids=["loan-held-below-p1", "p1-borrows", "p1-does-not-outrank"],
+)
+def test_reclaim_takes_a_higher_priority_job_only_where_it_borrows(
+    p1_priority: int, p9_priority: int, reclaimed: list[str]
 ) -> None:
-    """Issue 56 item 5, a random draw of the driven property (quotas of 24 GPUs for 16):
-    q1's p1 (8 GPUs, within q1's nominal) had evicted q0's r0 by priority; q1's small p9 (2,
-    not preemptible) then started beside p1, so q1 borrowed 2, and r0 reclaimed the whole of
-    p1 for them: the two evicted each other. A job that outranks the reclaimer is taken only
-    for GPUs its queue borrowed; one that does not is still taken whole (Kueue's
-    `reclaimWithinCohort: Any`)."""
+    """Issue 56 item 5, a draw of the driven property (quotas of 24 GPUs for 16): q1's p1
+    (8 GPUs, within q1's nominal) had evicted q0's r0 by priority; q1's small p9 (2) then
+    started beside it, so q1 borrowed 2, and r0 reclaimed the whole of p1 for them: the two
+    evicted each other. A job that outranks the reclaimer is not taken beyond the loan where
+    jobs of lower priority than it hold the loan; where it is the borrower (p9 ranks above
+    it), or where it does not outrank the reclaimer, it is taken whole, as Kueue's
+    `reclaimWithinCohort: Any` does."""
     queues = [Queue("org"), Queue("q0", "org", {H100: 16}), Queue("q1", "org", {H100: 8})]
     p1 = job("p1", "q1", gpus=4, workers=2, priority=p1_priority, preemptible=True)
     run = [
         running(p1, "n0:0-3 n1:0-3"),
-        running(job("p9", "q1", gpus=2), "n0:4-5"),  # q1 now borrows 2
+        running(job("p9", "q1", gpus=2, priority=p9_priority), "n0:4-5"),  # q1 borrows 2
         running(job("x", "q0", gpus=2), "n0:6-7"),
         running(job("w", "q0", gpus=4, priority=5), "n1:4-7"),
     ]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from operator import attrgetter
 
 from railyard.sched.decisions import PreemptReason
-from railyard.sched.model import Job
+from railyard.sched.model import Job, RunningJob
 from railyard.sched.quota import QuotaTree
 from railyard.sched.victims import Candidate
 
@@ -31,6 +31,7 @@ class Lenders:
         self._index: dict[str, list[tuple[str, list[Job]]]] | None = None
         self._lent: dict[str, bool] = {}  # flavor -> does any tree hold a nominal quota of it
         self.gone: set[str] = set()  # started or nominated in this pass: no longer waiting
+        self._by_id: dict[str, Job] | None = None
 
     def _by_flavor(self) -> dict[str, list[tuple[str, list[Job]]]]:
         if self._index is None:
@@ -42,6 +43,13 @@ class Lenders:
                 for flavor, queues in grouped.items()
             }
         return self._index
+
+    def taken(self) -> list[Job]:
+        """The jobs started or nominated in this pass."""
+        if self._by_id is None:
+            self._by_id = {job.id: job for job in self._waiting}
+        by_id = self._by_id
+        return [by_id[job_id] for job_id in self.gone if job_id in by_id]
 
     def lent(self, quota: QuotaTree, flavor: str) -> bool:
         """Does any tree hold a nominal quota of `flavor`? Without one (a simulation's
@@ -73,7 +81,37 @@ class Lenders:
         return None
 
 
-def reclaims_only_borrowed(quota: QuotaTree, job: Job, victims: Sequence[Candidate]) -> bool:
+class LoanHolders:
+    """Which of a branch's jobs hold its loan: the GPUs of those below a priority, running
+    or started in this pass (`Lenders.gone`). Walked only when a reclaim would go beyond a
+    loan into a job that outranks the reclaimer; the running jobs once per branch and flavor
+    in a pass."""
+
+    def __init__(self, running: Sequence[RunningJob], lenders: Lenders | None) -> None:
+        self._running = running
+        self._lenders = lenders
+        self._held: dict[tuple[str, str], list[tuple[int, int]]] = {}
+
+    def below(self, quota: QuotaTree, branch: str, flavor: str, priority: int) -> int:
+        """GPUs of `flavor` that the branch's jobs of lower `priority` hold."""
+        paths = quota.paths
+        held = self._held.get((branch, flavor))
+        if held is None:
+            held = self._held[branch, flavor] = [
+                (r.job.priority, r.gpus)
+                for r in self._running
+                if r.job.flavor == flavor and branch in paths.get(r.job.queue, ())
+            ]
+        total = sum(gpus for p, gpus in held if p < priority)
+        for job in self._lenders.taken() if self._lenders is not None else ():
+            if job.flavor == flavor and job.priority < priority:
+                total += job.gpus if branch in paths.get(job.queue, ()) else 0
+        return total
+
+
+def reclaims_only_borrowed(
+    quota: QuotaTree, job: Job, victims: Sequence[Candidate], holders: LoanHolders
+) -> bool:
     """Reclaim takes back what a branch borrowed, not more: each branch must still be
     borrowing before its last (largest) reclaimed job goes. A set that takes a branch
     below its nominal (two 1-GPU jobs of a queue borrowing one) let the queue take its
@@ -81,13 +119,16 @@ def reclaims_only_borrowed(quota: QuotaTree, job: Job, victims: Sequence[Candida
     other victims (preemptible jobs taken by priority) free in a branch is no longer
     borrowed: in a tree whose quotas add up to more than the cluster, a gang that took a
     branch's preemptible jobs and then reclaimed the rest left it below its nominal, and
-    the branch's high-priority job evicted the gang back (issue 26 item 2). A job of higher
-    priority than the reclaimer is taken only for GPUs its branch borrowed, none beyond: an
-    8-GPU job whose queue borrowed 2 (a small job started beside it) was reclaimed whole by
-    a lower-priority job it had evicted by priority before, the two evicting each other
-    (issue 56 item 5, the driven property's draw)."""
+    the branch's high-priority job evicted the gang back (issue 26 item 2).
+
+    A set that goes beyond the loan into a job of higher priority than the reclaimer is
+    made only if that job is a borrower itself: not where the branch's jobs of lower
+    priority than it hold the whole loan. An 8-GPU job within its queue's nominal, beside
+    which a small job had started and borrowed 2, was reclaimed whole by a lower-priority
+    job it had evicted by priority before: the two evicted each other (issue 56 item 5, a
+    draw of the driven property). Kueue's `reclaimWithinCohort: Any` would take it."""
     sizes: dict[str, list[int]] = {}
-    outranked: set[str] = set()  # branches where a reclaimed job outranks the reclaimer
+    outranking: dict[str, int] = {}  # branch -> least priority of its jobs above the reclaimer
     others: dict[str, int] = {}
     for c in victims:
         branch = quota.branch_between(c.run.job.queue, job.queue)
@@ -95,15 +136,19 @@ def reclaims_only_borrowed(quota: QuotaTree, job: Job, victims: Sequence[Candida
             continue
         if c.reason is PreemptReason.RECLAIM:
             sizes.setdefault(branch, []).append(c.run.gpus)
-            if c.run.job.priority > job.priority:
-                outranked.add(branch)
+            priority = c.run.job.priority
+            if priority > job.priority:
+                outranking[branch] = min(priority, outranking.get(branch, priority))
         else:
             others[branch] = others.get(branch, 0) + c.run.gpus
 
     def only_borrowed(branch: str, taken: list[int]) -> bool:
-        left = quota.borrowed(branch, job.flavor) - others.get(branch, 0)
-        if branch in outranked:
-            return sum(taken) <= left
-        return sum(taken) - max(taken) < left
+        loan = quota.borrowed(branch, job.flavor) - others.get(branch, 0)
+        if sum(taken) - max(taken) >= loan:
+            return False
+        above = outranking.get(branch)
+        if above is None or sum(taken) <= loan:
+            return True
+        return holders.below(quota, branch, job.flavor, above) < loan
 
     return all(only_borrowed(branch, taken) for branch, taken in sizes.items())

@@ -23,7 +23,7 @@ from railyard.sched.classes import KeptClasses, VictimClass, group_victims, sign
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.decisions import Preempt, PreemptReason
 from railyard.sched.holds import HoldBook
-from railyard.sched.lenders import Lenders, reclaims_only_borrowed
+from railyard.sched.lenders import Lenders, LoanHolders, reclaims_only_borrowed
 from railyard.sched.limits import checkpoint_grace_s, min_runtime_s
 from railyard.sched.memo import PassMemo
 from railyard.sched.model import Job, RunningJob
@@ -130,6 +130,7 @@ class Preemption:
         self._running_as: RunningJob | None = None
         self._queue_searches: dict[str, int] = {}
         self.decisions: list[Preempt] = []
+        self._loan_holders = LoanHolders(running, lenders)  # `reclaims_only_borrowed`
 
     def _classify_preemptors(self) -> Callable[[Job], Hashable]:
         """What besides queue, priority and shape decides a job's victims (its service level
@@ -231,7 +232,9 @@ class Preemption:
             by_node=self._by_node,
             useful_total=useful,
         )
-        if result is not None and not reclaims_only_borrowed(self.quota, job, result[0]):
+        if result is not None and not reclaims_only_borrowed(
+            self.quota, job, result[0], self._loan_holders
+        ):
             result = None
         if result is not None and self._undone_at_once(job, result[0]):
             result = None

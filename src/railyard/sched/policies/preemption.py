@@ -1,9 +1,9 @@
 """Preemption policies: who may be evicted for whom (the cycle picks the cheapest set).
 
 `reclaim`: a queue branch under its nominal quota takes back what another branch borrowed
-  (Kueue's `reclaimWithinCohort: Any`, but a job of higher priority than the reclaimer only
-  for GPUs its branch borrowed: `lenders.reclaims_only_borrowed`); on in every policy but
-  `off`.
+  (Kueue's `reclaimWithinCohort: Any`, but beyond the loan a job of higher priority than
+  the reclaimer only if it borrows itself: `lenders.reclaims_only_borrowed`); on in every
+  policy but `off`.
 `on` (default): reclaim, plus priority preemption where it was opted into: a job of a queue
   with `priority_preemption` (or of at least `priority_preemption_min`) evicts lower-priority
   jobs of its own queue (Kueue's `withinClusterQueue: LowerPriority`), and lower-priority
