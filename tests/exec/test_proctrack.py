@@ -120,6 +120,32 @@ def test_a_group_being_removed_has_no_processes(
         proctrack.procs(group)
 
 
+def test_killing_a_group_being_removed_finds_nothing_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same race on the write: `cgroup.kill` of a group being removed answered ENODEV to
+    a cancel in the main tier's teardown (a mock again: the race cannot be forced). A group
+    already gone has nothing to kill either; other errors still surface."""
+    group = tmp_path / "step"
+    group.mkdir()
+    (group / "cgroup.procs").write_text("")
+    real = Path.write_text
+
+    def dying(self: Path, *args: object, **kwargs: object) -> int:
+        if self.name == "cgroup.kill":
+            raise OSError(errno_of, os.strerror(errno_of))
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "write_text", dying)
+    errno_of = errno.ENODEV
+    assert proctrack.kill_v2(group, timeout_s=1.0)
+    errno_of = errno.ENOENT
+    assert proctrack.kill_v2(tmp_path / "gone", timeout_s=1.0)
+    errno_of = errno.EACCES
+    with pytest.raises(PermissionError):
+        proctrack.kill_v2(group, timeout_s=1.0)
+
+
 def test_step_names_differ_per_server_and_attempt(tmp_path: Path) -> None:
     a = proctrack.step_name("7", 0, tmp_path / "a" / "attempts" / "7")
     assert a.startswith("job_7_0_")

@@ -136,16 +136,19 @@ def _pgid(pid: int) -> int | None:
     return int(stat[stat.rindex(")") + 2 :].split()[2])
 
 
+def _going(exc: OSError) -> bool:
+    """Is this what a group's file answers once the group is gone, or going? A group being
+    removed answers ENODEV, not ENOENT, for a moment."""
+    return exc.errno in (errno.ENOENT, errno.ENODEV)
+
+
 def procs(group: Path) -> list[int]:
     """The processes of ``group`` itself (not of the groups below it): none once it is gone,
-    or going (a group being removed answers ENODEV, not ENOENT, for a moment: a cancel that
-    raced its own job's end failed on it in the main tier)."""
+    or going (a cancel that raced its own job's end failed on ENODEV in the main tier)."""
     try:
         return [int(line) for line in (group / "cgroup.procs").read_text().split()]
-    except FileNotFoundError:
-        return []
     except OSError as exc:
-        if exc.errno == errno.ENODEV:
+        if _going(exc):
             return []
         raise
 
@@ -166,7 +169,11 @@ def all_procs(group: Path) -> list[int]:
 def kill_v2(group: Path, timeout_s: float) -> bool:
     """``cgroup.kill``: the kernel kills every process in the group, new forks included."""
     deadline = time.monotonic() + timeout_s
-    (group / "cgroup.kill").write_text("1")
+    try:
+        (group / "cgroup.kill").write_text("1")
+    except OSError as exc:  # gone or going: nothing left in it to kill (the main tier's
+        if not _going(exc):  # teardown met ENODEV when a job's end raced its cancel)
+            raise
     while all_procs(group):
         if time.monotonic() > deadline:
             return False
