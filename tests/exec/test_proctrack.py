@@ -18,6 +18,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from exec_helpers import MakeExecutor, logs, py, spec, wait_for, wait_report
@@ -95,27 +96,36 @@ def test_the_choice_prefers_cgroup_kill_then_the_freezer_then_a_subreaper(
     )
 
 
+class KernelAnswer:
+    """A cgroup file made to answer `errno` to `Path.<method>` while `errno` is set: the
+    kernel's answer for a group being removed lasts a moment and cannot be forced here (a
+    mock; the real one crashed a cancel in the main tier)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, method: str, file_name: str) -> None:
+        self.errno = 0
+        real = getattr(Path, method)
+
+        def answer(path: Path, *args: Any, **kwargs: Any) -> Any:
+            if path.name == file_name and self.errno:
+                raise OSError(self.errno, os.strerror(self.errno))
+            return real(path, *args, **kwargs)
+
+        monkeypatch.setattr(Path, method, answer)
+
+
 def test_a_group_being_removed_has_no_processes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A cgroup the kernel is removing answers ENODEV to a read of its `cgroup.procs` for a
-    moment; that race cannot be forced here, so the read is made to answer it (a mock: the
-    real one crashed a cancel in the main tier). Other errors still surface."""
+    moment. Other errors still surface."""
     group = tmp_path / "step"
     group.mkdir()
     (group / "cgroup.procs").write_text("12\n34\n")
+    kernel = KernelAnswer(monkeypatch, "read_text", "cgroup.procs")
     assert proctrack.procs(group) == [12, 34]
-    real = Path.read_text
-
-    def dying(self: Path, *args: object, **kwargs: object) -> str:
-        if self.name == "cgroup.procs":
-            raise OSError(errno_of, os.strerror(errno_of))
-        return real(self, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(Path, "read_text", dying)
-    errno_of = errno.ENODEV
+    kernel.errno = errno.ENODEV
     assert proctrack.procs(group) == []
-    errno_of = errno.EACCES
+    kernel.errno = errno.EACCES
     with pytest.raises(PermissionError):
         proctrack.procs(group)
 
@@ -124,24 +134,17 @@ def test_killing_a_group_being_removed_finds_nothing_left(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same race on the write: `cgroup.kill` of a group being removed answered ENODEV to
-    a cancel in the main tier's teardown (a mock again: the race cannot be forced). A group
-    already gone has nothing to kill either; other errors still surface."""
+    a cancel in the main tier's teardown. A group already gone has nothing to kill either;
+    other errors still surface."""
     group = tmp_path / "step"
     group.mkdir()
     (group / "cgroup.procs").write_text("")
-    real = Path.write_text
-
-    def dying(self: Path, *args: object, **kwargs: object) -> int:
-        if self.name == "cgroup.kill":
-            raise OSError(errno_of, os.strerror(errno_of))
-        return real(self, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(Path, "write_text", dying)
-    errno_of = errno.ENODEV
+    kernel = KernelAnswer(monkeypatch, "write_text", "cgroup.kill")
+    kernel.errno = errno.ENODEV
     assert proctrack.kill_v2(group, timeout_s=1.0)
-    errno_of = errno.ENOENT
+    kernel.errno = errno.ENOENT
     assert proctrack.kill_v2(tmp_path / "gone", timeout_s=1.0)
-    errno_of = errno.EACCES
+    kernel.errno = errno.EACCES
     with pytest.raises(PermissionError):
         proctrack.kill_v2(group, timeout_s=1.0)
 
