@@ -205,14 +205,15 @@ def _list_of(what: str) -> Callable[[str], list[str]]:
 
 def _begin(value: str) -> float:
     """sbatch's ``--begin`` or ``--deadline`` (``16:00``, ``now+1hour``, ``2026-12-01T08:00``...)
-    as Unix seconds, in this machine's local time, as sbatch reads it."""
+    as Unix seconds, in this machine's local time, as sbatch reads it: ``16:00`` once past
+    today is tomorrow's."""
     from datetime import datetime
 
     from railyard.client.timespec import parse_time
 
     try:
-        return parse_time(value, datetime.now()).timestamp()
-    except ValueError as exc:
+        return parse_time(value, datetime.now(), future=True).timestamp()
+    except (ValueError, OverflowError) as exc:  # .timestamp() of a year past 9999 or before 1
         raise OptionError(str(exc)) from None
 
 
