@@ -127,6 +127,29 @@ def test_an_array_s_own_id_names_its_tasks_where_one_task_is_needed(api: Api) ->
     )
 
 
+def test_an_array_task_is_cancelled_held_and_released_by_its_own_number(api: Api) -> None:
+    """`scancel $SLURM_JOB_ID` from inside a task: its own number names it (it answered "no
+    job" where `show` found it), alone or among other ids; another user still gets 404."""
+    [array] = api.submit("alice", array="0-2")
+    alice, bob = api.as_["alice"], api.as_["bob"]
+    tasks = alice.get("/v1/jobs", params={"array": array["id"]}).json()
+    own = {j["id"]: str(j["task_number"]) for j in tasks}
+    assert own == {"1_0": "2", "1_1": "3", "1_2": "1"}  # the last task has the array's number
+    assert bob.delete(f"/v1/jobs/{own['1_0']}").status_code == 404
+    assert bob.post(f"/v1/jobs/{own['1_0']}/hold").status_code == 404
+    [held] = alice.post(f"/v1/jobs/{own['1_0']}/hold").json()
+    assert (held["id"], held["hold"]) == ("1_0", "user")
+    [released] = alice.post(f"/v1/jobs/{own['1_0']}/release").json()
+    assert (released["id"], released["hold"]) == ("1_0", None)
+    [cancelled] = alice.delete(f"/v1/jobs/{own['1_0']}").json()
+    assert (cancelled["id"], cancelled["state"]) == ("1_0", "cancelled")
+    answer = alice.post("/v1/jobs/cancel", json={"ids": [own["1_1"], "99"]}).json()
+    assert [(j["id"], j["state"]) for j in answer["jobs"]] == [("1_1", "cancelled")]
+    assert [r["id"] for r in answer["refused"]] == ["99"]
+    states = {j["id"]: j["state"] for j in alice.get("/v1/jobs", params={"array": "1"}).json()}
+    assert states == {"1_0": "cancelled", "1_1": "cancelled", "1_2": "pending"}
+
+
 def test_users_cannot_see_or_cancel_each_others_jobs(api: Api) -> None:
     [job] = api.submit("alice")
     bob = api.as_["bob"]

@@ -70,7 +70,7 @@ def history(args: argparse.Namespace) -> None:
             if len(page) < PAGE:
                 break
     if args.jobs:
-        jobs = [j for j in jobs if matches(j["id"], args.jobs)]
+        jobs = [j for j in jobs if matches(j, args.jobs)]
     if names:
         jobs = [j for j in jobs if j["name"] in names]
     jobs = jobs[: args.limit]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from railyard.cli.args import Command, Parser, connect, emit_json, fail, json_flag
 from railyard.cli.jobs import ACTIVE_STATES, RUNNING
-from railyard.cli.jobsel import matches, states_of
+from railyard.cli.jobsel import expand_ids, matches, states_of
 from railyard.client.bounds import MAX_CANCEL_IDS
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ def _each(args: argparse.Namespace, act: str, done: str) -> int:
 
     results: list[Job] = []
     refused: list[tuple[str, str, int | None]] = []
+    args.job_ids = expand_ids(args.job_ids)  # 12_[1-3], 12_1,12_2: one id each
     with connect() as client:
         if act == "cancel" and len(args.job_ids) > 1:
             ids = list(args.job_ids)
@@ -79,7 +80,7 @@ def cancel(args: argparse.Namespace) -> int:
             )
         named = [j for j in jobs if args.name is None or j["name"] == args.name]
         if args.job_ids:
-            named = [j for j in named if matches(j["id"], args.job_ids)]
+            named = [j for j in named if matches(j, expand_ids(args.job_ids))]
         if not named:
             print("railyard: cancel: no job of yours matches", file=sys.stderr)
             return 0
@@ -92,7 +93,12 @@ def cancel(args: argparse.Namespace) -> int:
 
 
 def _cancel_args(p: Parser) -> None:
-    p.add_argument("job_ids", nargs="*", metavar="ID", help="job ids (an array id: all tasks)")
+    p.add_argument(
+        "job_ids",
+        nargs="*",
+        metavar="ID",
+        help="job ids (an array id: all its tasks; 12_[1-3]: those tasks)",
+    )
     p.add_argument("--name", "-n", help="jobs of this name (scancel --name)")
     p.add_argument("--user", "-u", help="this user's jobs (another's: admins)")
     p.add_argument(
@@ -136,7 +142,12 @@ def requeue(args: argparse.Namespace) -> int:
 
 
 def _ids_args(p: Parser) -> None:
-    p.add_argument("job_ids", nargs="+", metavar="ID", help="job ids (an array id: all tasks)")
+    p.add_argument(
+        "job_ids",
+        nargs="+",
+        metavar="ID",
+        help="job ids (an array id: all its tasks; 12_[1-3]: those tasks)",
+    )
     json_flag(p)
 
 

@@ -351,7 +351,7 @@ def queue(args: argparse.Namespace) -> None:
         )
         expected = {e["id"]: e for e in client.expected_starts()} if args.start else None
     if args.jobs:
-        jobs = [j for j in jobs if matches(j["id"], args.jobs)]
+        jobs = [j for j in jobs if matches(j, args.jobs)]
     if not (args.array or args.json or expected is not None):
         from railyard.cli.arrays import fold_pending
 

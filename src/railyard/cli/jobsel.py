@@ -6,6 +6,10 @@ used to import ``history``'s module, and with it ``datetime`` and the time parse
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from typing import Any
+
 from railyard.cli.args import fail
 
 SLURM_STATES = {
@@ -25,18 +29,50 @@ def states_of(values: list[str] | None) -> list[str]:
     return list(dict.fromkeys(state for w in words for state in SLURM_STATES.get(w, (w,))))
 
 
-JOBS_HELP = "only these jobs: 12,13_2 (an array's id: its tasks)"
+JOBS_HELP = "only these jobs: 12,13_2,14_[1-3] (an array's id: its tasks)"
+_TASKS = re.compile(r"^([0-9]+)_\[([^\]]*)\]$")
+_OUTSIDE_BRACKETS = re.compile(r",(?![^\[]*\])")
+
+
+def expand_ids(texts: list[str], what: str = "ID") -> list[str]:
+    """Job ids as Slurm's commands take them: ``12``, ``12_3``, comma lists (``12_1,12_2``)
+    and an array's tasks in brackets (``12_[1-3,7]``, ``12_[0-15:4]``), each id once, in
+    order. A bracket names at most as many tasks as an array may hold."""
+    from railyard.client.values import parse_array
+
+    ids: list[str] = []
+    for text in texts:
+        for part in _OUTSIDE_BRACKETS.split(text):
+            part = part.strip()
+            tasks = _TASKS.match(part)
+            if tasks is None:
+                if part:
+                    ids.append(part)
+                continue
+            if "%" in tasks[2]:
+                fail(f"{what}: {part!r}: a throttle (%N) names no task (hint: 12_[1-3])")
+            try:
+                indices, _ = parse_array(tasks[2])
+            except ValueError as exc:
+                fail(f"{what}: {part!r}: {exc}")
+            ids += [f"{tasks[1]}_{i}" for i in indices]
+    return list(dict.fromkeys(ids))
 
 
 def job_ids(text: str) -> list[str]:
-    """``-j 12,13_2``: sacct's and squeue's comma-separated job list."""
-    ids = [part.strip() for part in text.split(",") if part.strip()]
+    """``-j 12,13_2,14_[1-3]``: sacct's and squeue's comma-separated job list."""
+    ids = expand_ids([text], "--jobs")
     if not ids:
         fail(f"--jobs: no job id in {text!r} (hint: -j 12 or -j 12,13_2)")
     return ids
 
 
-def matches(job_id: str, wanted: list[str]) -> bool:
-    """Whether ``job_id`` is one of ``wanted`` or a task of an array among them (``12`` names
-    ``12_0``, ``12_1``... as in Slurm)."""
-    return job_id in wanted or job_id.split("_", 1)[0] in wanted
+def matches(job: Mapping[str, Any], wanted: list[str]) -> bool:
+    """Whether a job record is one of ``wanted``, a task of an array among them (``12`` names
+    ``12_0``, ``12_1``... as in Slurm), or an array task named by its own number (``13`` for
+    ``12_0``: its ``SLURM_JOB_ID``, which ``squeue -j`` and ``sacct -j`` take too)."""
+    job_id: str = job["id"]
+    if job_id in wanted or job_id.split("_", 1)[0] in wanted:
+        return True
+    number = job.get("task_number")
+    return number is not None and str(number) in wanted

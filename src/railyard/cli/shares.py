@@ -47,7 +47,7 @@ def sprio(args: argparse.Namespace) -> None:
     jobs = [
         j
         for j in answer["jobs"]
-        if (args.jobs is None or matches(j["id"], args.jobs))
+        if (args.jobs is None or matches(j, args.jobs))
         and (args.user is None or j["user"] in args.user.split(","))
     ]
     if args.json:

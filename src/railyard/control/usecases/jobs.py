@@ -217,7 +217,8 @@ def list_jobs(
 
 
 def job_targets(session: Session, actor: User, job_id: str) -> list[tuple[JobRow, str]]:
-    """The job ``job_id``, or every task of the array whose parent id it is."""
+    """The job ``job_id``, or every task of the array whose parent id it is, or the array task
+    whose own number it is."""
     if session.get(JobRow, job_id) is not None:
         return [get_job(session, actor, job_id)]
     stmt = select(JobRow, User.name).join(User, JobRow.user_id == User.id)
@@ -225,8 +226,8 @@ def job_targets(session: Session, actor: User, job_id: str) -> list[tuple[JobRow
     if not actor.is_admin:
         stmt = stmt.where(JobRow.user_id == actor.id)
     targets = [(row, name) for row, name in session.execute(stmt)]
-    if not targets:
-        raise NotFound(f"no job {job_id!r}")
+    if not targets:  # an array task's own number (its SLURM_JOB_ID), or nothing
+        return [get_job(session, actor, job_id)]
     return targets
 
 
@@ -268,9 +269,12 @@ def cancel_job(session: Session, actor: User, job_id: str, now_t_s: float) -> li
     check_id(job_id)
     if session.get(JobRow, job_id) is None and job_id.isdigit():
         ended_values, stopping_values = _cancel_values(actor, now_t_s)
-        return cancel_array(
-            session, actor, job_id, now_t_s, ended_values, stopping_values, CANCELLABLE_STARTED
-        )
+        try:
+            return cancel_array(
+                session, actor, job_id, now_t_s, ended_values, stopping_values, CANCELLABLE_STARTED
+            )
+        except NotFound:  # no array: maybe an array task's own number (`scancel $SLURM_JOB_ID`)
+            pass
     targets = [get_job(session, actor, job_id)]
     _cancel_rows(session, actor, targets, now_t_s)
     return targets
