@@ -11,6 +11,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from tests.integration.server_proc import ServerProcess
 from tests.integration.test_run_terminal import cli_env, railyard, server
 from tests.waiting import wait_for
@@ -40,9 +42,18 @@ def test_a_failed_task_gets_sruns_error_line(server: ServerProcess) -> None:
     assert (fine.returncode, "srun: error" in fine.stderr) == (0, False), fine.stderr
 
 
-def test_ctrl_c_while_queued_cancels_and_exits_1_as_srun(server: ServerProcess) -> None:
+@pytest.mark.parametrize(
+    ("sig", "status"), [(signal.SIGINT, 1), (signal.SIGTERM, 143), (signal.SIGHUP, 129)]
+)
+def test_ctrl_c_or_a_kill_while_queued_cancels_and_exits_1_as_srun(
+    server: ServerProcess, sig: signal.Signals, status: int
+) -> None:
+    """Ctrl-C exits 1 as srun's; `timeout`'s SIGTERM or a hang-up ends the client with that
+    signal's status. Either way the job goes with it: it ran later, with nobody attached,
+    holding the GPUs it waited for."""
+    name = f"later-{sig.name}"
     client = subprocess.Popen(
-        [sys.executable, "-m", "railyard", "run", "--begin", "now+1hour", "-J", "later", "--",
+        [sys.executable, "-m", "railyard", "run", "--begin", "now+1hour", "-J", name, "--",
          "true"],
         env=cli_env(server), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,
@@ -50,9 +61,9 @@ def test_ctrl_c_while_queued_cancels_and_exits_1_as_srun(server: ServerProcess) 
     assert client.stderr is not None
     line = client.stderr.readline()
     assert "queued and waiting for resources" in line, line
-    client.send_signal(signal.SIGINT)
-    assert client.wait(timeout=60) == 1
-    (job,) = [j for j in server.request("GET", "/v1/jobs?state=cancelled") if j["name"] == "later"]
+    client.send_signal(sig)
+    assert client.wait(timeout=60) == status
+    (job,) = [j for j in server.request("GET", "/v1/jobs?state=cancelled") if j["name"] == name]
     assert job["state"] == "cancelled"
 
 

@@ -7,8 +7,8 @@ API's
 WebSocket): stdin, stdout and stderr, and with ``--pty`` a real terminal (raw mode here, the
 window size, Ctrl-C and Ctrl-Z as bytes the task's terminal turns into signals). Without
 ``--pty``, Ctrl-C here is forwarded as SIGINT, as srun forwards it. The exit status is the
-task's (128 + N for a signal). Ctrl-C while waiting, or a hang-up of this terminal, cancels the
-job: ending the client ends the job.
+task's (128 + N for a signal). Ctrl-C, SIGTERM or a hang-up while waiting, or a hang-up of
+this terminal, cancels the job: ending the client ends the job.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from railyard.cli.args import Command, Parser, connect, fail
 from railyard.cli.jobs import FINISHED, _with_environment, split_submit_argv
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from railyard.client.client import Client
     from railyard.client.websocket import WebSocket
 
@@ -39,8 +41,9 @@ USAGE = """usage: {prog} [submit options] [--pty] -- COMMAND [ARGS...]
 Run COMMAND as a job and join this terminal to its first task (srun outside an allocation):
 waits for the job to start, then relays stdin, stdout and stderr; --pty gives the task a real
 terminal (railyard run --pty bash). The options are submit's (--gpus, --time, --queue, ...).
-Exits with the task's status. Ctrl-C while it waits cancels the job. Inside an allocation
-(railyard alloc's shell, a batch script) it starts a step of that allocation, as srun there."""
+Exits with the task's status. Ctrl-C, SIGTERM or a hang-up while it waits cancels the job.
+Inside an allocation (railyard alloc's shell, a batch script) it starts a step of that
+allocation, as srun there."""
 ALLOC_USAGE = """usage: {prog} [submit options] [COMMAND [ARGS...]]
 
 Hold an allocation (the options are submit's: --nodes, --gpus, --time, ...) and run COMMAND,
@@ -160,11 +163,13 @@ def _submit_and_join(
         (job,) = client.submit(body)
         job_id = job["id"]
         try:
-            state = _wait_started(client, job_id)
-        except KeyboardInterrupt:
+            with _ended_by_signals():
+                state = _wait_started(client, job_id)
+        except (KeyboardInterrupt, _Ended) as exc:
             client.cancel(job_id)
             print(f"\nrailyard: job {job_id}: cancelled while waiting", file=sys.stderr)
-            return 1  # srun's and salloc's status when the wait is interrupted
+            # srun's and salloc's status for a Ctrl-C; a kill's own (128 + N) for the others
+            return 128 + exc.signum if isinstance(exc, _Ended) else 1
         if state in FINISHED:
             return _ended(client, job_id)
         if salloc:
@@ -197,6 +202,34 @@ def _stopped_by(client: Client, job_id: str) -> None:
     job = client.job(job_id)
     if job["state"] not in ("running", "completed", "failed") and job["reason"]:
         print(f"railyard: job {job_id} {job['state'].upper()}: {job['reason']}", file=sys.stderr)
+
+
+class _Ended(Exception):
+    """SIGTERM or SIGHUP while the job waits: this client ends, and the job with it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _ended_by_signals() -> Iterator[None]:
+    """`timeout`'s SIGTERM or a hang-up raise :class:`_Ended` instead of killing this
+    process outright: a job whose client was killed while it waited started later anyway,
+    with nobody attached, and held its GPUs (srun gives the allocation up when it dies)."""
+
+    def end(signum: int, _frame: object) -> None:
+        raise _Ended(signum)
+
+    caught = (signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.getsignal(sig) for sig in caught}
+    for sig in caught:
+        signal.signal(sig, end)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _wait_started(client: Client, job_id: str) -> str:
