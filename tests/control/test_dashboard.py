@@ -1,5 +1,5 @@
 """The dashboard over plain HTTP (both stores): log in with a token, each page's content, a
-user sees only their own jobs and queues (403 on another's job page), actions need the CSRF
+user sees only their own jobs and queues (another's job page is "no job"), actions need the CSRF
 field and go through the same checks as the API. tests/web drives it in a real browser."""
 
 from __future__ import annotations
@@ -77,11 +77,16 @@ def test_a_user_sees_only_their_own_jobs(
     assert "alices-run" in listed
     assert "bobs-run" not in listed
     assert client.get(f"/ui/jobs/{mine}").status_code == 200
-    other = client.get(f"/ui/jobs/{theirs}")
-    assert other.status_code == 403
+    # another user's job answers as one that does not exist (ids don't leak, as in the API)
+    other, missing = client.get(f"/ui/jobs/{theirs}"), client.get("/ui/jobs/999")
+    assert (other.status_code, missing.status_code) == (404, 404)
     assert "bobs-run" not in other.text
+    assert other.text.replace(f"No job {theirs}.", "No job 999.") == missing.text
+    start, none = client.get(f"/ui/jobs/{theirs}/start"), client.get("/ui/jobs/999/start")
+    assert (start.status_code, start.json()) == (404, {"detail": f"no job {theirs}"})
+    assert (none.status_code, none.json()) == (404, {"detail": "no job 999"})
     assert client.get(f"/ui/jobs/{theirs}/log").status_code == 403
-    assert client.get("/ui/jobs/999").status_code == 404
+    assert client.get("/ui/jobs/999/log").status_code == 403
 
 
 def test_an_admin_sees_everyone_and_filters(

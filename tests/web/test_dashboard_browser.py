@@ -142,15 +142,15 @@ def test_the_dashboard_in_a_browser(server: ServerProcess, browser: object) -> N
     assert usage.splitlines()[0].startswith("admin")  # the job's 2 GPUs for 3 s, today
     shot(b, "accounting")
 
-    # another user: refused the admin's job page
+    # another user: the admin's job page is "no job", as for an id that does not exist
     server.request("POST", "/v1/users", json={"name": "carol", "unix_user": "root"})
     server.request("POST", "/v1/queues/default/members", json={"user": "carol"})
     carol = server.request("POST", "/v1/tokens", json={"user": "carol"})["token"]
     b.delete_all_cookies()  # type: ignore[attr-defined]
     log_in(b, server, carol)
     b.get(f"{server.url}/ui/jobs/{job}")  # type: ignore[attr-defined]
-    assert b.find_element(By.TAG_NAME, "h1").text == "Not yours"  # type: ignore[attr-defined]
-    assert "belongs to another user" in b.page_source  # type: ignore[attr-defined]
+    assert b.find_element(By.TAG_NAME, "h1").text == "No such job"  # type: ignore[attr-defined]
+    assert f"No job {job}." in b.page_source  # type: ignore[attr-defined]
     status = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
                              "-b", f"railyard_session={carol}", f"{server.url}/ui/jobs/{job}"],
                             capture_output=True, text=True, check=False)  # fmt: skip

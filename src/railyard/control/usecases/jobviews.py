@@ -1,6 +1,7 @@
 """The dashboard's job pages: a page of job lines, the filter choices, one job's detail with
-its history, and a rank's log. A plain user sees only their own jobs (another's answers
-Forbidden, a missing one NotFound); an admin sees all."""
+its history, and a rank's log. A plain user sees only their own jobs (another's answers as a
+missing one: NotFound for a page, Forbidden for a log, the same for both); an admin sees
+all."""
 
 from __future__ import annotations
 
@@ -98,11 +99,11 @@ def job_filters(session: Session, actor: User) -> JobFilters:
 
 
 def _visible(session: Session, actor: User, job_id: str) -> JobRow:
+    """A job the actor may see; another user's is "no job" too, as the API answers, so that
+    probing ids (``4_0``, ``4_1``...) tells nothing of other users' jobs and arrays."""
     row = session.get(JobRow, job_id)
-    if row is None:
+    if row is None or (not actor.is_admin and row.user_id != actor.id):
         raise NotFound(f"no job {job_id}")
-    if not actor.is_admin and row.user_id != actor.id:
-        raise Forbidden(f"job {job_id} belongs to another user")
     return row
 
 
