@@ -9,6 +9,7 @@ The submission arrives parsed (:mod:`railyard.control.submission`); what its que
 from __future__ import annotations
 
 import os
+import pwd
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,16 +28,24 @@ from railyard.control.usecases.booking import book
 from railyard.control.usecases.containers import admit_container
 from railyard.control.usecases.queuerules import DEFAULT_SIGNAL, default_partition, queue_terms
 from railyard.control.usecases.sizebounds import DEFAULT_LIMITS, SiteLimits
+from railyard.control.usecases.workdirs import enters_directory
 
 
-def _check_workdir(workdir: str) -> None:
-    """A job must be able to start where it asks to: an existing absolute directory."""
+def _check_workdir(workdir: str, account: pwd.struct_passwd | None) -> None:
+    """A job must be able to start where it asks to: an absolute directory its account can
+    enter, asked as that account (`workdirs`: root's answer told whether paths exist where
+    the user cannot look)."""
     if not workdir:
         return
     if not os.path.isabs(workdir):
         raise Invalid("workdir", f"{workdir!r} is not an absolute path", "give the full path")
-    if not os.path.isdir(workdir):
-        raise Invalid("workdir", f"no directory {workdir!r} on the node", "create it first")
+    if not enters_directory(account, workdir):
+        who = f"Unix account {account.pw_name!r}" if account is not None else "this server"
+        raise Invalid(
+            "workdir",
+            f"no directory {workdir!r} that {who} can enter on the node",
+            "create it first, or give that account search (x) permission on it",
+        )
 
 
 def _check_stored(spec: JobSubmit, tasks: int) -> None:
@@ -121,9 +130,12 @@ def _check_request(session: Session, user: User, spec: JobSubmit, run_as: RunAs 
     """What holds whichever queue takes the job: its user may run jobs here, its working
     directory exists, an interactive job is no array, the jobs it depends on exist, and its
     rows are not too large to store."""
+    account = None
     if run_as is not None:
         run_as.check(user.name, user.unix_user, is_admin=user.is_admin)
-    _check_workdir(spec.workdir)
+        if run_as.multi_user and spec.workdir:
+            account = run_as.account(user.name, user.unix_user)
+    _check_workdir(spec.workdir, account)
     tasks = len(spec.array.indices) if spec.array is not None else 1
     if spec.terminal and spec.array is not None:
         raise Invalid("terminal", "an interactive job (or an app) is one job, not an array",
