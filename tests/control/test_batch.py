@@ -64,3 +64,25 @@ def test_alike_jobs_share_an_admission_but_not_their_ids(api: Api) -> None:  # n
     assert response.status_code == 422
     assert response.json()["detail"].startswith("jobs[2].gpus")
     assert api.jobs_and_counter() == (3, 3)
+
+
+def test_a_batch_stores_at_most_an_array_s_tasks(api: Api) -> None:  # noqa: F811
+    """30 arrays of 10,000 tasks in one 2 KB body were 300,000 rows in one 27-second write
+    (another user's submit waited 30 s): a batch's tasks, counted one by one, are bounded as
+    one array's are, before any spec is expanded; up to the bound it is stored."""
+    before = api.jobs_and_counter()
+    huge = {"jobs": [{"command": ["true"], "gpus": 1, "array": "0-9999"}] * 30}
+    response = api.as_["alice"].post("/v1/jobs/batch", json=huge)
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"] == (
+        "jobs: 300000 tasks in one batch, over 10000 (hint: send them in several requests)"
+    )
+    stepped = {"jobs": [{"command": ["true"], "array": "0-19999:2"}, {"command": ["true"]}]}
+    response = api.as_["alice"].post("/v1/jobs/batch", json=stepped)  # 10,000 + 1
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"].startswith("jobs: 10001 tasks in one batch")
+    assert api.jobs_and_counter() == before
+    at = {"jobs": [{"command": ["true"], "hold": True, "array": "0-999"}] * 10}
+    response = api.as_["alice"].post("/v1/jobs/batch", json=at)
+    assert response.status_code == 201, response.text
+    assert api.jobs_and_counter()[0] == before[0] + 10_000

@@ -129,6 +129,11 @@ def test_site_limits_refuse_an_array_and_a_job_over_them(limited: Site) -> None:
     at = submit(limited.server, limited.bob.token, command=["true"], gpus=0, hold=True,
                 array="0-99", ntasks_per_node=2)  # fmt: skip
     limited.server.request("DELETE", f"/v1/jobs/{at}")
+    # a batch of arrays each within the limit, more than 1,000 tasks in all: one request
+    batch = {"jobs": [{"command": ["true"], "hold": True, "array": "0-99"}] * 11}
+    detail = _refused(limited, "/v1/jobs/batch", batch)
+    assert detail.startswith("jobs: 1100 tasks in one batch, over this site's limit of 1000 "
+                             "per request (railyard up --max-array-size)")  # fmt: skip
 
 
 def test_an_admin_cancels_more_than_1000_jobs_of_a_user(site: Site) -> None:

@@ -126,6 +126,26 @@ def parse_array(value: str) -> tuple[list[int], int | None]:
     return sorted(indices), int(limit) if limit else None
 
 
+def array_task_count(value: object) -> int:
+    """How many tasks an ``--array`` spec asks for, counted without listing them (each part's
+    range; parts that overlap count twice), 1 for no array or one ``parse_array`` will refuse:
+    a bound on a whole request checks it before any spec is expanded."""
+    if not isinstance(value, str) or len(value) > MAX_ARRAY_SPEC:
+        return 1
+    total = 0
+    for part in value.partition("%")[0].split(","):
+        match = _ARRAY_PART_RE.match(part.strip())
+        if not match:
+            return 1
+        first, last, step = (int(g) if g is not None else None for g in match.groups())
+        assert first is not None
+        last = first if last is None else last
+        if last < first or step == 0:
+            return 1
+        total += (last - first) // (step or 1) + 1
+    return max(total, 1)
+
+
 def array_stats(value: str) -> tuple[int, int, int, int]:
     """(count, min, max, step) of an ``--array`` spec, as sbatch sets SLURM_ARRAY_TASK_*:
     the step of a single ``first-last:step`` range, else 1."""

@@ -11,7 +11,7 @@ values and never parses a field again. A new field goes here, with its parsed ty
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, Field, PrivateAttr, field_validator, model_validator
 
@@ -26,6 +26,7 @@ from railyard.client.bounds import (
     MAX_QUEUE_NAME,
     MAX_SCRIPT_BYTES,
 )
+from railyard.client.values import MAX_ARRAY_TASKS, array_task_count
 from railyard.control.containerschema import ContainerIn
 from railyard.control.jobspec import Shape, check_env
 from railyard.control.schemas import Request
@@ -313,7 +314,29 @@ class JobSubmit(Request):
         return self.ntasks // nodes
 
 
+MAX_BATCH_JOBS = 1000
+MAX_BATCH_TASKS = MAX_ARRAY_TASKS
+"""The most tasks one batch stores, its arrays' tasks counted one by one: as many as one array
+may hold. 1,000 arrays of 10,000 tasks each were 10 million rows from a 60 KB body, one
+27-second write that locked every other user out (and as many ints while parsing)."""
+
+
 class JobBatch(Request):
     """Many submissions in one request and one transaction: all are stored, or none."""
 
-    jobs: list[JobSubmit] = Field(min_length=1, max_length=1000)
+    jobs: list[JobSubmit] = Field(min_length=1, max_length=MAX_BATCH_JOBS)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _few_enough_tasks(cls, data: Any) -> Any:
+        """Counted from the raw specs, before any array is expanded."""
+        jobs = data.get("jobs") if isinstance(data, dict) else None
+        if isinstance(jobs, list) and len(jobs) <= MAX_BATCH_JOBS:
+            total = sum(array_task_count(j.get("array")) if isinstance(j, dict) else 1
+                        for j in jobs)  # fmt: skip
+            if total > MAX_BATCH_TASKS:
+                raise ValueError(
+                    f"jobs: {total} tasks in one batch, over {MAX_BATCH_TASKS} (hint: send "
+                    "them in several requests)"
+                )
+        return data

@@ -21,7 +21,7 @@ from railyard.client.bounds import MAX_SUBMIT_STORED_BYTES
 from railyard.control.errors import Forbidden, Invalid
 from railyard.control.store.paths import default_output
 from railyard.control.store.tables import HOLD_REASONS, JobRow, JobState, User
-from railyard.control.submission import JobSubmit
+from railyard.control.submission import MAX_BATCH_JOBS, JobSubmit
 from railyard.control.usecases.accounts import RunAs
 from railyard.control.usecases.apps import app_env
 from railyard.control.usecases.booking import book
@@ -259,6 +259,15 @@ def admit_batch(
     (``jobs[3].queue``). A spec equal to the one before it shares that one's admission: the
     same user, transaction and checks give the same answer, and its rows differ only in the
     numbers ``store_admitted`` gives them (1,000 alike jobs were 30 % of a batch's CPU)."""
+    tasks = sum(len(spec.array.indices) if spec.array is not None else 1 for spec in specs)
+    most = max(limits.max_array_size, MAX_BATCH_JOBS)  # a batch's 1,000 plain jobs stay fine
+    if tasks > most:
+        raise Invalid(
+            "jobs",
+            f"{tasks} tasks in one batch, over this site's limit of {most} per request "
+            "(railyard up --max-array-size)",
+            "send them in several requests",
+        )
     admitted: list[Admitted] = []
     for i, spec in enumerate(specs):
         if admitted and spec == specs[i - 1]:
