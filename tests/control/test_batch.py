@@ -1,9 +1,17 @@
-"""Batch submission: one request, one transaction, all jobs or none."""
+"""Batch submission: one request, one transaction, all jobs or none; how many tasks one
+request, and one user, may have."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from fastapi.testclient import TestClient
 from sqlalchemy import event
 from tests.control.test_api import Api, api  # noqa: F401 - the fixture is used by name
+
+from railyard.control.api.app import create_app
+from railyard.control.store.database import Store
+from railyard.control.usecases.sizebounds import SiteLimits
 
 
 def test_batch_stores_every_job(api: Api) -> None:  # noqa: F811
@@ -86,3 +94,31 @@ def test_a_batch_stores_at_most_an_array_s_tasks(api: Api) -> None:  # noqa: F81
     response = api.as_["alice"].post("/v1/jobs/batch", json=at)
     assert response.status_code == 201, response.text
     assert api.jobs_and_counter()[0] == before[0] + 10_000
+
+
+def test_a_plain_user_s_jobs_pending_or_running_are_bounded(
+    store: Store, tokens: dict[str, str], tmp_path: Path
+) -> None:
+    """Slurm's MaxSubmitJobsPerUser (`up --max-jobs-per-user`): array tasks count one by one,
+    every way in (one job, an array, a batch); jobs that ended free their place; an admin is
+    not bound. One user had queued 530,000 tasks and another's job took 11-49 s to start."""
+    limits = SiteLimits(max_jobs_per_user=5)
+    app = create_app(store, wake=lambda: None, state_dir=tmp_path / "state", limits=limits)
+    alice, root = (TestClient(app, headers={"Authorization": f"Bearer {tokens[name]}"})
+                   for name in ("alice", "root"))  # fmt: skip
+    job = {"command": ["true"], "hold": True}
+    assert alice.post("/v1/jobs", json={**job, "array": "0-2"}).status_code == 201
+    over = alice.post("/v1/jobs/batch", json={"jobs": [job, {**job, "array": "0-1"}]})
+    assert over.status_code == 403, over.text
+    assert over.json()["detail"] == (
+        "user 'alice' has 3 jobs pending or running; 3 more would be over this site's limit "
+        "of 5 per user (railyard up --max-jobs-per-user) (hint: wait for some to end, or "
+        "cancel some (railyard cancel -u USER -t PD))"
+    )
+    assert alice.post("/v1/jobs/batch", json={"jobs": [job, job]}).status_code == 201  # 5
+    assert alice.post("/v1/jobs", json=job).status_code == 403
+    assert alice.post("/v1/jobs", json={**job, "array": "0-5"}).status_code == 403  # alone over
+    assert alice.delete("/v1/jobs/1").status_code == 200  # the array's 3 tasks end
+    assert alice.post("/v1/jobs", json={**job, "array": "0-2"}).status_code == 201
+    for _ in range(2):  # an admin's own jobs are not counted against a bound
+        assert root.post("/v1/jobs", json={**job, "array": "0-9"}).status_code == 201

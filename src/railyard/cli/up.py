@@ -13,7 +13,7 @@ from railyard.cli.args import Parser, fail, parse_duration
 from railyard.cli.configfile import Configured, config_flag
 from railyard.cli.tuning import HELP as TUNING_HELP
 from railyard.cli.tuning import tuning
-from railyard.client.bounds import DEFAULT_MAX_TASKS_PER_JOB
+from railyard.client.bounds import DEFAULT_MAX_JOBS_PER_USER, DEFAULT_MAX_TASKS_PER_JOB
 from railyard.client.values import MAX_ARRAY_TASKS
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ def up(args: argparse.Namespace) -> None:
         fail(f"up: --health-across-floor: {floor:g} GB/s is out of range (hint: e.g. 40)")
     partitions = _partitions(args)
     try:
-        limits = SiteLimits(args.max_tasks_per_job, args.max_array_size)
+        limits = SiteLimits(args.max_tasks_per_job, args.max_array_size, args.max_jobs_per_user)
     except ValueError as exc:
         fail(f"up: --{str(exc).replace('_', '-')}")
     edge = _edge_limits(args)
@@ -449,6 +449,12 @@ def _up_args(p: Parser) -> None:
         "--max-array-size", type=int, metavar="N", default=MAX_ARRAY_TASKS,
         help="refuse at submit an array of more tasks than this (Slurm's MaxArraySize, "
         f"counted in tasks; default and most {MAX_ARRAY_TASKS})",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-jobs-per-user", type=int, metavar="N", default=DEFAULT_MAX_JOBS_PER_USER,
+        help="refuse at submit a plain user's job past this many of theirs pending or running, "
+        "array tasks counted one by one (Slurm's MaxSubmitJobsPerUser; default "
+        f"{DEFAULT_MAX_JOBS_PER_USER})",
     )  # fmt: skip
     p.add_argument(
         "--health-across-interval", metavar="DURATION",

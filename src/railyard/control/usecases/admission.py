@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from railyard.client.bounds import MAX_SUBMIT_STORED_BYTES
 from railyard.control.errors import Forbidden, Invalid
 from railyard.control.store.paths import default_output
-from railyard.control.store.tables import HOLD_REASONS, JobRow, JobState, User
+from railyard.control.store.tables import ACTIVE_STATES, HOLD_REASONS, JobRow, JobState, User
 from railyard.control.submission import MAX_BATCH_JOBS, JobSubmit
 from railyard.control.usecases.accounts import RunAs
 from railyard.control.usecases.apps import app_env
@@ -104,6 +104,7 @@ def admit(
     known_flavors: set[str] | None = None,
     run_as: RunAs | None = None,
     limits: SiteLimits = DEFAULT_LIMITS,
+    count_jobs: bool = True,
 ) -> Admitted:
     """Check ``spec`` for ``user`` (raises Invalid, Forbidden) and compute its stored columns.
 
@@ -112,8 +113,11 @@ def admit(
     gpu,debug``: the job goes to the first listed partition that admits it (one the user may
     use, whose nodes could ever hold it). Slurm takes the one that can start it earliest; the
     first that could ever run it is railyard's simpler, stable choice. When none admits it,
-    the first one's refusal is the answer."""
+    the first one's refusal is the answer. ``count_jobs`` False: the caller has counted the
+    user's jobs with this one (a batch counts all of its own once)."""
     _check_request(session, user, spec, run_as)
+    if count_jobs:
+        check_jobs_per_user(session, user, len(spec.array.indices) if spec.array else 1, limits)
     partitions = list(dict.fromkeys(spec.queue.split(",")))
     refusals: list[Invalid | Forbidden] = []
     for name in partitions:
@@ -124,6 +128,26 @@ def admit(
                 raise
             refusals.append(exc)
     raise refusals[0]
+
+
+def check_jobs_per_user(session: Session, user: User, tasks: int, limits: SiteLimits) -> None:
+    """A plain user's jobs pending or running, array tasks one by one, with ``tasks`` more, stay
+    within the site's bound (Slurm's MaxSubmitJobsPerUser; admins are not bound)."""
+    if user.is_admin:
+        return
+    most = limits.max_jobs_per_user
+    if tasks > most:
+        active = 0  # no need to count: this request alone is over
+    else:
+        stmt = select(func.count()).select_from(JobRow)
+        stmt = stmt.where(JobRow.user_id == user.id, JobRow.state.in_(ACTIVE_STATES))
+        active = session.scalar(stmt) or 0
+    if active + tasks > most:
+        raise Forbidden(
+            f"user {user.name!r} has {active} jobs pending or running; {tasks} more would be "
+            f"over this site's limit of {most} per user (railyard up --max-jobs-per-user)",
+            hint="wait for some to end, or cancel some (railyard cancel -u USER -t PD)",
+        )
 
 
 def _check_request(session: Session, user: User, spec: JobSubmit, run_as: RunAs | None) -> None:
@@ -268,6 +292,7 @@ def admit_batch(
             "(railyard up --max-array-size)",
             "send them in several requests",
         )
+    check_jobs_per_user(session, user, tasks, limits)
     admitted: list[Admitted] = []
     for i, spec in enumerate(specs):
         if admitted and spec == specs[i - 1]:
@@ -283,6 +308,7 @@ def admit_batch(
                     known_flavors=known_flavors,
                     run_as=run_as,
                     limits=limits,
+                    count_jobs=False,
                 )
             )
         except Invalid as exc:  # name the element, so the one line says which job
