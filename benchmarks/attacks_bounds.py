@@ -172,6 +172,28 @@ def cancel_u_1200(site: Site) -> tuple[str, bool]:
         return watch.verdict(what, done.returncode == 0 and not left)
 
 
+def batch_of_arrays(site: Site) -> tuple[str, bool]:
+    """30 arrays of 10,000 tasks in one 2 KB batch (was: 300,000 rows, one 27 s write)."""
+    body = {"jobs": [{"command": ["true"], "gpus": 1, "array": "0-9999"}] * 30}
+    return _refused(site, "/v1/jobs/batch", body, "300000 tasks in one batch, over 10000")
+
+
+def workdir_oracle(site: Site) -> tuple[str, bool]:
+    """bob asks to run in alice's 0700 home, once where a directory is and once where none
+    is: the answers must not differ (root's check told which paths exist)."""
+    there = site.alice.home / "secret-project"
+    there.mkdir(exist_ok=True)
+    os.chown(there, site.alice.account.pw_uid, site.alice.account.pw_gid)
+    said = []
+    for path in (there, site.alice.home / "no-such-project"):
+        body = {"command": ["true"], "gpus": 0, "hold": True, "workdir": str(path)}
+        response = site.server.call("POST", "/v1/jobs", token=site.bob.token, json=body)
+        said.append((response.status_code, response.text.replace(str(path), "PATH")))
+    same = said[0] == said[1] and said[0][0] == 422
+    verdict = "the same" if same else f"different: {said[0][1][:60]} / {said[1][1][:60]}"
+    return f"{said[0][0]} and {said[1][0]}, {verdict}", same
+
+
 ATTACKS: list[tuple[str, str, Attack]] = [
     ("bounds: ntasks_per_node 3000 (the route)", "422 naming the bound", tasks_3000),
     ("bounds: ntasks_per_node 3000 (fast submit)", "422 naming the bound", tasks_3000_fast),
@@ -180,6 +202,8 @@ ATTACKS: list[tuple[str, str, Attack]] = [
     ("bounds: ntasks_per_node 1048576", "422 naming the bound", tasks_million),
     ("bounds: 350 jobs asking no cores", "no more running than CPUs", cpu_flood),
     ("bounds: admin cancel -u of 1,200 jobs", "all cancelled, exit 0", cancel_u_1200),
+    ("bounds: 30 arrays of 10,000 in one batch", "422 naming the bound", batch_of_arrays),
+    ("bob's workdir in alice's 0700 home, there and not", "the same 422 for both", workdir_oracle),
 ]
 
 
