@@ -63,3 +63,25 @@ def test_a_signal_without_batch_reaches_the_tasks_not_the_shell(
     assert "task got USR1" in text, text
     assert "shell got USR1" not in text
     assert "after srun" in text
+
+
+def test_a_signal_without_batch_spares_the_subshell_of_a_background_srun(
+    make_executor: MakeExecutor, tmp_path: Path
+) -> None:
+    """With a trap set, bash runs `srun ... &` under a forked copy of itself: that subshell
+    died of the USR1 meant for the tasks, and `wait` returned 138 before the step ended. The
+    tasks get it; the shell and its subshell do not, so `wait` returns the step's status."""
+    body = (
+        "trap 'echo shell got USR1' USR1\n"
+        f'srun -n1 {sys.executable} -c "{CHILD}" {tmp_path} &\n'
+        "pid=$!\nwait $pid\necho wait returned $?\n"
+    )
+    executor = make_executor(gpus=1)
+    executor.start(_batch(tmp_path, body))
+    wait_for(lambda: (tmp_path / "ready").exists())
+    executor.signal("job", "SIGUSR1")
+    wait_report(executor, "job")
+    text = logs(tmp_path)
+    assert "task got USR1" in text, text
+    assert "shell got USR1" not in text
+    assert "wait returned 0" in text

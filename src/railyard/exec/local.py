@@ -530,15 +530,15 @@ class LocalExecutor:
         """``sig`` to every live rank's group. A batch script's: the warning or preempt
         signal of a ``--signal=B:`` job, or one asked for its shell (``shell``), to its
         wrapper (which records it) and the shell alone; any other but SIGTERM and SIGKILL
-        to the rest of its group, its steps, and not the shell (as Slurm's)."""
+        to the rest of its group, its steps, and not the shell or its subshells (as Slurm's)."""
         warning = signal.Signals[job.handle.preempt_signal]
         shell_only = shell or (job.handle.signal_shell_only and sig == warning)
         steps_only = job.handle.batch and sig not in (signal.SIGTERM, signal.SIGKILL)
         for rank in job.live():
             worker = rank.handle
             if not shell_only and steps_only:
-                procfs.signal_group_but_children(worker.pgid, worker.pid,
-                                                 worker.start_time_ticks, sig)  # fmt: skip
+                procfs.signal_group_but_shells(worker.pgid, worker.pid,
+                                               worker.start_time_ticks, sig)  # fmt: skip
                 continue
             if not shell_only:
                 procfs.signal_group(worker.pgid, worker.start_time_ticks, sig)

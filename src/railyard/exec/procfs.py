@@ -111,15 +111,45 @@ def signal_children(pid: int, start_ticks: int, sig: int) -> bool:
     return sent
 
 
-def signal_group_but_children(pgid: int, leader: int, leader_start_ticks: int, sig: int) -> bool:
-    """``sig`` to the group led by ``leader`` (the wrapper, which notes it), but not to the
-    leader's own children (a batch shell): its steps' tasks get it, the shell does not."""
+def _program(pid: int) -> str | None:
+    """The executable process ``pid`` runs (``/proc/<pid>/exe``), None when unreadable."""
+    try:
+        return os.readlink(PROC / str(pid) / "exe")
+    except OSError:
+        return None
+
+
+def signal_group_but_shells(pgid: int, leader: int, leader_start_ticks: int, sig: int) -> bool:
+    """``sig`` to the group led by ``leader`` (the wrapper, which notes it) but not to the
+    batch shell (the leader's child) nor to its subshells: processes running the shell's own
+    program whose parents, up to the shell, all do too. A ``srun ... &`` in a script that set
+    a ``trap`` runs under such a forked copy of the shell, which died of the signal and ended
+    the script's ``wait``. Steps' tasks and whatever they start get it (Slurm signals the
+    steps, not the batch step); srun notes it and waits on."""
     if not group_is_ours(pgid, leader_start_ticks):
         return False
-    spared = set(children(leader))
+    parent = {stat.pid: stat.ppid for stat in _live() if stat.pgid == pgid}
+    shells = set(children(leader))
+    # the shell's program, not the wrapper's (its step launcher is a fork of it, a child too)
+    programs = {_program(pid) for pid in shells} - {None, _program(leader)}
+    spared: dict[int, bool] = dict.fromkeys(shells, True)
+
+    def is_shell(pid: int) -> bool:
+        chain: list[int] = []
+        while pid not in spared:
+            if pid not in parent or _program(pid) not in programs:
+                answer = False
+                break
+            chain.append(pid)
+            pid = parent[pid]
+        else:
+            answer = spared[pid]
+        spared.update(dict.fromkeys(chain, answer))
+        return answer
+
     sent = False
-    for pid in group_members(pgid):
-        if pid in spared:
+    for pid in parent:
+        if is_shell(pid):
             continue
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
