@@ -74,6 +74,26 @@ def test_a_partition_list_takes_the_first_partition_that_admits_the_job(
         cluster.submit(command=["true"], queue="gpu,nosuch")
 
 
+def test_a_partition_list_passes_over_one_whose_max_time_the_job_exceeds(
+    cluster: Cluster,
+) -> None:
+    """-p short,long --time 1-0 with short's MaxTime 10 minutes: the job goes to long, where
+    it can start (it went to short and waited there for ever); within short's bound, to short.
+    Over every listed MaxTime, the first admits it, as with one partition (PartitionTimeLimit)."""
+    with cluster.store.session() as session:
+        session.execute(delete(QueueMember))
+        session.add(QueueRow(name="short", parent="root", created_t_s=0.0, max_time_s=600.0))
+        session.add(QueueRow(name="long", parent="root", created_t_s=0.0, max_time_s=86_400.0))
+        session.flush()
+        session.add_all(QueueMember(queue=q, user_id=2) for q in ("short", "long"))  # alice
+    [day] = cluster.submit(command=["true"], queue="short,long", time="1-0")
+    [minutes] = cluster.submit(command=["true"], queue="short,long", time="5")
+    [week] = cluster.submit(command=["true"], queue="short,long", time="7-0")
+    with cluster.store.session() as session:
+        queues = [session.get(JobRow, j).queue for j in (day, minutes, week)]  # type: ignore[union-attr]
+    assert queues == ["long", "short", "short"]
+
+
 @pytest.mark.parametrize(
     ("model", "fields", "line"),
     [

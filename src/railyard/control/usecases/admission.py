@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from railyard.client.bounds import MAX_SUBMIT_STORED_BYTES
 from railyard.control.errors import Forbidden, Invalid
+from railyard.control.store.bulk import queue_settings
 from railyard.control.store.paths import default_output
 from railyard.control.store.tables import ACTIVE_STATES, HOLD_REASONS, JobRow, JobState, User
 from railyard.control.submission import MAX_BATCH_JOBS, JobSubmit
@@ -119,6 +120,8 @@ def admit(
     if count_jobs:
         check_jobs_per_user(session, user, len(spec.array.indices) if spec.array else 1, limits)
     partitions = list(dict.fromkeys(spec.queue.split(",")))
+    if len(partitions) > 1:  # those whose MaxTime its --time exceeds last: it never starts there
+        partitions.sort(key=lambda name: not _time_fits(session, spec, name))
     refusals: list[Invalid | Forbidden] = []
     for name in partitions:
         try:
@@ -128,6 +131,15 @@ def admit(
                 raise
             refusals.append(exc)
     raise refusals[0]
+
+
+def _time_fits(session: Session, spec: JobSubmit, partition: str) -> bool:
+    """Whether the job's time limit is within the partition's MaxTime (it has none, or the job
+    asks none): ``-p short,default --time 1-0`` went to ``short`` (MaxTime 10 minutes), where
+    it waited for ever with PartitionTimeLimit, where Slurm runs it in ``default``."""
+    row = queue_settings(session, default_partition(session, partition))
+    bound = row.max_time_s if row is not None else None
+    return spec.time is None or bound is None or spec.time <= bound
 
 
 def check_jobs_per_user(session: Session, user: User, tasks: int, limits: SiteLimits) -> None:
