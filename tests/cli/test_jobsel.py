@@ -48,6 +48,16 @@ def test_squeue_s_job_list_takes_brackets() -> None:
     assert job_ids("12,13_[1-2]") == ["12", "13_1", "13_2"]
 
 
+@pytest.mark.parametrize("text", ["abc", "12,x", "12_", "-3"])
+def test_squeue_s_job_list_refuses_what_is_no_job_id(
+    text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        job_ids(text)
+    assert exited.value.code == 2
+    assert "is not a job id (hint: -j 12" in capsys.readouterr().err
+
+
 def test_an_array_task_matches_its_own_number_and_its_array_s() -> None:
     task = {"id": "12_0", "task_number": 13}
     named = ["13", "12", "12_0", "14", "12_1"]

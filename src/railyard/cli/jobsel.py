@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from railyard.cli.args import fail
+from railyard.client.bounds import JOB_ID_PATTERN
 
 SLURM_STATES = {
     "pd": ("pending",), "cf": ("starting",), "configuring": ("starting",), "r": ("running",),
@@ -30,6 +31,7 @@ def states_of(values: list[str] | None) -> list[str]:
 
 
 JOBS_HELP = "only these jobs: 12,13_2,14_[1-3] (an array's id: its tasks)"
+_JOB_ID = re.compile(JOB_ID_PATTERN)
 _TASKS = re.compile(r"^([0-9]+)_\[([^\]]*)\]$")
 _OUTSIDE_BRACKETS = re.compile(r",(?![^\[]*\])")
 
@@ -64,6 +66,9 @@ def job_ids(text: str) -> list[str]:
     ids = expand_ids([text], "--jobs")
     if not ids:
         fail(f"--jobs: no job id in {text!r} (hint: -j 12 or -j 12,13_2)")
+    for job_id in ids:
+        if not _JOB_ID.fullmatch(job_id):  # squeue: "Invalid job id specified"
+            fail(f"--jobs: {job_id!r} is not a job id (hint: -j 12 or -j 12,13_2)")
     return ids
 
 
