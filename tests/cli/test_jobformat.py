@@ -7,7 +7,13 @@ from typing import Any
 import pytest
 
 from railyard.cli.history import exit_code
-from railyard.cli.jobformat import SQUEUE_DEFAULT, format_of_fields, sacct_table, squeue_lines
+from railyard.cli.jobformat import (
+    SQUEUE_DEFAULT,
+    format_of_fields,
+    sacct_fields,
+    sacct_table,
+    squeue_lines,
+)
 
 
 def job(**fields: Any) -> Any:
@@ -78,3 +84,10 @@ def test_squeue_field_names_are_its_letters_padded_to_twenty() -> None:
     assert format_of_fields("JobID,name:.5,ReasonList") == "%20i%.5j%20R"
     with pytest.raises(ValueError, match=r"^--Format: unknown field 'Bogus' \(hint: "):
         format_of_fields("JobID,Bogus")
+
+
+def test_sacct_s_job_id_raw_is_an_array_task_s_own_number() -> None:
+    raw = sacct_fields(lambda _: "0:0")["jobidraw"][2]
+    assert [raw({"id": i, "task_number": n}) for i, n in
+            (("5_2", 7), ("5_2.batch", 7), ("5_2.extern", 7), ("9", 9), ("9.batch", None))] == [
+        "7", "7.batch", "7.extern", "9", "9.batch"]  # fmt: skip

@@ -93,6 +93,20 @@ def test_show_job_n_prints_scontrols_key_value_lines(cli: Cli, store: Store) -> 
     assert re.fullmatch(r"00:01:0\d", fields["RunTime"]), fields["RunTime"]
     assert "gres/gpu=2" in fields["TRES"]
     assert cli("alice", "show", job_id).stdout.startswith("id ")  # railyard's own view stays
+    # a batch script's output as scontrol shows it: the pattern filled in, under its WorkDir
+    script = Path(fields["WorkDir"]) / "tasks.sh"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH -o logs/%x-%A_%a.out\n#SBATCH -e /tmp/%u-%j.err\ntrue\n"
+    )
+    array = cli("alice", "submit", "--parsable", "-J", "sweep", "--array", "3-4", "-H",
+                str(script)).stdout.strip()  # fmt: skip
+    task = dict(pair.split("=", 1) for line in cli("alice", "show", "job", f"{array}_4")
+                .stdout.splitlines() for pair in line.split() if "=" in pair)  # fmt: skip
+    assert task["StdOut"] == f"{fields['WorkDir']}/logs/sweep-{array}_4.out"
+    raw = cli("alice", "history", "-j", f"{array}_4", "-o", "JobIDRaw", "-n").stdout.split()
+    [own] = raw  # sacct's JobIDRaw: the task's own number, its SLURM_JOB_ID (held: no steps)
+    assert own.isdigit()
+    assert task["StdErr"] == f"/tmp/{task['UserId'].split('(')[0]}-{own}.err"
     wrong = cli("alice", "show", "job", "x", "y")
     assert wrong.exit_code == 2
     assert cli("alice", "show", "7", "8").stderr.startswith("railyard: show: one job id")

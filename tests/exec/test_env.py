@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from exec_helpers import NODE, MakeExecutor, logs, py, spec, wait_report
 
+from railyard.client.filenames import expand_pattern
 from railyard.exec import ExecutorError, Outcome
 from railyard.exec.protocol import Output
 from railyard.exec.task.identity import JOB_UMASK, Account, login_path
@@ -18,7 +19,6 @@ from railyard.exec.task.launch import (
     batch_env,
     decode_allocation,
     encode_allocation,
-    expand_pattern,
     rank_layout,
     task_layout,
     tasks_per_node,

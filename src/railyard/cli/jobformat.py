@@ -9,12 +9,14 @@ An unknown letter or field is one line naming it, with the known ones as the hin
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from railyard.cli.text import clock, squeue_time
+from railyard.client.filenames import expand_pattern
 from railyard.client.printable import printable
 
 if TYPE_CHECKING:
@@ -172,7 +174,7 @@ def sacct_fields(exit_code: Field) -> dict[str, tuple[str, int, Field]]:
     """sacct's field names (lower case) -> (header, default width, value)."""
     return {
         "jobid": ("JobID", 12, lambda j: j["id"]),
-        "jobidraw": ("JobIDRaw", 12, lambda j: j["id"]),
+        "jobidraw": ("JobIDRaw", 12, _raw_id),
         "jobname": ("JobName", 10, lambda j: j["name"] or ""),
         "user": ("User", 9, lambda j: j["user"]),
         "partition": ("Partition", 10, lambda j: j["queue"]),
@@ -191,6 +193,16 @@ def sacct_fields(exit_code: Field) -> dict[str, tuple[str, int, Field]]:
         "workdir": ("WorkDir", 20, lambda j: j["workdir"]),
         "reason": ("Reason", 10, lambda j: j["reason"] or "None"),
     }
+
+
+def _raw_id(job: Job) -> str:
+    """sacct's JobIDRaw: an array task's own number (its SLURM_JOB_ID, ``7`` for ``5_2``),
+    with its step's suffix (``7.batch``); any other job's id."""
+    base, dot, step = job["id"].partition(".")
+    number = job.get("task_number")
+    if number is not None and "_" in base:
+        base = str(number)
+    return base + dot + step
 
 
 STOPPED = ("cancelled", "timeout", "preempting", "cancelling", "deadline")
@@ -287,7 +299,7 @@ def scontrol_job(job: Job, exit_code: Field) -> str:
         end = start + limit  # scontrol's EndTime of a running job: when its limit runs out
     nodes = job["placement"] or {}
     tasks, gpus = facts.get("ntasks_per_node"), job["gpus"]
-    stdout = facts.get("output") or "(null)"  # a command job's logs: `railyard logs`
+    stdout = _shown_path(facts.get("output"), job, unix_user)  # a command job's: railyard logs
     lines = [
         [("JobId", job["id"]), ("JobName", job["name"] or "")],
         [("UserId", _owner(unix_user)), ("Account", job["queue"]), ("QOS", "normal")],
@@ -309,12 +321,28 @@ def scontrol_job(job: Job, exit_code: Field) -> str:
         [("TRES", f"node={_node_count(job)}" + (f",gres/gpu={gpus}" if gpus else ""))],
         [("Command", " ".join(job["command"]))],
         [("WorkDir", job["workdir"])],
-        [("StdErr", facts.get("error") or stdout)],
+        [("StdErr", _shown_path(facts.get("error"), job, unix_user) if facts.get("error")
+                    else stdout)],
         [("StdIn", "/dev/null")],
         [("StdOut", stdout)],
     ]  # fmt: skip
     text = [" ".join(f"{k}={printable(v)}" for k, v in line) for line in lines]
     return "\n".join([text[0], *("   " + line for line in text[1:])])
+
+
+def _shown_path(pattern: str | None, job: Job, unix_user: str) -> str:
+    """An ``--output``/``--error`` file as scontrol shows it: its pattern filled in (``%j``
+    the job's own number, ``%A_%a`` an array task's) and under the job's WorkDir when
+    relative, the path a script reads to find the log; ``%N`` stays until the job has a node."""
+    if not pattern:
+        return "(null)"
+    own = str(job.get("task_number") or job["id"])
+    array = job.get("array_parent")
+    fields = {"j": own, "A": array or own, "x": job["name"] or "", "u": unix_user}
+    if array is not None:
+        fields["a"] = str(job.get("array_index"))
+    node = next(iter(job["placement"] or {}), "%N")
+    return os.path.join(job["workdir"] or "", expand_pattern(pattern, fields, node=node))
 
 
 def _limit_clock(limit_s: float | None) -> str:

@@ -19,10 +19,11 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from railyard.client.filenames import expand_pattern
 from railyard.client.printable import printable
 from railyard.exec.protocol import LaunchSpec
 from railyard.exec.task.identity import Account
-from railyard.exec.task.launch import RankSlot, expand_pattern
+from railyard.exec.task.launch import RankSlot
 
 TRAVERSE_MODE = 0o711
 PRIVATE_DIR_MODE = 0o700
