@@ -166,7 +166,7 @@ def _submit_and_join(
             with _ended_by_signals():
                 state = _wait_started(client, job_id)
         except (KeyboardInterrupt, _Ended) as exc:
-            client.cancel(job_id)
+            _cancel_now(client, job_id)
             print(f"\nrailyard: job {job_id}: cancelled while waiting", file=sys.stderr)
             # srun's and salloc's status for a Ctrl-C; a kill's own (128 + N) for the others
             return 128 + exc.signum if isinstance(exc, _Ended) else 1
@@ -202,6 +202,16 @@ def _stopped_by(client: Client, job_id: str) -> None:
     job = client.job(job_id)
     if job["state"] not in ("running", "completed", "failed") and job["reason"]:
         print(f"railyard: job {job_id} {job['state'].upper()}: {job['reason']}", file=sys.stderr)
+
+
+def _cancel_now(client: Client, job_id: str) -> None:
+    """Cancel the job the wait was for; on a new connection if the signal cut the old one
+    in the middle of a request (its answer would be read as this one's)."""
+    try:
+        client.cancel(job_id)
+    except Exception:  # whatever the cut left; the second try says why
+        with connect() as fresh:
+            fresh.cancel(job_id)
 
 
 class _Ended(Exception):
