@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from lifecycle_driver import drive, fits_empty_cluster
+from lifecycle_driver import Run, drive, fits_empty_cluster
 from sched_fakes import H100, job, nodes
 from tests.tiers import examples
 
@@ -332,6 +333,26 @@ def assert_no_ping_pong(pairs):
     assert all(pairs.count(pair) <= 2 for pair in pairs), pairs
 
 
+def assert_no_reversal_while_nothing_else_ends(run):
+    """Over-committed trees: two jobs evict each other only if a third job ended in between
+    (the quotas changed under them), each reversal once, and no job evicts the same job more
+    than twice. A drawn tree (2026-12-06): teams ta (r, nominal 1) and tb (p 2, s 1) on a
+    4-GPU node; r's j0 reclaims from s's j3 while p's j1 holds 2 (tb over its 3); j1 ends,
+    r's newcomer starts on tb's idle quota, and j3 reclaims it back, taking j0 among r's jobs
+    that started together (Kueue takes the most recently admitted, a tie here). The cluster
+    then drains; what never changes by itself, the same two taking turns, stays refused."""
+    evictions = run.kinds("preempt")
+    ends = run.kinds("end")
+    for t1, victim, preemptor in evictions:
+        back = [t2 for t2, v, p in evictions if (v, p) == (preemptor, victim) and t2 > t1]
+        for t2 in back:
+            moved = [j for t, j, _ in ends if t1 < t <= t2 and j not in (victim, preemptor)]
+            assert moved, (t1, victim, preemptor, t2, run.log)
+        assert len(back) <= 1, (victim, preemptor, back)
+    pairs = [(v, p) for _, v, p in evictions]
+    assert all(pairs.count(pair) <= 2 for pair in pairs), pairs
+
+
 @examples(40, 1500, SETTINGS)
 @given(tenancy_states(), st.sampled_from(["on", "las"]))
 def test_lenders_borrowers_and_priorities_reach_a_fixed_point(s, preemption):
@@ -394,11 +415,26 @@ def over_committed_states(draw):
     st.sampled_from(["quota", "unlimited"]),
 )
 def test_over_committed_trees_reach_a_fixed_point(s, preemption, admission):
-    """No job is evicted twice by the same job, and the cluster drains; also under unlimited
+    """No two jobs take turns evicting each other while nothing else ends (a third job's end
+    changes the quotas: `assert_no_reversal_while_nothing_else_ends`), and the cluster
+    drains; also under unlimited
     admission, where a queue's jobs borrow whatever is free and reclaim alone holds quotas
     (issue 56 item 5: 7 livelocks in 20,000 driven states; `test_sched_quota.py` keeps one)."""
     config = SchedulerConfig.of(preemption=preemption, admission=admission)
     runtime = {j.id: j.walltime_s for j in s.pending} | {r.id: r.job.walltime_s for r in s.running}
     run = drive(s, config, runtime_s=runtime, until_t_s=20_000.0, dt_s=10.0)
-    assert_no_ping_pong([(victim, preemptor) for _, victim, preemptor in run.kinds("preempt")])
+    assert_no_reversal_while_nothing_else_ends(run)
     assert not run.running, run.log[-6:]
+
+
+def test_a_reversal_is_a_ping_pong_unless_a_third_job_ended_in_between() -> None:
+    """The over-committed property's check itself: j0 and j2 evicting each other with nothing
+    else ended fails it, as does a second reversal; with j1's end between them it holds."""
+    turns = [(0.0, "preempt", "j2", "j0"), (50.0, "preempt", "j0", "j2")]
+    with pytest.raises(AssertionError):
+        assert_no_reversal_while_nothing_else_ends(Run(log=list(turns)))
+    changed = Run(log=[turns[0], (50.0, "end", "j1", "completed"), turns[1]])
+    assert_no_reversal_while_nothing_else_ends(changed)
+    again = [*changed.log, (90.0, "end", "j5", "completed"), (100.0, "preempt", "j0", "j2")]
+    with pytest.raises(AssertionError):  # j2 evicts j0 twice after j0 evicted it
+        assert_no_reversal_while_nothing_else_ends(Run(log=again))
