@@ -67,7 +67,9 @@ def test_history_lists_batch_and_extern_steps_as_sacct(
     ]
 
 
-def test_show_job_n_prints_scontrols_key_value_lines(cli: Cli, store: Store) -> None:
+def test_show_job_n_prints_scontrols_key_value_lines(
+    cli: Cli, store: Store, tmp_path: Path
+) -> None:
     job_id = cli("alice", "submit", "--parsable", "-J", "train", "-t", "1:00:00", "-G", "2",
                  "--", "sleep", "9").stdout.strip()  # fmt: skip
     start = time.time() - 65
@@ -94,15 +96,16 @@ def test_show_job_n_prints_scontrols_key_value_lines(cli: Cli, store: Store) -> 
     assert "gres/gpu=2" in fields["TRES"]
     assert cli("alice", "show", job_id).stdout.startswith("id ")  # railyard's own view stays
     # a batch script's output as scontrol shows it: the pattern filled in, under its WorkDir
-    script = Path(fields["WorkDir"]) / "tasks.sh"
+    script = tmp_path / "tasks.sh"
     script.write_text(
         "#!/bin/bash\n#SBATCH -o logs/%x-%A_%a.out\n#SBATCH -e /tmp/%u-%j.err\ntrue\n"
     )
     array = cli("alice", "submit", "--parsable", "-J", "sweep", "--array", "3-4", "-H",
-                str(script)).stdout.strip()  # fmt: skip
+                "-D", str(tmp_path), str(script)).stdout.strip()  # fmt: skip
     task = dict(pair.split("=", 1) for line in cli("alice", "show", "job", f"{array}_4")
                 .stdout.splitlines() for pair in line.split() if "=" in pair)  # fmt: skip
-    assert task["StdOut"] == f"{fields['WorkDir']}/logs/sweep-{array}_4.out"
+    assert task["WorkDir"] == str(tmp_path)
+    assert task["StdOut"] == f"{tmp_path}/logs/sweep-{array}_4.out"
     raw = cli("alice", "history", "-j", f"{array}_4", "-o", "JobIDRaw", "-n").stdout.split()
     [own] = raw  # sacct's JobIDRaw: the task's own number, its SLURM_JOB_ID (held: no steps)
     assert own.isdigit()

@@ -26,6 +26,16 @@ def _batch(tmp_path: Path, body: str) -> LaunchSpec:
                 gpus_per_worker=1, gpus=(0,), job_env={"SLURM_JOB_ID": "42"})  # fmt: skip
 
 
+def _signalled(make_executor: MakeExecutor, tmp_path: Path, body: str, signal: str) -> str:
+    """The log of a batch script run until its task is ready, then sent ``signal``."""
+    executor = make_executor(gpus=1)
+    executor.start(_batch(tmp_path, body))
+    wait_for(lambda: (tmp_path / "ready").exists())
+    executor.signal("job", signal)
+    wait_report(executor, "job")
+    return logs(tmp_path)
+
+
 def test_scancel_batch_reaches_a_trap_in_the_shell_alone(
     make_executor: MakeExecutor, tmp_path: Path
 ) -> None:
@@ -34,12 +44,7 @@ def test_scancel_batch_reaches_a_trap_in_the_shell_alone(
         f'{sys.executable} -c "{CHILD}" {tmp_path} &\n'
         "wait; wait\necho shell exits\n"
     )
-    executor = make_executor(gpus=1)
-    executor.start(_batch(tmp_path, body))
-    wait_for(lambda: (tmp_path / "ready").exists())
-    executor.signal("job", "B:SIGUSR1")
-    wait_report(executor, "job")
-    text = logs(tmp_path)
+    text = _signalled(make_executor, tmp_path, body, "B:SIGUSR1")
     assert "shell got USR1" in text, text
     assert "child done" in text
     assert "task got USR1" not in text
@@ -54,12 +59,7 @@ def test_a_signal_without_batch_reaches_the_tasks_not_the_shell(
         f'srun -n1 {sys.executable} -c "{CHILD}" {tmp_path}\n'
         "echo after srun\n"
     )
-    executor = make_executor(gpus=1)
-    executor.start(_batch(tmp_path, body))
-    wait_for(lambda: (tmp_path / "ready").exists())
-    executor.signal("job", "SIGUSR1")
-    wait_report(executor, "job")
-    text = logs(tmp_path)
+    text = _signalled(make_executor, tmp_path, body, "SIGUSR1")
     assert "task got USR1" in text, text
     assert "shell got USR1" not in text
     assert "after srun" in text
@@ -76,12 +76,7 @@ def test_a_signal_without_batch_spares_the_subshell_of_a_background_srun(
         f'srun -n1 {sys.executable} -c "{CHILD}" {tmp_path} &\n'
         "pid=$!\nwait $pid\necho wait returned $?\n"
     )
-    executor = make_executor(gpus=1)
-    executor.start(_batch(tmp_path, body))
-    wait_for(lambda: (tmp_path / "ready").exists())
-    executor.signal("job", "SIGUSR1")
-    wait_report(executor, "job")
-    text = logs(tmp_path)
+    text = _signalled(make_executor, tmp_path, body, "SIGUSR1")
     assert "task got USR1" in text, text
     assert "shell got USR1" not in text
     assert "wait returned 0" in text
