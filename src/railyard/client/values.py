@@ -11,6 +11,7 @@ costs more than the rest of a CLI call). So the scheduler's names are spelled he
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from railyard.client.bounds import (
     INT32_MAX,
@@ -97,32 +98,41 @@ def parse_signal(value: str) -> tuple[str, float]:
     return name, float(at) if at is not None else DEFAULT_SIGNAL_GRACE_S
 
 
-def parse_array(value: str) -> tuple[list[int], int | None]:
-    """Slurm ``--array``: ``0-9``, ``1,3,5``, ``0-15:4``, each with an optional ``%N`` limit
-    on tasks running at once."""
-    text, _, limit = value.strip().partition("%")
-    hint = "(hint: e.g. 0-9, 1,3,5, 0-15:4 or 0-9%2)"
-    if len(value) > MAX_ARRAY_SPEC:
-        raise ValueError(f"array spec is over {MAX_ARRAY_SPEC} characters {hint}")
-    indices: set[int] = set()
-    for part in text.split(","):
+_ARRAY_HINT = "(hint: e.g. 0-9, 1,3,5, 0-15:4 or 0-9%2)"
+
+
+def _array_ranges(value: str) -> Iterator[tuple[int, int, int]]:
+    """Each part of an ``--array`` spec (the ``%N`` left out) as (first, last, step), in
+    turn; a ValueError naming the spec for a part that is no range."""
+    for part in value.strip().partition("%")[0].split(","):
         match = _ARRAY_PART_RE.match(part.strip())
         if not match:
-            raise ValueError(f"bad array {value!r} {hint}")
+            raise ValueError(f"bad array {value!r} {_ARRAY_HINT}")
         first, last, step = (int(g) if g is not None else None for g in match.groups())
         assert first is not None
         last = first if last is None else last
         if max(first, last, step or 0) > INT32_MAX:
             raise ValueError(f"array index {part!r} is over {INT32_MAX}")
         if last < first or step == 0:
-            raise ValueError(f"bad array range {part!r} {hint}")
-        if last - first >= MAX_ARRAY_TASKS * (step or 1):
+            raise ValueError(f"bad array range {part!r} {_ARRAY_HINT}")
+        yield first, last, step or 1
+
+
+def parse_array(value: str) -> tuple[list[int], int | None]:
+    """Slurm ``--array``: ``0-9``, ``1,3,5``, ``0-15:4``, each with an optional ``%N`` limit
+    on tasks running at once."""
+    limit = value.strip().partition("%")[2]
+    if len(value) > MAX_ARRAY_SPEC:
+        raise ValueError(f"array spec is over {MAX_ARRAY_SPEC} characters {_ARRAY_HINT}")
+    indices: set[int] = set()
+    for first, last, step in _array_ranges(value):
+        if last - first >= MAX_ARRAY_TASKS * step:
             raise ValueError(f"array {value!r} has more than {MAX_ARRAY_TASKS} tasks")
-        indices.update(range(first, last + 1, step or 1))
+        indices.update(range(first, last + 1, step))
     if len(indices) > MAX_ARRAY_TASKS:
         raise ValueError(f"array {value!r} has more than {MAX_ARRAY_TASKS} tasks")
     if limit and (not limit.isdigit() or not 1 <= int(limit) <= INT32_MAX):
-        raise ValueError(f"bad array limit %{limit} {hint}")
+        raise ValueError(f"bad array limit %{limit} {_ARRAY_HINT}")
     return sorted(indices), int(limit) if limit else None
 
 
@@ -132,18 +142,10 @@ def array_task_count(value: object) -> int:
     a bound on a whole request checks it before any spec is expanded."""
     if not isinstance(value, str) or len(value) > MAX_ARRAY_SPEC:
         return 1
-    total = 0
-    for part in value.partition("%")[0].split(","):
-        match = _ARRAY_PART_RE.match(part.strip())
-        if not match:
-            return 1
-        first, last, step = (int(g) if g is not None else None for g in match.groups())
-        assert first is not None
-        last = first if last is None else last
-        if last < first or step == 0:
-            return 1
-        total += (last - first) // (step or 1) + 1
-    return max(total, 1)
+    try:
+        return sum((last - first) // step + 1 for first, last, step in _array_ranges(value))
+    except ValueError:
+        return 1
 
 
 def array_stats(value: str) -> tuple[int, int, int, int]:

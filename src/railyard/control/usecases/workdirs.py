@@ -19,7 +19,8 @@ import time
 CHECK_TIMEOUT_S = 10.0  # a hung network mount must not hold a submit for ever
 _KEPT_S = 2.0  # a batch of 1,000 jobs in one directory forks once, not 1,000 times
 _KEPT_MAX = 1024
-_kept: dict[tuple[int, int, str], tuple[float, bool]] = {}
+_kept: dict[tuple[int, int, str], float] = {}  # a "yes" and when it was given; never a "no",
+# so a directory made just after a refusal is seen at the next submit
 
 
 def enters_directory(account: pwd.struct_passwd | None, path: str) -> bool:
@@ -28,14 +29,14 @@ def enters_directory(account: pwd.struct_passwd | None, path: str) -> bool:
         return os.path.isdir(path) and os.access(path, os.X_OK)
     key = (account.pw_uid, account.pw_gid, path)
     now = time.monotonic()
-    kept = _kept.get(key)
-    if kept is not None and now - kept[0] < _KEPT_S:
-        return kept[1]
-    found = _ask_as(account, path)
+    if now - _kept.get(key, -_KEPT_S) < _KEPT_S:
+        return True
+    if not _ask_as(account, path):
+        return False
     if len(_kept) >= _KEPT_MAX:
         _kept.clear()
-    _kept[key] = (now, found)
-    return found
+    _kept[key] = now
+    return True
 
 
 def _ask_as(account: pwd.struct_passwd, path: str) -> bool:
