@@ -80,7 +80,8 @@ def cancel(args: argparse.Namespace) -> int:
             )
         named = [j for j in jobs if args.name is None or j["name"] == args.name]
         if args.job_ids:
-            named = [j for j in named if matches(j, expand_ids(args.job_ids))]
+            wanted = expand_ids(args.job_ids)
+            named = [j for j in named if matches(j, wanted)]
         if not named:
             print("railyard: cancel: no job of yours matches", file=sys.stderr)
             return 0

@@ -40,6 +40,11 @@ def _unit_seconds(unit: str, text: str) -> int:
     raise ValueError(f"bad time {text!r}: unknown unit {unit!r} (hint: {FORMATS})")
 
 
+def _ahead(at: datetime, now: datetime, future: bool) -> datetime:
+    """A time of day: tomorrow's when waiting for it (``future``) and today's is past."""
+    return at + timedelta(days=1) if future and at < now else at
+
+
 def parse_time(text: str, now: datetime, *, future: bool = False) -> datetime:
     """The moment ``text`` names, as a naive local datetime like ``now`` (``.timestamp()``
     turns it into Unix time, daylight saving included); with ``future``, a time of day or a
@@ -48,8 +53,7 @@ def parse_time(text: str, now: datetime, *, future: bool = False) -> datetime:
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
     try:
         if spec in _TIMES_OF_DAY:
-            at = midnight.replace(hour=_TIMES_OF_DAY[spec])
-            return at + timedelta(days=1) if future and at < now else at
+            return _ahead(midnight.replace(hour=_TIMES_OF_DAY[spec]), now, future)
         if spec == "today":
             return midnight
         if spec == "tomorrow":
@@ -73,8 +77,7 @@ def parse_time(text: str, now: datetime, *, future: bool = False) -> datetime:
             return day
         if match := _CLOCK.match(spec):
             h, mi, s = int(match[1]), int(match[2]), int(match[3] or 0)
-            at = midnight.replace(hour=h, minute=mi, second=s)
-            return at + timedelta(days=1) if future and at < now else at
+            return _ahead(midnight.replace(hour=h, minute=mi, second=s), now, future)
     except ValueError as exc:  # a month 13, an hour 25, February 29th next year
         if str(exc).startswith("bad time"):
             raise
