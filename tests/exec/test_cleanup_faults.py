@@ -90,21 +90,22 @@ def test_a_podman_rm_that_times_out_delays_and_loses_no_report(
 def test_a_cgroup_removal_that_raises_loses_no_report(
     make_executor: MakeExecutor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    executor = make_executor()  # its sweep of stale groups (other runs' leftovers) first
+    _fast_retries(executor)
+    handles = _two_ended(executor, tmp_path)
+    steps = [executor._step(h) for h in handles]
+    groups = [executor.containment.tracking.group(s) for s in steps if s is not None]
     remove_tree = cgroup.remove_tree
     raised: list[Path] = []
 
     def racing(group: Path) -> bool:
-        if not raised:
+        """Raises once, for one of this test's step groups only."""
+        if not raised and group.name in steps:
             raised.append(group)
             raise OSError(16, "Device or resource busy (injected)", str(group))
         return remove_tree(group)
 
     monkeypatch.setattr(cgroup, "remove_tree", racing)
-    executor = make_executor()
-    _fast_retries(executor)
-    handles = _two_ended(executor, tmp_path)
-    steps = [executor._step(h) for h in handles]
-    groups = [executor.containment.tracking.group(s) for s in steps if s is not None]
     reports = _reports(executor, 2)
     assert sorted(r.job_id for r in reports) == ["a", "b"]
     assert executor.discard("none", timeout_s=60)  # tried again: every group gone
