@@ -248,7 +248,15 @@ def test_update_as_scontrol(cli: Cli) -> None:
     assert raised.exit_code == 1
     assert raised.stderr.startswith("railyard: time limit 2:00:00 is above job")
     assert cli("root", "update", job, "--time", "2:00:00").exit_code == 0
-    for bad in (["Partition=x"], ["TimeLimit"], []):
+    assert cli("alice", "update", job, "TimeLimit=-0:30").exit_code == 0  # 30 s: a minute
+    assert cli.json("alice", "queue", "-j", job)[0]["walltime_s"] == 7200 - 60
+    assert cli("alice", "update", job, "TimeLimit=+1").exit_code == 1
+    assert cli("root", "update", job, "TimeLimit=+1").exit_code == 0
+    assert cli.json("alice", "queue", "-j", job)[0]["walltime_s"] == 7200
+    held = cli("alice", "update", job, "Priority=0")  # Slurm's hold
+    assert (held.exit_code, held.stdout) == (0, f"{job} held\n")
+    assert cli.json("alice", "queue", "-j", job)[0]["hold"] == "user"
+    for bad in (["Partition=x"], ["TimeLimit"], [], ["TimeLimit=+0"]):
         wrong = cli("alice", "update", job, *bad)
         assert wrong.exit_code == 2, bad
         assert wrong.stderr.startswith("railyard: update: ")

@@ -85,11 +85,57 @@ def test_priority_dependency_and_refusals(as_: dict[str, TestClient], store: Sto
         row = session.get(JobRow, other["id"])
         assert row is not None
         row.state = "running"
-    started = alice.patch(f"/v1/jobs/{other['id']}", json={"time": "10"})
+    started = alice.patch(f"/v1/jobs/{other['id']}", json={"priority": "low"})
     assert started.status_code == 409
     assert started.json()["detail"] == (
-        f"job {other['id']} is running: only a pending job can be updated"
+        f"job {other['id']} is running: only a pending job can be updated "
+        "(a running job's time limit can)"
     )
+    [shorter] = alice.patch(f"/v1/jobs/{other['id']}", json={"time": "10"}).json()
+    assert (shorter["state"], shorter["walltime_s"]) == ("running", 600)
+    with store.session() as session:
+        row = session.get(JobRow, other["id"])
+        assert row is not None
+        row.state = "completed"
+    ended = alice.patch(f"/v1/jobs/{other['id']}", json={"time": "5"})
+    assert (ended.status_code, ended.json()["detail"]) == (
+        409,
+        f"job {other['id']} is completed: only a pending or running job can be updated",
+    )
+
+
+def test_a_limit_changes_by_an_amount_and_only_an_admin_adds_one(
+    as_: dict[str, TestClient],
+) -> None:
+    """scontrol's TimeLimit=+T / -T: each job's own limit changes by T."""
+    alice, root = as_["alice"], as_["root"]
+    job = _submit(alice, time="1:00:00")
+    [less] = alice.patch(f"/v1/jobs/{job['id']}", json={"time": "-15"}).json()
+    assert less["walltime_s"] == 45 * 60
+    more = alice.patch(f"/v1/jobs/{job['id']}", json={"time": "+15"})
+    assert (more.status_code, more.json()["detail"]) == (
+        403,
+        f"time limit +15 raises job {job['id']}'s: only an admin may raise it "
+        "(hint: give a shorter limit, or ask an admin)",
+    )
+    [more] = root.patch(f"/v1/jobs/{job['id']}", json={"time": "+1:15:00"}).json()
+    assert more["walltime_s"] == 2 * 3600
+    gone = alice.patch(f"/v1/jobs/{job['id']}", json={"time": "-2:00:00"})
+    assert (gone.status_code, gone.json()["detail"]) == (
+        422,
+        f"time: -2:00:00 would leave job {job['id']} a limit of 0 s "
+        "(hint: keep it between 1 s and 3660 days)",
+    )
+    unlimited = _submit(alice)
+    none = root.patch(f"/v1/jobs/{unlimited['id']}", json={"time": "+10"})
+    assert (none.status_code, none.json()["detail"]) == (
+        422,
+        f"time: job {unlimited['id']} has no time limit of its own to change by +10 "
+        "(hint: give a whole limit, e.g. TimeLimit=2:00:00)",
+    )
+    bad = root.patch(f"/v1/jobs/{job['id']}", json={"time": "+UNLIMITED"})
+    assert bad.status_code == 422
+    assert "bad time change '+UNLIMITED'" in bad.json()["detail"]
 
 
 def test_an_arrays_id_updates_its_pending_tasks(as_: dict[str, TestClient]) -> None:

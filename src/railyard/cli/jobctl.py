@@ -156,11 +156,12 @@ UPDATE_KEYS = {"timelimit": "time", "priority": "priority", "dependency": "depen
 
 
 def update(args: argparse.Namespace) -> int:
-    """Change a pending job's time limit, priority or dependency (scontrol update).
+    """Change a job's time limit (pending or running), priority or dependency (scontrol update).
 
     An array's id changes its pending tasks. Options, or scontrol's words: TimeLimit=1:00:00
-    Priority=high Dependency=afterok:12 (Dependency= removes it). A plain user may lower a
-    time limit, not raise it."""
+    (+30 adds 30 minutes, -30 takes them off) Priority=high Dependency=afterok:12
+    (Dependency= removes it). A plain user may lower a time limit, not raise it. Priority=0
+    holds the job, as in Slurm (release lets it go)."""
     change = {k: v for k, v in (("time", args.time), ("priority", args.priority),
                                 ("dependency", args.dependency)) if v is not None}  # fmt: skip
     for word in args.settings:
@@ -170,7 +171,10 @@ def update(args: argparse.Namespace) -> int:
             fail(f"update: {word!r} is not KEY=VALUE of {', '.join(UPDATE_KEYS)} "
                  "(hint: TimeLimit=1:00:00, or --time 1:00:00)")  # fmt: skip
         change[field] = value
-    if not change:
+    hold = str(change.get("priority", "")).strip() == "0"  # Slurm's hold: priority 0
+    if hold:
+        del change["priority"]
+    if not change and not hold:
         fail("update: nothing to change (hint: --time T, --priority P or --dependency D)")
     if "time" in change:  # whole minutes, rounded up, as scontrol keeps a TimeLimit
         from railyard.client.values import whole_minutes
@@ -183,20 +187,26 @@ def update(args: argparse.Namespace) -> int:
         args.job_id.split("=", 1)[1] if args.job_id.lower().startswith("jobid=") else args.job_id
     )
     with connect() as client:
-        jobs = client.update(job_id, change)
+        jobs = client.update(job_id, change) if change else []
+        held = client.hold(job_id) if hold else []
+    jobs = list({job["id"]: job for job in [*jobs, *held]}.values())
     if args.json:
         emit_json(jobs)
     else:
         for job in jobs:
-            print(f"{job['id']} updated")
+            print(f"{job['id']} {'held' if hold and not change else 'updated'}")
     return 0
 
 
 def _update_args(p: Parser) -> None:
-    p.add_argument("job_id", metavar="ID", help="a pending job, or an array's id")
+    p.add_argument(
+        "job_id", metavar="ID", help="a job (running: its time limit only), or an array's id"
+    )
     p.add_argument("settings", nargs="*", metavar="KEY=VALUE", help="TimeLimit=, Priority=...")
-    p.add_argument("--time", "-t", help="the new time limit (a plain user: only lower)")
-    p.add_argument("--priority", help="an integer or low|normal|high|critical")
+    p.add_argument(
+        "--time", "-t", help="the new time limit, or +T/-T to change it (a plain user: only lower)"
+    )
+    p.add_argument("--priority", help="an integer or low|normal|high|critical; 0 holds the job")
     p.add_argument("--dependency", "-d", help="afterok:ID... ('' removes it)")
     json_flag(p)
 

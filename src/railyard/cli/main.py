@@ -92,7 +92,7 @@ CONTROL = {
     ),
     "update": (
         "jobctl",
-        "Change a pending job's time limit, priority or dependency (scontrol update).",
+        "Change a job's time limit (pending or running), priority or dependency (scontrol update).",
     ),
     "logs": ("jobs", "Print one rank's log; with -f, keep printing until the job finishes."),
     "nodes": ("cluster", "Nodes, their GPUs in use, and draining."),

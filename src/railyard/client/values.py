@@ -63,13 +63,29 @@ def parse_walltime(value: str | int) -> float | None:
     return float(seconds) if seconds else None
 
 
+def parse_time_change(value: str | int) -> tuple[int, float | None]:
+    """``scontrol update TimeLimit=``: a limit (sign 0), or ``+T``/``-T`` to add to or take
+    from the limit a job has (sign 1 or -1, with T's seconds)."""
+    text = str(value).strip()
+    sign = {"+": 1, "-": -1}.get(text[:1], 0)
+    seconds = parse_walltime(text[1:] if sign else text)
+    if sign and seconds is None:
+        raise ValueError(f"bad time change {text!r} (hint: +MM or -HH:MM:SS, e.g. +30)")
+    return sign, seconds
+
+
 def whole_minutes(value: str) -> str:
     """sbatch's ``--time`` as Slurm keeps it: whole minutes, a spelling with seconds rounded
     up (``1:30`` is 2 minutes, ``0:02:00``). Returns ``[D-]H:MM:00``, or ``UNLIMITED``/``0``
-    as given. The CLI sends this; the API takes any spelling to the second."""
-    seconds = parse_walltime(value)
+    as given; a change (``+90``) keeps its sign. The CLI sends this; the API takes any
+    spelling to the second."""
+    text = value.strip()
+    if text.startswith(("+", "-")):  # scontrol's change of a limit: its amount so rounded
+        parse_time_change(text)  # a change of nothing is refused
+        return text[0] + whole_minutes(text[1:])
+    seconds = parse_walltime(text)
     if seconds is None:
-        return value.strip()
+        return text
     days, minutes = divmod(-(-int(seconds) // 60), 1440)
     clock = f"{minutes // 60}:{minutes % 60:02}:00"
     return f"{days}-{minutes // 60:02}:{minutes % 60:02}:00" if days else clock

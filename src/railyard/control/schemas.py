@@ -28,6 +28,7 @@ from railyard.client.values import (
     parse_dependency,
     parse_priority,
     parse_signal,
+    parse_time_change,
     parse_walltime,
 )
 from railyard.control.store.limits import Short
@@ -59,6 +60,8 @@ def _parsed_by(parse: Callable[[Any], object]) -> AfterValidator:
 
 TimeIn = Annotated[Short | int | None, _parsed_by(parse_walltime)]
 """``--time`` as written: MM, HH:MM:SS, D-HH:MM:SS... (minutes when an integer, as Slurm)."""
+TimeChangeIn = Annotated[Short | int | None, _parsed_by(parse_time_change)]
+"""A time limit as ``--time`` writes it, or ``+T``/``-T``: that much more or less."""
 PriorityIn = Annotated[int | Short | None, _parsed_by(parse_priority)]
 """``--priority`` as written: an integer or low|normal|high|critical."""
 
@@ -89,11 +92,12 @@ class JobSignal(Request):
 
 
 class JobUpdate(Request):
-    """``scontrol update``: change a pending job (or every pending task of an array). A plain
-    user may lower the time limit, not raise it, and ask a priority up to the queue's bound;
-    an admin may do either. ``dependency`` "" removes it."""
+    """``scontrol update``: change a pending job (or every pending task of an array), or a
+    running job's time limit. A plain user may lower the time limit, not raise it, and ask a
+    priority up to the queue's bound; an admin may do either. ``time`` "+30" adds 30 minutes
+    to the limit, "-30" takes them off. ``dependency`` "" removes it."""
 
-    time: TimeIn = None
+    time: TimeChangeIn = None
     priority: PriorityIn = None
     dependency: str | None = Field(None, max_length=1024)
 

@@ -1,11 +1,15 @@
-"""``scontrol update`` of a pending job: its time limit, priority or dependency.
+"""``scontrol update`` of a pending job: its time limit, priority or dependency; and of a
+running job: its time limit.
 
-Slurm lets a user lower a job's time limit but not raise it, and set a priority only as an
-admin (users lower theirs with ``nice``); railyard keeps its submit rule for priorities (a
-plain member asks at most the queue's ``max_priority``, ``use-cases/priority.py``), so an
-update can never give a job what its submit could not. Each change is a compare-and-set on
-``pending``: a job the loop started since it was read is left alone and answered 409. The
-stamp (``updated_t_s``) moves, so the loop's next world read converts the row again. No
+Slurm lets a user lower a job's time limit but not raise it, running or not (an admin
+extends a running job: ``TimeLimit=+1:00:00``), and set a priority only as an admin (users
+lower theirs with ``nice``); railyard keeps its submit rule for priorities (a plain member
+asks at most the queue's ``max_priority``, ``use-cases/priority.py``), so an update can never
+give a job what its submit could not. Each change is a compare-and-set on the states read
+(``pending``, or also ``starting``/``running`` for a time limit alone): a job that moved
+since it was read is left alone and answered 409. The stamp (``updated_t_s``) moves, so the
+loop's next world read converts the row again (a running job's end, its backfill
+reservation). No
 size (tasks, CPUs, memory, GPUs, nodes, array tasks) can be updated: what ``sizebounds``
 bounds at submit stays bounded (``JobUpdate`` refuses any other field, 422).
 """
@@ -14,10 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import case
+from sqlalchemy import ColumnElement, case
 from sqlalchemy.orm import Session
 
-from railyard.client.values import parse_walltime, priority_label
+from railyard.client.bounds import MAX_WALLTIME_S
+from railyard.client.values import parse_time_change, priority_label
 from railyard.control.errors import Conflict, Forbidden, Invalid
 from railyard.control.schemas import JobUpdate
 from railyard.control.store.effects import record_many, request_wake
@@ -29,20 +34,27 @@ from railyard.control.usecases.jobs import job_targets
 from railyard.control.usecases.queuerules import job_priority
 from railyard.sched.dependencies import job_ids, parse_dependency
 
+TIME_STATES = [JobState.PENDING, JobState.STARTING, JobState.RUNNING]  # a time limit's
+
 
 def update_job(
     session: Session, actor: User, job_id: str, change: JobUpdate, now_t_s: float
 ) -> list[tuple[JobRow, str]]:
-    """Apply ``change`` to the pending job ``job_id`` (an array's id: its pending tasks);
-    returns them as they are now. 403 past a bound, 409 for a job that is not pending, 422
-    for a change that names nothing or a job that does not exist."""
+    """Apply ``change`` to the pending job ``job_id`` (an array's id: its pending tasks), or
+    a time limit alone to the running one too; returns them as they are now. 403 past a
+    bound, 409 for a job in no state the change applies to, 422 for a change that names
+    nothing or a job that does not exist."""
     if change.time is None and change.priority is None and change.dependency is None:
         raise Invalid(None, "nothing to update", "give --time, --priority or --dependency")
     rows = job_targets(session, actor, job_id)
-    pending = [(row, name) for row, name in rows if row.state == JobState.PENDING.value]
+    only_time = change.priority is None and change.dependency is None
+    states = TIME_STATES if only_time else [JobState.PENDING]
+    pending = [(row, name) for row, name in rows if row.state in {s.value for s in states}]
     if not pending:
         state = rows[0][0].state if rows else "unknown"
-        raise Conflict(f"job {job_id} is {state}: only a pending job can be updated")
+        what = "a pending or running job" if only_time else "a pending job"
+        hint = "" if only_time else " (a running job's time limit can)"
+        raise Conflict(f"job {job_id} is {state}: only {what} can be updated{hint}")
     values: dict[str, Any] = {"updated_t_s": now_t_s}
     said: list[str] = []
     if change.time is not None:
@@ -69,9 +81,9 @@ def update_job(
                 else_=now_t_s,
             )
     ids = [row.id for row, _ in pending]
-    changed = transition_many(session, ids, [JobState.PENDING], values, retry_conflicts=True)
+    changed = transition_many(session, ids, states, values, retry_conflicts=True)
     if not changed:
-        raise Conflict(f"job {job_id} started meanwhile: only a pending job can be updated")
+        raise Conflict(f"job {job_id} moved on meanwhile: it was not updated")
     message = f"{actor.name}: {', '.join(said)}"
     record_many(session, now_t_s, [("update", message, one) for one in changed])
     request_wake(session)
@@ -95,20 +107,51 @@ def _not_on_itself(job_id: str, pending: list[tuple[JobRow, str]], dependency: s
         )
 
 
-def _time_limit(actor: User, pending: list[tuple[JobRow, str]], time: str | int) -> float | None:
-    """The new limit; a plain user may only lower one (Slurm: "users can only decrease")."""
-    new_s = parse_walltime(time)
+def _time_limit(
+    actor: User, pending: list[tuple[JobRow, str]], time: str | int
+) -> float | ColumnElement[float | None] | None:
+    """The new limit; a plain user may only lower one (Slurm: "users can only decrease").
+    ``+T``/``-T`` changes each job's own limit by T (an SQL expression of the row's)."""
+    sign, change_s = parse_time_change(time)
+    if sign:
+        assert change_s is not None  # parse_time_change refuses a change of nothing
+        for row, _ in pending:
+            _check_change(row, time, sign * change_s)
+        if sign > 0 and not actor.is_admin:
+            raise Forbidden(
+                f"time limit {time} raises job {pending[0][0].id}'s: only an admin may raise it",
+                hint="give a shorter limit, or ask an admin",
+            )
+        return JobRow.walltime_s + sign * change_s
     if actor.is_admin:
-        return new_s
+        return change_s
     for row, _ in pending:
         old_s = row.walltime_s
-        if old_s is not None and (new_s is None or new_s > old_s):
+        if old_s is not None and (change_s is None or change_s > old_s):
             raise Forbidden(
                 f"time limit {time} is above job {row.id}'s {old_s:g} s: "
                 "only an admin may raise it",
                 hint="give a shorter limit, or ask an admin",
             )
-    return new_s
+    return change_s
+
+
+def _check_change(row: JobRow, time: str | int, delta_s: float) -> None:
+    """A change needs a limit to change, and must leave one between a second and the most
+    a job may ask."""
+    if row.walltime_s is None:
+        raise Invalid(
+            "time",
+            f"job {row.id} has no time limit of its own to change by {time}",
+            "give a whole limit, e.g. TimeLimit=2:00:00",
+        )
+    new_s = row.walltime_s + delta_s
+    if not 0 < new_s <= MAX_WALLTIME_S:
+        raise Invalid(
+            "time",
+            f"{time} would leave job {row.id} a limit of {new_s:g} s",
+            f"keep it between 1 s and {MAX_WALLTIME_S / 86400:.0f} days",
+        )
 
 
 def _priority(
