@@ -541,6 +541,18 @@ def test_queue_by_job_and_user_as_squeue(cli: Cli) -> None:
     assert many.stdout.splitlines() == [f"{single} cancelled", f"{array} cancelled"]
     assert many.stderr == f"railyard: no job '{bobs}'\n"
     assert cli.json("alice", "queue", "-t", "pending") == []
+    # squeue -j: a job that ended within MinJobAge is listed; one never seen, another user's,
+    # or one that ended longer ago is "Invalid job id specified", exit 1
+    assert [j["state"] for j in cli.json("alice", "queue", "-j", single)] == ["cancelled"]
+    assert cli("alice", "queue", "-j", array, "-t", "running").exit_code == 0  # an array's id
+    for unknown in ("99999", bobs):
+        missing = cli("alice", "queue", "-j", unknown)
+        assert (missing.exit_code, missing.stderr.split(" (hint")[0]) == (
+            1,
+            f"railyard: queue: Invalid job id specified: {unknown}",
+        )
+    assert cli("alice", "queue", "-j", single, "--min-job-age", "0").exit_code == 1
+    assert cli("alice", "queue", "-j", f"{single},99999").exit_code == 0  # as squeue: a list
 
 
 def test_submit_captures_the_environment_and_directory(

@@ -336,7 +336,8 @@ def queue(args: argparse.Namespace) -> None:
     if args.min_job_age is not None and args.min_job_age < 0:
         fail("queue: --min-job-age must be >= 0")
     states = states_of(args.state)
-    finished = states or args.min_job_age is not None
+    # squeue -j lists a job that ended within MinJobAge without -t
+    finished = states or args.min_job_age is not None or bool(args.jobs)
     if "all" in states:
         states = []
     age_s = args.min_job_age if args.min_job_age is not None else MIN_JOB_AGE_S
@@ -352,6 +353,9 @@ def queue(args: argparse.Namespace) -> None:
         expected = {e["id"]: e for e in client.expected_starts()} if args.start else None
     if args.jobs:
         jobs = [j for j in jobs if matches(j, args.jobs)]
+        if not jobs and len(args.jobs) == 1 and not _known(one := args.jobs[0], age_s):
+            fail(f"queue: Invalid job id specified: {one} (hint: railyard history -j {one} "
+                 f"lists jobs that ended more than {age_s:g} s ago)", 1)  # fmt: skip
     if not (args.array or args.json or expected is not None):
         from railyard.cli.arrays import fold_pending
 
@@ -376,6 +380,26 @@ def queue(args: argparse.Namespace) -> None:
     else:
         text = _job_rows(jobs)
         print(text.partition("\n")[2] if args.noheader else text)
+
+
+def _known(job_id: str, age_s: float) -> bool:
+    """Whether squeue would know job ``job_id``: it is one this user may see, and running,
+    pending or ended within ``age_s`` (Slurm's MinJobAge); else squeue -j says "Invalid job
+    id specified" and exits 1."""
+    from railyard.client.client import ClientError
+
+    with connect() as client:
+        try:
+            jobs = [client.job(job_id)]
+        except ClientError as exc:
+            if exc.status != 404:
+                raise
+            jobs = client.jobs(array=job_id, finished_within_s=age_s, limit=1)  # an array
+    now = time.time()
+    return any(
+        j["state"] not in FINISHED or j["end_t_s"] is None or now - j["end_t_s"] <= age_s
+        for j in jobs
+    )
 
 
 def _print_starts(jobs: list[Job], expected: dict[str, dict[str, Any]], as_json: bool) -> None:
