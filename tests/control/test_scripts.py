@@ -31,6 +31,9 @@ DIRECTIVES: list[tuple[str, dict[str, Any]]] = [
     ("--gres=gpu:8", {"gpus_per_node": 8, "gres": True}),  # no SLURM_GPUS_PER_NODE
     ("--gres gpu:h100:2", {"gpus_per_node": 2, "gpu_type": "h100", "gres": True}),
     ("--gres=gpu", {"gpus_per_node": 1, "gres": True}),
+    ("--gres=gpu:0", {"gpus": 0, "gpus_per_node": None}),  # no GPU, as Slurm reads it
+    ("--gres=gpu:h100:0", {"gpus": 0, "gpus_per_node": None}),
+    ("--gres=none", {"gpus": 0, "gpus_per_node": None}),
     ("--workers=3 --gpus-per-worker=2", {"workers": 3, "gpus_per_worker": 2}),
     ("--ntasks=4", {"ntasks": 4}),
     ("-n 1", {"ntasks": 1}),

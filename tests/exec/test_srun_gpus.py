@@ -1,4 +1,5 @@
-"""``srun -n1 --gpus=1`` (and ``--gres=gpu:1``, ``--gpus-per-task``) inside a batch script:
+"""``srun -n1 --gpus=1`` (and ``--gres=gpu:1``, ``--gpus-per-task``; ``--gres=gpu:0`` or
+``none``: no GPU) inside a batch script:
 the step gets GPUs of the allocation, and concurrent steps get different ones, as under Slurm
 (real processes through the LocalExecutor; issue 57 item 3)."""
 
@@ -29,7 +30,7 @@ def _visible(tmp_path: Path) -> dict[str, str]:
     out = {}
     for path in sorted(tmp_path.glob("step-*.json")):
         env = json.loads(path.read_text())
-        out[path.stem] = env["CUDA_VISIBLE_DEVICES"]
+        out[path.stem] = env.get("CUDA_VISIBLE_DEVICES", "unset")
     return out
 
 
@@ -43,6 +44,7 @@ def test_concurrent_gpu_steps_get_their_own_gpus_of_the_allocation(
         f"srun --ntasks=1 --gpus-per-task=1 {hold} &\nsrun -n 1 -G 1 {hold} &\nwait\n"
         f"srun -n2 --gpus-per-task=2 {once}\n"
         "srun -n1 --gpus=5 true; echo five=$?\n"
+        f"srun -n1 --gres=gpu:0 {once}\nsrun -n1 --gres=none {once}\n"  # Slurm's no GPU
     )
     script_path = tmp_path / "job" / "script.sh"
     job = spec(tmp_path, (str(script_path),), batch=True, script="#!/bin/bash\n" + body,
@@ -56,6 +58,7 @@ def test_concurrent_gpu_steps_get_their_own_gpus_of_the_allocation(
     held = [v for k, v in visible.items() if k.split("-")[1] in "0123"]
     assert sorted(held) == ["0", "1", "2", "3"], (visible, logs(tmp_path))
     assert (visible["step-4-0"], visible["step-4-1"]) == ("0,1", "2,3")
+    assert (visible["step-5-0"], visible["step-6-0"]) == ("", "")  # gpu:0 and none: no GPU
     text = logs(tmp_path)
     assert "srun: error: the step asks for 5 GPU(s) on" in text
     assert "five=2" in text

@@ -101,8 +101,11 @@ def _typed_count(value: str, field: str, minimum: int) -> dict[str, Any]:
 
 def _gres(value: str) -> dict[str, Any]:
     """``gpu``, ``gpu:N`` or ``gpu:TYPE:N``: GPUs per node, marked as asked by ``--gres``
-    (sbatch then sets no SLURM_GPUS_PER_NODE)."""
+    (sbatch then sets no SLURM_GPUS_PER_NODE); ``gpu:0`` or ``none``: no GPU, as Slurm reads
+    them (a script that turns off a GPU default)."""
     parts = value.split(":")
+    if value == "none" or (parts[0] == "gpu" and len(parts) in (2, 3) and parts[-1] == "0"):
+        return {"gpus": 0, "gpus_per_node": None}
     if parts[0] != "gpu" or len(parts) > 3 or "," in value:
         raise OptionError(f"unsupported --gres {value!r}", "use gpu:N or gpu:TYPE:N (per node)")
     if len(parts) == 1:

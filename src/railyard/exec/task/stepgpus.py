@@ -45,6 +45,8 @@ def request_of(
     gpus: str | None, gres: str | None, gpus_per_node: str | None, gpus_per_task: str | None
 ) -> GpuRequest | None:
     """The step's GPU request from srun's options; None when it names none."""
+    if gres == "none":  # Slurm's way to ask a step for no GPU, as gpu:0
+        gres = "gpu:0"
     if gres is not None:
         kind, _, rest = gres.partition(":")
         if kind != "gpu" or "," in gres:
