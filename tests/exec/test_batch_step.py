@@ -226,6 +226,5 @@ def test_srun_keeps_the_command_options_for_the_command() -> None:
     assert args.command == ["python", "-u", "-c", "x", "-n", "5"]
     assert args.ntasks is None
     assert notes == [
-        "-l ignored: output lines carry no task label",
         "--kill-on-bad-exit=1 ignored: railyard's srun always stops the other tasks when one fails",
     ]

@@ -62,3 +62,27 @@ def test_concurrent_gpu_steps_get_their_own_gpus_of_the_allocation(
     text = logs(tmp_path)
     assert "srun: error: the step asks for 5 GPU(s) on" in text
     assert "five=2" in text
+
+
+def test_srun_label_puts_each_line_after_its_task_s_rank(
+    make_executor: MakeExecutor, tmp_path: Path
+) -> None:
+    """``srun -l``: every line of every task, stdout and stderr, after its rank, right-aligned
+    to the widest rank as srun 22.05 prints them; a last line without a newline too."""
+    body = (
+        "srun -l -n 3 -O sh -c 'echo out $SLURM_PROCID; echo err $SLURM_PROCID >&2'\n"
+        "srun --label -n 11 -O sh -c 'printf tail$SLURM_PROCID'\n"
+    )
+    script_path = tmp_path / "job" / "script.sh"
+    job = spec(tmp_path, (str(script_path),), batch=True, script="#!/bin/bash\n" + body,
+               script_path=script_path, steps_dir=tmp_path / "job" / "steps", workers=1,
+               gpus_per_worker=0, job_env={"SLURM_JOB_ID": "43"})  # fmt: skip
+    executor = make_executor(gpus=0)
+    executor.start(job)
+    assert wait_report(executor, "job").outcome == Outcome.COMPLETED, logs(tmp_path)
+    lines = logs(tmp_path).splitlines()
+    assert sorted(line for line in lines if ": out" in line or ": err" in line) == [
+        f"{rank}: {kind} {rank}" for rank in range(3) for kind in ("err", "out")
+    ]
+    tails = sorted(line for line in lines if "tail" in line)
+    assert tails == sorted(f"{rank:>2}: tail{rank}" for rank in range(11)), lines

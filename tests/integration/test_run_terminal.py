@@ -57,10 +57,20 @@ def test_a_command_s_output_input_and_status_come_back(server: ServerProcess) ->
     assert done.stderr.startswith("err\n"), done.stderr  # then srun's "task 0: Exited..."
     piped = railyard(server, "run", "--", "sh", "-c", "read line; echo got $line", stdin="hi\n")
     assert (piped.returncode, piped.stdout) == (0, "got hi\n")
-    # Two tasks: the first is joined to this terminal, the second writes its log (srun's
-    # default stdin goes to task 0 too). Its wrapper may listen only after the job runs.
+    # Two tasks: the first is joined to this terminal (srun's default stdin goes to task 0),
+    # the second's output is read from its log as it is written: both print, as srun's do
     two = railyard(server, "run", "--gpus", "2", "--", "sh", "-c", "echo task $SLURM_PROCID")
-    assert (two.returncode, two.stdout) == (0, "task 0\n"), two.stderr
+    assert two.returncode == 0, two.stderr
+    assert sorted(two.stdout.splitlines()) == ["task 0", "task 1"], two.stdout
+    # -l: each line after its task's rank, a last line without a newline too
+    script = "sleep $((SLURM_PROCID * 3)); echo a$SLURM_PROCID; printf b$SLURM_PROCID"
+    labelled = railyard(server, "run", "-l", "--gpus", "2", "--", "sh", "-c", script)
+    assert labelled.returncode == 0, labelled.stderr
+    assert labelled.stdout.splitlines() == ["0: a0", "0: b0", "1: a1", "1: b1"]
+    assert railyard(server, "run", "-l", "--", "echo", "x").stdout == "0: x\n"
+    # a task other than the first fails: srun's status is the failure's, after all ended
+    second = railyard(server, "run", "--gpus", "2", "--", "sh", "-c", "exit $SLURM_PROCID")
+    assert second.returncode == 1, second.stderr
 
 
 def test_a_batch_job_has_no_terminal_and_another_user_cannot_reach_one(

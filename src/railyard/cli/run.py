@@ -33,6 +33,7 @@ from railyard.cli.jobs import FINISHED, _with_environment, split_submit_argv
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from railyard.cli.ranklogs import Output
     from railyard.client.client import Client
     from railyard.client.websocket import WebSocket
 
@@ -74,6 +75,7 @@ POLL_S = 0.25
 IN_ALLOCATION = "RAILYARD_ALLOCATION"  # set by the executor in a batch step (exec.task.launch)
 JOB_SRUN = "RAILYARD_SRUN"  # the job's srun, by path (exec.task.launch.SRUN_VAR)
 FIRST_POLL_S = 0.01
+OWN_SWITCHES = ("--pty", "-l", "--label")  # run's own, srun's: not submit options
 
 
 def run(args: argparse.Namespace) -> int:
@@ -86,8 +88,9 @@ def run(args: argparse.Namespace) -> int:
         argv = [w for w in args.argv if w != "--pty"]
         os.execv(srun, ["srun", *argv])
     head = args.argv[: args.argv.index("--")] if "--" in args.argv else args.argv
-    pty = "--pty" in head  # ours, not an sbatch option: taken out before those are read
-    argv = [w for w in head if w != "--pty"] + args.argv[len(head) :]
+    pty = "--pty" in head  # ours, not sbatch options: taken out before those are read
+    label = bool({"-l", "--label"} & set(head))
+    argv = [w for w in head if w not in OWN_SWITCHES] + args.argv[len(head) :]
     options, rest, own = split_submit_argv(argv)
     if "--help" in own:
         print(USAGE.format(prog=args.prog))
@@ -98,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     body = {**one_job_body(options, notes, "an interactive job runs once"), "command": rest}
     body.setdefault("name", Path(rest[0]).name)
     body["terminal"] = "pty" if pty else "pipes"
-    return _submit_and_join(body, notes, pty)
+    return _submit_and_join(body, notes, pty, label=label)
 
 
 def alloc(args: argparse.Namespace) -> int:
@@ -150,7 +153,7 @@ def _attach_args(p: Parser) -> None:
 
 
 def _submit_and_join(
-    body: dict[str, Any], notes: list[str], pty: bool, *, salloc: bool = False
+    body: dict[str, Any], notes: list[str], pty: bool, *, salloc: bool = False, label: bool = False
 ) -> int:
     """Submit, wait, join; salloc's lines around an allocation (``Granted job allocation N``,
     ``Relinquishing job allocation N``), srun's ``task 0: Exited with exit code N``."""
@@ -175,15 +178,41 @@ def _submit_and_join(
         if salloc:
             print(f"salloc: Granted job allocation {job_id}", file=sys.stderr, flush=True)
         try:
-            return _joined(client, job_id, pty, salloc)
+            return _joined(client, job_id, pty, salloc, label)
         finally:
             if salloc:
                 print(f"salloc: Relinquishing job allocation {job_id}", file=sys.stderr)
 
 
-def _joined(client: Client, job_id: str, pty: bool, salloc: bool) -> int:
-    session = Session(client.terminal(job_id), pty, lambda: client.cancel(job_id))
+def _joined(client: Client, job_id: str, pty: bool, salloc: bool, label: bool = False) -> int:
+    """The first task through the terminal; without --pty the others' output beside it, as
+    srun relays every task's (``cli.ranklogs``), each line after its rank with -l."""
+    from railyard.cli import ranklogs
+    from railyard.client import tasklabels
+
+    ntasks = 1 if pty or salloc else ranklogs.ntasks_of(dict(client.job(job_id)))
+    label = label and not (pty or salloc)
+    # one task unlabelled: its bytes as they come (a prompt without a newline shows at once)
+    out = ranklogs.Output() if ntasks > 1 or label else None
+    others = ranklogs.OtherRanks(connect, job_id, ntasks, out, label) if out else None
+    prefix = tasklabels.label_of(0, ntasks) if label else b""
+    session = Session(client.terminal(job_id), pty, lambda: client.cancel(job_id), out, prefix)
+    if others is not None:
+        others.start()
     code = session.run()
+    if out is not None:
+        out.flush(0)  # the first task's output ended with it
+    if others is not None and out is not None:
+        try:
+            with _ended_by_signals():
+                others.join()
+        except (KeyboardInterrupt, _Ended) as exc:  # the first task ended, others run
+            _cancel_now(client, job_id)
+            return 128 + (exc.signum if isinstance(exc, _Ended) else signal.SIGINT)
+        finally:
+            out.flush()
+        if code == 0 and ntasks > 1:  # another task may have failed: the job's status
+            return _ended(client, job_id)
     if session.terminal_gone:  # cancelled; nobody is left to read a word more
         return 129
     if code is None:  # the connection ended without the task's end: ask the store
@@ -277,10 +306,13 @@ class Session:
     """This terminal joined to the task until it ends: its exit status, or None when the
     connection ended first."""
 
-    def __init__(self, ws: WebSocket, pty: bool, cancel: Any) -> None:
+    def __init__(
+        self, ws: WebSocket, pty: bool, cancel: Any, out: Output | None = None, prefix: bytes = b""
+    ) -> None:
         from railyard.client import frames
 
         self.ws, self.pty, self.cancel, self.t = ws, pty, cancel, frames
+        self.out, self.prefix = out, prefix  # where the task's lines go, after what
         self.code: int | None = None
         self.refusal: str | None = None  # the server's refusal, said once the terminal is back
         self.tty = False
@@ -366,10 +398,12 @@ class Session:
                     self.refusal = _refused(payload)
                     break
                 for what, data in frames.feed(payload):
-                    if what == self.t.STDOUT:
-                        _write(1, data)
-                    elif what == self.t.STDERR:
-                        _write(2, data)
+                    if what in (self.t.STDOUT, self.t.STDERR):
+                        fd = 1 if what == self.t.STDOUT else 2
+                        if self.out is not None and not self.pty:  # whole lines, beside others'
+                            self.out.write(0, fd, data, self.prefix)
+                        else:
+                            _write(fd, data)
                     elif what == self.t.EXIT:
                         self.code = int(data)
         except (OSError, ValueError) as exc:

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from railyard.exec.task import stepgpus
+from railyard.exec.task import labels, stepgpus
 from railyard.exec.task.identity import process_umask
 from railyard.exec.task.launch import (
     ALLOCATION_VAR,
@@ -65,8 +65,6 @@ IGNORED_OPTIONS = {  # accepted with a note: harmless here (spelled --name or --
     "--unbuffered": "srun does not buffer output",
     "-u": "srun does not buffer output",
     "--export": "tasks get the batch script's environment",
-    "--label": "output lines carry no task label",
-    "-l": "output lines carry no task label",
 }
 
 CONTAINER_VALUED = ("--container-image", "--container-mounts", "--container-workdir",
@@ -93,6 +91,7 @@ class Step:
     command: list[str]
     gpus_per_task: int | None = None  # srun --gpus-per-task; None: the job's
     per_node_given: bool = False  # srun --ntasks-per-node was given
+    label: bool = False  # srun -l: each output line after its task's rank
 
 
 def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -142,6 +141,9 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--gpus-per-task", help="[TYPE:]N GPUs of its own for each task")
     parser.add_argument(
         "-O", "--overcommit", action="store_true", help="more tasks than the allocation's CPUs"
+    )
+    parser.add_argument(
+        "-l", "--label", action="store_true", help="each output line after its task's rank"
     )
     args = parser.parse_args(kept)
     args.command = rest[1:] if rest[:1] == ["--"] else rest
@@ -246,15 +248,25 @@ def launch(step: Step, environ: dict[str, str], master_addr: str) -> int:
 
     note_signals()
     procs: list[tuple[int, subprocess.Popen[bytes]]] = []
+    pipe = subprocess.PIPE if step.label else None
+    labeller = labels.Labeller(sys.stdout.buffer, sys.stderr.buffer) if step.label else None
     for rank, env in tasks:
         try:
-            proc = subprocess.Popen([*TASK_PID_SHIM, *step.command], env=env, preexec_fn=restore)
+            proc = subprocess.Popen([*TASK_PID_SHIM, *step.command], env=env, preexec_fn=restore,
+                                    stdout=pipe, stderr=pipe)  # fmt: skip
         except OSError as exc:
             for _, started in procs:
                 started.terminate()
             raise SrunError(f"cannot run {step.command[0]!r}: {exc.strerror}") from None
         procs.append((rank, proc))
-    return wait_all(procs)
+        if labeller is not None and proc.stdout is not None and proc.stderr is not None:
+            prefix = labels.label_of(rank, len(tasks))
+            labeller.follow(proc.stdout, 1, prefix)
+            labeller.follow(proc.stderr, 2, prefix)
+    status = wait_all(procs)
+    if labeller is not None:
+        labeller.drain()
+    return status
 
 
 def step_tasks(
@@ -410,8 +422,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if request is not None:
             nodes = with_gpus(nodes, request, environ)
         step = Step(nodes, command, request.per_task if request is not None else None,
-                    per_node_given=args.ntasks_per_node is not None)  # fmt: skip
+                    per_node_given=args.ntasks_per_node is not None,
+                    label=args.label)  # fmt: skip
         if args.container:
+            if args.label:
+                print("srun: note: -l ignored: a container step's output carries no task label",
+                      file=sys.stderr)  # fmt: skip
             return launch_in_image(step, environ, master_addr, args.container)
         return launch(step, environ, master_addr)
     except (SrunError, stepgpus.StepGpuError) as exc:
