@@ -48,8 +48,22 @@ def test_squeue_letters_and_a_literal_percent() -> None:
 
 
 def test_an_unknown_squeue_letter_is_one_line_with_the_known_ones() -> None:
-    with pytest.raises(ValueError, match=r"^--format: unknown field %y \(hint: one of %i %A "):
-        squeue_lines("%i %y", [job()])
+    with pytest.raises(ValueError, match=r"^--format: unknown field %z \(hint: one of %i %A "):
+        squeue_lines("%i %z", [job()])
+
+
+def test_squeue_s_account_qos_cpus_memory_and_dependency_letters() -> None:
+    """What SQUEUE_FORMAT lines of real sites ask: the account (the queue here), the QOS (the
+    priority class, before nice), CPUs (tasks x CPUs per task), memory per node, nice."""
+    niced = job(priority=95, nice=5, cpus_per_task=4, ntasks_per_node=2, workers=2,
+                mem_per_node_mb=16384, dependency="afterok:3", never_nodes=["gpu009"])  # fmt: skip
+    [head, line] = squeue_lines("%a|%q|%C|%c|%m|%y|%E|%x|%B|%n", [niced])
+    assert head.split("|") == ["ACCOUNT", "QOS", "CPUS", "MIN_CPUS", "MIN_MEMORY", "NICE",
+                               "DEPENDENCY", "EXC_NODES", "EXEC_HOST", "REQ_NODES"]  # fmt: skip
+    assert line == "gpu|low|16|4|16384M|5|afterok:3|gpu009|gpu001|"
+    [_, plain] = squeue_lines("%q|%C|%m|%E|%B", [job(priority=500, placement=None)])
+    assert plain == "normal|8|0|(null)|n/a"
+    assert format_of_fields("Account,QOS:.6,NumCPUs:4") == "%20a%.6q%4C"
 
 
 def test_sacct_format_widths_cuts_and_parsable() -> None:
@@ -84,6 +98,19 @@ def test_squeue_field_names_are_its_letters_padded_to_twenty() -> None:
     assert format_of_fields("JobID,name:.5,ReasonList") == "%20i%.5j%20R"
     with pytest.raises(ValueError, match=r"^--Format: unknown field 'Bogus' \(hint: "):
         format_of_fields("JobID,Bogus")
+
+
+def test_sacct_s_default_columns_and_cpu_time() -> None:
+    """sacct's own default format (JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode)
+    reads; CPUTime is elapsed x the CPUs allocated; a job not started has none allocated."""
+    ended = job(state="completed", exit_code=0, elapsed_s=100.0, cpus_per_task=2)
+    fields = "JobID,Partition,Account,AllocCPUS,CPUTime,CPUTimeRAW,ReqTRES,QOS,NTasks"
+    [_, row] = sacct_table(fields, [ended], exit_code, parsable=True)
+    assert row == "7|gpu|gpu|16|00:26:40|1600|cpu=16,node=2,gres/gpu=8|low|8"
+    waiting = job(state="pending", start_t_s=None, placement=None, elapsed_s=None)
+    [_, row] = sacct_table("AllocCPUS,ReqCPUS,ElapsedRaw,TimelimitRaw", [waiting], exit_code,
+                           parsable=True)  # fmt: skip
+    assert row == "0|8|0|60"
 
 
 def test_sacct_s_job_id_raw_is_an_array_task_s_own_number() -> None:

@@ -663,9 +663,9 @@ def test_queue_and_history_in_slurms_formats(cli: Cli) -> None:
     assert done.exit_code == 2  # sacct's states are named; "all" is squeue's
     done = cli("alice", "history", "-X", "-n", "-P", "-o", "JobID,JobName,State,ExitCode")
     assert (done.exit_code, done.stdout) == (0, "1|a|CANCELLED|0:0\n")
-    bad = cli("alice", "queue", "-o", "%i %y")
+    bad = cli("alice", "queue", "-o", "%i %z")
     assert (bad.exit_code, bad.stderr.count("\n")) == (2, 1)
-    assert bad.stderr.startswith("railyard: queue: --format: unknown field %y (hint: ")
+    assert bad.stderr.startswith("railyard: queue: --format: unknown field %z (hint: ")
 
 
 def test_queue_and_history_take_squeue_and_sacct_spellings(cli: Cli, store: Store) -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from railyard.cli.text import clock, squeue_time
 from railyard.client.filenames import expand_pattern
 from railyard.client.printable import printable
+from railyard.client.values import qos_of
 
 if TYPE_CHECKING:
     from railyard.client.wire import Job
@@ -62,6 +63,27 @@ def _used(job: Job) -> str:
     return squeue_time(job["elapsed_s"] or 0.0)
 
 
+def _ntasks(job: Job) -> int:
+    """A process per chunk, or its tasks per node on each."""
+    per_node = job.get("ntasks_per_node")
+    return job["workers"] * (per_node if isinstance(per_node, int) and per_node > 0 else 1)
+
+
+def _cpus(job: Job) -> int:
+    """The CPUs it asks (Slurm counts at least one per task)."""
+    return _ntasks(job) * max(1, job.get("cpus_per_task") or 1)
+
+
+def _memory(job: Job) -> str:
+    """squeue's %m / sacct's ReqMem: memory per node, ``0`` when it asks none."""
+    mb = job.get("mem_per_node_mb") or 0
+    return f"{mb}M" if mb else "0"
+
+
+def _listed(nodes: list[str] | None) -> str:
+    return ",".join(nodes or [])
+
+
 SQUEUE: dict[str, Field] = {
     "i": lambda j: j["id"],
     "A": lambda j: j["id"],
@@ -86,6 +108,17 @@ SQUEUE: dict[str, Field] = {
     "Q": lambda j: str(j["priority"]),
     "Z": lambda j: j["workdir"],
     "o": lambda j: " ".join(j["command"]),
+    "C": lambda j: str(_cpus(j)),
+    "c": lambda j: str(max(1, j.get("cpus_per_task") or 1)),
+    "m": _memory,
+    "a": lambda j: j["queue"],  # SLURM_JOB_ACCOUNT: quota and fair share are per queue
+    "q": lambda j: qos_of(j["priority"], j.get("nice", 0)),
+    "y": lambda j: str(j.get("nice", 0)),
+    "E": lambda j: j.get("dependency") or "(null)",
+    "n": lambda j: _listed(j.get("only_nodes")),
+    "x": lambda j: _listed(j.get("never_nodes")),
+    "B": lambda j: next(iter(j["placement"] or {}), "n/a"),
+    "k": lambda j: "(null)",  # no --comment here
 }
 SQUEUE_DEFAULT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 """squeue's own default format."""
@@ -97,6 +130,8 @@ SQUEUE_FIELDS = {
     "timelimit": "l", "timeleft": "L", "numnodes": "D", "reasonlist": "R", "reason": "r",
     "nodelist": "N", "tres-per-node": "b", "starttime": "S", "submittime": "V",
     "endtime": "e", "priority": "Q", "prioritylong": "Q", "workdir": "Z", "command": "o",
+    "numcpus": "C", "mincpus": "c", "minmemory": "m", "account": "a", "qos": "q", "nice": "y",
+    "dependency": "E", "reqnodes": "n", "excnodes": "x", "batchhost": "B", "comment": "k",
 }  # fmt: skip
 """squeue -O's field names (any case) as -o's letters."""
 FIELD_WIDTH = 20  # squeue -O's width of a field without one
@@ -167,7 +202,10 @@ _SQUEUE_HEADERS = {"i": "JOBID", "A": "JOBID", "F": "ARRAY_JOB_ID", "K": "ARRAY_
                    "M": "TIME", "l": "TIME_LIMIT", "L": "TIME_LEFT", "D": "NODES",
                    "R": "NODELIST(REASON)", "r": "REASON", "N": "NODELIST", "b": "TRES_PER_NODE",
                    "S": "START_TIME", "V": "SUBMIT_TIME", "e": "END_TIME", "Q": "PRIORITY",
-                   "Z": "WORK_DIR", "o": "COMMAND"}  # fmt: skip
+                   "Z": "WORK_DIR", "o": "COMMAND", "C": "CPUS", "c": "MIN_CPUS",
+                   "m": "MIN_MEMORY", "a": "ACCOUNT", "q": "QOS", "y": "NICE",
+                   "E": "DEPENDENCY", "n": "REQ_NODES", "x": "EXC_NODES", "B": "EXEC_HOST",
+                   "k": "COMMENT"}  # fmt: skip
 
 
 def sacct_fields(exit_code: Field) -> dict[str, tuple[str, int, Field]]:
@@ -177,7 +215,7 @@ def sacct_fields(exit_code: Field) -> dict[str, tuple[str, int, Field]]:
         "jobidraw": ("JobIDRaw", 12, _raw_id),
         "jobname": ("JobName", 10, lambda j: j["name"] or ""),
         "user": ("User", 9, lambda j: j["user"]),
-        "partition": ("Partition", 10, lambda j: j["queue"]),
+        "partition": ("Partition", 10, lambda j: "" if "." in j["id"] else j["queue"]),
         "state": ("State", 10, lambda j: j["state"].upper()),
         "exitcode": ("ExitCode", 8, exit_code),
         "elapsed": ("Elapsed", 10, lambda j: clock(j["elapsed_s"]) or "00:00:00"),
@@ -192,7 +230,41 @@ def sacct_fields(exit_code: Field) -> dict[str, tuple[str, int, Field]]:
         "priority": ("Priority", 10, lambda j: str(j["priority"])),
         "workdir": ("WorkDir", 20, lambda j: j["workdir"]),
         "reason": ("Reason", 10, lambda j: j["reason"] or "None"),
+        "account": ("Account", 10, lambda j: j["queue"]),
+        "qos": ("QOS", 10, lambda j: qos_of(j["priority"], j.get("nice", 0))),
+        "alloccpus": ("AllocCPUS", 10, lambda j: "0" if j["start_t_s"] is None else str(_cpus(j))),
+        "ncpus": ("NCPUS", 10, lambda j: str(_cpus(j))),
+        "reqcpus": ("ReqCPUS", 8, lambda j: str(_cpus(j))),
+        "ntasks": ("NTasks", 8, lambda j: str(_ntasks(j))),
+        "reqmem": ("ReqMem", 10, _memory),
+        "reqtres": ("ReqTRES", 20, _req_tres),
+        "elapsedraw": ("ElapsedRaw", 10, lambda j: str(int(j["elapsed_s"] or 0))),
+        "cputime": ("CPUTime", 10, lambda j: clock(_cpu_s(j)) or "00:00:00"),
+        "cputimeraw": ("CPUTimeRAW", 10, lambda j: str(int(_cpu_s(j)))),
+        "timelimitraw": ("TimelimitRaw", 12, _limit_minutes),
+        "reqnodes": ("ReqNodes", 8, _node_count),
+        "comment": ("Comment", 10, lambda j: ""),
     }
+
+
+def _cpu_s(job: Job) -> float:
+    """sacct's CPUTime: elapsed time x the CPUs allocated."""
+    return (job["elapsed_s"] or 0.0) * _cpus(job)
+
+
+def _limit_minutes(job: Job) -> str:
+    return "UNLIMITED" if job["walltime_s"] is None else str(int(job["walltime_s"] // 60))
+
+
+def _req_tres(job: Job) -> str:
+    """billing, cpu, mem, node and gres/gpu, as sacct spells a job's request."""
+    parts = [f"cpu={_cpus(job)}"]
+    if job.get("mem_per_node_mb"):
+        parts.append(f"mem={_memory(job)}")
+    parts.append(f"node={_node_count(job)}")
+    if job["gpus"]:
+        parts.append(f"gres/gpu={job['gpus']}")
+    return ",".join(parts)
 
 
 def _raw_id(job: Job) -> str:
@@ -214,12 +286,13 @@ def steps(job: Job) -> list[Job]:
     prints them: ``N.batch`` for a batch script (its shell is the batch step), ``N.0`` for a
     command job's or ``railyard run``'s tasks (srun's first step), and ``N.extern`` for every
     allocation; ``railyard alloc``'s shell is no step (salloc's runs on the login node). A
-    step row has no user and no partition. Steps a batch script's ``srun`` starts inside the
-    job are not recorded by the server, so they are not listed."""
+    step row has no user and no partition (the partition field says so), and its job's
+    account. Steps a batch script's ``srun`` starts inside the job are not recorded by the
+    server, so they are not listed."""
     if job["start_t_s"] is None or "." in job["id"]:
         return []
     running = job["end_t_s"] is None
-    step: Job = {**job, "user": "", "queue": "", "priority": 0, "reason": ""}
+    step: Job = {**job, "user": "", "priority": 0, "reason": ""}  # its partition: none
     extern: Job = {**step, "id": f"{job['id']}.extern", "name": "extern", "exit_code": 0,
                    "signal": None, "exit_signal": None,
                    "state": "running" if running else "completed"}  # fmt: skip

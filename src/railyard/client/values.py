@@ -192,6 +192,14 @@ def parse_priority(value: int | str) -> int:
     return PRIORITY_CLASSES[text.lower()]
 
 
+def qos_of(priority: int | None, nice: int | None = 0) -> str:
+    """The QOS a stored priority (its class less the job's ``nice``) is shown as
+    (``SLURM_JOB_QOS``, squeue's ``%q``, sacct's QOS): --qos names a priority class here; a
+    job of another priority is Slurm's "normal"."""
+    given = (priority or 0) + (nice or 0)  # a row not yet flushed has neither
+    return next((n for n, v in PRIORITY_CLASSES.items() if v == given), "normal")
+
+
 def priority_label(value: int) -> str:
     """How a priority is named in a refusal: ``'normal' (500)`` for a class, else the number."""
     names = [n for n, v in PRIORITY_CLASSES.items() if v == value]

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from railyard.client.values import PRIORITY_CLASSES, array_stats
+from railyard.client.values import array_stats, qos_of
 from railyard.control.jobspec import loads_login_env
 from railyard.control.store.paths import checkpoint_dir, logs_dir, script_path, steps_dir
 from railyard.control.store.tables import JobRow
@@ -125,7 +125,7 @@ def slurm_compat_env(row: JobRow, cluster: str = "railyard") -> dict[str, str]:
         # srun (railyard.exec.task.launch.task_env).
         # railyard has no accounts: its queues are what quota and fair share are charged to
         "SLURM_JOB_ACCOUNT": row.queue,
-        "SLURM_JOB_QOS": _qos(row.priority),
+        "SLURM_JOB_QOS": qos_of(row.priority, row.nice),
     }
     if row.restart_count:
         env["SLURM_RESTART_COUNT"] = str(row.restart_count)  # sbatch: only once requeued
@@ -155,11 +155,6 @@ def slurm_compat_env(row: JobRow, cluster: str = "railyard") -> dict[str, str]:
     if row.array_parent is not None and row.array_index is not None:
         env |= array_env(row.array_parent, row.array_index, row.array_spec)
     return env
-
-
-def _qos(priority: int) -> str:
-    """--qos names a priority class here; a job of another priority is Slurm's "normal"."""
-    return next((n for n, v in PRIORITY_CLASSES.items() if v == priority), "normal")
 
 
 _array_stats = lru_cache(maxsize=256)(array_stats)
