@@ -63,6 +63,8 @@ def test_account_qos_and_gpus_per_node_as_sbatch_sets_them() -> None:
     assert env["SLURM_GPUS_PER_NODE"] == "4"
     spread = slurm_compat_env(_row(priority=731, distinct_nodes=False, gpus_per_worker=1))
     assert spread["SLURM_JOB_QOS"] == "normal"  # Slurm's default QOS
+    niced = slurm_compat_env(_row(priority=990, nice=10, distinct_nodes=False, gpus_per_worker=1))
+    assert niced["SLURM_JOB_QOS"] == "high"  # stored after its nice: still asked as high
     assert "SLURM_GPUS_PER_NODE" not in spread  # --gpus N: GPUs per job, not per node
 
 
