@@ -110,7 +110,27 @@ def test_a_failing_task_stops_the_step_and_srun_exits_with_its_code(
     executor.start(batch(tmp_path, f'srun {sys.executable} -c "{task}"\nexit $?\n'))
     report = wait_report(executor, "job")
     assert (report.outcome, report.exit_code) == (Outcome.FAILED, 3)
-    assert "srun: error: task 1: Exited with exit code 3" in logs(tmp_path)
+    assert "srun: error: n0: task 1: Exited with exit code 3" in logs(tmp_path)
+
+
+def test_with_k0_the_other_tasks_run_on_and_srun_exits_with_the_highest_code(
+    make_executor: MakeExecutor, tmp_path: Path
+) -> None:
+    """``srun -K0`` (Slurm's own default): a failed task stops nobody; srun waits for all and
+    exits with the highest code."""
+    task = (
+        "import os, sys, time; r = int(os.environ['RANK']); time.sleep(0.5 * r); "
+        "print('done', r, flush=True); sys.exit({0: 2, 1: 5}.get(r, 0))"
+    )
+    executor = make_executor(gpus=4)
+    executor.start(batch(tmp_path, f'srun -K0 {sys.executable} -c "{task}"\nexit $?\n'))
+    report = wait_report(executor, "job")
+    assert (report.outcome, report.exit_code) == (Outcome.FAILED, 5)
+    text = logs(tmp_path)
+    assert sorted(line for line in text.splitlines() if line.startswith("done")) == [
+        f"done {r}" for r in range(4)
+    ]
+    assert "Killed by signal" not in text
 
 
 def test_preempt_signal_reaches_the_tasks_not_the_batch_shell(
@@ -222,9 +242,47 @@ def test_srun_refuses_what_the_allocation_cannot_hold(argv: list[str], message: 
 
 
 def test_srun_keeps_the_command_options_for_the_command() -> None:
-    args, notes = parse(["-l", "--kill-on-bad-exit=1", "python", "-u", "-c", "x", "-n", "5"])
+    argv = ["-l", "--kill-on-bad-exit=0", "--mem", "1G", "-c", "2", "--exclusive", "-J", "s",
+            "python", "-u", "-c", "x", "-n", "5"]  # fmt: skip
+    args, notes = parse(argv)
     assert args.command == ["python", "-u", "-c", "x", "-n", "5"]
-    assert args.ntasks is None
+    assert (args.ntasks, args.cpus_per_task, args.label) == (None, 2, True)
+    assert args.kill_on_bad_exit == 0
     assert notes == [
-        "--kill-on-bad-exit=1 ignored: railyard's srun always stops the other tasks when one fails",
+        "--mem 1G ignored: a step shares its job's memory limit",
+        "--exclusive ignored: steps at once already get different GPUs; CPUs are the job's",
+        "-J s ignored: a step has its job's name",
     ]
+    assert parse(["-K", "true"])[0].kill_on_bad_exit == 1
+    with pytest.raises(SrunError, match="--multi-prog is not supported: one command per step"):
+        parse(["--multi-prog", "tasks.conf"])
+
+
+def test_srun_s_files_cpus_nodes_and_noted_options_in_a_script(
+    make_executor: MakeExecutor, tmp_path: Path
+) -> None:
+    """What real scripts pass to srun: ``-o/-e`` per task (``%t``, ``%s``, ``%j``), ``-i
+    none``, ``-c``, ``-w`` of the allocation's node, ``--exclusive`` (noted); an unknown node
+    or ``--multi-prog`` is one line, exit 2."""
+    out = tmp_path / "files"
+    out.mkdir()
+    body = (
+        f"cd {out}\n"
+        "srun -n 2 -o step%s-%t.out -e %j-%t.err sh -c 'echo out $SLURM_PROCID; echo err >&2'\n"
+        "srun -n 1 -i none -o in.out cat\n"
+        "srun -c 1 -n 1 -w n0 --exclusive sh -c 'echo cpus=$SLURM_CPUS_PER_TASK'\n"
+        "srun -w elsewhere true; echo w=$?\n"
+        "srun --multi-prog tasks.conf; echo m=$?\n"
+    )
+    executor = make_executor(gpus=4)
+    executor.start(batch(tmp_path, body))  # job 42
+    assert wait_report(executor, "job").outcome == Outcome.COMPLETED, logs(tmp_path)
+    assert [(out / f"step0-{t}.out").read_text() for t in (0, 1)] == ["out 0\n", "out 1\n"]
+    assert (out / "42-1.err").read_text() == "err\n"
+    assert (out / "in.out").read_text() == ""  # stdin was /dev/null: cat ended at once
+    text = logs(tmp_path)
+    assert "cpus=1" in text
+    assert "srun: note: --exclusive ignored: steps at once already get different GPUs" in text
+    assert "--nodelist=elsewhere: elsewhere is not in this job's allocation" in text
+    codes = [line for line in text.splitlines() if line[:2] in ("w=", "m=")]
+    assert codes == ["w=2", "m=2"]

@@ -71,6 +71,10 @@ def test_a_command_s_output_input_and_status_come_back(server: ServerProcess) ->
     # a task other than the first fails: srun's status is the failure's, after all ended
     second = railyard(server, "run", "--gpus", "2", "--", "sh", "-c", "exit $SLURM_PROCID")
     assert second.returncode == 1, second.stderr
+    # ... and had the first one stopped (kill-on-bad-exit): still the failure's status
+    script = "if [ $SLURM_PROCID = 1 ]; then exit 4; fi; sleep 30"
+    stopped = railyard(server, "run", "--gpus", "2", "--", "sh", "-c", script)
+    assert stopped.returncode == 4, stopped.stderr
 
 
 def test_a_batch_job_has_no_terminal_and_another_user_cannot_reach_one(

@@ -211,8 +211,11 @@ def _joined(client: Client, job_id: str, pty: bool, salloc: bool, label: bool = 
             return 128 + (exc.signum if isinstance(exc, _Ended) else signal.SIGINT)
         finally:
             out.flush()
-        if code == 0 and ntasks > 1:  # another task may have failed: the job's status
-            return _ended(client, job_id)
+        if ntasks > 1 and (code == 0 or (code or 0) > 128) and not session.terminal_gone:
+            # another task may have failed (and had the first one stopped): the job's status
+            job = client.job(job_id)
+            if job["state"] != "cancelled" and not (job.get("signal") or job.get("exit_signal")):
+                return _ended(client, job_id)
     if session.terminal_gone:  # cancelled; nobody is left to read a word more
         return 129
     if code is None:  # the connection ended without the task's end: ask the store

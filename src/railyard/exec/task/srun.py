@@ -14,7 +14,8 @@ steps running at the time (:mod:`railyard.exec.task.stepgpus`); without them a s
 the job's GPUs on its nodes.
 
 Differences from Slurm's srun, on purpose: when a task fails, the others are terminated
-(``--kill-on-bad-exit=1``), since a DDP gang cannot go on without a rank; ``MASTER_ADDR`` and
+(``--kill-on-bad-exit=1``), since a DDP gang cannot go on without a rank (``srun -K0`` lets
+them run on, Slurm's default, and exits with the highest code); ``MASTER_ADDR`` and
 ``MASTER_PORT`` the script exported are kept, else the first node and a free port there; the
 tasks get the batch script's environment as it is when srun runs (``--export=ALL``). Tasks on
 another node need an executor that reaches it (the local executor has one node).
@@ -42,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from railyard.exec.task import labels, stepgpus
+from railyard.exec.task import labels, srunopts, stepgpus
 from railyard.exec.task.identity import process_umask
 from railyard.exec.task.launch import (
     ALLOCATION_VAR,
@@ -58,15 +59,6 @@ from railyard.exec.task.steps import SOCKET_VAR, StepRequest, send_request
 
 USAGE_ERROR = 2
 NOTED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
-IGNORED_OPTIONS = {  # accepted with a note: harmless here (spelled --name or --name=value)
-    "--mpi": "railyard starts tasks itself; no PMI",
-    "--cpu-bind": "tasks are not bound to CPUs",
-    "--kill-on-bad-exit": "railyard's srun always stops the other tasks when one fails",
-    "--unbuffered": "srun does not buffer output",
-    "-u": "srun does not buffer output",
-    "--export": "tasks get the batch script's environment",
-}
-
 CONTAINER_VALUED = ("--container-image", "--container-mounts", "--container-workdir",
                     "--container-env")  # fmt: skip
 CONTAINER_SWITCHES = ("--container-mount-home", "--no-container-mount-home")
@@ -92,6 +84,12 @@ class Step:
     gpus_per_task: int | None = None  # srun --gpus-per-task; None: the job's
     per_node_given: bool = False  # srun --ntasks-per-node was given
     label: bool = False  # srun -l: each output line after its task's rank
+    cpus_per_task: int = 0  # srun -c, else the job's; 0: one a task
+    kill_on_bad_exit: bool = True  # srun -K0: the others run on when a task fails
+    output: str | None = None  # srun -o/-e/-i: the tasks' files (patterns), None: srun's
+    error: str | None = None
+    stdin: str | None = None
+    pty: bool = False  # srun --pty: task 0 keeps this terminal, the others read nothing
 
 
 def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -119,13 +117,16 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
             joined = key in ("mounts", "env") and key in container
             container[key] = f"{container[key]},{value}" if joined else value
             continue
-        if name in IGNORED_OPTIONS:
-            notes.append(f"{token} ignored: {IGNORED_OPTIONS[name]}")
+        if name in srunopts.REFUSED:
+            raise SrunError(f"{name} is not supported: {srunopts.REFUSED[name]}")
+        if name in srunopts.NOTED_SWITCHES or name in srunopts.NOTED_VALUED:
+            if name in srunopts.NOTED_VALUED and not equals and rest:
+                token = f"{token} {rest.pop(0)}"
+            why = srunopts.NOTED_SWITCHES.get(name) or srunopts.NOTED_VALUED[name]
+            notes.append(f"{token} ignored: {why}")
             continue
         kept.append(token)
-        takes_value = token in ("-n", "-N", "--ntasks", "--nodes", "--ntasks-per-node", "-G",
-                                *GPU_OPTIONS)  # fmt: skip
-        if takes_value and rest:
+        if token in (*srunopts.VALUED, *GPU_OPTIONS) and rest:
             kept.append(rest.pop(0))
     parser = argparse.ArgumentParser(
         prog="srun",
@@ -145,12 +146,34 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument(
         "-l", "--label", action="store_true", help="each output line after its task's rank"
     )
+    parser.add_argument("-c", "--cpus-per-task", type=int, help="CPUs of each task")
+    parser.add_argument("-K", "--kill-on-bad-exit", type=int, nargs="?", const=1, default=1,
+                        choices=(0, 1), help="1 (here the default): a failed task stops the "
+                        "others; 0: they run on")  # fmt: skip
+    parser.add_argument("-o", "--output", help="each task's stdout to this file (%%t: its rank)")
+    parser.add_argument("-e", "--error", help="each task's stderr to this file")
+    parser.add_argument("-i", "--input", help="each task's stdin from this file, or none")
+    parser.add_argument("-w", "--nodelist", help="nodes of the allocation, comma-separated")
+    parser.add_argument("--pty", action="store_true", help="task 0 keeps this terminal")
     args = parser.parse_args(kept)
     args.command = rest[1:] if rest[:1] == ["--"] else rest
     args.container = container
     if container and "image" not in container:
         raise SrunError("--container-* options go with --container-image")
     return args, notes
+
+
+def on_nodes(allocated: list[NodeAlloc], nodelist: str | None) -> list[NodeAlloc]:
+    """``srun -w a,b``: those nodes of the allocation, in its order."""
+    if nodelist is None:
+        return allocated
+    wanted = [n.strip() for n in nodelist.split(",") if n.strip()]
+    names = [n.name for n in allocated]
+    unknown = [n for n in wanted if n not in names]
+    if unknown or not wanted:
+        raise SrunError(f"--nodelist={nodelist}: {', '.join(unknown) or 'no node'} is not in "
+                        f"this job's allocation (hint: one of {', '.join(names)})")  # fmt: skip
+    return [n for n in allocated if n.name in wanted]
 
 
 def plan(
@@ -238,7 +261,7 @@ def launch(step: Step, environ: dict[str, str], master_addr: str) -> int:
     """Start the step's tasks on this node, wait for all, return srun's exit status."""
     if shutil.which(step.command[0], path=environ.get("PATH")) is None:  # the shim would exec it
         raise SrunError(f"cannot run {step.command[0]!r}: no such program or not executable")
-    _, tasks = step_tasks(step, environ, master_addr)
+    step_id, tasks = step_tasks(step, environ, master_addr)
     preempt = environ.get("RAILYARD_PREEMPT_SIGNAL", "SIGUSR1")
     batch_shell_signal = environ.get(BATCH_SHELL_SIGNAL_VAR) == "1"
     disposition = signal.SIG_IGN if batch_shell_signal else signal.SIG_DFL
@@ -247,23 +270,35 @@ def launch(step: Step, environ: dict[str, str], master_addr: str) -> int:
         signal.signal(signal.Signals[preempt], disposition)
 
     note_signals()
+    files = srunopts.StepFiles(environ, step.output, step.error, step.stdin, step_id)
+    labelled = step.label and step.output is None and step.error is None
+    pipe = subprocess.PIPE if labelled else None
+    labeller = labels.Labeller(sys.stdout.buffer, sys.stderr.buffer) if labelled else None
     procs: list[tuple[int, subprocess.Popen[bytes]]] = []
-    pipe = subprocess.PIPE if step.label else None
-    labeller = labels.Labeller(sys.stdout.buffer, sys.stderr.buffer) if step.label else None
-    for rank, env in tasks:
-        try:
+    where: dict[int, str] = {}
+    try:
+        for rank, env in tasks:
+            node = env.get("SLURMD_NODENAME", "")
+            where[rank] = node
+            stdin, out, err = files.for_task(rank, node, int(env.get("SLURM_NODEID") or 0))
+            if step.pty and rank and stdin is None:
+                stdin = subprocess.DEVNULL  # task 0 has the terminal
             proc = subprocess.Popen([*TASK_PID_SHIM, *step.command], env=env, preexec_fn=restore,
-                                    stdout=pipe, stderr=pipe)  # fmt: skip
-        except OSError as exc:
-            for _, started in procs:
-                started.terminate()
-            raise SrunError(f"cannot run {step.command[0]!r}: {exc.strerror}") from None
-        procs.append((rank, proc))
-        if labeller is not None and proc.stdout is not None and proc.stderr is not None:
-            prefix = labels.label_of(rank, len(tasks))
-            labeller.follow(proc.stdout, 1, prefix)
-            labeller.follow(proc.stderr, 2, prefix)
-    status = wait_all(procs)
+                                    stdin=stdin, stdout=out or pipe,
+                                    stderr=err or pipe)  # fmt: skip
+            procs.append((rank, proc))
+            if labeller is not None and proc.stdout is not None and proc.stderr is not None:
+                prefix = labels.label_of(rank, len(tasks))
+                labeller.follow(proc.stdout, 1, prefix)
+                labeller.follow(proc.stderr, 2, prefix)
+    except OSError as exc:
+        for _, started in procs:
+            started.terminate()
+        what = exc.filename or step.command[0]
+        raise SrunError(f"cannot open or run {what!r}: {exc.strerror}") from None
+    finally:
+        files.close()
+    status = wait_all(procs, step.kill_on_bad_exit, where)
     if labeller is not None:
         labeller.drain()
     return status
@@ -284,7 +319,7 @@ def step_tasks(
     addr = environ.get("MASTER_ADDR") or master_addr
     port = int(environ["MASTER_PORT"]) if environ.get("MASTER_PORT") else free_port(addr)
     step_id = next_step_id(environ.get(STEPS_DIR_VAR))
-    cpus = int(environ.get("SLURM_CPUS_PER_TASK") or 0)
+    cpus = step.cpus_per_task or int(environ.get("SLURM_CPUS_PER_TASK") or 0)
     per_task = step.gpus_per_task
     if per_task is None:
         per_task = int(environ.get("SLURM_GPUS_PER_TASK") or 0)
@@ -299,6 +334,8 @@ def step_tasks(
                           umask=umask, per_node_given=per_node)  # fmt: skip
         env = {**environ, **wiring}
         env.pop("SLURM_TASK_PID", None)  # the batch shell's: each task gets its own
+        if cpus:  # srun -c N sets it in its tasks, as the job's -c sets it in the script
+            env["SLURM_CPUS_PER_TASK"] = str(cpus)
         tasks.append((slot.rank, env))
     return step_id, tasks
 
@@ -374,10 +411,18 @@ def _tell(sock: socket.socket, line: str) -> None:
 TASK_PID_SHIM = ("/bin/sh", "-c", 'SLURM_TASK_PID=$$ exec "$@"', "srun-task")
 
 
-def wait_all(procs: list[tuple[int, subprocess.Popen[bytes]]]) -> int:
+def wait_all(
+    procs: list[tuple[int, subprocess.Popen[bytes]]],
+    kill_on_bad_exit: bool = True,
+    where: dict[int, str] | None = None,
+) -> int:
     """Wait for every task; when one fails, terminate the rest (kill-on-bad-exit) and return
-    the first failure's code (128+N for signal N), not that of the tasks srun stopped."""
+    the first failure's code (128+N for signal N), not that of the tasks srun stopped. With
+    ``kill_on_bad_exit`` off (``srun -K0``, Slurm's default) the others run on and the
+    highest code is srun's, as srun 22.05 returns it. Each failure is one line, with its
+    node (``where``: rank -> node) as srun writes it."""
     first_failure = 0
+    highest = 0
     live = dict(procs)
     stopping = False
     while live:
@@ -394,12 +439,14 @@ def wait_all(procs: list[tuple[int, subprocess.Popen[bytes]]]) -> int:
                 if proc.returncode >= 0
                 else f"Killed by signal {-proc.returncode}"
             )
-            print(f"srun: error: task {rank}: {how}", file=sys.stderr, flush=True)
-            if not stopping:
+            node = f"{where[rank]}: " if where and where.get(rank) else ""
+            print(f"srun: error: {node}task {rank}: {how}", file=sys.stderr, flush=True)
+            highest = max(highest, code)
+            if not stopping and kill_on_bad_exit:
                 stopping, first_failure = True, code
                 for other in live.values():
                     other.terminate()
-    return first_failure
+    return first_failure if kill_on_bad_exit else highest
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -416,18 +463,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "no railyard allocation here (hint: srun runs inside `railyard submit job.sh`)"
             )
         master_addr, allocated = decode_allocation(environ[ALLOCATION_VAR])
-        nodes = plan(args, allocated, int(environ.get("SLURM_CPUS_PER_TASK") or 0))
+        cpus = args.cpus_per_task
+        if cpus is None:
+            cpus = int(environ.get("SLURM_CPUS_PER_TASK") or 0)
+        elif cpus < 1:
+            raise SrunError("--cpus-per-task must be >= 1")
+        nodes = plan(args, on_nodes(allocated, args.nodelist), cpus)
         request = stepgpus.request_of(args.gpus, args.gres, args.gpus_per_node,
                                       args.gpus_per_task)  # fmt: skip
         if request is not None:
             nodes = with_gpus(nodes, request, environ)
         step = Step(nodes, command, request.per_task if request is not None else None,
-                    per_node_given=args.ntasks_per_node is not None,
-                    label=args.label)  # fmt: skip
+                    per_node_given=args.ntasks_per_node is not None, label=args.label,
+                    cpus_per_task=cpus, kill_on_bad_exit=bool(args.kill_on_bad_exit),
+                    output=args.output, error=args.error, stdin=args.input,
+                    pty=args.pty)  # fmt: skip
         if args.container:
-            if args.label:
-                print("srun: note: -l ignored: a container step's output carries no task label",
-                      file=sys.stderr)  # fmt: skip
+            said = [o for o, v in (("-l", args.label), ("-o", args.output), ("-e", args.error),
+                                   ("-i", args.input)) if v]  # fmt: skip
+            if said:
+                print(f"srun: note: {' '.join(said)} ignored: a container step's output is "
+                      "srun's", file=sys.stderr)  # fmt: skip
             return launch_in_image(step, environ, master_addr, args.container)
         return launch(step, environ, master_addr)
     except (SrunError, stepgpus.StepGpuError) as exc:
