@@ -1,12 +1,16 @@
 """Slurm's views as railyard spells them (issue 57): sacct's .batch/.extern step rows,
-``scontrol show job N``'s Key=Value lines, ``sinfo -N -l``'s node list; against a real server."""
+``scontrol show job N``'s Key=Value lines, ``sinfo -N -l``'s node list; and sbatch reading a
+script from stdin; against a real server."""
 
 from __future__ import annotations
 
+import io
 import re
+import sys
 import time
 from pathlib import Path
 
+import pytest
 from tests.control.test_cli_client import Cli, cli, server
 
 from railyard.control.store.database import Store
@@ -141,3 +145,25 @@ def test_nodes_long_is_sinfos_node_list(cli: Cli, store: Store) -> None:
     ]  # fmt: skip
     assert rows[2][4:] == ["64", "N/A", "512000", "0", "1", "(null)", "bad fan"]
     assert lines[1].index("NODES") + len("NODES") == lines[2].index(" 1 ") + 2  # right-aligned
+
+
+def test_submit_reads_a_script_piped_to_it(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sbatch <<EOF``: no script named, the script comes on stdin (named ``sbatch``, as
+    Slurm names it, unless it says -J); an empty stdin is one line, exit 2."""
+
+    def piped(text: bytes) -> None:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text)))
+
+    piped(b"#!/bin/bash\n#SBATCH -J piped\n#SBATCH -t 5\necho hi\n")
+    named = cli("alice", "submit", "--parsable").stdout.strip()
+    piped(b"#!/bin/bash\necho hi\n")
+    plain = cli("alice", "submit", "--parsable").stdout.strip()
+    rows = {j["id"]: j for j in cli.json("alice", "queue", "-t", "all")}
+    assert (rows[named]["name"], rows[named]["walltime_s"]) == ("piped", 300)
+    assert rows[plain]["name"] == "sbatch"
+    piped(b"  \n")
+    empty = cli("alice", "submit")
+    assert (empty.exit_code, empty.stderr.split(" (")[0]) == (
+        2,
+        "railyard: nothing to run: stdin is empty",
+    )

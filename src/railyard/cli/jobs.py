@@ -157,6 +157,28 @@ def split_submit_argv(
 SCRIPT_SUFFIXES = (".sh", ".sbatch", ".slurm", ".bash", ".job")
 
 
+def _script_from_stdin() -> str:
+    """sbatch without a script reads it from stdin (``sbatch <<EOF``), named ``sbatch`` as
+    Slurm names it; a terminal there is a forgotten argument, not a script being typed."""
+    from railyard.client.bounds import MAX_SCRIPT_BYTES
+
+    nothing = "nothing to run: give a batch script, -- followed by a command, or --wrap=COMMAND"
+    try:
+        if sys.stdin is None or sys.stdin.isatty():
+            fail(nothing)
+        data = sys.stdin.buffer.read(MAX_SCRIPT_BYTES + 1)
+    except (OSError, ValueError, AttributeError):  # closed, or no byte stream to read
+        fail(nothing)
+    if len(data) > MAX_SCRIPT_BYTES:
+        fail(f"the script on stdin is over {MAX_SCRIPT_BYTES} bytes (hint: a file, or less)")
+    if not data.strip():
+        fail("nothing to run: stdin is empty (hint: sbatch job.sh, or pipe a script in)")
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        fail("the script on stdin is not UTF-8 text")
+
+
 def _looks_like_script(arg: str) -> bool:
     return arg.endswith(SCRIPT_SUFFIXES) or ("/" in arg and " " not in arg)
 
@@ -199,8 +221,7 @@ def submit(args: argparse.Namespace) -> int:
         fail(f"--wrap: runs its own command, not also {rest[0]!r} (hint: give one of them)")
     if wrap and not wrap[-1].strip():
         fail("--wrap: the command is empty (hint: --wrap='python train.py')")
-    if not rest and not wrap:
-        fail("nothing to run: give a batch script, -- followed by a command, or --wrap=COMMAND")
+    piped = _script_from_stdin() if not rest and not wrap else None
     after_dashes = "--" in args.argv[: len(args.argv) - len(rest)]
     script, command = _script_or_command(rest, after_dashes) if rest else (None, [])
     notes: list[str] = []
@@ -210,12 +231,12 @@ def submit(args: argparse.Namespace) -> int:
         if wrap:
             body = {**flags, "script": WRAPPED.format(command=wrap[-1])}
             body.setdefault("name", "wrap")
-        elif script is not None:
-            text = script.read_text()
-            parsed = scripts.parse_script(text, str(script))
+        elif script is not None or piped is not None:
+            text = piped if piped is not None else Path(str(script)).read_text()
+            parsed = scripts.parse_script(text, str(script or "<stdin>"))
             notes += parsed.notes
             body = {**scripts.merge(parsed.options, flags), "script": text}
-            body.setdefault("name", script.name)
+            body.setdefault("name", script.name if script is not None else "sbatch")
         else:
             body = {**flags, "command": command}
             body.setdefault("name", Path(command[0]).name)
