@@ -104,6 +104,10 @@ HARMLESS = [
     ("--mail-user=me@example.org", "--mail-user=me@example.org accepted, ignored: railyard"),
     ("-A proj42", "--account=proj42 accepted, ignored: railyard has no accounts"),
     ("--get-user-env", "--get-user-env: --export=NONE starts from the login environment"),
+    ("--cpus-per-gpu=4", "--cpus-per-gpu=4 accepted, ignored: give CPUs per task (-c)"),
+    ("--kill-on-invalid-dep=yes", "--kill-on-invalid-dep=yes accepted, ignored: a job whose"),
+    ("--tmp=10G", "--tmp=10G accepted, ignored: a node's local disk is not booked"),
+    ("--time-min=30", "--time-min=30 accepted, ignored: the job runs for its --time"),
 ]
 
 
@@ -158,6 +162,8 @@ ERRORS = [
     ("#SBATCH gpus=8", "unexpected argument 'gpus=8' (hint: options only"),
     ("#SBATCH -J 'open", "cannot split directive: No closing quotation"),
     ("#SBATCH --signal=USR1@soon", "--signal: bad signal 'USR1@soon'"),
+    ("#SBATCH --mail-type=END,BOGUS", "--mail-type: invalid mail type 'BOGUS' (hint: one of"),
+    ("#SBATCH --kill-on-invalid-dep=maybe", "--kill-on-invalid-dep: expected yes or no"),
 ]
 
 

@@ -28,6 +28,7 @@ from railyard.client.values import (
     parse_priority,
     parse_signal,
     parse_topology,
+    parse_walltime,
     whole_minutes,
 )
 
@@ -111,6 +112,25 @@ def _gres(value: str) -> dict[str, Any]:
     if len(parts) == 1:
         return {"gpus_per_node": 1, "gres": True}
     return {**_typed_count(":".join(parts[1:]), "gpus_per_node", 1), "gres": True}
+
+
+MAIL_TYPES = {"NONE", "BEGIN", "END", "FAIL", "REQUEUE", "ALL", "INVALID_DEPEND", "STAGE_OUT",
+              "TIME_LIMIT", "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50",
+              "ARRAY_TASKS"}  # fmt: skip
+
+
+def _mail_types(value: str) -> str:
+    """sbatch refuses a mail type it does not know, even where no mail is sent."""
+    bad = [t for t in value.upper().split(",") if t not in MAIL_TYPES]
+    if bad:
+        raise OptionError(f"invalid mail type {bad[0]!r}", f"one of {','.join(sorted(MAIL_TYPES))}")
+    return value
+
+
+def _yes_no(value: str) -> str:
+    if value.lower() not in ("yes", "no"):
+        raise OptionError(f"expected yes or no, got {value!r}")
+    return value
 
 
 def _nodes(value: str) -> int:
@@ -266,7 +286,7 @@ _OPTIONS: dict[str, Option] = {
     "--topology": Option("topology", _checked(parse_topology)),
     "--checkpoint-grace": Option("checkpoint_grace_s", _float),
     "--min-runtime": Option("min_runtime_s", _float),
-    "--mail-type": Option("mail_type", note="railyard sends no mail"),
+    "--mail-type": Option("mail_type", _mail_types, note="railyard sends no mail"),
     "--mail-user": Option("mail_user", note="railyard sends no mail"),
     "--account": Option(
         "account", note="railyard has no accounts; quota and fair share are per queue (--queue)"
@@ -274,6 +294,17 @@ _OPTIONS: dict[str, Option] = {
     "--comment": Option("comment", note="comments are not kept"),
     "--open-mode": Option("open_mode", _open_mode),
     "--get-user-env": Option("", None, note="--export=NONE starts from the login environment"),
+    "--cpus-per-gpu": Option(
+        "cpus_per_gpu", _count, note="give CPUs per task (-c), a task per GPU as --gpus runs them"
+    ),
+    "--kill-on-invalid-dep": Option(
+        "",
+        _yes_no,
+        note="a job whose dependency can never be met waits, reason "
+        "DependencyNeverSatisfied, until cancelled",
+    ),
+    "--tmp": Option("", note="a node's local disk is not booked"),
+    "--time-min": Option("", _checked(parse_walltime), note="the job runs for its --time"),
     # Pyxis's names (https://github.com/NVIDIA/pyxis/wiki/Usage): the job runs in an image.
     "--container-image": Option("container.image", _image),
     "--container-mounts": Option("container.mounts", _list_of("SRC[:DST[:ro|rw]]")),
