@@ -232,6 +232,16 @@ def test_alloc_gives_a_shell_whose_srun_starts_steps_and_exit_releases_it(
         tmux.kill()
 
 
+def test_alloc_reads_piped_commands_with_a_plain_shell(server: ServerProcess) -> None:
+    """salloc with a pipe for stdin: the shell reads the commands without a prompt or job
+    control, its srun starts steps, and its exit status is alloc's."""
+    commands = "echo in-alloc\nsrun sh -c 'echo step=$SLURM_STEP_ID'\nexit 3\n"
+    done = railyard(server, "alloc", "--gpus", "1", stdin=commands)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.splitlines() == ["in-alloc", "step=0"]
+    assert "job control" not in done.stderr, done.stderr
+
+
 @needs("tracking-cgroup")
 def test_attach_opens_a_shell_in_a_running_job_s_rank_and_only_for_its_owner(
     server: ServerProcess, tmp_path: Path

@@ -113,10 +113,11 @@ def alloc(args: argparse.Namespace) -> int:
         return 0
     notes: list[str] = []
     body = one_job_body(options, notes, "an allocation is one job")
-    command = (
-        shlex.join(rest) if rest else f"{shlex.quote(os.environ.get('SHELL') or '/bin/bash')} -i"
-    )
     pty = os.isatty(0)
+    shell = shlex.quote(os.environ.get("SHELL") or "/bin/bash")
+    # a terminal gets an interactive shell; piped commands a plain one (no prompt, no job
+    # control, as salloc's shell reads a pipe)
+    command = shlex.join(rest) if rest else f"{shell} -i" if pty else shell
     # The allocation's first node runs this as a batch step, so the shell has the job's
     # SLURM_* variables and an srun that starts steps across the allocation.
     body.update(script=alloc_script(command), terminal="pty" if pty else "pipes")
