@@ -107,6 +107,12 @@ def test_sacct_s_default_columns_and_cpu_time() -> None:
     fields = "JobID,Partition,Account,AllocCPUS,CPUTime,CPUTimeRAW,ReqTRES,QOS,NTasks"
     [_, row] = sacct_table(fields, [ended], exit_code, parsable=True)
     assert row == "7|gpu|gpu|16|00:26:40|1600|cpu=16,node=2,gres/gpu=8|low|8"
+    script = job(ntasks_per_node=1, batch=True, gpus=2, workers=2)  # sbatch --gpus 2: 1 task
+    [_, row] = sacct_table("NTasks,AllocCPUS", [script], exit_code, parsable=True)
+    assert row == "2|2"  # one task on each of its two nodes
+    [_, row] = sacct_table("NTasks,AllocCPUS", [script | {"placement": {"gpu001": [0, 1]}}],
+                           exit_code, parsable=True)  # fmt: skip
+    assert row == "1|1"
     waiting = job(state="pending", start_t_s=None, placement=None, elapsed_s=None)
     [_, row] = sacct_table("AllocCPUS,ReqCPUS,ElapsedRaw,TimelimitRaw", [waiting], exit_code,
                            parsable=True)  # fmt: skip

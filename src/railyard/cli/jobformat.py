@@ -64,9 +64,13 @@ def _used(job: Job) -> str:
 
 
 def _ntasks(job: Job) -> int:
-    """A process per chunk, or its tasks per node on each."""
+    """Its tasks as the executor lays them out (``exec.task.launch.allocation``): its tasks
+    per node on each node (a batch script: one), else a task per GPU, else per chunk."""
     per_node = job.get("ntasks_per_node")
-    return job["workers"] * (per_node if isinstance(per_node, int) and per_node > 0 else 1)
+    if isinstance(per_node, int) and per_node > 0:
+        nodes = len(job["placement"] or {}) or (job["workers"] if job.get("distinct_nodes") else 1)
+        return per_node * nodes
+    return job["gpus"] or job["workers"]
 
 
 def _cpus(job: Job) -> int:
