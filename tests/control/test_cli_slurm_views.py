@@ -98,6 +98,14 @@ def test_show_job_n_prints_scontrols_key_value_lines(
     )
     assert re.fullmatch(r"00:01:0\d", fields["RunTime"]), fields["RunTime"]
     assert "gres/gpu=2" in fields["TRES"]
+    # ended: a failure says why, a completed job None; the QOS is its priority class
+    _set(store, job_id, state="failed", end_t_s=time.time(), exit_code=3,
+         reason="NonZeroExitCode", priority=1000 - 5, nice=5)  # fmt: skip
+    failed = cli("alice", "show", "job", job_id).stdout
+    assert "JobState=FAILED Reason=NonZeroExitCode " in failed
+    assert " QOS=high" in failed
+    _set(store, job_id, state="completed", exit_code=0, reason="Completed")
+    assert "JobState=COMPLETED Reason=None " in cli("alice", "show", "job", job_id).stdout
     assert cli("alice", "show", job_id).stdout.startswith("id ")  # railyard's own view stays
     # a batch script's output as scontrol shows it: the pattern filled in, under its WorkDir
     script = tmp_path / "tasks.sh"

@@ -271,6 +271,14 @@ def _req_tres(job: Job) -> str:
     return ",".join(parts)
 
 
+def _scontrol_reason(job: Job) -> str:
+    """scontrol's Reason: None for a job that runs or completed; why for one that waits or
+    ended otherwise (NonZeroExitCode, TimeLimit)."""
+    if job["state"] == "completed" or (job["placement"] and job["end_t_s"] is None):
+        return "None"
+    return job["reason"] or "None"
+
+
 def _raw_id(job: Job) -> str:
     """sacct's JobIDRaw: an array task's own number (its SLURM_JOB_ID, ``7`` for ``5_2``),
     with its step's suffix (``7.batch``); any other job's id."""
@@ -374,15 +382,15 @@ def scontrol_job(job: Job, exit_code: Field) -> str:
     start, end, limit = job["start_t_s"], job["end_t_s"], job["walltime_s"]
     if end is None and start is not None and limit is not None:
         end = start + limit  # scontrol's EndTime of a running job: when its limit runs out
-    nodes = job["placement"] or {}
     tasks, gpus = facts.get("ntasks_per_node"), job["gpus"]
     stdout = _shown_path(facts.get("output"), job, unix_user)  # a command job's: railyard logs
     lines = [
         [("JobId", job["id"]), ("JobName", job["name"] or "")],
-        [("UserId", _owner(unix_user)), ("Account", job["queue"]), ("QOS", "normal")],
+        [("UserId", _owner(unix_user)), ("Account", job["queue"]),
+         ("QOS", qos_of(job["priority"], facts.get("nice", 0)))],
         [("Priority", str(job["priority"])), ("Nice", str(facts.get("nice", 0)))],
         [("JobState", LONG_STATES.get(job["state"], job["state"].upper())),
-         ("Reason", "None" if nodes else job["reason"] or "None"),
+         ("Reason", _scontrol_reason(job)),
          ("Dependency", facts.get("dependency") or "(null)")],
         [("Requeue", str(int(bool(facts.get("requeue"))))),
          ("Restarts", str(job["restart_count"])), ("BatchFlag", str(int(bool(job.get("batch"))))),
