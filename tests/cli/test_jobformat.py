@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -43,6 +44,8 @@ def test_squeue_letters_and_a_literal_percent() -> None:
     assert line == "7|RUNNING|R|1:00:00|58:55|gres/gpu:4|7|N/A|None|100%"  # squeue: None
     [_, done] = squeue_lines("%4i|%t|%l", [job(state="timeout", walltime_s=None)])
     assert done == "7   |TO|UNLIMITED"
+    [_, ends] = squeue_lines("%e", [job(start_t_s=1_000_000.0)])  # running: when its limit is
+    assert ends == datetime.fromtimestamp(1_003_600.0).isoformat(timespec="seconds")
     [_, waits] = squeue_lines("%r", [job(state="pending", placement=None, reason="Priority")])
     assert waits == "Priority"
 

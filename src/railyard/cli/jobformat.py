@@ -59,6 +59,14 @@ def _reason_or_nodes(job: Job) -> str:
     return _nodes(job) if job["placement"] else f"({job['reason'] or 'None'})"
 
 
+def _end_t_s(job: Job) -> float | None:
+    """When it ended, or for a running job when its limit runs out (squeue's %e)."""
+    start, limit = job["start_t_s"], job["walltime_s"]
+    if job["end_t_s"] is None and job["placement"] and start is not None and limit is not None:
+        return start + limit
+    return job["end_t_s"]
+
+
 def _used(job: Job) -> str:
     return squeue_time(job["elapsed_s"] or 0.0)
 
@@ -108,7 +116,7 @@ SQUEUE: dict[str, Field] = {
     "b": lambda j: f"gres/gpu:{j['gpus'] // int(_node_count(j))}" if j["gpus"] else "N/A",
     "S": lambda j: _time(j["start_t_s"]),
     "V": lambda j: _time(j["submit_t_s"]),
-    "e": lambda j: _time(j["end_t_s"]),
+    "e": lambda j: _time(_end_t_s(j)),
     "Q": lambda j: str(j["priority"]),
     "Z": lambda j: j["workdir"],
     "o": lambda j: " ".join(j["command"]),
