@@ -175,3 +175,20 @@ def test_submit_reads_a_script_piped_to_it(cli: Cli, monkeypatch: pytest.MonkeyP
         2,
         "railyard: nothing to run: stdin is empty",
     )
+
+
+def test_squeue_name_and_sacct_brief_parsable_and_partition(cli: Cli, store: Store) -> None:
+    """``squeue -n``, ``sacct -b`` (JobID, State, ExitCode), ``-p`` (each line ends with a
+    "|"), ``-r`` (a partition's jobs) and ``-a`` (taken: a user sees their own)."""
+    one = cli("alice", "submit", "--parsable", "-J", "one", "--", "true").stdout.strip()
+    two = cli("alice", "submit", "--parsable", "-J", "two", "--", "true").stdout.strip()
+    named = cli("alice", "queue", "-h", "-n", "two,three", "-o", "%i")
+    assert named.stdout.split() == [two]
+    _set(store, one, state="failed", exit_code=3, start_t_s=time.time() - 5,
+         end_t_s=time.time(), placement={"n01": []})  # fmt: skip
+    brief = cli("alice", "history", "-b", "-X", "-j", one, "-a").stdout.splitlines()
+    assert brief[0].split() == ["JobID", "State", "ExitCode"]
+    assert brief[2].split() == [one, "FAILED", "3:0"]
+    parsable = cli("alice", "history", "-p", "-X", "-j", one, "-o", "JobID,State")
+    assert parsable.stdout.splitlines() == ["JobID|State|", f"{one}|FAILED|"]
+    assert cli("alice", "history", "-r", "nosuchqueue", "-X", "-P", "-n").stdout.strip() == ""

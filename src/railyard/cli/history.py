@@ -60,6 +60,7 @@ def history(args: argparse.Namespace) -> None:
             page = client.jobs(
                 states=states,
                 user=args.user,
+                queue=args.partition,
                 since_t_s=since.timestamp(),
                 until_t_s=until.timestamp(),
                 limit=PAGE,
@@ -77,6 +78,11 @@ def history(args: argparse.Namespace) -> None:
     if args.json:
         emit_json(jobs)
         return
+    if args.brief and args.format is None:  # sacct -b: these three columns
+        args.format = "JobID,State,ExitCode"
+    if args.parsable:  # sacct -p: -P's lines, each ended by a "|"
+        args.parsable2 = True
+    bar = "|" if args.parsable else ""
     if args.format is not None:
         from railyard.cli.jobformat import sacct_table, steps
 
@@ -87,7 +93,7 @@ def history(args: argparse.Namespace) -> None:
         except ValueError as exc:
             fail(f"history: {exc}")
         skip = (1 if args.parsable2 else 2) if args.noheader else 0
-        print("\n".join(lines[skip:]))
+        print("\n".join(line + bar for line in lines[skip:]))
         return
     headers = ("JOBID", "NAME", "USER", "QUEUE", "STATE", "EXITCODE", "ELAPSED", "GPUS",
                "GPU-HOURS", "RESTARTS", "START", "END")  # fmt: skip
@@ -101,7 +107,7 @@ def history(args: argparse.Namespace) -> None:
             _local(j["start_t_s"]), _local(j["end_t_s"]),
         ])  # fmt: skip
     if args.parsable2:  # sacct -P: fields split by "|", no padding, no trailing "|"
-        print("\n".join("|".join(line) for line in [list(headers), *rows][args.noheader :]))
+        print("\n".join("|".join(line) + bar for line in [list(headers), *rows][args.noheader :]))
         return
     text = table(headers, rows, right=("GPUS", "GPU-HOURS", "RESTARTS"))
     print(text.partition("\n")[2] if args.noheader else text)
@@ -110,6 +116,13 @@ def history(args: argparse.Namespace) -> None:
 def _history_args(p: Parser) -> None:
     p.add_argument("--jobs", "-j", type=job_ids, help=JOBS_HELP)
     p.add_argument("--parsable2", "-P", action="store_true", help='fields split by "|" (sacct -P)')
+    p.add_argument("--parsable", "-p", action="store_true", help='-P with a "|" ending each line')
+    p.add_argument("--brief", "-b", action="store_true", help="JobID, State, ExitCode (sacct -b)")
+    p.add_argument("--partition", "-r", metavar="QUEUE", help="only this queue's jobs")
+    p.add_argument(
+        "--allusers", "-a", action="store_true",
+        help="everyone's jobs: an admin's default already; a user sees their own",
+    )  # fmt: skip
     p.add_argument("--user", "-u", help="one user's jobs (admins)")
     p.add_argument("--state", "-s", action="append", help="e.g. failed,cancelled or F,CA (repeat)")
     p.add_argument("--name", metavar="NAMES", help="only jobs of these names: a,b (sacct --name)")

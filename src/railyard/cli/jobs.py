@@ -372,6 +372,9 @@ def queue(args: argparse.Namespace) -> None:
             finished_within_s=age_s if finished else 0.0,
         )
         expected = {e["id"]: e for e in client.expected_starts()} if args.start else None
+    if args.name:
+        names = {n for n in args.name.split(",") if n}
+        jobs = [j for j in jobs if j["name"] in names]
     if args.jobs:
         jobs = [j for j in jobs if matches(j, args.jobs)]
         if not jobs and len(args.jobs) == 1 and not _known(one := args.jobs[0], age_s):
@@ -456,6 +459,7 @@ def _queue_args(p: Parser) -> None:
     p.add_argument("--user", "-u", help="one user's jobs (squeue -u; another's: admins)")
     p.add_argument("--jobs", "-j", type=job_ids, help=JOBS_HELP)
     p.add_argument("--queue", "-p", help="only this queue")
+    p.add_argument("--name", "-n", metavar="NAMES", help="only jobs of these names: a,b")
     p.add_argument(
         "--format",
         "-o",
