@@ -20,9 +20,9 @@ from rich.console import Console
 
 from railyard.blueprint import BlueprintError, LoadedBlueprint, load, preset_names
 from railyard.cli.render import print_compare, print_plan
+from railyard.client.hostlists import compress_hostlist
 from railyard.fabric import export
 from railyard.fabric.build import build_fabric
-from railyard.fabric.hostlist import compress
 from railyard.fabric.model import Fabric, FabricError
 from railyard.fabric.svg import render_svg
 from railyard.fabric.tree import topology_tree
@@ -126,7 +126,7 @@ def topology(
             console.print(f"[bold]{su}[/bold]")
             members = tree.leaf_groups()
             for group in groups:
-                console.print(f"  {group}: {compress(members[group])}")
+                console.print(f"  {group}: {compress_hostlist(members[group])}")
         return
     render = {
         TopologyFormat.SLURM_CONF: export.slurm_topology_conf,

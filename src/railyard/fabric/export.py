@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from railyard.fabric.hostlist import compress, expand
+from railyard.client.hostlists import compress_hostlist, expand_hostlist
 from railyard.fabric.tree import TopologyTree
 
 SU_LABEL = "railyard.dev/scalable-unit"
@@ -81,9 +81,9 @@ def slurm_topology_conf(tree: TopologyTree) -> str:
     lines.insert(1, "# Use with TopologyPlugin=topology/tree in slurm.conf.")
     for name, nodes, children in _switches(tree):
         if nodes:
-            lines.append(f"SwitchName={name} Nodes={compress(nodes)}")
+            lines.append(f"SwitchName={name} Nodes={compress_hostlist(nodes)}")
         else:
-            lines.append(f"SwitchName={name} Switches={compress(children)}")
+            lines.append(f"SwitchName={name} Switches={compress_hostlist(children)}")
     return "\n".join(lines) + "\n"
 
 
@@ -93,9 +93,9 @@ def slurm_topology_yaml(tree: TopologyTree, *, name: str | None = None) -> str:
     for switch, nodes, children in _switches(tree):
         entry = {"switch": switch}
         if nodes:
-            entry["nodes"] = compress(nodes)
+            entry["nodes"] = compress_hostlist(nodes)
         else:
-            entry["children"] = compress(children)
+            entry["children"] = compress_hostlist(children)
         switches.append(entry)
     doc = [
         {
@@ -209,8 +209,8 @@ def parse_topology_conf(text: str) -> SwitchTable:
         if "switchname" not in fields:
             raise ValueError(f"line {number}: no SwitchName")
         try:
-            nodes = expand(fields.get("nodes", ""))
-            children = expand(fields.get("switches", ""))
+            nodes = expand_hostlist(fields.get("nodes", ""))
+            children = expand_hostlist(fields.get("switches", ""))
             _add_switch(table, fields["switchname"], nodes, children)
         except ValueError as exc:
             raise ValueError(f"line {number}: {exc}") from None
@@ -241,8 +241,8 @@ def parse_topology_yaml(text: str, topology: str | None = None) -> SwitchTable:
         _add_switch(
             table,
             str(switch.get("switch", "")),
-            expand(str(switch.get("nodes", ""))),
-            expand(str(switch.get("children", ""))),
+            expand_hostlist(str(switch.get("nodes", ""))),
+            expand_hostlist(str(switch.get("children", ""))),
         )
     return table
 

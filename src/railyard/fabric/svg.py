@@ -23,7 +23,7 @@ from xml.sax.saxutils import escape, quoteattr
 import numpy as np
 import numpy.typing as npt
 
-from railyard.fabric.hostlist import compress
+from railyard.client.hostlists import compress_hostlist
 from railyard.fabric.model import Fabric, Tier
 
 MAX_NODES_DRAWN = 600
@@ -271,7 +271,7 @@ class _Renderer:
 
     def _unit_caption(self, unit: _Unit) -> tuple[str, str]:
         names = [self.f.nodes[i].name for i in unit.nodes]
-        return f"su{unit.su} \u00b7 {len(names)} nodes", compress(names)
+        return f"su{unit.su} \u00b7 {len(names)} nodes", compress_hostlist(names)
 
     # ----------------------------------------------------------------------- drawing
     def render(self) -> str:

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from railyard.client.hostlists import compress_hostlist
 from railyard.exec.protocol import LaunchSpec
 from railyard.exec.task.identity import (
     DEFAULT_PATH,
@@ -41,7 +42,6 @@ from railyard.exec.task.identity import (
     identity_env,
     login_env,
 )
-from railyard.fabric.hostlist import compress
 
 ALLOCATION_VAR = "RAILYARD_ALLOCATION"  # JSON of the allocation, for srun in a batch script
 STEPS_DIR_VAR = "RAILYARD_STEPS_DIR"
@@ -156,8 +156,8 @@ def allocation_env(
     per_node = [max((cpus_per_task or 1) * n.ntasks, n.cpus) for n in nodes]
     cpus = per_node[node.index]
     env = {
-        "SLURM_JOB_NODELIST": compress([n.name for n in nodes]),
-        "SLURM_NODELIST": compress([n.name for n in nodes]),
+        "SLURM_JOB_NODELIST": compress_hostlist([n.name for n in nodes]),
+        "SLURM_NODELIST": compress_hostlist([n.name for n in nodes]),
         "SLURM_JOB_NUM_NODES": str(len(nodes)),
         "SLURM_NNODES": str(len(nodes)),
         "SLURM_NTASKS": str(sum(counts)),

@@ -1,4 +1,5 @@
-"""Slurm hostlist expressions: hand cases from the Slurm manuals, errors, and round trips."""
+"""Slurm hostlist expressions: hand cases from the Slurm manuals, errors, the cap, and round
+trips (a job's SLURM_JOB_NODELIST among them)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from railyard.fabric.hostlist import compress, expand
+from railyard.client.hostlists import MAX_NAMES, compress_hostlist, expand_hostlist
+from railyard.exec.task.launch import allocation, allocation_env
 
 
 @pytest.mark.parametrize(
@@ -25,8 +27,8 @@ from railyard.fabric.hostlist import compress, expand
     ],
 )
 def test_compress_hand_cases(names: list[str], expr: str) -> None:
-    assert compress(names) == expr
-    assert expand(expr) == names
+    assert compress_hostlist(names) == expr
+    assert expand_hostlist(expr) == names
 
 
 @pytest.mark.parametrize(
@@ -42,7 +44,7 @@ def test_compress_hand_cases(names: list[str], expr: str) -> None:
     ],
 )
 def test_expand_hand_cases(expr: str, names: list[str]) -> None:
-    assert expand(expr) == names
+    assert expand_hostlist(expr) == names
 
 
 @pytest.mark.parametrize(
@@ -60,13 +62,13 @@ def test_expand_hand_cases(expr: str, names: list[str]) -> None:
 )
 def test_expand_rejects_malformed(expr: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        expand(expr)
+        expand_hostlist(expr)
 
 
 @pytest.mark.parametrize("bad", ["", "a b", "a,b", "x[1]"])
 def test_compress_rejects_unusable_names(bad: str) -> None:
     with pytest.raises(ValueError, match="cannot put"):
-        compress(["ok1", bad])
+        compress_hostlist(["ok1", bad])
 
 
 _names = st.builds(
@@ -79,9 +81,53 @@ _names = st.builds(
 
 @given(st.lists(_names, max_size=60, unique=True).map(sorted))
 def test_round_trip_sorted_unique(names: list[str]) -> None:
-    assert expand(compress(names)) == names
+    assert expand_hostlist(compress_hostlist(names)) == names
 
 
 @given(st.lists(st.one_of(_names, st.sampled_from(["login", "mgmt-a"])), max_size=40))
 def test_round_trip_any_order(names: list[str]) -> None:
-    assert expand(compress(names)) == names
+    assert expand_hostlist(compress_hostlist(names)) == names
+
+
+def test_the_documented_examples() -> None:
+    assert expand_hostlist("gpu[001-003,005],login1") == [
+        "gpu001", "gpu002", "gpu003", "gpu005", "login1",
+    ]  # fmt: skip
+    assert expand_hostlist("a[1-2]-b[3-4]") == ["a1-b3", "a1-b4", "a2-b3", "a2-b4"]
+    assert compress_hostlist(["gpu001", "gpu002", "gpu003"]) == "gpu[001-003]"
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        f"n[1-{MAX_NAMES + 1}]",
+        "n[0-999999999999]",  # refused before a list is built
+        f"a[1-{MAX_NAMES}],b",
+        "r[1-300]n[1-300]",  # each group small, the product too many
+        "x[1-2]" * 40,  # 2**40: refused at the seventeenth group
+    ],
+)
+def test_expand_refuses_more_than_the_cap(expr: str) -> None:
+    with pytest.raises(ValueError, match=f"over {MAX_NAMES} hosts") as err:
+        expand_hostlist(expr)
+    assert "\n" not in str(err.value)
+    assert len(str(err.value)) < 120
+
+
+def test_the_cap_itself_expands() -> None:
+    assert len(expand_hostlist(f"n[1-{MAX_NAMES}]")) == MAX_NAMES
+
+
+def test_a_long_malformed_list_is_one_short_line() -> None:
+    with pytest.raises(ValueError, match="unclosed") as err:
+        expand_hostlist("gpu" * 10_000 + "[1-2")
+    assert len(str(err.value)) < 120
+
+
+@given(st.lists(_names, min_size=1, max_size=30, unique=True))
+def test_the_job_nodelist_reads_back_exactly(names: list[str]) -> None:
+    """SLURM_JOB_NODELIST as the executor writes it expands to the job's nodes, in order."""
+    nodes = allocation({name: [] for name in names})
+    env = allocation_env(nodes, nodes[0])
+    assert expand_hostlist(env["SLURM_JOB_NODELIST"]) == names
+    assert env["SLURM_NODELIST"] == env["SLURM_JOB_NODELIST"]
