@@ -44,7 +44,17 @@ FORBIDDEN["health"] = {"sched", "exec", "control", "sim", "cli", "inventory", "p
 PACKAGES = {p.stem for p in SRC.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
 FORBIDDEN["client"] = PACKAGES - {"client", "__init__", "__main__"}
 # The control-plane commands that users run in loops reach the server through the client only.
-CLIENT_COMMANDS = ("main", "args", "jobs", "jobctl", "run", "history", "cluster", "text")
+CLIENT_COMMANDS = (
+    "main",
+    "args",
+    "jobs",
+    "jobctl",
+    "run",
+    "history",
+    "cluster",
+    "text",
+    "hostnames",
+)
 
 
 def _imported_modules(path: Path) -> set[str]:

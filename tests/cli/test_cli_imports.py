@@ -53,6 +53,7 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
         ["queue"],
         ["cancel", "12"],
         ["logs", "12"],
+        ["show", "hostnames", "gpu[01-02]"],
     ],
 )
 def test_control_commands_import_nothing_heavy(argv: list[str]) -> None:

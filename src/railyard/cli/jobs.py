@@ -548,6 +548,11 @@ def show(args: argparse.Namespace) -> None:
     """Everything about one job; an array's id shows a summary of its tasks and each task."""
     from railyard.client.client import ClientError
 
+    if args.job_id in ("hostnames", "hostlist"):  # scontrol's `show hostnames`: no server
+        from railyard.cli.hostnames import show_hostlist
+
+        show_hostlist(args.job_id, args.scontrol_id, as_json=args.json)
+        return
     scontrol = args.job_id == "job" and args.scontrol_id is not None
     if scontrol:  # `show job N`: scontrol show job's spelling and its Key=Value lines
         args.job_id = args.scontrol_id
@@ -588,10 +593,10 @@ def show(args: argparse.Namespace) -> None:
 
 
 def _show_args(p: Parser) -> None:
-    p.add_argument("job_id", metavar="ID", help="a job id, or an array's id")
+    p.add_argument("job_id", metavar="ID", help="a job id, an array's id, hostnames or hostlist")
     p.add_argument(
         "scontrol_id", metavar="ID", nargs="?",
-        help="`show job ID`: scontrol show job's Key=Value lines",
+        help="`show job ID`: scontrol show job's Key=Value lines; `show hostnames LIST`",
     )  # fmt: skip
     p.add_argument(
         "--events", action="store_true", help="its history too: start, pulling, running, end..."

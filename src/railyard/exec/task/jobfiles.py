@@ -28,7 +28,10 @@ from railyard.exec.task.launch import RankSlot
 TRAVERSE_MODE = 0o711
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
-SRUN_MODULE = "railyard.exec.task.srun"
+SHIMS = (
+    ("srun", "railyard.exec.task.srun", "launches the tasks of this job's allocation"),
+    ("scontrol", "railyard.exec.task.scontrol", "show hostnames and show hostlist only"),
+)  # (command, module it runs, what it does): what a batch script finds first on its PATH
 
 
 def make_dirs(path: Path, mode: int = TRAVERSE_MODE) -> None:
@@ -91,30 +94,37 @@ def open_spool_log(path: Path, account: Account) -> int:
     return _create(path, account, PRIVATE_FILE_MODE, truncate=False)
 
 
-def install_srun(bin_dir: Path) -> Path:
-    """A tiny ``srun`` for a batch script's PATH; it runs :mod:`railyard.exec.task.srun` with this
-    interpreter (which the job's user must be able to execute: install railyard where job
-    users can read it)."""
+def install_shims(bin_dir: Path) -> Path:
+    """A tiny ``srun`` and ``scontrol`` for a batch script's PATH; each runs its module
+    (:mod:`railyard.exec.task.srun`, :mod:`railyard.exec.task.scontrol`) with this interpreter,
+    which the job's user must be able to execute: install railyard where job users can read
+    it. Returns ``bin_dir``."""
     make_dirs(bin_dir)
+    for name, module, what in SHIMS:
+        _install_shim(bin_dir, name, module, what)
+    return bin_dir
+
+
+def _install_shim(bin_dir: Path, name: str, module: str, what: str) -> None:
+    """``bin_dir/name``: a /bin/sh wrapper that execs ``python -I -m module``, replaced whole."""
     python = shlex.quote(sys.executable)
     text = (
         "#!/bin/sh\n"
-        "# railyard's srun: launches the tasks of this job's allocation\n"
+        f"# railyard's {name}: {what}\n"
         f"if [ ! -x {python} ]; then\n"
-        f"  echo \"srun: railyard's Python {python} cannot be run by $(id -un)"
+        f"  echo \"{name}: railyard's Python {python} cannot be run by $(id -un)"
         ' (hint: install railyard where job users can read it)" >&2\n'
         "  exit 2\n"
         "fi\n"
-        f'exec {python} -I -m {SRUN_MODULE} "$@"\n'
+        f'exec {python} -I -m {module} "$@"\n'
     )
-    path = bin_dir / "srun"
-    tmp = bin_dir / ".srun.tmp"
+    path = bin_dir / name
+    tmp = bin_dir / f".{name}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o755)
     with os.fdopen(fd, "w") as f:
         f.write(text)
     os.chmod(tmp, 0o755)
     os.replace(tmp, path)
-    return bin_dir
 
 
 def output_paths(

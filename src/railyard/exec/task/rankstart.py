@@ -71,7 +71,7 @@ def launch_rank(
     exit_path = exit_record_path(records, spec.restart_count, slot.rank)
     task_path = rank_task_path(spec.log_dir, slot.rank, spec.restart_count)
     exit_path.unlink(missing_ok=True)
-    srun_dir = jobfiles.install_srun(spec.log_dir / "bin") if spec.batch else None
+    srun_dir = jobfiles.install_shims(spec.log_dir / "bin") if spec.batch else None
     master = spec.master_addr or MASTER_ADDR
     env = process_env(spec, account, slot, master_addr=master, master_port=port, srun_dir=srun_dir)
     stdout, stderr = jobfiles.output_paths(spec, slot, slot.node_rank)

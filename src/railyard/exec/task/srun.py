@@ -1,8 +1,8 @@
 """``srun`` inside a railyard batch script: launch the tasks of the job's allocation.
 
 A batch script runs once, on the job's first node, as under sbatch; its PATH starts with a
-tiny ``srun`` (:func:`railyard.exec.task.jobfiles.install_srun`) that runs this module. It reads the
-allocation the executor exported (``RAILYARD_ALLOCATION``), starts one process per task with
+tiny ``srun`` (:func:`railyard.exec.task.jobfiles.install_shims`) that runs this module. It reads
+the allocation the executor exported (``RAILYARD_ALLOCATION``), starts one process per task with
 the same variables a command job's tasks get (:func:`railyard.exec.task.launch.task_env`: Slurm's
 ``SLURM_PROCID``/``SLURM_LOCALID``/``SLURM_NODEID``/``SLURM_STEP_*`` and torchrun's), waits for
 all of them, and exits 0 or with the code of the first task that failed (128+N for signal
