@@ -21,6 +21,7 @@ from railyard.control.api.validation import validation_line
 from railyard.control.errors import Conflict, Forbidden
 from railyard.control.store.tables import JobRow, QueueMember, QueueRow, User
 from railyard.control.submission import JobSubmit
+from railyard.control.usecases.jobs import cancel_job
 from railyard.control.usecases.requeue import requeue_job
 
 
@@ -191,6 +192,20 @@ def test_a_job_stopped_at_its_time_limit_says_so_in_its_output(cluster: Cluster)
         r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d DUE TO TIME LIMIT \*\*\*"
     )
     assert [line for line in lines if re.fullmatch(pattern, line)], lines
+
+
+def test_a_cancelled_job_says_so_in_its_output(cluster: Cluster) -> None:
+    """scancel's line (no reason), in the job's own --output file."""
+    out = cluster.out / "cancelled.out"
+    [job_id] = cluster.submit(script="#!/bin/bash\necho started\nsleep 60\n", output=str(out))
+    step_until(cluster.loop, lambda: out.exists() and "started" in out.read_text(), timeout_s=90)
+    with cluster.store.session() as session:
+        actor = session.get(User, 2)
+        assert actor is not None
+        cancel_job(session, actor, job_id, time.time())
+    step_until(cluster.loop, lambda: states(cluster.store)[job_id] == "cancelled", timeout_s=90)
+    pattern = rf"slurmstepd-{NODE}: error: \*\*\* JOB 1 ON {NODE} CANCELLED AT \S+ \*\*\*"
+    assert [line for line in out.read_text().splitlines() if re.fullmatch(pattern, line)]
 
 
 REQUEUED = r"slurmstepd-\S+: error: \*\*\* JOB 1 ON \S+ CANCELLED AT \S+ DUE TO JOB REQUEUE \*\*\*"

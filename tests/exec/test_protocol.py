@@ -105,3 +105,5 @@ def test_the_time_limit_line_names_the_node_as_slurmstepd_does() -> None:
         "slurmstepd-vm: error: *** JOB 7 ON vm CANCELLED AT 2026-12-05T22:30:01 "
         "DUE TO TIME LIMIT ***\n"
     )
+    cancelled = time_limit_line("7", "vm", "2026-12-05T22:30:01", "CANCEL")
+    assert cancelled.endswith(": error: *** JOB 7 ON vm CANCELLED AT 2026-12-05T22:30:01 ***\n")

@@ -293,8 +293,9 @@ class SaysTimeLimits(Protocol):
     capability is told :meth:`Executor.cancel` and the line is missing."""
 
     def time_out(self, job_id: str, why: str = "TIME LIMIT") -> None:
-        """:meth:`Executor.cancel`, after telling each rank why: the time limit, or ``JOB
-        REQUEUE`` (``scontrol requeue``), slurmstepd's words after ``DUE TO``."""
+        """:meth:`Executor.cancel`, after telling each rank why: the time limit, ``JOB
+        REQUEUE`` (``scontrol requeue``), slurmstepd's words after ``DUE TO``, or ``CANCEL``
+        (a user's cancel: the line without ``DUE TO``)."""
         ...
 
 

@@ -524,6 +524,7 @@ class Loop:
             asked = signals_to_send(session)
         cancelling = [job_id for job_id, _ in rows]
         requeued = {job_id for job_id, cause in rows if cause == StopCause.REQUEUED.value}
+        by_hand = {job_id for job_id, cause in rows if cause == StopCause.CANCELLED.value}
         self.starter.cancelled(cancelling, self.clock())  # never launched: not now either
         says = self.executor if isinstance(self.executor, SaysTimeLimits) else None
         for job_id in [*written.stopped, *cancelling]:
@@ -531,6 +532,8 @@ class Loop:
                 _each(job_id, "time out", says.time_out, job_id)  # says why, as Slurm
             elif job_id in requeued and says is not None:  # "DUE TO JOB REQUEUE", as Slurm
                 _each(job_id, "requeue", says.time_out, job_id, "JOB REQUEUE")
+            elif job_id in by_hand and says is not None:  # "CANCELLED AT ...", as scancel's
+                _each(job_id, "cancel", says.time_out, job_id, "CANCEL")
             else:
                 _each(job_id, "cancel", self.executor.cancel, job_id)
         if asked:  # scancel --signal: sent once, then cleared unless asked again meanwhile

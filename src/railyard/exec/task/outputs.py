@@ -24,15 +24,17 @@ def time_limit_cue_path(exit_path: Path) -> Path:
     return exit_path.with_name(exit_path.name.removesuffix(EXIT_SUFFIX) + TIME_LIMIT_SUFFIX)
 
 
-STOP_WORDS = ("TIME LIMIT", "JOB REQUEUE")
+CANCEL = "CANCEL"  # a user's or admin's cancel: slurmstepd gives no reason
+STOP_WORDS = ("TIME LIMIT", "JOB REQUEUE", CANCEL)
 """What slurmstepd says a job was stopped for, after ``DUE TO`` (the cue's content)."""
 
 
 def time_limit_line(job: str, host: str, at: str, why: str = "TIME LIMIT") -> str:
-    """slurmstepd's words when it stops a job at its time limit or for a requeue (``why``,
-    one of :data:`STOP_WORDS`; ``at``: local ISO time); its log prefix names the node
-    (``slurmstepd-vm: error: ...``, Slurm 22.05)."""
-    return f"slurmstepd-{host}: error: *** JOB {job} ON {host} CANCELLED AT {at} DUE TO {why} ***\n"
+    """slurmstepd's words when it stops a job at its time limit, for a requeue or a cancel
+    (``why``, one of :data:`STOP_WORDS`; ``at``: local ISO time); its log prefix names the
+    node (``slurmstepd-vm: error: ...``, Slurm 22.05)."""
+    due = "" if why == CANCEL else f" DUE TO {why}"
+    return f"slurmstepd-{host}: error: *** JOB {job} ON {host} CANCELLED AT {at}{due} ***\n"
 
 
 def outputs_record_path(exit_path: Path) -> Path:
