@@ -9,6 +9,7 @@ client module directly.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -55,6 +56,9 @@ def test_a_command_s_output_input_and_status_come_back(server: ServerProcess) ->
     assert done.returncode == 3, done.stderr
     assert done.stdout == "out\n"
     assert done.stderr.startswith("err\n"), done.stderr  # then srun's "task 0: Exited..."
+    killed = railyard(server, "run", "--", "sh", "-c", "kill -9 $$")
+    assert killed.returncode == 137
+    assert re.search(r"srun: error: \S+: task 0: Killed by signal 9", killed.stderr), killed.stderr
     piped = railyard(server, "run", "--", "sh", "-c", "read line; echo got $line", stdin="hi\n")
     assert (piped.returncode, piped.stdout) == (0, "got hi\n")
     # Two tasks: the first is joined to this terminal (srun's default stdin goes to task 0),

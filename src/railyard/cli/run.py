@@ -221,20 +221,23 @@ def _joined(client: Client, job_id: str, pty: bool, salloc: bool, label: bool = 
         return 129
     if code is None:  # the connection ended without the task's end: ask the store
         return _ended(client, job_id)
-    if code > 128:  # killed: say who stopped it, as slurmstepd's "CANCELLED ... DUE TO"
-        _stopped_by(client, job_id)
-    elif code and not salloc:  # srun's line for a task that failed
+    if code > 128 and _stopped_by(client, job_id):  # stopped: who, as slurmstepd's "DUE TO"
+        return code
+    if code and not salloc:  # srun's line for a task that failed or was killed
         node = next(iter(client.job(job_id)["placement"] or {"?": []}))
-        print(f"srun: error: {node}: task 0: Exited with exit code {code}", file=sys.stderr)
+        how = f"Killed by signal {code - 128}" if code > 128 else f"Exited with exit code {code}"
+        print(f"srun: error: {node}: task 0: {how}", file=sys.stderr)
     return code
 
 
-def _stopped_by(client: Client, job_id: str) -> None:
+def _stopped_by(client: Client, job_id: str) -> bool:
     """A line naming why the job was stopped (a time or idle limit, a cancel, a preemption),
-    when it was stopped rather than ending on its own."""
+    when it was stopped rather than ending on its own; False when it was not."""
     job = client.job(job_id)
     if job["state"] not in ("running", "completed", "failed") and job["reason"]:
         print(f"railyard: job {job_id} {job['state'].upper()}: {job['reason']}", file=sys.stderr)
+        return True
+    return False
 
 
 def _cancel_now(client: Client, job_id: str) -> None:
