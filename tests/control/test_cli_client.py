@@ -535,6 +535,8 @@ def test_queue_by_job_and_user_as_squeue(cli: Cli) -> None:
     assert [j["id"] for j in cli.json("root", "queue", "-u", "bob")] == [bobs]
     assert [j["id"] for j in cli.json("bob", "queue", "-u", "bob")] == [bobs]
     assert cli.json("bob", "queue", "-u", "alice") == []  # a user sees only their own jobs
+    told = cli("bob", "queue", "--all", "-t", "running")
+    assert told.stderr.startswith("railyard: note: a user sees only their own jobs (an admin")
     # scancel with a list: one request; the refused id is named, the others are cancelled
     many = cli("alice", "cancel", single, array, bobs)
     assert many.exit_code == 1

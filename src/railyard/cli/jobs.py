@@ -372,6 +372,11 @@ def queue(args: argparse.Namespace) -> None:
             finished_within_s=age_s if finished else 0.0,
         )
         expected = {e["id"]: e for e in client.expected_starts()} if args.start else None
+        if not jobs and (everyone or args.user):  # squeue shows all; here that is an admin's
+            me = client.whoami()
+            if not me["is_admin"] and (everyone or args.user != me["name"]):
+                print("railyard: note: a user sees only their own jobs (an admin sees "
+                      "everyone's)", file=sys.stderr)  # fmt: skip
     if args.name:
         names = {n for n in args.name.split(",") if n}
         jobs = [j for j in jobs if j["name"] in names]
