@@ -253,6 +253,10 @@ def test_update_as_scontrol(cli: Cli) -> None:
     assert cli("alice", "update", job, "TimeLimit=+1").exit_code == 1
     assert cli("root", "update", job, "TimeLimit=+1").exit_code == 0
     assert cli.json("alice", "queue", "-j", job)[0]["walltime_s"] == 7200
+    assert cli("alice", "update", job, "Nice=5", "JobName=renamed").exit_code == 0
+    [row] = cli.json("alice", "queue", "-j", job)
+    assert (row["name"], row["priority"]) == ("renamed", 495)
+    assert cli("alice", "update", job, "Nice=x").exit_code == 2
     held = cli("alice", "update", job, "Priority=0")  # Slurm's hold
     assert (held.exit_code, held.stdout) == (0, f"{job} held\n")
     assert cli.json("alice", "queue", "-j", job)[0]["hold"] == "user"

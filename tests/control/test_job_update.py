@@ -161,3 +161,26 @@ def test_removing_an_arrays_dependency_dates_only_the_tasks_that_had_one(
     begins = {j["id"]: j["begin_t_s"] for j in freed}
     assert begins.pop(task) is not None
     assert begins == {f"{array['id']}_0": None, f"{array['id']}_2": None}
+
+
+def test_nice_moves_the_priority_and_a_name_is_renamed(as_: dict[str, TestClient]) -> None:
+    """scontrol update Nice= / JobName=: the priority moves by the nice's difference (the
+    class asked stays: Priority shows it less the nice); a negative nice is an admin's."""
+    alice, root = as_["alice"], as_["root"]
+    job = _submit(alice, priority="normal", nice=10)
+    assert job["priority"] == 490
+    [nicer] = alice.patch(f"/v1/jobs/{job['id']}", json={"nice": 100, "name": "renamed"}).json()
+    assert (nicer["priority"], nicer["name"]) == (400, "renamed")
+    below = alice.patch(f"/v1/jobs/{job['id']}", json={"nice": -5})
+    assert (below.status_code, below.json()["detail"].split(" (")[0]) == (
+        403,
+        "nice -5 raises the job's priority: only an admin may give a negative nice",
+    )
+    [by_admin] = root.patch(f"/v1/jobs/{job['id']}", json={"nice": -5}).json()
+    assert by_admin["priority"] == 505
+    [both] = alice.patch(f"/v1/jobs/{job['id']}", json={"nice": 1, "priority": "low"}).json()
+    assert both["priority"] == 99  # low (100) less the new nice
+    floor = alice.patch(f"/v1/jobs/{job['id']}", json={"nice": 1000}).json()[0]
+    assert floor["priority"] == 0
+    bad = alice.patch(f"/v1/jobs/{job['id']}", json={"name": "two\nlines"})
+    assert bad.status_code == 422

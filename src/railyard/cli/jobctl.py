@@ -152,7 +152,8 @@ def _ids_args(p: Parser) -> None:
     json_flag(p)
 
 
-UPDATE_KEYS = {"timelimit": "time", "priority": "priority", "dependency": "dependency"}
+UPDATE_KEYS = {"timelimit": "time", "priority": "priority", "dependency": "dependency",
+               "nice": "nice", "name": "name", "jobname": "name"}  # fmt: skip
 
 
 def update(args: argparse.Namespace) -> int:
@@ -160,10 +161,11 @@ def update(args: argparse.Namespace) -> int:
 
     An array's id changes its pending tasks. Options, or scontrol's words: TimeLimit=1:00:00
     (+30 adds 30 minutes, -30 takes them off) Priority=high Dependency=afterok:12
-    (Dependency= removes it). A plain user may lower a time limit, not raise it. Priority=0
-    holds the job, as in Slurm (release lets it go)."""
+    (Dependency= removes it) Nice=10 Name=NEW. A plain user may lower a time limit, not raise
+    it. Priority=0 holds the job, as in Slurm (release lets it go)."""
     change = {k: v for k, v in (("time", args.time), ("priority", args.priority),
-                                ("dependency", args.dependency)) if v is not None}  # fmt: skip
+                                ("dependency", args.dependency), ("nice", args.nice),
+                                ("name", args.name)) if v is not None}  # fmt: skip
     for word in args.settings:
         key, sep, value = word.partition("=")
         field = UPDATE_KEYS.get(key.lower()) if sep else None
@@ -176,6 +178,11 @@ def update(args: argparse.Namespace) -> int:
         del change["priority"]
     if not change and not hold:
         fail("update: nothing to change (hint: --time T, --priority P or --dependency D)")
+    if "nice" in change:
+        try:
+            change["nice"] = int(change["nice"])
+        except ValueError:
+            fail(f"update: Nice: expected an integer, got {change['nice']!r}")
     if "time" in change:  # whole minutes, rounded up, as scontrol keeps a TimeLimit
         from railyard.client.values import whole_minutes
 
@@ -208,6 +215,8 @@ def _update_args(p: Parser) -> None:
     )
     p.add_argument("--priority", help="an integer or low|normal|high|critical; 0 holds the job")
     p.add_argument("--dependency", "-d", help="afterok:ID... ('' removes it)")
+    p.add_argument("--nice", help="the job's nice: its priority moves by the difference")
+    p.add_argument("--name", "-J", help="the job's new name")
     json_flag(p)
 
 

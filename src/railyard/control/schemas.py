@@ -31,7 +31,7 @@ from railyard.client.values import (
     parse_time_change,
     parse_walltime,
 )
-from railyard.control.store.limits import Short
+from railyard.control.store.limits import Name, Short
 from railyard.control.store.tables import JobState
 
 
@@ -95,11 +95,14 @@ class JobUpdate(Request):
     """``scontrol update``: change a pending job (or every pending task of an array), or a
     running job's time limit. A plain user may lower the time limit, not raise it, and ask a
     priority up to the queue's bound; an admin may do either. ``time`` "+30" adds 30 minutes
-    to the limit, "-30" takes them off. ``dependency`` "" removes it."""
+    to the limit, "-30" takes them off. ``dependency`` "" removes it. ``nice`` replaces the
+    job's (its priority moves by the difference; below 0 is an admin's), ``name`` its name."""
 
     time: TimeChangeIn = None
     priority: PriorityIn = None
     dependency: str | None = Field(None, max_length=1024)
+    nice: int | None = Field(None, ge=-INT32_MAX, le=INT32_MAX, description="below 0: admins")
+    name: Name | None = None
 
     @field_validator("dependency")
     @classmethod

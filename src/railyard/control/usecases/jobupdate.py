@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, case
 from sqlalchemy.orm import Session
 
-from railyard.client.bounds import MAX_WALLTIME_S
+from railyard.client.bounds import INT32_MAX, MAX_WALLTIME_S
 from railyard.client.values import parse_time_change, priority_label
 from railyard.control.errors import Conflict, Forbidden, Invalid
 from railyard.control.schemas import JobUpdate
@@ -44,10 +44,11 @@ def update_job(
     a time limit alone to the running one too; returns them as they are now. 403 past a
     bound, 409 for a job in no state the change applies to, 422 for a change that names
     nothing or a job that does not exist."""
-    if change.time is None and change.priority is None and change.dependency is None:
-        raise Invalid(None, "nothing to update", "give --time, --priority or --dependency")
+    asked = (change.time, change.priority, change.dependency, change.nice, change.name)
+    if all(value is None for value in asked):
+        raise Invalid(None, "nothing to update", "give --time, --priority, --nice or --dependency")
     rows = job_targets(session, actor, job_id)
-    only_time = change.priority is None and change.dependency is None
+    only_time = all(v is None for v in asked[1:])
     states = TIME_STATES if only_time else [JobState.PENDING]
     pending = [(row, name) for row, name in rows if row.state in {s.value for s in states}]
     if not pending:
@@ -60,9 +61,24 @@ def update_job(
     if change.time is not None:
         values["walltime_s"] = _time_limit(actor, pending, change.time)
         said.append(f"time limit {change.time}")
+    if change.nice is not None:
+        if change.nice < 0 and not actor.is_admin:
+            raise Forbidden(
+                f"nice {change.nice} raises the job's priority: only an admin may give a "
+                "negative nice",
+                hint="give a nice of 0 or more, or ask an admin",
+            )
+        values["nice"] = change.nice
+        # the class asked stays; the nice it is lowered by changes (stored after nice)
+        moved = JobRow.priority + JobRow.nice - change.nice
+        values["priority"] = case((moved < 0, 0), (moved > INT32_MAX, INT32_MAX), else_=moved)
+        said.append(f"nice {change.nice}")
     if change.priority is not None:
-        values["priority"] = _priority(session, actor, pending, change.priority)
+        values["priority"] = _priority(session, actor, pending, change.priority, change.nice)
         said.append(f"priority {priority_label(values['priority'])}")
+    if change.name is not None:
+        values["name"] = change.name
+        said.append(f"name {change.name!r}")
     if change.dependency is not None:
         _not_on_itself(job_id, pending, change.dependency)
         if change.dependency:
@@ -155,12 +171,17 @@ def _check_change(row: JobRow, time: str | int, delta_s: float) -> None:
 
 
 def _priority(
-    session: Session, actor: User, pending: list[tuple[JobRow, str]], priority: str | int
+    session: Session,
+    actor: User,
+    pending: list[tuple[JobRow, str]],
+    priority: str | int,
+    nice: int | None = None,
 ) -> int:
-    """The priority the submit rule gives ``priority`` in the job's queue, after its nice (403
-    past the queue's bound); an array's tasks share both."""
+    """The priority the submit rule gives ``priority`` in the job's queue, after its nice (the
+    new one, when given; 403 past the queue's bound); an array's tasks share both."""
     row = pending[0][0]
     spec = JobSubmit.model_validate(
-        {"command": ["-"], "queue": row.queue, "priority": priority, "nice": row.nice}
-    )
+        {"command": ["-"], "queue": row.queue, "priority": priority,
+         "nice": row.nice if nice is None else nice}
+    )  # fmt: skip
     return job_priority(session, actor, spec)
