@@ -22,6 +22,7 @@ from railyard.control.errors import Conflict, Forbidden
 from railyard.control.store.tables import JobRow, QueueMember, QueueRow, User
 from railyard.control.submission import JobSubmit
 from railyard.control.usecases.jobs import cancel_job
+from railyard.control.usecases.jobviews import read_job_log
 from railyard.control.usecases.requeue import requeue_job
 
 
@@ -206,6 +207,21 @@ def test_a_cancelled_job_says_so_in_its_output(cluster: Cluster) -> None:
     step_until(cluster.loop, lambda: states(cluster.store)[job_id] == "cancelled", timeout_s=90)
     pattern = rf"slurmstepd-{NODE}: error: \*\*\* JOB 1 ON {NODE} CANCELLED AT \S+ \*\*\*"
     assert [line for line in out.read_text().splitlines() if re.fullmatch(pattern, line)]
+
+
+def test_an_output_file_that_cannot_be_opened_is_named_by_railyard_logs(cluster: Cluster) -> None:
+    """The job fails, as under Slurm, and ``railyard logs`` shows why (the wrapper's line in
+    the spool log) instead of an empty page."""
+    out = cluster.out / "no-such-dir" / "x.out"
+    [job_id] = cluster.submit(script="#!/bin/bash\necho never\n", output=str(out))
+    step_until(cluster.loop, lambda: states(cluster.store)[job_id] == "failed", timeout_s=90)
+    with cluster.store.session() as session:
+        actor = session.get(User, 2)
+        assert actor is not None
+        piece = read_job_log(session, actor, job_id, 0, 0, cluster.tmp / "jobs", None)
+        last = read_job_log(session, actor, job_id, 0, piece.offset, cluster.tmp / "jobs", None)
+    assert f"Could not open stdout file {out}" in piece.text, piece.text
+    assert (last.text, last.finished) == ("", True)
 
 
 REQUEUED = r"slurmstepd-\S+: error: \*\*\* JOB 1 ON \S+ CANCELLED AT \S+ DUE TO JOB REQUEUE \*\*\*"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from railyard.control.errors import Forbidden
 from railyard.control.store.paths import attempts_dir, log_path
-from railyard.control.store.tables import JobRow
+from railyard.control.store.tables import JobRow, JobState
 from railyard.exec.backend import LogReader
 from railyard.exec.logread import LogRefused, LogSource, read_chunk
 from railyard.exec.protocol import ExecutorError
@@ -92,16 +92,36 @@ def read_rank_log(
     remote: RemoteLog | None,
 ) -> tuple[str, int]:
     """A process's log from `offset`: from this machine's disk, or, with `remote` (the Ray
-    executor), from the node the rank ran on, with the same rule."""
+    executor), from the node the rank ran on, with the same rule. An ended job whose
+    ``--output`` file is not there (it could not be opened, and its wrapper said why in the
+    spool log) shows its spool log instead: the executor's own file, of the job's own
+    attempt, never the path the user named."""
+    spool_log = log_path(spool_dir, row.id, rank)
+    if path != spool_log and offset == 0 and JobState(row.state).finished:
+        found = _found(row, rank, path, offset, spool_dir, remote)  # a refusal stays one
+        if found is not None:
+            return _text(found, offset)
+        path = spool_log
+    return _text(_found(row, rank, path, offset, spool_dir, remote), offset)
+
+
+def _found(
+    row: JobRow,
+    rank: int,
+    path: Path,
+    offset: int,
+    spool_dir: Path,
+    remote: RemoteLog | None,
+) -> tuple[bytes, int] | None:
+    """The bytes of one log from `offset` and its size; None: no such file."""
     source = log_source(row, rank, path, spool_dir)
     node = node_of(row, rank)
-    if remote is None or node is None:
-        return read_log(source, offset)
     try:
-        found = remote(str(node), source, offset, LOG_CHUNK_BYTES)
+        if remote is None or node is None:
+            return read_chunk(source, offset, LOG_CHUNK_BYTES)
+        return remote(str(node), source, offset, LOG_CHUNK_BYTES)
     except (LogRefused, ExecutorError) as exc:
         raise Forbidden(str(exc)) from None
-    return _text(found, offset)
 
 
 def _text(found: tuple[bytes, int] | None, offset: int) -> tuple[str, int]:
