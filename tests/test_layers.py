@@ -48,6 +48,7 @@ CLIENT_COMMANDS = (
     "main",
     "args",
     "jobs",
+    "showjob",
     "jobctl",
     "run",
     "history",

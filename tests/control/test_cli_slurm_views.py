@@ -192,3 +192,19 @@ def test_squeue_name_and_sacct_brief_parsable_and_partition(cli: Cli, store: Sto
     parsable = cli("alice", "history", "-p", "-X", "-j", one, "-o", "JobID,State")
     assert parsable.stdout.splitlines() == ["JobID|State|", f"{one}|FAILED|"]
     assert cli("alice", "history", "-r", "nosuchqueue", "-X", "-P", "-n").stdout.strip() == ""
+
+
+def test_show_job_of_an_array_prints_each_task_as_scontrol(cli: Cli) -> None:
+    """``scontrol show job 12``: a record per task, each ``JobId=<its own number>
+    ArrayJobId=12 ArrayTaskId=<index>``; ``show job 12_1`` that task's alone."""
+    array = cli("alice", "submit", "--parsable", "--array", "0-1", "--", "true").stdout.strip()
+    shown = cli("alice", "show", "job", array)
+    assert shown.exit_code == 0, shown.output
+    firsts = [block.splitlines()[0] for block in shown.stdout.strip().split("\n\n")]
+    own = {j["id"]: j["task_number"] for j in cli.json("alice", "queue", "-j", array)}
+    assert firsts == [
+        f"JobId={own[f'{array}_{i}']} ArrayJobId={array} ArrayTaskId={i} JobName=true"
+        for i in (0, 1)
+    ]
+    one = cli("alice", "show", "job", f"{array}_1").stdout.splitlines()[0]
+    assert one == firsts[1]

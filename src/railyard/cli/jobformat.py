@@ -279,6 +279,17 @@ def _req_tres(job: Job) -> str:
     return ",".join(parts)
 
 
+def _job_ids(job: Job) -> list[tuple[str, str]]:
+    """scontrol's ids: an array task's JobId is its own number, then its array's id and its
+    index (``JobId=13 ArrayJobId=12 ArrayTaskId=0``)."""
+    parent, index = job["array_parent"], job["array_index"]
+    if parent is None or index is None:
+        return [("JobId", job["id"])]
+    own = job.get("task_number")
+    return [("JobId", str(own) if own is not None else job["id"]), ("ArrayJobId", parent),
+            ("ArrayTaskId", str(index))]  # fmt: skip
+
+
 def _scontrol_reason(job: Job) -> str:
     """scontrol's Reason: None for a job that runs or completed; why for one that waits or
     ended otherwise (NonZeroExitCode, TimeLimit)."""
@@ -393,7 +404,7 @@ def scontrol_job(job: Job, exit_code: Field) -> str:
     tasks, gpus = facts.get("ntasks_per_node"), job["gpus"]
     stdout = _shown_path(facts.get("output"), job, unix_user)  # a command job's: railyard logs
     lines = [
-        [("JobId", job["id"]), ("JobName", job["name"] or "")],
+        [*_job_ids(job), ("JobName", job["name"] or "")],
         [("UserId", _owner(unix_user)), ("Account", job["queue"]),
          ("QOS", qos_of(job["priority"], facts.get("nice", 0)))],
         [("Priority", str(job["priority"])), ("Nice", str(facts.get("nice", 0)))],

@@ -68,7 +68,7 @@ CONTROL = {
         "Jobs waiting and running, like squeue: why each pending job waits is in REASON.",
     ),
     "show": (
-        "jobs",
+        "showjob",
         "Everything about one job; an array's id shows a summary of its tasks and each task.",
     ),
     "history": (
