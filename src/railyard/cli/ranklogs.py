@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
@@ -19,6 +20,7 @@ from railyard.client.tasklabels import label_of
 HEADER = "==== "  # the lines each task's log starts with (exec.task.jobfiles.header)
 FOLLOW_POLL_S = 0.25
 JOIN_POLL_S = 0.5
+MAX_READS_PER_S = 20.0  # one run's reads of its other tasks' logs, whatever their number
 
 
 class Output:
@@ -48,7 +50,10 @@ class Output:
 
 
 class OtherRanks:
-    """Follows the logs of ranks 1..ntasks-1 of a running job, each on its own connection."""
+    """Follows the logs of ranks 1..ntasks-1 of a running job: one thread on one connection
+    reads each rank in turn, a round every :data:`FOLLOW_POLL_S` at most and never more than
+    :data:`MAX_READS_PER_S` reads a second, however many tasks (a run of 256 tasks must not
+    load the server for everyone else)."""
 
     def __init__(
         self,
@@ -60,34 +65,41 @@ class OtherRanks:
     ) -> None:
         self._connect, self._job_id, self._out = connect, job_id, out
         self._prefixes = {r: label_of(r, ntasks) if label else b"" for r in range(1, ntasks)}
-        self._threads = [
-            threading.Thread(target=self._follow, args=(rank,), daemon=True)
-            for rank in self._prefixes
-        ]
+        self._thread = threading.Thread(target=self._follow, daemon=True)
 
     def start(self) -> None:
-        for thread in self._threads:
-            thread.start()
+        if self._prefixes:
+            self._thread.start()
 
     def join(self) -> None:
         """Until every other task's log is read to its end (the job ended), as srun waits
         for all its tasks."""
-        for thread in self._threads:
-            while thread.is_alive():
-                thread.join(JOIN_POLL_S)  # a Ctrl-C meanwhile is seen at once
+        while self._thread.is_alive():
+            self._thread.join(JOIN_POLL_S)  # a Ctrl-C meanwhile is seen at once
 
-    def _follow(self, rank: int) -> None:
-        prefix, in_header, partial = self._prefixes[rank], True, ""
+    def _follow(self) -> None:
+        offsets = dict.fromkeys(self._prefixes, 0)
+        in_header = dict.fromkeys(self._prefixes, True)
+        partial = dict.fromkeys(self._prefixes, "")
+        pause_s = max(FOLLOW_POLL_S, len(offsets) / MAX_READS_PER_S)
         with self._connect() as client:
-            for text in client.follow_logs(self._job_id, rank=rank, poll_s=FOLLOW_POLL_S):
-                *lines, partial = (partial + text).split("\n")
-                for line in lines:
-                    if in_header and line.startswith(HEADER):
-                        continue
-                    in_header = False
-                    self._out.write(rank, 1, line.encode() + b"\n", prefix)
-        if partial:
-            self._out.write(rank, 1, partial.encode() + b"\n", prefix)
+            while offsets:
+                for rank in list(offsets):
+                    chunk = client.logs(self._job_id, rank=rank, offset=offsets[rank])
+                    *lines, partial[rank] = (partial[rank] + chunk["text"]).split("\n")
+                    for line in lines:
+                        if in_header[rank] and line.startswith(HEADER):
+                            continue
+                        in_header[rank] = False
+                        self._out.write(rank, 1, line.encode() + b"\n", self._prefixes[rank])
+                    offsets[rank] = chunk["offset"]
+                    if chunk["finished"]:  # the job ended and this log is read to its end
+                        if partial[rank]:
+                            self._out.write(rank, 1, partial[rank].encode() + b"\n",
+                                            self._prefixes[rank])  # fmt: skip
+                        del offsets[rank]
+                if offsets:
+                    time.sleep(pause_s)
 
 
 def ntasks_of(job: dict[str, object]) -> int:
