@@ -208,3 +208,13 @@ def test_show_job_of_an_array_prints_each_task_as_scontrol(cli: Cli) -> None:
     ]
     one = cli("alice", "show", "job", f"{array}_1").stdout.splitlines()[0]
     assert one == firsts[1]
+
+
+def test_update_array_task_throttle_as_scontrol(cli: Cli) -> None:
+    """``scontrol update JobId=12 ArrayTaskThrottle=1``: the array's pending line says the
+    new limit; a word that is no integer is bad input."""
+    array = cli("alice", "submit", "--parsable", "-H", "--array", "0-3%2", "--", "x").stdout.strip()
+    done = cli("alice", "update", f"JobId={array}", "ArrayTaskThrottle=1")
+    assert done.exit_code == 0, done.output
+    assert cli("alice", "queue", "-h", "-o", "%i").stdout.split() == [f"{array}_[0-3%1]"]
+    assert cli("alice", "update", array, "ArrayTaskThrottle=lots").exit_code == 2

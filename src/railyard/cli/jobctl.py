@@ -153,7 +153,8 @@ def _ids_args(p: Parser) -> None:
 
 
 UPDATE_KEYS = {"timelimit": "time", "priority": "priority", "dependency": "dependency",
-               "nice": "nice", "name": "name", "jobname": "name"}  # fmt: skip
+               "nice": "nice", "name": "name", "jobname": "name",
+               "arraytaskthrottle": "array_throttle"}  # fmt: skip
 
 
 def update(args: argparse.Namespace) -> int:
@@ -161,8 +162,9 @@ def update(args: argparse.Namespace) -> int:
 
     An array's id changes its pending tasks. Options, or scontrol's words: TimeLimit=1:00:00
     (+30 adds 30 minutes, -30 takes them off) Priority=high Dependency=afterok:12
-    (Dependency= removes it) Nice=10 Name=NEW. A plain user may lower a time limit, not raise
-    it. Priority=0 holds the job, as in Slurm (release lets it go)."""
+    (Dependency= removes it) Nice=10 Name=NEW, and on an array's id ArrayTaskThrottle=N (0:
+    no limit). A plain user may lower a time limit, not raise it. Priority=0 holds the job,
+    as in Slurm (release lets it go)."""
     change = {k: v for k, v in (("time", args.time), ("priority", args.priority),
                                 ("dependency", args.dependency), ("nice", args.nice),
                                 ("name", args.name)) if v is not None}  # fmt: skip
@@ -178,11 +180,12 @@ def update(args: argparse.Namespace) -> int:
         del change["priority"]
     if not change and not hold:
         fail("update: nothing to change (hint: --time T, --priority P or --dependency D)")
-    if "nice" in change:
-        try:
-            change["nice"] = int(change["nice"])
-        except ValueError:
-            fail(f"update: Nice: expected an integer, got {change['nice']!r}")
+    for key, word in (("nice", "Nice"), ("array_throttle", "ArrayTaskThrottle")):
+        if key in change:
+            try:
+                change[key] = int(change[key])
+            except ValueError:
+                fail(f"update: {word}: expected an integer, got {change[key]!r}")
     if "time" in change:  # whole minutes, rounded up, as scontrol keeps a TimeLimit
         from railyard.client.values import whole_minutes
 

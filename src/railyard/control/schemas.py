@@ -103,6 +103,9 @@ class JobUpdate(Request):
     dependency: str | None = Field(None, max_length=1024)
     nice: int | None = Field(None, ge=-INT32_MAX, le=INT32_MAX, description="below 0: admins")
     name: Name | None = None
+    array_throttle: int | None = Field(
+        None, ge=0, le=INT32_MAX, description="an array's tasks running at once (%N); 0: no limit"
+    )
 
     @field_validator("dependency")
     @classmethod

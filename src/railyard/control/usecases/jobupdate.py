@@ -45,6 +45,11 @@ def update_job(
     bound, 409 for a job in no state the change applies to, 422 for a change that names
     nothing or a job that does not exist."""
     asked = (change.time, change.priority, change.dependency, change.nice, change.name)
+    if change.array_throttle is not None:
+        if any(value is not None for value in asked):
+            raise Invalid("array_throttle", "an array's throttle is updated alone",
+                          "one update for ArrayTaskThrottle, another for the rest")  # fmt: skip
+        return _throttle(session, actor, job_id, change.array_throttle, now_t_s)
     if all(value is None for value in asked):
         raise Invalid(None, "nothing to update", "give --time, --priority, --nice or --dependency")
     rows = job_targets(session, actor, job_id)
@@ -105,6 +110,35 @@ def update_job(
     request_wake(session)
     done = set(changed)  # the rows were expired by the update: reading them loads what it wrote
     return [(row, name) for row, name in pending if row.id in done]
+
+
+def _throttle(
+    session: Session, actor: User, job_id: str, limit: int, now_t_s: float
+) -> list[tuple[JobRow, str]]:
+    """``ArrayTaskThrottle=N`` on an array's id: at most N of its tasks run at once from now
+    (0: no limit), its tasks not yet ended told so (pending ones are what the loop holds back,
+    reason ``JobArrayTaskLimit``); the spec they show (``0-9%2``) says the new limit."""
+    rows = job_targets(session, actor, job_id)
+    tasks = [(row, name) for row, name in rows if row.array_parent == job_id]
+    if not tasks:
+        raise Invalid("array_throttle", f"job {job_id} is no array",
+                      "give the array's own id, 12 for 12_3")  # fmt: skip
+    live = [(row, name) for row, name in tasks if row.state in {s.value for s in TIME_STATES}]
+    if not live:
+        raise Conflict(f"array {job_id} has no task left to throttle")
+    spec = (live[0][0].array_spec or "").partition("%")[0]
+    values: dict[str, Any] = {
+        "array_max_running": limit or None,
+        "array_spec": f"{spec}%{limit}" if limit and spec else spec or None,
+        "updated_t_s": now_t_s,
+    }
+    changed = transition_many(session, [r.id for r, _ in live], TIME_STATES, values,
+                              retry_conflicts=True)  # fmt: skip
+    message = f"{actor.name}: array throttle {limit or 'none'}"
+    record_many(session, now_t_s, [("update", message, one) for one in changed])
+    request_wake(session)
+    done = set(changed)
+    return [(row, name) for row, name in live if row.id in done]
 
 
 def _not_on_itself(job_id: str, pending: list[tuple[JobRow, str]], dependency: str) -> None:
