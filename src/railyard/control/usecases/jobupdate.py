@@ -1,5 +1,5 @@
-"""``scontrol update`` of a pending job: its time limit, priority or dependency; and of a
-running job: its time limit.
+"""``scontrol update`` of a pending job: its time limit, priority, dependency, nice or name;
+of a running job: its time limit; of an array: its throttle (``ArrayTaskThrottle``).
 
 Slurm lets a user lower a job's time limit but not raise it, running or not (an admin
 extends a running job: ``TimeLimit=+1:00:00``), and set a priority only as an admin (users
@@ -9,9 +9,9 @@ give a job what its submit could not. Each change is a compare-and-set on the st
 (``pending``, or also ``starting``/``running`` for a time limit alone): a job that moved
 since it was read is left alone and answered 409. The stamp (``updated_t_s``) moves, so the
 loop's next world read converts the row again (a running job's end, its backfill
-reservation). No
-size (tasks, CPUs, memory, GPUs, nodes, array tasks) can be updated: what ``sizebounds``
-bounds at submit stays bounded (``JobUpdate`` refuses any other field, 422).
+reservation). No size (tasks, CPUs, memory, GPUs, nodes, array tasks) can be updated:
+what ``sizebounds`` bounds at submit stays bounded (``JobUpdate`` refuses any other field,
+422).
 """
 
 from __future__ import annotations
