@@ -270,6 +270,8 @@ def test_srun_s_files_cpus_nodes_and_noted_options_in_a_script(
         f"cd {out}\n"
         "srun -n 2 -o step%s-%t.out -e %j-%t.err sh -c 'echo out $SLURM_PROCID; echo err >&2'\n"
         "srun -n 1 -i none -o in.out cat\n"
+        "printf 'line\\n' > input.txt\n"
+        "srun -n 2 -O -i input.txt -o read-%t.out cat\n"
         "srun -c 1 -n 1 -w n0 --exclusive sh -c 'echo cpus=$SLURM_CPUS_PER_TASK'\n"
         "srun -w elsewhere true; echo w=$?\n"
         "srun --multi-prog tasks.conf; echo m=$?\n"
@@ -280,6 +282,7 @@ def test_srun_s_files_cpus_nodes_and_noted_options_in_a_script(
     assert [(out / f"step0-{t}.out").read_text() for t in (0, 1)] == ["out 0\n", "out 1\n"]
     assert (out / "42-1.err").read_text() == "err\n"
     assert (out / "in.out").read_text() == ""  # stdin was /dev/null: cat ended at once
+    assert [(out / f"read-{t}.out").read_text() for t in (0, 1)] == ["line\n", "line\n"]
     text = logs(tmp_path)
     assert "cpus=1" in text
     assert "srun: note: --exclusive ignored: steps at once already get different GPUs" in text

@@ -70,8 +70,9 @@ def pattern_fields(environ: Mapping[str, str]) -> dict[str, str]:
 
 class StepFiles:
     """Each task's stdin, stdout and stderr as ``-i``/``-o``/``-e`` name them (None: srun's
-    own); a name that expands alike for several tasks is opened once and shared, as one
-    ``-o step.out`` collects every task's lines."""
+    own); an output name that expands alike for several tasks is opened once and shared, as
+    one ``-o step.out`` collects every task's lines; an input is opened for each task, which
+    reads all of it."""
 
     def __init__(
         self,
@@ -106,6 +107,8 @@ class StepFiles:
         path = expand_pattern(pattern, self._fields, node=node, node_index=node_index,
                               task=rank, step=self._step)  # fmt: skip
         key = (path, mode)
+        if mode == "rb":  # each task reads the whole file, from its own offset
+            return self._stack.enter_context(open(path, mode))
         if key not in self._open:
             self._open[key] = self._stack.enter_context(open(path, mode))  # noqa: SIM115
         return self._open[key]
