@@ -14,7 +14,7 @@ from exec_helpers import NODE, MakeExecutor, logs, spec, wait_for, wait_report
 
 from railyard.exec import LaunchSpec, Outcome
 from railyard.exec.task.launch import NodeAlloc
-from railyard.exec.task.srun import SrunError, parse, plan
+from railyard.exec.task.srun import SrunError, on_nodes, parse, plan
 
 DUMP = (
     "import json, os, sys; d = sys.argv[1]; "
@@ -289,3 +289,14 @@ def test_srun_s_files_cpus_nodes_and_noted_options_in_a_script(
     assert "--nodelist=elsewhere: elsewhere is not in this job's allocation" in text
     codes = [line for line in text.splitlines() if line[:2] in ("w=", "m=")]
     assert codes == ["w=2", "m=2"]
+
+
+def test_srun_w_takes_names_or_a_hostlist_of_the_allocation() -> None:
+    nodes = allocated()
+    names = [n.name for n in nodes]
+    assert [n.name for n in on_nodes(nodes, names[1])] == [names[1]]
+    assert [n.name for n in on_nodes(nodes, ",".join(reversed(names)))] == names  # its order
+    with pytest.raises(SrunError, match=r"--nodelist=gpu\[1: unclosed"):
+        on_nodes(nodes, "gpu[1")
+    with pytest.raises(SrunError, match="gpu9 is not in this job's allocation"):
+        on_nodes(nodes, "gpu9")

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from railyard.client.hostlists import expand_hostlist
 from railyard.exec.task import labels, srunopts, stepgpus
 from railyard.exec.task.identity import process_umask
 from railyard.exec.task.launch import (
@@ -164,10 +165,14 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
 
 
 def on_nodes(allocated: list[NodeAlloc], nodelist: str | None) -> list[NodeAlloc]:
-    """``srun -w a,b``: those nodes of the allocation, in its order."""
+    """``srun -w a,b`` (or a Slurm hostlist, ``gpu[01-02]``): those nodes of the allocation,
+    in its order."""
     if nodelist is None:
         return allocated
-    wanted = [n.strip() for n in nodelist.split(",") if n.strip()]
+    try:
+        wanted = expand_hostlist(nodelist)
+    except ValueError as exc:
+        raise SrunError(f"--nodelist={nodelist}: {exc}") from None
     names = [n.name for n in allocated]
     unknown = [n for n in wanted if n not in names]
     if unknown or not wanted:
