@@ -71,7 +71,7 @@ def _used(job: Job) -> str:
     return squeue_time(job["elapsed_s"] or 0.0)
 
 
-def _ntasks(job: Job) -> int:
+def task_count(job: Job) -> int:
     """Its tasks as the executor lays them out (``exec.task.launch.allocation``): its tasks
     per node on each node (a batch script: one), else a task per GPU, else per chunk."""
     per_node = job.get("ntasks_per_node")
@@ -83,7 +83,7 @@ def _ntasks(job: Job) -> int:
 
 def _cpus(job: Job) -> int:
     """The CPUs it asks (Slurm counts at least one per task)."""
-    return _ntasks(job) * max(1, job.get("cpus_per_task") or 1)
+    return task_count(job) * max(1, job.get("cpus_per_task") or 1)
 
 
 def _memory(job: Job) -> str:
@@ -247,7 +247,7 @@ def sacct_fields(exit_code: Field) -> dict[str, tuple[str, int, Field]]:
         "alloccpus": ("AllocCPUS", 10, lambda j: "0" if j["start_t_s"] is None else str(_cpus(j))),
         "ncpus": ("NCPUS", 10, lambda j: str(_cpus(j))),
         "reqcpus": ("ReqCPUS", 8, lambda j: str(_cpus(j))),
-        "ntasks": ("NTasks", 8, lambda j: str(_ntasks(j))),
+        "ntasks": ("NTasks", 8, lambda j: str(task_count(j))),
         "reqmem": ("ReqMem", 10, _memory),
         "reqtres": ("ReqTRES", 20, _req_tres),
         "elapsedraw": ("ElapsedRaw", 10, lambda j: str(int(j["elapsed_s"] or 0))),

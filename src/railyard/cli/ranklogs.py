@@ -102,14 +102,6 @@ class OtherRanks:
                     time.sleep(pause_s)
 
 
-def ntasks_of(job: dict[str, object]) -> int:
-    """How many tasks a command job runs: a process per chunk, or its tasks per node."""
-    workers = job.get("workers")
-    per_node = job.get("ntasks_per_node")
-    count = workers if isinstance(workers, int) else 1
-    return count * per_node if isinstance(per_node, int) and per_node > 0 else count
-
-
 def _write_all(fd: int, data: bytes) -> None:
     while data:
         data = data[os.write(fd, data) :]

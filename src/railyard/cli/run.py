@@ -189,9 +189,10 @@ def _joined(client: Client, job_id: str, pty: bool, salloc: bool, label: bool = 
     """The first task through the terminal; without --pty the others' output beside it, as
     srun relays every task's (``cli.ranklogs``), each line after its rank with -l."""
     from railyard.cli import ranklogs
+    from railyard.cli.jobformat import task_count
     from railyard.client import tasklabels
 
-    ntasks = 1 if pty or salloc else ranklogs.ntasks_of(dict(client.job(job_id)))
+    ntasks = 1 if pty or salloc else task_count(client.job(job_id))
     label = label and not (pty or salloc)
     # one task unlabelled: its bytes as they come (a prompt without a newline shows at once)
     out = ranklogs.Output() if ntasks > 1 or label else None

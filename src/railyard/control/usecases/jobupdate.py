@@ -31,7 +31,7 @@ from railyard.control.store.transitions import transition_many
 from railyard.control.submission import JobSubmit
 from railyard.control.usecases.admission import check_dependency
 from railyard.control.usecases.jobs import job_targets
-from railyard.control.usecases.queuerules import job_priority
+from railyard.control.usecases.queuerules import check_nice, job_priority
 from railyard.sched.dependencies import job_ids, parse_dependency
 
 TIME_STATES = [JobState.PENDING, JobState.STARTING, JobState.RUNNING]  # a time limit's
@@ -67,12 +67,7 @@ def update_job(
         values["walltime_s"] = _time_limit(actor, pending, change.time)
         said.append(f"time limit {change.time}")
     if change.nice is not None:
-        if change.nice < 0 and not actor.is_admin:
-            raise Forbidden(
-                f"nice {change.nice} raises the job's priority: only an admin may give a "
-                "negative nice",
-                hint="give a nice of 0 or more, or ask an admin",
-            )
+        check_nice(actor, change.nice)
         values["nice"] = change.nice
         # the class asked stays; the nice it is lowered by changes (stored after nice)
         moved = JobRow.priority + JobRow.nice - change.nice

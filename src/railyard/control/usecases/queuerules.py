@@ -148,6 +148,16 @@ def _check_deadline(row: Row[Any] | None, queue: str) -> None:
         )
 
 
+def check_nice(user: User, nice: int) -> None:
+    """A negative nice raises a job's priority: an admin's to give (Slurm's rule), at submit
+    and at update alike; Forbidden (403) for a plain user."""
+    if nice < 0 and not user.is_admin:
+        raise Forbidden(
+            f"nice {nice} raises the job's priority: only an admin may give a negative nice",
+            hint="give --nice 0 or more, or ask an admin",
+        )
+
+
 def _priority(row: Row[Any] | None, user: User, spec: JobSubmit) -> int:
     """The priority to store for ``spec`` (after ``nice``); Forbidden (403) when a plain user
     asks above the queue's bound or gives a negative nice. A job that asks no priority gets
@@ -159,13 +169,9 @@ def _priority(row: Row[Any] | None, user: User, spec: JobSubmit) -> int:
     else:
         base = spec.priority.value
     value = min(max(base - spec.nice, 0), INT32_MAX)
+    check_nice(user, spec.nice)
     if user.is_admin:
         return value
-    if spec.nice < 0:
-        raise Forbidden(
-            f"nice {spec.nice} raises the job's priority: only an admin may give a negative nice",
-            hint="give --nice 0 or more, or ask an admin",
-        )
     if value > bound:
         asked = spec.priority.shown if spec.priority is not None else str(base)
         shown = asked if spec.nice == 0 else f"{asked} (nice {spec.nice}: {value})"
