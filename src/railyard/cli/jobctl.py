@@ -202,6 +202,8 @@ def update(args: argparse.Namespace) -> int:
     jobs = list({job["id"]: job for job in [*jobs, *held]}.values())
     if args.json:
         emit_json(jobs)
+    elif "array_throttle" in change:  # one array's limit: one line, not one per task
+        print(f"{job_id} updated ({len(jobs)} tasks)")
     else:
         for job in jobs:
             print(f"{job['id']} {'held' if hold and not change else 'updated'}")
