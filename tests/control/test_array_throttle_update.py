@@ -1,6 +1,7 @@
 """``scontrol update JobId=12 ArrayTaskThrottle=N`` through the update use case: the array's
 tasks not yet ended take the new limit, the loop starts what it now allows, and the spec they
-show says so; on SQLite and PostgreSQL."""
+show says so (the loop's store is SQLite here; test_job_update runs the update on
+PostgreSQL too)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 from tests.control.loop_helpers import Cluster, states, step_until, stop_all
 
 from railyard.control.errors import Invalid
@@ -16,17 +18,20 @@ from railyard.control.schemas import JobUpdate
 from railyard.control.store.tables import JobRow, User
 from railyard.control.usecases.jobupdate import update_job
 
-pytestmark = pytest.mark.stores
-
 SLEEP = [sys.executable, "-c", "import time; time.sleep(120)"]
 
 
 def _throttle(cluster: Cluster, job_id: str, limit: int) -> list[str]:
+    """The update as alice; the one task it answers with, then every task as stored."""
     with cluster.store.session() as session:
         alice = session.get(User, 2)
         assert alice is not None
-        changed = update_job(session, alice, job_id, JobUpdate(array_throttle=limit), time.time())
-        return sorted(f"{row.id} {row.array_spec}" for row, _ in changed)
+        [(shown, _)] = update_job(session, alice, job_id, JobUpdate(array_throttle=limit),
+                                  time.time())  # fmt: skip
+        assert (shown.id, shown.array_spec) == (f"{job_id}_0", f"0-2%{limit}" if limit else "0-2")
+    with cluster.store.session() as session:
+        rows = session.scalars(select(JobRow).where(JobRow.array_parent == job_id))
+        return sorted(f"{row.id} {row.array_spec}" for row in rows)
 
 
 def test_raising_an_array_s_throttle_starts_more_of_its_tasks(tmp_path: Path) -> None:

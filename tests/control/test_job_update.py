@@ -184,3 +184,16 @@ def test_nice_moves_the_priority_and_a_name_is_renamed(as_: dict[str, TestClient
     assert floor["priority"] == 0
     bad = alice.patch(f"/v1/jobs/{job['id']}", json={"name": "two\nlines"})
     assert bad.status_code == 422
+
+
+def test_an_arrays_throttle_in_one_statement(as_: dict[str, TestClient]) -> None:
+    """ArrayTaskThrottle= answers with the array's first task and changes them all; bob may
+    not touch alice's array (404: ids don't leak)."""
+    alice, bob = as_["alice"], as_["bob"]
+    array = _submit(alice, array="0-2%1", hold=True)
+    parent = array["array_parent"] or array["id"].split("_")[0]
+    [shown] = alice.patch(f"/v1/jobs/{parent}", json={"array_throttle": 2}).json()
+    assert (shown["id"], shown["array"]) == (f"{parent}_0", "0-2%2")
+    tasks = alice.get("/v1/jobs", params={"array": parent}).json()
+    assert {t["array"] for t in tasks} == {"0-2%2"}
+    assert bob.patch(f"/v1/jobs/{parent}", json={"array_throttle": 5}).status_code == 404

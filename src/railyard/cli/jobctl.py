@@ -203,7 +203,7 @@ def update(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(jobs)
     elif "array_throttle" in change:  # one array's limit: one line, not one per task
-        print(f"{job_id} updated ({len(jobs)} tasks)")
+        print(f"{job_id} updated")
     else:
         for job in jobs:
             print(f"{job['id']} {'held' if hold and not change else 'updated'}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, case
+from sqlalchemy import ColumnElement, case, select
 from sqlalchemy.orm import Session
 
 from railyard.client.bounds import INT32_MAX, MAX_WALLTIME_S
@@ -27,9 +27,10 @@ from railyard.control.errors import Conflict, Forbidden, Invalid
 from railyard.control.schemas import JobUpdate
 from railyard.control.store.effects import record_many, request_wake
 from railyard.control.store.tables import JobRow, JobState, User
-from railyard.control.store.transitions import transition_many
+from railyard.control.store.transitions import CHUNK, transition_many, transition_where
 from railyard.control.submission import JobSubmit
 from railyard.control.usecases.admission import check_dependency
+from railyard.control.usecases.joblookup import get_job
 from railyard.control.usecases.jobs import job_targets
 from railyard.control.usecases.queuerules import check_nice, job_priority
 from railyard.sched.dependencies import job_ids, parse_dependency
@@ -103,8 +104,7 @@ def update_job(
     message = f"{actor.name}: {', '.join(said)}"
     record_many(session, now_t_s, [("update", message, one) for one in changed])
     request_wake(session)
-    done = set(changed)  # the rows were expired by the update: reading them loads what it wrote
-    return [(row, name) for row, name in pending if row.id in done]
+    return _reloaded(session, pending, changed)
 
 
 def _throttle(
@@ -112,28 +112,50 @@ def _throttle(
 ) -> list[tuple[JobRow, str]]:
     """``ArrayTaskThrottle=N`` on an array's id: at most N of its tasks run at once from now
     (0: no limit), its tasks not yet ended told so (pending ones are what the loop holds back,
-    reason ``JobArrayTaskLimit``); the spec they show (``0-9%2``) says the new limit."""
-    rows = job_targets(session, actor, job_id)
-    tasks = [(row, name) for row, name in rows if row.array_parent == job_id]
-    if not tasks:
+    reason ``JobArrayTaskLimit``); the spec they show (``0-9%2``) says the new limit. One
+    statement for all of them, no task read but the first (an array holds up to 10,000, and
+    the store's write lock is held meanwhile); answers with one task as it is now."""
+    mine = [JobRow.array_parent == job_id]
+    if not actor.is_admin:
+        mine.append(JobRow.user_id == actor.id)
+    first = session.scalars(select(JobRow).where(*mine).order_by(JobRow.array_index)).first()
+    if first is None:
+        get_job(session, actor, job_id)  # another user's or nothing: 404, ids don't leak
         raise Invalid("array_throttle", f"job {job_id} is no array",
                       "give the array's own id, 12 for 12_3")  # fmt: skip
-    live = [(row, name) for row, name in tasks if row.state in {s.value for s in TIME_STATES}]
-    if not live:
-        raise Conflict(f"array {job_id} has no task left to throttle")
-    spec = (live[0][0].array_spec or "").partition("%")[0]
+    spec = (first.array_spec or "").partition("%")[0]
     values: dict[str, Any] = {
         "array_max_running": limit or None,
         "array_spec": f"{spec}%{limit}" if limit and spec else spec or None,
         "updated_t_s": now_t_s,
     }
-    changed = transition_many(session, [r.id for r, _ in live], TIME_STATES, values,
-                              retry_conflicts=True)  # fmt: skip
+    changed = transition_where(session, mine, TIME_STATES, values, retry_conflicts=True)
+    if not changed:
+        raise Conflict(f"array {job_id} has no task left to throttle")
     message = f"{actor.name}: array throttle {limit or 'none'}"
     record_many(session, now_t_s, [("update", message, one) for one in changed])
     request_wake(session)
+    shown = min(changed, key=_task_order)
+    return _reloaded(session, [get_job(session, actor, shown)], [shown])
+
+
+def _task_order(task_id: str) -> tuple[int, str]:
+    """An array task's id in index order (``12_9`` before ``12_10``)."""
+    index = task_id.rpartition("_")[2]
+    return (int(index), task_id) if index.isdigit() else (0, task_id)
+
+
+def _reloaded(
+    session: Session, targets: list[tuple[JobRow, str]], changed: list[str]
+) -> list[tuple[JobRow, str]]:
+    """The changed ones of ``targets`` as the update left them, loaded again by one query per
+    chunk (reading each expired row loaded it alone: 3.6 s of an array's 10,000 tasks, with
+    the store's write lock held)."""
     done = set(changed)
-    return [(row, name) for row, name in live if row.id in done]
+    for start in range(0, len(changed), CHUNK):
+        stmt = select(JobRow).where(JobRow.id.in_(changed[start : start + CHUNK]))
+        session.scalars(stmt.execution_options(populate_existing=True)).all()
+    return [(row, name) for row, name in targets if row.id in done]
 
 
 def _not_on_itself(job_id: str, pending: list[tuple[JobRow, str]], dependency: str) -> None:
