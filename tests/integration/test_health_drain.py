@@ -153,8 +153,7 @@ def test_an_admins_drain_is_left_alone(server: ServerProcess, tmp_path: Path) ->
     assert health(server, home, "--record-baseline").returncode == 0
     name = node_of(server)["name"]
     server.request("POST", f"/v1/nodes/{name}/drain", json={"reason": "new NIC firmware"})
-    done = health(server, home, "--report")
-    assert done.returncode == 0, done.stdout + done.stderr
+    _well_again(server, home)  # a loaded machine measured 0.57 of the baseline once
     assert node_of(server)["reason"] == "new NIC firmware"
     assert node_of(server)["state"] != "ready"
 
