@@ -202,8 +202,8 @@ def update(args: argparse.Namespace) -> int:
     jobs = list({job["id"]: job for job in [*jobs, *held]}.values())
     if args.json:
         emit_json(jobs)
-    elif "array_throttle" in change:  # one array's limit: one line, not one per task
-        print(f"{job_id} updated")
+    elif "array_throttle" in change or any(j.get("array_parent") == job_id for j in jobs):
+        print(f"{job_id} {'held' if hold and not change else 'updated'}")  # an array: one line
     else:
         for job in jobs:
             print(f"{job['id']} {'held' if hold and not change else 'updated'}")

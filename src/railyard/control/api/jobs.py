@@ -246,8 +246,10 @@ def job_events(job_id: str, session: SessionDep, user: CurrentUser) -> list[s.Ev
 def update_job(
     job_id: str, change: s.JobUpdate, session: SessionDep, user: CurrentUser, ctx: ContextDep
 ) -> list[s.JobOut]:
-    """``scontrol update``: a pending job's (or array's pending tasks') time limit, priority or
-    dependency. A plain user may lower the time limit, not raise it (403)."""
+    """``scontrol update``: a pending job's (or array's pending tasks') time limit, priority,
+    nice, name or dependency, a running one's time limit, an array's throttle. A plain user
+    may lower the time limit, not raise it (403). An array's id answers with its first task
+    changed (``GET /v1/jobs?array=ID`` lists them all)."""
     now = ctx.clock()
     changed = jobupdate.update_job(session, user, job_id, change, now)
     return [s.JobOut.from_row(r, n, now) for r, n in changed]

@@ -9,16 +9,19 @@ give a job what its submit could not. Each change is a compare-and-set on the st
 (``pending``, or also ``starting``/``running`` for a time limit alone): a job that moved
 since it was read is left alone and answered 409. The stamp (``updated_t_s``) moves, so the
 loop's next world read converts the row again (a running job's end, its backfill
-reservation). No size (tasks, CPUs, memory, GPUs, nodes, array tasks) can be updated:
-what ``sizebounds`` bounds at submit stays bounded (``JobUpdate`` refuses any other field,
-422).
+reservation). An array's id changes its tasks by one statement, checked by queries that read
+none of them but the first and the one an error names, and answers with its first task (up
+to 10,000 tasks; the store's write lock is held from the update to the commit, and another
+user's submit waits that long). No size (tasks, CPUs, memory, GPUs, nodes, array tasks) can
+be updated: what ``sizebounds`` bounds at submit stays bounded (``JobUpdate`` refuses any
+other field, 422).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, case, select
+from sqlalchemy import ColumnElement, case, or_, select
 from sqlalchemy.orm import Session
 
 from railyard.client.bounds import INT32_MAX, MAX_WALLTIME_S
@@ -27,11 +30,10 @@ from railyard.control.errors import Conflict, Forbidden, Invalid
 from railyard.control.schemas import JobUpdate
 from railyard.control.store.effects import record_many, request_wake
 from railyard.control.store.tables import JobRow, JobState, User
-from railyard.control.store.transitions import CHUNK, transition_many, transition_where
+from railyard.control.store.transitions import transition_where
 from railyard.control.submission import JobSubmit
 from railyard.control.usecases.admission import check_dependency
 from railyard.control.usecases.joblookup import get_job
-from railyard.control.usecases.jobs import job_targets
 from railyard.control.usecases.queuerules import check_nice, job_priority
 from railyard.sched.dependencies import job_ids, parse_dependency
 
@@ -53,19 +55,18 @@ def update_job(
         return _throttle(session, actor, job_id, change.array_throttle, now_t_s)
     if all(value is None for value in asked):
         raise Invalid(None, "nothing to update", "give --time, --priority, --nice or --dependency")
-    rows = job_targets(session, actor, job_id)
     only_time = all(v is None for v in asked[1:])
     states = TIME_STATES if only_time else [JobState.PENDING]
-    pending = [(row, name) for row, name in rows if row.state in {s.value for s in states}]
-    if not pending:
-        state = rows[0][0].state if rows else "unknown"
+    where, first = _targets(session, actor, job_id, states)
+    if first[0].state not in {s.value for s in states}:
         what = "a pending or running job" if only_time else "a pending job"
         hint = "" if only_time else " (a running job's time limit can)"
-        raise Conflict(f"job {job_id} is {state}: only {what} can be updated{hint}")
+        raise Conflict(f"job {job_id} is {first[0].state}: only {what} can be updated{hint}")
+    where = [*where, JobRow.state.in_([s.value for s in states])]
     values: dict[str, Any] = {"updated_t_s": now_t_s}
     said: list[str] = []
     if change.time is not None:
-        values["walltime_s"] = _time_limit(actor, pending, change.time)
+        values["walltime_s"] = _time_limit(session, actor, where, first[0], change.time)
         said.append(f"time limit {change.time}")
     if change.nice is not None:
         check_nice(actor, change.nice)
@@ -75,13 +76,13 @@ def update_job(
         values["priority"] = case((moved < 0, 0), (moved > INT32_MAX, INT32_MAX), else_=moved)
         said.append(f"nice {change.nice}")
     if change.priority is not None:
-        values["priority"] = _priority(session, actor, pending, change.priority, change.nice)
+        values["priority"] = _priority(session, actor, first[0], change.priority, change.nice)
         said.append(f"priority {priority_label(values['priority'])}")
     if change.name is not None:
         values["name"] = change.name
         said.append(f"name {change.name!r}")
     if change.dependency is not None:
-        _not_on_itself(job_id, pending, change.dependency)
+        _not_on_itself(session, job_id, where, first[0], change.dependency)
         if change.dependency:
             check_dependency(
                 session, actor, frozenset(job_ids(parse_dependency(change.dependency)[0]))
@@ -97,14 +98,40 @@ def update_job(
                 (JobRow.begin_t_s > now_t_s, JobRow.begin_t_s),
                 else_=now_t_s,
             )
-    ids = [row.id for row, _ in pending]
-    changed = transition_many(session, ids, states, values, retry_conflicts=True)
+    changed = transition_where(session, where, states, values, retry_conflicts=True)
     if not changed:
         raise Conflict(f"job {job_id} moved on meanwhile: it was not updated")
     message = f"{actor.name}: {', '.join(said)}"
     record_many(session, now_t_s, [("update", message, one) for one in changed])
     request_wake(session)
-    return _reloaded(session, pending, changed)
+    return _answer(session, actor, changed)
+
+
+def _targets(
+    session: Session, actor: User, job_id: str, states: list[JobState]
+) -> tuple[list[ColumnElement[bool]], tuple[JobRow, str]]:
+    """What ``job_id`` names, as a condition on rows (the job, or every task of the array
+    whose id it is), and the first of them, in ``states`` where one is: an array's tasks
+    are never all read (up to 10,000, and the store's write lock is held from the update
+    on). 404 for another user's job or array, as a single read gives."""
+    if session.get(JobRow, job_id) is None:  # an array's id, or a task's own number
+        mine = [JobRow.array_parent == job_id]
+        if not actor.is_admin:
+            mine.append(JobRow.user_id == actor.id)
+        stmt = select(JobRow, User.name).join(User, JobRow.user_id == User.id).where(*mine)
+        stmt = stmt.order_by(JobRow.array_index).limit(1)
+        first = session.execute(stmt.where(JobRow.state.in_([s.value for s in states]))).first()
+        first = first or session.execute(stmt).first()
+        if first is not None:
+            return mine, (first[0], first[1])
+    row, name = get_job(session, actor, job_id)
+    return [JobRow.id == row.id], (row, name)
+
+
+def _first(session: Session, where: list[ColumnElement[bool]]) -> JobRow | None:
+    """The first row (in task order) matching ``where``: the one an error names."""
+    stmt = select(JobRow).where(*where).order_by(JobRow.array_index, JobRow.id).limit(1)
+    return session.scalars(stmt).first()
 
 
 def _throttle(
@@ -135,8 +162,7 @@ def _throttle(
     message = f"{actor.name}: array throttle {limit or 'none'}"
     record_many(session, now_t_s, [("update", message, one) for one in changed])
     request_wake(session)
-    shown = min(changed, key=_task_order)
-    return _reloaded(session, [get_job(session, actor, shown)], [shown])
+    return _answer(session, actor, changed)
 
 
 def _task_order(task_id: str) -> tuple[int, str]:
@@ -145,28 +171,28 @@ def _task_order(task_id: str) -> tuple[int, str]:
     return (int(index), task_id) if index.isdigit() else (0, task_id)
 
 
-def _reloaded(
-    session: Session, targets: list[tuple[JobRow, str]], changed: list[str]
-) -> list[tuple[JobRow, str]]:
-    """The changed ones of ``targets`` as the update left them, loaded again by one query per
-    chunk (reading each expired row loaded it alone: 3.6 s of an array's 10,000 tasks, with
-    the store's write lock held)."""
-    done = set(changed)
-    for start in range(0, len(changed), CHUNK):
-        stmt = select(JobRow).where(JobRow.id.in_(changed[start : start + CHUNK]))
-        session.scalars(stmt.execution_options(populate_existing=True)).all()
-    return [(row, name) for row, name in targets if row.id in done]
+def _answer(session: Session, actor: User, changed: list[str]) -> list[tuple[JobRow, str]]:
+    """The first of ``changed`` (in task order) as the update left it: one job answers for an
+    array, as scontrol says nothing per task (the list of its tasks shows them all)."""
+    row, name = get_job(session, actor, min(changed, key=_task_order))
+    session.refresh(row)
+    return [(row, name)]
 
 
-def _not_on_itself(job_id: str, pending: list[tuple[JobRow, str]], dependency: str) -> None:
+def _not_on_itself(
+    session: Session,
+    job_id: str,
+    where: list[ColumnElement[bool]],
+    first: JobRow,
+    dependency: str,
+) -> None:
     """A job that waits for itself (or its own array) would wait forever; Slurm refuses it as
     a "Job dependency problem"."""
     if not dependency:
         return
-    own = {job_id} | {row.id for row, _ in pending}
-    own |= {row.array_parent for row, _ in pending if row.array_parent is not None}
     named = job_ids(parse_dependency(dependency)[0])
-    if own & named:
+    own = {job_id, first.id} | ({first.array_parent} if first.array_parent else set())
+    if own & named or _first(session, [*where, JobRow.id.in_(sorted(named))]) is not None:
         raise Invalid(
             "dependency",
             f"job {job_id} cannot wait for itself",
@@ -175,48 +201,59 @@ def _not_on_itself(job_id: str, pending: list[tuple[JobRow, str]], dependency: s
 
 
 def _time_limit(
-    actor: User, pending: list[tuple[JobRow, str]], time: str | int
+    session: Session,
+    actor: User,
+    where: list[ColumnElement[bool]],
+    first: JobRow,
+    time: str | int,
 ) -> float | ColumnElement[float | None] | None:
     """The new limit; a plain user may only lower one (Slurm: "users can only decrease").
-    ``+T``/``-T`` changes each job's own limit by T (an SQL expression of the row's)."""
+    ``+T``/``-T`` changes each job's own limit by T (an SQL expression of the row's). The
+    checks are queries over ``where``, naming the first job that fails one."""
     sign, change_s = parse_time_change(time)
     if sign:
         assert change_s is not None  # parse_time_change refuses a change of nothing
-        for row, _ in pending:
-            _check_change(row, time, sign * change_s)
+        _check_change(session, where, time, sign * change_s)
         if sign > 0 and not actor.is_admin:
             raise Forbidden(
-                f"time limit {time} raises job {pending[0][0].id}'s: only an admin may raise it",
+                f"time limit {time} raises job {first.id}'s: only an admin may raise it",
                 hint="give a shorter limit, or ask an admin",
             )
         return JobRow.walltime_s + sign * change_s
     if actor.is_admin:
         return change_s
-    for row, _ in pending:
-        old_s = row.walltime_s
-        if old_s is not None and (change_s is None or change_s > old_s):
-            raise Forbidden(
-                f"time limit {time} is above job {row.id}'s {old_s:g} s: "
-                "only an admin may raise it",
-                hint="give a shorter limit, or ask an admin",
-            )
+    above: list[ColumnElement[bool]] = [JobRow.walltime_s.is_not(None)]
+    if change_s is not None:
+        above.append(JobRow.walltime_s < change_s)
+    row = _first(session, [*where, *above])
+    if row is not None:
+        raise Forbidden(
+            f"time limit {time} is above job {row.id}'s {row.walltime_s:g} s: "
+            "only an admin may raise it",
+            hint="give a shorter limit, or ask an admin",
+        )
     return change_s
 
 
-def _check_change(row: JobRow, time: str | int, delta_s: float) -> None:
+def _check_change(
+    session: Session, where: list[ColumnElement[bool]], time: str | int, delta_s: float
+) -> None:
     """A change needs a limit to change, and must leave one between a second and the most
     a job may ask."""
-    if row.walltime_s is None:
+    row = _first(session, [*where, JobRow.walltime_s.is_(None)])
+    if row is not None:
         raise Invalid(
             "time",
             f"job {row.id} has no time limit of its own to change by {time}",
             "give a whole limit, e.g. TimeLimit=2:00:00",
         )
-    new_s = row.walltime_s + delta_s
-    if not 0 < new_s <= MAX_WALLTIME_S:
+    new_s = JobRow.walltime_s + delta_s
+    row = _first(session, [*where, or_(new_s <= 0, new_s > MAX_WALLTIME_S)])
+    if row is not None:
+        assert row.walltime_s is not None  # the first query found none without one
         raise Invalid(
             "time",
-            f"{time} would leave job {row.id} a limit of {new_s:g} s",
+            f"{time} would leave job {row.id} a limit of {row.walltime_s + delta_s:g} s",
             f"keep it between 1 s and {MAX_WALLTIME_S / 86400:.0f} days",
         )
 
@@ -224,13 +261,12 @@ def _check_change(row: JobRow, time: str | int, delta_s: float) -> None:
 def _priority(
     session: Session,
     actor: User,
-    pending: list[tuple[JobRow, str]],
+    row: JobRow,
     priority: str | int,
     nice: int | None = None,
 ) -> int:
     """The priority the submit rule gives ``priority`` in the job's queue, after its nice (the
     new one, when given; 403 past the queue's bound); an array's tasks share both."""
-    row = pending[0][0]
     spec = JobSubmit.model_validate(
         {"command": ["-"], "queue": row.queue, "priority": priority,
          "nice": row.nice if nice is None else nice}
