@@ -35,7 +35,7 @@ def test_names_are_expanded_and_stored(alice: TestClient) -> None:
     [
         ({"nodelist": "n09"}, "nodelist: no node 'n09' (hint: nodes: n01, n02)"),
         ({"exclude": "n[01-03]"}, "exclude: no node 'n03' (hint: nodes: n01, n02)"),
-        ({"nodelist": "n[01-"}, "nodelist: bad node name 'n[01-' in 'n[01-'"),
+        ({"nodelist": "n[01-"}, "nodelist: unclosed '[' in hostlist 'n[01-'"),
         (
             {"nodelist": "n01", "gpus": None, "nodes": 2, "gpus_per_node": 8},
             "gpus: 2 x 8 GPUs on distinct nodes never fit on the nodes it names (--nodelist, "

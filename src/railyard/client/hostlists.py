@@ -131,11 +131,11 @@ def _split_top_level(expr: str) -> list[str]:
     return terms
 
 
-def _too_many(expr: str) -> ValueError:
-    return ValueError(f"hostlist {_short(expr)!r} names over {MAX_NAMES} hosts")
+def _too_many(expr: str, limit: int) -> ValueError:
+    return ValueError(f"hostlist {_short(expr)!r} names over {limit} hosts")
 
 
-def _expand_brackets(body: str, expr: str) -> list[str]:
+def _expand_brackets(body: str, expr: str, limit: int) -> list[str]:
     """The numbers one bracket group stands for, as strings with their padding."""
     out: list[str] = []
     shown = _short(expr)
@@ -148,15 +148,16 @@ def _expand_brackets(body: str, expr: str) -> list[str]:
         hi = lo if hi_text is None else int(hi_text)
         if hi < lo:
             raise ValueError(f"range {lo_text}-{hi_text} in hostlist {shown!r} runs backwards")
-        if len(out) + hi - lo + 1 > MAX_NAMES:
-            raise _too_many(expr)
+        if len(out) + hi - lo + 1 > limit:
+            raise _too_many(expr, limit)
         width = len(lo_text)
         out.extend(f"{n:0{width}d}" for n in range(lo, hi + 1))
     return out
 
 
-def expand_hostlist(expr: str) -> list[str]:
-    """Every name a hostlist expression stands for, in order; raises ``ValueError`` if malformed."""
+def expand_hostlist(expr: str, limit: int = MAX_NAMES) -> list[str]:
+    """Every name a hostlist expression stands for, in order; raises ``ValueError`` if malformed
+    or past ``limit`` names (checked before any list grows past it)."""
     if not expr.strip():
         return []
     names: list[str] = []
@@ -164,8 +165,8 @@ def expand_hostlist(expr: str) -> list[str]:
         term = term.strip()
         if not term:
             raise ValueError(f"empty name between commas in hostlist {_short(expr)!r}")
-        if len(names) >= MAX_NAMES:  # every term adds a name at least
-            raise _too_many(expr)
+        if len(names) >= limit:  # every term adds a name at least
+            raise _too_many(expr, limit)
         pieces: list[list[str]] = []
         rest = term
         while rest:
@@ -176,9 +177,9 @@ def expand_hostlist(expr: str) -> list[str]:
             close_at = rest.index("]", open_at)  # balanced: checked by _split_top_level
             if open_at:
                 pieces.append([rest[:open_at]])
-            pieces.append(_expand_brackets(rest[open_at + 1 : close_at], expr))
-            if len(names) + math.prod(len(p) for p in pieces) > MAX_NAMES:
-                raise _too_many(expr)  # checked per group: no list of groups can grow either
+            pieces.append(_expand_brackets(rest[open_at + 1 : close_at], expr, limit))
+            if len(names) + math.prod(len(p) for p in pieces) > limit:
+                raise _too_many(expr, limit)  # checked per group: no list of groups can grow either
             rest = rest[close_at + 1 :]
         names.extend("".join(combo) for combo in itertools.product(*pieces))
     return names

@@ -20,6 +20,7 @@ from railyard.client.bounds import (
     MAX_SHORT,
     MAX_WALLTIME_S,
 )
+from railyard.client.hostlists import expand_hostlist
 
 MAX_ARRAY_TASKS = 10_000
 MAX_HOSTLIST = 4096  # names one --nodelist/--exclude may expand to
@@ -263,37 +264,26 @@ def parse_dependency(value: str) -> str:
     return text
 
 
-_HOST_RE = re.compile(r"([A-Za-z0-9_.-]*)(?:\[([0-9,\-]+)\])?([A-Za-z0-9_.-]*)")
+_HOST_NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def parse_hostlist(value: str) -> list[str]:
     """Slurm's hostlist (``--nodelist``, ``--exclude``): names and ranges joined by commas,
-    ``gpu[01-04,07],login1``; zero padding as written. Returns the names, each once, in
-    order. ValueError: one line with a hint."""
+    ``gpu[01-04,07],login1``; zero padding as written (``client.hostlists``, the one parser,
+    ``SLURM_JOB_NODELIST``'s too). Returns the names, each once, in order. ValueError: one
+    line with a hint."""
     text = value.strip()
     hint = "(hint: e.g. gpu[01-04,07],login1)"
     if not text or len(text) > MAX_HOSTLIST_TEXT:
         raise ValueError(f"bad node list {text[:MAX_SHORT]!r} {hint}")
-    names: dict[str, None] = {}
-    for item in re.split(r",(?![^\[]*\])", text):  # commas outside brackets
-        match = _HOST_RE.fullmatch(item)
-        if not item or match is None or (not match.group(1) and not match.group(2)):
-            raise ValueError(f"bad node name {item[:MAX_SHORT]!r} in {text[:MAX_SHORT]!r} {hint}")
-        prefix, ranges, suffix = match.groups()
-        if ranges is None:
-            names[prefix + suffix] = None
-            continue
-        for part in ranges.split(","):
-            low, _, high = part.partition("-")
-            if not low.isdigit() or (high and not high.isdigit()) or int(high or low) < int(low):
-                raise ValueError(f"bad range {part!r} in {text[:MAX_SHORT]!r} {hint}")
-            if int(high or low) - int(low) >= MAX_HOSTLIST:
-                raise ValueError(f"{text[:MAX_SHORT]!r} names over {MAX_HOSTLIST} nodes")
-            for number in range(int(low), int(high or low) + 1):
-                names[f"{prefix}{number:0{len(low)}d}{suffix}"] = None
-        if len(names) > MAX_HOSTLIST:
-            raise ValueError(f"{text[:MAX_SHORT]!r} names over {MAX_HOSTLIST} nodes")
-    return list(names)
+    try:
+        names = list(dict.fromkeys(expand_hostlist(text, MAX_HOSTLIST)))
+    except ValueError as exc:
+        raise ValueError(f"{exc} {hint}") from None
+    bad = next((name for name in names if not _HOST_NAME_RE.fullmatch(name)), None)
+    if bad is not None:
+        raise ValueError(f"bad node name {bad[:MAX_SHORT]!r} in {text[:MAX_SHORT]!r} {hint}")
+    return names
 
 
 _FEATURE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
