@@ -20,7 +20,6 @@ from railyard.client.bounds import (
     MAX_SHORT,
     MAX_WALLTIME_S,
 )
-from railyard.client.hostlists import expand_hostlist
 
 MAX_ARRAY_TASKS = 10_000
 MAX_HOSTLIST = 4096  # names one --nodelist/--exclude may expand to
@@ -272,6 +271,8 @@ def parse_hostlist(value: str) -> list[str]:
     ``gpu[01-04,07],login1``; zero padding as written (``client.hostlists``, the one parser,
     ``SLURM_JOB_NODELIST``'s too). Returns the names, each once, in order. ValueError: one
     line with a hint."""
+    from railyard.client.hostlists import expand_hostlist  # only where a list is given
+
     text = value.strip()
     hint = "(hint: e.g. gpu[01-04,07],login1)"
     if not text or len(text) > MAX_HOSTLIST_TEXT:
