@@ -21,7 +21,7 @@ from railyard.control.api.validation import validation_line
 from railyard.control.errors import Conflict, Forbidden
 from railyard.control.store.tables import JobRow, QueueMember, QueueRow, User
 from railyard.control.submission import JobSubmit
-from railyard.control.usecases.jobs import cancel_job
+from railyard.control.usecases.jobs import cancel_job, release_job
 from railyard.control.usecases.jobviews import read_job_log
 from railyard.control.usecases.requeue import requeue_job
 
@@ -105,6 +105,8 @@ def test_a_partition_list_passes_over_one_whose_max_time_the_job_exceeds(
          "queue: 17 partitions (hint: at most 16)"),
         (QueueCreate, {"name": "gpu,debug"},
          "name: 'gpu,debug' is not allowed here (hint: letters, digits, '_', '.' or '-' only)"),
+        (JobSubmit, {"command": ["x"], "script": "#" * (3 << 20)},
+         "script: 3,145,728 characters, over the 1,048,576 allowed (hint: make it shorter"),
     ],
 )  # fmt: skip
 def test_a_bad_queue_name_is_one_line_naming_the_field_with_a_hint(
@@ -266,3 +268,40 @@ def test_requeue_of_a_job_that_does_not_run_is_refused(cluster: Cluster) -> None
         assert alice is not None
         with pytest.raises(Conflict, match="only a running job can be requeued"):
             requeue_job(session, alice, job_id, time.time())
+
+
+def test_requeuehold_brings_the_job_back_held_and_release_lets_it_run(cluster: Cluster) -> None:
+    """scontrol requeuehold: the running job stops and comes back pending, held, reason
+    JobHeldUser; release lets it run again (restart 1). Release of an ended job is refused,
+    as scontrol refuses a job no longer pending."""
+    up = cluster.out / "up"
+    script = f'#!/bin/bash\n[ -n "$SLURM_RESTART_COUNT" ] || {{ touch {up}; sleep 60; }}\n'
+    [job_id] = cluster.submit(script=script)
+    step_until(cluster.loop, up.exists, timeout_s=60)
+    with cluster.store.session() as session:
+        alice = session.get(User, 2)
+        assert alice is not None
+        [(row, _)] = requeue_job(session, alice, job_id, time.time(), hold=True)
+        assert (row.state, row.hold) == ("cancelling", "user")
+    step_until(cluster.loop, lambda: states(cluster.store)[job_id] == "pending", timeout_s=60)
+    for _ in range(3):  # held: the loop leaves it pending
+        cluster.loop.step()
+    with cluster.store.session() as session:
+        row = session.get(JobRow, job_id)
+        assert row is not None
+        assert (row.state, row.hold, row.reason, row.restart_count) == (
+            "pending",
+            "user",
+            "JobHeldUser",
+            1,
+        )
+        alice = session.get(User, 2)
+        assert alice is not None
+        assert [r.id for r, _ in release_job(session, alice, job_id, time.time())] == [job_id]
+    cluster.run(job_id)
+    with cluster.store.session() as session:
+        alice = session.get(User, 2)
+        assert alice is not None
+        assert states(cluster.store)[job_id] == "completed"
+        with pytest.raises(Conflict, match="is completed: only a pending job can be released"):
+            release_job(session, alice, job_id, time.time())

@@ -69,6 +69,10 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 class Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line naming the command and how to get help."""
 
+    dash_values: frozenset[str] = frozenset()
+    """Options whose value may start with ``-`` (squeue's ``-S -p``: descending priority);
+    argparse would read it as an option, so :func:`glue_dash_values` joins the two first."""
+
     def error(self, message: str) -> NoReturn:
         command = self.prog.removeprefix("railyard").strip()
         where = f"{command}: " if command else ""
@@ -88,7 +92,8 @@ class Command(NamedTuple):
         if self.arguments is None:
             namespace = argparse.Namespace(argv=argv, prog=f"{prog} {self.name}")
         else:
-            namespace = self.parser(prog).parse_args(argv)
+            parser = self.parser(prog)
+            namespace = parser.parse_args(glue_dash_values(argv, parser.dash_values))
         run: Run = namespace.run if self.arguments is not None else self.run
         return run(namespace) or 0
 
@@ -106,6 +111,25 @@ class Command(NamedTuple):
         if self.arguments is not None:
             self.arguments(parser)
         return parser
+
+
+def glue_dash_values(argv: list[str], options: frozenset[str]) -> list[str]:
+    """``-S -p`` as ``-S-p`` and ``--sort -p`` as ``--sort=-p``, for each of ``options``."""
+    if not options:
+        return argv
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            return out + argv[i:]
+        if word in options and i + 1 < len(argv) and argv[i + 1].startswith("-"):
+            out.append(f"{word}={argv[i + 1]}" if word.startswith("--") else word + argv[i + 1])
+            i += 2
+            continue
+        out.append(word)
+        i += 1
+    return out
 
 
 def subcommands(parser: Parser, *commands: Command, required: bool = True) -> None:

@@ -56,11 +56,24 @@ def partitions_of(node: Node, queues: list[Queue]) -> list[str]:
     of its own (its jobs go to a sub-queue). The default one ends in ``*``, as sinfo marks it."""
     _, _, pool = node["flavor"].partition("@")
     parents = {q["parent"] for q in queues}
+    default = default_leaf(queues)
     return [
-        q["name"] + ("*" if q.get("is_default") else "")
+        q["name"] + ("*" if q["name"] == default else "")
         for q in queues
         if q["name"] not in parents and (q.get("pool") or "") == pool
     ]
+
+
+def default_leaf(queues: list[Queue]) -> str:
+    """Where a job that names no partition goes: ``default``, then down the sub-queues marked
+    default (``usecases.queuerules.default_partition``); sinfo marks it with ``*``, the one
+    default partition, also when none is marked and ``default`` itself takes the jobs."""
+    marked = {q["parent"]: q["name"] for q in queues if q.get("is_default") and q["parent"]}
+    name, seen = "default", {"default"}
+    while (child := marked.get(name)) is not None and child not in seen:
+        name = child
+        seen.add(name)
+    return name
 
 
 def sinfo_long(nodes: list[Node], queues: list[Queue], now_t_s: float) -> str:
@@ -145,9 +158,10 @@ def queues(args: argparse.Namespace) -> None:
         return
     headers = ("QUEUE", "PARENT", "TIMELIMIT", "WEIGHT", "NOMINAL", "IN USE", "BORROWED",
                "USAGE GPU-h", "PENDING", "RUNNING", "MAX PRIO", "MEMBERS")  # fmt: skip
+    default = default_leaf(rows)
     body = [
         [
-            q["name"] + ("*" if q.get("is_default") else ""),
+            q["name"] + ("*" if q["name"] == default else ""),
             q["parent"] or "",
             clock(q["max_time_s"]) or "infinite",
             f"{q['weight']:g}",

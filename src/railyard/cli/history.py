@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -80,11 +81,23 @@ def history(args: argparse.Namespace) -> None:
         return
     if args.brief and args.format is None:  # sacct -b: these three columns
         args.format = "JobID,State,ExitCode"
+    if args.long and args.format is None:
+        from railyard.cli.jobformat import SACCT_LONG
+
+        args.format = SACCT_LONG
+    if args.duplicates:
+        print("railyard: note: --duplicates: a requeued job is one record here (Restarts "
+              "counts its runs)", file=sys.stderr)  # fmt: skip
     if args.parsable:  # sacct -p: -P's lines, each ended by a "|"
         args.parsable2 = True
     bar = "|" if args.parsable else ""
     if args.format is not None:
-        from railyard.cli.jobformat import sacct_table, steps
+        from railyard.cli.jobformat import UNGATHERED, sacct_table, steps
+
+        blank = [f for f in args.format.split(",") if f.partition("%")[0].lower() in UNGATHERED]
+        if blank:
+            print(f"railyard: note: {','.join(blank)}: blank, no per-step usage is gathered "
+                  "(as Slurm's jobacct_gather/none)", file=sys.stderr)  # fmt: skip
 
         if not args.allocations:  # sacct: each job, then its steps (-X: the jobs alone)
             jobs = [row for j in jobs for row in (j, *steps(j))]
@@ -133,6 +146,20 @@ def _history_args(p: Parser) -> None:
         "--format", "-o", metavar="FIELDS", help="sacct's, e.g. JobID,JobName%%30,State,ExitCode"
     )
     p.add_argument("--noheader", "-n", action="store_true", help="no header lines (sacct -n)")
+    p.add_argument("--long", "-l", action="store_true", help="sacct -l's fields (those kept)")
+    p.add_argument(
+        "--duplicates",
+        "-D",
+        action="store_true",
+        help="sacct -D: here a requeued job is one record, its runs counted in Restarts",
+    )
+    p.add_argument(
+        "--units",
+        choices=("K", "M", "G", "T", "P"),
+        metavar="UNIT",
+        help="accepted: memory prints as asked (ReqMem in M)",
+    )
+    p.add_argument("--noconvert", action="store_true", help="accepted: memory is not converted")
     p.add_argument(
         "--allocations",
         "-X",

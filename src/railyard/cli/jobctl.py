@@ -40,8 +40,11 @@ def _each(args: argparse.Namespace, act: str, done: str) -> int:
             def signal(job_id: str) -> list[Job]:
                 return client.signal(job_id, args.signal, batch=args.batch)
 
+            def requeue_one(job_id: str) -> list[Job]:
+                return client.requeue(job_id, hold=args.hold)
+
             method = {"cancel": client.cancel, "hold": client.hold, "release": client.release,
-                      "signal": signal, "requeue": client.requeue}  # fmt: skip
+                      "signal": signal, "requeue": requeue_one}  # fmt: skip
             for job_id in args.job_ids:
                 try:
                     results += method[act](job_id)
@@ -136,10 +139,23 @@ def release(args: argparse.Namespace) -> int:
 def requeue(args: argparse.Namespace) -> int:
     """Stop running jobs and queue them again, one restart more (scontrol requeue).
 
-    Their output files are appended to; SLURM_RESTART_COUNT says which run it is. Only a
-    running job is requeued here (Slurm also requeues finished batch jobs).
+    --hold brings them back held (scontrol requeuehold; release lets them run). Their output
+    files start over, as Slurm's, unless the job asked --open-mode=append;
+    SLURM_RESTART_COUNT says which run it is. Only a running job is requeued here (Slurm also
+    requeues finished batch jobs).
     """
-    return _each(args, "requeue", "requeued")
+    return _each(args, "requeue", "requeued and held" if args.hold else "requeued")
+
+
+def requeuehold(args: argparse.Namespace) -> int:
+    """Stop running jobs and queue them again held (scontrol requeuehold): `requeue --hold`."""
+    args.hold = True
+    return requeue(args)
+
+
+def _requeue_args(p: Parser) -> None:
+    _ids_args(p)
+    p.add_argument("--hold", action="store_true", help="come back held (scontrol requeuehold)")
 
 
 def _ids_args(p: Parser) -> None:
@@ -229,6 +245,7 @@ COMMANDS = (
     Command("cancel", cancel, _cancel_args),
     Command("hold", hold, _ids_args),
     Command("release", release, _ids_args),
-    Command("requeue", requeue, _ids_args),
+    Command("requeue", requeue, _requeue_args),
+    Command("requeuehold", requeuehold, _ids_args),
     Command("update", update, _update_args),
 )

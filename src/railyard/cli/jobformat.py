@@ -29,6 +29,15 @@ COMPACT = {"pending": "PD", "starting": "CF", "running": "R", "preempting": "CG"
            "cancelling": "CG", "completed": "CD", "failed": "F", "cancelled": "CA",
            "timeout": "TO", "node_fail": "NF", "deadline": "DL"}  # fmt: skip
 """squeue's %t: STARTING is Slurm's CONFIGURING, a job being stopped its COMPLETING."""
+LONG_STATES = {"starting": "CONFIGURING", "preempting": "COMPLETING", "cancelling": "COMPLETING"}
+"""squeue's %T and scontrol's JobState: the same states by Slurm's long names (a script that
+waits for COMPLETING to pass never meets railyard's CANCELLING)."""
+
+
+def shown_priority(job: Job) -> int:
+    """A held pending job's priority is 0, as Slurm shows it (scripts read ``Priority=0`` as
+    held); its class, what its QOS says, is kept for its release."""
+    return 0 if job.get("hold") and job["state"] == "pending" else job["priority"]
 
 
 def _time(t_s: float | None) -> str:
@@ -104,7 +113,7 @@ SQUEUE: dict[str, Field] = {
     "j": lambda j: j["name"] or "-",
     "u": lambda j: j["user"],
     "P": lambda j: j["queue"],
-    "T": lambda j: j["state"].upper(),
+    "T": lambda j: LONG_STATES.get(j["state"], j["state"].upper()),
     "t": lambda j: COMPACT.get(j["state"], j["state"].upper()),
     "M": _used,
     "l": _limit,
@@ -117,7 +126,7 @@ SQUEUE: dict[str, Field] = {
     "S": lambda j: _time(j["start_t_s"]),
     "V": lambda j: _time(j["submit_t_s"]),
     "e": lambda j: _time(_end_t_s(j)),
-    "Q": lambda j: str(j["priority"]),
+    "Q": lambda j: str(shown_priority(j)),
     "Z": lambda j: j["workdir"],
     "o": lambda j: " ".join(j["command"]),
     "C": lambda j: str(_cpus(j)),
@@ -342,6 +351,22 @@ def _printed(value: Field) -> Field:
     return lambda job: printable(value(job))
 
 
+_UNGATHERED_NAMES = """MaxRSS MaxRSSNode MaxRSSTask AveRSS MaxVMSize MaxVMSizeNode
+    MaxVMSizeTask AveVMSize MaxPages MaxPagesNode MaxPagesTask AvePages MinCPU MinCPUNode
+    MinCPUTask AveCPU AveCPUFreq ConsumedEnergy ConsumedEnergyRaw MaxDiskRead MaxDiskReadNode
+    MaxDiskReadTask AveDiskRead MaxDiskWrite MaxDiskWriteNode MaxDiskWriteTask AveDiskWrite
+    TRESUsageInAve TRESUsageInMax TRESUsageOutAve TRESUsageOutMax"""
+UNGATHERED = frozenset(_UNGATHERED_NAMES.lower().split())
+"""sacct's fields of per-step usage (jobacct_gather): railyard gathers none, so they print
+blank, as sacct's do where ``JobAcctGatherType=jobacct_gather/none`` (a script reading MaxRSS
+gets an empty value, not an error)."""
+SACCT_LONG = (
+    "JobID,JobIDRaw,JobName,Partition,MaxVMSize,MaxRSS,AveRSS,AveCPU,NTasks,AllocCPUS,"
+    "Elapsed,State,ExitCode,ReqMem,ReqTRES,AllocTRES"
+)
+"""sacct ``-l``: its long list, cut to the fields railyard keeps or prints blank."""
+
+
 def sacct_table(fmt: str, jobs: list[Job], exit_code: Field, *, parsable: bool) -> list[str]:
     """sacct ``--format=JobID,JobName%30,State``: a header, a dashed rule (not with -P), a
     line per job; sacct cuts a value to its width and marks the cut with ``+``."""
@@ -353,6 +378,8 @@ def sacct_table(fmt: str, jobs: list[Job], exit_code: Field, *, parsable: bool) 
     for item in (part.strip() for part in fmt.split(",")):
         name, _, width = item.partition("%")
         found = known.get(name.lower())
+        if found is None and name.lower() in UNGATHERED:  # blank, as sacct without gathering
+            found = (name, 10, lambda _job: "")
         if found is None or (width and not width.isdigit()):
             what = f"field {name!r}" if found is None else f"width {width!r} of {name}"
             raise ValueError(
@@ -372,10 +399,6 @@ def sacct_table(fmt: str, jobs: list[Job], exit_code: Field, *, parsable: bool) 
     lines.append(" ".join("-" * w for _, w, _ in columns))
     lines += [" ".join(cell(v(j), w) for _, w, v in columns).rstrip() for j in jobs]
     return lines
-
-
-LONG_STATES = {"starting": "CONFIGURING", "preempting": "COMPLETING", "cancelling": "COMPLETING"}
-"""Slurm's long state names where railyard's differ (scontrol's JobState, squeue's %T)."""
 
 
 def _scontrol_time(t_s: float | None) -> str:
@@ -407,7 +430,7 @@ def scontrol_job(job: Job, exit_code: Field) -> str:
         [*_job_ids(job), ("JobName", job["name"] or "")],
         [("UserId", _owner(unix_user)), ("Account", job["queue"]),
          ("QOS", qos_of(job["priority"], facts.get("nice", 0)))],
-        [("Priority", str(job["priority"])), ("Nice", str(facts.get("nice", 0)))],
+        [("Priority", str(shown_priority(job))), ("Nice", str(facts.get("nice", 0)))],
         [("JobState", LONG_STATES.get(job["state"], job["state"].upper())),
          ("Reason", _scontrol_reason(job)),
          ("Dependency", facts.get("dependency") or "(null)")],

@@ -145,7 +145,12 @@ def split_submit_argv(
         else:
             options.append(word)
             attached = "=" in word if word.startswith("--") else len(word) > 2
-            if not attached and scripts.takes_value(word) and i + 1 < len(argv):
+            if (
+                not attached
+                and scripts.takes_value(word)
+                and i + 1 < len(argv)
+                and scripts.next_is_value(word, argv[i + 1])
+            ):
                 i += 1
                 options.append(argv[i])
         i += 1
@@ -354,6 +359,17 @@ def queue(args: argparse.Namespace) -> None:
     """
     if args.min_job_age is not None and args.min_job_age < 0:
         fail("queue: --min-job-age must be >= 0")
+    if args.iterate is not None:  # squeue -i: again every N seconds, until interrupted
+        if not args.iterate > 0:
+            fail("queue: --iterate must be > 0 seconds")
+        every_s, args.iterate = args.iterate, None
+        with contextlib.suppress(KeyboardInterrupt):
+            while True:
+                queue(args)
+                sys.stdout.flush()
+                time.sleep(every_s)
+                print()
+        return
     states = states_of(args.state)
     # squeue -j lists a job that ended within MinJobAge without -t
     finished = states or args.min_job_age is not None or bool(args.jobs)
@@ -378,6 +394,14 @@ def queue(args: argparse.Namespace) -> None:
     if args.name:
         names = {n for n in args.name.split(",") if n}
         jobs = [j for j in jobs if j["name"] in names]
+    if args.nodelist or args.account or args.qos or args.sort:
+        from railyard.cli.queuefilters import filtered, sort_jobs
+
+        try:
+            jobs = filtered(jobs, nodes=args.nodelist, accounts=args.account, qos=args.qos)
+            jobs = sort_jobs(jobs, args.sort) if args.sort else jobs
+        except ValueError as exc:
+            fail(f"queue: {exc}")
     if args.jobs:
         jobs = [j for j in jobs if matches(j, args.jobs)]
         if not jobs and len(args.jobs) == 1 and not _known(one := args.jobs[0], age_s):
@@ -450,9 +474,11 @@ def _queue_args(p: Parser) -> None:
 
     # squeue's -h is --noheader; help stays at --help (the optionals group checks conflicts)
     p.conflict_handler = p._optionals.conflict_handler = "resolve"
+    p.dash_values = frozenset({"-S", "--sort"})  # squeue -S -p: descending priority
 
     p.add_argument(
         "--state",
+        "--states",
         "-t",
         action="append",
         help="e.g. pending,running or PD,R (repeat); all: finished ones too (default: unfinished)",
@@ -461,7 +487,12 @@ def _queue_args(p: Parser) -> None:
     p.add_argument("--me", action="store_true", help="only my jobs (squeue --me; the default)")
     p.add_argument("--user", "-u", help="one user's jobs (squeue -u; another's: admins)")
     p.add_argument("--jobs", "-j", type=job_ids, help=JOBS_HELP)
-    p.add_argument("--queue", "-p", help="only this queue")
+    p.add_argument("--queue", "--partition", "-p", help="only this queue")
+    p.add_argument("--nodelist", "-w", metavar="NODES", help="only jobs on these: gpu[01-04]")
+    p.add_argument("--account", "-A", metavar="ACCOUNTS", help="only these accounts (queues)")
+    p.add_argument("--qos", "-q", metavar="QOS", help="only these classes: low,normal,high")
+    p.add_argument("--sort", "-S", metavar="FIELDS", help="squeue's: format letters, -p,i")
+    p.add_argument("--iterate", "-i", type=float, metavar="SECONDS", help="list again every N s")
     p.add_argument("--name", "-n", metavar="NAMES", help="only jobs of these names: a,b")
     p.add_argument(
         "--format",

@@ -90,6 +90,10 @@ CONTROL = {
         "jobctl",
         "Stop running jobs and queue them again, one restart more (scontrol requeue).",
     ),
+    "requeuehold": (
+        "jobctl",
+        "Stop running jobs and queue them again held (scontrol requeuehold): `requeue --hold`.",
+    ),
     "update": (
         "jobctl",
         "Change a job's time limit (pending or running), priority or dependency (scontrol update).",

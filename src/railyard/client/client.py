@@ -389,9 +389,13 @@ class Client:
         """Keep a pending job (or every pending task of an array) from starting."""
         return cast(list[wire.Job], self._call("POST", _path("v1", "jobs", job_id, "hold")))
 
-    def requeue(self, job_id: str) -> list[wire.Job]:
-        """scontrol requeue: stop a running job and queue it again, one restart more."""
-        return cast(list[wire.Job], self._call("POST", _path("v1", "jobs", job_id, "requeue")))
+    def requeue(self, job_id: str, *, hold: bool = False) -> list[wire.Job]:
+        """scontrol requeue: stop a running job and queue it again, one restart more (held,
+        with ``hold``: scontrol requeuehold)."""
+        path = _path("v1", "jobs", job_id, "requeue")
+        return cast(
+            list[wire.Job], self._call("POST", path, params={"hold": "true"} if hold else None)
+        )
 
     def release(self, job_id: str) -> list[wire.Job]:
         return cast(list[wire.Job], self._call("POST", _path("v1", "jobs", job_id, "release")))

@@ -14,6 +14,7 @@ node, ``--gpus`` per job, ``--mem`` per node in MiB unless a unit (K, M, G, T) s
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -205,6 +206,8 @@ class Option(NamedTuple):
     switch_value: bool = True
     multi: bool = False
     note: str | None = None  # accepted, changes nothing here: this note is printed
+    bare: str | None = None  # the value when none follows (sbatch's `--nice` alone: 100)
+    bare_unless: str = ""  # a next token this pattern matches is the value after all
 
 
 def _image(value: str) -> str:
@@ -261,7 +264,7 @@ _OPTIONS: dict[str, Option] = {
     "--partition": Option("queue"),
     "--priority": Option("priority", _checked(parse_priority)),
     "--qos": Option("priority", _checked(parse_priority)),
-    "--nice": Option("nice", _nice),
+    "--nice": Option("nice", _nice, bare="100", bare_unless=r"[+-]?\d+"),
     "--time": Option("time", _minutes),
     "--preemptible": Option("preemptible", None),
     "--hold": Option("hold", None),
@@ -370,6 +373,8 @@ def apply_option(options: dict[str, Any], name: str, value: str | None, notes: l
         elif opt.field:
             options[opt.field] = opt.switch_value
         return
+    if value is None and opt.bare is not None:
+        value = opt.bare
     if value is None or value == "":
         raise OptionError(f"{long} needs a value")
     try:
@@ -429,6 +434,15 @@ def takes_value(name: str) -> bool:
     return opt is None or opt.convert is not None
 
 
+def next_is_value(name: str, token: str) -> bool:
+    """Whether ``token`` is option ``name``'s value: always, unless the option may stand alone
+    (``--nice``) and the token is not one of its values (``--nice --parsable``)."""
+    opt = _OPTIONS.get(_SHORT.get(name, name))
+    if opt is None or opt.bare is None:
+        return True
+    return re.fullmatch(opt.bare_unless, token) is not None
+
+
 def parse_args(tokens: list[str], notes: list[str]) -> dict[str, Any]:
     """Options from sbatch-style tokens: ``--opt=value``, ``--opt value``, ``-p value``.
     Raises the first bad option; :func:`parse_script` collects them all."""
@@ -457,7 +471,12 @@ def _parse_tokens(
             value = raw if eq else None
         else:
             name, value = token[:2], (token[2:].lstrip("=") or None)
-        if value is None and takes_value(name) and i < len(tokens):
+        if (
+            value is None
+            and takes_value(name)
+            and i < len(tokens)
+            and next_is_value(name, tokens[i])
+        ):
             value = tokens[i]
             i += 1
         try:

@@ -289,14 +289,14 @@ def hold_job(
 
 @router.post("/jobs/{job_id}/requeue")
 def requeue_job(
-    job_id: str, session: SessionDep, user: CurrentUser, ctx: ContextDep
+    job_id: str, session: SessionDep, user: CurrentUser, ctx: ContextDep, hold: bool = False
 ) -> list[s.JobOut]:
     """Stop a running job (an array's running tasks) and queue it again with one restart
-    more (scontrol requeue); its output is appended to. 409 when none runs."""
+    more (scontrol requeue; ``?hold=true``: requeuehold, it comes back held). Its output
+    starts over unless it asked ``--open-mode=append``. 409 when none runs."""
     now = ctx.clock()
-    return [
-        s.JobOut.from_row(r, n, now) for r, n in requeue.requeue_job(session, user, job_id, now)
-    ]
+    again = requeue.requeue_job(session, user, job_id, now, hold=hold)
+    return [s.JobOut.from_row(r, n, now) for r, n in again]
 
 
 @router.post("/jobs/{job_id}/signal")

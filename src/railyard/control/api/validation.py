@@ -57,6 +57,15 @@ def validation_line(errors: list[Any], fields: list[str] | None = None) -> tuple
     elif kind == "string_pattern_mismatch":  # pydantic's wording names a regex, not a fix
         pattern = str(first.get("ctx", {}).get("pattern", ""))
         msg = f"{first.get('input')!r} is not allowed here (hint: {pattern_words(pattern)})"
+    elif kind in (
+        "string_too_long",
+        "too_long",
+    ):  # pydantic says nothing of how much, or what to do
+        most = first.get("ctx", {}).get("max_length")
+        given = first.get("input")
+        size = f"{len(given):,} " if isinstance(given, str | list | dict) else ""
+        unit = "characters" if kind == "string_too_long" else "items"
+        msg = f"{size}{unit}, over the {most:,} allowed (hint: make it shorter, or split it)"
     elif first.get("type") == "json_invalid":
         field, msg = None, "request body is not valid JSON"
     more = f" [+{len(errors) - 1} more]" if len(errors) > 1 else ""

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from sqlalchemy import ARRAY, String, Table, any_, bindparam, select, update
+from sqlalchemy import ARRAY, String, Table, any_, bindparam, case, select, update
 from sqlalchemy import text as sql_text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import InstrumentedAttribute, Session
@@ -27,7 +27,7 @@ from railyard.control.loop.world import Seen
 from railyard.control.store.convert import usage_keys
 from railyard.control.store.effects import record, record_many
 from railyard.control.store.jobchanges import numbered
-from railyard.control.store.tables import JobRow, JobState, NodeRow, UsageRow
+from railyard.control.store.tables import HOLD_REASONS, JobRow, JobState, NodeRow, UsageRow
 from railyard.control.store.transitions import changed_rows
 from railyard.control.store.usagedays import Ended, record_attempts
 from railyard.control.usecases.loopstatus import SCHEDULER_ERROR
@@ -206,7 +206,11 @@ def _settle(
                 state=JobState.PENDING.value,
                 restart_count=s.requeued.restart_count,
                 attained_gpu_s=s.requeued.attained_gpu_s,
-                reason=s.reason,
+                # scontrol requeuehold set a hold with the stop: it comes back held, saying so
+                reason=case(
+                    *((JobRow.hold == kind, why) for kind, why in HOLD_REASONS.items()),
+                    else_=s.reason,
+                ),
                 placement=None,
                 handle=None,
                 start_t_s=None,

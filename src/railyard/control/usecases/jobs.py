@@ -346,16 +346,20 @@ def hold_job(
 def release_job(
     session: Session, actor: User, job_id: str, now_t_s: float
 ) -> list[tuple[JobRow, str]]:
-    """Let held jobs start again (``scontrol release``); releasing a job that is not held
-    changes nothing. Only an admin releases an admin's hold (403). A pending job's begin time
-    moves to the release, as Slurm's EligibleTime does: a held job has not been waiting, and
-    aged from its submission it would be starving the moment it is let go (`sched.model.
-    waiting_since_t_s`).
+    """Let held jobs start again (``scontrol release``); releasing a pending job that is not
+    held changes nothing, one that no longer pends is refused (409, as scontrol's "Job is no
+    longer pending execution"). Only an admin releases an admin's hold (403). A pending job's
+    begin time moves to the release, as Slurm's EligibleTime does: a held job has not been
+    waiting, and aged from its submission it would be starving the moment it is let go
+    (`sched.model.waiting_since_t_s`).
 
     Compare-and-set on the hold it read: a hold placed meanwhile is not released unseen."""
     check_id(job_id)
     targets = job_targets(session, actor, job_id)
     held = [(r, n) for r, n in targets if r.hold is not None]
+    if not held and all(r.state != JobState.PENDING.value for r, _ in targets):
+        state = targets[0][0].state if len(targets) == 1 else "past pending"
+        raise Conflict(f"job {job_id} is {state}: only a pending job can be released")
     for row, _ in held:
         if row.hold == "admin" and not actor.is_admin:
             raise Forbidden(f"job {row.id} was held by an admin: only an admin can release it")
