@@ -25,6 +25,9 @@ class Recorder:
     def expire(self, job_id: str) -> None:
         self.calls.append(("expire", job_id))
 
+    def abandon(self, job_id: str) -> None:
+        self.calls.append(("abandon", job_id))
+
     def satisfy(self, job_id: str) -> None:
         self.calls.append(("satisfy", job_id))
 
@@ -61,6 +64,7 @@ def _plan(nominated: frozenset[str]) -> StepPlan:
         expired=("x1",),
         stops=(Stop("v1", StopCause.PREEMPTED, "for s9", grace_s=30.0),),
         satisfied=("d1",),
+        abandoned=("k1",),
     )
 
 
@@ -68,8 +72,8 @@ def test_changes_come_in_the_drivers_one_order() -> None:
     target = Recorder(nominated=set())
     apply_plan(_plan(frozenset({"p1"})), target)
     assert target.calls == [
-        ("settle", "e1"), ("expire", "x1"), ("satisfy", "d1"), ("warn", "w1"), ("stop", "v1"),
-        ("start", ("s1", "s2")), ("nominate", ("p1", True)), ("drain", "n9"),
+        ("settle", "e1"), ("expire", "x1"), ("abandon", "k1"), ("satisfy", "d1"), ("warn", "w1"),
+        ("stop", "v1"), ("start", ("s1", "s2")), ("nominate", ("p1", True)), ("drain", "n9"),
         ("accrue", {"q": 5.0}),
     ]  # fmt: skip
 

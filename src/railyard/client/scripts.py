@@ -300,12 +300,7 @@ _OPTIONS: dict[str, Option] = {
     "--cpus-per-gpu": Option(
         "cpus_per_gpu", _count, note="give CPUs per task (-c), a task per GPU as --gpus runs them"
     ),
-    "--kill-on-invalid-dep": Option(
-        "",
-        _yes_no,
-        note="a job whose dependency can never be met waits, reason "
-        "DependencyNeverSatisfied, until cancelled",
-    ),
+    "--kill-on-invalid-dep": Option("kill_on_invalid_dep", lambda v: _yes_no(v).lower() == "yes"),
     "--tmp": Option("", note="a node's local disk is not booked"),
     "--time-min": Option("", _checked(parse_walltime), note="the job runs for its --time"),
     # Pyxis's names (https://github.com/NVIDIA/pyxis/wiki/Usage): the job runs in an image.

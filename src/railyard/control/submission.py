@@ -146,6 +146,11 @@ class JobSubmit(Request):
         description="Unix seconds: it must end by then; once it no longer could (now plus its "
         "time limit is later), it ends DEADLINE without starting (sbatch --deadline)",
     )
+    kill_on_invalid_dep: bool = Field(
+        False,
+        description="once its dependency can never be met, it is cancelled, not left pending "
+        "with reason DependencyNeverSatisfied (sbatch --kill-on-invalid-dep=yes)",
+    )
     exclusive: bool = False
     nodelist: HostNames = Field(
         None, description="its nodes are among these (sbatch --nodelist: gpu[01-04],gpu07)"

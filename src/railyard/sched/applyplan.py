@@ -6,7 +6,8 @@ in-memory jobs (`sim.driver`). Both go through :func:`apply_plan`, so what a sim
 predicts follows the same rule as what the loop does:
 
 1. **settle** each exit: a requeue makes the job pending again, an end frees its GPUs;
-2. **expire** pending jobs that can no longer end by their deadline: they never run;
+2. **expire** pending jobs that can no longer end by their deadline: they never run, and
+   **abandon** those whose dependency can never be met that asked so (end CANCELLED);
 3. **satisfy** met dependencies: the dependency is cleared, the job waits from now;
 4. **warn** running jobs near their time limit (the warning signal);
 5. **stop**, each typed stop (`sched.stops`): a handshake sends the preempt signal with its
@@ -46,6 +47,7 @@ class PlanTarget(Protocol):
 
     def settle(self, settlement: Settlement) -> None: ...
     def expire(self, job_id: str) -> None: ...
+    def abandon(self, job_id: str) -> None: ...
     def satisfy(self, job_id: str) -> None: ...
     def warn(self, job_id: str) -> None: ...
     def stop(self, stop: Stop) -> None: ...
@@ -65,6 +67,8 @@ def apply_plan(plan: StepPlan, target: PlanTarget) -> None:
         target.settle(settlement)
     for job_id in plan.expired:
         target.expire(job_id)
+    for job_id in plan.abandoned:
+        target.abandon(job_id)
     for job_id in plan.satisfied:
         target.satisfy(job_id)
     for job_id in plan.warn:

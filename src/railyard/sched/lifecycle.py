@@ -371,6 +371,9 @@ class StepPlan:
     """Every stop this step asks for, typed (`sched.stops`): time limits (also in `stop`),
     preemptions and node-down requeues (`result`); a driver acts on these alone."""
     satisfied: tuple[str, ...] = ()  # met dependencies: clear them, begin now (`met_now`)
+    abandoned: tuple[str, ...] = ()
+    """Pending jobs whose dependency can never be met and that asked to be cancelled then
+    (sbatch --kill-on-invalid-dep=yes): end CANCELLED, reason DependencyNeverSatisfied."""
 
     @property
     def reasons(self) -> dict[str, Reason]:
@@ -417,6 +420,10 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
     for s in settled:  # what this step settled counts already
         states[s.job_id] = s.end.value if s.end is not None else "pending"
     eligible, held = gate(pending, running, states, now)
+    never = Reason.DEPENDENCY_NEVER_SATISFIED
+    abandoned = tuple(j.id for j in pending if j.kill_on_invalid_dep and held.get(j.id) is never)
+    for job_id in abandoned:
+        del held[job_id]
     eligible, satisfied = met_now(eligible, now)
     down = {n.name for n in given.nodes if n.state is NodeState.DOWN}
     on_down = bool(down) and any(
@@ -465,6 +472,7 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
         stops=stop_intents(limits.stop, result, limits.idle),
         expired=expired,
         satisfied=satisfied,
+        abandoned=abandoned,
     )
 
 

@@ -245,6 +245,9 @@ class Job:
     image: str | None = None
     begin_t_s: float | None = None
     deadline_t_s: float | None = None
+    # sbatch --kill-on-invalid-dep=yes: once its dependency can never be met it is cancelled
+    # (`lifecycle.step`'s `abandoned`), not left pending with DependencyNeverSatisfied
+    kill_on_invalid_dep: bool = False
     # sbatch's --nodelist / --exclude: its nodes are among `only_nodes` (None: any) and none
     # of `never_nodes` (placement reads them through `Shape`)
     only_nodes: frozenset[str] | None = None

@@ -355,10 +355,16 @@ class _Run:
     # -- the plan's changes (`sched.applyplan.PlanTarget`), at ``step_t_s`` -----------------------
 
     def expire(self, job_id: str) -> None:  # could no longer end by its --deadline: never runs
+        self._end_pending(job_id, EndState.DEADLINE)
+
+    def abandon(self, job_id: str) -> None:  # --kill-on-invalid-dep: never runs, CANCELLED
+        self._end_pending(job_id, EndState.CANCELLED)
+
+    def _end_pending(self, job_id: str, state: EndState) -> None:
         self.pending.pop(job_id)
         self.nominated.discard(job_id)
         rec = self.records[job_id]
-        rec.state, rec.end_t_s = EndState.DEADLINE.value, self.step_t_s
+        rec.state, rec.end_t_s = state.value, self.step_t_s
         self.done += 1
         self._note(self.step_t_s, EventKind.END, job_id)
 

@@ -116,6 +116,9 @@ class _StoreTarget:
     def expire(self, job_id: str) -> None:
         _expire(self.session, job_id, self.now_t_s, self.out)
 
+    def abandon(self, job_id: str) -> None:
+        _abandon(self.session, job_id, self.now_t_s, self.out)
+
     def satisfy(self, job_id: str) -> None:
         """Still pending, and still the dependency the step found met (an `update
         --dependency` since then stands); it was eligible, so any --begin has passed and
@@ -184,6 +187,26 @@ def _expire(session: Session, job_id: str, now_t_s: float, out: Written) -> None
         message = "it could no longer end by its deadline: not started"
         record(session, now_t_s, JobState.DEADLINE.value, message, job_id)
         out.finished.append((job_id, JobState.DEADLINE.value))
+
+
+def _abandon(session: Session, job_id: str, now_t_s: float, out: Written) -> None:
+    """A pending job whose dependency can never be met, submitted with
+    --kill-on-invalid-dep=yes, ends CANCELLED (Slurm's kill_invalid_depend), unless its row
+    moved since the read (an update of its dependency: the next step judges it again)."""
+    ended = cas(
+        session,
+        job_id,
+        JobState.PENDING.value,
+        state=JobState.CANCELLED.value,
+        reason="DependencyNeverSatisfied",
+        nominated=False,
+        end_t_s=now_t_s,
+        updated_t_s=now_t_s,
+    )
+    if ended:
+        message = "its dependency can never be met (--kill-on-invalid-dep): not started"
+        record(session, now_t_s, JobState.CANCELLED.value, message, job_id)
+        out.finished.append((job_id, JobState.CANCELLED.value))
 
 
 def _settle(

@@ -124,6 +124,7 @@ class JobFields(Protocol):
     deadline_t_s: float | None
     only_nodes: list[str] | None
     never_nodes: list[str] | None
+    kill_on_invalid_dep: bool
 
 
 SCHED_NAMES: tuple[str, ...] = (
@@ -134,7 +135,7 @@ SCHED_NAMES: tuple[str, ...] = (
     "warn_before_s", "warned", "attained_gpu_s", "nominated", "hold", "name", "dependency",
     "state", "reason", "placement", "start_t_s", "last_checkpoint_t_s", "preempt_for",
     "stop_cause", "updated_t_s", "terminal", "active_t_s", "image", "run_t_s", "begin_t_s",
-    "deadline_t_s", "only_nodes", "never_nodes",
+    "deadline_t_s", "only_nodes", "never_nodes", "kill_on_invalid_dep",
 )  # fmt: skip
 SCHED_COLUMNS: tuple[Any, ...] = tuple(getattr(JobRow, name) for name in SCHED_NAMES)
 """Selected without the ORM (no identity map, no large command/env/script columns): a cycle
@@ -158,7 +159,7 @@ _JOB_NAMES = (
     "topology_level", "topology_mode", "submit_t_s", "min_runtime_s", "checkpoint_grace_s",
     "restart_count", "max_restarts", "array_parent", "array_index", "array_max_running",
     "warn_before_s", "attained_gpu_s", "nominated", "hold", "name", "dependency", "terminal",
-    "image", "begin_t_s", "deadline_t_s", "only_nodes", "never_nodes",
+    "image", "begin_t_s", "deadline_t_s", "only_nodes", "never_nodes", "kill_on_invalid_dep",
 )  # fmt: skip
 
 
@@ -198,6 +199,7 @@ def _job(f: Mapping[str, Any], user: str) -> Job:
         deadline_t_s=f["deadline_t_s"],
         only_nodes=None if f["only_nodes"] is None else frozenset(f["only_nodes"]),
         never_nodes=frozenset(f["never_nodes"] or ()),
+        kill_on_invalid_dep=bool(f["kill_on_invalid_dep"]),
         **_dependencies(f["dependency"]),
     )
 

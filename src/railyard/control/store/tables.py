@@ -219,6 +219,10 @@ class JobRow(Base):
     tasks_given: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     # --ntasks without --ntasks-per-node: sbatch and srun leave SLURM_NTASKS_PER_NODE unset
     ntasks_alone: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # sbatch --kill-on-invalid-dep=yes: cancelled once its dependency can never be met
+    kill_on_invalid_dep: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=false()
+    )
     # --gpus-per-node as given ([TYPE:]N), sbatch's SLURM_GPUS_PER_NODE; None: not asked so
     # (--gres=gpu:N sets none)
     gpus_per_node_asked: Mapped[str | None] = mapped_column(String(80), nullable=True)

@@ -263,6 +263,7 @@ def _admit_to(
         "updated_t_s": now_t_s,
         "begin_t_s": spec.begin_t_s,
         "deadline_t_s": spec.deadline_t_s,
+        "kill_on_invalid_dep": spec.kill_on_invalid_dep,
         "tasks_given": spec.ntasks is not None or spec.ntasks_per_node is not None,
         "ntasks_alone": spec.ntasks is not None and spec.ntasks_per_node is None,
         "gpus_per_node_asked": gpus_per_node_asked(spec),
