@@ -105,7 +105,6 @@ HARMLESS = [
     ("-A proj42", "--account=proj42 accepted, ignored: railyard has no accounts"),
     ("--get-user-env", "--get-user-env: --export=NONE starts from the login environment"),
     ("--cpus-per-gpu=4", "--cpus-per-gpu=4 accepted, ignored: give CPUs per task (-c)"),
-    ("--kill-on-invalid-dep=yes", "--kill-on-invalid-dep=yes accepted, ignored: a job whose"),
     ("--tmp=10G", "--tmp=10G accepted, ignored: a node's local disk is not booked"),
     ("--time-min=30", "--time-min=30 accepted, ignored: the job runs for its --time"),
 ]
