@@ -9,7 +9,8 @@ from sched_fakes import flat_queues, job, nodes, running
 
 from railyard.sched import NodeState, Reason, SchedulerConfig
 from railyard.sched.dependencies import parse_dependency
-from railyard.sched.lifecycle import Exit, ExitKind, StepInput, gate, step
+from railyard.sched.gates import gate
+from railyard.sched.lifecycle import Exit, ExitKind, StepInput, step
 
 DONE = {"1": "completed", "2": "failed", "3": "running", "4": "pending", "5": "cancelled"}
 
@@ -78,6 +79,38 @@ def test_array_throttle_lets_the_lowest_indices_go_first():
 def test_bad_dependencies_say_how_to_write_them(bad):
     with pytest.raises(ValueError, match=r"hint: e\.g\. afterok:12"):
         parse_dependency(bad)
+
+
+@pytest.mark.parametrize(
+    ("text", "now_t_s", "reason"),
+    [
+        ("after:3+5", 100.0 + 299.0, Reason.DEPENDENCY),  # started at 100: 5 min not yet up
+        ("after:3+5", 100.0 + 300.0, None),
+        ("after:5+1", 160.0, Reason.DEPENDENCY),  # cancelled unstarted at 150: 60 s from then
+        ("after:5+1", 210.0, None),
+        ("after:4+1", 1e9, Reason.DEPENDENCY),  # not started: after waits however long
+        ("after:3+5:5", 399.0, Reason.DEPENDENCY),  # each id its own wait; none for 5
+        ("after:3+0", 100.0, None),
+    ],
+)
+def test_after_plus_minutes_waits_that_long_after_the_start(text, now_t_s, reason):
+    """sbatch(1): after:job_id+time, 'time' minutes after the job started or was cancelled."""
+    times = {"3": 100.0, "5": 150.0}
+    eligible, held = gate([job("j", **deps(text))], [], DONE, now_t_s, times)
+    assert held.get("j") is reason
+    assert bool(eligible) is (reason is None)
+
+
+def test_after_plus_minutes_wakes_the_step_when_it_falls_due_and_only_after_takes_it():
+    then = job("2", gpus=1, **deps("after:1+2"))
+    given = StepInput(nodes(1), flat_queues({"a": 8}), [then], [], [], 50.0,
+                      job_states={"1": "running"}, job_times={"1": 10.0})  # fmt: skip
+    plan = step(given, SchedulerConfig())
+    assert (plan.held, plan.next_deadline_t_s) == ({"2": Reason.DEPENDENCY}, 130.0)
+    later = step(replace(given, now_t_s=130.0), SchedulerConfig())
+    assert [s.job_id for s in later.result.starts] == ["2"]
+    with pytest.raises(ValueError, match=r"\+MINUTES goes with after:"):
+        parse_dependency("afterok:1+5")
 
 
 def test_a_dependency_settled_in_the_same_step_counts():

@@ -256,8 +256,10 @@ def parse_dependency(value: str) -> str:
         if kind not in DEPENDENCY_TYPES:
             raise ValueError(f"unknown dependency type {kind!r} in {value!r} {hint}")
         parts = ids.split(":") if ids else []
-        if any("+" in p for p in parts):
-            raise ValueError(f"'+MINUTES' after a job id is not supported, in {value!r} {hint}")
+        if kind == "after":  # after:ID+MINUTES: that long after ID started (or was cancelled)
+            parts = [p.partition("+")[0] if p.partition("+")[2].isdigit() else p for p in parts]
+        elif any("+" in p for p in parts):
+            raise ValueError(f"'+MINUTES' goes with after: only, in {value!r} {hint}")
         if not parts or not all(_DEP_ID_RE.match(p) for p in parts):
             raise ValueError(f"bad job ids {ids!r} in dependency {value!r} {hint}")
     return text

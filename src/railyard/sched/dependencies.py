@@ -1,6 +1,7 @@
 """Job dependencies, Slurm's `--dependency`: when may a job start, given how others went?
 
-`after:ID` (ID has started, or ended), `afterok:ID` (ID completed), `afternotok:ID` (ID
+`after:ID` (ID has started, or ended; `after:ID+MIN`: MIN minutes after that), `afterok:ID`
+(ID completed), `afternotok:ID` (ID
 failed, timed out, lost its node or was cancelled), `afterany:ID` (ID ended), `aftercorr:ID`
 (an array task after the task of array ID with the same index completed; none there: it
 holds) and `singleton` (no other job of the same name and user runs or was submitted before
@@ -12,6 +13,7 @@ reason `DependencyNeverSatisfied`, as Slurm does unless told to kill it.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -28,8 +30,9 @@ class Verdict(Enum):
 
 PENDING, RUNNING = "pending", "running"
 _ENDED_BADLY = frozenset({"failed", "timeout", "node_fail", "cancelled", "deadline"})
-_PART = re.compile(r"^(after|afterok|afternotok|afterany|aftercorr):([0-9_]+(?::[0-9_]+)*)$")
-HINT = "e.g. afterok:12, afterany:12:13, afterok:12?afterok:13, aftercorr:12, singleton"
+_PART = re.compile(r"^(after|afterok|afternotok|afterany|aftercorr):([0-9_+]+(?::[0-9_+]+)*)$")
+_ID = re.compile(r"^([0-9_]+)(?:\+([0-9]{1,6}))?$")
+HINT = "e.g. afterok:12, afterany:12:13, afterok:12?afterok:13, after:12+5, aftercorr:12, singleton"
 
 
 def parse_dependency(text: str) -> tuple[tuple[Dependency, ...], bool]:
@@ -47,7 +50,13 @@ def parse_dependency(text: str) -> tuple[tuple[Dependency, ...], bool]:
         if match is None:
             raise ValueError(f"bad dependency {part!r} (hint: {HINT})")
         kind, ids = match.groups()
-        out.append(Dependency(DependencyKind(kind), tuple(ids.split(":"))))
+        terms = [_ID.match(i) for i in ids.split(":")]
+        if any(t is None or (t.group(2) is not None and kind != "after") for t in terms):
+            raise ValueError(f"bad dependency {part!r}: +MINUTES goes with after: (hint: {HINT})")
+        named = tuple(t.group(1) for t in terms if t is not None)
+        waits = tuple(60.0 * int(t.group(2) or 0) for t in terms if t is not None)
+        delays = waits if any(waits) else ()
+        out.append(Dependency(DependencyKind(kind), named, delays))
     if not out:
         raise ValueError(f"empty dependency (hint: {HINT})")
     return tuple(out), any_of
@@ -72,13 +81,16 @@ def verdict(
     job: Job,
     states: Mapping[str, str],
     singletons: Mapping[tuple[str, str], tuple[float, str]],
+    times: Mapping[str, float] | None = None,
+    now_t_s: float = math.inf,
 ) -> Verdict:
     """Does `job` wait on its dependencies? `states` maps each job id it names to "pending",
     "running" or an end state; `singletons` maps (user, name) to the (submit time, id) of the
-    earliest job of that user and name that is running or pending."""
+    earliest job of that user and name that is running or pending; `times` each named job's
+    start (or its end, if it ended unstarted), which `after:ID+MIN` counts from."""
     if not job.dependencies:
         return Verdict.HOLDS
-    verdicts = [_one(d, job, states, singletons) for d in job.dependencies]
+    verdicts = [_one(d, job, states, singletons, times or {}, now_t_s) for d in job.dependencies]
     if job.dependency_any:
         if Verdict.HOLDS in verdicts:
             return Verdict.HOLDS
@@ -93,12 +105,14 @@ def _one(
     job: Job,
     states: Mapping[str, str],
     singletons: Mapping[tuple[str, str], tuple[float, str]],
+    times: Mapping[str, float],
+    now_t_s: float,
 ) -> Verdict:
     if d.kind is DependencyKind.SINGLETON:
         first = singletons.get((job.user, job.name))
         return Verdict.HOLDS if first is None or first[1] == job.id else Verdict.WAITS
     out = Verdict.HOLDS
-    for other in d.job_ids:
+    for i, other in enumerate(d.job_ids):
         state = states.get(other)
         if state is None:
             return Verdict.NEVER  # no such job (or long forgotten)
@@ -110,11 +124,32 @@ def _one(
                 if state is None:
                     continue  # that array has no task of this index: nothing to wait for
         v = _against(kind, state)
+        if v is Verdict.HOLDS and d.delays_s and now_t_s < _after_t_s(d, i, other, times):
+            v = Verdict.WAITS  # after:ID+MIN: started, but not MIN minutes ago
         if v is Verdict.NEVER:
             return v
         if v is Verdict.WAITS:
             out = v
     return out
+
+
+def _after_t_s(d: Dependency, i: int, other: str, times: Mapping[str, float]) -> float:
+    """When `after:other+MIN` holds: MIN after `other` started (or ended unstarted); at once
+    when that time is not known."""
+    since = times.get(other)
+    return -math.inf if since is None else since + d.delays_s[i]
+
+
+def next_after_t_s(jobs: Iterable[Job], times: Mapping[str, float], now_t_s: float) -> float:
+    """The first moment after now an `after:ID+MIN` of `jobs` comes due: a step then."""
+    due = (
+        _after_t_s(d, i, other, times)
+        for j in jobs
+        for d in j.dependencies
+        if d.delays_s
+        for i, other in enumerate(d.job_ids)
+    )
+    return min((t for t in due if t > now_t_s), default=math.inf)
 
 
 def _against(kind: DependencyKind, state: str) -> Verdict:

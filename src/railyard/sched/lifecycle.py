@@ -25,14 +25,14 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from operator import itemgetter
 
 from railyard.sched.accounting import accrue_usage
 from railyard.sched.cache import CycleCache
 from railyard.sched.config import SchedulerConfig
 from railyard.sched.cycle import cycle
 from railyard.sched.decisions import CycleResult, Reason
-from railyard.sched.dependencies import Verdict, first_of_name, met_now, verdict
+from railyard.sched.dependencies import met_now, next_after_t_s
+from railyard.sched.gates import gate
 from railyard.sched.health import HealthInput, checks_after
 from railyard.sched.limits import latest_start_t_s, time_limit_s
 from railyard.sched.model import (
@@ -251,61 +251,6 @@ def past_deadline(
     return tuple(expired), kept, next_t_s
 
 
-def gate(
-    pending: Sequence[Job],
-    running: Iterable[RunningJob],
-    job_states: Mapping[str, str] | None = None,
-    now_t_s: float = math.inf,
-) -> tuple[list[Job], dict[str, Reason]]:
-    """Jobs the cycle may consider, and why the others may not: a hold (`JobHeldUser`,
-    `JobHeldAdmin`), a `--begin` time still ahead (`BeginTime`), a dependency not yet (or
-    never) satisfied, or an array already running its `%N` tasks (later tasks wait, lowest
-    index first, like Slurm). Only throttled tasks are taken in order (the cycle orders
-    what it is given by its own keys, ties broken by id): sorting 10,000 pending jobs every
-    step was a tenth of the live loop's lifecycle time (bench_live)."""
-    running = list(running)
-    states = job_states or {}
-    singletons = first_of_name(pending, running) if any(j.name for j in pending) else {}
-    live: dict[str, int] = {}
-    for r in running:
-        parent = r.job.array_parent
-        if parent is not None:
-            live[parent] = live.get(parent, 0) + 1
-    eligible: list[Job] = []
-    held: dict[str, Reason] = {}
-    throttled: list[tuple[tuple[float, str, int, str], Job, str, int]] = []
-    for job in pending:
-        if job.hold is not None:
-            held[job.id] = Reason.JOB_HELD_ADMIN if job.hold == "admin" else Reason.JOB_HELD_USER
-            continue
-        if job.begin_t_s is not None and now_t_s < job.begin_t_s:
-            held[job.id] = Reason.BEGIN_TIME
-            continue
-        if job.dependencies:
-            v = verdict(job, states, singletons)
-            if v is not Verdict.HOLDS:
-                never = v is Verdict.NEVER
-                held[job.id] = Reason.DEPENDENCY_NEVER_SATISFIED if never else Reason.DEPENDENCY
-                continue
-        parent, limit = job.array_parent, job.array_max_running
-        if parent is not None and limit is not None:
-            throttled.append((_array_order(job), job, parent, limit))
-        else:
-            eligible.append(job)
-    for _, job, parent, limit in sorted(throttled, key=itemgetter(0)):
-        if live.get(parent, 0) >= limit:
-            held[job.id] = Reason.JOB_ARRAY_TASK_LIMIT
-            continue
-        live[parent] = live.get(parent, 0) + 1
-        eligible.append(job)
-    return eligible, held
-
-
-def _array_order(job: Job) -> tuple[float, str, int, str]:
-    index = job.array_index if job.array_index is not None else -1
-    return (job.submit_t_s, job.array_parent or "", index, job.id)
-
-
 # -- drains and history --------------------------------------------------------------------------
 
 
@@ -343,6 +288,8 @@ class StepInput:
     keep_submit_time: bool = True
     job_states: Mapping[str, str] = field(default_factory=dict)
     """State ("pending", "running" or an end state) of every job a pending job depends on."""
+    job_times: Mapping[str, float] = field(default_factory=dict)
+    """When each of those started (or ended, unstarted): `after:ID+MIN` counts from it."""
     no_deadline_before_t_s: float | None = None
     """A driver that kept the last plan's `next_deadline_t_s` may pass it: until then no time
     limit or warning can fall due, and the step skips scanning the running jobs for one."""
@@ -419,7 +366,7 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
     states = dict(given.job_states)
     for s in settled:  # what this step settled counts already
         states[s.job_id] = s.end.value if s.end is not None else "pending"
-    eligible, held = gate(pending, running, states, now)
+    eligible, held = gate(pending, running, states, now, given.job_times)
     never = Reason.DEPENDENCY_NEVER_SATISFIED
     abandoned = tuple(j.id for j in pending if j.kill_on_invalid_dep and held.get(j.id) is never)
     for job_id in abandoned:
@@ -439,6 +386,9 @@ def step(given: StepInput, config: SchedulerConfig, cache: CycleCache | None = N
     next_t_s = min(limits.next_t_s, _first_deadline(result, eligible, queues, now), expire_t_s)
     begins = (j.begin_t_s for j in pending if held.get(j.id) is Reason.BEGIN_TIME)
     next_t_s = min(next_t_s, min((t for t in begins if t is not None), default=math.inf))
+    if given.job_times:  # an after:ID+MIN falls due
+        waiting = (j for j in pending if held.get(j.id) is Reason.DEPENDENCY)
+        next_t_s = min(next_t_s, next_after_t_s(waiting, given.job_times, now))
     checks: tuple[str, ...] = ()
     group: tuple[str, ...] = ()
     check_t_s = math.inf

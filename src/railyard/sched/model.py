@@ -168,6 +168,9 @@ class Dependency:
 
     kind: DependencyKind
     job_ids: tuple[str, ...] = ()
+    # after:ID+MINUTES: seconds after each named job started (or ended unstarted), in
+    # `job_ids`' order; empty: no wait
+    delays_s: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -140,6 +140,7 @@ class WorldReader:
         dependent = [job for job in pending if job.dependencies]
         seen.dependencies = {job.id: self._rows[job.id][_DEPENDENCY] for job in dependent}
         wanted = {i for job in dependent for i in named_ids(job)}
+        states, times = job_states(session, wanted) if wanted else ({}, {})
         given = StepInput(
             nodes=nodes,
             queues=queues,
@@ -150,7 +151,8 @@ class WorldReader:
             usage=usage,
             last_accrual_t_s=last_accrual_t_s,
             runtime_history_s=self._predictions(session, users, now_t_s),
-            job_states=job_states(session, wanted) if wanted else {},
+            job_states=states,
+            job_times=times,
         )
         return given, seen
 
@@ -336,22 +338,30 @@ def _core(session: Session, stmt: Select[*_Ts]) -> Sequence[Row[*_Ts]]:
     return session.connection().execute(stmt).all()
 
 
-def job_states(session: Session, ids: set[str]) -> dict[str, str]:
+def job_states(session: Session, ids: set[str]) -> tuple[dict[str, str], dict[str, float]]:
     """What dependencies read of the jobs they name: "pending", "running" or the end state;
     an array's number stands for all its tasks (pending while any waits, running while any
-    runs, completed when all did, else the first end that was not)."""
+    runs, completed when all did, else the first end that was not). And when each started,
+    or ended without starting (an array: its last task's), which `after:ID+MIN` counts
+    from."""
     rows = session.execute(
-        select(JobRow.id, JobRow.state, JobRow.array_parent).where(
-            or_(JobRow.id.in_(ids), JobRow.array_parent.in_(ids))
-        )
+        select(
+            JobRow.id, JobRow.state, JobRow.array_parent, JobRow.start_t_s, JobRow.end_t_s
+        ).where(or_(JobRow.id.in_(ids), JobRow.array_parent.in_(ids)))
     )
     out: dict[str, str] = {}
+    times: dict[str, float] = {}
     tasks: dict[str, list[str]] = {}
-    for job_id, state, parent in rows:
+    for job_id, state, parent, start_t_s, end_t_s in rows:
+        since = start_t_s if start_t_s is not None else end_t_s
         if job_id in ids:
             out[job_id] = _dependency_state(state)
+            if since is not None:
+                times[job_id] = since
         if parent in ids:
             tasks.setdefault(parent, []).append(_dependency_state(state))
+            if since is not None:
+                times[parent] = max(since, times.get(parent, since))
     for parent, states in tasks.items():
         if parent in out:
             continue
@@ -362,7 +372,7 @@ def job_states(session: Session, ids: set[str]) -> dict[str, str]:
         else:
             bad = [s for s in states if s != "completed"]
             out[parent] = bad[0] if bad else "completed"
-    return out
+    return out, times
 
 
 def _dependency_state(state: str) -> str:
