@@ -111,3 +111,34 @@ def test_bare_nice_is_100_and_an_arrays_update_is_one_line(cli: Cli) -> None:
     assert (updated.exit_code, updated.stdout) == (0, f"{array} updated\n"), updated.output
     limits = {j["walltime_s"] for j in cli.json("alice", "queue", "-r", "-j", array)}
     assert limits == {300}
+
+
+def test_show_partition_and_node_print_scontrols_records(cli: Cli, store: Store) -> None:
+    """``scontrol show partition [NAME]`` / ``show node [NAME]``: Key=Value records a script
+    greps (MaxTime=, State=, Nodes=); an unknown name is scontrol's "not found", exit 1."""
+    from railyard.control.store.tables import NodeRow, QueueRow
+
+    with store.session() as session:
+        session.add(QueueRow(name="gpu", parent="default", nominal_gpus={}, is_default=True,
+                             max_time_s=7200.0, created_t_s=time.time()))  # fmt: skip
+        node = session.get_one(NodeRow, "n02")
+        node.state, node.reason = "draining", "bad fan"
+    part = cli("alice", "show", "partition", "gpu")
+    assert part.exit_code == 0, part.output
+    lines = part.stdout.splitlines()
+    assert lines[0] == "PartitionName=gpu"
+    text = part.stdout
+    assert "Default=YES" in text
+    assert "MaxTime=02:00:00" in text
+    assert "Nodes=n[01-02]" in text
+    assert "State=UP TotalCPUs=" in text
+    every = cli("alice", "show", "partition").stdout
+    assert [b.splitlines()[0] for b in every.strip().split("\n\n")] == ["PartitionName=gpu"]
+    shown = cli("alice", "show", "node", "n02").stdout.splitlines()
+    assert shown[0] == "NodeName=n02"
+    assert "   State=IDLE+DRAIN" in shown
+    assert "   Reason=bad fan" in shown
+    assert "   Partitions=gpu" in shown
+    missing = cli("alice", "show", "partition", "nope")
+    assert (missing.exit_code, missing.stderr.strip()) == (1, "railyard: Partition nope not found")
+    assert cli("alice", "show", "node", "n99").exit_code == 1

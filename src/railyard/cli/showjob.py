@@ -1,5 +1,6 @@
 """``railyard show``: everything about one job (scontrol show job's Key=Value lines with
-``show job N``), an array's summary and tasks, and Slurm hostlists (``show hostnames``)."""
+``show job N``), an array's summary and tasks, Slurm hostlists (``show hostnames``) and
+partitions and nodes (``show partition|node [NAME]``, `cli.showcluster`)."""
 
 from __future__ import annotations
 
@@ -73,6 +74,11 @@ def show(args: argparse.Namespace) -> None:
 
         show_hostlist(args.job_id, args.scontrol_id, as_json=args.json)
         return
+    if args.job_id in ("partition", "node"):  # scontrol show partition|node [NAME]
+        from railyard.cli.showcluster import show_cluster
+
+        show_cluster(args.job_id, args.scontrol_id, as_json=args.json)
+        return
     scontrol = args.job_id == "job" and args.scontrol_id is not None
     if scontrol:  # `show job N`: scontrol show job's spelling and its Key=Value lines
         args.job_id = args.scontrol_id
@@ -118,10 +124,14 @@ def show(args: argparse.Namespace) -> None:
 
 
 def _show_args(p: Parser) -> None:
-    p.add_argument("job_id", metavar="ID", help="a job id, an array's id, hostnames or hostlist")
+    p.add_argument(
+        "job_id", metavar="ID",
+        help="a job id, an array's id, job, hostnames, hostlist, partition or node",
+    )  # fmt: skip
     p.add_argument(
         "scontrol_id", metavar="ID", nargs="?",
-        help="`show job ID`: scontrol show job's Key=Value lines; `show hostnames LIST`",
+        help="`show job ID`: scontrol show job's Key=Value lines; `show hostnames LIST`; "
+        "`show partition [NAME]`, `show node [NAME]`",
     )  # fmt: skip
     p.add_argument(
         "--events", action="store_true", help="its history too: start, pulling, running, end..."
