@@ -142,3 +142,40 @@ def test_show_partition_and_node_print_scontrols_records(cli: Cli, store: Store)
     missing = cli("alice", "show", "partition", "nope")
     assert (missing.exit_code, missing.stderr.strip()) == (1, "railyard: Partition nope not found")
     assert cli("alice", "show", "node", "n99").exit_code == 1
+
+
+def test_sinfo_views(cli: Cli, store: Store) -> None:
+    """sinfo: a line per partition and state (default partition starred, TIMELIMIT its
+    MaxTime), -s's NODES(A/I/O/T), -N a line per node, -R why a node is out, -p and -o."""
+    from railyard.control.store.tables import NodeRow, QueueRow
+
+    with store.session() as session:
+        for name in ("gpu", "debug"):
+            session.add(QueueRow(name=name, parent="default", nominal_gpus={},
+                                 is_default=name == "gpu", max_time_s=3600.0 if name == "debug"
+                                 else None, created_t_s=time.time()))  # fmt: skip
+        node = session.get_one(NodeRow, "n02")
+        node.state, node.reason = "draining", "bad fan"
+    job = _submit(cli, "-G", "1")
+    _set(store, job, state="running", start_t_s=time.time(), placement={"n01": [0]})
+    plain = cli("alice", "sinfo")
+    assert plain.exit_code == 0, plain.output
+    assert [line.split() for line in plain.stdout.splitlines()] == [
+        ["PARTITION", "AVAIL", "TIMELIMIT", "NODES", "STATE", "NODELIST"],
+        ["debug", "up", "1:00:00", "1", "mix", "n01"],
+        ["debug", "up", "1:00:00", "1", "drain", "n02"],
+        ["gpu*", "up", "infinite", "1", "mix", "n01"],
+        ["gpu*", "up", "infinite", "1", "drain", "n02"],
+    ]
+    summary = cli("alice", "sinfo", "-s", "-p", "gpu", "-h").stdout.split()
+    assert summary == ["gpu*", "up", "infinite", "1/0/1/2", "n[01-02]"]
+    per_node = cli("alice", "sinfo", "-N", "-h", "-o", "%N %R %T").stdout.splitlines()
+    assert per_node == ["n01 debug mixed", "n01 gpu mixed", "n02 debug drained",
+                        "n02 gpu drained"]  # fmt: skip
+    reasons = cli("alice", "sinfo", "-R", "-h", "-o", "%E|%N").stdout.splitlines()
+    assert reasons == ["bad fan|n02"]
+    bad = cli("alice", "sinfo", "-o", "%Z")
+    assert (bad.exit_code, bad.stderr.split(" (")[0]) == (
+        2,
+        "railyard: sinfo: -o: unknown field %Z",
+    )

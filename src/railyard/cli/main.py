@@ -101,6 +101,10 @@ CONTROL = {
     "logs": ("jobs", "Print one rank's log; with -f, keep printing until the job finishes."),
     "nodes": ("cluster", "Nodes, their GPUs in use, and draining."),
     "queues": ("cluster", "Queues: quota per flavor, GPUs in use and borrowed, fair-share usage."),
+    "sinfo": (
+        "sinfo",
+        "Partitions and nodes as sinfo shows them: a line per partition and state (-N: per node).",
+    ),
     "sprio": (
         "shares",
         "Pending jobs' priority factors as the scheduler orders by them, like sprio.",
