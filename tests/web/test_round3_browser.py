@@ -26,6 +26,7 @@ from tests.web.test_dashboard_browser import WebDriverWait, chrome, shot
 
 require("chromium")
 import uvicorn  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.expected_conditions import staleness_of  # noqa: E402
 from selenium.webdriver.support.ui import Select  # noqa: E402
@@ -116,6 +117,19 @@ def _h1(b: object) -> str:
     return str(b.find_element(By.TAG_NAME, "h1").text)  # type: ignore[attr-defined]
 
 
+def _tick(b: object, job: str) -> None:
+    """Tick a job's box; the table is replaced every 2 s, and a box found just before that is
+    gone when clicked (stale: the click did nothing), so find it again (CI, 2026-12-06)."""
+    for _ in range(10):
+        box = b.find_element(By.CSS_SELECTOR, f"#jobs input[value='{job}']")  # type: ignore[attr-defined]
+        try:
+            box.click()
+            return
+        except StaleElementReferenceException:
+            continue
+    raise AssertionError(f"job {job}'s box went stale ten times")
+
+
 def test_round3_pages_and_actions(served: tuple[str, dict[str, str]]) -> None:
     url, tokens = served
     b = chrome()
@@ -138,7 +152,7 @@ def test_round3_pages_and_actions(served: tuple[str, dict[str, str]]) -> None:
                                    == 46)  # fmt: skip
         assert "3:0" in b.find_element(By.ID, "jobs").text  # job 7's exit code
         for job in ("1", "2"):
-            b.find_element(By.CSS_SELECTOR, f"#jobs input[value='{job}']").click()
+            _tick(b, job)
         table = b.find_element(By.ID, "jobs")  # its refresh (every 2 s) must keep the ticks
         WebDriverWait(b, 20).until(staleness_of(table))
         ticked = b.find_elements(By.CSS_SELECTOR, "#jobs input[name=job]:checked")
