@@ -107,6 +107,8 @@ def test_bare_nice_is_100_and_an_arrays_update_is_one_line(cli: Cli) -> None:
     job = niced.stdout.strip()
     assert cli("alice", "queue", "-h", "-j", job, "-o", "%y %Q").stdout.split() == ["100", "400"]
     array = _submit(cli, "-H", "--array", "0-99", "-t", "10")
+    folded = cli("alice", "queue", "-h", "-j", array, "-o", "%i %K").stdout.split()
+    assert folded == [f"{array}_[0-99]", "0-99"]  # squeue's %K of a pending array's line
     updated = cli("alice", "update", array, "TimeLimit=5")
     assert (updated.exit_code, updated.stdout) == (0, f"{array} updated\n"), updated.output
     limits = {j["walltime_s"] for j in cli.json("alice", "queue", "-r", "-j", array)}

@@ -101,6 +101,14 @@ def _memory(job: Job) -> str:
     return f"{mb}M" if mb else "0"
 
 
+def _array_index(job: Job) -> str:
+    """squeue's %K: the task's index, or a folded line's indices (``17_[2-9%2]``: ``2-9%2``)."""
+    _, bracket, rest = job["id"].partition("_[")
+    if bracket:
+        return rest.rstrip("]")
+    return "N/A" if job["array_index"] is None else str(job["array_index"])
+
+
 def _listed(nodes: list[str] | None) -> str:
     return ",".join(nodes or [])
 
@@ -109,7 +117,7 @@ SQUEUE: dict[str, Field] = {
     "i": lambda j: j["id"],
     "A": lambda j: j["id"],
     "F": lambda j: j["array_parent"] or j["id"],
-    "K": lambda j: "N/A" if j["array_index"] is None else str(j["array_index"]),
+    "K": _array_index,
     "j": lambda j: j["name"] or "-",
     "u": lambda j: j["user"],
     "P": lambda j: j["queue"],
