@@ -50,6 +50,10 @@ def test_squeue_long_options_filters_and_sort(cli: Cli, store: Store) -> None:
     assert ids("-S", "-Q") == [high, on_n01, low]  # priority, highest first
     assert ids("-S", "j") == [low, high, on_n01]
     assert ids("--sort=-i") == sorted([low, high, on_n01], key=int, reverse=True)
+    fast = cli("alice", "queue", "-i", "0.01")
+    assert (fast.exit_code, fast.stderr.strip()) == (
+        2, "railyard: queue: --iterate takes 1 second or more"
+    )  # fmt: skip
     bad = cli("alice", "queue", "-S", "%Z9")
     assert (bad.exit_code, bad.stderr.split(" (")[0]) == (
         2, "railyard: queue: --sort: unknown field '%Z9'"

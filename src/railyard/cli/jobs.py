@@ -360,8 +360,8 @@ def queue(args: argparse.Namespace) -> None:
     if args.min_job_age is not None and args.min_job_age < 0:
         fail("queue: --min-job-age must be >= 0")
     if args.iterate is not None:  # squeue -i: again every N seconds, until interrupted
-        if not args.iterate > 0:
-            fail("queue: --iterate must be > 0 seconds")
+        if not args.iterate >= 1:  # squeue's whole seconds: no loop that hammers the server
+            fail("queue: --iterate takes 1 second or more")
         every_s, args.iterate = args.iterate, None
         with contextlib.suppress(KeyboardInterrupt):
             while True:
