@@ -10,7 +10,6 @@ An unknown letter or field is one line naming it, with the known ones as the hin
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -184,46 +183,11 @@ def format_of_fields(fields: str) -> str:
     return "".join(out)
 
 
-_SPEC = re.compile(r"%(\.)?(\d*)([A-Za-z%])")
-
-
 def squeue_lines(fmt: str, jobs: list[Job]) -> list[str]:
     """squeue ``-o FORMAT``: a header line, then a line per job. ValueError: one line."""
-    parts: list[str | tuple[bool, int | None, str]] = []
-    at = 0
-    for match in _SPEC.finditer(fmt):
-        parts.append(fmt[at : match.start()])
-        right, width, letter = match.groups()
-        if letter == "%":
-            parts.append("%")
-        elif letter not in SQUEUE:
-            raise ValueError(
-                f"--format: unknown field %{letter} (hint: one of %{' %'.join(SQUEUE)})"
-            )
-        else:
-            parts.append((bool(right), int(width) if width else None, letter))
-        at = match.end()
-    parts.append(fmt[at:])
+    from railyard.cli.letterformat import letter_lines
 
-    def line(value_of: Callable[[str], str]) -> str:
-        out = []
-        for part in parts:
-            if isinstance(part, str):
-                out.append(part)
-                continue
-            right, width, letter = part
-            text = value_of(letter)
-            if width is not None:
-                text = text[:width]
-                text = text.rjust(width) if right else text.ljust(width)
-            out.append(text)
-        return "".join(out).rstrip()
-
-    def values(job: Job) -> Callable[[str], str]:
-        return lambda letter: printable(SQUEUE[letter](job))
-
-    header = line(lambda letter: _SQUEUE_HEADERS.get(letter, letter.upper()))
-    return [header, *(line(values(job)) for job in jobs)]
+    return letter_lines(fmt, jobs, SQUEUE, _SQUEUE_HEADERS, option="--format")
 
 
 _SQUEUE_HEADERS = {"i": "JOBID", "A": "JOBID", "F": "ARRAY_JOB_ID", "K": "ARRAY_TASK_ID",

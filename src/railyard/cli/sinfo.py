@@ -7,13 +7,13 @@ A partition is a queue without sub-queues, its nodes those of its pool."""
 from __future__ import annotations
 
 import argparse
-import re
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from railyard.cli.args import Command, Parser, connect, emit_json, fail, json_flag
 from railyard.cli.cluster import node_state, partitions_of, sinfo_long
+from railyard.cli.letterformat import letter_lines
 from railyard.cli.text import squeue_time
 from railyard.client.hostlists import compress_hostlist
 
@@ -27,7 +27,6 @@ DEFAULT_FORMAT = "%9P %.5a %.10l %.6D %.6t %N"
 SUMMARY_FORMAT = "%9P %.5a %.10l %.16F %N"
 NODE_FORMAT = "%N %.6D %9P %.6t"
 REASON_FORMAT = "%20E %19H %N"
-_SPEC = re.compile(r"%(\.)?(\d+)?([A-Za-z])")
 
 
 class Group:
@@ -83,35 +82,9 @@ sinfo groups nodes whose fields print alike (``%c %m %G %f`` of a mixed group: i
 
 def lines(fmt: str, groups: list[Group]) -> list[str]:
     """sinfo ``-o FORMAT``: a header, then a line per group. ValueError: one line."""
-    specs: list[str | tuple[bool, int | None, str]] = []
-    at = 0
-    for match in _SPEC.finditer(fmt):
-        specs.append(fmt[at : match.start()])
-        right, width, letter = match.groups()
-        if letter not in FIELDS:
-            raise ValueError(
-                f"-o: unknown field %{letter} (hint: letters {' '.join(sorted(FIELDS))})"
-            )
-        specs.append((bool(right), int(width) if width else None, letter))
-        at = match.end()
-    specs.append(fmt[at:])
-
-    def render(group: Group | None) -> str:
-        """The header line (``group`` None), or the group's line."""
-        out = []
-        for spec in specs:
-            if isinstance(spec, str):
-                out.append(spec)
-                continue
-            right, width, letter = spec
-            header, value = FIELDS[letter]
-            text = header if group is None else value(group)
-            if width is not None:
-                text = text[:width].rjust(width) if right else text[:width].ljust(width)
-            out.append(text)
-        return "".join(out).rstrip()
-
-    return [render(None), *(render(g) for g in groups)]
+    values = {letter: value for letter, (_, value) in FIELDS.items()}
+    headers = {letter: header for letter, (header, _) in FIELDS.items()}
+    return letter_lines(fmt, groups, values, headers, option="-o")
 
 
 def groups_of(
@@ -120,19 +93,23 @@ def groups_of(
     """sinfo's lines: per partition (the default partition starred), then per state unless
     summarised, or per node with ``-N``; partitions in the queues' order."""
     named = {q["name"]: q for q in queues}
+    parts = {n["name"]: partitions_of(n, queues) for n in nodes}  # once a node, not per line
     if per_node:  # node by node, each in its partitions' order, as sinfo -N sorts
-        return [
-            Group(p, [n], named.get(p.rstrip("*"))) for n in nodes for p in partitions_of(n, queues)
-        ]
+        return [Group(p, [n], named.get(p.rstrip("*"))) for n in nodes for p in parts[n["name"]]]
+    members: dict[str, list[Node]] = {}
+    for n in nodes:
+        for partition in parts[n["name"]]:
+            members.setdefault(partition, []).append(n)
     out: list[Group] = []
-    for partition in dict.fromkeys(p for n in nodes for p in partitions_of(n, queues)):
-        members = [n for n in nodes if partition in partitions_of(n, queues)]
+    for partition, held in members.items():
         queue = named.get(partition.rstrip("*"))
         if by_state:
-            for state in dict.fromkeys(node_state(n) for n in members):
-                out.append(Group(partition, [n for n in members if node_state(n) == state], queue))
+            states = [node_state(n) for n in held]
+            for state in dict.fromkeys(states):
+                same = [n for n, s in zip(held, states, strict=True) if s == state]
+                out.append(Group(partition, same, queue))
         else:
-            out.append(Group(partition, members, queue))
+            out.append(Group(partition, held, queue))
     return out
 
 

@@ -172,41 +172,44 @@ def _ended_attempt(s: Settlement, run: RunningJob, now_t_s: float, out: Written)
 
 def _expire(session: Session, job_id: str, now_t_s: float, out: Written) -> None:
     """A pending job that could no longer end by its deadline ends DEADLINE (Slurm's state
-    and reason), unless its row moved since the read (the next step judges it again)."""
-    ended = cas(
-        session,
-        job_id,
-        JobState.PENDING.value,
-        state=JobState.DEADLINE.value,
-        reason="DeadLine",
-        nominated=False,
-        end_t_s=now_t_s,
-        updated_t_s=now_t_s,
-    )
-    if ended:
-        message = "it could no longer end by its deadline: not started"
-        record(session, now_t_s, JobState.DEADLINE.value, message, job_id)
-        out.finished.append((job_id, JobState.DEADLINE.value))
+    and reason)."""
+    message = "it could no longer end by its deadline: not started"
+    _end_unstarted(session, job_id, now_t_s, out, JobState.DEADLINE, "DeadLine", message)
 
 
 def _abandon(session: Session, job_id: str, now_t_s: float, out: Written) -> None:
     """A pending job whose dependency can never be met, submitted with
-    --kill-on-invalid-dep=yes, ends CANCELLED (Slurm's kill_invalid_depend), unless its row
-    moved since the read (an update of its dependency: the next step judges it again)."""
+    --kill-on-invalid-dep=yes, ends CANCELLED (Slurm's kill_invalid_depend)."""
+    message = "its dependency can never be met (--kill-on-invalid-dep): not started"
+    _end_unstarted(
+        session, job_id, now_t_s, out, JobState.CANCELLED, "DependencyNeverSatisfied", message
+    )
+
+
+def _end_unstarted(
+    session: Session,
+    job_id: str,
+    now_t_s: float,
+    out: Written,
+    state: JobState,
+    reason: str,
+    message: str,
+) -> None:
+    """End a pending job without starting it, unless its row moved since the read (an
+    update, a start: the next step judges it again)."""
     ended = cas(
         session,
         job_id,
         JobState.PENDING.value,
-        state=JobState.CANCELLED.value,
-        reason="DependencyNeverSatisfied",
+        state=state.value,
+        reason=reason,
         nominated=False,
         end_t_s=now_t_s,
         updated_t_s=now_t_s,
     )
     if ended:
-        message = "its dependency can never be met (--kill-on-invalid-dep): not started"
-        record(session, now_t_s, JobState.CANCELLED.value, message, job_id)
-        out.finished.append((job_id, JobState.CANCELLED.value))
+        record(session, now_t_s, state.value, message, job_id)
+        out.finished.append((job_id, state.value))
 
 
 def _settle(

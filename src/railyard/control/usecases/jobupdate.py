@@ -101,10 +101,7 @@ def update_job(
     changed = transition_where(session, where, states, values, retry_conflicts=True)
     if not changed:
         raise Conflict(f"job {job_id} moved on meanwhile: it was not updated")
-    message = f"{actor.name}: {', '.join(said)}"
-    record_many(session, now_t_s, [("update", message, one) for one in changed])
-    request_wake(session)
-    return _answer(session, actor, changed)
+    return _answer(session, actor, changed, f"{actor.name}: {', '.join(said)}", now_t_s)
 
 
 def _targets(
@@ -159,10 +156,9 @@ def _throttle(
     changed = transition_where(session, mine, TIME_STATES, values, retry_conflicts=True)
     if not changed:
         raise Conflict(f"array {job_id} has no task left to throttle")
-    message = f"{actor.name}: array throttle {limit or 'none'}"
-    record_many(session, now_t_s, [("update", message, one) for one in changed])
-    request_wake(session)
-    return _answer(session, actor, changed)
+    return _answer(
+        session, actor, changed, f"{actor.name}: array throttle {limit or 'none'}", now_t_s
+    )
 
 
 def _task_order(task_id: str) -> tuple[int, str]:
@@ -171,9 +167,14 @@ def _task_order(task_id: str) -> tuple[int, str]:
     return (int(index), task_id) if index.isdigit() else (0, task_id)
 
 
-def _answer(session: Session, actor: User, changed: list[str]) -> list[tuple[JobRow, str]]:
-    """The first of ``changed`` (in task order) as the update left it: one job answers for an
-    array, as scontrol says nothing per task (the list of its tasks shows them all)."""
+def _answer(
+    session: Session, actor: User, changed: list[str], message: str, now_t_s: float
+) -> list[tuple[JobRow, str]]:
+    """Record the update on each of ``changed``, wake the loop, and answer with the first (in
+    task order) as the update left it: one job answers for an array, as scontrol says nothing
+    per task (the list of its tasks shows them all)."""
+    record_many(session, now_t_s, [("update", message, one) for one in changed])
+    request_wake(session)
     row, name = get_job(session, actor, min(changed, key=_task_order))
     session.refresh(row)
     return [(row, name)]
